@@ -1,0 +1,37 @@
+"""corral: run a model's Python script in a locked-down CPython worker, with host functions.
+
+    import corral
+
+    async with corral.Pool() as pool:
+        async with pool.checkout(type_check=True, type_check_stubs=STUBS) as session:
+            result = await session.feed_run(code, external_lookup={'get_order': get_order})
+"""
+
+from .errors import (
+    SandboxError,
+    SandboxInsecureError,
+    SandboxLimitError,
+    SandboxRuntimeError,
+    SandboxSyntaxError,
+    SandboxTypingError,
+    SandboxWorkerError,
+)
+from .host.external import ExternalModule
+from .host.pool import Pool
+from .host.session import PrintCallback, Session
+from .limits import Limits
+
+__all__ = [
+    'ExternalModule',
+    'Limits',
+    'Pool',
+    'PrintCallback',
+    'SandboxError',
+    'SandboxInsecureError',
+    'SandboxLimitError',
+    'SandboxRuntimeError',
+    'SandboxSyntaxError',
+    'SandboxTypingError',
+    'SandboxWorkerError',
+    'Session',
+]

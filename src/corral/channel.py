@@ -1,0 +1,77 @@
+"""Framing and message kinds of the channel between the host and a worker.
+
+A frame is a 4-byte big-endian length followed by that many bytes of msgpack (see `values`).
+Every message is a list whose first item is its kind:
+
+    host -> worker   [FEED, code, script_name, functions, modules, max_output]
+                     [REPLY, call_id, ok, value]          ok False: value is [exc_type, args]
+    worker -> host   [CALL, call_id, name, args, kwargs]  name is 'f' or 'module.f'
+                     [OUTPUT, stream, text]
+                     [DONE, value]
+                     [FAIL, kind, exc_type, message, display]   kind: 'syntax' or 'runtime'
+
+`functions` maps a host function's name to whether it is async; `modules` maps a module name to
+such a mapping. Both sides bound frames by `values.MAX_FRAME`; the host treats anything else a
+worker sends (a bad length, bad msgpack, an unknown kind, a wrong shape) as a broken worker.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from .values import MAX_FRAME
+
+__all__ = ['FEED', 'REPLY', 'CALL', 'OUTPUT', 'DONE', 'FAIL', 'ProtocolError', 'frame', 'FrameReader']
+
+FEED, REPLY, CALL, OUTPUT, DONE, FAIL = range(1, 7)
+
+_HEADER = struct.Struct('>I')
+
+
+class ProtocolError(Exception):
+    """A frame broke the channel's rules (too large, truncated, malformed)."""
+
+
+def frame(payload: bytes) -> bytes:
+    """Prefix one encoded message with its length. Raises `ProtocolError` past `MAX_FRAME`."""
+    if len(payload) > MAX_FRAME:
+        raise ProtocolError(f'message of {len(payload)} bytes is larger than the limit of {MAX_FRAME} bytes')
+    return _HEADER.pack(len(payload)) + payload
+
+
+class FrameReader:
+    """Splits a byte stream into frame payloads.
+
+    `feed(data)` returns the payloads completed by `data`, in order; bytes of an incomplete frame
+    are kept for the next call. Raises `ProtocolError` as soon as a header announces a frame
+    larger than `max_frame` bytes, before buffering it.
+    """
+
+    __slots__ = ('_buffer', '_max')
+
+    def __init__(self, max_frame: int = MAX_FRAME) -> None:
+        self._buffer = bytearray()
+        self._max = max_frame
+
+    def feed(self, data: bytes) -> list[bytes]:
+        buffer = self._buffer
+        buffer += data
+        frames = []
+        start = 0
+        end = len(buffer)
+        while end - start >= 4:
+            (size,) = _HEADER.unpack_from(buffer, start)
+            if size > self._max:
+                raise ProtocolError(f'frame of {size} bytes announced, larger than the limit of {self._max} bytes')
+            if end - start - 4 < size:
+                break
+            frames.append(bytes(buffer[start + 4 : start + 4 + size]))
+            start += 4 + size
+        if start:
+            del buffer[:start]
+        return frames
+
+    @property
+    def pending(self) -> int:
+        """Bytes received that do not yet make a whole frame."""
+        return len(self._buffer)

@@ -1,0 +1,89 @@
+"""The errors corral raises in the host, all subclasses of `SandboxError`.
+
+Every error carries the text to send back to a model in `display()`; `str(error)` is the same text,
+so `f'The script failed: {e}'` reads well.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    'SandboxError',
+    'SandboxSyntaxError',
+    'SandboxTypingError',
+    'SandboxRuntimeError',
+    'SandboxWorkerError',
+    'SandboxLimitError',
+    'SandboxInsecureError',
+]
+
+
+class SandboxError(Exception):
+    """Base class of every error corral raises about a script or its sandbox."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        self._text = text
+
+    def display(self) -> str:
+        """The text to send back to the model: what failed, where, and why."""
+        return self._text
+
+    def __str__(self) -> str:
+        return self._text
+
+
+class SandboxSyntaxError(SandboxError):
+    """The script is not valid Python, or uses a construct the sandbox refuses.
+
+    `display()` shows the line and a caret, as Python does:
+
+        File "main.py", line 1
+          x = (1,
+              ^
+      SyntaxError: '(' was never closed
+    """
+
+
+class SandboxTypingError(SandboxError):
+    """The type check found errors; the script did not run.
+
+    `display()` is ty's full diagnostic text, with paths named after the script and the stub files
+    (`main.py`, `repl_type_stubs.pyi`, `<module>.pyi`).
+    """
+
+
+class SandboxRuntimeError(SandboxError):
+    """The script raised an exception it did not catch.
+
+    `display()` is a traceback of the script's own frames only, ending with the exception.
+    `exc_type` is the exception's class name (`'ValueError'`), `message` its text.
+    """
+
+    def __init__(self, text: str, *, exc_type: str, message: str) -> None:
+        super().__init__(text)
+        self.exc_type = exc_type
+        self.message = message
+
+
+class SandboxWorkerError(SandboxError):
+    """The worker process serving the session died or broke the channel's rules.
+
+    The session cannot be used again; check out a new one.
+    """
+
+
+class SandboxLimitError(SandboxError):
+    """The script went past one of the session's limits.
+
+    A limit enforced by killing the worker (wall time, memory) also ends the session; the others
+    (host calls, output) leave it usable. `limit` names the limit (a field of `corral.Limits`, e.g. `'wall_time'`), `value` its setting.
+    """
+
+    def __init__(self, text: str, *, limit: str, value: object) -> None:
+        super().__init__(text)
+        self.limit = limit
+        self.value = value
+
+
+class SandboxInsecureError(SandboxError):
+    """A lockdown layer that the pool requires is not available on this machine."""

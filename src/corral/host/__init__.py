@@ -1,0 +1,1 @@
+"""The host side: the pool of workers, sessions, and host functions."""

@@ -1,0 +1,54 @@
+"""Host functions: what a script may call, and how a call is run and answered."""
+
+from __future__ import annotations
+
+import builtins
+import inspect
+from collections.abc import Callable, Mapping
+from typing import Any
+
+__all__ = ['ExternalModule', 'is_async_callable', 'exception_payload']
+
+
+class ExternalModule:
+    """Host functions that a script imports as a module.
+
+    `functions` maps a name to a sync or async callable; names starting with `_` are not exposed.
+    `stubs` is the module's `.pyi` text, used when the session type-checks (as `<name>.pyi`, where
+    `name` is the key under which the session's `external_modules` offers the module):
+
+        billing = ExternalModule({'list_invoices': list_invoices}, stubs=BILLING_STUB)
+        pool.checkout(type_check=True, external_modules={'billing': billing})
+        # the script: from billing import list_invoices
+
+    Raises `TypeError` when a value in `functions` is not callable.
+    """
+
+    __slots__ = ('functions', 'stubs')
+
+    def __init__(self, functions: Mapping[str, Callable[..., Any]], *, stubs: str | None = None) -> None:
+        for name, function in functions.items():
+            if not callable(function):
+                raise TypeError(f'ExternalModule function {name!r} is not callable: {type(function).__name__}')
+        self.functions = {name: f for name, f in functions.items() if not name.startswith('_')}
+        self.stubs = stubs
+
+    def __repr__(self) -> str:
+        return f'ExternalModule({sorted(self.functions)!r})'
+
+
+def is_async_callable(function: Callable[..., Any]) -> bool:
+    """Whether calling `function` returns a coroutine (an `async def`, or an object whose `__call__` is one)."""
+    return inspect.iscoroutinefunction(function) or inspect.iscoroutinefunction(getattr(function, '__call__', None))
+
+
+def exception_payload(error: BaseException) -> list[Any]:
+    """`[name, args]` of the nearest built-in exception class of `error`, as the script will see it.
+
+    A host exception class the script cannot know (`httpx.HTTPError`) maps to its nearest built-in
+    base class (`Exception`, `ValueError`, ...).
+    """
+    for cls in type(error).__mro__:
+        if getattr(builtins, cls.__name__, None) is cls:
+            return [cls.__name__, list(error.args)]
+    return ['Exception', [str(error)]]

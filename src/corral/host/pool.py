@@ -1,0 +1,131 @@
+"""The pool: owns the zygote, keeps forked workers warm, and checks out sessions."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from ..limits import Limits
+from .external import ExternalModule
+from .session import Session
+from .workers import WorkerProcess, Zygote
+
+if TYPE_CHECKING:
+    from ..typecheck import TypeChecker
+
+__all__ = ['Pool']
+
+
+class Pool:
+    """Owns sandbox workers and hands out sessions. Use as an async context manager.
+
+    Creating a pool starts nothing; the zygote (a warm Python process that forks workers) starts
+    on the first checkout. After each checkout the pool forks replacements in the background so
+    that `warm_workers` idle workers wait for the next checkouts. Every session gets a worker of
+    its own, killed when the session ends and never reused.
+
+        async with Pool() as pool:
+            async with pool.checkout(type_check=True, type_check_stubs=STUBS) as session:
+                result = await session.feed_run(code, external_lookup=TOOLS)
+    """
+
+    def __init__(self, *, warm_workers: int = 2) -> None:
+        if warm_workers < 0:
+            raise ValueError('warm_workers must be 0 or more')
+        self.warm_workers = warm_workers
+        self._zygote = Zygote()
+        self._idle: list[WorkerProcess] = []
+        self._refill: asyncio.Task[None] | None = None
+        self._checker: TypeChecker | None = None
+        self._closed = False
+
+    async def __aenter__(self) -> Pool:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Kill idle workers, stop the zygote and the type checker. Sessions still open keep running."""
+        self._closed = True
+        if self._refill is not None:
+            self._refill.cancel()
+            try:
+                await self._refill
+            except (asyncio.CancelledError, OSError):
+                pass
+            self._refill = None
+        for worker in self._idle:
+            worker.kill()
+        self._idle.clear()
+        self._zygote.close()
+        if self._checker is not None:
+            await self._checker.aclose()
+            self._checker = None
+
+    def checkout(
+        self,
+        *,
+        type_check: bool = False,
+        type_check_stubs: str | None = None,
+        external_modules: Mapping[str, ExternalModule] | None = None,
+        ephemeral: bool = True,
+        limits: Limits | None = None,
+        script_name: str = 'main.py',
+    ) -> Session:
+        """A new session, started by `async with`; each one runs in a fresh worker.
+
+        - `type_check`: check every script with ty before it runs, against `type_check_stubs`
+          (the stub text of `external_lookup` functions, usable without import) and the stubs of
+          `external_modules` (name -> `ExternalModule`, imported by that name).
+        - `ephemeral`: the session is not stored when it closes.
+        - `limits`: the session's `Limits` (default `Limits()`).
+        - `script_name`: the file name tracebacks and diagnostics show.
+        """
+        if self._closed:
+            raise RuntimeError('the pool is closed')
+        return Session(
+            self,
+            type_check=type_check,
+            type_check_stubs=type_check_stubs,
+            external_modules=external_modules,
+            ephemeral=ephemeral,
+            limits=limits,
+            script_name=script_name,
+        )
+
+    def _type_checker(self) -> TypeChecker:
+        if self._checker is None:
+            from ..typecheck import TypeChecker
+
+            self._checker = TypeChecker()
+        return self._checker
+
+    async def _take_worker(self) -> WorkerProcess:
+        if self._closed:
+            raise RuntimeError('the pool is closed')
+        worker = None
+        while self._idle:
+            candidate = self._idle.pop()
+            if candidate.alive():
+                worker = candidate
+                break
+            candidate.kill()
+        if worker is None:
+            worker = await self._zygote.spawn()
+        if self._refill is None or self._refill.done():
+            self._refill = asyncio.get_running_loop().create_task(self._fill())
+        return worker
+
+    async def _fill(self) -> None:
+        while not self._closed and len(self._idle) < self.warm_workers:
+            worker = await self._zygote.spawn()
+            if self._closed:
+                worker.kill()
+                return
+            self._idle.append(worker)
+
+    def __repr__(self) -> str:
+        return f'Pool(warm_workers={self.warm_workers}, idle={len(self._idle)})'
+

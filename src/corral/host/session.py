@@ -1,0 +1,323 @@
+"""A session: one worker, checked out of a pool, running one script after another."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import inspect
+import sys
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+
+from ..channel import CALL, DONE, FAIL, FEED, OUTPUT, REPLY, FrameReader, ProtocolError, frame
+from ..errors import (
+    SandboxError,
+    SandboxLimitError,
+    SandboxRuntimeError,
+    SandboxSyntaxError,
+    SandboxTypingError,
+    SandboxWorkerError,
+)
+from ..limits import Limits
+from ..values import describe_type, pack, unpack
+from .external import ExternalModule, exception_payload, is_async_callable
+from .workers import WorkerProcess
+
+if TYPE_CHECKING:
+    from .pool import Pool
+
+__all__ = ['Session', 'PrintCallback']
+
+#: Receives the script's printed text as `(stream, text)`; `stream` is `'stdout'`.
+PrintCallback = Callable[[str, str], None]
+
+_tracer = trace.get_tracer('corral')
+
+
+def _print_to_stdout(stream: str, text: str) -> None:
+    sys.stdout.write(text)
+
+
+class Session:
+    """A checked-out sandbox: a worker of its own, whose variables persist between feeds.
+
+    Use it as an async context manager (`async with pool.checkout() as session:`); leaving the
+    block kills the worker, which is never reused for another session.
+    """
+
+    def __init__(
+        self,
+        pool: Pool,
+        *,
+        type_check: bool,
+        type_check_stubs: str | None,
+        external_modules: Mapping[str, ExternalModule] | None,
+        ephemeral: bool,
+        limits: Limits | None,
+        script_name: str,
+    ) -> None:
+        for name, module in (external_modules or {}).items():
+            if not isinstance(module, ExternalModule):
+                raise TypeError(f'external_modules[{name!r}] must be an ExternalModule, not {type(module).__name__}')
+            if not name.isidentifier():
+                raise ValueError(f'external_modules key {name!r} is not a valid module name')
+        self._pool = pool
+        self._type_check = type_check
+        self._stubs = type_check_stubs
+        self._modules = dict(external_modules or {})
+        self.ephemeral = ephemeral
+        self.limits = limits if limits is not None else Limits()
+        self.script_name = script_name
+        self._worker: WorkerProcess | None = None
+        self._transport: asyncio.Transport | None = None
+        self._dead: str | None = None
+        self._context: list[str] = []
+        self._done: asyncio.Future[Any] | None = None
+        self._lookup: Mapping[str, Callable[..., Any]] = {}
+        self._print: PrintCallback = _print_to_stdout
+        self._calls = 0
+        self._output = 0
+        self._span_context: otel_context.Context | None = None
+        self._call_tasks: set[asyncio.Task[None]] = set()
+
+    # ----- lifecycle -----------------------------------------------------------------------------
+
+    async def __aenter__(self) -> Session:
+        worker = await self._pool._take_worker()
+        loop = asyncio.get_running_loop()
+        self._transport, _ = await loop.connect_accepted_socket(lambda: _Protocol(self), worker.sock)
+        self._worker = worker
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Kill the worker and end the session. Safe to call twice."""
+        for task in list(self._call_tasks):
+            task.cancel()
+        if self._worker is not None:
+            if self._transport is not None:
+                self._transport.abort()
+            self._worker.kill()
+            self._worker = None
+        if self._dead is None:
+            self._dead = 'the session is closed'
+
+    # ----- running -------------------------------------------------------------------------------
+
+    async def feed_run(
+        self,
+        code: str,
+        *,
+        external_lookup: Mapping[str, Callable[..., Any]] | None = None,
+        print_callback: PrintCallback | None = None,
+    ) -> Any:
+        """Run `code` in the session and return the value of its last expression.
+
+        The value is None when the last statement is not an expression. `external_lookup` maps
+        names the script can call to host functions, sync or async; `print_callback` receives the
+        script's printed output (default: the host's stdout).
+
+        Raises `SandboxTypingError` (the check failed; nothing ran), `SandboxSyntaxError`,
+        `SandboxRuntimeError` (an uncaught exception in the script), `SandboxLimitError`,
+        `SandboxWorkerError` (the worker died; the session is over).
+        """
+        if not isinstance(code, str):
+            raise TypeError(f'code must be a str, not {type(code).__name__}')
+        if self._worker is None or self._dead is not None:
+            raise SandboxWorkerError(f'this session cannot run scripts: {self._dead or "it is not entered"}; check out a new session')
+        if self._done is not None:
+            raise RuntimeError('feed_run is already running on this session; await it before the next one')
+        lookup = dict(external_lookup or {})
+        for name, function in lookup.items():
+            if not callable(function):
+                raise TypeError(f'external_lookup[{name!r}] is not callable: {type(function).__name__}')
+        with _tracer.start_as_current_span('run code', attributes={'code': code, 'script_name': self.script_name}) as span:
+            try:
+                value = await self._feed(code, lookup, print_callback or _print_to_stdout)
+            except SandboxError as error:
+                span.set_status(trace.Status(trace.StatusCode.ERROR, type(error).__name__))
+                raise
+            self._context.append(code)
+            return value
+
+    async def _feed(self, code: str, lookup: dict[str, Callable[..., Any]], print_callback: PrintCallback) -> Any:
+        if self._type_check:
+            with _tracer.start_as_current_span('type check'):
+                diagnostics = await self._pool._type_checker().check(
+                    code,
+                    script_name=self.script_name,
+                    stubs=self._stubs,
+                    modules={name: module.stubs or '' for name, module in self._modules.items()},
+                    context=self._context,
+                )
+            if diagnostics is not None:
+                raise SandboxTypingError(diagnostics)
+        functions = {name: is_async_callable(function) for name, function in lookup.items()}
+        modules = {
+            name: {fname: is_async_callable(f) for fname, f in module.functions.items()}
+            for name, module in self._modules.items()
+        }
+        for name, module in self._modules.items():
+            for fname, function in module.functions.items():
+                lookup[f'{name}.{fname}'] = function
+        self._lookup = lookup
+        self._print = print_callback
+        self._calls = 0
+        self._output = 0
+        self._span_context = otel_context.get_current()
+        limits = self.limits
+        message = [FEED, code, self.script_name, functions, modules, limits.output or 0]
+        done = self._done = asyncio.get_running_loop().create_future()
+        try:
+            self._send(message)
+            if limits.wall_time is None:
+                return await done
+            try:
+                async with asyncio.timeout(limits.wall_time):
+                    return await asyncio.shield(done)
+            except TimeoutError:
+                self._kill(f'the script ran past the wall_time limit of {limits.wall_time} s')
+                raise SandboxLimitError(
+                    f'TimeoutError: the script ran past the wall_time limit of {limits.wall_time} seconds',
+                    limit='wall_time',
+                    value=limits.wall_time,
+                ) from None
+        finally:
+            self._done = None
+            self._lookup = {}
+
+    def _send(self, message: list[Any]) -> None:
+        assert self._transport is not None
+        self._transport.write(frame(pack(message, side='host')))
+
+    def _kill(self, reason: str) -> None:
+        """End the session: the worker is killed and never used again."""
+        if self._dead is None:
+            self._dead = reason
+        if self._worker is not None:
+            if self._transport is not None:
+                self._transport.abort()
+            self._worker.kill()
+            self._worker = None
+
+    def _fail(self, error: SandboxError) -> None:
+        if self._done is not None and not self._done.done():
+            self._done.set_exception(error)
+
+    # ----- messages from the worker --------------------------------------------------------------
+
+    def _on_message(self, message: Any) -> None:
+        if not isinstance(message, list) or not message:
+            raise ProtocolError('a message is not a non-empty list')
+        kind = message[0]
+        if self._done is None or self._done.done():
+            raise ProtocolError(f'message of kind {kind!r} outside a feed')
+        if kind == CALL:
+            _, call_id, name, args, kwargs = _shape(message, 5)
+            if not (isinstance(call_id, int) and isinstance(name, str) and isinstance(args, list) and isinstance(kwargs, dict)):
+                raise ProtocolError('malformed CALL message')
+            self._start_call(call_id, name, args, kwargs)
+        elif kind == OUTPUT:
+            _, stream, text = _shape(message, 3)
+            if not isinstance(text, str) or stream not in ('stdout', 'stderr'):
+                raise ProtocolError('malformed OUTPUT message')
+            self._print(stream, text)
+        elif kind == DONE:
+            self._done.set_result(_shape(message, 2)[1])
+        elif kind == FAIL:
+            _, failure, exc_type, text, display = _shape(message, 5)
+            if not all(isinstance(item, str) for item in (failure, exc_type, text, display)):
+                raise ProtocolError('malformed FAIL message')
+            if failure == 'syntax':
+                self._done.set_exception(SandboxSyntaxError(display))
+            else:
+                self._done.set_exception(SandboxRuntimeError(display, exc_type=exc_type, message=text))
+        else:
+            raise ProtocolError(f'unknown message kind {kind!r}')
+
+    def _on_broken(self, reason: str) -> None:
+        """The worker died or sent something against the rules: kill it, fail the feed."""
+        self._kill(reason)
+        self._fail(SandboxWorkerError(f'the sandbox worker stopped: {reason}; check out a new session'))
+
+    # ----- host calls ----------------------------------------------------------------------------
+
+    def _start_call(self, call_id: int, name: str, args: list[Any], kwargs: dict[str, Any]) -> None:
+        function = self._lookup.get(name)
+        limit = self.limits.host_calls
+        self._calls += 1
+        if function is None:
+            self._reply_error(call_id, NameError(f'{name!r} is not a host function of this session'))
+        elif limit is not None and self._calls > limit:
+            self._reply_error(call_id, RuntimeError(f'the script made more than {limit} host calls, the host_calls limit of this session'))
+        else:
+            ctx = contextvars.copy_context()
+            task = asyncio.get_running_loop().create_task(self._run_call(call_id, name, function, args, kwargs), context=ctx)
+            self._call_tasks.add(task)
+            task.add_done_callback(self._call_tasks.discard)
+
+    async def _run_call(self, call_id: int, name: str, function: Callable[..., Any], args: list[Any], kwargs: dict[str, Any]) -> None:
+        attributes = {'function': name, 'args': repr(args)[:1000], 'kwargs': repr(kwargs)[:1000]}
+        token = otel_context.attach(self._span_context) if self._span_context is not None else None
+        try:
+            with _tracer.start_as_current_span(f'call {name}', attributes=attributes) as span:
+                try:
+                    result = function(*args, **kwargs)
+                    if inspect.isawaitable(result):
+                        result = await result
+                except Exception as error:
+                    span.record_exception(error)
+                    span.set_status(trace.Status(trace.StatusCode.ERROR, type(error).__name__))
+                    self._reply_error(call_id, error)
+                    return
+            try:
+                payload = frame(pack([REPLY, call_id, True, result], side='host'))
+            except (TypeError, ValueError) as error:
+                short = name.rpartition('.')[2]
+                self._reply_error(call_id, TypeError(f'{short}() returned a value of type {describe_type(result)!r} that cannot enter the sandbox: {error}'))
+                return
+            if self._transport is not None and not self._transport.is_closing():
+                self._transport.write(payload)
+        finally:
+            if token is not None:
+                otel_context.detach(token)
+
+    def _reply_error(self, call_id: int, error: BaseException) -> None:
+        payload = exception_payload(error)
+        try:
+            data = frame(pack([REPLY, call_id, False, payload], side='host'))
+        except (TypeError, ValueError):
+            data = frame(pack([REPLY, call_id, False, [payload[0], [str(error)]]], side='host'))
+        if self._transport is not None and not self._transport.is_closing():
+            self._transport.write(data)
+
+
+def _shape(message: list[Any], length: int) -> list[Any]:
+    if len(message) != length:
+        raise ProtocolError(f'message of kind {message[0]!r} has {len(message)} items, expected {length}')
+    return message
+
+
+class _Protocol(asyncio.Protocol):
+    """Reads frames from a worker's channel and hands decoded messages to its session."""
+
+    def __init__(self, session: Session) -> None:
+        self._session = session
+        self._reader = FrameReader()
+
+    def data_received(self, data: bytes) -> None:
+        session = self._session
+        try:
+            for payload in self._reader.feed(data):
+                session._on_message(unpack(payload))
+        except Exception as error:  # anything a worker sends is untrusted: a bad frame ends it
+            session._on_broken(f'it sent a malformed message ({type(error).__name__}: {error})')
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._session._dead is None:
+            self._session._on_broken('the worker process exited')

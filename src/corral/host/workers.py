@@ -1,0 +1,127 @@
+"""Worker processes as the host sees them: the zygote that forks them, and a handle on each."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import struct
+import subprocess
+import sys
+
+__all__ = ['WorkerProcess', 'Zygote']
+
+_PID = struct.Struct('>I')
+
+
+class WorkerProcess:
+    """One forked worker: its pid, a pidfd to kill it by, and the host's end of its channel."""
+
+    __slots__ = ('pid', 'pidfd', 'sock')
+
+    def __init__(self, pid: int, pidfd: int, sock: socket.socket) -> None:
+        self.pid = pid
+        self.pidfd = pidfd
+        self.sock = sock
+
+    def alive(self) -> bool:
+        """True while the worker's end of the channel is open (the worker has not exited)."""
+        if self.sock.fileno() < 0:
+            return False
+        try:
+            return self.sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) != b''
+        except BlockingIOError:
+            return True
+        except OSError:
+            return False
+
+    def kill(self) -> None:
+        """SIGKILL the worker (through its pidfd, so a reused pid is never hit) and close the channel."""
+        if self.pidfd >= 0:
+            try:
+                signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            os.close(self.pidfd)
+            self.pidfd = -1
+        self.sock.close()
+
+
+class Zygote:
+    """The warm parent process that forks workers (see `corral.worker.zygote`).
+
+    Started on the first `spawn()`; restarted by a later `spawn()` if it died.
+    """
+
+    def __init__(self) -> None:
+        self._process: subprocess.Popen[bytes] | None = None
+        self._control: socket.socket | None = None
+        self._lock = asyncio.Lock()
+
+    def _start(self) -> socket.socket:
+        ours, theirs = socket.socketpair()
+        # A fixed hash seed keeps a worker deterministic given its inputs; PYTHONPATH is kept so a
+        # source checkout on the path works. Nothing else of the host's environment is passed on.
+        env = {'PYTHONHASHSEED': '0'}
+        if 'PYTHONPATH' in os.environ:
+            env['PYTHONPATH'] = os.environ['PYTHONPATH']
+        self._process = subprocess.Popen(
+            [sys.executable, '-m', 'corral.worker', str(theirs.fileno())],
+            pass_fds=[theirs.fileno()],
+            stdin=subprocess.DEVNULL,
+            env=env,
+            cwd='/',
+        )
+        theirs.close()
+        ours.setblocking(False)
+        self._control = ours
+        return ours
+
+    async def spawn(self) -> WorkerProcess:
+        """Fork a new worker. Raises `OSError` when the zygote cannot be started or dies."""
+        loop = asyncio.get_running_loop()
+        async with self._lock:
+            control = self._control
+            if control is None or self._process is None or self._process.poll() is not None:
+                if control is not None:
+                    control.close()
+                control = self._start()
+            await loop.sock_sendall(control, b'S')
+            ready = loop.create_future()
+            loop.add_reader(control.fileno(), ready.set_result, None)
+            try:
+                while True:
+                    try:
+                        data, fds, _, _ = socket.recv_fds(control, _PID.size, 2)
+                        break
+                    except BlockingIOError:
+                        await ready
+                        ready = loop.create_future()
+                        loop.remove_reader(control.fileno())
+                        loop.add_reader(control.fileno(), ready.set_result, None)
+            finally:
+                loop.remove_reader(control.fileno())
+            if len(data) != _PID.size or len(fds) != 2:
+                for fd in fds:
+                    os.close(fd)
+                control.close()
+                self._control = None
+                raise OSError('the zygote process exited; a new one starts on the next checkout')
+        sock = socket.socket(fileno=fds[0])
+        sock.setblocking(False)
+        return WorkerProcess(_PID.unpack(data)[0], fds[1], sock)
+
+    def close(self) -> None:
+        """Stop the zygote; workers already forked keep running until their channels close."""
+        if self._control is not None:
+            self._control.close()
+            self._control = None
+        if self._process is not None:
+            try:
+                self._process.wait(timeout=2)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait()
+            self._process = None
+

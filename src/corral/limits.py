@@ -1,0 +1,29 @@
+"""Per-session resource limits."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ['Limits']
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """What one session may use. `None` turns a limit off.
+
+    - `wall_time`: seconds one `feed_run` may take, host calls included; past it the worker is
+      killed (after `grace` more seconds) and the session ends with `SandboxLimitError`.
+    - `memory`: bytes of address space of the worker (RLIMIT_AS); going past it raises
+      `MemoryError` inside the script.
+    - `recursion`: deepest Python call stack a script may reach (`RecursionError` past it).
+    - `host_calls`: host function calls per feed; past it the call raises inside the script.
+    - `output`: bytes of `print` output per feed; past it `print` raises inside the script.
+    - `grace`: seconds the host waits, after a limit, before it kills a worker that ignores it.
+    """
+
+    wall_time: float | None = 30.0
+    memory: int | None = 1024**3
+    recursion: int = 500
+    host_calls: int | None = 10_000
+    output: int | None = 1024**2
+    grace: float = 1.0

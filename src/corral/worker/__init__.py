@@ -1,0 +1,1 @@
+"""The worker side: the zygote that forks workers, and the runtime that runs scripts in them."""

@@ -1,0 +1,4 @@
+from .zygote import main
+import sys
+
+main(sys.argv[1:])

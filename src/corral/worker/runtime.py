@@ -1,0 +1,294 @@
+"""Runs one session's scripts inside a worker process, talking to the host over the channel."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import linecache
+import os
+import socket
+import traceback
+import types
+from collections import deque
+from typing import Any
+
+from ..channel import CALL, DONE, FAIL, FEED, OUTPUT, REPLY, FrameReader, ProtocolError, frame
+from ..language import EXCEPTIONS, compile_script, make_builtins
+from ..values import pack, unpack
+
+__all__ = ['Worker', 'STDLIB_MODULES']
+
+#: Standard library modules a script may import. The zygote imports them before forking, because
+#: a locked-down worker cannot open files to import anything later.
+STDLIB_MODULES = (
+    'asyncio', 'base64', 'bisect', 'calendar', 'collections', 'copy', 'dataclasses', 'datetime',
+    'decimal', 'difflib', 'enum', 'fractions', 'functools', 'hashlib', 'heapq', 'itertools', 'json',
+    'math', 'operator', 'random', 're', 'statistics', 'string', 'textwrap', 'typing', 'unicodedata', 'uuid',
+)
+
+_RECV_SIZE = 1 << 18
+
+
+class _Stop(Exception):
+    """The host closed the channel: the worker exits."""
+
+
+class Worker:
+    """One session's interpreter state and its side of the channel.
+
+    `serve()` handles FEED messages until the host closes the channel. Host functions become
+    plain (sync) or coroutine (async) functions in the script's builtins; each call sends a CALL
+    frame and waits for its REPLY, so the script's frames stay in this process.
+    """
+
+    def __init__(self, sock: socket.socket, loop: asyncio.AbstractEventLoop) -> None:
+        self._sock = sock
+        self._fd = sock.fileno()
+        self._loop = loop
+        self._reader = FrameReader()
+        self._inbox: deque[list[Any]] = deque()
+        self._futures: dict[int, asyncio.Future[Any]] = {}
+        self._sync_replies: dict[int, list[Any]] = {}
+        self._next_call = 0
+        self._feeds = 0
+        self._script_files: set[str] = set()
+        self._script_name = 'main.py'
+        self._modules: dict[str, types.ModuleType] = {}
+        self._host_names: set[str] = set()
+        self._builtins = make_builtins(print=self._print, import_=self._import)
+        self._globals: dict[str, Any] = {'__name__': '__main__', '__builtins__': self._builtins}
+
+    # ----- channel -------------------------------------------------------------------------------
+
+    def _send(self, message: list[Any]) -> None:
+        self._sock.sendall(frame(pack(message, side='sandbox')))
+
+    def _receive(self, *, block: bool) -> bool:
+        """Read what the socket has and queue whole messages; False when nothing was there."""
+        try:
+            data = self._sock.recv(_RECV_SIZE, 0 if block else socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            return False
+        if not data:
+            raise _Stop
+        for payload in self._reader.feed(data):
+            message = unpack(payload)
+            if not isinstance(message, list) or not message:
+                raise ProtocolError('malformed message from the host')
+            self._inbox.append(message)
+        return True
+
+    def _dispatch_replies(self) -> None:
+        """Hand queued REPLY messages to the calls waiting for them."""
+        inbox = self._inbox
+        while inbox and inbox[0][0] == REPLY:
+            _, call_id, ok, value = inbox.popleft()
+            future = self._futures.pop(call_id, None)
+            if future is None:
+                self._sync_replies[call_id] = [ok, value]
+            elif not future.cancelled():
+                if ok:
+                    future.set_result(value)
+                else:
+                    future.set_exception(_host_exception(value))
+
+    def _on_readable(self) -> None:
+        if self._receive(block=False):
+            self._dispatch_replies()
+
+    # ----- host functions ------------------------------------------------------------------------
+
+    def _start_call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:
+        call_id = self._next_call
+        self._next_call += 1
+        try:
+            payload = pack([CALL, call_id, name, list(args), kwargs], side='sandbox')
+        except (TypeError, ValueError) as error:
+            raise TypeError(f'{name}() cannot be called with these arguments: {error}') from None
+        self._sock.sendall(frame(payload))
+        return call_id
+
+    async def _call_async(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        future = self._loop.create_future()
+        self._futures[self._start_call(name, args, kwargs)] = future
+        return await future
+
+    def _call_sync(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        call_id = self._start_call(name, args, kwargs)
+        while call_id not in self._sync_replies:
+            self._receive(block=True)
+            self._dispatch_replies()
+            if self._inbox and self._inbox[0][0] != REPLY:
+                raise ProtocolError('unexpected message from the host during a call')
+        ok, value = self._sync_replies.pop(call_id)
+        if ok:
+            return value
+        raise _host_exception(value)
+
+    def _host_function(self, name: str, is_async: bool) -> Any:
+        call_async, call_sync = self._call_async, self._call_sync
+        if is_async:
+
+            async def host_function(*args: Any, **kwargs: Any) -> Any:
+                return await call_async(name, args, kwargs)
+
+        else:
+
+            def host_function(*args: Any, **kwargs: Any) -> Any:
+                return call_sync(name, args, kwargs)
+
+        host_function.__name__ = host_function.__qualname__ = name.rpartition('.')[2]
+        host_function.__module__ = name.rpartition('.')[0] or 'builtins'
+        return host_function
+
+    def _install_host_functions(self, functions: dict[str, bool], modules: dict[str, dict[str, bool]]) -> None:
+        for name in self._host_names - functions.keys():
+            self._builtins.pop(name, None)
+        for name, is_async in functions.items():
+            self._builtins[name] = self._host_function(name, is_async)
+        self._host_names = set(functions)
+        self._modules = {}
+        for module_name, members in modules.items():
+            module = types.ModuleType(module_name)
+            for name, is_async in members.items():
+                setattr(module, name, self._host_function(f'{module_name}.{name}', is_async))
+            self._modules[module_name] = module
+
+    def _import(self, name: str, globals: Any = None, locals: Any = None, fromlist: Any = (), level: int = 0) -> Any:
+        if level:
+            raise ImportError('relative imports are not supported in the sandbox')
+        if name in self._modules:
+            return self._modules[name]
+        if name in STDLIB_MODULES:
+            return importlib.import_module(name)
+        raise ModuleNotFoundError(f"No module named '{name}'", name=name)
+
+    # ----- output --------------------------------------------------------------------------------
+
+    def _print(self, *values: Any, sep: str | None = ' ', end: str | None = '\n', file: Any = None, flush: bool = False) -> None:
+        if sep is None:
+            sep = ' '
+        if end is None:
+            end = '\n'
+        if not isinstance(sep, str) or not isinstance(end, str):
+            raise TypeError('sep and end must be None or a string')
+        self._send([OUTPUT, 'stdout', sep.join(map(str, values)) + end])
+
+    # ----- feeds ---------------------------------------------------------------------------------
+
+    def serve(self) -> None:
+        """Run feeds until the host closes the channel."""
+        try:
+            while True:
+                while not self._inbox:
+                    self._receive(block=True)
+                message = self._inbox.popleft()
+                if message[0] != FEED or len(message) != 6:
+                    raise ProtocolError('expected a FEED message')
+                self._feed(*message[1:])
+        except (_Stop, ProtocolError, OSError):
+            return
+
+    def _feed(self, code: str, script_name: str, functions: dict[str, bool], modules: dict[str, dict[str, bool]], max_output: int) -> None:
+        self._script_name = script_name
+        self._install_host_functions(functions, modules)
+        self._feeds += 1
+        filename = f'<script {self._feeds}>'
+        try:
+            script = compile_script(code, filename)
+        except SyntaxError as error:
+            error.filename = script_name
+            display = ''.join(traceback.format_exception_only(SyntaxError, error)).rstrip('\n')
+            self._send([FAIL, 'syntax', type(error).__name__, str(error.msg), display])
+            return
+        linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
+        self._script_files.add(filename)
+        loop = self._loop
+        loop.add_reader(self._fd, self._on_readable)
+        try:
+            value = loop.run_until_complete(self._run(script))
+        except BaseException as error:  # the script's own exception, whatever its type
+            self._send([FAIL, 'runtime', type(error).__name__, _message(error), self._format_traceback(error)])
+            return
+        finally:
+            loop.remove_reader(self._fd)
+            self._cancel_leftover_tasks()
+        try:
+            payload = pack([DONE, value], side='sandbox')
+        except (TypeError, ValueError) as error:
+            message = f'the value of the last expression cannot leave the sandbox: {error}'
+            self._send([FAIL, 'runtime', 'TypeError', message, f'TypeError: {message}'])
+            return
+        self._sock.sendall(frame(payload))
+
+    async def _run(self, script: Any) -> Any:
+        result = eval(script.body, self._globals)
+        if script.body_is_async:
+            await result
+        if script.last is None:
+            return None
+        result = eval(script.last, self._globals)
+        if script.last_is_async:
+            result = await result
+        return result
+
+    def _cancel_leftover_tasks(self) -> None:
+        """Tasks the script started and did not await end with its feed."""
+        loop = self._loop
+        tasks = [task for task in asyncio.all_tasks(loop) if not task.done()]
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+        for future in self._futures.values():
+            future.cancel()
+        self._futures.clear()
+
+    def _format_traceback(self, error: BaseException) -> str:
+        """Python's traceback text, keeping only the script's own frames."""
+        summary = traceback.TracebackException.from_exception(error)
+        seen: set[int] = set()
+        pending = [summary]
+        while pending:
+            current = pending.pop()
+            if id(current) in seen:
+                continue
+            seen.add(id(current))
+            frames = [frame for frame in current.stack if frame.filename in self._script_files]
+            for frame_summary in frames:
+                frame_summary.line  # load the source line before renaming the file
+                frame_summary.filename = self._script_name
+            current.stack = traceback.StackSummary.from_list(frames)
+            pending.extend(chained for chained in (current.__cause__, current.__context__) if chained is not None)
+        return ''.join(summary.format()).rstrip('\n')
+
+
+def _message(error: BaseException) -> str:
+    try:
+        return str(error)
+    except Exception:
+        return ''
+
+
+def _host_exception(value: Any) -> BaseException:
+    """Rebuild an exception a host function raised, as the built-in type of the same name."""
+    exc_type, args = value
+    cls = EXCEPTIONS.get(exc_type)
+    if cls is None or not issubclass(cls, Exception):
+        cls = RuntimeError
+    try:
+        return cls(*args)
+    except Exception:
+        return cls(*map(str, args))
+
+
+def run_worker(sock: socket.socket, lock_down: Any = None) -> None:
+    """Entry point of a forked worker: make its event loop, lock down, serve, exit."""
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    if lock_down is not None:
+        selector = loop._selector  # type: ignore[attr-defined]
+        keep = {sock.fileno(), selector.fileno(), loop._ssock.fileno(), loop._csock.fileno()}  # type: ignore[attr-defined]
+        lock_down(keep)
+    Worker(sock, loop).serve()
+    os._exit(0)
