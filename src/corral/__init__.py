@@ -19,6 +19,7 @@ from .errors import (
 from .host.external import ExternalModule
 from .host.pool import Pool
 from .host.session import PrintCallback, Session
+from .host.sync import SyncPool, SyncSession
 from .limits import Limits
 
 __all__ = [
@@ -34,4 +35,6 @@ __all__ = [
     'SandboxTypingError',
     'SandboxWorkerError',
     'Session',
+    'SyncPool',
+    'SyncSession',
 ]

@@ -1,0 +1,106 @@
+"""The sync twin of `Pool`: the same pool, driven from ordinary (non-async) code."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Coroutine, Mapping
+from typing import Any, TypeVar
+
+from ..limits import Limits
+from .external import ExternalModule
+from .pool import Pool
+from .session import PrintCallback, Session
+
+__all__ = ['SyncPool', 'SyncSession']
+
+T = TypeVar('T')
+
+
+class SyncPool:
+    """`Pool` for code that is not async: `with SyncPool() as pool: with pool.checkout() as s: s.feed_run(code)`.
+
+    It runs a `Pool` on an event loop in a background thread of its own; host functions (sync or
+    async) run on that thread. Arguments are those of `Pool`.
+    """
+
+    def __init__(self, **pool_options: Any) -> None:
+        self._options = pool_options
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._pool: Pool | None = None
+
+    def __enter__(self) -> SyncPool:
+        loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=loop.run_forever, name='corral-pool', daemon=True)
+        self._thread.start()
+        self._loop = loop
+        self._pool = Pool(**self._options)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the pool and stop its thread."""
+        if self._loop is None or self._pool is None or self._thread is None:
+            return
+        self._run(self._pool.aclose())
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join()
+        self._loop.close()
+        self._loop = self._thread = self._pool = None
+
+    def _run(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        if self._loop is None:
+            coroutine.close()
+            raise RuntimeError('the pool is not entered; use `with SyncPool() as pool:`')
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
+
+    def checkout(
+        self,
+        *,
+        type_check: bool = False,
+        type_check_stubs: str | None = None,
+        external_modules: Mapping[str, ExternalModule] | None = None,
+        ephemeral: bool = True,
+        limits: Limits | None = None,
+        script_name: str = 'main.py',
+    ) -> SyncSession:
+        """A new session, started by `with`; see `Pool.checkout`."""
+        if self._pool is None:
+            raise RuntimeError('the pool is not entered; use `with SyncPool() as pool:`')
+        session = self._pool.checkout(
+            type_check=type_check,
+            type_check_stubs=type_check_stubs,
+            external_modules=external_modules,
+            ephemeral=ephemeral,
+            limits=limits,
+            script_name=script_name,
+        )
+        return SyncSession(self, session)
+
+
+class SyncSession:
+    """The sync twin of `Session`; see `Session.feed_run`."""
+
+    def __init__(self, pool: SyncPool, session: Session) -> None:
+        self._pool = pool
+        self._session = session
+
+    def __enter__(self) -> SyncSession:
+        self._pool._run(self._session.__aenter__())
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._pool._run(self._session.aclose())
+
+    def feed_run(
+        self,
+        code: str,
+        *,
+        external_lookup: Mapping[str, Callable[..., Any]] | None = None,
+        print_callback: PrintCallback | None = None,
+    ) -> Any:
+        """Run `code` and return the value of its last expression; raises what `Session.feed_run` raises."""
+        return self._pool._run(self._session.feed_run(code, external_lookup=external_lookup, print_callback=print_callback))

@@ -1,0 +1,336 @@
+"""The sandbox core: feeds, state, host functions, values, errors, workers."""
+
+import asyncio
+import dataclasses
+import datetime
+import os
+import signal
+
+import pydantic
+import pytest
+
+import corral
+
+
+async def test_last_expression_is_the_result(session):
+    assert await session.feed_run('1 + 1') == 2
+    assert await session.feed_run('x = 1') is None
+    assert await session.feed_run('') is None
+    assert await session.feed_run('x = 3\nx * 2\n') == 6
+
+
+async def test_state_persists_across_feeds_and_not_across_checkouts(pool):
+    async with pool.checkout() as session:
+        await session.feed_run('import math\ncount = 2\ndef double(n):\n    return n * count\nclass Box:\n    size = 4\n')
+        assert await session.feed_run('double(math.floor(2.5)) + Box().size') == 8
+    async with pool.checkout() as session:
+        with pytest.raises(corral.SandboxRuntimeError) as info:
+            await session.feed_run('count')
+        assert info.value.display() == (
+            'Traceback (most recent call last):\n'
+            '  File "main.py", line 1, in <module>\n'
+            '    count\n'
+            "NameError: name 'count' is not defined"
+        )
+
+
+async def test_sync_and_async_host_functions_with_keyword_arguments(session):
+    def add(a, b=0, *, scale=1):
+        return (a + b) * scale
+
+    async def fetch(key, *, default=None):
+        await asyncio.sleep(0)
+        return {'key': key, 'default': default}
+
+    code = 'r = add(1, b=2, scale=10)\nf = await fetch("k", default=[1])\n(r, f)'
+    assert await session.feed_run(code, external_lookup={'add': add, 'fetch': fetch}) == (30, {'key': 'k', 'default': [1]})
+
+
+async def test_gathered_host_calls_run_concurrently(session):
+    active = 0
+    peak = 0
+
+    async def slow(n):
+        nonlocal active, peak
+        active += 1
+        peak = max(peak, active)
+        await asyncio.sleep(0.05)
+        active -= 1
+        return n * 2
+
+    code = 'import asyncio\nawait asyncio.gather(slow(1), slow(2), slow(3))'
+    assert await session.feed_run(code, external_lookup={'slow': slow}) == [2, 4, 6]
+    assert peak == 3
+
+
+async def test_host_exception_arrives_as_the_same_builtin_type(session):
+    def lookup(key):
+        raise KeyError(key)
+
+    code = 'try:\n    lookup("missing")\nexcept KeyError as e:\n    caught = e.args\ncaught'
+    assert await session.feed_run(code, external_lookup={'lookup': lookup}) == ('missing',)
+
+
+async def test_uncaught_host_exception_points_at_the_calling_line(session):
+    async def get_order(order_id):
+        raise ValueError(f'no order {order_id}')
+
+    code = 'x = 1\norder = await get_order("o9")\n'
+    with pytest.raises(corral.SandboxRuntimeError) as info:
+        await session.feed_run(code, external_lookup={'get_order': get_order})
+    assert info.value.display() == (
+        'Traceback (most recent call last):\n'
+        '  File "main.py", line 2, in <module>\n'
+        '    order = await get_order("o9")\n'
+        '            ^^^^^^^^^^^^^^^^^^^^^\n'
+        'ValueError: no order o9'
+    )
+    assert (info.value.exc_type, info.value.message) == ('ValueError', 'no order o9')
+
+
+async def test_host_exception_of_a_custom_class_maps_to_its_nearest_builtin(session):
+    class NotFound(LookupError):
+        pass
+
+    def find():
+        raise NotFound('gone')
+
+    assert await session.feed_run('try:\n    find()\nexcept LookupError as e:\n    r = type(e).__name__, str(e)\nr', external_lookup={'find': find}) == ('LookupError', 'gone')
+
+
+async def test_runtime_error_shows_only_the_scripts_frames(session):
+    code = 'def inner(d):\n    return d["k"]\n\ndef outer():\n    return inner({})\n\nouter()\n'
+    with pytest.raises(corral.SandboxRuntimeError) as info:
+        await session.feed_run(code)
+    assert info.value.display() == (
+        'Traceback (most recent call last):\n'
+        '  File "main.py", line 7, in <module>\n'
+        '    outer()\n'
+        '  File "main.py", line 5, in outer\n'
+        '    return inner({})\n'
+        '           ^^^^^^^^^\n'
+        '  File "main.py", line 2, in inner\n'
+        '    return d["k"]\n'
+        '           ~^^^^^\n'
+        "KeyError: 'k'"
+    )
+
+
+async def test_functions_from_an_earlier_feed_show_their_own_lines(session):
+    await session.feed_run('\n\ndef fail():\n    raise ValueError("deep")\n')
+    with pytest.raises(corral.SandboxRuntimeError) as info:
+        await session.feed_run('fail()')
+    assert info.value.display() == (
+        'Traceback (most recent call last):\n'
+        '  File "main.py", line 1, in <module>\n'
+        '    fail()\n'
+        '  File "main.py", line 4, in fail\n'
+        '    raise ValueError("deep")\n'
+        'ValueError: deep'
+    )
+
+
+async def test_syntax_error_shows_the_line_and_a_caret(session):
+    with pytest.raises(corral.SandboxSyntaxError) as info:
+        await session.feed_run('x = 1\ny = (1,\n')
+    assert info.value.display() == (
+        '  File "main.py", line 2\n'
+        '    y = (1,\n'
+        '        ^\n'
+        "SyntaxError: '(' was never closed"
+    )
+
+
+async def test_script_name_names_the_file(pool):
+    async with pool.checkout(script_name='agent.py') as session:
+        with pytest.raises(corral.SandboxRuntimeError) as info:
+            await session.feed_run('1 / 0')
+    assert info.value.display().splitlines()[1] == '  File "agent.py", line 1, in <module>'
+
+
+async def test_external_module_imported_both_ways(pool):
+    def list_invoices(customer_id, status=None):
+        return [{'id': 'in_1', 'customer_id': customer_id, 'status': status}]
+
+    billing = corral.ExternalModule({'list_invoices': list_invoices, '_private': print})
+    async with pool.checkout(external_modules={'billing': billing}) as session:
+        assert await session.feed_run('from billing import list_invoices\nlist_invoices("c1")[0]["customer_id"]') == 'c1'
+        assert await session.feed_run('import billing\nbilling.list_invoices("c2", status="open")[0]["status"]') == 'open'
+        with pytest.raises(corral.SandboxRuntimeError) as info:
+            await session.feed_run('from billing import _private')
+        assert info.value.display().splitlines()[-1] == "ImportError: cannot import name '_private' from 'billing' (unknown location)"
+
+
+async def test_unknown_import_is_a_clear_error(session):
+    with pytest.raises(corral.SandboxRuntimeError) as info:
+        await session.feed_run('from payments import charge')
+    assert info.value.display() == (
+        'Traceback (most recent call last):\n'
+        '  File "main.py", line 1, in <module>\n'
+        '    from payments import charge\n'
+        "ModuleNotFoundError: No module named 'payments'"
+    )
+
+
+VALUES = [
+    None, True, False, 0, -7, 2**64, -(2**100), 1.5, float('inf'), 'text', 'ünï', b'\x00\xff',
+    [1, [2]], (1, (2, 3)), {'a': 1, 2: 'b', (1, 2): None}, {1, 2}, frozenset({'x'}),
+    datetime.datetime(2026, 1, 2, 3, 4, 5, 6), datetime.datetime(2026, 1, 2, tzinfo=datetime.timezone.utc),
+    datetime.date(2026, 11, 29), datetime.time(12, 30), datetime.timedelta(days=1, seconds=2, microseconds=3),
+    datetime.timezone(datetime.timedelta(hours=-5)),
+]
+
+
+@pytest.mark.parametrize('value', VALUES, ids=repr)
+async def test_values_cross_both_ways_unchanged(session, value):
+    received = []
+
+    def echo(v):
+        received.append(v)
+        return v
+
+    result = await session.feed_run('v = echo(given())\n(v, type(v).__name__)', external_lookup={'echo': echo, 'given': lambda: value})
+    assert result == (value, type(value).__name__)
+    assert type(received[0]) is type(value) and received[0] == value
+
+
+async def test_dataclass_and_pydantic_results_arrive_as_dicts(session):
+    @dataclasses.dataclass
+    class Point:
+        x: int
+        y: int
+
+    class User(pydantic.BaseModel):
+        name: str
+        tags: list[str]
+
+    lookup = {'point': lambda: Point(1, 2), 'user': lambda: User(name='ann', tags=['a'])}
+    assert await session.feed_run('(point(), user())', external_lookup=lookup) == ({'x': 1, 'y': 2}, {'name': 'ann', 'tags': ['a']})
+
+
+async def test_a_host_result_that_cannot_cross_is_a_clear_error(session):
+    class Connection:
+        pass
+
+    with pytest.raises(corral.SandboxRuntimeError) as info:
+        await session.feed_run('conn = connect()', external_lookup={'connect': Connection})
+    assert info.value.display().splitlines()[-1] == (
+        "TypeError: connect() returned a value of type 'Connection' that cannot enter the sandbox: a value of type "
+        "'Connection' cannot cross the sandbox boundary; use None, bool, int, float, str, bytes, list, tuple, dict, "
+        'set, frozenset or datetime values'
+    )
+
+
+async def test_a_host_callable_never_crosses(session):
+    with pytest.raises(corral.SandboxRuntimeError) as info:
+        await session.feed_run('f = leak()', external_lookup={'leak': lambda: print})
+    assert "a value of type 'builtin_function_or_method' cannot cross" in info.value.display().splitlines()[-1]
+
+
+async def test_a_script_argument_that_cannot_cross_is_a_clear_error(session):
+    code = 'class Secret:\n    pass\nsend(Secret())\n'
+    with pytest.raises(corral.SandboxRuntimeError) as info:
+        await session.feed_run(code, external_lookup={'send': lambda v: None})
+    assert info.value.display() == (
+        'Traceback (most recent call last):\n'
+        '  File "main.py", line 3, in <module>\n'
+        '    send(Secret())\n'
+        "TypeError: send() cannot be called with these arguments: a value of type 'Secret' cannot cross the sandbox "
+        'boundary; use None, bool, int, float, str, bytes, list, tuple, dict, set, frozenset or datetime values'
+    )
+
+
+async def test_a_result_that_cannot_leave_is_a_clear_error(session):
+    with pytest.raises(corral.SandboxRuntimeError) as info:
+        await session.feed_run('def f():\n    pass\nf')
+    assert info.value.display() == (
+        "TypeError: the value of the last expression cannot leave the sandbox: a value of type 'function' cannot "
+        'cross the sandbox boundary; use None, bool, int, float, str, bytes, list, tuple, dict, set, frozenset or '
+        'datetime values'
+    )
+
+
+async def test_subclasses_leave_as_exact_builtin_types(session):
+    received = []
+    code = (
+        'class Loud(str):\n'
+        '    def __str__(self):\n'
+        '        return "changed"\n'
+        '    def __hash__(self):\n'
+        '        return 1\n'
+        'class D(dict):\n'
+        '    def items(self):\n'
+        '        return []\n'
+        'send(Loud("plain"), D(a=1))\n'
+        'Loud("result")'
+    )
+    result = await session.feed_run(code, external_lookup={'send': lambda *a: received.extend(a)})
+    assert received == ['plain', {'a': 1}] and [type(v) for v in received] == [str, dict]
+    assert result == 'result' and type(result) is str
+
+
+async def test_printed_output_goes_to_the_callback_in_order(session):
+    seen = []
+    code = 'print("a", 1)\nnote("x")\nprint("b", end="")\n'
+    await session.feed_run(code, external_lookup={'note': lambda s: seen.append(('call', s))}, print_callback=lambda stream, text: seen.append((stream, text)))
+    assert seen == [('stdout', 'a 1\n'), ('call', 'x'), ('stdout', 'b')]
+
+
+async def test_a_worker_killed_mid_feed_ends_its_session_not_the_host(pool):
+    async with pool.checkout() as session:
+        def kill_me():
+            os.kill(session._worker.pid, signal.SIGKILL)
+
+        with pytest.raises(corral.SandboxWorkerError) as info:
+            await session.feed_run('kill_me()\nwhile True:\n    pass', external_lookup={'kill_me': kill_me})
+        assert info.value.display() == 'the sandbox worker stopped: the worker process exited; check out a new session'
+        with pytest.raises(corral.SandboxWorkerError):
+            await session.feed_run('1')
+    async with pool.checkout() as session:
+        assert await session.feed_run('40 + 2') == 42
+
+
+async def test_wall_time_limit_kills_a_runaway_script(pool):
+    async with pool.checkout(limits=corral.Limits(wall_time=0.5)) as session:
+        with pytest.raises(corral.SandboxLimitError) as info:
+            await session.feed_run('while True:\n    pass')
+        assert (info.value.limit, info.value.value) == ('wall_time', 0.5)
+        assert info.value.display() == 'TimeoutError: the script ran past the wall_time limit of 0.5 seconds'
+    async with pool.checkout() as session:
+        assert await session.feed_run('1') == 1
+
+
+async def test_fifty_concurrent_sessions_each_gathering_host_calls(pool):
+    async def double(n):
+        await asyncio.sleep(0.01)
+        return n * 2
+
+    async def one(i):
+        async with pool.checkout() as session:
+            code = f'import asyncio\nsum(await asyncio.gather(*[double(n) for n in range({i})]))'
+            return await session.feed_run(code, external_lookup={'double': double})
+
+    results = await asyncio.gather(*(one(i) for i in range(50)))
+    assert results == [i * (i - 1) for i in range(50)]
+
+
+async def test_each_session_has_its_own_worker_process(pool):
+    async with pool.checkout() as a, pool.checkout() as b:
+        assert a._worker.pid != b._worker.pid
+        first = a._worker.pid
+    async with pool.checkout() as c:
+        assert c._worker.pid != first
+
+
+async def test_feed_run_refuses_bad_arguments(session):
+    with pytest.raises(TypeError, match="external_lookup\\['x'\\] is not callable: int"):
+        await session.feed_run('1', external_lookup={'x': 1})
+    with pytest.raises(TypeError, match='code must be a str, not bytes'):
+        await session.feed_run(b'1')
+
+
+def test_sync_pool():
+    with corral.SyncPool() as pool:
+        with pool.checkout() as session:
+            session.feed_run('total = 0')
+            assert session.feed_run('total += add(2, 3)\ntotal', external_lookup={'add': lambda a, b: a + b}) == 5
