@@ -15,6 +15,8 @@ class Limits:
       killed (after `grace` more seconds) and the session ends with `SandboxLimitError`.
     - `memory`: bytes of address space of the worker (RLIMIT_AS); going past it raises
       `MemoryError` inside the script.
+    - `cpu_time`: seconds of CPU the worker may use over the session's life (RLIMIT_CPU); past
+      it the worker is stopped and the session ends.
     - `recursion`: deepest Python call stack a script may reach (`RecursionError` past it).
     - `host_calls`: host function calls per feed; past it the call raises inside the script.
     - `output`: bytes of `print` output per feed; past it `print` raises inside the script.
@@ -23,6 +25,7 @@ class Limits:
 
     wall_time: float | None = 30.0
     memory: int | None = 1024**3
+    cpu_time: int | None = 600
     recursion: int = 500
     host_calls: int | None = 10_000
     output: int | None = 1024**2

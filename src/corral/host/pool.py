@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING
 
 from ..limits import Limits
+from ..worker.zygote import LAYERS
 from .external import ExternalModule
 from .session import Session
 from .workers import WorkerProcess, Zygote
@@ -16,9 +17,17 @@ if TYPE_CHECKING:
 
 __all__ = ['Pool']
 
+#: Warm workers are forked with the rlimits of the default `Limits()`; a session with other
+#: memory or CPU limits gets a worker forked for it.
+_WARM_RLIMITS = (Limits().memory, Limits().cpu_time)
+
 
 class Pool:
     """Owns sandbox workers and hands out sessions. Use as an async context manager.
+
+    Workers are locked down (see the security section of the README): a lockdown layer that this
+    machine lacks makes the first checkout raise `SandboxInsecureError`, unless `skip_layers`
+    names it (`'seccomp'`, `'netns'`, `'rlimits'`, `'no_new_privs'`).
 
     Creating a pool starts nothing; the zygote (a warm Python process that forks workers) starts
     on the first checkout. After each checkout the pool forks replacements in the background so
@@ -30,11 +39,15 @@ class Pool:
                 result = await session.feed_run(code, external_lookup=TOOLS)
     """
 
-    def __init__(self, *, warm_workers: int = 2) -> None:
+    def __init__(self, *, warm_workers: int = 2, skip_layers: Collection[str] = ()) -> None:
         if warm_workers < 0:
             raise ValueError('warm_workers must be 0 or more')
+        unknown = set(skip_layers) - set(LAYERS)
+        if unknown:
+            raise ValueError(f'unknown lockdown layer(s) {sorted(unknown)}; the layers are {list(LAYERS)}')
         self.warm_workers = warm_workers
-        self._zygote = Zygote()
+        self.skip_layers = frozenset(skip_layers)
+        self._zygote = Zygote(self.skip_layers)
         self._idle: list[WorkerProcess] = []
         self._refill: asyncio.Task[None] | None = None
         self._checker: TypeChecker | None = None
@@ -102,9 +115,11 @@ class Pool:
             self._checker = TypeChecker()
         return self._checker
 
-    async def _take_worker(self) -> WorkerProcess:
+    async def _take_worker(self, limits: Limits) -> WorkerProcess:
         if self._closed:
             raise RuntimeError('the pool is closed')
+        if (limits.memory, limits.cpu_time) != _WARM_RLIMITS:
+            return await self._zygote.spawn(memory=limits.memory, cpu_time=limits.cpu_time)
         worker = None
         while self._idle:
             candidate = self._idle.pop()
@@ -113,14 +128,14 @@ class Pool:
                 break
             candidate.kill()
         if worker is None:
-            worker = await self._zygote.spawn()
+            worker = await self._zygote.spawn(memory=limits.memory, cpu_time=limits.cpu_time)
         if self._refill is None or self._refill.done():
             self._refill = asyncio.get_running_loop().create_task(self._fill())
         return worker
 
     async def _fill(self) -> None:
         while not self._closed and len(self._idle) < self.warm_workers:
-            worker = await self._zygote.spawn()
+            worker = await self._zygote.spawn(memory=_WARM_RLIMITS[0], cpu_time=_WARM_RLIMITS[1])
             if self._closed:
                 worker.kill()
                 return

@@ -86,7 +86,7 @@ class Session:
     # ----- lifecycle -----------------------------------------------------------------------------
 
     async def __aenter__(self) -> Session:
-        worker = await self._pool._take_worker()
+        worker = await self._pool._take_worker(self.limits)
         loop = asyncio.get_running_loop()
         self._transport, _ = await loop.connect_accepted_socket(lambda: _Protocol(self), worker.sock)
         self._worker = worker

@@ -10,9 +10,15 @@ import struct
 import subprocess
 import sys
 
+import msgpack
+
+from ..channel import FrameReader
+from ..errors import SandboxInsecureError
+
 __all__ = ['WorkerProcess', 'Zygote']
 
 _PID = struct.Struct('>I')
+_REQUEST = struct.Struct('>cQQ')  # the zygote's spawn request: b'S', RLIMIT_AS, RLIMIT_CPU
 
 
 class WorkerProcess:
@@ -51,15 +57,18 @@ class WorkerProcess:
 class Zygote:
     """The warm parent process that forks workers (see `corral.worker.zygote`).
 
-    Started on the first `spawn()`; restarted by a later `spawn()` if it died.
+    Started on the first `spawn()`; restarted by a later `spawn()` if it died. `skip_layers` names
+    lockdown layers to run without (see `corral.worker.zygote.LAYERS`); any other layer that the
+    machine lacks makes `spawn()` raise `SandboxInsecureError`.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, skip_layers: frozenset[str] = frozenset()) -> None:
+        self._skip = skip_layers
         self._process: subprocess.Popen[bytes] | None = None
         self._control: socket.socket | None = None
         self._lock = asyncio.Lock()
 
-    def _start(self) -> socket.socket:
+    async def _start(self) -> socket.socket:
         ours, theirs = socket.socketpair()
         # A fixed hash seed keeps a worker deterministic given its inputs; PYTHONPATH is kept so a
         # source checkout on the path works. Nothing else of the host's environment is passed on.
@@ -67,7 +76,7 @@ class Zygote:
         if 'PYTHONPATH' in os.environ:
             env['PYTHONPATH'] = os.environ['PYTHONPATH']
         self._process = subprocess.Popen(
-            [sys.executable, '-m', 'corral.worker', str(theirs.fileno())],
+            [sys.executable, '-m', 'corral.worker', str(theirs.fileno()), ','.join(sorted(self._skip))],
             pass_fds=[theirs.fileno()],
             stdin=subprocess.DEVNULL,
             env=env,
@@ -76,32 +85,59 @@ class Zygote:
         theirs.close()
         ours.setblocking(False)
         self._control = ours
+        layers = await self._read_report(ours)
+        missing = {layer: reason for layer, reason in layers.items() if reason is not None and layer not in self._skip}
+        if missing:
+            self.close()
+            names = ', '.join(sorted(missing))
+            reasons = '; '.join(f'{layer}: {reason}' for layer, reason in sorted(missing.items()))
+            raise SandboxInsecureError(
+                f'refusing to run scripts: lockdown layer(s) {names} not available on this machine ({reasons}). '
+                f'Pass Pool(skip_layers={set(missing)!r}) to run without them, knowing scripts are then less contained.'
+            )
         return ours
 
-    async def spawn(self) -> WorkerProcess:
-        """Fork a new worker. Raises `OSError` when the zygote cannot be started or dies."""
+    @staticmethod
+    async def _read_report(control: socket.socket) -> dict[str, str | None]:
+        loop = asyncio.get_running_loop()
+        reader = FrameReader(max_frame=4096)
+        async with asyncio.timeout(60):
+            while True:
+                data = await loop.sock_recv(control, 4096)
+                if not data:
+                    raise OSError('the zygote process exited while starting')
+                frames = reader.feed(data)
+                if frames:
+                    report = msgpack.unpackb(frames[0])
+                    if not isinstance(report, dict):
+                        raise OSError('the zygote sent a malformed report')
+                    return report
+
+    async def spawn(self, *, memory: int | None, cpu_time: int | None) -> WorkerProcess:
+        """Fork a new worker with these rlimits (bytes of address space, seconds of CPU).
+
+        Raises `SandboxInsecureError` (see the class) or `OSError` when the zygote cannot be
+        started or dies.
+        """
         loop = asyncio.get_running_loop()
         async with self._lock:
             control = self._control
             if control is None or self._process is None or self._process.poll() is not None:
                 if control is not None:
                     control.close()
-                control = self._start()
-            await loop.sock_sendall(control, b'S')
-            ready = loop.create_future()
-            loop.add_reader(control.fileno(), ready.set_result, None)
-            try:
-                while True:
+                control = await self._start()
+            await loop.sock_sendall(control, _REQUEST.pack(b'S', memory or 0, cpu_time or 0))
+            while True:
+                try:
+                    data, fds, _, _ = socket.recv_fds(control, _PID.size, 2)
+                    break
+                except BlockingIOError:
+                    ready = loop.create_future()
+                    loop.add_reader(control.fileno(), ready.set_result, None)
                     try:
-                        data, fds, _, _ = socket.recv_fds(control, _PID.size, 2)
-                        break
-                    except BlockingIOError:
                         await ready
-                        ready = loop.create_future()
+                    finally:
                         loop.remove_reader(control.fileno())
-                        loop.add_reader(control.fileno(), ready.set_result, None)
-            finally:
-                loop.remove_reader(control.fileno())
             if len(data) != _PID.size or len(fds) != 2:
                 for fd in fds:
                     os.close(fd)
@@ -124,4 +160,3 @@ class Zygote:
                 self._process.kill()
                 self._process.wait()
             self._process = None
-

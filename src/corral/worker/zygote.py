@@ -1,11 +1,17 @@
 """The zygote: a warm Python process that forks one worker per request.
 
-The host starts it once (`python -m corral.worker FD`), with one end of a Unix socketpair as
-file descriptor FD. It imports everything a worker needs, then for each request byte `S` forks a
-worker and sends back, over that socket, the worker's pid and two file descriptors: the host's end
-of the worker's channel and a pidfd the host kills the worker with. A forked worker starts in
-well under a millisecond of Python work and shares the zygote's memory pages until it writes them.
-The zygote exits when the host closes its socket, and its workers exit when their channel closes.
+The host starts it once (`python -m corral.worker FD SKIP`), with one end of a Unix socketpair as
+file descriptor FD and SKIP the comma-separated lockdown layers the host chose to run without. The
+zygote imports everything a worker needs, probes which lockdown layers this machine supports and
+reports them to the host (one msgpack map, `{layer: None or the reason it is missing}`, framed
+like every channel message), enters an empty network namespace, then serves spawn requests.
+
+A spawn request is `_REQUEST` (`b'S'`, RLIMIT_AS bytes, RLIMIT_CPU seconds; 0 means no limit). For
+each, the zygote forks a worker that locks itself down before it reads its first message, and
+sends back the worker's pid and two file descriptors: the host's end of the worker's channel and a
+pidfd the host kills the worker with. A forked worker starts in about a millisecond and shares the
+zygote's memory pages until it writes them. The zygote exits when the host closes its socket
+(and dies with the host), and its workers exit when their channels close.
 """
 
 from __future__ import annotations
@@ -17,33 +23,65 @@ import socket
 import struct
 import sys
 
-from . import runtime
+import msgpack
 
-__all__ = ['main']
+from ..channel import frame
+from . import lockdown, runtime
+
+__all__ = ['main', 'LAYERS']
+
+#: The lockdown layers, by the names `Pool(skip_layers=...)` takes.
+LAYERS = ('seccomp', 'netns', 'rlimits', 'no_new_privs')
 
 _PR_SET_PDEATHSIG = 1
+_REQUEST = struct.Struct('>cQQ')
 _PID = struct.Struct('>I')
 
 
 def _die_with_parent() -> None:
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
-def _preimport() -> None:
-    for name in runtime.STDLIB_MODULES:
-        __import__(name)
+def _receive_request(control: socket.socket) -> tuple[int, int] | None:
+    data = b''
+    while len(data) < _REQUEST.size:
+        chunk = control.recv(_REQUEST.size - len(data))
+        if not chunk:
+            return None
+        data += chunk
+    kind, address_space, cpu_seconds = _REQUEST.unpack(data)
+    if kind != b'S':
+        return None
+    return address_space, cpu_seconds
+
+
+def _worker(sock: socket.socket, skip: frozenset[str], address_space: int, cpu_seconds: int) -> None:
+    if 'rlimits' in skip:
+        limits = lockdown.LockdownLimits(address_space=None, cpu_seconds=None)
+    else:
+        limits = lockdown.LockdownLimits(address_space=address_space or None, cpu_seconds=cpu_seconds or None)
+
+    def lock(keep: set[int]) -> None:
+        lockdown.lock_down(keep_fds=keep, limits=limits, seccomp='seccomp' not in skip)
+
+    runtime.run_worker(sock, lock)
 
 
 def main(argv: list[str]) -> None:
     control = socket.socket(fileno=int(argv[0]))
+    skip = frozenset(filter(None, argv[1].split(','))) if len(argv) > 1 else frozenset()
     _die_with_parent()
-    _preimport()
+    for name in runtime.STDLIB_MODULES:
+        __import__(name)
+    layers = lockdown.available_layers()
+    control.sendall(frame(msgpack.packb(layers)))
+    if any(reason is not None and layer not in skip for layer, reason in layers.items()):
+        return  # the host refuses to use an insecure zygote
+    if 'netns' not in skip:
+        lockdown.enter_network_namespace()
+    os.chdir('/')
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps finished workers
-    while True:
-        request = control.recv(1)
-        if not request:
-            return
+    while (request := _receive_request(control)) is not None:
         host_end, worker_end = socket.socketpair()
         pid = os.fork()
         if pid == 0:
@@ -52,7 +90,7 @@ def main(argv: list[str]) -> None:
                 host_end.close()
                 _die_with_parent()
                 signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-                runtime.run_worker(worker_end)
+                _worker(worker_end, skip, *request)
             finally:
                 os._exit(0)
         worker_end.close()

@@ -1,0 +1,362 @@
+"""``TypeChecker``: run ty on a script against stubs and return its diagnostics."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import keyword
+import os
+import re
+import shutil
+import sys
+import tempfile
+import weakref
+from collections.abc import Mapping, Sequence
+
+from . import _render
+from ._awaits import AWAIT_MESSAGES, ModuleScope
+from ._typeshed import VendoredTypeshed
+
+__all__ = ['TypeChecker']
+
+STUBS_MODULE = 'repl_type_stubs'
+_BUILTINS_FILE = '__builtins__.pyi'
+_BUILTINS_TEXT = f'from {STUBS_MODULE} import *\n'
+_CONFIG_FILE = 'ty.toml'
+_PYTHON_VERSION = '3.11'
+_SCRIPT_NAME_RE = re.compile(r'^[A-Za-z0-9_][A-Za-z0-9_.-]*\.py$')
+_INVALID_SYNTAX_PREFIX = 'error[invalid-syntax]: '
+# Environment variables passed through to ty; everything else (TY_*, VIRTUAL_ENV,
+# CONDA_PREFIX, XDG_CONFIG_HOME, COLUMNS, ...) is dropped so that the user's
+# configuration and Python environment can't change the result.
+_PASSTHROUGH_ENV = ('PATH', 'SYSTEMROOT', 'LANG', 'LC_ALL', 'TMPDIR')
+
+_typeshed_readers: dict[str, VendoredTypeshed] = {}
+
+
+def _find_ty() -> str:
+    try:
+        from ty import find_ty_bin
+    except ImportError as exc:
+        raise RuntimeError(
+            'ty type checker is not installed: the `ty` package (ty==0.0.99) is missing'
+        ) from exc
+    try:
+        path = os.fsdecode(find_ty_bin())
+    except FileNotFoundError as exc:
+        raise RuntimeError(f'ty type checker executable not found: {exc}') from exc
+    if not os.path.isfile(path):
+        raise RuntimeError(f'ty type checker executable not found at {path}')
+    return path
+
+
+def _module_files(modules: Mapping[str, str], script_name: str) -> dict[str, str]:
+    """Map module stubs to file paths (``a`` -> ``a.pyi``, ``a.b`` -> ``a/b.pyi``
+    with ``a/__init__.pyi``)."""
+    reserved = {STUBS_MODULE, '__builtins__', script_name[:-3]}
+    names = set(modules)
+    files: dict[str, str] = {}
+    for name, text in modules.items():
+        if not isinstance(name, str) or not isinstance(text, str):
+            raise TypeError('modules must map module names (str) to stub source (str)')
+        parts = name.split('.')
+        if not all(p.isidentifier() and not keyword.iskeyword(p) for p in parts):
+            raise ValueError(f'invalid module name for a stub: {name!r}')
+        if parts[0] in reserved:
+            raise ValueError(f'module name {name!r} is reserved')
+        is_package = any(other.startswith(name + '.') for other in names)
+        path = '/'.join(parts) + ('/__init__.pyi' if is_package else '.pyi')
+        files[path] = text
+        for depth in range(1, len(parts)):
+            parent = '/'.join(parts[:depth]) + '/__init__.pyi'
+            files.setdefault(parent, '')
+    return files
+
+
+class _Slot:
+    """A folder holding one check's files; reused between checks."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.files: dict[str, str] = {}
+
+    def sync(self, wanted: dict[str, str]) -> None:
+        """Make the folder hold exactly ``wanted``, writing only what changed."""
+        for rel in [rel for rel in self.files if rel not in wanted]:
+            full = os.path.join(self.path, rel)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(full)
+            del self.files[rel]
+            parent = os.path.dirname(rel)
+            while parent:
+                try:
+                    os.rmdir(os.path.join(self.path, parent))
+                except OSError:
+                    break
+                parent = os.path.dirname(parent)
+        for rel, text in wanted.items():
+            if self.files.get(rel) == text:
+                continue
+            full = os.path.join(self.path, rel)
+            if '/' in rel:
+                os.makedirs(os.path.dirname(full), exist_ok=True)
+            with open(full, 'w', encoding='utf-8', newline='') as f:
+                f.write(text)
+            self.files[rel] = text
+
+
+class TypeChecker:
+    """Runs ty on a script against stubs, giving ty's full diagnostic text."""
+
+    #: Seconds one ty run may take before it is killed (RuntimeError).
+    timeout: float = 60.0
+    #: Idle folders kept for reuse.
+    max_idle_slots: int = 4
+
+    def __init__(self) -> None:
+        self._root: str | None = None
+        self._free: list[_Slot] = []
+        self._count = 0
+        self._closed = False
+        self._ty_bin: str | None = None
+        self._env: dict[str, str] | None = None
+        self._finalizer: weakref.finalize | None = None
+
+    # ------------------------------------------------------------------ setup
+
+    def _setup(self) -> str:
+        if self._closed:
+            raise RuntimeError('TypeChecker is closed')
+        if self._ty_bin is None:
+            self._ty_bin = _find_ty()
+        if self._root is None:
+            root = tempfile.mkdtemp(prefix='corral-ty-')
+            self._finalizer = weakref.finalize(self, shutil.rmtree, root, True)
+            # An empty Python environment: the script sees the stdlib and our
+            # stubs, not whatever happens to be installed next to corral.
+            site = os.path.join(root, 'env', 'lib', f'python{_PYTHON_VERSION}', 'site-packages')
+            os.makedirs(site)
+            with open(os.path.join(root, 'env', 'pyvenv.cfg'), 'w') as f:
+                f.write(f'home = {os.path.dirname(sys.executable)}\nversion = {_PYTHON_VERSION}.0\n')
+            env = {k: os.environ[k] for k in _PASSTHROUGH_ENV if k in os.environ}
+            # No user-level ty.toml (it lives under $XDG_CONFIG_HOME/ty or ~/.config/ty).
+            env['HOME'] = root
+            env['XDG_CONFIG_HOME'] = os.path.join(root, 'config')
+            env['NO_COLOR'] = '1'
+            env['TY_MAX_PARALLELISM'] = '1'
+            self._env = env
+            self._root = root
+        return self._root
+
+    def _acquire(self) -> _Slot:
+        root = self._setup()
+        if self._free:
+            return self._free.pop()
+        self._count += 1
+        path = os.path.join(root, f'check{self._count}')
+        os.mkdir(path)
+        slot = _Slot(path)
+        # Stops ty's project discovery here: no pyproject.toml/ty.toml from a parent folder.
+        slot.sync({_CONFIG_FILE: ''})
+        return slot
+
+    def _release(self, slot: _Slot, ok: bool) -> None:
+        if ok and not self._closed and len(self._free) < self.max_idle_slots:
+            self._free.append(slot)
+        else:
+            shutil.rmtree(slot.path, ignore_errors=True)
+
+    # ------------------------------------------------------------------ check
+
+    async def check(
+        self,
+        code: str,
+        *,
+        script_name: str = 'main.py',
+        stubs: str | None = None,
+        modules: Mapping[str, str] = {},
+        context: Sequence[str] = (),
+    ) -> str | None:
+        """Return the rendered diagnostics (str, no trailing newline, diagnostics
+        separated by one blank line, no 'Found N diagnostics' line), or None when
+        the script is clean."""
+        if not _SCRIPT_NAME_RE.match(script_name) or script_name[:-3] in (STUBS_MODULE, '__builtins__'):
+            raise ValueError(f'invalid script name: {script_name!r}')
+        code = code.removeprefix('\ufeff')
+        # The earlier snippets come first in the file so the new code sees their
+        # names and types; their own diagnostics are dropped afterwards.
+        parts = []
+        for snippet in context:
+            snippet = snippet.removeprefix('\ufeff')
+            if not snippet.strip():
+                continue
+            snippet = '\n'.join(_render.split_lines(snippet))  # one kind of newline
+            parts.append(snippet if snippet.endswith('\n') else snippet + '\n')
+        prefix = ''.join(parts)
+        offset = prefix.count('\n')
+
+        wanted = {_CONFIG_FILE: ''}
+        wanted.update(_module_files(modules, script_name))
+        if stubs is not None:
+            wanted[f'{STUBS_MODULE}.pyi'] = stubs
+            wanted[_BUILTINS_FILE] = _BUILTINS_TEXT
+        wanted[script_name] = prefix + code
+
+        slot = self._acquire()
+        ok = False
+        try:
+            slot.sync(wanted)
+            stdout = await self._run_ty(slot, script_name)
+            result = await self._postprocess(stdout, slot, script_name, code, offset)
+            ok = True
+            return result
+        finally:
+            self._release(slot, ok)
+
+    async def _run_ty(self, slot: _Slot, script_name: str) -> str:
+        assert self._ty_bin is not None and self._root is not None
+        args = [
+            'check',
+            '--project', '.',
+            '--output-format', 'full',
+            '--no-progress',
+            '--color', 'never',
+            '--python-version', _PYTHON_VERSION,
+            '--python-platform', 'linux',
+            '--python', os.path.join(self._root, 'env'),
+            '--',
+            script_name,
+        ]  # fmt: skip
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                self._ty_bin,
+                *args,
+                cwd=slot.path,
+                env=self._env,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+            )
+        except OSError as exc:
+            raise RuntimeError(f'could not start the ty type checker ({self._ty_bin}): {exc}') from exc
+        try:
+            out, err = await asyncio.wait_for(proc.communicate(), self.timeout)
+        except BaseException as exc:  # timeout or cancellation: don't leave ty running
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            with contextlib.suppress(Exception):
+                await proc.wait()
+            if isinstance(exc, asyncio.TimeoutError):
+                raise RuntimeError(f'ty type checker timed out after {self.timeout:g}s') from None
+            raise
+        stdout = out.decode('utf-8', 'replace')
+        if proc.returncode not in (0, 1):
+            detail = self._scrub(err.decode('utf-8', 'replace').strip() or stdout.strip(), slot)
+            raise RuntimeError(
+                f'ty type checker failed (exit code {proc.returncode})' + (f': {detail}' if detail else '')
+            )
+        if any(line.startswith(('error[panic]', 'fatal[panic]')) for line in stdout.splitlines()):
+            detail = self._scrub(stdout.strip(), slot)
+            raise RuntimeError(f'ty type checker crashed: {detail}')
+        return stdout
+
+    # ----------------------------------------------------------- postprocess
+
+    async def _postprocess(
+        self, stdout: str, slot: _Slot, script_name: str, code: str, offset: int
+    ) -> str | None:
+        diagnostics = _render.parse_output(stdout)
+        if not diagnostics:
+            return None
+        code_lines = _render.split_lines(code)
+        scope: ModuleScope | None = None
+        kept: list[_render.Diagnostic] = []
+        for diag in diagnostics:
+            stripped = _render.strip_context(diag, script_name, offset)
+            if stripped is None:
+                continue
+            header = stripped.header
+            primary = stripped.primary
+            if (
+                header.startswith(_INVALID_SYNTAX_PREFIX)
+                and header[len(_INVALID_SYNTAX_PREFIX) :] in AWAIT_MESSAGES
+                and primary is not None
+                and primary.path == script_name
+            ):
+                if scope is None:
+                    scope = ModuleScope(code, code_lines)
+                if scope.at_module_level(primary.line, primary.col):
+                    continue
+            kept.append(stripped)
+        if not kept:
+            return None
+
+        sources: dict[str, list[str] | None] = {}
+        for diag in kept:
+            for block in diag.blocks:
+                for sn in block.snippets:
+                    path = sn.path
+                    if path in sources:
+                        continue
+                    if path == script_name:
+                        sources[path] = code_lines
+                    elif path in slot.files and path != script_name:
+                        sources[path] = _render.split_lines(slot.files[path])
+                    elif path.startswith('stdlib/') and path.endswith('.pyi'):
+                        text = await self._read_typeshed(path)
+                        sources[path] = None if text is None else _render.split_lines(text)
+                    else:
+                        sources[path] = None
+
+        rendered = []
+        for diag in kept:
+            diag.blocks = [_render.widen(block, sources.get) for block in diag.blocks]
+            rendered.append(_render.render_diagnostic(diag))
+        return self._scrub('\n\n'.join(rendered), slot)
+
+    async def _read_typeshed(self, path: str) -> str | None:
+        assert self._ty_bin is not None
+        reader = _typeshed_readers.get(self._ty_bin)
+        if reader is None:
+            reader = _typeshed_readers.setdefault(self._ty_bin, VendoredTypeshed(self._ty_bin))
+        return await asyncio.to_thread(reader.read, path)
+
+    def _scrub(self, text: str, slot: _Slot) -> str:
+        """Remove our temporary folders from ty's text (e.g. the module search
+        paths listed for an unresolved import)."""
+        root = self._root
+        if root is None:
+            return text
+        env = os.path.join(root, 'env')
+        roots = {root, os.path.realpath(root)}
+        envs = {env, os.path.realpath(env)}
+        slots = {slot.path, os.path.realpath(slot.path)}
+        lines = []
+        for line in text.split('\n'):
+            if any(e in line for e in envs) and line.startswith('info:'):
+                continue  # the empty site-packages of our stand-in environment
+            for s in sorted(slots, key=len, reverse=True):
+                line = line.replace(s + os.sep, '').replace(s, '.')
+            for r in sorted(roots, key=len, reverse=True):
+                line = line.replace(r, '<tmp>')
+            lines.append(line)
+        return '\n'.join(lines)
+
+    # ----------------------------------------------------------------- close
+
+    async def aclose(self) -> None:
+        """Remove the checker's folders.  It can't be used afterwards."""
+        self._closed = True
+        self._free.clear()
+        root, self._root = self._root, None
+        if self._finalizer is not None:
+            self._finalizer.detach()
+            self._finalizer = None
+        if root is not None:
+            await asyncio.to_thread(shutil.rmtree, root, True)
+
+    async def __aenter__(self) -> TypeChecker:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()

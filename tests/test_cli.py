@@ -1,0 +1,63 @@
+"""`corral run`: exit codes and output."""
+
+import subprocess
+import sys
+import textwrap
+
+
+def corral(*args, cwd):
+    done = subprocess.run([sys.executable, '-m', 'corral', *args], capture_output=True, text=True, cwd=cwd, timeout=120, check=False)
+    return done.returncode, done.stdout, done.stderr
+
+
+def test_run_prints_the_repr_of_the_result(tmp_path):
+    (tmp_path / 'script.py').write_text('words = ["a", "b"]\n{w: len(w) for w in words}\n')
+    assert corral('run', 'script.py', cwd=tmp_path) == (0, "{'a': 1, 'b': 1}\n", '')
+
+
+def test_run_prints_a_sandbox_error_on_stderr_and_exits_1(tmp_path):
+    (tmp_path / 'script.py').write_text('x = 1\nx.missing\n')
+    assert corral('run', 'script.py', cwd=tmp_path) == (
+        1,
+        '',
+        'Traceback (most recent call last):\n'
+        '  File "script.py", line 2, in <module>\n'
+        '    x.missing\n'
+        "AttributeError: 'int' object has no attribute 'missing'\n",
+    )
+
+
+def test_bad_usage_exits_2(tmp_path):
+    assert corral('run', 'absent.py', cwd=tmp_path) == (2, '', 'corral: error: cannot read absent.py: No such file or directory\n')
+    code, out, err = corral('frobnicate', cwd=tmp_path)
+    assert (code, out) == (2, '') and "invalid choice: 'frobnicate'" in err
+
+
+def test_functions_module_and_type_check(tmp_path):
+    (tmp_path / 'tools.py').write_text(textwrap.dedent('''
+        def add(a: int, b: int) -> int:
+            """Add two numbers."""
+            return a + b
+
+        async def shout(text: str) -> str:
+            return text.upper()
+
+        def _hidden() -> None:
+            pass
+    '''))
+    (tmp_path / 'ok.py').write_text('await shout("hi") + str(add(1, 2))\n')
+    assert corral('run', 'ok.py', '--functions', 'tools.py', '--type-check', cwd=tmp_path) == (0, "'HI3'\n", '')
+    (tmp_path / 'bad.py').write_text('add("1", 2)\n')
+    code, out, err = corral('run', 'bad.py', '--functions', 'tools.py', '--type-check', cwd=tmp_path)
+    assert (code, out) == (1, '')
+    assert err.startswith('error[invalid-argument-type]: Argument to function `add` is incorrect\n --> bad.py:1:5\n')
+    (tmp_path / 'hidden.py').write_text('_hidden()\n')
+    code, out, err = corral('run', 'hidden.py', '--functions', 'tools.py', cwd=tmp_path)
+    assert (code, err.splitlines()[-1]) == (1, "NameError: name '_hidden' is not defined")
+
+
+def test_stubs_file(tmp_path):
+    (tmp_path / 'api.pyi').write_text('def lookup(key: str) -> int: ...\n')
+    (tmp_path / 'script.py').write_text('lookup(1)\n')
+    code, out, err = corral('run', 'script.py', '--stubs', 'api.pyi', '--type-check', cwd=tmp_path)
+    assert code == 1 and err.startswith('error[invalid-argument-type]: Argument to function `lookup` is incorrect\n')
