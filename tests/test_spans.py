@@ -1,54 +1,76 @@
-"""OpenTelemetry spans: a `run code` span per feed, a child per host call and per type check."""
+"""OpenTelemetry spans: a `run code` span per feed, a child per host call and per type check.
 
-import pytest
+The OpenTelemetry SDK registers fork handlers that start threads in forked children, so these
+tests run the application in a process of its own and read back the spans it recorded.
+"""
+
+import json
+import subprocess
+import sys
+
+APP = '''
+import asyncio, json
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+import corral
 
-_exporter = InMemorySpanExporter()
+exporter = InMemorySpanExporter()
+provider = TracerProvider()
+provider.add_span_processor(SimpleSpanProcessor(exporter))
+trace.set_tracer_provider(provider)
 
+async def get_order(order_id):
+    return {'id': order_id}
 
-@pytest.fixture(scope='module')
-def spans():
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(_exporter))
-    trace.set_tracer_provider(provider)
-    return _exporter
+def fail():
+    raise ValueError('no')
 
+STUBS = 'async def get_order(order_id: str) -> dict: ...\\ndef fail() -> None: ...\\n'
+CODE = "import asyncio\\nawait asyncio.gather(get_order('o1'), get_order('o2'))\\ntry:\\n    fail()\\nexcept ValueError:\\n    pass\\n"
 
-async def test_feed_and_host_calls_make_spans(spans, pool):
-    spans.clear()
-
-    async def get_order(order_id):
-        return {'id': order_id}
-
-    def fail():
-        raise ValueError('no')
-
-    stubs = 'async def get_order(order_id: str) -> dict: ...\ndef fail() -> None: ...\n'
-    async with pool.checkout(type_check=True, type_check_stubs=stubs) as session:
-        code = "import asyncio\nawait asyncio.gather(get_order('o1'), get_order('o2'))\ntry:\n    fail()\nexcept ValueError:\n    pass\n"
-        await session.feed_run(code, external_lookup={'get_order': get_order, 'fail': fail})
-    finished = {span.name: span for span in spans.get_finished_spans()}
-    assert sorted(span.name for span in spans.get_finished_spans()) == ['call fail', 'call get_order', 'call get_order', 'run code', 'type check']
-    run = finished['run code']
-    assert run.attributes['code'] == code
-    for span in spans.get_finished_spans():
-        if span.name != 'run code':
-            assert span.parent.span_id == run.context.span_id
-    call = finished['call fail']
-    assert call.attributes['function'] == 'fail'
-    assert call.status.status_code == trace.StatusCode.ERROR
-    assert [event.name for event in call.events] == ['exception']
-    assert finished['call get_order'].attributes['args'] in ("['o1']", "['o2']")
-
-
-async def test_spans_nest_under_the_callers_span(spans, pool):
-    spans.clear()
-    tracer = trace.get_tracer('app')
-    with tracer.start_as_current_span('tool call') as outer:
+async def main():
+    async with corral.Pool() as pool:
+        with trace.get_tracer('app').start_as_current_span('tool call'):
+            async with pool.checkout(type_check=True, type_check_stubs=STUBS) as session:
+                await session.feed_run(CODE, external_lookup={'get_order': get_order, 'fail': fail})
         async with pool.checkout() as session:
-            await session.feed_run('1')
-    run = next(span for span in spans.get_finished_spans() if span.name == 'run code')
-    assert run.parent.span_id == outer.get_span_context().span_id
+            try:
+                await session.feed_run('1 / 0')
+            except corral.SandboxRuntimeError:
+                pass
+
+asyncio.run(main())
+print(json.dumps([
+    {
+        'name': span.name,
+        'id': span.context.span_id,
+        'parent': span.parent.span_id if span.parent else None,
+        'attributes': dict(span.attributes),
+        'status': span.status.status_code.name,
+        'events': [event.name for event in span.events],
+    }
+    for span in exporter.get_finished_spans()
+]))
+'''
+
+
+def test_feeds_host_calls_and_type_checks_make_spans():
+    done = subprocess.run([sys.executable, '-c', APP], capture_output=True, text=True, timeout=120, check=True)
+    spans = json.loads(done.stdout)
+    names = sorted(span['name'] for span in spans)
+    assert names == ['call fail', 'call get_order', 'call get_order', 'run code', 'run code', 'tool call', 'type check']
+    by_id = {span['id']: span for span in spans}
+    tool_call = next(span for span in spans if span['name'] == 'tool call')
+    first_run, second_run = [span for span in spans if span['name'] == 'run code']
+    assert first_run['parent'] == tool_call['id'] and second_run['parent'] is None
+    assert first_run['attributes'] == {'code': "import asyncio\nawait asyncio.gather(get_order('o1'), get_order('o2'))\ntry:\n    fail()\nexcept ValueError:\n    pass\n", 'script_name': 'main.py'}
+    for span in spans:
+        if span['name'] in ('call fail', 'call get_order', 'type check'):
+            assert by_id[span['parent']] is first_run
+    fail = next(span for span in spans if span['name'] == 'call fail')
+    assert fail['attributes'] == {'function': 'fail', 'args': '[]', 'kwargs': '{}'}
+    assert (fail['status'], fail['events']) == ('ERROR', ['exception'])
+    assert sorted(span['attributes']['args'] for span in spans if span['name'] == 'call get_order') == ["['o1']", "['o2']"]
+    assert (first_run['status'], second_run['status']) == ('UNSET', 'ERROR')
