@@ -1,0 +1,192 @@
+"""The channel and the value codec, under generated and hostile input.
+
+A worker is untrusted: whatever bytes it sends, the host reports an error for that session and
+never crashes or hangs. The "worker" here is the test itself, on the far end of a socketpair.
+"""
+
+import asyncio
+import datetime
+import os
+import socket
+import struct
+import subprocess
+
+import msgpack
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import corral
+from corral.channel import CALL, DONE, FAIL, OUTPUT, FrameReader, ProtocolError, frame
+from corral.host.workers import WorkerProcess
+from corral.values import MAX_FRAME, pack, unpack
+
+scalars = st.one_of(
+    st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(), st.binary(),
+    st.datetimes(), st.dates(), st.times(), st.timedeltas(),
+    st.datetimes(timezones=st.just(datetime.timezone.utc)),
+)
+hashables = st.recursive(scalars, lambda inner: st.one_of(st.tuples(inner, inner), st.frozensets(inner, max_size=3)), max_leaves=8)
+boundary_values = st.recursive(
+    scalars,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4),
+        st.tuples(inner, inner),
+        st.dictionaries(hashables, inner, max_size=4),
+        st.sets(hashables, max_size=4),
+        st.frozensets(hashables, max_size=4),
+    ),
+    max_leaves=20,
+)
+
+
+@given(boundary_values)
+def test_every_boundary_value_round_trips_with_its_exact_type(value):
+    for side in ('host', 'sandbox'):
+        decoded = unpack(pack(value, side=side))
+        assert decoded == value
+        assert _types(decoded) == _types(value)
+
+
+def _types(value):
+    if isinstance(value, (list, tuple)):
+        return (type(value), [_types(item) for item in value])
+    if isinstance(value, dict):
+        return (dict, sorted((repr(_types(k)), repr(_types(v))) for k, v in value.items()))
+    return type(value)
+
+
+@given(st.lists(st.binary(max_size=50), max_size=10), st.data())
+def test_frames_survive_any_chunking(payloads, data):
+    stream = b''.join(frame(p) for p in payloads)
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(stream)), max_size=8)))
+    reader = FrameReader()
+    received = []
+    for start, end in zip([0, *cuts], [*cuts, len(stream)]):
+        received.extend(reader.feed(stream[start:end]))
+    assert received == payloads and reader.pending == 0
+
+
+def test_an_oversized_frame_is_refused_before_it_is_buffered():
+    reader = FrameReader(max_frame=100)
+    with pytest.raises(ProtocolError, match='frame of 101 bytes announced, larger than the limit of 100 bytes'):
+        reader.feed(struct.pack('>I', 101))
+    with pytest.raises(ProtocolError, match='larger than the limit'):
+        frame(b'x' * (MAX_FRAME + 1))
+
+
+@given(st.binary(max_size=200))
+def test_unpack_of_garbage_raises_a_value_error_or_returns_plain_data(data):
+    try:
+        unpack(data)
+    except (ValueError, TypeError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError, UnicodeDecodeError, OverflowError):
+        pass
+
+
+@pytest.fixture
+async def fake_worker(pool, monkeypatch):
+    """A session whose "worker" is the test: returns (session, the worker's end of the channel)."""
+    host_end, worker_end = socket.socketpair()
+    host_end.setblocking(False)
+    sleeper = subprocess.Popen(['sleep', '60'])
+    process = WorkerProcess(sleeper.pid, os.pidfd_open(sleeper.pid), host_end)
+
+    async def take(limits):
+        return process
+
+    monkeypatch.setattr(pool, '_take_worker', take)
+    async with pool.checkout(limits=corral.Limits(wall_time=5)) as session:
+        yield session, worker_end
+    worker_end.close()
+    sleeper.wait(timeout=5)
+
+
+def _message(*items):
+    return frame(msgpack.packb(list(items)))
+
+
+HOSTILE = {
+    'not msgpack': frame(b'\xc1\xc1\xc1'),
+    'not a list': frame(msgpack.packb({'a': 1})),
+    'empty list': frame(msgpack.packb([])),
+    'unknown kind': _message(99, 1),
+    'short CALL': _message(CALL, 1),
+    'CALL with a bad name': _message(CALL, 1, 5, [], {}),
+    'OUTPUT of bytes': _message(OUTPUT, 'stdout', b'x'),
+    'OUTPUT to a bad stream': _message(OUTPUT, 'tty', 'x'),
+    'FAIL of numbers': _message(FAIL, 1, 2, 3, 4),
+    'DONE with extra items': _message(DONE, 1, 2),
+    'unknown extension type': frame(msgpack.packb([DONE, msgpack.ExtType(77, b'')])),
+    'oversized frame header': struct.pack('>I', MAX_FRAME + 1),
+    'deep nesting': frame(b'\x91' * 100_000 + b'\xc0'),
+}
+
+
+@pytest.mark.parametrize('data', HOSTILE.values(), ids=HOSTILE.keys())
+async def test_a_malformed_message_ends_the_session_with_a_clear_error(fake_worker, data):
+    session, worker = fake_worker
+    feed = asyncio.ensure_future(session.feed_run('1'))
+    await asyncio.sleep(0.01)
+    worker.sendall(data)
+    with pytest.raises(corral.SandboxWorkerError) as info:
+        await asyncio.wait_for(feed, 5)
+    assert info.value.display().startswith('the sandbox worker stopped: it sent a malformed message (')
+    assert info.value.display().endswith('); check out a new session')
+
+
+async def test_a_truncated_frame_then_exit_is_reported(fake_worker):
+    session, worker = fake_worker
+    feed = asyncio.ensure_future(session.feed_run('1'))
+    await asyncio.sleep(0.01)
+    worker.sendall(struct.pack('>I', 50) + b'abc')
+    worker.close()
+    with pytest.raises(corral.SandboxWorkerError) as info:
+        await asyncio.wait_for(feed, 5)
+    assert info.value.display() == 'the sandbox worker stopped: the worker process exited; check out a new session'
+
+
+async def test_a_message_outside_a_feed_ends_the_session(fake_worker):
+    session, worker = fake_worker
+    worker.sendall(_message(DONE, 1))
+    await asyncio.sleep(0.05)
+    with pytest.raises(corral.SandboxWorkerError) as info:
+        await session.feed_run('1')
+    assert info.value.display() == (
+        "this session cannot run scripts: it sent a malformed message (ProtocolError: message of kind 5 outside a feed); "
+        'check out a new session'
+    )
+
+
+async def test_a_worker_that_goes_silent_hits_the_wall_time_limit(fake_worker):
+    session, worker = fake_worker
+    session.limits = corral.Limits(wall_time=0.2)
+    with pytest.raises(corral.SandboxLimitError):
+        await session.feed_run('1')
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(garbage=st.binary(min_size=1, max_size=300))
+async def test_random_bytes_from_a_worker_never_crash_or_hang_the_host(pool, garbage):
+    host_end, worker_end = socket.socketpair()
+    host_end.setblocking(False)
+    sleeper = subprocess.Popen(['sleep', '60'])
+    process = WorkerProcess(sleeper.pid, os.pidfd_open(sleeper.pid), host_end)
+
+    async def take(limits):
+        return process
+
+    original = pool._take_worker
+    pool._take_worker = take
+    try:
+        async with pool.checkout(limits=corral.Limits(wall_time=0.3)) as session:
+            feed = asyncio.ensure_future(session.feed_run('1'))
+            await asyncio.sleep(0)
+            worker_end.sendall(garbage)
+            try:
+                await asyncio.wait_for(feed, 5)
+            except corral.SandboxError:
+                pass
+    finally:
+        pool._take_worker = original
+        worker_end.close()
+        sleeper.wait(timeout=5)
