@@ -1,0 +1,76 @@
+"""The pool: lazy start, warm workers, and refusing to run without a lockdown layer."""
+
+import pytest
+
+import corral
+from corral.host.workers import Zygote
+
+
+async def test_creating_a_pool_starts_nothing():
+    pool = corral.Pool()
+    assert pool._zygote._process is None
+    async with pool:
+        assert pool._zygote._process is None
+        async with pool.checkout() as session:
+            assert await session.feed_run('1') == 1
+        assert pool._zygote._process is not None
+    assert pool._zygote._process is None
+
+
+async def test_warm_workers_wait_for_the_next_checkout():
+    async with corral.Pool(warm_workers=3) as pool:
+        async with pool.checkout():
+            await pool._refill
+            assert len(pool._idle) == 3
+            assert all(worker.alive() for worker in pool._idle)
+
+
+async def test_a_dead_idle_worker_is_replaced():
+    async with corral.Pool(warm_workers=1) as pool:
+        async with pool.checkout():
+            await pool._refill
+        (idle,) = pool._idle
+        idle.kill()
+        async with pool.checkout() as session:
+            assert await session.feed_run('2 + 2') == 4
+
+
+_read_report = Zygote._read_report
+
+
+async def _missing_netns(control):
+    """The zygote's real report, as on a machine without network namespaces."""
+    return {**await _read_report(control), 'netns': 'cannot enter a new network namespace'}
+
+
+async def test_a_missing_lockdown_layer_refuses_to_start(monkeypatch):
+    monkeypatch.setattr(Zygote, '_read_report', staticmethod(_missing_netns))
+    async with corral.Pool() as pool:
+        with pytest.raises(corral.SandboxInsecureError) as info:
+            async with pool.checkout():
+                pass
+    assert info.value.display() == (
+        'refusing to run scripts: lockdown layer(s) netns not available on this machine (netns: cannot enter a new '
+        "network namespace). Pass Pool(skip_layers={'netns'}) to run without them, knowing scripts are then less contained."
+    )
+
+
+async def test_skip_layers_runs_without_the_named_layer(monkeypatch):
+    monkeypatch.setattr(Zygote, '_read_report', staticmethod(_missing_netns))
+    async with corral.Pool(skip_layers={'netns'}) as pool:
+        async with pool.checkout() as session:
+            assert await session.feed_run('1 + 1') == 2
+
+
+def test_unknown_layer_names_are_refused():
+    with pytest.raises(ValueError, match=r"unknown lockdown layer\(s\) \['selinux'\]; the layers are \['seccomp', 'netns', 'rlimits', 'no_new_privs'\]"):
+        corral.Pool(skip_layers={'selinux'})
+
+
+async def test_session_limits_other_than_the_defaults_get_a_worker_of_their_own():
+    async with corral.Pool() as pool:
+        async with pool.checkout(limits=corral.Limits(memory=256 * 1024**2)) as session:
+            assert await session.feed_run('len(bytearray(10 * 1024**2))') == 10 * 1024**2
+            with pytest.raises(corral.SandboxRuntimeError) as info:
+                await session.feed_run('x = bytearray(512 * 1024**2)')
+            assert info.value.exc_type == 'MemoryError'
