@@ -17,12 +17,14 @@ from .errors import (
     SandboxWorkerError,
 )
 from .host.external import ExternalModule
+from .integrations.code_tool import CodeTool
 from .host.pool import Pool
 from .host.session import PrintCallback, Session
 from .host.sync import SyncPool, SyncSession
 from .limits import Limits
 
 __all__ = [
+    'CodeTool',
     'ExternalModule',
     'Limits',
     'Pool',

@@ -2,6 +2,7 @@
 
     corral run SCRIPT [--stubs FILE.pyi] [--functions MODULE] [--type-check]
     corral demo [--billing]
+    corral mcp [--functions MODULE] [--upstream 'COMMAND ...'] [--transport stdio|http] ...
 
 `run` prints the repr of the script's result on stdout and exits 0; on a sandbox error it prints
 the error's display text on stderr and exits 1; bad usage exits 2.
@@ -96,6 +97,12 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument('--type-check', action='store_true', help='check the script with ty before running it')
     demo = commands.add_parser('demo', help="run the documents' example: a run_code tool tested without a model")
     demo.add_argument('--billing', action='store_true', help='run the billing-module example instead')
+    commands.add_parser('mcp', help='serve run_code over MCP (corral mcp --help for its options)', add_help=False)
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ['mcp']:  # its options are its own (the `mcp` extra is imported only here)
+        from .integrations.mcp import main as mcp_main
+
+        return mcp_main(argv[1:])
     args = parser.parse_args(argv)
     try:
         if args.command == 'demo':

@@ -79,6 +79,7 @@ class Zygote:
             [sys.executable, '-m', 'corral.worker', str(theirs.fileno()), ','.join(sorted(self._skip))],
             pass_fds=[theirs.fileno()],
             stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,  # stdout may be the application's protocol (an MCP server on stdio)
             env=env,
             cwd='/',
         )

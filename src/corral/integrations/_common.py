@@ -1,0 +1,412 @@
+"""What every door into corral shares: the `run_code` description, running one script, and the
+texts a model reads back (results, errors, and the calls that ran before an error)."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import datetime
+import enum
+import math
+import reprlib
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from ..errors import SandboxError, SandboxLimitError, SandboxRuntimeError, SandboxTypingError, SandboxWorkerError
+from ..host.session import Session
+from ..limits import Limits
+
+__all__ = [
+    'CallRecord',
+    'ScriptOutcome',
+    'run_script',
+    'run_code_description',
+    'sandbox_limits_text',
+    'error_text',
+    'describe_calls',
+    'json_form',
+    'ends_session',
+]
+
+# ----- the description -------------------------------------------------------------------------
+
+
+def _stdlib_modules() -> Sequence[str]:
+    try:
+        from ..worker.runtime import STDLIB_MODULES
+    except ImportError:  # pragma: no cover - the worker package ships with corral
+        return ()
+    return STDLIB_MODULES
+
+
+def _missing_builtins() -> list[str]:
+    try:
+        from ..language.builtins import SAFE_BUILTINS
+    except ImportError:  # pragma: no cover
+        return []
+    notable = ('open', 'eval', 'exec', 'compile', 'input', 'globals', 'locals', 'vars', 'breakpoint')
+    return [name for name in notable if name not in SAFE_BUILTINS]
+
+
+def _size(value: int) -> str:
+    for unit, size in (('GiB', 1024**3), ('MiB', 1024**2), ('KiB', 1024)):
+        if value >= size and value % size == 0:
+            return f'{value // size} {unit}'
+    return f'{value} bytes'
+
+
+def sandbox_limits_text(limits: Limits | None = None, *, max_calls: int | None = None, type_check: bool = True) -> str:
+    """The sandbox's limits in plain words, as a bullet list for a tool description."""
+    limits = limits or Limits()
+    lines = [
+        '- The script runs in an isolated process with no network, no files, no subprocesses and no '
+        'environment variables. Only a subset of Python is available.',
+    ]
+    missing = _missing_builtins()
+    if missing:
+        lines.append(f'- These builtins are not available: {", ".join(missing)}.')
+    modules = _stdlib_modules()
+    if modules:
+        lines.append(
+            f'- Only these standard library modules can be imported: {", ".join(modules)}. '
+            'No third-party packages (no numpy, pandas, requests).'
+        )
+    lines.append(
+        '- Values passed to and returned by the functions are plain data: None, bool, int, float, str, '
+        'bytes, list, tuple, dict, set, and datetime values.'
+    )
+    bounds = []
+    if limits.wall_time is not None:
+        bounds.append(f'run for at most {limits.wall_time:g} seconds')
+    if limits.memory is not None:
+        bounds.append(f'use at most {_size(limits.memory)} of memory')
+    calls = max_calls if max_calls is not None else limits.host_calls
+    if calls is not None:
+        bounds.append(f'make at most {calls} function calls')
+    if limits.output is not None:
+        bounds.append(f'print at most {_size(limits.output)}')
+    if bounds:
+        lines.append('- One script may ' + ', '.join(bounds[:-1]) + (' and ' if len(bounds) > 1 else '') + bounds[-1] + '.')
+    if type_check:
+        lines.append('- Every script is type-checked against the signatures above before it runs; a script with type errors does not run.')
+    return '\n'.join(lines)
+
+
+def run_code_description(
+    stubs: str,
+    *,
+    limits: Limits | None = None,
+    max_calls: int | None = None,
+    type_check: bool = True,
+    repl: bool = False,
+    modules: Mapping[str, str] | None = None,
+) -> str:
+    """The description of a `run_code` tool: what it does, the functions as Python stubs, the limits.
+
+    `repl`: variables persist between calls (and `restart` resets them). `modules` maps a module the
+    script imports to its stub text.
+    """
+    parts = ['Run a Python script and return the value of its last expression.']
+    has_async = 'async def ' in stubs or any('async def ' in text for text in (modules or {}).values())
+    if stubs.strip():
+        how = (
+            'The script can call these functions; `await` the `async` ones, and run several at once with '
+            '`await asyncio.gather(...)`. They are already defined: do not import or redefine them.'
+            if has_async
+            else 'The script can call these functions. They are already defined: do not import or redefine them.'
+        )
+        parts.append(f'{how}\n\n```python\n{stubs.rstrip()}\n```')
+    for name, text in (modules or {}).items():
+        parts.append(f'The script can import the module `{name}`:\n\n```python\n# {name}.pyi\n{text.rstrip()}\n```')
+    returns = (
+        'End the script with the expression whose value you want back; there is no need to print it. '
+        'When the script ends with an assignment, the assigned value is returned. Printed output is '
+        'returned with the value. A value with no JSON form comes back as its repr.'
+    )
+    parts.append(returns)
+    if repl:
+        parts.append(
+            'Variables, functions and imports persist from one call to the next. Pass `restart: true` to '
+            'start again with none.'
+        )
+    else:
+        parts.append('Each script starts with no variables from earlier calls.')
+    parts.append('Limits of the sandbox:\n' + sandbox_limits_text(limits, max_calls=max_calls, type_check=type_check))
+    return '\n\n'.join(parts)
+
+
+# ----- host calls, as the model is told about them ---------------------------------------------
+
+
+@dataclasses.dataclass
+class CallRecord:
+    """One call a script made to a host function: `outcome` is `'running'`, `'returned'`,
+    `'raised'`, or `'refused'` (it never ran: invalid arguments, denied, no approval); `detail` the
+    value returned or the error's text."""
+
+    name: str
+    arguments: Any
+    outcome: str = 'running'
+    detail: Any = None
+
+
+_short = reprlib.Repr()
+_short.maxstring = 80
+_short.maxother = 80
+_short.maxlist = _short.maxtuple = _short.maxdict = _short.maxset = 5
+_short.maxlevel = 3
+
+
+def _call_text(record: CallRecord) -> str:
+    args = record.arguments
+    if isinstance(args, Mapping):
+        shown = ', '.join(f'{key}={_short.repr(value)}' for key, value in args.items())
+    elif isinstance(args, tuple) and len(args) == 2 and isinstance(args[1], Mapping):
+        positional = [_short.repr(value) for value in args[0]]
+        shown = ', '.join(positional + [f'{key}={_short.repr(value)}' for key, value in args[1].items()])
+    else:
+        shown = _short.repr(args)
+    if record.outcome == 'returned':
+        result = f'returned {_short.repr(record.detail)}'
+    elif record.outcome == 'raised':
+        result = f'raised {record.detail}'
+    else:
+        result = 'was still running when the script stopped'
+    return f'- {record.name}({shown}) {result}'
+
+
+def describe_calls(records: Sequence[CallRecord], *, limit: int = 20) -> str:
+    """A summary of the host calls a failed script made, or '' when it made none.
+
+    Calls refused before they ran (invalid arguments, no approval) are left out: the script's error
+    already says why, and they changed nothing.
+    """
+    records = [record for record in records if record.outcome != 'refused']
+    if not records:
+        return ''
+    lines = [_call_text(record) for record in records[:limit]]
+    if len(records) > limit:
+        lines.append(f'- ... and {len(records) - limit} more calls')
+    count = len(records)
+    noun = 'call' if count == 1 else 'calls'
+    return (
+        f'Before the failure, the script made {count} function {noun}; whatever {"it" if count == 1 else "they"} did has happened:\n'
+        + '\n'.join(lines)
+        + '\nDo not repeat a call that changed something.'
+    )
+
+
+# ----- running a script ------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class ScriptOutcome:
+    """What one script did: its value (or error), what it printed, and a note about the value."""
+
+    value: Any = None
+    printed: str = ''
+    note: str | None = None
+    error: SandboxError | None = None
+
+
+_UNPACKABLE = 'the value of the last expression cannot leave the sandbox'
+
+#: Expression nodes whose evaluation calls nothing of the script's (no host calls, no side effects
+#: beyond attribute and item reads), so evaluating one a second time is safe.
+_PURE_NODES = (
+    ast.Expression, ast.Name, ast.Load, ast.Constant, ast.Attribute, ast.Subscript, ast.Slice, ast.Tuple,
+    ast.List, ast.Set, ast.Dict, ast.Starred, ast.UnaryOp, ast.unaryop, ast.operator, ast.boolop,
+    ast.cmpop, ast.BinOp, ast.BoolOp, ast.Compare, ast.IfExp,
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Ending:
+    kind: str  # 'expression', 'assignment', 'other', 'empty'
+    source: str = ''  # the expression, or the assigned names as an expression
+    pure: bool = False
+    names: str = ''
+
+
+def _ending(code: str) -> _Ending:
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError):
+        return _Ending('other')
+    if not tree.body:
+        return _Ending('empty')
+    last = tree.body[-1]
+    if isinstance(last, ast.Expr):
+        source = ast.get_source_segment(code, last.value) or ''
+        pure = all(isinstance(node, _PURE_NODES) for node in ast.walk(ast.Expression(last.value)))
+        return _Ending('expression', source, pure)
+    targets: list[ast.expr] = []
+    if isinstance(last, ast.Assign):
+        targets = [last.targets[-1]]
+    elif isinstance(last, (ast.AnnAssign, ast.AugAssign)) and (not isinstance(last, ast.AnnAssign) or last.value is not None):
+        targets = [last.target]
+    if len(targets) == 1:
+        target = targets[0]
+        names: list[str] = []
+        if isinstance(target, ast.Name):
+            names = [target.id]
+        elif isinstance(target, (ast.Tuple, ast.List)) and all(isinstance(elt, ast.Name) for elt in target.elts):
+            names = [elt.id for elt in target.elts]  # type: ignore[attr-defined]
+        if names:
+            source = names[0] if len(names) == 1 else '(' + ', '.join(names) + ')'
+            return _Ending('assignment', source, True, ', '.join(f'`{name}`' for name in names))
+    return _Ending('other')
+
+
+class _Repr(str):
+    """The repr of a value that has no form outside the sandbox."""
+
+
+async def run_script(session: Session, code: str, lookup: Mapping[str, Callable[..., Any]]) -> ScriptOutcome:
+    """Run `code` in `session` and say what happened; sandbox errors are returned, not raised.
+
+    When the script ends with an assignment, the assigned value is fetched with a second, side-effect
+    free snippet. A last value that cannot leave the sandbox is fetched again as its `repr` when its
+    expression is side-effect free.
+    """
+    printed: list[str] = []
+
+    def on_print(stream: str, text: str) -> None:
+        printed.append(text)
+
+    outcome = ScriptOutcome()
+    ending = _ending(code)
+    fetch: str | None = None
+    try:
+        outcome.value = await session.feed_run(code, external_lookup=lookup, print_callback=on_print)
+        if ending.kind == 'assignment':
+            fetch = ending.source
+            outcome.note = f'The script ended with an assignment; the value returned is that of {ending.names}.'
+        elif ending.kind in ('other', 'empty') and outcome.value is None:
+            outcome.note = 'The script did not end with an expression, so it has no value to return.'
+    except SandboxRuntimeError as error:
+        if not (error.exc_type == 'TypeError' and error.message.startswith(_UNPACKABLE)):
+            outcome.error = error
+        elif ending.kind == 'expression' and ending.pure:
+            fetch = ending.source
+        else:
+            outcome.value = _Repr(f'<{_type_in(error.message)}>')
+            outcome.note = 'The value has no form outside the sandbox; return repr() of it to see it.'
+    except SandboxError as error:
+        outcome.error = error
+    if fetch is not None:
+        try:
+            outcome.value = await _fetch(session, fetch)
+        except SandboxError as error:
+            outcome.error = error
+    outcome.printed = ''.join(printed)
+    return outcome
+
+
+async def _fetch(session: Session, source: str) -> Any:
+    """The value of a side-effect free expression, as its repr when it cannot leave the sandbox."""
+    try:
+        return await session.feed_run(source, print_callback=_ignore)
+    except SandboxRuntimeError as error:
+        if error.exc_type == 'TypeError' and error.message.startswith(_UNPACKABLE):
+            return _Repr(await session.feed_run(f'repr({source})', print_callback=_ignore))
+        raise
+
+
+def _ignore(stream: str, text: str) -> None:
+    pass
+
+
+def _type_in(message: str) -> str:
+    marker = "a value of type '"
+    start = message.find(marker)
+    if start < 0:
+        return 'a value'
+    end = message.find("'", start + len(marker))
+    return f'{message[start + len(marker):end]} object'
+
+
+def ends_session(error: SandboxError) -> bool:
+    """Whether the session is over after `error` (its worker was killed)."""
+    return isinstance(error, SandboxWorkerError) or (
+        isinstance(error, SandboxLimitError) and error.limit in ('wall_time', 'memory')
+    )
+
+
+def error_text(error: SandboxError) -> str:
+    """The text a model sees for a script that did not succeed, as seed 000 formats it."""
+    if isinstance(error, SandboxTypingError):
+        return f'The script did not run, because it has type errors:\n{error.display()}'
+    return f'The script failed: {error}'
+
+
+# ----- values, as a model sees them ------------------------------------------------------------
+
+
+def json_form(value: Any) -> Any:
+    """`value` with every part that has no JSON form replaced by its repr.
+
+    JSON forms: None, bool, int, finite float, str, lists (tuples become lists) and dicts with
+    str, int or float keys.
+    """
+    if isinstance(value, _Repr):
+        return str(value)
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else repr(value)
+    if isinstance(value, (list, tuple)):
+        return [json_form(item) for item in value]
+    if isinstance(value, dict):
+        return {(key if isinstance(key, (str, int, float)) and not isinstance(key, bool) else repr(key)): json_form(item) for key, item in value.items()}
+    return repr(value)
+
+
+def value_repr(value: Any) -> str:
+    return str(value) if isinstance(value, _Repr) else repr(value)
+
+
+_PLAIN = (type(None), bool, int, float, str, bytes)
+_DATETIMES = (datetime.date, datetime.time, datetime.timedelta, datetime.timezone)
+
+
+def sandbox_value(value: Any) -> Any:
+    """`value` made of what can enter the sandbox, for a host call's result.
+
+    Dataclasses and pydantic models become dicts, enums their values, a `ToolReturn`-like wrapper
+    is not unwrapped here; any other object becomes its JSON form (a UUID its string), or its repr.
+    """
+    if isinstance(value, _PLAIN) or isinstance(value, _DATETIMES):
+        return value
+    if isinstance(value, enum.Enum):
+        return sandbox_value(value.value)
+    if isinstance(value, Mapping):
+        return {_sandbox_key(key): sandbox_value(item) for key, item in value.items()}
+    if isinstance(value, tuple):
+        return tuple(sandbox_value(item) for item in value)
+    if isinstance(value, list):
+        return [sandbox_value(item) for item in value]
+    if isinstance(value, (set, frozenset)):
+        return frozenset(map(sandbox_value, value)) if isinstance(value, frozenset) else set(map(sandbox_value, value))
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {field.name: sandbox_value(getattr(value, field.name)) for field in dataclasses.fields(value)}
+    dump = getattr(value, 'model_dump', None)
+    if callable(dump) and not isinstance(value, type):
+        try:
+            return sandbox_value(dump())
+        except Exception:
+            pass
+    try:
+        from pydantic_core import to_jsonable_python
+
+        return to_jsonable_python(value)
+    except Exception:
+        return repr(value)
+
+
+def _sandbox_key(key: Any) -> Any:
+    if isinstance(key, (str, int, float, bool)) or key is None:
+        return key
+    if isinstance(key, enum.Enum):
+        return _sandbox_key(key.value)
+    return str(key)

@@ -1,0 +1,331 @@
+"""An MCP server offering one tool, `run_code`, with the official `mcp` SDK.
+
+    corral mcp --functions MODULE            # the module's public functions are host functions
+    corral mcp --upstream 'COMMAND ARGS...'  # every tool of other MCP servers, behind one run_code
+    corral mcp ... --transport http --port 8000   # streamable HTTP at http://127.0.0.1:8000/mcp
+
+`--functions` and `--upstream` repeat and combine. Variables persist between the `run_code` calls of
+one MCP session (the one client of a stdio server; each `Mcp-Session-Id` over HTTP); `restart: true`
+starts again. Needs the `mcp` extra (`pip install "corral[mcp]"`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import contextlib
+import importlib
+import importlib.util
+import inspect
+import os
+import shlex
+import sys
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from pathlib import Path
+from types import ModuleType
+from typing import Annotated, Any
+
+try:
+    import anyio
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
+    from mcp.server.mcpserver import Context, MCPServer
+    from mcp_types import CallToolResult, TextContent
+    from pydantic import Field
+except ImportError as _error:  # pragma: no cover - depends on the installed extras
+    raise ImportError('corral.integrations.mcp needs the MCP SDK: install it with `pip install "corral[mcp]"`') from _error
+
+from ..host.pool import Pool
+from ..limits import Limits
+from .code_tool import CodeTool
+from .stubs import SchemaFunction, StubWriter, python_name
+
+__all__ = ['main', 'serve', 'build_server', 'connect_upstream', 'UpstreamTools', 'public_functions', 'load_module']
+
+
+# ----- host functions from a module ------------------------------------------------------------
+
+
+def load_module(spec: str) -> ModuleType:
+    """Import MODULE given as a dotted name or as a path to a `.py` file."""
+    if spec.endswith('.py') or '/' in spec:
+        path = Path(spec)
+        if not path.is_file():
+            raise ValueError(f'no such file: {spec}')
+        module_spec = importlib.util.spec_from_file_location(path.stem, path)
+        if module_spec is None or module_spec.loader is None:  # pragma: no cover
+            raise ValueError(f'cannot load {spec}')
+        module = importlib.util.module_from_spec(module_spec)
+        sys.modules[path.stem] = module
+        module_spec.loader.exec_module(module)
+        return module
+    return importlib.import_module(spec)
+
+
+def public_functions(module: ModuleType) -> dict[str, Callable[..., Any]]:
+    """The module's public functions: those in `__all__`, or else those defined in it without a leading `_`."""
+    names = getattr(module, '__all__', None)
+    if names is not None:
+        return {name: getattr(module, name) for name in names if callable(getattr(module, name, None))}
+    return {
+        name: value
+        for name, value in vars(module).items()
+        if not name.startswith('_') and inspect.isfunction(value) and value.__module__ == module.__name__
+    }
+
+
+# ----- tools of upstream MCP servers -----------------------------------------------------------
+
+
+class UpstreamTools:
+    """The tools of connected MCP servers, as host functions with stubs from their schemas.
+
+    A tool's name is made a Python identifier; when two servers have a tool of the same name, the
+    later one is prefixed with its server's name (`weather_forecast`).
+    """
+
+    def __init__(self, writer: StubWriter | None = None) -> None:
+        self._writer = writer if writer is not None else StubWriter()
+        self.functions: dict[str, Callable[..., Awaitable[Any]]] = {}
+
+    @property
+    def stubs(self) -> str:
+        return self._writer.render()
+
+    async def add_server(self, client: Client) -> list[str]:
+        """Add every tool of a connected server; returns the names the script calls them by."""
+        server_name = python_name(client.server_info.name if client.server_info else 'upstream')
+        tools = []
+        cursor = None
+        while True:
+            page = await client.list_tools(cursor=cursor)
+            tools.extend(page.tools)
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        added = []
+        for tool in tools:
+            name = tool.name
+            if python_name(name) in self._writer.function_names:
+                name = f'{server_name}_{name}'
+            output_schema = tool.output_schema
+            unwrap = _wraps_result(output_schema)
+            returns = output_schema['properties']['result'] if unwrap else output_schema
+            function = self._writer.add_schema_function(
+                name, parameters=tool.input_schema, returns=returns, description=tool.description
+            )
+            self.functions[function.name] = _forward(client, tool.name, function, unwrap=unwrap)
+            added.append(function.name)
+        return added
+
+
+def _wraps_result(schema: Mapping[str, Any] | None) -> bool:
+    """Whether an output schema is the SDK's wrapper of a non-object result: `{"result": ...}`."""
+    return bool(
+        schema
+        and set(schema.get('properties') or {}) == {'result'}
+        and str(schema.get('title', '')).endswith('Output')
+    )
+
+
+def _forward(client: Client, tool_name: str, function: SchemaFunction, *, unwrap: bool) -> Callable[..., Awaitable[Any]]:
+    async def call_upstream(*args: Any, **kwargs: Any) -> Any:
+        result = await client.call_tool(tool_name, function.arguments(args, kwargs))
+        texts = [block.text for block in result.content if getattr(block, 'type', None) == 'text']
+        if result.is_error:
+            raise RuntimeError('\n'.join(texts) or f'{function.name}() failed')
+        if result.structured_content is not None:
+            value = result.structured_content
+            return value.get('result') if unwrap and isinstance(value, dict) else value
+        if len(texts) == 1 and len(result.content) == 1:
+            return texts[0]
+        return [_content_value(block) for block in result.content]
+
+    call_upstream.__name__ = function.name
+    return call_upstream
+
+
+def _content_value(block: Any) -> Any:
+    if getattr(block, 'type', None) == 'text':
+        return block.text
+    return block.model_dump(mode='json', exclude_none=True, by_alias=True)
+
+
+async def connect_upstream(stack: contextlib.AsyncExitStack, command: str | Sequence[str]) -> Client:
+    """Start an MCP server command (`'python server.py'` or its argv) and connect to it over stdio.
+
+    The server gets this process's environment; it stops when `stack` closes.
+    """
+    argv = shlex.split(command) if isinstance(command, str) else list(command)
+    if not argv:
+        raise ValueError('an upstream command is empty')
+    parameters = StdioServerParameters(command=argv[0], args=argv[1:], env=dict(os.environ))
+    return await stack.enter_async_context(Client(parameters))
+
+
+# ----- the server ------------------------------------------------------------------------------
+
+class _Sessions:
+    """One `CodeTool` with a kept sandbox per MCP session, the least recently used closed past `limit`."""
+
+    def __init__(self, make: Callable[[], CodeTool], *, limit: int = 32) -> None:
+        self._make = make
+        self._limit = limit
+        self._tools: collections.OrderedDict[Any, CodeTool] = collections.OrderedDict()
+
+    async def get(self, key: Any) -> CodeTool:
+        tool = self._tools.get(key)
+        if tool is None:
+            tool = self._tools[key] = self._make()
+            while len(self._tools) > self._limit:
+                _, oldest = self._tools.popitem(last=False)
+                await oldest.aclose()
+        self._tools.move_to_end(key)
+        return tool
+
+    async def aclose(self) -> None:
+        while self._tools:
+            _, tool = self._tools.popitem()
+            await tool.aclose()
+
+
+def _one_session(ctx: Context) -> Any:
+    """Over stdio the server has one client: one sandbox for the whole connection."""
+    return None
+
+
+def _http_session(ctx: Context) -> Any:
+    """Over HTTP, the client's `Mcp-Session-Id`; without one, a sandbox of its own for each call."""
+    headers = ctx.headers or {}
+    return headers.get('mcp-session-id') or object()
+
+
+def build_server(
+    *,
+    functions: Mapping[str, Callable[..., Any]] | None = None,
+    stubs: str | None = None,
+    pool: Pool,
+    type_check: bool = True,
+    limits: Limits | None = None,
+    keep_session: bool = True,
+    transport: str = 'stdio',
+    name: str = 'corral',
+) -> tuple[MCPServer, Callable[[], Awaitable[None]]]:
+    """An `MCPServer` with a `run_code` tool over `functions`, and the coroutine function that closes it.
+
+    `stubs`, when given, is the stub text of `functions` (for functions known only by schemas).
+    With `keep_session`, variables persist across calls: for the whole connection over `'stdio'`,
+    per `Mcp-Session-Id` over `'http'`.
+    """
+    session_key = _one_session if transport == 'stdio' else _http_session
+    functions = dict(functions or {})
+
+    def make() -> CodeTool:
+        return CodeTool(functions, stubs=stubs, type_check=type_check, limits=limits, pool=pool, keep_session=keep_session)
+
+    template = make()
+    sessions = _Sessions(make)
+    server = MCPServer(name, instructions='Run Python scripts with the run_code tool; its description lists the functions a script can call.')
+
+    async def run_code(
+        code: Annotated[str, Field(description='The Python script to run.')],
+        ctx: Context,
+        restart: Annotated[bool, Field(description='Start from a fresh sandbox, without the variables of earlier calls.')] = False,
+    ) -> CallToolResult:
+        tool = await sessions.get(session_key(ctx) if keep_session else None)
+        text, ok = await tool._execute(code, restart=restart)
+        # Returned as is, so the model reads exactly corral's text (a raised ToolError gets a prefix).
+        return CallToolResult(content=[TextContent(type='text', text=text)], is_error=not ok)
+
+    server.add_tool(run_code, name=template.name, description=template.description, structured_output=False)
+    return server, sessions.aclose
+
+
+async def serve(
+    *,
+    functions: Mapping[str, Callable[..., Any]] | None = None,
+    upstream: Sequence[str] = (),
+    transport: str = 'stdio',
+    host: str = '127.0.0.1',
+    port: int = 8000,
+    path: str = '/mcp',
+    type_check: bool = True,
+    keep_session: bool = True,
+) -> None:
+    """Connect to the upstream servers, then serve `run_code` until the transport closes."""
+    async with contextlib.AsyncExitStack() as stack:
+        pool = await stack.enter_async_context(Pool())
+        writer = StubWriter()
+        host_functions: dict[str, Callable[..., Any]] = {}
+        for function_name, function in (functions or {}).items():
+            host_functions[writer.add_python_function(function_name, function)] = function
+        tools = UpstreamTools(writer)
+        for command in upstream:
+            await tools.add_server(await connect_upstream(stack, command))
+        host_functions.update(tools.functions)
+        server, close = build_server(
+            functions=host_functions,
+            stubs=writer.render(),
+            pool=pool,
+            type_check=type_check,
+            keep_session=keep_session,
+            transport=transport,
+        )
+        stack.push_async_callback(close)
+        if transport == 'stdio':
+            await server.run_stdio_async()
+        else:
+            await server.run_streamable_http_async(host=host, port=port, streamable_http_path=path)
+
+
+# ----- command line ----------------------------------------------------------------------------
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog='corral mcp',
+        description='Serve a run_code tool over MCP: scripts call the functions of a module, or the tools of other MCP servers.',
+    )
+    parser.add_argument('--functions', action='append', default=[], metavar='MODULE', help='a module (dotted name or .py path) whose public functions scripts can call; repeatable')
+    parser.add_argument('--upstream', action='append', default=[], metavar='COMMAND', help="an MCP server to start and connect to over stdio, e.g. 'python server.py'; all its tools become functions; repeatable")
+    parser.add_argument('--transport', choices=('stdio', 'http'), default='stdio', help='stdio (default), or streamable HTTP')
+    parser.add_argument('--host', default='127.0.0.1', help='HTTP address to listen on (default 127.0.0.1)')
+    parser.add_argument('--port', type=int, default=8000, help='HTTP port (default 8000)')
+    parser.add_argument('--path', default='/mcp', help='HTTP path of the MCP endpoint (default /mcp)')
+    parser.add_argument('--no-type-check', action='store_true', help='run scripts without checking them first')
+    parser.add_argument('--fresh', action='store_true', help='start every run_code call with no variables (by default they persist per MCP session)')
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`corral mcp ...`: returns the exit status (2 for bad usage)."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if not args.functions and not args.upstream:
+        parser.print_usage(sys.stderr)
+        print('corral mcp: give --functions MODULE or --upstream COMMAND (or both)', file=sys.stderr)
+        return 2
+    functions: dict[str, Callable[..., Any]] = {}
+    for spec in args.functions:
+        try:
+            functions.update(public_functions(load_module(spec)))
+        except Exception as error:
+            print(f'corral mcp: --functions {spec}: {error}', file=sys.stderr)
+            return 2
+    anyio.run(
+        lambda: serve(
+            functions=functions,
+            upstream=args.upstream,
+            transport=args.transport,
+            host=args.host,
+            port=args.port,
+            path=args.path,
+            type_check=not args.no_type_check,
+            keep_session=not args.fresh,
+        )
+    )
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

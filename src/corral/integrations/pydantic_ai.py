@@ -1,0 +1,461 @@
+"""Code Mode for Pydantic AI: an agent's tools behind one `run_code` tool, run by corral.
+
+    from pydantic_ai import Agent
+    from corral.pydantic_ai import CodeMode
+
+    agent = Agent('anthropic:claude-sonnet-4-6', capabilities=[CodeMode()])
+
+The model writes a Python script that calls the selected tools as `async` functions (stubs generated
+from their JSON schemas are in the `run_code` description and type-check every script). Each call
+from the script goes through Pydantic AI's own tool machinery (argument validation, capability
+hooks, usage limits, approvals), so a tool behaves the same whether the model calls it directly or
+from code. Variables persist between `run_code` calls of one agent run; `restart: true` resets them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import typing
+from collections.abc import Callable
+from dataclasses import KW_ONLY, dataclass, field, replace
+from typing import Any
+
+try:
+    from pydantic import TypeAdapter, ValidationError
+    from pydantic_ai.capabilities import AbstractCapability
+    from pydantic_ai.exceptions import AgentRunError, ApprovalRequired, CallDeferred, ModelRetry, ToolFailed, UserError
+    from pydantic_ai.messages import ToolCallPart, ToolReturn, ToolReturnPart
+    from pydantic_ai.tool_manager import ToolManager
+    from pydantic_ai.tools import AgentDepsT, RunContext, ToolDefinition, ToolDenied, ToolSelector, matches_tool_selector
+    from pydantic_ai.toolsets import AbstractToolset, FunctionToolset, WrapperToolset
+    from pydantic_ai.toolsets.abstract import ToolsetTool
+except ImportError as _error:  # pragma: no cover - depends on the installed extras
+    raise ImportError(
+        'corral.pydantic_ai needs Pydantic AI: install it with `pip install "corral[pydantic-ai]"`'
+    ) from _error
+from typing_extensions import NotRequired, TypedDict
+
+from ..host.pool import Pool
+from ..host.session import Session
+from ..limits import Limits
+from ._common import (
+    CallRecord,
+    describe_calls,
+    ends_session,
+    error_text,
+    json_form,
+    run_code_description,
+    run_script,
+    sandbox_value,
+)
+from .stubs import SchemaFunction, StubWriter
+
+__all__ = ['CodeMode', 'CodeModeToolset']
+
+RUN_CODE = 'run_code'
+
+
+class _RunCodeArgs(TypedDict):
+    code: str
+    restart: NotRequired[bool]
+
+
+_RUN_CODE_SCHEMA: dict[str, Any] = {
+    'type': 'object',
+    'properties': {
+        'code': {'type': 'string', 'description': 'The Python script to run.'},
+        'restart': {
+            'type': 'boolean',
+            'default': False,
+            'description': 'Reset the sandbox first: forget the variables, functions and imports of earlier calls.',
+        },
+    },
+    'required': ['code'],
+    'additionalProperties': False,
+}
+_RUN_CODE_VALIDATOR = TypeAdapter(_RunCodeArgs).validator
+
+
+@dataclass
+class CodeMode(AbstractCapability[AgentDepsT]):
+    """Move an agent's tools behind one `run_code` tool that runs the model's Python in corral.
+
+    - `tools`: which tools move: `'all'`, a list of names, a predicate `(ctx, tool_def) -> bool`,
+      or a dict matched against tool metadata (`FunctionToolset(...).with_metadata(code_mode=True)`
+      with `tools={'code_mode': True}`). The others stay ordinary tool calls.
+    - `max_retries`: how many times a failed script (syntax, type, runtime error, a limit) is sent
+      back to the model to fix, per `run_code` call.
+    - `max_tool_calls`: calls a single script may make to the tools.
+    - `type_check`: check every script against the tools' stubs before it runs.
+    - `limits`: the sandbox's `corral.Limits` (wall time, memory, output ...).
+    - `pool`: a `corral.Pool` to check sandboxes out of; by default each agent run makes its own.
+
+    In an agent spec: `capabilities: [{CodeMode: {tools: [search, fetch], max_retries: 5}}]`, loaded
+    with `Agent.from_file(path, custom_capability_types=[CodeMode])`.
+    """
+
+    tools: ToolSelector[AgentDepsT] = 'all'
+    max_retries: int = 3
+    _: KW_ONLY
+    max_tool_calls: int = 100
+    type_check: bool = True
+    limits: Limits | None = None
+    pool: Pool | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.limits, dict):  # from an agent spec: `limits: {wall_time: 10}`
+            self.limits = Limits(**self.limits)
+        if self.max_retries < 0:
+            raise UserError('CodeMode max_retries must be 0 or more')
+        if self.max_tool_calls < 1:
+            raise UserError('CodeMode max_tool_calls must be at least 1')
+
+    async def for_run(self, ctx: RunContext[AgentDepsT]) -> CodeMode[AgentDepsT]:
+        return replace(self)
+
+    def get_wrapper_toolset(self, toolset: AbstractToolset[AgentDepsT]) -> AbstractToolset[AgentDepsT] | None:
+        return CodeModeToolset(
+            wrapped=toolset,
+            tool_selector=self.tools,
+            max_retries=self.max_retries,
+            max_tool_calls=self.max_tool_calls,
+            type_check=self.type_check,
+            limits=self.limits,
+            pool=self.pool,
+        )
+
+
+@dataclass(kw_only=True)
+class _RunCodeTool(ToolsetTool[AgentDepsT]):
+    """The `run_code` tool of one step, with what that step's script can call."""
+
+    stubs: str
+    functions: dict[str, tuple[str, SchemaFunction]]  # sandbox name -> (tool name, argument mapping)
+    wrapped_tools: dict[str, ToolsetTool[AgentDepsT]]
+
+
+class _RunState:
+    """One agent run's sandbox: the session whose variables persist between `run_code` calls."""
+
+    def __init__(self, pool: Pool | None) -> None:
+        self._pool = pool
+        self._own_pool: Pool | None = None
+        self.session: Session | None = None
+        self.stubs: str | None = None
+        self.lock = asyncio.Lock()
+
+    async def get_session(self, *, stubs: str, type_check: bool, limits: Limits | None) -> Session:
+        if self.session is None:
+            self.stubs = stubs
+            pool = self._pool
+            if pool is None:
+                if self._own_pool is None:
+                    self._own_pool = Pool(warm_workers=0)
+                pool = self._own_pool
+            session = pool.checkout(type_check=type_check, type_check_stubs=stubs, limits=limits)
+            try:
+                await session.__aenter__()
+            except BaseException:
+                await session.aclose()
+                raise
+            self.session = session
+        return self.session
+
+    async def reset(self) -> None:
+        session, self.session = self.session, None
+        if session is not None:
+            await session.aclose()
+
+    async def close(self) -> None:
+        await self.reset()
+        pool, self._own_pool = self._own_pool, None
+        if pool is not None:
+            await pool.aclose()
+
+
+@dataclass
+class CodeModeToolset(WrapperToolset[AgentDepsT]):
+    """The toolset `CodeMode` wraps around an agent's tools: `run_code` plus the tools not selected."""
+
+    tool_selector: ToolSelector[AgentDepsT] = 'all'
+    max_retries: int = 3
+    max_tool_calls: int = 100
+    type_check: bool = True
+    limits: Limits | None = None
+    pool: Pool | None = field(default=None, repr=False)
+    _state: _RunState | None = field(default=None, init=False, repr=False, compare=False)
+
+    async def for_run(self, ctx: RunContext[AgentDepsT]) -> AbstractToolset[AgentDepsT]:
+        new = replace(self, wrapped=await self.wrapped.for_run(ctx))
+        new._state = _RunState(self.pool)
+        return new
+
+    async def for_run_step(self, ctx: RunContext[AgentDepsT]) -> AbstractToolset[AgentDepsT]:
+        wrapped = await self.wrapped.for_run_step(ctx)
+        if wrapped is self.wrapped:
+            return self
+        new = replace(self, wrapped=wrapped)
+        new._state = self._state
+        return new
+
+    async def __aexit__(self, *args: Any) -> bool | None:
+        try:
+            if self._state is not None:
+                await self._state.close()
+        finally:
+            result = await self.wrapped.__aexit__(*args)
+        return result
+
+    # ----- the tools the model sees --------------------------------------------------------------
+
+    async def get_tools(self, ctx: RunContext[AgentDepsT]) -> dict[str, ToolsetTool[AgentDepsT]]:
+        tools = await self.wrapped.get_tools(ctx)
+        native: dict[str, ToolsetTool[AgentDepsT]] = {}
+        sandboxed: dict[str, ToolsetTool[AgentDepsT]] = {}
+        for name, tool in tools.items():
+            if _stays_native(ctx, tool.tool_def) or not await matches_tool_selector(self.tool_selector, ctx, tool.tool_def):
+                native[name] = tool
+            else:
+                sandboxed[name] = tool
+        if RUN_CODE in native:
+            raise UserError(f"CodeMode offers a tool named '{RUN_CODE}'; rename the agent's own tool of that name")
+        writer = StubWriter()
+        functions: dict[str, tuple[str, SchemaFunction]] = {}
+        for name, tool in sandboxed.items():
+            tool_def = tool.tool_def
+            function = writer.add_schema_function(
+                name,
+                parameters=tool_def.parameters_json_schema,
+                returns=tool_def.return_schema,
+                return_type=_annotated_return(writer, tool),
+                description=tool_def.description,
+            )
+            if function.name == RUN_CODE:
+                raise UserError(f"CodeMode offers a tool named '{RUN_CODE}'; rename the tool {name!r}")
+            functions[function.name] = (name, function)
+        stubs = writer.render()
+        description = run_code_description(
+            stubs, limits=self.limits, max_calls=self.max_tool_calls, type_check=self.type_check, repl=True
+        )
+        run_code = _RunCodeTool(
+            toolset=self,
+            tool_def=ToolDefinition(
+                name=RUN_CODE,
+                description=description,
+                parameters_json_schema=_RUN_CODE_SCHEMA,
+                sequential=True,
+                metadata={'code_arg_name': 'code', 'code_arg_language': 'python'},
+            ),
+            max_retries=self.max_retries,
+            args_validator=_RUN_CODE_VALIDATOR,
+            stubs=stubs,
+            functions=functions,
+            wrapped_tools=tools,
+        )
+        return {**native, RUN_CODE: run_code}
+
+    # ----- running a script ----------------------------------------------------------------------
+
+    async def call_tool(
+        self, name: str, tool_args: dict[str, Any], ctx: RunContext[AgentDepsT], tool: ToolsetTool[AgentDepsT]
+    ) -> Any:
+        if not isinstance(tool, _RunCodeTool):
+            return await self.wrapped.call_tool(name, tool_args, ctx, tool)
+        state = self._state
+        if state is None:
+            raise UserError('CodeModeToolset was used outside an agent run; let CodeMode build it')
+        parent = ctx.tool_manager
+        if parent is None:
+            raise UserError('run_code needs the run context of an agent run step (ctx.tool_manager is not set)')
+        async with state.lock:
+            restarted: str | None = None
+            if tool_args.get('restart'):
+                await state.reset()
+            elif state.session is not None and state.stubs != tool.stubs:
+                # The session type-checks against the stubs it started with: new tools need a new one.
+                await state.reset()
+                restarted = 'The functions available changed, so the sandbox started again: variables from earlier calls are gone.'
+            session = await state.get_session(stubs=tool.stubs, type_check=self.type_check, limits=self.limits)
+            calls = _Calls(
+                parent_id=ctx.tool_call_id or RUN_CODE,
+                limit=self.max_tool_calls,
+                ctx=ctx,
+                manager=ToolManager[AgentDepsT](
+                    toolset=self.wrapped, root_capability=parent.root_capability, ctx=ctx, tools=tool.wrapped_tools
+                ),
+            )
+            lookup = {py_name: calls.host_function(tool_name, function) for py_name, (tool_name, function) in tool.functions.items()}
+            outcome = await run_script(session, tool_args['code'], lookup)
+            if calls.fatal is not None:
+                raise calls.fatal
+            if outcome.error is not None:
+                text = error_text(outcome.error)
+                summary = describe_calls(calls.records)
+                if summary:
+                    text += '\n\n' + summary
+                if outcome.printed:
+                    text += '\n\nPrinted before the failure:\n' + outcome.printed.rstrip('\n')
+                if restarted:
+                    text += '\n\n' + restarted
+                if ends_session(outcome.error):
+                    await state.reset()
+                    text += '\n\nThe sandbox was restarted: variables from earlier run_code calls are gone.'
+                raise ModelRetry(text)
+        value = json_form(outcome.value)
+        extras: dict[str, Any] = {}
+        if outcome.printed:
+            extras['printed'] = outcome.printed
+        if outcome.note:
+            extras['note'] = outcome.note
+        if restarted:
+            extras['restarted'] = restarted
+        content = {'result': value, **extras} if extras else value
+        return ToolReturn(return_value=content, metadata={'tool_calls': calls.parts, 'tool_returns': calls.returns})
+
+
+def _stays_native(ctx: RunContext[Any], tool_def: ToolDefinition) -> bool:
+    """Tools that keep their own tool call whatever the selector says."""
+    if tool_def.tool_kind is not None:  # the framework's own control tools (tool search, loading)
+        return True
+    if tool_def.unless_native:  # a fallback the model request may drop for a provider-native tool
+        return True
+    if tool_def.metadata and 'code_arg_name' in tool_def.metadata:  # another code tool: no code in code
+        return True
+    try:
+        return not ctx.is_tool_available(tool_def)  # hidden until revealed (deferred loading)
+    except Exception:  # pragma: no cover - older contexts
+        return False
+
+
+def _annotated_return(writer: StubWriter, tool: ToolsetTool[Any]) -> str | None:
+    """The stub text of a plain function tool's return annotation, or None when it has none.
+
+    Preferred to the return schema: it keeps the names of `TypedDict`s and dataclasses.
+    """
+    toolset = tool.toolset
+    if not isinstance(toolset, FunctionToolset):
+        return None
+    original = getattr(tool, 'original_name', None) or tool.tool_def.name
+    function = getattr(toolset.tools.get(original), 'function', None)
+    if function is None:
+        return None
+    try:
+        hints = typing.get_type_hints(function, include_extras=True)
+    except Exception:
+        return None
+    if 'return' not in hints:
+        return None
+    annotation = _unwrap_tool_return(hints['return'])
+    if annotation is None:
+        return None
+    return writer.python_type(annotation, hint=f'{tool.tool_def.name}_result')
+
+
+def _unwrap_tool_return(annotation: Any) -> Any:
+    """`ToolReturn[X]` -> `X`; a bare `ToolReturn` -> None (unknown)."""
+    if annotation is ToolReturn:
+        return None
+    if typing.get_origin(annotation) is ToolReturn:
+        return typing.get_args(annotation)[0]
+    return annotation
+
+
+class _Calls:
+    """The tool calls of one `run_code` call, made through Pydantic AI's tool manager."""
+
+    def __init__(self, *, parent_id: str, limit: int, ctx: RunContext[Any], manager: ToolManager[Any]) -> None:
+        self.parent_id = parent_id
+        self.limit = limit
+        self.ctx = ctx
+        self.manager = manager
+        self.count = 0
+        self.running = 0
+        self.parts: dict[str, ToolCallPart] = {}
+        self.returns: dict[str, ToolReturnPart] = {}
+        self.records: list[CallRecord] = []
+        self.fatal: BaseException | None = None
+
+    def host_function(self, tool_name: str, function: SchemaFunction) -> Callable[..., Any]:
+        async def call_tool(*args: Any, **kwargs: Any) -> Any:
+            return await self.call(tool_name, function.arguments(args, kwargs))
+
+        call_tool.__name__ = function.name
+        return call_tool
+
+    def _check_limits(self, tool_name: str) -> None:
+        if self.fatal is not None:
+            raise RuntimeError('the agent run is stopping; no more tool calls can be made')
+        if self.count >= self.limit:
+            raise RuntimeError(
+                f'a script may make at most {self.limit} tool calls, and this one tried to make more; '
+                'make fewer calls per script (filter first, or split the work across run_code calls)'
+            )
+        usage_limits = self.ctx.usage_limits
+        if usage_limits is not None and usage_limits.tool_calls_limit is not None:
+            projected = copy.copy(self.ctx.usage)
+            # the calls still running, this one, and run_code itself are not counted yet
+            projected.tool_calls += self.running + 2
+            try:
+                usage_limits.check_before_tool_call(projected)
+            except AgentRunError as error:
+                self.fatal = error
+                raise RuntimeError(f'{tool_name}() was not called: {error}') from None
+
+    async def call(self, tool_name: str, arguments: dict[str, Any]) -> Any:
+        self._check_limits(tool_name)
+        self.count += 1
+        call_id = f'{self.parent_id}__{self.count}'
+        part = ToolCallPart(tool_name=tool_name, args=arguments, tool_call_id=call_id)
+        self.parts[call_id] = part
+        record = CallRecord(tool_name, arguments)
+        self.records.append(record)
+        self.running += 1
+        try:
+            result = await self.manager.handle_call(part, wrap_validation_errors=False)
+        except ValidationError as error:
+            record.outcome = 'refused'
+            raise TypeError(_validation_text(tool_name, error)) from None
+        except ModelRetry as error:
+            record.outcome, record.detail = 'raised', f'ValueError: {error.message}'
+            raise ValueError(error.message) from None
+        except ToolFailed as error:
+            record.outcome, record.detail = 'raised', f'RuntimeError: {error}'
+            raise RuntimeError(str(error)) from None
+        except (ApprovalRequired, CallDeferred) as error:
+            if isinstance(error, ApprovalRequired):
+                message = f'{tool_name}() needs approval before it runs, and calls made from run_code cannot be approved on this agent'
+            else:
+                message = f'{tool_name}() runs outside the agent (deferred), and calls made from run_code cannot wait for it on this agent'
+            record.outcome = 'refused'
+            raise PermissionError(message) from None
+        except (AgentRunError, UserError) as error:
+            # Errors of the run itself (a usage limit, a misconfigured tool) end the run, as they
+            # would for a direct tool call; the script only learns that its call failed.
+            self.fatal = error
+            record.outcome, record.detail = 'raised', f'{type(error).__name__}: {error}'
+            raise RuntimeError(f'{tool_name}() stopped the agent run: {error}') from None
+        except Exception as error:
+            record.outcome, record.detail = 'raised', f'{type(error).__name__}: {error}'
+            raise
+        finally:
+            self.running -= 1
+        if isinstance(result, ToolDenied):
+            record.outcome = 'refused'
+            self.returns[call_id] = ToolReturnPart(tool_name=tool_name, content=result.message, tool_call_id=call_id, outcome='denied')
+            raise PermissionError(f'{tool_name}() was denied: {result.message}')
+        metadata = None
+        if isinstance(result, ToolReturn):
+            metadata = result.metadata
+            result = result.return_value
+        record.outcome, record.detail = 'returned', result
+        self.returns[call_id] = ToolReturnPart(tool_name=tool_name, content=result, tool_call_id=call_id, metadata=metadata)
+        return sandbox_value(result)
+
+
+def _validation_text(tool_name: str, error: ValidationError) -> str:
+    lines = [f'{tool_name}() got invalid arguments:']
+    for item in error.errors(include_url=False):
+        location = '.'.join(str(part) for part in item.get('loc', ())) or '(arguments)'
+        lines.append(f'  {location}: {item.get("msg")} (got {item.get("input")!r})')
+    return '\n'.join(lines)

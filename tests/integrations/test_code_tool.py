@@ -1,0 +1,220 @@
+"""`corral.integrations.CodeTool`: a `run_code` tool for any framework (seed 000, as a library object)."""
+
+import json
+
+import pytest
+
+import corral
+from corral.integrations import CodeTool
+from corral.integrations._common import sandbox_limits_text
+
+
+async def get_order(order_id: str) -> dict:
+    """Return one order, with its `status` and number of `items`."""
+    return {'id': order_id, 'status': 'shipped', 'items': 3}
+
+
+def cancel(order_id: str) -> bool:
+    """Cancel an order; refuses shipped ones."""
+    raise ValueError(f'order {order_id} has shipped')
+
+
+STUB = 'async def get_order(order_id: str) -> dict:\n    """Return one order, with its `status` and number of `items`."""\n'
+
+TYPE_ERROR = '''The script did not run, because it has type errors:
+error[invalid-argument-type]: Argument to function `get_order` is incorrect
+ --> main.py:1:17
+  |
+1 | await get_order(42)
+  |                 ^^ Expected `str`, found `Literal[42]`
+info: Function defined here
+ --> repl_type_stubs.pyi:1:11
+  |
+1 | async def get_order(order_id: str) -> dict:
+  |           ^^^^^^^^^ ------------- Parameter declared here
+2 |     """Return one order, with its `status` and number of `items`."""
+  |'''
+
+
+@pytest.fixture
+async def tool(pool):
+    yield CodeTool({'get_order': get_order, 'cancel': cancel}, pool=pool)
+
+
+async def test_seed_000_main(pool):
+    tool = CodeTool({'get_order': get_order}, pool=pool)
+    script = "import asyncio\norders = await asyncio.gather(get_order('o1'), get_order('o2'))\n[o['status'] for o in orders]"
+    assert await tool.run(script) == "['shipped', 'shipped']"
+    assert await tool.run('await get_order(42)') == TYPE_ERROR
+
+
+async def test_description_lists_the_stubs_and_the_limits(pool):
+    tool = CodeTool({'get_order': get_order}, pool=pool)
+    assert tool.stubs == STUB
+    assert tool.description == (
+        'Run a Python script and return the value of its last expression.\n\n'
+        'The script can call these functions; `await` the `async` ones, and run several at once with '
+        '`await asyncio.gather(...)`. They are already defined: do not import or redefine them.\n\n'
+        f'```python\n{STUB}```\n\n'
+        'End the script with the expression whose value you want back; there is no need to print it. '
+        'When the script ends with an assignment, the assigned value is returned. Printed output is '
+        'returned with the value. A value with no JSON form comes back as its repr.\n\n'
+        'Each script starts with no variables from earlier calls.\n\n'
+        'Limits of the sandbox:\n' + sandbox_limits_text(corral.Limits())
+    )
+    limits = sandbox_limits_text(corral.Limits())
+    assert '- One script may run for at most 30 seconds, use at most 1 GiB of memory, make at most 10000 function calls and print at most 1 MiB.' in limits
+    assert 'No third-party packages' in limits
+    (missing,) = [line for line in limits.splitlines() if line.startswith('- These builtins are not available: ')]
+    assert {'open', 'eval', 'exec'} <= set(missing.removeprefix('- These builtins are not available: ').rstrip('.').split(', '))
+
+
+async def test_runtime_error_lists_the_calls_that_ran(tool):
+    text = await tool.run("o = await get_order('o7')\nprint('status', o['status'])\ncancel(o['id'])")
+    assert text == (
+        'The script failed: Traceback (most recent call last):\n'
+        '  File "main.py", line 3, in <module>\n'
+        "    cancel(o['id'])\n"
+        'ValueError: order o7 has shipped\n\n'
+        'Before the failure, the script made 2 function calls; whatever they did has happened:\n'
+        "- get_order('o7') returned {'id': 'o7', 'items': 3, 'status': 'shipped'}\n"
+        "- cancel('o7') raised ValueError: order o7 has shipped\n"
+        'Do not repeat a call that changed something.\n\n'
+        'Printed before the failure:\n'
+        'status shipped'
+    )
+
+
+async def test_syntax_error_text(pool):
+    tool = CodeTool({}, pool=pool, type_check=False)
+    assert await tool.run('x = (1,') == (
+        'The script failed:   File "main.py", line 1\n'
+        '    x = (1,\n'
+        '        ^\n'
+        "SyntaxError: '(' was never closed"
+    )
+
+
+async def test_values_assignments_and_printing(tool):
+    assert await tool.run('x = {1, 2}') == "{1, 2}\n\n(The script ended with an assignment; the value returned is that of `x`.)"
+    assert await tool.run('a, b = 1, 2') == '(1, 2)\n\n(The script ended with an assignment; the value returned is that of `a`, `b`.)'
+    assert await tool.run("print('hi')\n3") == '3\n\nPrinted:\nhi'
+    assert await tool.run('len') == '<built-in function len>'
+    assert await tool.run('for i in range(2):\n    print(i)') == (
+        'None\n\n(The script did not end with an expression, so it has no value to return.)\n\nPrinted:\n0\n1'
+    )
+
+
+async def test_each_call_starts_fresh_by_default(tool):
+    assert await tool.run('x = 1') == '1\n\n(The script ended with an assignment; the value returned is that of `x`.)'
+    assert (await tool.run('x')).startswith('The script did not run, because it has type errors:\nerror[unresolved-reference]: Name `x` used when not defined')
+
+
+async def test_kept_session_and_restart(pool):
+    tool = CodeTool({'get_order': get_order}, pool=pool, keep_session=True)
+    try:
+        assert await tool.call({'code': "o = await get_order('o1')"}) == (
+            "{'id': 'o1', 'status': 'shipped', 'items': 3}\n\n(The script ended with an assignment; the value returned is that of `o`.)"
+        )
+        assert await tool.call('{"code": "o[\'items\'] + 1"}') == '4'
+        assert (await tool.call({'code': 'o', 'restart': True})).startswith(
+            'The script did not run, because it has type errors:\nerror[unresolved-reference]: Name `o` used when not defined'
+        )
+        assert await tool.run('y = 2') == '2\n\n(The script ended with an assignment; the value returned is that of `y`.)'
+        await tool.reset()
+        assert (await tool.run('y')).startswith('The script did not run')
+    finally:
+        await tool.aclose()
+
+
+async def test_bad_arguments_from_a_model(tool):
+    assert await tool.call('{"code": ') == 'The arguments of run_code are not valid JSON: Expecting value: line 1 column 10 (char 9)'
+    assert await tool.call({'script': '1'}) == 'run_code takes an object with a string `code`, the Python script to run.'
+
+
+async def test_modules_are_imported_by_the_script(pool):
+    def list_invoices(customer: str) -> list[int]:
+        """Invoice numbers of a customer."""
+        return [1, 2]
+
+    tool = CodeTool(modules={'billing': {'list_invoices': list_invoices}}, pool=pool)
+    assert '# billing.pyi\ndef list_invoices(customer: str) -> list[int]:\n    """Invoice numbers of a customer."""' in tool.description
+    assert await tool.run("from billing import list_invoices\nsum(list_invoices('c1'))") == '3'
+
+
+async def test_tool_formats(pool):
+    tool = CodeTool({'get_order': get_order}, pool=pool)
+    parameters = {
+        'type': 'object',
+        'properties': {'code': {'type': 'string', 'description': 'The Python script to run.'}},
+        'required': ['code'],
+        'additionalProperties': False,
+    }
+    assert tool.parameters == parameters
+    assert tool.anthropic_tool() == {'name': 'run_code', 'description': tool.description, 'input_schema': parameters}
+    assert tool.openai_chat_tool() == {
+        'type': 'function',
+        'function': {'name': 'run_code', 'description': tool.description, 'parameters': parameters},
+    }
+    assert tool.openai_responses_tool() == {
+        'type': 'function',
+        'name': 'run_code',
+        'description': tool.description,
+        'parameters': parameters,
+        'strict': False,
+    }
+    assert tool.json_schema() == {'title': 'run_code', 'description': tool.description, **parameters}
+    json.dumps([tool.anthropic_tool(), tool.openai_chat_tool(), tool.openai_responses_tool(), tool.json_schema()])
+
+
+async def test_kept_session_tools_take_restart(pool):
+    tool = CodeTool({}, pool=pool, keep_session=True, name='python')
+    assert tool.anthropic_tool()['name'] == 'python'
+    assert tool.parameters['properties']['restart'] == {
+        'type': 'boolean',
+        'description': 'Start from a fresh sandbox, without the variables of earlier calls.',
+        'default': False,
+    }
+    assert 'Variables, functions and imports persist from one call to the next.' in tool.description
+    await tool.aclose()
+
+
+async def test_tool_without_a_pool_makes_and_closes_its_own():
+    async with CodeTool({'get_order': get_order}) as tool:
+        assert await tool.run("(await get_order('a'))['items']") == '3'
+        assert tool._pool is not None
+    assert tool._pool is None
+
+
+async def test_results_that_cannot_enter_the_sandbox_are_converted(pool):
+    import uuid
+
+    def ids() -> list:
+        return [uuid.UUID(int=1)]
+
+    tool = CodeTool({'ids': ids}, pool=pool)
+    assert await tool.run('ids()') == "['00000000-0000-0000-0000-000000000001']"
+
+
+async def test_without_type_check(pool):
+    tool = CodeTool({'get_order': get_order}, pool=pool, type_check=False)
+    assert 'type-checked' not in tool.description
+    assert (await tool.run('await get_order(42)')) == "{'id': 42, 'status': 'shipped', 'items': 3}"
+
+
+def _conforms(typed_dict: object, value: dict) -> bool:
+    """`value` validates as `typed_dict` and loses nothing (no key the API does not know)."""
+    from pydantic import TypeAdapter
+
+    return TypeAdapter(typed_dict).validate_python(value) == value
+
+
+async def test_tool_formats_match_the_official_sdk_types(pool):
+    anthropic_types = pytest.importorskip('anthropic.types')
+    chat_types = pytest.importorskip('openai.types.chat')
+    responses_types = pytest.importorskip('openai.types.responses')
+    for keep_session in (False, True):
+        tool = CodeTool({'get_order': get_order}, pool=pool, keep_session=keep_session)
+        assert _conforms(anthropic_types.ToolParam, tool.anthropic_tool())
+        assert _conforms(chat_types.ChatCompletionFunctionToolParam, tool.openai_chat_tool())
+        assert _conforms(responses_types.FunctionToolParam, tool.openai_responses_tool())
