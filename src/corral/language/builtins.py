@@ -1,11 +1,39 @@
-"""The builtins a script sees: an allow-list, plus corral's own `print` and `__import__`."""
+"""The builtins a script sees: an allow-list, guarded reflection, corral's own `print` and `__import__`.
+
+- Left out: `eval`, `exec`, `compile`, `globals`, `locals`, `vars`, `breakpoint`, `input`, `help`,
+  `memoryview`, `open` (files come later, routed to the host), `exit`/`quit`. Each name holds a
+  stand-in whose use raises `NameError` saying the builtin is not available in the sandbox (a
+  missing name would raise a plain NameError; a stand-in keeps the builtins an exact dict, which
+  CPython needs for its fast global lookups).
+- `getattr`, `hasattr`, `setattr`, `delattr`: the attribute rules of attribute syntax.
+- `type` is the real `type`, so `isinstance(x, type)`, `type(x) is int`, `class M(type)` and class
+  patterns work; the validator refuses `type(name, bases, namespace)` where it is written. (A class
+  built through a metaclass call is not registered as the script's class, so private names stay
+  refused on it, and everything that reads names from class data — class patterns, copy,
+  dataclasses — checks those names itself.)
+- `dir` is offered: it returns names, which the rules above then judge.
+- `__import__` is the worker's import hook, for the interpreter: the validator refuses the name in
+  scripts. `__build_class__` registers the script's classes (see `guards.build_class`).
+- The `__corral...` names are the guards the rewrite calls (see `rewrite.py`).
+"""
 
 from __future__ import annotations
 
 import builtins
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
-__all__ = ['make_builtins', 'EXCEPTIONS', 'SAFE_BUILTINS']
+from .guards import (
+    guarded_delattr,
+    guarded_getattr,
+    guarded_hasattr,
+    guarded_setattr,
+    make_guards,
+    unavailable,
+)
+from .rewrite import MATCH_SPECS
+
+__all__ = ['EXCEPTIONS', 'SAFE_BUILTINS', 'UNAVAILABLE_BUILTINS', 'make_builtins']
 
 #: Exception classes a script can name, raise and catch; host exceptions map onto these by name.
 EXCEPTIONS: dict[str, type[BaseException]] = {
@@ -16,19 +44,63 @@ EXCEPTIONS: dict[str, type[BaseException]] = {
 
 SAFE_BUILTINS = (
     'abs', 'aiter', 'all', 'anext', 'any', 'ascii', 'bin', 'bool', 'bytearray', 'bytes', 'callable',
-    'chr', 'classmethod', 'complex', 'dict', 'divmod', 'enumerate', 'filter', 'float', 'format',
-    'frozenset', 'getattr', 'hasattr', 'hash', 'hex', 'id', 'int', 'isinstance', 'issubclass', 'iter',
-    'len', 'list', 'map', 'max', 'min', 'next', 'object', 'oct', 'ord', 'pow', 'property', 'range',
-    'repr', 'reversed', 'round', 'set', 'setattr', 'delattr', 'slice', 'sorted', 'staticmethod', 'str',
-    'sum', 'super', 'tuple', 'type', 'zip', 'Ellipsis', 'NotImplemented', 'None', 'True', 'False',
-    '__build_class__',
+    'chr', 'classmethod', 'complex', 'dict', 'dir', 'divmod', 'enumerate', 'filter', 'float', 'format',
+    'frozenset', 'hash', 'hex', 'id', 'int', 'isinstance', 'issubclass', 'iter', 'len', 'list', 'map',
+    'max', 'min', 'next', 'object', 'oct', 'ord', 'pow', 'property', 'range', 'repr', 'reversed', 'round',
+    'set', 'slice', 'sorted', 'staticmethod', 'str', 'sum', 'super', 'tuple', 'type', 'zip', 'Ellipsis',
+    'NotImplemented', 'None', 'True', 'False',
 )
+
+_FILES = 'files are not available to scripts; use the host functions you were given'
+_CODE = 'a script cannot run code from a string; write the code in the script itself'
+_SCOPE = 'use your variables directly, or keep values in a dict'
+
+#: Builtins the sandbox does not offer, with what to do instead.
+UNAVAILABLE_BUILTINS: dict[str, str] = {
+    'eval': _CODE,
+    'exec': _CODE,
+    'compile': _CODE,
+    'globals': _SCOPE,
+    'locals': _SCOPE,
+    'vars': 'read attributes by name, or use dataclasses.asdict(obj)',
+    'open': _FILES,
+    'input': 'a script cannot read input; use the host functions you were given',
+    'breakpoint': 'debuggers are not available in the sandbox',
+    'help': 'help is not available in the sandbox',
+    'memoryview': 'use bytes or bytearray',
+    'exit': 'end the script, or raise an exception',
+    'quit': 'end the script, or raise an exception',
+}
 
 
 def make_builtins(*, print: Callable[..., None], import_: Callable[..., Any]) -> dict[str, Any]:
     """A fresh builtins namespace for one session."""
-    namespace = {name: getattr(builtins, name) for name in SAFE_BUILTINS}
+    namespace: dict[str, Any] = {name: unavailable(name, hint) for name, hint in UNAVAILABLE_BUILTINS.items()}
+    namespace.update((name, getattr(builtins, name)) for name in SAFE_BUILTINS)
     namespace.update(EXCEPTIONS)
-    namespace['print'] = print
-    namespace['__import__'] = import_
+    namespace.update(
+        getattr=guarded_getattr,
+        hasattr=guarded_hasattr,
+        setattr=guarded_setattr,
+        delattr=guarded_delattr,
+        print=_wrap_print(print),
+        __import__=_wrap_import(import_),
+    )
+    namespace.update(make_guards(MATCH_SPECS))
     return namespace
+
+
+def _wrap_print(target: Callable[..., None]) -> Callable[..., None]:
+    """The worker's print as a plain function (a bound method would carry the worker in `__self__`)."""
+
+    def print(*values: Any, sep: str | None = ' ', end: str | None = '\n', file: Any = None, flush: bool = False) -> None:
+        target(*values, sep=sep, end=end, file=file, flush=flush)
+
+    return print
+
+
+def _wrap_import(target: Callable[..., Any]) -> Callable[..., Any]:
+    def __import__(name: str, globals: Any = None, locals: Any = None, fromlist: Any = (), level: int = 0) -> Any:
+        return target(name, globals, locals, fromlist, level)
+
+    return __import__

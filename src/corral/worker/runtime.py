@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import importlib
 import linecache
 import os
 import socket
@@ -13,7 +12,7 @@ from collections import deque
 from typing import Any
 
 from ..channel import CALL, DONE, FAIL, FEED, OUTPUT, REPLY, FrameReader, ProtocolError, frame
-from ..language import EXCEPTIONS, compile_script, make_builtins
+from ..language import EXCEPTIONS, compile_script, import_module, make_builtins
 from ..values import pack, unpack
 
 __all__ = ['Worker', 'STDLIB_MODULES']
@@ -155,13 +154,9 @@ class Worker:
             self._modules[module_name] = module
 
     def _import(self, name: str, globals: Any = None, locals: Any = None, fromlist: Any = (), level: int = 0) -> Any:
-        if level:
-            raise ImportError('relative imports are not supported in the sandbox')
-        if name in self._modules:
-            return self._modules[name]
-        if name in STDLIB_MODULES:
-            return importlib.import_module(name)
-        raise ModuleNotFoundError(f"No module named '{name}'", name=name)
+        # host modules, or facades of the standard library modules (the public API only, never a
+        # module inside it); `from m import x` is checked against the module it imports from
+        return import_module(name, fromlist, level, host_modules=self._modules, stdlib=STDLIB_MODULES)
 
     # ----- output --------------------------------------------------------------------------------
 

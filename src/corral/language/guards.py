@@ -1,0 +1,640 @@
+"""The run-time guards the rewritten script calls, and the guarded `getattr` family.
+
+Rules (from `rules.py`):
+
+- dunder and internal names: the same tables as the validator, applied to names that arrive as
+  strings (`getattr(x, '__cl' + 'ass__')`, `operator.attrgetter`, `str.format` fields, class
+  patterns' `__match_args__`, dataclass field names);
+- private names (`_x`): allowed only on instances of classes the script defined, or on such a
+  class itself, and only while every class in the lookup chain (the MRO, and the metaclass MRO
+  for a class) is the script's own or one of a few reviewed bases (`object` and the other
+  builtin types, `Enum` and friends, `typing.Generic`/`Protocol`, `collections.UserDict` ...).
+  `class Q(asyncio.Queue)` is the script's class, but `Q()._loop` is refused: the attribute would
+  come from asyncio.
+
+Written with care for hostile input: guards never call `isinstance` against a class the script
+controls, never hash or compare a script class (caches are keyed by `id` and checked by
+identity), coerce `str` subclasses to `str` before checking a name, and read class internals
+through `type`'s own descriptors, so a metaclass cannot lie to them.
+"""
+
+from __future__ import annotations
+
+import builtins
+import collections
+import enum
+import sys
+import types
+import typing
+from typing import Any
+
+from .rules import attribute_refusal, is_private, normalize
+from .stop import SandboxStop, find_stop
+from .strformat import safe_format
+
+__all__ = [
+    'MARK',
+    'MARK_NAME',
+    'check_private',
+    'guarded_delattr',
+    'guarded_getattr',
+    'guarded_setattr',
+    'is_script_class',
+    'make_guards',
+    'private_refusal',
+    'register_class',
+]
+
+_type_mro = type.__dict__['__mro__'].__get__
+_type_dict = type.__dict__['__dict__'].__get__
+_type_flags = type.__dict__['__flags__'].__get__
+_type_name = type.__dict__['__name__'].__get__
+_type_delattr = type.__delattr__
+_type_setattr = type.__setattr__
+_str_str = str.__str__
+_orig_build_class = builtins.__build_class__
+
+_TPFLAGS_TYPE_SUBCLASS = 1 << 31
+_TPFLAGS_MATCH_SELF = 1 << 22
+
+MARK_NAME = '__corral_classmark__'
+#: The value every script class body stores under MARK_NAME (see `rewrite.py`).
+MARK = type('ScriptClassMark', (), {'__slots__': (), '__repr__': lambda self: '<script class mark>'})()
+
+_script_classes: dict[int, type] = {}
+
+
+def _is_class(obj: Any) -> bool:
+    """Whether obj is a class, without calling anything the script could define."""
+    return bool(_type_flags(type(obj)) & _TPFLAGS_TYPE_SUBCLASS)
+
+
+def is_script_class(cls: type) -> bool:
+    """A class created by a class statement of the script (or by a reviewed factory for it)."""
+    if _script_classes.get(id(cls)) is cls:
+        return True
+    # a class still being created (its __init_subclass__ or __set_name__ is running) carries the mark
+    return _type_dict(cls).get(MARK_NAME) is MARK
+
+
+def register_class(cls: type) -> None:
+    _script_classes[id(cls)] = cls
+
+
+# ----- reviewed bases --------------------------------------------------------------------------
+
+def _builtin_types() -> list[type]:
+    return [value for name, value in vars(builtins).items() if not name.startswith('_') and isinstance(value, type)]
+
+
+#: Foreign classes a script class may derive from and still use private names, with the private
+#: names of theirs the script may use (all others found in their dicts stay refused).
+_SAFE_BASES: dict[type, frozenset[str]] = {cls: frozenset() for cls in _builtin_types()}
+_ENUM_NAMES = frozenset({'_value_', '_name_', '_missing_', '_generate_next_value_', '_member_names_', '_member_map_', '_value2member_map_', '_ignore_', '_order_'})
+for _cls in (enum.Enum, enum.IntEnum, enum.StrEnum, enum.Flag, enum.IntFlag, enum.ReprEnum):
+    _SAFE_BASES[_cls] = _ENUM_NAMES
+for _cls in (enum.EnumType, typing.Generic, typing.Protocol, collections.UserDict, collections.UserList, collections.UserString):
+    _SAFE_BASES[_cls] = frozenset()
+for _cls in list(_SAFE_BASES):
+    # ABCMeta and the typing metaclasses: reviewed as metaclasses of the classes above
+    for _meta in _type_mro(type(_cls)):
+        _SAFE_BASES.setdefault(_meta, frozenset())
+_SAFE_IDS: dict[int, tuple[type, frozenset[str]]] = {id(cls): (cls, names) for cls, names in _SAFE_BASES.items()}
+del _cls, _meta
+
+
+def _chain_banned(chain: tuple[type, ...]) -> frozenset[str] | None:
+    """Private names the chain's foreign classes define (refused), or None when a class is not reviewed."""
+    banned: set[str] = set()
+    for cls in chain:
+        if is_script_class(cls):
+            continue
+        entry = _SAFE_IDS.get(id(cls))
+        if entry is None or entry[0] is not cls:
+            return None
+        allowed = entry[1]
+        for key in _type_dict(cls):
+            if type(key) is str and is_private(key) and key not in allowed:
+                banned.add(key)
+    return frozenset(banned)
+
+
+#: id(type) -> (type, private names refused on its instances); only script classes with a reviewed chain
+_instance_ok: dict[int, tuple[type, frozenset[str]]] = {}
+#: id(type) -> type, for the types of `_instance_ok` that refuse no private name: the fast path
+_fast: dict[int, type] = {}
+#: id(class) -> (class, private names refused on the class itself)
+_class_ok: dict[int, tuple[type, frozenset[str]]] = {}
+
+
+def private_refusal(obj: Any, name: str) -> str | None:
+    """Why private attribute `name` of `obj` is refused, or None when it is allowed."""
+    cls = type(obj)
+    if cls is super:
+        owner = obj.__self_class__
+        if owner is None:
+            return f"'{name}' cannot be read through an unbound super() in the sandbox"
+        target = owner
+        entry = _instance_entry(owner)
+        where = f'{_type_name(owner)} objects'
+        chains = [_type_mro(owner)]
+    elif _is_class(obj):
+        target = obj
+        entry = _class_entry(obj)
+        where = _type_name(obj)
+        chains = [_type_mro(obj), _type_mro(type(obj))]
+    else:
+        target = cls
+        entry = _instance_entry(cls)
+        where = f'{_type_name(cls)} objects'
+        chains = [_type_mro(cls)]
+    if entry is None:
+        if is_script_class(target):
+            base = next(
+                (c for chain in chains for c in chain if not is_script_class(c) and _SAFE_IDS.get(id(c), (None,))[0] is not c),
+                None,
+            )
+            if base is not None:
+                return (
+                    f"attribute '{name}' is private: {_type_name(target)} derives from {_type_name(base)}, a class the script "
+                    f"did not define, so the sandbox refuses names starting with '_' on it; use the public API"
+                )
+        return (
+            f"attribute '{name}' is private: the sandbox allows names starting with '_' only on objects of classes "
+            f"the script defines ({where} are not); use the public API"
+        )
+    if name in entry[1]:
+        owner_name = next(
+            (_type_name(c) for chain in chains for c in chain if not is_script_class(c) and name in _type_dict(c)),
+            'a base',
+        )
+        return f"attribute '{name}' is private to {owner_name}, a class the script did not define; use the public API"
+    return None
+
+
+def _instance_entry(cls: type) -> tuple[type, frozenset[str]] | None:
+    entry = _instance_ok.get(id(cls))
+    if entry is not None and entry[0] is cls:
+        return entry
+    if not is_script_class(cls):
+        return None
+    banned = _chain_banned(_type_mro(cls))
+    if banned is None:
+        return None
+    entry = (cls, banned)
+    # cache only once registered (creation may still fail), and never for a metaclass: its
+    # instances are classes, which `_class_entry` judges by their own MRO
+    if _script_classes.get(id(cls)) is cls and not _type_flags(cls) & _TPFLAGS_TYPE_SUBCLASS:
+        _instance_ok[id(cls)] = entry
+        if not banned:
+            _fast[id(cls)] = cls
+    return entry
+
+
+def _class_entry(cls: type) -> tuple[type, frozenset[str]] | None:
+    entry = _class_ok.get(id(cls))
+    if entry is not None and entry[0] is cls:
+        return entry
+    if not is_script_class(cls):
+        return None
+    banned = _chain_banned(_type_mro(cls))
+    meta_banned = _chain_banned(_type_mro(type(cls)))
+    if banned is None or meta_banned is None:
+        return None
+    entry = (cls, banned | meta_banned)
+    if _script_classes.get(id(cls)) is cls:
+        _class_ok[id(cls)] = entry
+    return entry
+
+
+def check_private(obj: Any, name: str) -> None:
+    refusal = private_refusal(obj, name)
+    if refusal is not None:
+        raise AttributeError(refusal)
+
+
+# ----- names arriving as strings ---------------------------------------------------------------
+
+def _as_name(name: Any, function: str) -> str:
+    if type(name) is str:
+        return name
+    if not issubclass(type(name), str):
+        raise TypeError(f'{function}(): attribute name must be string, not {_type_name(type(name))!r}')
+    return _str_str(name)  # a plain str copy: a subclass cannot lie to the checks below
+
+
+def _refusal(obj: Any, name: str, *, store: bool) -> str | None:
+    checked = normalize(name)
+    if is_private(checked):
+        return private_refusal(obj, checked)
+    return attribute_refusal(checked, store=store)
+
+
+def guarded_getattr(obj: Any, name: Any, *default: Any) -> Any:
+    """`getattr` with the sandbox's attribute rules; a refused name behaves as a missing attribute."""
+    if len(default) > 1:
+        raise TypeError(f'getattr expected at most 3 arguments, got {2 + len(default)}')
+    name = _as_name(name, 'getattr')
+    refusal = _refusal(obj, name, store=False)
+    if refusal is not None:
+        if default:
+            return default[0]
+        raise AttributeError(refusal)
+    value = getattr(obj, name, *default)
+    if name == 'format' or name == 'format_map':
+        return filter_format(value)
+    return value
+
+
+def guarded_hasattr(obj: Any, name: Any) -> bool:
+    name = _as_name(name, 'hasattr')
+    if _refusal(obj, name, store=False) is not None:
+        return False
+    return hasattr(obj, name)
+
+
+def guarded_setattr(obj: Any, name: Any, value: Any) -> None:
+    name = _as_name(name, 'setattr')
+    refusal = _refusal(obj, name, store=True)
+    if refusal is not None:
+        raise AttributeError(refusal)
+    setattr(obj, name, value)
+
+
+def guarded_delattr(obj: Any, name: Any) -> None:
+    name = _as_name(name, 'delattr')
+    refusal = _refusal(obj, name, store=True)
+    if refusal is not None:
+        raise AttributeError(refusal)
+    delattr(obj, name)
+
+
+guarded_getattr.__name__ = guarded_getattr.__qualname__ = 'getattr'
+guarded_hasattr.__name__ = guarded_hasattr.__qualname__ = 'hasattr'
+guarded_setattr.__name__ = guarded_setattr.__qualname__ = 'setattr'
+guarded_delattr.__name__ = guarded_delattr.__qualname__ = 'delattr'
+
+
+# ----- private attribute syntax: x._y ----------------------------------------------------------
+
+def private_getattr(obj: Any, name: str) -> Any:
+    """`x._y` (rewritten). The fast path: an instance of a script class seen before."""
+    cls = type(obj)
+    if _fast.get(id(cls)) is cls:
+        return getattr(obj, name)
+    refusal = private_refusal(obj, name)
+    if refusal is not None:
+        raise AttributeError(refusal)
+    return getattr(obj, name)
+
+
+class _AttributeTarget:
+    """`__corral_attrs__(x)['_y'] = v`: the target of a rewritten private store or delete."""
+
+    __slots__ = ('_obj',)
+
+    def __init__(self, obj: Any) -> None:
+        self._obj = obj
+
+    def __getitem__(self, name: str) -> Any:
+        return private_getattr(self._obj, name)
+
+    def __setitem__(self, name: str, value: Any) -> None:
+        obj = self._obj
+        cls = type(obj)
+        entry = _instance_ok.get(id(cls))
+        if not (entry is not None and entry[0] is cls and name not in entry[1]):
+            check_private(obj, name)
+        setattr(obj, name, value)
+
+    def __delitem__(self, name: str) -> None:
+        check_private(self._obj, name)
+        delattr(self._obj, name)
+
+
+# ----- str.format ------------------------------------------------------------------------------
+
+_STR_FORMAT = str.__dict__['format']
+_STR_FORMAT_MAP = str.__dict__['format_map']
+_BuiltinMethod = types.BuiltinMethodType
+
+
+def _unbound_format(self: Any, /, *args: Any, **kwargs: Any) -> str:
+    if not issubclass(type(self), str):
+        raise TypeError(f"descriptor 'format' for 'str' objects doesn't apply to a '{_type_name(type(self))}' object")
+    return safe_format(_str_str(self), args, kwargs)
+
+
+def _unbound_format_map(self: Any, mapping: Any, /) -> str:
+    if not issubclass(type(self), str):
+        raise TypeError(f"descriptor 'format_map' for 'str' objects doesn't apply to a '{_type_name(type(self))}' object")
+    return safe_format(_str_str(self), (), mapping, mapping=True)
+
+
+_unbound_format.__name__ = 'format'
+_unbound_format.__qualname__ = 'str.format'
+_unbound_format_map.__name__ = 'format_map'
+_unbound_format_map.__qualname__ = 'str.format_map'
+
+
+def _bound_format(text: str) -> Any:
+    def format(*args: Any, **kwargs: Any) -> str:
+        return safe_format(text, args, kwargs)
+
+    format.__qualname__ = 'str.format'
+    return format
+
+
+def _bound_format_map(text: str) -> Any:
+    def format_map(mapping: Any, /) -> str:
+        return safe_format(text, (), mapping, mapping=True)
+
+    format_map.__qualname__ = 'str.format_map'
+    return format_map
+
+
+def filter_format(value: Any) -> Any:
+    """Replace `str.format` / `str.format_map` (bound or not) with the sandbox's safe versions."""
+    if value is _STR_FORMAT:
+        return _unbound_format
+    if value is _STR_FORMAT_MAP:
+        return _unbound_format_map
+    if type(value) is _BuiltinMethod:
+        owner = value.__self__
+        if issubclass(type(owner), str):
+            method = value.__name__
+            if method == 'format':
+                return _bound_format(_str_str(owner))
+            if method == 'format_map':
+                return _bound_format_map(_str_str(owner))
+    return value
+
+
+def format_attribute(obj: Any, name: str) -> Any:
+    """`x.format` / `x.format_map` (rewritten)."""
+    if type(obj) is str:
+        return _bound_format(obj) if name == 'format' else _bound_format_map(obj)
+    return filter_format(getattr(obj, name))
+
+
+# ----- classes ---------------------------------------------------------------------------------
+
+def build_class(func: Any, name: Any, /, *bases: Any, **kwds: Any) -> Any:
+    """`__build_class__`: build as CPython does, then register the class if the script's body made it.
+
+    The body ends with `__corral_classmark__ = MARK` (see `rewrite.py`); a class whose own dict
+    holds the mark was made from that body's namespace. The mark is then removed. A metaclass
+    returning some other class (`metaclass=lambda *a: asyncio.Queue`) gets no registration.
+    """
+    cls = _orig_build_class(func, name, *bases, **kwds)
+    if _is_class(cls) and _type_dict(cls).get(MARK_NAME) is MARK:
+        register_class(cls)
+        _type_delattr(cls, MARK_NAME)
+    return cls
+
+
+# ----- with ------------------------------------------------------------------------------------
+
+def _special(obj: Any, name: str) -> Any:
+    return getattr(type(obj), name)
+
+
+class _With:
+    """`with cm:` (rewritten): the manager's own `__exit__`, but a SandboxStop is never suppressed."""
+
+    __slots__ = ('_cm', '_exit')
+
+    def __init__(self, cm: Any) -> None:
+        self._cm = cm
+        self._exit: Any = None
+
+    def __enter__(self) -> Any:
+        cm = self._cm
+        try:
+            enter = _special(cm, '__enter__')
+            self._exit = _special(cm, '__exit__')
+        except AttributeError:
+            raise TypeError(f"'{_type_name(type(cm))}' object does not support the context manager protocol") from None
+        return enter(cm)
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> Any:
+        suppress = self._exit(self._cm, exc_type, exc, tb)
+        if exc is not None and find_stop(exc) is not None:
+            return False
+        return suppress
+
+
+class _AsyncWith:
+    __slots__ = ('_cm', '_exit')
+
+    def __init__(self, cm: Any) -> None:
+        self._cm = cm
+        self._exit: Any = None
+
+    async def __aenter__(self) -> Any:
+        cm = self._cm
+        try:
+            enter = _special(cm, '__aenter__')
+            self._exit = _special(cm, '__aexit__')
+        except AttributeError:
+            raise TypeError(
+                f"'{_type_name(type(cm))}' object does not support the asynchronous context manager protocol"
+            ) from None
+        return await enter(cm)
+
+    async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> Any:
+        suppress = await self._exit(self._cm, exc_type, exc, tb)
+        if exc is not None and find_stop(exc) is not None:
+            return False
+        return suppress
+
+
+# ----- except ----------------------------------------------------------------------------------
+
+_exc_info = sys.exc_info
+
+
+def reraise_stop() -> None:
+    """First statement of every handler: a SandboxStop being handled is raised again."""
+    error = _exc_info()[1]
+    if error is None:
+        return
+    cls = type(error)
+    if issubclass(cls, SandboxStop):
+        raise error
+    if issubclass(cls, BaseExceptionGroup):
+        stop = find_stop(error)
+        if stop is not None:
+            raise stop
+
+
+# ----- match -----------------------------------------------------------------------------------
+
+class _MatchProxyMeta(type):
+    """The metaclass of the class a checked class pattern sees.
+
+    `isinstance(subject, proxy)` accepts real instances of the pattern's class (checking private
+    attribute names against the subject), and delegates to `isinstance` for virtual subclasses
+    only when every attribute the pattern reads is public. `__match_args__` is a snapshot taken
+    and checked by `match_class`, so no code can change it between the check and the reads.
+    """
+
+    def __instancecheck__(proxy: Any, subject: Any) -> bool:
+        target = proxy._corral_target
+        private = proxy._corral_private
+        for cls in _type_mro(type(subject)):
+            if cls is target:
+                for name in private:
+                    check_private(subject, name)
+                return True
+        if private:
+            return False
+        return isinstance(subject, target)
+
+    def __subclasscheck__(proxy: Any, cls: Any) -> bool:
+        return issubclass(cls, proxy._corral_target)
+
+
+_proxies: dict[tuple[int, int, tuple[str, ...]], tuple[type, tuple[Any, ...], type]] = {}
+
+
+def _match_args(cls: type) -> tuple[Any, ...]:
+    for base in _type_mro(cls):
+        namespace = _type_dict(base)
+        if '__match_args__' in namespace:
+            value = namespace['__match_args__']
+            if type(value) is not tuple:
+                raise TypeError(f'{_type_name(cls)}.__match_args__ must be a tuple (got {_type_name(type(value))})')
+            return value
+    return ()
+
+
+def match_class(cls: Any, positional: int, keywords: tuple[str, ...]) -> Any:
+    """The class a pattern `cls(p1, ..., k=p)` should match with: `cls` itself when it reads no
+    attributes that need checking, else a proxy (see `_MatchProxyMeta`)."""
+    if not _is_class(cls):
+        return cls  # CPython raises "called match pattern must be a class"
+    private_keywords = tuple(name for name in keywords if is_private(name))
+    if not positional and not private_keywords:
+        return cls
+    if positional and _type_flags(cls) & _TPFLAGS_MATCH_SELF and not private_keywords:
+        return cls  # int(x), str(x) ...: the subject itself, no attribute read
+    match_args = _match_args(cls)
+    for name in match_args[:positional]:
+        if type(name) is not str:
+            continue  # CPython reports it
+        refusal = attribute_refusal(name)
+        if refusal is not None:
+            raise TypeError(
+                f'class pattern {_type_name(cls)}(...) would read {refusal[0].lower()}{refusal[1:]} '
+                f'(named in {_type_name(cls)}.__match_args__)'
+            )
+    private = tuple(name for name in match_args[:positional] if type(name) is str and is_private(name)) + private_keywords
+    key = (id(cls), id(match_args), private)
+    cached = _proxies.get(key)
+    if cached is not None and cached[0] is cls and cached[1] is match_args:
+        return cached[2]
+    proxy = _MatchProxyMeta(
+        _type_name(cls),
+        (),
+        {'__match_args__': match_args, '_corral_target': cls, '_corral_private': private, '__slots__': ()},
+    )
+    _proxies[key] = (cls, match_args, proxy)
+    return proxy
+
+
+class _MatchResolver:
+    """`__corral_match__.c<N>`: the class of rewritten class pattern N, looked up when the case runs.
+
+    The rewrite puts `__corral_t<N>__ = lambda: <the dotted name>` before the match statement, so
+    the lookup happens in the pattern's own scope (closures included), and only if the case runs.
+    """
+
+    __slots__ = ('_specs',)
+
+    def __init__(self, specs: list[tuple[tuple[str, ...], int, tuple[str, ...]]]) -> None:
+        self._specs = specs
+
+    def __getattr__(self, key: str) -> Any:
+        index = int(key[1:])
+        path, positional, keywords = self._specs[index]
+        frame = sys._getframe(1)
+        try:
+            scope = frame.f_locals
+            class_body = not (frame.f_code.co_flags & _CO_OPTIMIZED) and scope is not frame.f_globals
+        finally:
+            del frame
+        head = path[0]
+        if class_body and head in scope:  # a name of the class body itself (the thunk cannot see those)
+            obj = scope[head]
+            for part in path[1:]:
+                obj = guarded_getattr(obj, part)
+        else:
+            obj = scope[f'__corral_t{index}__']()
+        return match_class(obj, positional, keywords)
+
+
+_CO_OPTIMIZED = 0x1
+
+
+# ----- refused builtins ------------------------------------------------------------------------
+
+_object_getattribute = object.__getattribute__
+
+
+class _Unavailable:
+    """Stands in the builtins for a builtin the sandbox does not offer; using it raises NameError."""
+
+    __slots__ = ('_hint', '_name')
+
+    def __init__(self, name: str, hint: str) -> None:
+        self._name = name
+        self._hint = hint
+
+    def _error(self) -> NameError:
+        name = _object_getattribute(self, '_name')
+        hint = _object_getattribute(self, '_hint')
+        return NameError(f'{name}() is not available in the sandbox; {hint}', name=name)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise _object_getattribute(self, '_error')()
+
+    def __getattribute__(self, name: str) -> Any:
+        raise _object_getattribute(self, '_error')()
+
+    def __repr__(self) -> str:
+        return f"<{_object_getattribute(self, '_name')}: not available in the sandbox>"
+
+
+def unavailable(name: str, hint: str) -> Any:
+    return _Unavailable(name, hint)
+
+
+def private_setattr(value: Any, obj: Any, name: str) -> None:
+    """`x._y = v` (rewritten; the value comes first, as Python evaluates it first)."""
+    cls = type(obj)
+    if _fast.get(id(cls)) is not cls:
+        check_private(obj, name)
+    setattr(obj, name, value)
+
+
+def make_guards(match_specs: list[tuple[tuple[str, ...], int, tuple[str, ...]]]) -> dict[str, Any]:
+    """The `__corral...` names the rewritten code calls, for a builtins namespace."""
+    import operator
+
+    from .rewrite import INPLACE
+
+    inplace = {f'__corral_{name}__': getattr(operator, name) for name in INPLACE.values()}
+    return {
+        **inplace,
+        '__corral_setattr__': private_setattr,
+        '__corral_getattr__': private_getattr,
+        '__corral_attrs__': _AttributeTarget,
+        '__corral_format__': format_attribute,
+        '__corral_stop__': reraise_stop,
+        '__corral_with__': _With,
+        '__corral_async_with__': _AsyncWith,
+        '__corral_match__': _MatchResolver(match_specs),
+        '__corral_mark__': MARK,
+        '__build_class__': build_class,
+    }

@@ -1,0 +1,472 @@
+"""Standard library modules as the sandbox offers them: facades holding the public API only.
+
+`import json` in a script gets a fresh module object holding `json`'s public names (its `__all__`,
+else its public non-module names), never a module inside it (no `json.decoder`, `asyncio.sys`),
+never a private name. Some modules are narrowed or wrapped, because parts of them reflect on
+objects by name or hand out the worker's own machinery:
+
+- asyncio: an allow-list (tasks, gather, sleep, timeouts, queues, locks ...); no event loop
+  access, no subprocesses, streams, threads or policies;
+- operator: `attrgetter` and `methodcaller` read attributes through the sandbox's rules;
+- functools: `update_wrapper`/`wraps` copy only names and docs; `singledispatch` refuses string
+  annotations (it would `eval` them); `cached_property` is a reviewed re-implementation;
+  `singledispatchmethod` is left out;
+- dataclasses: `asdict`, `astuple`, `replace` read fields through the sandbox's rules;
+  `dataclass` decorates only the script's classes; `make_dataclass` checks its names;
+- copy: `copy`/`deepcopy` from `copying.py`;
+- typing: no `get_type_hints` (it evaluates strings); string: no `Formatter` (an unguarded
+  `getattr`); uuid: no `uuid1`/`getnode` (they run commands to find a MAC address); enum: no
+  `global_enum` (it writes into the worker's `__main__`).
+
+Facades are built on first import and cached for the worker process (one process per session).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import dataclasses
+import functools
+import importlib
+import types
+import typing
+from collections.abc import Callable
+from typing import Any
+
+from . import copying
+from .guards import (
+    MARK,
+    _type_name,
+    guarded_getattr,
+    is_script_class,
+    private_refusal,
+    register_class,
+)
+from .rules import (
+    CLASS_ASSIGN_DUNDERS,
+    DEFINABLE_DUNDERS,
+    attribute_refusal,
+    is_dunder,
+    normalize,
+)
+
+__all__ = ['facade', 'import_module', 'stdlib_module']
+
+_ASYNCIO = (
+    'ALL_COMPLETED', 'FIRST_COMPLETED', 'FIRST_EXCEPTION', 'Barrier', 'BoundedSemaphore', 'BrokenBarrierError',
+    'CancelledError', 'Condition', 'Event', 'Future', 'IncompleteReadError', 'InvalidStateError', 'LifoQueue',
+    'LimitOverrunError', 'Lock', 'PriorityQueue', 'Queue', 'QueueEmpty', 'QueueFull', 'Semaphore', 'Task',
+    'TaskGroup', 'Timeout', 'TimeoutError', 'all_tasks', 'as_completed', 'create_task', 'current_task',
+    'ensure_future', 'gather', 'iscoroutine', 'iscoroutinefunction', 'isfuture', 'shield', 'sleep', 'timeout',
+    'timeout_at', 'wait', 'wait_for',
+)
+
+_UUID = (
+    'UUID', 'uuid3', 'uuid4', 'uuid5', 'NAMESPACE_DNS', 'NAMESPACE_URL', 'NAMESPACE_OID', 'NAMESPACE_X500',
+    'RESERVED_NCS', 'RFC_4122', 'RESERVED_MICROSOFT', 'RESERVED_FUTURE', 'SafeUUID',
+)
+
+#: Names left out of a module's public API.
+_WITHHELD: dict[str, frozenset[str]] = {
+    'typing': frozenset({'get_type_hints', 'no_type_check', 'no_type_check_decorator'}),
+    'string': frozenset({'Formatter'}),
+    'enum': frozenset({'global_enum', 'global_enum_repr', 'global_flag_repr', 'global_str', 'pickle_by_enum_name', 'pickle_by_global_name'}),
+    'functools': frozenset({'singledispatchmethod'}),
+}
+
+#: Names taken from an explicit list instead of the module's public API.
+_ONLY: dict[str, tuple[str, ...]] = {'asyncio': _ASYNCIO, 'uuid': _UUID}
+
+_cache: dict[str, types.ModuleType] = {}
+
+
+def import_module(
+    name: str,
+    fromlist: Any,
+    level: int,
+    *,
+    host_modules: dict[str, types.ModuleType],
+    stdlib: tuple[str, ...] | frozenset[str],
+) -> types.ModuleType:
+    """The import hook's work: a host module or a standard library facade, never anything else.
+
+    `from m import name` is checked here: when `name` is not in the facade, CPython would fall
+    back to `sys.modules['m.name']`, the real submodule (`from asyncio import events`).
+    """
+    if level:
+        raise ImportError('relative imports are not supported in the sandbox')
+    module = host_modules.get(name)
+    if module is None:
+        if name not in stdlib:
+            raise ModuleNotFoundError(f"No module named '{name}'", name=name)
+        module = stdlib_module(name)
+    for item in fromlist or ():
+        if type(item) is not str or item == '*' or item not in module.__dict__:
+            raise ImportError(f'cannot import name {item!r} from {name!r} (unknown location)', name=name)
+    return module
+
+
+def stdlib_module(name: str) -> types.ModuleType:
+    """The facade of standard library module `name` (one of the worker's STDLIB_MODULES), cached."""
+    module = _cache.get(name)
+    if module is None:
+        module = _cache[name] = facade(importlib.import_module(name))
+    return module
+
+
+def facade(real: types.ModuleType) -> types.ModuleType:
+    """A fresh module holding `real`'s public API, with the sandbox's replacements."""
+    name = real.__name__
+    names = _ONLY.get(name)
+    if names is None:
+        exported = getattr(real, '__all__', None)
+        if exported is None:
+            exported = [key for key in vars(real) if not key.startswith('_')]
+        withheld = _WITHHELD.get(name, frozenset())
+        names = tuple(key for key in exported if not key.startswith('_') and key not in withheld)
+    module = types.ModuleType(name, real.__doc__)
+    replacements = _REPLACEMENTS.get(name, {})
+    public = []
+    for key in names:
+        value = replacements[key] if key in replacements else getattr(real, key, None)
+        if value is None and not hasattr(real, key):
+            continue
+        if isinstance(value, types.ModuleType):
+            continue
+        setattr(module, key, value)
+        public.append(key)
+    module.__all__ = public
+    return module
+
+
+# ----- operator --------------------------------------------------------------------------------
+
+def _check_names(function: str, names: tuple[str, ...]) -> None:
+    for name in names:
+        for part in name.split('.'):
+            refusal = attribute_refusal(normalize(part))
+            if refusal is not None:
+                raise AttributeError(f'{function}({name!r}): {refusal}')
+
+
+class attrgetter:
+    """`operator.attrgetter`, reading attributes with the sandbox's rules."""
+
+    __slots__ = ('_names', '_paths')
+
+    def __init__(self, attr: str, /, *attrs: str) -> None:
+        names = (attr, *attrs)
+        for name in names:
+            if type(name) is not str:
+                raise TypeError('attribute name must be a string')
+        _check_names('attrgetter', names)
+        self._names = names
+        self._paths = tuple(tuple(name.split('.')) for name in names)
+
+    def __call__(self, obj: Any, /) -> Any:
+        values = []
+        for path in self._paths:
+            value = obj
+            for part in path:
+                value = guarded_getattr(value, part)
+            values.append(value)
+        return values[0] if len(values) == 1 else tuple(values)
+
+    def __repr__(self) -> str:
+        return f'operator.attrgetter({", ".join(map(repr, self._names))})'
+
+
+class methodcaller:
+    """`operator.methodcaller`, reading the method with the sandbox's rules."""
+
+    __slots__ = ('_args', '_kwargs', '_name')
+
+    def __init__(self, name: str, /, *args: Any, **kwargs: Any) -> None:
+        if type(name) is not str:
+            raise TypeError('method name must be a string')
+        _check_names('methodcaller', (name,))
+        self._name = name
+        self._args = args
+        self._kwargs = kwargs
+
+    def __call__(self, obj: Any, /) -> Any:
+        return guarded_getattr(obj, self._name)(*self._args, **self._kwargs)
+
+    def __repr__(self) -> str:
+        parts = [repr(self._name), *map(repr, self._args), *(f'{k}={v!r}' for k, v in self._kwargs.items())]
+        return f'operator.methodcaller({", ".join(parts)})'
+
+
+attrgetter.__module__ = methodcaller.__module__ = 'operator'
+
+
+# ----- functools -------------------------------------------------------------------------------
+
+_WRAPPER_ASSIGNMENTS = functools.WRAPPER_ASSIGNMENTS
+_WRAPPER_UPDATES = functools.WRAPPER_UPDATES
+_FunctionType = types.FunctionType
+
+
+def _owned(obj: Any) -> bool:
+    """A function defined by the script, or an object or class of the script's own classes."""
+    cls = type(obj)
+    if cls is _FunctionType:
+        namespace = obj.__globals__.get('__builtins__', None)
+        return type(namespace) is dict and namespace.get('__corral_mark__') is MARK
+    if is_script_class(cls) or (bool(type.__dict__['__flags__'].__get__(cls) & (1 << 31)) and is_script_class(obj)):
+        return private_refusal(obj, '_') is None
+    return False
+
+
+def update_wrapper(wrapper: Any, wrapped: Any, assigned: Any = _WRAPPER_ASSIGNMENTS, updated: Any = _WRAPPER_UPDATES) -> Any:
+    """`functools.update_wrapper`: copies the name, doc and annotations of `wrapped` onto `wrapper`
+    (a function or object of the script), and `wrapped`'s attributes when it is the script's own."""
+    if assigned is not _WRAPPER_ASSIGNMENTS or updated is not _WRAPPER_UPDATES:
+        raise TypeError('update_wrapper() in the sandbox copies the default attributes only; leave assigned and updated out')
+    if not _owned(wrapper):
+        raise TypeError(f"update_wrapper() in the sandbox updates only functions and objects the script defines, not a '{_type_name(type(wrapper))}'")
+    for attr in _WRAPPER_ASSIGNMENTS:
+        try:
+            value = getattr(wrapped, attr)
+        except AttributeError:
+            continue
+        setattr(wrapper, attr, value)
+    if _owned(wrapped):
+        wrapper.__dict__.update(wrapped.__dict__)
+    wrapper.__wrapped__ = wrapped
+    return wrapper
+
+
+def wraps(wrapped: Any, assigned: Any = _WRAPPER_ASSIGNMENTS, updated: Any = _WRAPPER_UPDATES) -> Callable[[Any], Any]:
+    """`functools.wraps`, built on the sandbox's `update_wrapper`."""
+
+    def decorator(wrapper: Any) -> Any:
+        return update_wrapper(wrapper, wrapped, assigned, updated)
+
+    return decorator
+
+
+def _plain_annotation(annotation: Any) -> bool:
+    """A class, None, or a union/generic of those: nothing `get_type_hints` would evaluate."""
+    if annotation is None or bool(type.__dict__['__flags__'].__get__(type(annotation)) & (1 << 31)):
+        return True
+    if isinstance(annotation, (types.UnionType, types.GenericAlias)) or type(annotation).__module__ == 'typing':
+        if isinstance(annotation, typing.ForwardRef):
+            return False
+        return all(_plain_annotation(arg) for arg in typing.get_args(annotation))
+    return False
+
+
+def singledispatch(func: Any) -> Any:
+    """`functools.singledispatch`; `register` by annotation accepts classes only, not strings."""
+    dispatcher = functools.singledispatch(func)
+    register = dispatcher.register
+
+    def checked_register(cls: Any, func: Any = None) -> Any:
+        target = func if func is not None else cls
+        if callable(target) and not bool(type.__dict__['__flags__'].__get__(type(target)) & (1 << 31)):
+            annotations = getattr(target, '__annotations__', None) or {}
+            for annotation in dict(annotations).values():
+                if not _plain_annotation(annotation):
+                    raise TypeError(
+                        f'singledispatch register(): annotation {annotation!r} is not a class; the sandbox does not '
+                        f'evaluate string annotations: use @f.register(cls)'
+                    )
+        return register(cls, func)
+
+    dispatcher.register = checked_register
+    return dispatcher
+
+
+class cached_property:
+    """`functools.cached_property`, re-implemented so its cache name obeys the attribute rules."""
+
+    def __init__(self, func: Any) -> None:
+        self._func = func
+        self._attrname: str | None = None
+        self.__doc__ = getattr(func, '__doc__', None)
+
+    @property
+    def func(self) -> Any:
+        return self._func
+
+    @property
+    def attrname(self) -> str | None:
+        return self._attrname
+
+    def __set_name__(self, owner: Any, name: str) -> None:
+        if self._attrname is None:
+            self._attrname = name
+        elif name != self._attrname:
+            raise TypeError(
+                f'Cannot assign the same cached_property to two different names ({self._attrname!r} and {name!r}).'
+            )
+
+    def __get__(self, instance: Any, owner: Any = None) -> Any:
+        if instance is None:
+            return self
+        name = self._attrname
+        if name is None:
+            raise TypeError('Cannot use cached_property instance without calling __set_name__ on it.')
+        if not _owned(instance):
+            raise TypeError(f"cached_property in the sandbox works on objects of the script's own classes, not '{_type_name(type(instance))}'")
+        try:
+            cache = object.__getattribute__(instance, '__dict__')
+        except AttributeError:
+            raise TypeError(f"No '__dict__' attribute on {_type_name(type(instance))!r} instance to cache {name!r} property.") from None
+        if name in cache:
+            return cache[name]
+        value = self._func(instance)
+        cache[name] = value
+        return value
+
+
+cached_property.__module__ = 'functools'
+
+# ----- dataclasses -----------------------------------------------------------------------------
+
+_FIELD = dataclasses._FIELD
+_FIELD_INITVAR = dataclasses._FIELD_INITVAR
+_FIELDS = dataclasses._FIELDS
+
+
+def _script_class_or_refuse(cls: Any, function: str) -> None:
+    flags = type.__dict__['__flags__'].__get__(type(cls))
+    if not (flags & (1 << 31)) or not is_script_class(cls):
+        raise TypeError(f'{function}() in the sandbox applies only to classes the script defines')
+
+
+def dataclass(cls: Any = None, /, **kwargs: Any) -> Any:
+    """`dataclasses.dataclass`, for the script's own classes."""
+
+    def wrap(cls: Any) -> Any:
+        _script_class_or_refuse(cls, 'dataclass')
+        result = dataclasses.dataclass(cls, **kwargs)
+        if result is not cls:  # slots=True makes a new class from the script's
+            register_class(result)
+        return result
+
+    return wrap if cls is None else wrap(cls)
+
+
+def _check_field_name(name: Any, function: str) -> None:
+    if type(name) is not str or is_dunder(normalize(name)) or attribute_refusal(normalize(name)) is not None:
+        raise TypeError(f'{function}(): field name {name!r} is not allowed in the sandbox')
+
+
+def make_dataclass(cls_name: str, fields: Any, *, bases: tuple[type, ...] = (), namespace: dict[str, Any] | None = None, **kwargs: Any) -> type:
+    """`dataclasses.make_dataclass` with the sandbox's name rules; the class counts as the script's."""
+    fields = list(fields)
+    for item in fields:
+        _check_field_name(item if isinstance(item, str) else item[0], 'make_dataclass')
+    for key in dict(namespace or {}):
+        if type(key) is not str or (is_dunder(key) and key not in DEFINABLE_DUNDERS and key not in CLASS_ASSIGN_DUNDERS):
+            raise TypeError(f'make_dataclass(): namespace key {key!r} is not allowed in the sandbox')
+    kwargs.setdefault('module', '__main__')
+    cls = dataclasses.make_dataclass(cls_name, fields, bases=bases, namespace=namespace, **kwargs)
+    register_class(cls)
+    return cls
+
+
+def _fields_of(obj: Any, function: str) -> Any:
+    if not dataclasses.is_dataclass(obj) or isinstance(obj, type):
+        raise TypeError(f'{function}() should be called on dataclass instances')
+    return getattr(type(obj), _FIELDS).values()
+
+
+def asdict(obj: Any, *, dict_factory: Callable[..., Any] = dict) -> Any:
+    """`dataclasses.asdict`, reading fields with the sandbox's attribute rules."""
+    _fields_of(obj, 'asdict')
+    return _asdict(obj, dict_factory)
+
+
+def _asdict(obj: Any, dict_factory: Callable[..., Any]) -> Any:
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        result = []
+        for f in getattr(type(obj), _FIELDS).values():
+            if f._field_type is _FIELD:
+                result.append((f.name, _asdict(guarded_getattr(obj, f.name), dict_factory)))
+        return dict_factory(result)
+    if isinstance(obj, tuple) and hasattr(type(obj), '_fields'):
+        return type(obj)(*[_asdict(v, dict_factory) for v in obj])
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_asdict(v, dict_factory) for v in obj)
+    if isinstance(obj, dict):
+        return type(obj)((_asdict(k, dict_factory), _asdict(v, dict_factory)) for k, v in obj.items())
+    return copying.deepcopy(obj)
+
+
+def astuple(obj: Any, *, tuple_factory: Callable[..., Any] = tuple) -> Any:
+    """`dataclasses.astuple`, reading fields with the sandbox's attribute rules."""
+    _fields_of(obj, 'astuple')
+    return _astuple(obj, tuple_factory)
+
+
+def _astuple(obj: Any, tuple_factory: Callable[..., Any]) -> Any:
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return tuple_factory([
+            _astuple(guarded_getattr(obj, f.name), tuple_factory)
+            for f in getattr(type(obj), _FIELDS).values()
+            if f._field_type is _FIELD
+        ])
+    if isinstance(obj, tuple) and hasattr(type(obj), '_fields'):
+        return type(obj)(*[_astuple(v, tuple_factory) for v in obj])
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_astuple(v, tuple_factory) for v in obj)
+    if isinstance(obj, dict):
+        return type(obj)((_astuple(k, tuple_factory), _astuple(v, tuple_factory)) for k, v in obj.items())
+    return copying.deepcopy(obj)
+
+
+def replace(obj: Any, /, **changes: Any) -> Any:
+    """`dataclasses.replace`, reading fields with the sandbox's attribute rules."""
+    for f in _fields_of(obj, 'replace'):
+        if f._field_type is not _FIELD and f._field_type is not _FIELD_INITVAR:
+            continue
+        if not f.init:
+            if f.name in changes:
+                raise ValueError(f'field {f.name} is declared with init=False, it cannot be specified with replace()')
+            continue
+        if f.name not in changes:
+            if f._field_type is _FIELD_INITVAR and f.default is dataclasses.MISSING:
+                raise ValueError(f"InitVar {f.name!r} must be specified with replace()")
+            changes[f.name] = guarded_getattr(obj, f.name)
+    return type(obj)(**changes)
+
+
+for _function in (dataclass, make_dataclass, asdict, astuple, replace):
+    _function.__module__ = 'dataclasses'
+
+
+# ----- collections -----------------------------------------------------------------------------
+
+def namedtuple(typename: str, field_names: Any, *, rename: bool = False, defaults: Any = None, module: str | None = None) -> type:
+    """`collections.namedtuple`; the class counts as the script's (so `p._asdict()` works)."""
+    cls = collections.namedtuple(typename, field_names, rename=rename, defaults=defaults, module=module or '__main__')
+    register_class(cls)
+    return cls
+
+
+namedtuple.__module__ = 'collections'
+del _function
+
+_REPLACEMENTS: dict[str, dict[str, Any]] = {
+    'operator': {'attrgetter': attrgetter, 'methodcaller': methodcaller},
+    'functools': {
+        'update_wrapper': update_wrapper,
+        'wraps': wraps,
+        'singledispatch': singledispatch,
+        'cached_property': cached_property,
+    },
+    'dataclasses': {
+        'dataclass': dataclass,
+        'make_dataclass': make_dataclass,
+        'asdict': asdict,
+        'astuple': astuple,
+        'replace': replace,
+    },
+    'copy': {'copy': copying.copy, 'deepcopy': copying.deepcopy, 'Error': copying.Error},
+    'collections': {'namedtuple': namedtuple},
+}
+
+_ = asyncio  # imported so the allow-list above is checked against a loaded module

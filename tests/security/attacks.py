@@ -1,0 +1,804 @@
+"""The attack scripts of the red-team suite, with where each idea comes from.
+
+Each `Attack` is a script a hostile model could write, the last line of the error it must get
+(`expected`), and, in `code`, the `MARKER` path its payload writes or touches if the attack ever
+gets through (the tests check that the file never appears). Sources, abbreviated:
+
+- pysandbox: Victor Stinner's pysandbox and its post-mortem ("pysandbox is broken by design", 2013)
+- RestrictedPython: its documented guards (`_getattr_`, format, `__class__` ...) and advisories
+  (CVE-2023-37271 stack frames via generators, CVE-2023-41039 `string.Formatter` / format_map)
+- smolagents: local Python executor escapes (2024-2025 advisories: dunder access through
+  `getattr`, `__class__` walks, builtins recovery through function globals)
+- pyjail: CTF "pyjail" write-ups (subclass walks, `__builtins__` recovery, unicode NFKC identifiers,
+  decorators and metaclasses, `match` patterns, format strings, frame walks)
+- cpython: the CPython documentation and issues on the named feature
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import textwrap
+
+
+@dataclasses.dataclass(frozen=True)
+class Attack:
+    id: str
+    source: str
+    code: str
+    expected: str
+    #: host functions the script gets, by name (see test_attacks.HOST)
+    host: bool = False
+    syntax: bool = False
+
+
+def attack(id: str, source: str, code: str, expected: str, *, host: bool = False) -> Attack:
+    return Attack(id, source, textwrap.dedent(code).strip() + '\n', expected, host, expected.startswith('SyntaxError'))
+
+
+_DUNDER = "attribute '{0}' cannot be read in the sandbox: names like __this__ are refused except a short list"
+
+
+def dunder(name: str, hint: str = '', *, syntax: bool = True, store: bool = False) -> str:
+    text = f"attribute '{name}' cannot be {'assigned' if store else 'read'} in the sandbox: names like __this__ are refused except a short list"
+    if hint:
+        text += f'; {hint}'
+    return ('SyntaxError: ' if syntax else 'AttributeError: ') + text
+
+
+def internal(name: str, *, syntax: bool = True) -> str:
+    text = (
+        f"attribute '{name}' is not available in the sandbox: it reaches interpreter internals "
+        f'(frames, code, tracebacks, generators or the event loop)'
+    )
+    return ('SyntaxError: ' if syntax else 'AttributeError: ') + text
+
+
+def private(name: str, where: str) -> str:
+    return (
+        f"AttributeError: attribute '{name}' is private: the sandbox allows names starting with '_' only on objects "
+        f"of classes the script defines ({where} are not); use the public API"
+    )
+
+
+def foreign_private(name: str, cls: str, base: str) -> str:
+    return (
+        f"AttributeError: attribute '{name}' is private: {cls} derives from {base}, a class the script did not define, "
+        f"so the sandbox refuses names starting with '_' on it; use the public API"
+    )
+
+
+def not_theirs(name: str, owner: str) -> str:
+    return f"AttributeError: attribute '{name}' is private to {owner}, a class the script did not define; use the public API"
+
+
+CLASS = 'use type(x) instead'
+FUNC = 'function internals are not available in the sandbox'
+METHOD = 'method internals are not available in the sandbox'
+TB = 'tracebacks are not available to scripts; an uncaught exception shows its traceback to the host'
+MRO = 'use type(x).mro()'
+PICKLE = 'pickling is not available in the sandbox; use copy.copy or copy.deepcopy'
+NO_MODULE = "ModuleNotFoundError: No module named '{0}'"
+CODE_HINT = 'a script cannot run code from a string; write the code in the script itself'
+
+ATTACKS: list[Attack] = [
+    # ----- subclass walks and builtins recovery --------------------------------------------------
+    attack('subclass-walk-tuple', 'pysandbox; pyjail', """
+        for c in ().__class__.__bases__[0].__subclasses__():
+            if c.__name__ == '_wrap_close':
+                c.__init__.__globals__['system']('touch MARKER')
+    """, dunder('__class__', CLASS)),
+    attack('subclass-walk-list-mro', 'pyjail', """
+        [].__class__.__mro__[-1].__subclasses__()
+    """, dunder('__class__', CLASS)),
+    attack('object-subclasses', 'pyjail', """
+        object.__subclasses__()
+    """, dunder('__subclasses__', 'class hierarchies cannot be walked in the sandbox')),
+    attack('type-subclasses-unbound', 'pyjail', """
+        type.__subclasses__(object)
+    """, dunder('__subclasses__', 'class hierarchies cannot be walked in the sandbox')),
+    attack('type-mro-then-subclasses', 'pyjail: type(x).mro() gives object; then __subclasses__', """
+        base = type(()).mro()[-1]
+        base.__subclasses__()
+    """, dunder('__subclasses__', 'class hierarchies cannot be walked in the sandbox')),
+    attack('getattr-subclasses', 'smolagents advisory: dunder through getattr', """
+        base = type(()).mro()[-1]
+        getattr(base, '__subcl' + 'asses__')()
+    """, dunder('__subclasses__', 'class hierarchies cannot be walked in the sandbox', syntax=False)),
+    attack('getattr-class', 'smolagents advisory', """
+        getattr((), '__class__')
+    """, dunder('__class__', CLASS, syntax=False)),
+    attack('getattr-concat-bases', 'RestrictedPython guarded getattr bypass attempts', """
+        name = ''.join(['__', 'bas', 'es__'])
+        getattr(int, name)
+    """, dunder('__bases__', MRO, syntax=False)),
+    attack('function-globals', 'pysandbox; smolagents', """
+        def f():
+            pass
+        f.__globals__['__builtins__']['__import__']('os').system('touch MARKER')
+    """, dunder('__globals__', FUNC)),
+    attack('lambda-globals-getattr', 'smolagents advisory', """
+        g = getattr(lambda: 0, '__glob' + 'als__')
+        g['__builtins__']['open']('MARKER', 'w')
+    """, dunder('__globals__', FUNC, syntax=False)),
+    attack('method-init-globals', 'pyjail: obj.__init__.__globals__', """
+        class A:
+            def __init__(self):
+                pass
+        A().__init__.__globals__
+    """, dunder('__globals__', FUNC)),
+    attack('builtins-name', 'pyjail', """
+        __builtins__['__import__']('os').system('touch MARKER')
+    """, "SyntaxError: name '__builtins__' is not available in the sandbox: names like __this__ are refused; call builtins by their name"),
+    attack('import-dunder-call', 'pyjail', """
+        __import__('os').system('touch MARKER')
+    """, "SyntaxError: name '__import__' is not available in the sandbox: names like __this__ are refused; use an import statement"),
+    attack('builtin-self-module', 'pyjail: len.__self__ is the builtins module', """
+        len.__self__.open('MARKER', 'w')
+    """, dunder('__self__', METHOD)),
+    attack('print-self-worker', 'corral: print is the worker\'s; its __self__ would be the worker', """
+        print.__self__._sock
+    """, dunder('__self__', METHOD)),
+    attack('print-self-getattr', 'corral', """
+        getattr(print, '__self__')
+    """, dunder('__self__', METHOD, syntax=False)),
+    attack('function-code', 'pysandbox', """
+        def f():
+            return 1
+        f.__code__.co_consts
+    """, dunder('__code__', FUNC)),
+    attack('closure-cells', 'pyjail', """
+        def outer():
+            secret = 1
+            def inner():
+                return secret
+            return inner
+        outer().__closure__[0].cell_contents
+    """, dunder('__closure__', FUNC)),
+    attack('function-builtins-attr', 'cpython 3.10: function.__builtins__', """
+        (lambda: 0).__builtins__
+    """, dunder('__builtins__', 'the builtins are not available as an object; call them by name')),
+    attack('dict-of-object', 'pyjail', """
+        class A:
+            pass
+        A.__dict__
+    """, dunder('__dict__', 'read the attributes by name, or use dataclasses.asdict(x)')),
+    attack('getattribute-unbound', 'pyjail: object.__getattribute__(x, name)', """
+        object.__getattribute__((), '__class__')
+    """, dunder('__getattribute__', 'use getattr(obj, name)')),
+    attack('super-getattribute', 'pyjail', """
+        class A:
+            def leak(self):
+                return super().__getattribute__('__class__')
+        A().leak()
+    """, dunder('__getattribute__', 'use getattr(obj, name)')),
+    attack('vars-builtin', 'pyjail', """
+        vars()['__builtins__']
+    """, 'NameError: vars() is not available in the sandbox; read attributes by name, or use dataclasses.asdict(obj)'),
+    attack('globals-builtin', 'pyjail', """
+        globals()['__builtins__']
+    """, 'NameError: globals() is not available in the sandbox; use your variables directly, or keep values in a dict'),
+    attack('locals-builtin', 'pyjail', """
+        locals()
+    """, 'NameError: locals() is not available in the sandbox; use your variables directly, or keep values in a dict'),
+    attack('eval', 'pyjail', """
+        eval("__import__('os').system('touch MARKER')")
+    """, f'NameError: eval() is not available in the sandbox; {CODE_HINT}'),
+    attack('exec', 'pyjail', """
+        exec("import os; os.system('touch MARKER')")
+    """, f'NameError: exec() is not available in the sandbox; {CODE_HINT}'),
+    attack('compile', 'pyjail', """
+        compile('1', 'x', 'eval')
+    """, f'NameError: compile() is not available in the sandbox; {CODE_HINT}'),
+    attack('eval-alias', 'pyjail: taking the builtin as a value first', """
+        e = eval
+        e.__call__
+    """, f'NameError: eval() is not available in the sandbox; {CODE_HINT}'),
+    attack('open', 'smolagents', """
+        open('MARKER', 'w').write('x')
+    """, 'NameError: open() is not available in the sandbox; files are not available to scripts; use the host functions you were given'),
+    attack('breakpoint', 'pyjail: breakpoint() drops into pdb', """
+        breakpoint()
+    """, 'NameError: breakpoint() is not available in the sandbox; debuggers are not available in the sandbox'),
+    attack('input', 'pyjail', """
+        input()
+    """, 'NameError: input() is not available in the sandbox; a script cannot read input; use the host functions you were given'),
+    attack('help', 'pyjail: help() pager runs a shell', """
+        help()
+    """, 'NameError: help() is not available in the sandbox; help is not available in the sandbox'),
+    attack('memoryview', 'pysandbox', """
+        memoryview(b'x')
+    """, 'NameError: memoryview() is not available in the sandbox; use bytes or bytearray'),
+    attack('type-three-args', 'RestrictedPython', """
+        X = type('X', (), {'__getattr__': lambda self, n: n})
+    """, 'SyntaxError: type() with three arguments (creating a class) is not supported in the sandbox; write a class statement instead'),
+    attack('type-alias-class-body-still-checked', 'pyjail: type() through an alias; its lambdas are still validated', """
+        t = type
+        X = t('X', (), {'leak': lambda self: self.__class__})
+    """, dunder('__class__', CLASS)),
+    attack('build-class-name', 'pyjail', """
+        __build_class__
+    """, "SyntaxError: name '__build_class__' is not available in the sandbox: names like __this__ are refused; use a class statement"),
+    attack('loader-name', 'pyjail: __loader__.load_module', """
+        __loader__.load_module('os')
+    """, "SyntaxError: name '__loader__' is not available in the sandbox: names like __this__ are refused"),
+    attack('corral-guard-name', 'corral: calling a guard by its name', """
+        __corral_getattr__((), '__class__')
+    """, "SyntaxError: name '__corral_getattr__' is reserved by the sandbox; choose another name"),
+    attack('global-builtins', 'pyjail', """
+        def f():
+            global __builtins__
+    """, "SyntaxError: name in 'global' '__builtins__' is not allowed in the sandbox: names like __this__ are refused; call builtins by their name"),
+    attack('del-builtins', 'pyjail', """
+        del __builtins__
+    """, "SyntaxError: name '__builtins__' is not available in the sandbox: names like __this__ are refused; call builtins by their name"),
+    attack('argument-builtins', 'pyjail', """
+        def f(__builtins__):
+            pass
+    """, "SyntaxError: argument name '__builtins__' is not allowed in the sandbox: names like __this__ are refused; call builtins by their name"),
+    attack('reduce-ex', 'pysandbox: object.__reduce_ex__ hands out __dict__ and copyreg', """
+        object.__reduce_ex__((), 2)
+    """, dunder('__reduce_ex__', PICKLE)),
+    attack('getstate', 'cpython 3.11 object.__getstate__ returns __dict__', """
+        import asyncio
+        asyncio.Queue().__getstate__()
+    """, dunder('__getstate__')),
+    attack('setattr-class', 'RestrictedPython guarded setattr', """
+        class A:
+            pass
+        class B:
+            pass
+        setattr(A(), '__class__', B)
+    """, dunder('__class__', CLASS, syntax=False, store=True)),
+    attack('store-code', 'pysandbox', """
+        def f():
+            pass
+        f.__code__ = None
+    """, dunder('__code__', FUNC, store=True)),
+    attack('delattr-dunder', 'RestrictedPython', """
+        class A:
+            pass
+        delattr(A, '__init__')
+    """, dunder('__init__', syntax=False, store=True)),
+    attack('comprehension-class', 'pyjail: inside a comprehension', """
+        [c for c in ().__class__.__mro__]
+    """, dunder('__class__', CLASS)),
+    attack('fstring-class', 'pyjail: f-string expressions', """
+        f'{().__class__.__base__}'
+    """, dunder('__class__', CLASS)),
+    attack('method-func-globals', 'pyjail', """
+        class A:
+            def m(self):
+                pass
+        A().m.__func__.__globals__
+    """, dunder('__func__', METHOD)),
+    attack('classmethod-func', 'pyjail', """
+        cm = classmethod(lambda cls: 0)
+        cm.__func__
+    """, dunder('__func__', METHOD)),
+    attack('wrapped-attribute', 'pyjail: __wrapped__ of decorated stdlib functions', """
+        import functools
+        functools.lru_cache(len).__wrapped__
+    """, dunder('__wrapped__', 'call the function you have')),
+
+    # ----- unicode identifiers ---------------------------------------------------------------------
+    attack('nfkc-fullwidth-name', 'pyjail: NFKC-normalised identifiers', """
+        ｆ = lambda: 0
+        ｆ.__globals__
+    """, dunder('__globals__', FUNC)),
+    attack('nfkc-fullwidth-underscores', 'pyjail: _＿class_＿ normalises to __class__', """
+        ()._＿class_＿
+    """, dunder('__class__', CLASS)),
+    attack('nfkc-builtins-name', 'pyjail', """
+        _＿builtins_＿
+    """, "SyntaxError: name '__builtins__' is not available in the sandbox: names like __this__ are refused; call builtins by their name"),
+    attack('nfkc-getattr-string', 'pyjail: a string is not normalised by getattr, but the guard normalises it', """
+        getattr((), '\\uff3f\\uff3fclass\\uff3f\\uff3f')
+    """, dunder('__class__', CLASS, syntax=False)),
+    attack('nfkc-italic-format', 'pyjail: mathematical italic letters in an attribute name', """
+        '{0.__class__}'.𝘧𝘰𝘳𝘮𝘢𝘵(1)
+    """, 'AttributeError: str.format() field {0.__class__}: ' + _DUNDER.format('__class__') + '; ' + CLASS),
+
+    # ----- format strings --------------------------------------------------------------------------
+    attack('format-class', 'RestrictedPython format guard; pyjail', """
+        '{0.__class__}'.format(1)
+    """, 'AttributeError: str.format() field {0.__class__}: ' + _DUNDER.format('__class__') + '; ' + CLASS),
+    attack('format-globals', 'RestrictedPython CVE-2023-41039', """
+        def f():
+            pass
+        '{0.__globals__}'.format(f)
+    """, 'AttributeError: str.format() field {0.__globals__}: ' + _DUNDER.format('__globals__') + '; ' + FUNC),
+    attack('format-deep-chain', 'pyjail', """
+        class A:
+            def __init__(self):
+                pass
+        '{0.__init__.__globals__[__builtins__]}'.format(A())
+    """, 'AttributeError: str.format() field {0.__init__.__globals__[__builtins__]}: ' + _DUNDER.format('__globals__') + '; ' + FUNC),
+    attack('format-unbound', 'pyjail: str.format as an unbound method', """
+        str.format('{0.__class__}', 1)
+    """, 'AttributeError: str.format() field {0.__class__}: ' + _DUNDER.format('__class__') + '; ' + CLASS),
+    attack('format-map', 'RestrictedPython CVE-2023-41039: format_map', """
+        '{x.__class__}'.format_map({'x': 1})
+    """, 'AttributeError: str.format() field {x.__class__}: ' + _DUNDER.format('__class__') + '; ' + CLASS),
+    attack('format-through-getattr', 'RestrictedPython', """
+        getattr('{0.__class__}', 'format')(1)
+    """, 'AttributeError: str.format() field {0.__class__}: ' + _DUNDER.format('__class__') + '; ' + CLASS),
+    attack('format-str-subclass', 'pyjail: a str subclass inherits the unguarded method', """
+        class S(str):
+            pass
+        S('{0.__class__}').format(1)
+    """, 'AttributeError: str.format() field {0.__class__}: ' + _DUNDER.format('__class__') + '; ' + CLASS),
+    attack('format-through-super', 'pyjail: super() reaches str.format past an override', """
+        class S(str):
+            def format(self, *a):
+                return 'safe'
+        super(S, S('{0.__class__}')).format(1)
+    """, 'AttributeError: str.format() field {0.__class__}: ' + _DUNDER.format('__class__') + '; ' + CLASS),
+    attack('format-methodcaller', 'pyjail', """
+        import operator
+        operator.methodcaller('format', 1)('{0.__class__}')
+    """, 'AttributeError: str.format() field {0.__class__}: ' + _DUNDER.format('__class__') + '; ' + CLASS),
+    attack('format-map-builtin', 'pyjail: map(str.format, ...)', """
+        list(map(str.format, ['{0.__class__}'], [1]))
+    """, 'AttributeError: str.format() field {0.__class__}: ' + _DUNDER.format('__class__') + '; ' + CLASS),
+    attack('format-nested-spec', 'pyjail: a field inside the format spec', """
+        '{0:{1.__class__}}'.format(1, 2)
+    """, 'AttributeError: str.format() field {1.__class__}: ' + _DUNDER.format('__class__') + '; ' + CLASS),
+    attack('format-private-foreign', 'RestrictedPython: private attributes in format', """
+        import asyncio
+        '{0._queue}'.format(asyncio.Queue())
+    """, 'AttributeError: str.format() field {0._queue}: ' + private('_queue', 'Queue objects')[len('AttributeError: '):]),
+    attack('string-formatter', 'RestrictedPython CVE-2023-41039: string.Formatter().get_field', """
+        import string
+        string.Formatter().get_field('0.__class__', (1,), {})
+    """, "AttributeError: module 'string' has no attribute 'Formatter'"),
+
+    # ----- frames, tracebacks, generators, coroutines ---------------------------------------------
+    attack('sys-getframe', 'pysandbox; pyjail', """
+        import sys
+        sys._getframe()
+    """, NO_MODULE.format('sys')),
+    attack('traceback-frame', 'pyjail; RestrictedPython', """
+        try:
+            1 / 0
+        except Exception as e:
+            e.__traceback__.tb_frame.f_back.f_globals
+    """, dunder('__traceback__', TB)),
+    attack('traceback-getattr', 'pyjail', """
+        try:
+            1 / 0
+        except Exception as e:
+            tb = getattr(e, '__traceback__')
+    """, dunder('__traceback__', TB, syntax=False)),
+    attack('tb-frame-name', 'pyjail', """
+        def walk(tb):
+            return tb.tb_frame
+    """, internal('tb_frame')),
+    attack('frame-back-getattr', 'pyjail', """
+        class Fake:
+            pass
+        getattr(Fake(), 'f_back')
+    """, internal('f_back', syntax=False)),
+    attack('generator-frame', 'RestrictedPython CVE-2023-37271', """
+        g = (x for x in [1])
+        g.gi_frame.f_back.f_back.f_globals
+    """, internal('gi_frame')),
+    attack('generator-frame-getattr', 'RestrictedPython CVE-2023-37271', """
+        g = (x for x in [1])
+        getattr(g, 'gi_fr' + 'ame')
+    """, internal('gi_frame', syntax=False)),
+    attack('generator-code', 'pyjail', """
+        def gen():
+            yield 1
+        gen().gi_code
+    """, internal('gi_code')),
+    attack('coroutine-frame', 'pyjail', """
+        async def f():
+            pass
+        c = f()
+        c.cr_frame
+    """, internal('cr_frame')),
+    attack('async-generator-frame', 'pyjail', """
+        async def agen():
+            yield 1
+        agen().ag_frame
+    """, internal('ag_frame')),
+    attack('task-get-stack', 'asyncio: Task.get_stack() returns frames', """
+        import asyncio
+        asyncio.current_task().get_stack()
+    """, internal('get_stack')),
+    attack('task-get-coro', 'asyncio: the worker\'s own coroutine', """
+        import asyncio
+        asyncio.current_task().get_coro()
+    """, internal('get_coro')),
+    attack('task-print-stack-getattr', 'asyncio', """
+        import asyncio
+        getattr(asyncio.current_task(), 'print_' + 'stack')()
+    """, internal('print_stack', syntax=False)),
+    attack('import-traceback', 'pyjail', """
+        import traceback
+    """, NO_MODULE.format('traceback')),
+    attack('import-inspect', 'pyjail: inspect.currentframe', """
+        import inspect
+        inspect.currentframe()
+    """, NO_MODULE.format('inspect')),
+
+    # ----- asyncio internals -----------------------------------------------------------------------
+    attack('asyncio-get-running-loop', 'asyncio: the loop gives raw fd access', """
+        import asyncio
+        asyncio.get_running_loop()
+    """, "AttributeError: module 'asyncio' has no attribute 'get_running_loop'"),
+    attack('asyncio-get-event-loop', 'asyncio', """
+        import asyncio
+        asyncio.get_event_loop().subprocess_shell
+    """, "AttributeError: module 'asyncio' has no attribute 'get_event_loop'"),
+    attack('asyncio-new-event-loop', 'asyncio', """
+        import asyncio
+        asyncio.new_event_loop()
+    """, "AttributeError: module 'asyncio' has no attribute 'new_event_loop'"),
+    attack('asyncio-future-get-loop', 'asyncio: Future.get_loop()', """
+        import asyncio
+        asyncio.Future().get_loop()
+    """, internal('get_loop')),
+    attack('asyncio-gather-get-loop', 'asyncio: a gathering future', """
+        import asyncio
+        getattr(asyncio.gather(), 'get_loop')()
+    """, internal('get_loop', syntax=False)),
+    attack('asyncio-private-loop', 'asyncio: Queue._loop', """
+        import asyncio
+        q = asyncio.Queue()
+        await q.put(1)
+        q._loop
+    """, private('_loop', 'Queue objects')),
+    attack('asyncio-subclass-private-loop', 'corral: a script subclass of a foreign class', """
+        import asyncio
+        class Q(asyncio.Queue):
+            def loop(self):
+                return self._loop
+        Q().loop()
+    """, foreign_private('_loop', 'Q', 'Queue')),
+    attack('asyncio-super-private-loop', 'corral: super() past the script class', """
+        import asyncio
+        class F(asyncio.Future):
+            def loop(self):
+                return super()._loop
+        F().loop()
+    """, foreign_private('_loop', 'F', 'Future')),
+    attack('enum-metaclass-private', 'corral: private names of a reviewed base stay refused', """
+        import enum
+        class Color(enum.Enum):
+            RED = 1
+        Color._create_('Evil', ['A'])
+    """, not_theirs('_create_', 'EnumType')),
+    attack('asyncio-subprocess', 'asyncio', """
+        import asyncio
+        await asyncio.create_subprocess_shell('touch MARKER')
+    """, "AttributeError: module 'asyncio' has no attribute 'create_subprocess_shell'"),
+    attack('asyncio-to-thread', 'asyncio: threads outlive a stop', """
+        import asyncio
+        await asyncio.to_thread(print, 1)
+    """, "AttributeError: module 'asyncio' has no attribute 'to_thread'"),
+    attack('asyncio-sys-module', 'corral issue: asyncio.sys exists on the real module', """
+        import asyncio
+        asyncio.sys.modules['os'].system('touch MARKER')
+    """, "AttributeError: module 'asyncio' has no attribute 'sys'"),
+    attack('asyncio-events-module', 'asyncio submodules', """
+        from asyncio import events
+    """, "ImportError: cannot import name 'events' from 'asyncio' (unknown location)"),
+
+    # ----- imports ---------------------------------------------------------------------------------
+    attack('import-os', 'every sandbox', """
+        import os
+        os.system('touch MARKER')
+    """, NO_MODULE.format('os')),
+    attack('import-subprocess', 'every sandbox', """
+        import subprocess
+    """, NO_MODULE.format('subprocess')),
+    attack('import-socket', 'every sandbox', """
+        import socket
+    """, NO_MODULE.format('socket')),
+    attack('import-ctypes', 'pysandbox', """
+        import ctypes
+    """, NO_MODULE.format('ctypes')),
+    attack('import-gc', 'pysandbox: gc.get_referrers', """
+        import gc
+        gc.get_referrers
+    """, NO_MODULE.format('gc')),
+    attack('import-pickle', 'pysandbox: pickle runs code', """
+        import pickle
+    """, NO_MODULE.format('pickle')),
+    attack('import-codecs', 'pyjail: codecs and encodings', """
+        import codecs
+    """, NO_MODULE.format('codecs')),
+    attack('import-importlib', 'pyjail', """
+        import importlib
+    """, NO_MODULE.format('importlib')),
+    attack('import-builtins', 'pyjail', """
+        import builtins
+    """, NO_MODULE.format('builtins')),
+    attack('from-os-import', 'every sandbox', """
+        from os import system
+    """, NO_MODULE.format('os')),
+    attack('json-submodule', 'corral issue: json.decoder', """
+        import json.decoder
+    """, NO_MODULE.format('json.decoder')),
+    attack('json-decoder-attr', 'corral issue', """
+        import json
+        json.decoder
+    """, "AttributeError: module 'json' has no attribute 'decoder'"),
+    attack('random-private-os', 'pyjail: random._os', """
+        import random
+        random._os
+    """, private('_os', 'module objects')),
+    attack('import-main', 'pyjail: __main__', """
+        import __main__
+    """, "SyntaxError: module '__main__' is not available in the sandbox"),
+    attack('future-import', 'pyjail: future annotations make every annotation a string', """
+        from __future__ import annotations
+    """, "SyntaxError: module '__future__' is not available in the sandbox"),
+    attack('relative-import', 'pyjail', """
+        from . import worker
+    """, 'SyntaxError: relative imports are not supported in the sandbox; import modules by their name'),
+    attack('import-star', 'corral', """
+        from json import *
+    """, "SyntaxError: 'from json import *' is not supported in the sandbox; import the names you need: from json import name1, name2"),
+    attack('typing-get-type-hints', 'pyjail: get_type_hints evaluates strings', """
+        import typing
+        def f(x: "__import__('os')"):
+            pass
+        typing.get_type_hints(f)
+    """, "AttributeError: module 'typing' has no attribute 'get_type_hints'"),
+    attack('forwardref-evaluate', 'pyjail', """
+        import typing
+        typing.ForwardRef('1')._evaluate({}, {}, frozenset())
+    """, private('_evaluate', 'ForwardRef objects')),
+    attack('uuid1-runs-commands', 'cpython: uuid.getnode() runs ifconfig', """
+        import uuid
+        uuid.uuid1()
+    """, "AttributeError: module 'uuid' has no attribute 'uuid1'"),
+    attack('enum-global-enum', 'corral: writes into the worker __main__', """
+        import enum
+        enum.global_enum
+    """, "AttributeError: module 'enum' has no attribute 'global_enum'"),
+
+    # ----- decorators, metaclasses, descriptors ----------------------------------------------------
+    attack('decorator-globals', 'pyjail: a decorator receives the function', """
+        def steal(f):
+            return f.__globals__
+        @steal
+        def g():
+            pass
+    """, dunder('__globals__', FUNC)),
+    attack('metaclass-instancecheck', 'pyjail: a metaclass that matches everything', """
+        class M(type):
+            def __instancecheck__(cls, other):
+                return True
+    """, "SyntaxError: method '__instancecheck__' cannot be defined in the sandbox; use an explicit check method instead of overriding isinstance()"),
+    attack('fake-class-property', 'pyjail: a __class__ property fools isinstance', """
+        class Fake:
+            @property
+            def __class__(self):
+                return int
+    """, "SyntaxError: method '__class__' cannot be defined in the sandbox; the special methods a class may define are __init__, __repr__, __str__, __eq__, __hash__, __lt__, __len__, __iter__, __getitem__, __enter__, __exit__, __post_init__, ..."),
+    attack('del-finalizer', 'pysandbox: finalizers run after a stop', """
+        class A:
+            def __del__(self):
+                pass
+    """, "SyntaxError: method '__del__' cannot be defined in the sandbox; finalizers are not supported in the sandbox; use a with statement or an explicit close() method"),
+    attack('dunder-function-at-module', 'pyjail', """
+        def __getattr__(name):
+            return name
+    """, "SyntaxError: function '__getattr__' cannot be defined in the sandbox: names like __this__ are allowed only for methods in a class body (__init__, __repr__, __str__, __eq__, __hash__, __lt__, __len__, __iter__, __getitem__, __enter__, __exit__, __post_init__, ...); give the function an ordinary name"),
+    attack('descriptor-owner-dict', 'pyjail: __set_name__ gets the owner', """
+        class D:
+            def __set_name__(self, owner, name):
+                self.ns = owner.__dict__
+    """, dunder('__dict__', 'read the attributes by name, or use dataclasses.asdict(x)')),
+    attack('init-subclass-bases', 'pyjail', """
+        class Base:
+            def __init_subclass__(cls):
+                cls.__bases__
+    """, dunder('__bases__', MRO)),
+    attack('metaclass-returns-foreign-class', 'corral: a metaclass returning asyncio.Queue is not the script\'s class', """
+        import asyncio
+        class X(metaclass=lambda name, bases, ns: asyncio.Queue):
+            pass
+        q = X()
+        await q.put(1)
+        q._getters
+    """, private('_getters', 'Queue objects')),
+    attack('metaclass-namespace-match-args', 'pyjail: dunder names built from strings in a metaclass namespace', """
+        class M(type):
+            def __new__(mcs, name, bases, ns):
+                ns['__match' + '_args__'] = ('__glob' + 'als__',)
+                return super().__new__(mcs, name, bases, ns)
+        class C(metaclass=M):
+            pass
+        def f():
+            pass
+        match f:
+            case C(g):
+                g
+    """, "TypeError: class pattern C(...) would read attribute '__globals__' cannot be read in the sandbox: names like __this__ are refused except a short list; function internals are not available in the sandbox (named in C.__match_args__)"),
+    attack('stolen-mark-on-foreign-class', 'corral: the class mark copied onto a foreign class', """
+        import asyncio
+        stash = []
+        class M(type):
+            def __new__(mcs, name, bases, ns):
+                stash.append(ns['__corral' + '_classmark__'])
+                return super().__new__(mcs, name, bases, ns)
+        class C(metaclass=M):
+            pass
+        setattr(asyncio.Queue, '__corral' + '_classmark__', stash[0])
+    """, "AttributeError: attribute '__corral_classmark__' cannot be assigned in the sandbox: names like __this__ are refused except a short list"),
+
+    # ----- match class patterns --------------------------------------------------------------------
+    attack('match-keyword-class', 'pyjail: keyword patterns read attributes', """
+        match ():
+            case object(__class__=c):
+                c
+    """, 'SyntaxError: class pattern keyword: ' + _DUNDER.format('__class__') + '; ' + CLASS),
+    attack('match-args-dunder', 'pyjail: __match_args__ names a refused attribute', """
+        class C:
+            __match_args__ = ('__globals__',)
+            def __init__(self):
+                pass
+        match C():
+            case C(g):
+                g
+    """, "TypeError: class pattern C(...) would read attribute '__globals__' cannot be read in the sandbox: names like __this__ are refused except a short list; function internals are not available in the sandbox (named in C.__match_args__)"),
+    attack('match-args-private-foreign', 'corral: __match_args__ naming a foreign private attribute', """
+        import asyncio
+        class Q(asyncio.Queue):
+            __match_args__ = ('_getters',)
+        match Q():
+            case Q(getters):
+                getters
+    """, foreign_private('_getters', 'Q', 'Queue')),
+    attack('match-value-private', 'corral: value patterns cannot be guarded', """
+        import asyncio
+        q = asyncio.Queue()
+        match 1:
+            case q._maxsize:
+                pass
+    """, "SyntaxError: a value pattern cannot read private attribute '_maxsize' in the sandbox; bind it to a variable and compare in a guard: case v if v == ..."),
+
+    # ----- copy, dataclasses, functools, operator ------------------------------------------------
+    attack('copy-foreign-dict', 'pysandbox: copy uses __reduce_ex__, which hands out __dict__', """
+        import asyncio, copy
+        memo = {}
+        copy.deepcopy([asyncio.Queue()], memo)
+    """, "TypeError: deepcopy() in the sandbox cannot copy a 'Queue' object; it copies builtin containers and values, collections containers, dates and decimals, and objects of classes the script defines"),
+    attack('copy-reduce-setattr', 'pysandbox: copy._reconstruct calls setattr with names from data', """
+        import asyncio, copy
+        class M(type):
+            def __new__(mcs, name, bases, ns):
+                ns['__red' + 'uce__'] = lambda self: (lambda: asyncio.Queue, (), (None, {'__match_args__': ('_loop',)}))
+                return super().__new__(mcs, name, bases, ns)
+        class E(metaclass=M):
+            pass
+        copy.copy(E())
+    """, "TypeError: copy: cannot restore the state of a 'type' object in the sandbox"),
+    attack('dataclass-field-name-dunder', 'corral: a mutated Field.name makes asdict read any attribute', """
+        import dataclasses
+        @dataclasses.dataclass
+        class P:
+            x: int = 0
+        dataclasses.fields(P)[0].name = '__class__'
+        dataclasses.asdict(P())
+    """, dunder('__class__', CLASS, syntax=False)),
+    attack('dataclass-replace-foreign-private', 'corral: replace() reads fields by name', """
+        import asyncio, dataclasses
+        @dataclasses.dataclass
+        class Q(asyncio.Queue):
+            _getters: int = 0
+        dataclasses.replace(Q())
+    """, foreign_private('_getters', 'Q', 'Queue')),
+    attack('dataclass-foreign-class', 'corral: decorating a foreign class rewrites it', """
+        import asyncio, dataclasses
+        dataclasses.dataclass(asyncio.Queue)
+    """, 'TypeError: dataclass() in the sandbox applies only to classes the script defines'),
+    attack('update-wrapper-globals', 'pyjail: update_wrapper copies any attribute it is told to', """
+        import functools
+        def w():
+            pass
+        functools.update_wrapper(w, print, updated=('__globals__',))
+    """, 'TypeError: update_wrapper() in the sandbox copies the default attributes only; leave assigned and updated out'),
+    attack('update-wrapper-foreign-dict', 'pyjail: update_wrapper copies wrapped.__dict__', """
+        import asyncio, functools
+        class W:
+            pass
+        w = functools.update_wrapper(W(), asyncio.Queue())
+        w._getters
+    """, "AttributeError: 'W' object has no attribute '_getters'"),
+    attack('singledispatch-string-annotation', 'pyjail: singledispatch evaluates string annotations', """
+        import functools
+        @functools.singledispatch
+        def f(x):
+            pass
+        @f.register
+        def _(x: "().__class__"):
+            pass
+    """, "TypeError: singledispatch register(): annotation '().__class__' is not a class; the sandbox does not evaluate string annotations: use @f.register(cls)"),
+    attack('cached-property-attrname', 'corral: cached_property reads instance.__dict__[attrname]', """
+        import asyncio, functools
+        class Holder:
+            _getters = functools.cached_property(lambda self: 0)
+        asyncio.Queue.leak = Holder._getters
+        asyncio.Queue().leak
+    """, "TypeError: cached_property in the sandbox works on objects of the script's own classes, not 'Queue'"),
+    attack('attrgetter-class', 'pyjail: operator.attrgetter', """
+        import operator
+        operator.attrgetter('__class__')(1)
+    """, "AttributeError: attrgetter('__class__'): " + _DUNDER.format('__class__') + '; ' + CLASS),
+    attack('attrgetter-dotted', 'pyjail', """
+        import operator
+        operator.attrgetter('real.__class__')(1)
+    """, "AttributeError: attrgetter('real.__class__'): " + _DUNDER.format('__class__') + '; ' + CLASS),
+    attack('attrgetter-private', 'RestrictedPython', """
+        import asyncio, operator
+        operator.attrgetter('_getters')(asyncio.Queue())
+    """, private('_getters', 'Queue objects')),
+    attack('attrgetter-sorted-key', 'pyjail', """
+        import operator
+        sorted([1, 2], key=operator.attrgetter('__class__'))
+    """, "AttributeError: attrgetter('__class__'): " + _DUNDER.format('__class__') + '; ' + CLASS),
+    attack('methodcaller-reduce', 'pyjail', """
+        import operator
+        operator.methodcaller('__reduce_ex__', 2)(())
+    """, "AttributeError: methodcaller('__reduce_ex__'): " + _DUNDER.format('__reduce_ex__') + '; ' + PICKLE),
+
+    # ----- exceptions ------------------------------------------------------------------------------
+    attack('exception-context-traceback', 'pyjail: exception chaining', """
+        try:
+            try:
+                1 / 0
+            except ZeroDivisionError:
+                raise ValueError('x')
+        except ValueError as e:
+            e.__context__.__traceback__
+    """, dunder('__traceback__', TB)),
+    attack('exception-group-traceback', 'cpython 3.11 except*', """
+        try:
+            raise ExceptionGroup('g', [ValueError(1)])
+        except* ValueError as group:
+            group.exceptions[0].__traceback__
+    """, dunder('__traceback__', TB)),
+    attack('finally-return-swallows', 'corral: return in finally swallows a stop', """
+        def f():
+            try:
+                while True:
+                    pass
+            finally:
+                return 1
+    """, "SyntaxError: 'return' directly in a 'finally' block is not allowed in the sandbox: it would swallow the exception being raised; move it after the try statement"),
+    attack('finally-break-swallows', 'corral', """
+        for i in range(3):
+            try:
+                pass
+            finally:
+                break
+    """, "SyntaxError: 'break' directly in a 'finally' block is not allowed in the sandbox: it would swallow the exception being raised; move it after the try statement"),
+
+    # ----- the host-function boundary --------------------------------------------------------------
+    attack('host-function-globals', 'smolagents: tools are functions of the host', """
+        get_data.__globals__
+    """, dunder('__globals__', FUNC), host=True),
+    attack('host-function-globals-getattr', 'smolagents', """
+        getattr(get_data, '__glo' + 'bals__')['os'].system('touch MARKER')
+    """, dunder('__globals__', FUNC, syntax=False), host=True),
+    attack('host-function-closure', 'corral: host functions close over the worker', """
+        getattr(get_data, '__closure__')[0].cell_contents
+    """, dunder('__closure__', FUNC, syntax=False), host=True),
+    attack('host-function-code', 'corral', """
+        get_data.__code__
+    """, dunder('__code__', FUNC), host=True),
+    attack('host-function-format', 'RestrictedPython CVE-2023-41039', """
+        '{0.__globals__}'.format(get_data)
+    """, 'AttributeError: str.format() field {0.__globals__}: ' + _DUNDER.format('__globals__') + '; ' + FUNC, host=True),
+    attack('host-function-defaults', 'pyjail', """
+        get_data.__kwdefaults__
+    """, dunder('__kwdefaults__'), host=True),
+    attack('host-result-is-data', 'corral: host results are plain data', """
+        get_data().__class__
+    """, dunder('__class__', CLASS), host=True),
+]
