@@ -71,6 +71,6 @@ async def test_session_limits_other_than_the_defaults_get_a_worker_of_their_own(
     async with corral.Pool() as pool:
         async with pool.checkout(limits=corral.Limits(memory=256 * 1024**2)) as session:
             assert await session.feed_run('len(bytearray(10 * 1024**2))') == 10 * 1024**2
-            with pytest.raises(corral.SandboxRuntimeError) as info:
+            with pytest.raises(corral.SandboxLimitError) as info:
                 await session.feed_run('x = bytearray(512 * 1024**2)')
-            assert info.value.exc_type == 'MemoryError'
+            assert (info.value.limit, info.value.value) == ('memory', 256 * 1024**2)

@@ -3,15 +3,18 @@
 A frame is a 4-byte big-endian length followed by that many bytes of msgpack (see `values`).
 Every message is a list whose first item is its kind:
 
-    host -> worker   [FEED, code, script_name, functions, modules, max_output]
+    host -> worker   [FEED, code, script_name, functions, modules, limits]
+                     [COMPILE, code, script_name]         answered by DONE (None) or FAIL
                      [REPLY, call_id, ok, value]          ok False: value is [exc_type, args]
     worker -> host   [CALL, call_id, name, args, kwargs]  name is 'f' or 'module.f'
                      [OUTPUT, stream, text]
                      [DONE, value]
                      [FAIL, kind, exc_type, message, display]   kind: 'syntax' or 'runtime'
+                     [FAIL, 'limit', limit, message, display]   limit: a field of `Limits`
 
 `functions` maps a host function's name to whether it is async; `modules` maps a module name to
-such a mapping. Both sides bound frames by `values.MAX_FRAME`; the host treats anything else a
+such a mapping; `limits` holds the limits the worker enforces itself (`wall_time`, `recursion`,
+`output`, `host_calls`, `memory`, `cpu_time`, as in `Limits`). Both sides bound frames by `values.MAX_FRAME`; the host treats anything else a
 worker sends (a bad length, bad msgpack, an unknown kind, a wrong shape) as a broken worker.
 """
 
@@ -21,9 +24,9 @@ import struct
 
 from .values import MAX_FRAME
 
-__all__ = ['FEED', 'REPLY', 'CALL', 'OUTPUT', 'DONE', 'FAIL', 'ProtocolError', 'frame', 'FrameReader']
+__all__ = ['FEED', 'COMPILE', 'REPLY', 'CALL', 'OUTPUT', 'DONE', 'FAIL', 'ProtocolError', 'frame', 'FrameReader']
 
-FEED, REPLY, CALL, OUTPUT, DONE, FAIL = range(1, 7)
+FEED, REPLY, CALL, OUTPUT, DONE, FAIL, COMPILE = range(1, 8)
 
 _HEADER = struct.Struct('>I')
 

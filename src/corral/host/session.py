@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 
-from ..channel import CALL, DONE, FAIL, FEED, OUTPUT, REPLY, FrameReader, ProtocolError, frame
+from ..channel import CALL, COMPILE, DONE, FAIL, FEED, OUTPUT, REPLY, FrameReader, ProtocolError, frame
 from ..errors import (
     SandboxError,
     SandboxLimitError,
@@ -35,6 +35,7 @@ __all__ = ['Session', 'PrintCallback']
 PrintCallback = Callable[[str, str], None]
 
 _tracer = trace.get_tracer('corral')
+_LIMIT_FIELDS = frozenset({'wall_time', 'cpu_time', 'output', 'host_calls', 'memory', 'recursion'})
 
 
 def _print_to_stdout(stream: str, text: str) -> None:
@@ -79,7 +80,6 @@ class Session:
         self._lookup: Mapping[str, Callable[..., Any]] = {}
         self._print: PrintCallback = _print_to_stdout
         self._calls = 0
-        self._output = 0
         self._span_context: otel_context.Context | None = None
         self._call_tasks: set[asyncio.Task[None]] = set()
 
@@ -146,7 +146,11 @@ class Session:
             return value
 
     async def _feed(self, code: str, lookup: dict[str, Callable[..., Any]], print_callback: PrintCallback) -> Any:
+        limits = self.limits
         if self._type_check:
+            # The worker compiles first, so a syntax error (or a refused construct) reads as
+            # Python shows it rather than as a type error; the compiled script waits for the feed.
+            await self._exchange([COMPILE, code, self.script_name], timeout=limits.wall_time)
             with _tracer.start_as_current_span('type check'):
                 diagnostics = await self._pool._type_checker().check(
                     code,
@@ -168,28 +172,43 @@ class Session:
         self._lookup = lookup
         self._print = print_callback
         self._calls = 0
-        self._output = 0
         self._span_context = otel_context.get_current()
-        limits = self.limits
-        message = [FEED, code, self.script_name, functions, modules, limits.output or 0]
+        worker_limits = {
+            'wall_time': limits.wall_time,
+            'recursion': limits.recursion,
+            'output': limits.output,
+            'host_calls': limits.host_calls,
+            'memory': limits.memory,
+            'cpu_time': limits.cpu_time,
+        }
+        try:
+            return await self._exchange([FEED, code, self.script_name, functions, modules, worker_limits], timeout=limits.wall_time)
+        finally:
+            self._lookup = {}
+
+    async def _exchange(self, message: list[Any], *, timeout: float | None) -> Any:
+        """Send `message` and wait for the worker's DONE (its value) or FAIL (raised).
+
+        The worker stops a script at `timeout` seconds itself; one that has not answered
+        `Limits.grace` seconds later is killed, and the session ends.
+        """
         done = self._done = asyncio.get_running_loop().create_future()
         try:
             self._send(message)
-            if limits.wall_time is None:
+            if timeout is None:
                 return await done
             try:
-                async with asyncio.timeout(limits.wall_time):
+                async with asyncio.timeout(timeout + self.limits.grace):
                     return await asyncio.shield(done)
             except TimeoutError:
-                self._kill(f'the script ran past the wall_time limit of {limits.wall_time} s')
+                self._kill(f'the script ran past the wall_time limit of {timeout} s and did not stop')
                 raise SandboxLimitError(
-                    f'TimeoutError: the script ran past the wall_time limit of {limits.wall_time} seconds',
+                    f'TimeoutError: the script ran past the wall_time limit of {timeout} seconds and was killed',
                     limit='wall_time',
-                    value=limits.wall_time,
+                    value=timeout,
                 ) from None
         finally:
             self._done = None
-            self._lookup = {}
 
     def _send(self, message: list[Any]) -> None:
         assert self._transport is not None
@@ -235,8 +254,16 @@ class Session:
                 raise ProtocolError('malformed FAIL message')
             if failure == 'syntax':
                 self._done.set_exception(SandboxSyntaxError(display))
-            else:
+            elif failure == 'limit':
+                if exc_type not in _LIMIT_FIELDS:
+                    raise ProtocolError(f'unknown limit {exc_type!r}')
+                if exc_type == 'cpu_time':  # the kernel kills the worker a second later
+                    self._kill(f'the script used more than the cpu_time limit of {self.limits.cpu_time} s')
+                self._done.set_exception(SandboxLimitError(display, limit=exc_type, value=getattr(self.limits, exc_type)))
+            elif failure == 'runtime':
                 self._done.set_exception(SandboxRuntimeError(display, exc_type=exc_type, message=text))
+            else:
+                raise ProtocolError(f'unknown failure kind {failure!r}')
         else:
             raise ProtocolError(f'unknown message kind {kind!r}')
 
@@ -251,10 +278,10 @@ class Session:
         function = self._lookup.get(name)
         limit = self.limits.host_calls
         self._calls += 1
+        if limit is not None and self._calls > limit:  # the worker stops a script first: this one ignored it
+            raise ProtocolError(f'the worker made more than the host_calls limit of {limit} host calls')
         if function is None:
             self._reply_error(call_id, NameError(f'{name!r} is not a host function of this session'))
-        elif limit is not None and self._calls > limit:
-            self._reply_error(call_id, RuntimeError(f'the script made more than {limit} host calls, the host_calls limit of this session'))
         else:
             ctx = contextvars.copy_context()
             task = asyncio.get_running_loop().create_task(self._run_call(call_id, name, function, args, kwargs), context=ctx)

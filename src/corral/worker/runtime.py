@@ -5,14 +5,16 @@ from __future__ import annotations
 import asyncio
 import linecache
 import os
+import signal
 import socket
+import sys
 import traceback
 import types
 from collections import deque
 from typing import Any
 
-from ..channel import CALL, DONE, FAIL, FEED, OUTPUT, REPLY, FrameReader, ProtocolError, frame
-from ..language import EXCEPTIONS, compile_script, import_module, make_builtins
+from ..channel import CALL, COMPILE, DONE, FAIL, FEED, OUTPUT, REPLY, FrameReader, ProtocolError, frame
+from ..language import EXCEPTIONS, CompiledScript, SandboxStop, compile_script, find_stop, import_module, make_builtins
 from ..values import pack, unpack
 
 __all__ = ['Worker', 'STDLIB_MODULES']
@@ -26,6 +28,22 @@ STDLIB_MODULES = (
 )
 
 _RECV_SIZE = 1 << 18
+
+#: Code of these folders (the worker's own, asyncio's) is never interrupted by a stop: a stop that
+#: arrives there waits `_STOP_RETRY` seconds and tries again, so the channel and the event loop
+#: are always left whole. The host kills a worker that stays there past its grace period.
+_SHIELDED = (os.path.dirname(os.path.dirname(__file__)) + os.sep, os.path.dirname(asyncio.__file__) + os.sep)
+_STOP_RETRY = 0.005
+
+#: What the model reads when a limit stops its script: `limit -> (exception name, message)`.
+_LIMIT_MESSAGES = {
+    'wall_time': ('TimeoutError', 'the script ran past the wall_time limit of {} seconds'),
+    'cpu_time': ('TimeoutError', 'the script used more than the cpu_time limit of {} seconds of CPU'),
+    'output': ('OverflowError', 'the script printed more than the output limit of {} bytes'),
+    'host_calls': ('RuntimeError', 'the script made more than the host_calls limit of {} host calls'),
+    'memory': ('MemoryError', 'the script went past the memory limit of {} bytes'),
+    'recursion': ('RecursionError', 'maximum recursion depth exceeded: the recursion limit is {} calls'),
+}
 
 
 class _Stop(Exception):
@@ -56,6 +74,13 @@ class Worker:
         self._host_names: set[str] = set()
         self._builtins = make_builtins(print=self._print, import_=self._import)
         self._globals: dict[str, Any] = {'__name__': '__main__', '__builtins__': self._builtins}
+        self._limits: dict[str, Any] = {}
+        self._output = 0
+        self._calls = 0
+        self._compiled: tuple[str, str, CompiledScript] | None = None
+        self._pending_stop: str | None = None
+        signal.signal(signal.SIGALRM, self._on_stop_signal)
+        signal.signal(signal.SIGXCPU, self._on_stop_signal)
 
     # ----- channel -------------------------------------------------------------------------------
 
@@ -98,6 +123,10 @@ class Worker:
     # ----- host functions ------------------------------------------------------------------------
 
     def _start_call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:
+        self._calls += 1
+        limit = self._limits.get('host_calls')
+        if limit is not None and self._calls > limit:
+            raise SandboxStop('host_calls')
         call_id = self._next_call
         self._next_call += 1
         try:
@@ -167,7 +196,12 @@ class Worker:
             end = '\n'
         if not isinstance(sep, str) or not isinstance(end, str):
             raise TypeError('sep and end must be None or a string')
-        self._send([OUTPUT, 'stdout', sep.join(map(str, values)) + end])
+        text = sep.join(map(str, values)) + end
+        self._output += len(text.encode('utf-8', 'surrogatepass'))
+        limit = self._limits.get('output')
+        if limit is not None and self._output > limit:
+            raise SandboxStop('output')
+        self._send([OUTPUT, 'stdout', text])
 
     # ----- feeds ---------------------------------------------------------------------------------
 
@@ -178,34 +212,66 @@ class Worker:
                 while not self._inbox:
                     self._receive(block=True)
                 message = self._inbox.popleft()
-                if message[0] != FEED or len(message) != 6:
-                    raise ProtocolError('expected a FEED message')
-                self._feed(*message[1:])
+                if message[0] == FEED and len(message) == 6:
+                    self._feed(*message[1:])
+                elif message[0] == COMPILE and len(message) == 3:
+                    if self._compile(*message[1:]) is not None:
+                        self._send([DONE, None])
+                else:
+                    raise ProtocolError('expected a FEED or COMPILE message')
         except (_Stop, ProtocolError, OSError):
             return
 
-    def _feed(self, code: str, script_name: str, functions: dict[str, bool], modules: dict[str, dict[str, bool]], max_output: int) -> None:
+    def _compile(self, code: str, script_name: str) -> CompiledScript | None:
+        """Compile the next feed's script, or send its SyntaxError and return None.
+
+        A COMPILE before a FEED of the same code (the host sends one before type checking, so
+        a syntax error reads as Python's) leaves the result for that FEED.
+        """
+        if self._compiled is not None and self._compiled[:2] == (code, script_name):
+            return self._compiled[2]
         self._script_name = script_name
-        self._install_host_functions(functions, modules)
-        self._feeds += 1
-        filename = f'<script {self._feeds}>'
+        filename = f'<script {self._feeds + 1}>'
         try:
             script = compile_script(code, filename)
         except SyntaxError as error:
             error.filename = script_name
             display = ''.join(traceback.format_exception_only(SyntaxError, error)).rstrip('\n')
             self._send([FAIL, 'syntax', type(error).__name__, str(error.msg), display])
+            return None
+        except (RecursionError, MemoryError):
+            message = 'the script is nested too deeply to compile; split long expressions into steps'
+            self._send([FAIL, 'syntax', 'SyntaxError', message, f'SyntaxError: {message}'])
+            return None
+        self._compiled = (code, script_name, script)
+        return script
+
+    def _feed(self, code: str, script_name: str, functions: dict[str, bool], modules: dict[str, dict[str, bool]], limits: dict[str, Any]) -> None:
+        script = self._compile(code, script_name)
+        self._compiled = None
+        if script is None:
             return
+        self._feeds += 1
+        filename = f'<script {self._feeds}>'
+        self._install_host_functions(functions, modules)
+        self._limits = limits
+        self._output = self._calls = 0
         linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
         self._script_files.add(filename)
         loop = self._loop
         loop.add_reader(self._fd, self._on_readable)
+        wall_time = limits.get('wall_time')
+        if wall_time:
+            signal.setitimer(signal.ITIMER_REAL, wall_time)
         try:
             value = loop.run_until_complete(self._run(script))
         except BaseException as error:  # the script's own exception, whatever its type
-            self._send([FAIL, 'runtime', type(error).__name__, _message(error), self._format_traceback(error)])
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            self._send_failure(error)
             return
         finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            self._pending_stop = None
             loop.remove_reader(self._fd)
             self._cancel_leftover_tasks()
         try:
@@ -216,7 +282,39 @@ class Worker:
             return
         self._sock.sendall(frame(payload))
 
-    async def _run(self, script: Any) -> Any:
+    def _send_failure(self, error: BaseException) -> None:
+        """Report the exception that ended a script: a limit it broke, or its own error."""
+        stop = find_stop(error)
+        limit = stop.args[0] if stop is not None else {MemoryError: 'memory', RecursionError: 'recursion'}.get(type(error))
+        if limit is None:
+            self._send([FAIL, 'runtime', type(error).__name__, _message(error), self._format_traceback(error)])
+            return
+        exc_type, template = _LIMIT_MESSAGES[limit]
+        message = template.format(self._limits.get(limit))
+        frames = self._format_traceback(stop if stop is not None else error).splitlines()
+        while frames and not frames[-1].startswith(' '):  # the exception's own lines
+            frames.pop()
+        display = '\n'.join([*frames, f'{exc_type}: {message}'])
+        self._send([FAIL, 'limit', limit, message, display])
+
+    def _on_stop_signal(self, signum: int, frame: types.FrameType | None) -> None:
+        """SIGALRM (wall time) and SIGXCPU (CPU time): stop the script, where that is safe."""
+        limit = 'cpu_time' if signum == signal.SIGXCPU else self._pending_stop or 'wall_time'
+        filename = frame.f_code.co_filename if frame is not None else ''
+        if filename.startswith(_SHIELDED):
+            self._pending_stop = limit
+            signal.setitimer(signal.ITIMER_REAL, _STOP_RETRY)
+            return
+        self._pending_stop = None
+        raise SandboxStop(limit)
+
+    async def _run(self, script: CompiledScript) -> Any:
+        depth = 0
+        caller = sys._getframe()
+        while caller is not None:
+            depth += 1
+            caller = caller.f_back
+        sys.setrecursionlimit(depth + self._limits.get('recursion', 500))
         result = eval(script.body, self._globals)
         if script.body_is_async:
             await result

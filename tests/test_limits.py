@@ -1,0 +1,122 @@
+"""Resource attacks end with a clear error naming the limit, within seconds, and the host is unharmed."""
+
+import pytest
+
+import corral
+
+FAST = corral.Limits(wall_time=1.0, grace=0.5, memory=512 * 1024**2, output=10_000, host_calls=1_000, recursion=200)
+
+
+@pytest.fixture
+async def limited(pool):
+    async with pool.checkout(limits=FAST) as session:
+        yield session
+
+
+async def stopped(session, code, **options):
+    with pytest.raises(corral.SandboxLimitError) as info:
+        await session.feed_run(code, **options)
+    return info.value
+
+
+async def test_an_endless_loop_is_stopped_and_the_session_goes_on(limited):
+    error = await stopped(limited, 'x = 1\nwhile True:\n    x += 1\n')
+    assert (error.limit, error.value) == ('wall_time', 1.0)
+    assert error.display() in (
+        'Traceback (most recent call last):\n'
+        '  File "main.py", line 2, in <module>\n'
+        '    while True:\n'
+        'TimeoutError: the script ran past the wall_time limit of 1.0 seconds',
+        'Traceback (most recent call last):\n'
+        '  File "main.py", line 3, in <module>\n'
+        '    x += 1\n'
+        'TimeoutError: the script ran past the wall_time limit of 1.0 seconds',
+    )
+    assert await limited.feed_run('x > 0') is True
+
+
+@pytest.mark.parametrize(
+    'code',
+    [
+        'while True:\n    try:\n        pass\n    except Exception:\n        pass\n',
+        'while True:\n    try:\n        while True:\n            pass\n    except:\n        pass\n',
+        'while True:\n    try:\n        while True:\n            pass\n    except BaseException as e:\n        pass\n',
+        'try:\n    pass\nfinally:\n    while True:\n        pass\n',
+        'import asyncio\nasync def spin():\n    while True:\n        pass\nawait asyncio.gather(spin(), return_exceptions=True)\n',
+        'class Quiet:\n    def __enter__(self):\n        return self\n    def __exit__(self, *exc):\n        return True\nwhile True:\n    with Quiet():\n        while True:\n            pass\n',
+    ],
+    ids=['except Exception', 'bare except', 'except BaseException', 'looping finally', 'gather return_exceptions', 'suppress'],
+)
+async def test_a_script_cannot_swallow_its_stop(limited, code):
+    error = await stopped(limited, code)
+    assert error.limit == 'wall_time'
+    assert error.display().endswith('TimeoutError: the script ran past the wall_time limit of 1.0 seconds')
+
+
+async def test_catastrophic_regex_backtracking_is_stopped(limited):
+    error = await stopped(limited, "import re\nre.match('(a+)+$', 'a' * 64 + 'b')")
+    assert error.display().endswith("    re.match('(a+)+$', 'a' * 64 + 'b')\nTimeoutError: the script ran past the wall_time limit of 1.0 seconds")
+    assert await limited.feed_run('1') == 1
+
+
+@pytest.mark.parametrize('code', ['sum(range(10**18))', 'max(range(10**18))'])
+async def test_work_inside_c_code_is_killed_by_the_host(pool, code):
+    async with pool.checkout(limits=FAST) as session:
+        error = await stopped(session, code)
+        assert (error.limit, error.display()) == ('wall_time', 'TimeoutError: the script ran past the wall_time limit of 1.0 seconds and was killed')
+        with pytest.raises(corral.SandboxWorkerError):
+            await session.feed_run('1')
+    async with pool.checkout() as session:
+        assert await session.feed_run('1 + 1') == 2
+
+
+@pytest.mark.parametrize(
+    'code',
+    ["'a' * 10**10", '[0] * 10**10', 'x = []\nwhile True:\n    x.append(bytearray(10**7))', '1 << (8 * 2**30)'],
+    ids=['str repeat', 'list repeat', 'list growth', 'huge int'],
+)
+async def test_memory_exhaustion_is_a_memory_limit_error(limited, code):
+    error = await stopped(limited, code)
+    assert (error.limit, error.value) == ('memory', 512 * 1024**2)
+    assert error.display().endswith('MemoryError: the script went past the memory limit of 536870912 bytes')
+    assert await limited.feed_run('x = 2\nx * 21') == 42
+
+
+async def test_deep_recursion_names_the_recursion_limit(limited):
+    error = await stopped(limited, 'def down(n):\n    return down(n + 1)\ndown(0)')
+    assert (error.limit, error.value) == ('recursion', 200)
+    lines = error.display().splitlines()
+    assert lines[-1] == 'RecursionError: maximum recursion depth exceeded: the recursion limit is 200 calls'
+    assert lines[-2].startswith('  [Previous line repeated ')
+    assert await limited.feed_run('def depth(n):\n    return 0 if n == 0 else 1 + depth(n - 1)\ndepth(150)') == 150
+
+
+async def test_printing_gigabytes_stops_at_the_output_limit(limited):
+    seen = []
+    error = await stopped(limited, "while True:\n    print('x' * 1000)", print_callback=lambda stream, text: seen.append(text))
+    assert (error.limit, error.value) == ('output', 10_000)
+    assert error.display().endswith('OverflowError: the script printed more than the output limit of 10000 bytes')
+    assert sum(map(len, seen)) <= 10_000
+
+
+async def test_a_million_host_calls_stop_at_the_host_calls_limit(limited):
+    calls = []
+    code = 'while True:\n    try:\n        ping()\n    except Exception:\n        pass\n'
+    error = await stopped(limited, code, external_lookup={'ping': lambda: calls.append(1)})
+    assert (error.limit, error.value) == ('host_calls', 1_000)
+    assert error.display().endswith('RuntimeError: the script made more than the host_calls limit of 1000 host calls')
+    assert len(calls) == 1_000
+
+
+async def test_huge_int_to_str_conversion_is_refused(limited):
+    with pytest.raises(corral.SandboxRuntimeError) as info:
+        await limited.feed_run('str(10 ** 100_000)')
+    assert info.value.exc_type == 'ValueError'
+
+
+@pytest.mark.parametrize('code', ['(' * 100_000 + '1' + ')' * 100_000, '-' * 1_000_000 + '1', '[' * 5000 + ']' * 5000, 'x' + '.a' * 200_000])
+async def test_deeply_nested_source_is_a_syntax_error(limited, code):
+    with pytest.raises(corral.SandboxSyntaxError) as info:
+        await limited.feed_run(code)
+    assert info.value.display().splitlines()[-1].startswith('SyntaxError: ')
+    assert await limited.feed_run('1') == 1
