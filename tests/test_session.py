@@ -324,3 +324,36 @@ def test_sync_pool():
         with pool.checkout() as session:
             session.feed_run('total = 0')
             assert session.feed_run('total += add(2, 3)\ntotal', external_lookup={'add': lambda a, b: a + b}) == 5
+
+
+async def test_with_type_checking_a_syntax_error_still_reads_as_python_shows_it(pool):
+    async with pool.checkout(type_check=True, type_check_stubs='def f(x: int) -> int: ...\n') as session:
+        with pytest.raises(corral.SandboxSyntaxError) as info:
+            await session.feed_run('f(1\n')
+        assert info.value.display() == (
+            '  File "main.py", line 1\n'
+            '    f(1\n'
+            '     ^\n'
+            "SyntaxError: '(' was never closed"
+        )
+        with pytest.raises(corral.SandboxTypingError):
+            await session.feed_run('f("1")')
+        assert await session.feed_run('f(1)', external_lookup={'f': lambda x: x + 1}) == 2
+
+
+async def test_a_later_feed_type_checks_against_an_earlier_ones_variables(pool):
+    async with pool.checkout(type_check=True) as session:
+        await session.feed_run('count = 3\nnames = ["a", "b"]')
+        assert await session.feed_run('count + len(names)') == 5
+        with pytest.raises(corral.SandboxTypingError) as info:
+            await session.feed_run('count + names')
+        assert info.value.display() == (
+            'error[unsupported-operator]: Unsupported `+` operation\n'
+            ' --> main.py:1:1\n'
+            '  |\n'
+            '1 | count + names\n'
+            '  | -----^^^-----\n'
+            '  | |       |\n'
+            '  | |       Has type `list[str]`\n'
+            '  | Has type `Literal[3]`'
+        )
