@@ -5,8 +5,9 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import inspect
+import secrets
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry import context as otel_context
@@ -24,6 +25,7 @@ from ..errors import (
 from ..limits import Limits
 from ..values import describe_type, pack, unpack
 from .external import ExternalModule, exception_payload, is_async_callable
+from .os_access import Mount, OsAccess, SystemCalls
 from .workers import WorkerProcess
 
 if TYPE_CHECKING:
@@ -59,6 +61,9 @@ class Session:
         ephemeral: bool,
         limits: Limits | None,
         script_name: str,
+        os_access: OsAccess | None = None,
+        mounts: Mount | Sequence[Mount] | None = None,
+        random_seed: int | None = None,
     ) -> None:
         for name, module in (external_modules or {}).items():
             if not isinstance(module, ExternalModule):
@@ -82,6 +87,12 @@ class Session:
         self._calls = 0
         self._span_context: otel_context.Context | None = None
         self._call_tasks: set[asyncio.Task[None]] = set()
+        self._system = _system_calls(os_access, mounts, random_seed)
+
+    @property
+    def random_seed(self) -> int:
+        """The seed of the script's `random` module (and `uuid.uuid4`): the same seed, the same numbers."""
+        return self._system.seed
 
     # ----- lifecycle -----------------------------------------------------------------------------
 
@@ -136,7 +147,9 @@ class Session:
         for name, function in lookup.items():
             if not callable(function):
                 raise TypeError(f'external_lookup[{name!r}] is not callable: {type(function).__name__}')
-        with _tracer.start_as_current_span('run code', attributes={'code': code, 'script_name': self.script_name}) as span:
+        with _tracer.start_as_current_span('run code') as span:
+            if span.is_recording():
+                span.set_attributes({'code': code, 'script_name': self.script_name})
             try:
                 value = await self._feed(code, lookup, print_callback or _print_to_stdout)
             except SandboxError as error:
@@ -190,25 +203,32 @@ class Session:
         """Send `message` and wait for the worker's DONE (its value) or FAIL (raised).
 
         The worker stops a script at `timeout` seconds itself; one that has not answered
-        `Limits.grace` seconds later is killed, and the session ends.
+        `Limits.grace` seconds later is killed, and the session ends. A feed whose caller is
+        cancelled ends the session too: its worker is mid-script.
         """
-        done = self._done = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        done = self._done = loop.create_future()
+        deadline = None if timeout is None else loop.call_later(timeout + self.limits.grace, self._on_deadline, timeout)
         try:
             self._send(message)
-            if timeout is None:
-                return await done
-            try:
-                async with asyncio.timeout(timeout + self.limits.grace):
-                    return await asyncio.shield(done)
-            except TimeoutError:
-                self._kill(f'the script ran past the wall_time limit of {timeout} s and did not stop')
-                raise SandboxLimitError(
-                    f'TimeoutError: the script ran past the wall_time limit of {timeout} seconds and was killed',
-                    limit='wall_time',
-                    value=timeout,
-                ) from None
+            return await done
+        except asyncio.CancelledError:
+            self._kill('a feed was cancelled while the script ran')
+            raise
         finally:
+            if deadline is not None:
+                deadline.cancel()
             self._done = None
+
+    def _on_deadline(self, timeout: float) -> None:
+        self._kill(f'the script ran past the wall_time limit of {timeout} s and did not stop')
+        self._fail(
+            SandboxLimitError(
+                f'TimeoutError: the script ran past the wall_time limit of {timeout} seconds and was killed',
+                limit='wall_time',
+                value=timeout,
+            )
+        )
 
     def _send(self, message: list[Any]) -> None:
         assert self._transport is not None
@@ -275,44 +295,67 @@ class Session:
     # ----- host calls ----------------------------------------------------------------------------
 
     def _start_call(self, call_id: int, name: str, args: list[Any], kwargs: dict[str, Any]) -> None:
-        function = self._lookup.get(name)
+        """Run a host call: a sync function right here, an async one in a task of its own."""
+        function = self._system_function(name) if name.startswith(SYSTEM_PREFIX) else self._lookup.get(name)
         limit = self.limits.host_calls
         self._calls += 1
         if limit is not None and self._calls > limit:  # the worker stops a script first: this one ignored it
             raise ProtocolError(f'the worker made more than the host_calls limit of {limit} host calls')
         if function is None:
             self._reply_error(call_id, NameError(f'{name!r} is not a host function of this session'))
-        else:
-            ctx = contextvars.copy_context()
-            task = asyncio.get_running_loop().create_task(self._run_call(call_id, name, function, args, kwargs), context=ctx)
-            self._call_tasks.add(task)
-            task.add_done_callback(self._call_tasks.discard)
-
-    async def _run_call(self, call_id: int, name: str, function: Callable[..., Any], args: list[Any], kwargs: dict[str, Any]) -> None:
-        attributes = {'function': name, 'args': repr(args)[:1000], 'kwargs': repr(kwargs)[:1000]}
-        token = otel_context.attach(self._span_context) if self._span_context is not None else None
+            return
+        span = _tracer.start_span(f'call {name}', context=self._span_context)
+        if span.is_recording():
+            span.set_attributes({'function': name, 'args': repr(args)[:1000], 'kwargs': repr(kwargs)[:1000]})
+        token = otel_context.attach(trace.set_span_in_context(span, self._span_context))
         try:
-            with _tracer.start_as_current_span(f'call {name}', attributes=attributes) as span:
-                try:
-                    result = function(*args, **kwargs)
-                    if inspect.isawaitable(result):
-                        result = await result
-                except Exception as error:
-                    span.record_exception(error)
-                    span.set_status(trace.Status(trace.StatusCode.ERROR, type(error).__name__))
-                    self._reply_error(call_id, error)
-                    return
             try:
-                payload = frame(pack([REPLY, call_id, True, result], side='host'))
-            except (TypeError, ValueError) as error:
-                short = name.rpartition('.')[2]
-                self._reply_error(call_id, TypeError(f'{short}() returned a value of type {describe_type(result)!r} that cannot enter the sandbox: {error}'))
+                result = function(*args, **kwargs)
+            except Exception as error:
+                self._call_failed(span, call_id, error)
                 return
-            if self._transport is not None and not self._transport.is_closing():
-                self._transport.write(payload)
+            if inspect.isawaitable(result):
+                task = asyncio.get_running_loop().create_task(self._await_call(call_id, name, span, result), context=contextvars.copy_context())
+                self._call_tasks.add(task)
+                task.add_done_callback(self._call_tasks.discard)
+                return
         finally:
-            if token is not None:
-                otel_context.detach(token)
+            otel_context.detach(token)
+        self._call_returned(span, call_id, name, result)
+
+    def _system_function(self, name: str) -> Callable[..., Any]:
+        """A system call (files, environment, clock, seed): answered from the session's OsAccess."""
+        system, operation = self._system, name[len(SYSTEM_PREFIX):]
+
+        def system_call(*args: Any) -> Any:
+            return system.call(operation, list(args))
+
+        return system_call
+
+    async def _await_call(self, call_id: int, name: str, span: trace.Span, awaitable: Any) -> None:
+        try:
+            result = await awaitable
+        except Exception as error:
+            self._call_failed(span, call_id, error)
+        else:
+            self._call_returned(span, call_id, name, result)
+
+    def _call_failed(self, span: trace.Span, call_id: int, error: Exception) -> None:
+        span.record_exception(error)
+        span.set_status(trace.Status(trace.StatusCode.ERROR, type(error).__name__))
+        span.end()
+        self._reply_error(call_id, error)
+
+    def _call_returned(self, span: trace.Span, call_id: int, name: str, result: Any) -> None:
+        span.end()
+        try:
+            payload = frame(pack([REPLY, call_id, True, result], side='host'))
+        except (TypeError, ValueError) as error:
+            short = name.rpartition('.')[2]
+            self._reply_error(call_id, TypeError(f'{short}() returned a value of type {describe_type(result)!r} that cannot enter the sandbox: {error}'))
+            return
+        if self._transport is not None and not self._transport.is_closing():
+            self._transport.write(payload)
 
     def _reply_error(self, call_id: int, error: BaseException) -> None:
         payload = exception_payload(error)
@@ -322,6 +365,26 @@ class Session:
             data = frame(pack([REPLY, call_id, False, [payload[0], [str(error)]]], side='host'))
         if self._transport is not None and not self._transport.is_closing():
             self._transport.write(data)
+
+
+#: The first character of a system call's name (`corral.language.hostio.PREFIX`).
+SYSTEM_PREFIX = '\x00'
+
+
+def _system_calls(os_access: OsAccess | None, mounts: Mount | Sequence[Mount] | None, seed: int | None) -> SystemCalls:
+    if os_access is not None and not isinstance(os_access, OsAccess):
+        raise TypeError(f'os_access must be an OsAccess, not {type(os_access).__name__}')
+    if isinstance(mounts, Mount):
+        mounts = [mounts]
+    mounts = list(mounts or [])
+    for mount in mounts:
+        if not isinstance(mount, Mount):
+            raise TypeError(f'mounts must be Mount objects, not {type(mount).__name__}')
+    if seed is None:
+        seed = secrets.randbits(64)
+    elif not isinstance(seed, int) or isinstance(seed, bool):
+        raise TypeError(f'random_seed must be an int, not {type(seed).__name__}')
+    return SystemCalls(os_access, mounts, seed)
 
 
 def _shape(message: list[Any], length: int) -> list[Any]:
