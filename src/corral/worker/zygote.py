@@ -17,6 +17,7 @@ zygote's memory pages until it writes them. The zygote exits when the host close
 from __future__ import annotations
 
 import ctypes
+import gc
 import os
 import signal
 import socket
@@ -71,7 +72,7 @@ def main(argv: list[str]) -> None:
     control = socket.socket(fileno=int(argv[0]))
     skip = frozenset(filter(None, argv[1].split(','))) if len(argv) > 1 else frozenset()
     _die_with_parent()
-    for name in runtime.STDLIB_MODULES:
+    for name in runtime.PRELOAD_MODULES:
         __import__(name)
     layers = lockdown.available_layers()
     control.sendall(frame(msgpack.packb(layers)))
@@ -81,6 +82,10 @@ def main(argv: list[str]) -> None:
         lockdown.enter_network_namespace()
     os.chdir('/')
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps finished workers
+    # Objects that exist now live as long as the zygote: keep the collector away from them, so a
+    # worker's collections do not write to (and so copy) the pages it shares with the zygote.
+    gc.collect()
+    gc.freeze()
     while (request := _receive_request(control)) is not None:
         host_end, worker_end = socket.socketpair()
         pid = os.fork()
@@ -95,9 +100,14 @@ def main(argv: list[str]) -> None:
                 os._exit(0)
         worker_end.close()
         pidfd = os.pidfd_open(pid)
-        socket.send_fds(control, [_PID.pack(pid)], [host_end.fileno(), pidfd])
-        host_end.close()
-        os.close(pidfd)
+        try:
+            socket.send_fds(control, [_PID.pack(pid)], [host_end.fileno(), pidfd])
+        except OSError:  # the host is gone (a pool closed while a worker was being forked)
+            signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+            return
+        finally:
+            host_end.close()
+            os.close(pidfd)
 
 
 if __name__ == '__main__':
