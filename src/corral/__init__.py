@@ -17,6 +17,7 @@ from .errors import (
     SandboxWorkerError,
 )
 from .host.external import ExternalModule
+from .host.os_access import Mount, OsAccess
 from .integrations.code_tool import CodeTool
 from .host.pool import Pool
 from .host.session import PrintCallback, Session
@@ -27,6 +28,8 @@ __all__ = [
     'CodeTool',
     'ExternalModule',
     'Limits',
+    'Mount',
+    'OsAccess',
     'Pool',
     'PrintCallback',
     'SandboxError',

@@ -19,6 +19,8 @@ from __future__ import annotations
 import dataclasses
 import textwrap
 
+from corral.language.catalog import missing_member, missing_module
+
 
 @dataclasses.dataclass(frozen=True)
 class Attack:
@@ -77,7 +79,16 @@ METHOD = 'method internals are not available in the sandbox'
 TB = 'tracebacks are not available to scripts; an uncaught exception shows its traceback to the host'
 MRO = 'use type(x).mro()'
 PICKLE = 'pickling is not available in the sandbox; use copy.copy or copy.deepcopy'
-NO_MODULE = "ModuleNotFoundError: No module named '{0}'"
+def no_module(name: str) -> str:
+    return 'ModuleNotFoundError: ' + missing_module(name)
+
+
+def no_member(module: str, name: str) -> str:
+    return 'AttributeError: ' + missing_member(module, name)
+
+
+def cannot_import(module: str, name: str) -> str:
+    return f"ImportError: cannot import name '{name}' from '{module}': " + missing_member(module, name)
 CODE_HINT = 'a script cannot run code from a string; write the code in the script itself'
 
 ATTACKS: list[Attack] = [
@@ -195,7 +206,8 @@ ATTACKS: list[Attack] = [
     """, f'NameError: eval() is not available in the sandbox; {CODE_HINT}'),
     attack('open', 'smolagents', """
         open('MARKER', 'w').write('x')
-    """, 'NameError: open() is not available in the sandbox; files are not available to scripts; use the host functions you were given'),
+    """, "PermissionError: [Errno 13] Permission denied (the host has not granted file access; the host grants it with "
+         "checkout(mounts=[Mount(host_dir, sandbox_path)])): 'MARKER'"),
     attack('breakpoint', 'pyjail: breakpoint() drops into pdb', """
         breakpoint()
     """, 'NameError: breakpoint() is not available in the sandbox; debuggers are not available in the sandbox'),
@@ -350,13 +362,13 @@ ATTACKS: list[Attack] = [
     attack('string-formatter', 'RestrictedPython CVE-2023-41039: string.Formatter().get_field', """
         import string
         string.Formatter().get_field('0.__class__', (1,), {})
-    """, "AttributeError: module 'string' has no attribute 'Formatter'"),
+    """, no_member('string', 'Formatter')),
 
     # ----- frames, tracebacks, generators, coroutines ---------------------------------------------
     attack('sys-getframe', 'pysandbox; pyjail', """
         import sys
         sys._getframe()
-    """, NO_MODULE.format('sys')),
+    """, private('_getframe', 'module objects')),
     attack('traceback-frame', 'pyjail; RestrictedPython', """
         try:
             1 / 0
@@ -416,25 +428,25 @@ ATTACKS: list[Attack] = [
     """, internal('print_stack', syntax=False)),
     attack('import-traceback', 'pyjail', """
         import traceback
-    """, NO_MODULE.format('traceback')),
+    """, no_module('traceback')),
     attack('import-inspect', 'pyjail: inspect.currentframe', """
         import inspect
         inspect.currentframe()
-    """, NO_MODULE.format('inspect')),
+    """, no_module('inspect')),
 
     # ----- asyncio internals -----------------------------------------------------------------------
     attack('asyncio-get-running-loop', 'asyncio: the loop gives raw fd access', """
         import asyncio
         asyncio.get_running_loop()
-    """, "AttributeError: module 'asyncio' has no attribute 'get_running_loop'"),
+    """, no_member('asyncio', 'get_running_loop')),
     attack('asyncio-get-event-loop', 'asyncio', """
         import asyncio
         asyncio.get_event_loop().subprocess_shell
-    """, "AttributeError: module 'asyncio' has no attribute 'get_event_loop'"),
+    """, no_member('asyncio', 'get_event_loop')),
     attack('asyncio-new-event-loop', 'asyncio', """
         import asyncio
         asyncio.new_event_loop()
-    """, "AttributeError: module 'asyncio' has no attribute 'new_event_loop'"),
+    """, no_member('asyncio', 'new_event_loop')),
     attack('asyncio-future-get-loop', 'asyncio: Future.get_loop()', """
         import asyncio
         asyncio.Future().get_loop()
@@ -472,59 +484,59 @@ ATTACKS: list[Attack] = [
     attack('asyncio-subprocess', 'asyncio', """
         import asyncio
         await asyncio.create_subprocess_shell('touch MARKER')
-    """, "AttributeError: module 'asyncio' has no attribute 'create_subprocess_shell'"),
+    """, no_member('asyncio', 'create_subprocess_shell')),
     attack('asyncio-to-thread', 'asyncio: threads outlive a stop', """
         import asyncio
         await asyncio.to_thread(print, 1)
-    """, "AttributeError: module 'asyncio' has no attribute 'to_thread'"),
+    """, no_member('asyncio', 'to_thread')),
     attack('asyncio-sys-module', 'corral issue: asyncio.sys exists on the real module', """
         import asyncio
         asyncio.sys.modules['os'].system('touch MARKER')
-    """, "AttributeError: module 'asyncio' has no attribute 'sys'"),
+    """, no_member('asyncio', 'sys')),
     attack('asyncio-events-module', 'asyncio submodules', """
         from asyncio import events
-    """, "ImportError: cannot import name 'events' from 'asyncio' (unknown location)"),
+    """, cannot_import('asyncio', 'events')),
 
     # ----- imports ---------------------------------------------------------------------------------
     attack('import-os', 'every sandbox', """
         import os
         os.system('touch MARKER')
-    """, NO_MODULE.format('os')),
+    """, no_member('os', 'system')),
     attack('import-subprocess', 'every sandbox', """
         import subprocess
-    """, NO_MODULE.format('subprocess')),
+    """, no_module('subprocess')),
     attack('import-socket', 'every sandbox', """
         import socket
-    """, NO_MODULE.format('socket')),
+    """, no_module('socket')),
     attack('import-ctypes', 'pysandbox', """
         import ctypes
-    """, NO_MODULE.format('ctypes')),
+    """, no_module('ctypes')),
     attack('import-gc', 'pysandbox: gc.get_referrers', """
         import gc
         gc.get_referrers
-    """, NO_MODULE.format('gc')),
+    """, no_module('gc')),
     attack('import-pickle', 'pysandbox: pickle runs code', """
         import pickle
-    """, NO_MODULE.format('pickle')),
+    """, no_module('pickle')),
     attack('import-codecs', 'pyjail: codecs and encodings', """
         import codecs
-    """, NO_MODULE.format('codecs')),
+    """, no_module('codecs')),
     attack('import-importlib', 'pyjail', """
         import importlib
-    """, NO_MODULE.format('importlib')),
+    """, no_module('importlib')),
     attack('import-builtins', 'pyjail', """
         import builtins
-    """, NO_MODULE.format('builtins')),
+    """, no_module('builtins')),
     attack('from-os-import', 'every sandbox', """
         from os import system
-    """, NO_MODULE.format('os')),
+    """, cannot_import('os', 'system')),
     attack('json-submodule', 'corral issue: json.decoder', """
         import json.decoder
-    """, NO_MODULE.format('json.decoder')),
+    """, no_module('json.decoder')),
     attack('json-decoder-attr', 'corral issue', """
         import json
         json.decoder
-    """, "AttributeError: module 'json' has no attribute 'decoder'"),
+    """, no_member('json', 'decoder')),
     attack('random-private-os', 'pyjail: random._os', """
         import random
         random._os
@@ -546,7 +558,7 @@ ATTACKS: list[Attack] = [
         def f(x: "__import__('os')"):
             pass
         typing.get_type_hints(f)
-    """, "AttributeError: module 'typing' has no attribute 'get_type_hints'"),
+    """, no_member('typing', 'get_type_hints')),
     attack('forwardref-evaluate', 'pyjail', """
         import typing
         typing.ForwardRef('1')._evaluate({}, {}, frozenset())
@@ -554,11 +566,11 @@ ATTACKS: list[Attack] = [
     attack('uuid1-runs-commands', 'cpython: uuid.getnode() runs ifconfig', """
         import uuid
         uuid.uuid1()
-    """, "AttributeError: module 'uuid' has no attribute 'uuid1'"),
+    """, no_member('uuid', 'uuid1')),
     attack('enum-global-enum', 'corral: writes into the worker __main__', """
         import enum
         enum.global_enum
-    """, "AttributeError: module 'enum' has no attribute 'global_enum'"),
+    """, no_member('enum', 'global_enum')),
 
     # ----- decorators, metaclasses, descriptors ----------------------------------------------------
     attack('decorator-globals', 'pyjail: a decorator receives the function', """

@@ -34,11 +34,12 @@ async def test_attack_is_refused(pool, tmp_path, attack):
     marker = marker_path(tmp_path)
     code = attack.code.replace('MARKER', str(marker))
     error = await refusal(pool, code, {'get_data': get_data} if attack.host else None)
-    assert last_line(error) == attack.expected, f'{attack.id} ({attack.source})'
+    expected = attack.expected.replace('MARKER', str(marker))
+    assert last_line(error) == expected, f'{attack.id} ({attack.source})'
     expected_type = corral.SandboxSyntaxError if attack.syntax else corral.SandboxRuntimeError
     assert type(error) is expected_type
     if isinstance(error, corral.SandboxRuntimeError):
-        assert f'{error.exc_type}: {error.message}' == attack.expected
+        assert f'{error.exc_type}: {error.message}' == expected
     assert not marker.exists()
 
 
@@ -82,7 +83,7 @@ for m in mods:
     for name in dir(m):
         if name.startswith('_') and name not in ('__doc__', '__name__', '__all__', '__loader__', '__package__', '__spec__'):
             bad.append((m.__name__, name))
-        elif not name.startswith('_') and type(getattr(m, name)) is type(json):
+        elif not name.startswith('_') and type(getattr(m, name)) is type(json) and f'{m.__name__}.{name}' != 'collections.abc':
             bad.append((m.__name__, name))
 bad
 '''

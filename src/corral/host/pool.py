@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from ..limits import Limits
 from ..worker.zygote import LAYERS
 from .external import ExternalModule
+from .os_access import Mount, OsAccess
 from .session import Session
 from .workers import WorkerProcess, Zygote
 
@@ -86,6 +87,9 @@ class Pool:
         ephemeral: bool = True,
         limits: Limits | None = None,
         script_name: str = 'main.py',
+        os_access: OsAccess | None = None,
+        mounts: Mount | Sequence[Mount] | None = None,
+        random_seed: int | None = None,
     ) -> Session:
         """A new session, started by `async with`; each one runs in a fresh worker.
 
@@ -95,6 +99,13 @@ class Pool:
         - `ephemeral`: the session is not stored when it closes.
         - `limits`: the session's `Limits` (default `Limits()`).
         - `script_name`: the file name tracebacks and diagnostics show.
+        - `mounts`: host folders the script may use as files (`Mount(host_dir, sandbox_path,
+          mode='overlay' | 'read-only' | 'read-write')`; overlay writes stay in the session).
+        - `os_access`: an `OsAccess` granting environment variables, the clock, and files outside
+          the mounts. Without it, `os.environ`, `datetime.now()` and `time.time()` raise
+          `PermissionError` in the script.
+        - `random_seed`: the seed of the script's `random` (default: a fresh one, see
+          `session.random_seed`); the same seed gives the same numbers.
         """
         if self._closed:
             raise RuntimeError('the pool is closed')
@@ -106,6 +117,9 @@ class Pool:
             ephemeral=ephemeral,
             limits=limits,
             script_name=script_name,
+            os_access=os_access,
+            mounts=mounts,
+            random_seed=random_seed,
         )
 
     def _type_checker(self) -> TypeChecker:

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any, TypeVar
 
 from ..limits import Limits
 from .external import ExternalModule
+from .os_access import Mount, OsAccess
 from .pool import Pool
 from .session import PrintCallback, Session
 
@@ -66,6 +67,9 @@ class SyncPool:
         ephemeral: bool = True,
         limits: Limits | None = None,
         script_name: str = 'main.py',
+        os_access: OsAccess | None = None,
+        mounts: Mount | Sequence[Mount] | None = None,
+        random_seed: int | None = None,
     ) -> SyncSession:
         """A new session, started by `with`; see `Pool.checkout`."""
         if self._pool is None:
@@ -77,6 +81,9 @@ class SyncPool:
             ephemeral=ephemeral,
             limits=limits,
             script_name=script_name,
+            os_access=os_access,
+            mounts=mounts,
+            random_seed=random_seed,
         )
         return SyncSession(self, session)
 

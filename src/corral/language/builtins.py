@@ -1,7 +1,7 @@
 """The builtins a script sees: an allow-list, guarded reflection, corral's own `print` and `__import__`.
 
 - Left out: `eval`, `exec`, `compile`, `globals`, `locals`, `vars`, `breakpoint`, `input`, `help`,
-  `memoryview`, `open` (files come later, routed to the host), `exit`/`quit`. Each name holds a
+  `memoryview`, `exit`/`quit`. Each name holds a
   stand-in whose use raises `NameError` saying the builtin is not available in the sandbox (a
   missing name would raise a plain NameError; a stand-in keeps the builtins an exact dict, which
   CPython needs for its fast global lookups).
@@ -12,6 +12,9 @@
   refused on it, and everything that reads names from class data — class patterns, copy,
   dataclasses — checks those names itself.)
 - `dir` is offered: it returns names, which the rules above then judge.
+- `open` is the sandbox's (`hostio.open`): files under the host's mounts, read and written through
+  the host. `print(..., file=f)` writes to `f` (a `StringIO`, an open file) as CPython does;
+  `file=sys.stdout`/`sys.stderr` (or none) goes to the captured output.
 - `__import__` is the worker's import hook, for the interpreter: the validator refuses the name in
   scripts. `__build_class__` registers the script's classes (see `guards.build_class`).
 - The `__corral...` names are the guards the rewrite calls (see `rewrite.py`).
@@ -23,6 +26,9 @@ import builtins
 from collections.abc import Callable
 from typing import Any
 
+from . import hostio
+from .facades import stderr as _stderr
+from .facades import stdout as _stdout
 from .guards import (
     guarded_delattr,
     guarded_getattr,
@@ -51,7 +57,6 @@ SAFE_BUILTINS = (
     'NotImplemented', 'None', 'True', 'False',
 )
 
-_FILES = 'files are not available to scripts; use the host functions you were given'
 _CODE = 'a script cannot run code from a string; write the code in the script itself'
 _SCOPE = 'use your variables directly, or keep values in a dict'
 
@@ -63,7 +68,6 @@ UNAVAILABLE_BUILTINS: dict[str, str] = {
     'globals': _SCOPE,
     'locals': _SCOPE,
     'vars': 'read attributes by name, or use dataclasses.asdict(obj)',
-    'open': _FILES,
     'input': 'a script cannot read input; use the host functions you were given',
     'breakpoint': 'debuggers are not available in the sandbox',
     'help': 'help is not available in the sandbox',
@@ -84,8 +88,10 @@ def make_builtins(*, print: Callable[..., None], import_: Callable[..., Any]) ->
         setattr=guarded_setattr,
         delattr=guarded_delattr,
         print=_wrap_print(print),
+        open=hostio.open,
         __import__=_wrap_import(import_),
     )
+    hostio.set_output(print)
     namespace.update(make_guards(MATCH_SPECS))
     return namespace
 
@@ -94,7 +100,26 @@ def _wrap_print(target: Callable[..., None]) -> Callable[..., None]:
     """The worker's print as a plain function (a bound method would carry the worker in `__self__`)."""
 
     def print(*values: Any, sep: str | None = ' ', end: str | None = '\n', file: Any = None, flush: bool = False) -> None:
-        target(*values, sep=sep, end=end, file=file, flush=flush)
+        if file is None or file is _stdout or file is _stderr:
+            target(*values, sep=sep, end=end, file=None, flush=flush)
+            return
+        # another file (a StringIO, an open file): written piece by piece, as CPython does
+        if sep is None:
+            sep = ' '
+        if end is None:
+            end = '\n'
+        if not isinstance(sep, str):
+            raise TypeError(f'sep must be None or a string, not {type(sep).__name__}')
+        if not isinstance(end, str):
+            raise TypeError(f'end must be None or a string, not {type(end).__name__}')
+        write = file.write
+        for index, value in enumerate(values):
+            if index:
+                write(sep)
+            write(str(value))
+        write(end)
+        if flush:
+            file.flush()
 
     return print
 

@@ -20,14 +20,18 @@ through `type`'s own descriptors, so a metaclass cannot lie to them.
 
 from __future__ import annotations
 
+import abc
 import builtins
 import collections
+import collections.abc
+import contextlib
 import enum
 import sys
 import types
 import typing
 from typing import Any
 
+from .facades import CLOCK_NAMES, clock_method
 from .rules import attribute_refusal, is_private, normalize
 from .stop import SandboxStop, find_stop
 from .strformat import safe_format
@@ -94,6 +98,12 @@ _ENUM_NAMES = frozenset({'_value_', '_name_', '_missing_', '_generate_next_value
 for _cls in (enum.Enum, enum.IntEnum, enum.StrEnum, enum.Flag, enum.IntFlag, enum.ReprEnum):
     _SAFE_BASES[_cls] = _ENUM_NAMES
 for _cls in (enum.EnumType, typing.Generic, typing.Protocol, collections.UserDict, collections.UserList, collections.UserString):
+    _SAFE_BASES[_cls] = frozenset()
+# abstract bases a script's class may derive from (their own private names stay refused)
+for _cls in (
+    abc.ABC, contextlib.AbstractContextManager, contextlib.AbstractAsyncContextManager, contextlib.ContextDecorator,
+    contextlib.AsyncContextDecorator, *(getattr(collections.abc, _name) for _name in collections.abc.__all__),
+):
     _SAFE_BASES[_cls] = frozenset()
 for _cls in list(_SAFE_BASES):
     # ABCMeta and the typing metaclasses: reviewed as metaclasses of the classes above
@@ -243,6 +253,8 @@ def guarded_getattr(obj: Any, name: Any, *default: Any) -> Any:
     value = getattr(obj, name, *default)
     if name == 'format' or name == 'format_map':
         return filter_format(value)
+    if name in CLOCK_NAMES:
+        return filter_clock(value)
     return value
 
 
@@ -375,6 +387,31 @@ def format_attribute(obj: Any, name: str) -> Any:
     if type(obj) is str:
         return _bound_format(obj) if name == 'format' else _bound_format_map(obj)
     return filter_format(getattr(obj, name))
+
+
+# ----- the clock -------------------------------------------------------------------------------
+
+_date = __import__('datetime').date
+
+
+def _reads_clock(cls: Any) -> bool:
+    """`cls` is `datetime.date` or a subclass (`datetime`, a script's subclass): its now/today read the clock."""
+    return _is_class(cls) and any(base is _date for base in _type_mro(cls))
+
+
+def filter_clock(value: Any) -> Any:
+    """Replace the bound `now` / `today` / `utcnow` of `datetime.date` and its subclasses with the
+    sandbox's, which read the clock through the host."""
+    if type(value) is _BuiltinMethod and value.__name__ in CLOCK_NAMES:
+        owner = value.__self__
+        if _reads_clock(owner):
+            return clock_method(owner, value.__name__)
+    return value
+
+
+def clock_attribute(obj: Any, name: str) -> Any:
+    """`x.now` / `x.today` / `x.utcnow` (rewritten)."""
+    return filter_clock(getattr(obj, name))
 
 
 # ----- classes ---------------------------------------------------------------------------------
@@ -514,6 +551,14 @@ def match_class(cls: Any, positional: int, keywords: tuple[str, ...]) -> Any:
     attributes that need checking, else a proxy (see `_MatchProxyMeta`)."""
     if not _is_class(cls):
         return cls  # CPython raises "called match pattern must be a class"
+    clock = [name for name in keywords if name in CLOCK_NAMES]
+    if positional:
+        clock += [name for name in _match_args(cls)[:positional] if type(name) is str and name in CLOCK_NAMES]
+    if clock and _reads_clock(cls):
+        raise TypeError(
+            f'class pattern {_type_name(cls)}(...) would read the clock method {clock[0]!r}; '
+            f'call {_type_name(cls)}.{clock[0]}() instead'
+        )
     private_keywords = tuple(name for name in keywords if is_private(name))
     if not positional and not private_keywords:
         return cls
@@ -631,6 +676,7 @@ def make_guards(match_specs: list[tuple[tuple[str, ...], int, tuple[str, ...]]])
         '__corral_getattr__': private_getattr,
         '__corral_attrs__': _AttributeTarget,
         '__corral_format__': format_attribute,
+        '__corral_clock__': clock_attribute,
         '__corral_stop__': reraise_stop,
         '__corral_with__': _With,
         '__corral_async_with__': _AsyncWith,

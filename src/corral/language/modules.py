@@ -16,7 +16,15 @@ objects by name or hand out the worker's own machinery:
 - copy: `copy`/`deepcopy` from `copying.py`;
 - typing: no `get_type_hints` (it evaluates strings); string: no `Formatter` (an unguarded
   `getattr`); uuid: no `uuid1`/`getnode` (they run commands to find a MAC address); enum: no
-  `global_enum` (it writes into the worker's `__main__`).
+  `global_enum` (it writes into the worker's `__main__`); contextlib: no `redirect_stdout`,
+  `redirect_stderr` (they swap `sys.stdout`) or `chdir`;
+- the facades of `facades.py` (os, os.path, pathlib, glob, time, random, sys, io, pprint,
+  zoneinfo) and `uuid.uuid4` reach the host or the session's seed (see `hostio.py`).
+
+Reading a name a facade does not offer raises `AttributeError` with the words of
+`catalog.missing_member` (what the module offers instead); the type checker says the same.
+`import a.b` works for the sandbox's submodules (`os.path`, `collections.abc`), which are
+attributes of their parent as in CPython.
 
 Facades are built on first import and cached for the worker process (one process per session).
 """
@@ -28,6 +36,7 @@ import collections
 import dataclasses
 import functools
 import importlib
+import sys
 import types
 import typing
 from collections.abc import Callable
@@ -42,6 +51,8 @@ from .guards import (
     private_refusal,
     register_class,
 )
+from .catalog import STDLIB_MODULES, missing_member, missing_module
+from .facades import BUILDERS, TextCalendar, prcal, prmonth, register_random, reveal_type, uuid4
 from .rules import (
     CLASS_ASSIGN_DUNDERS,
     DEFINABLE_DUNDERS,
@@ -50,7 +61,7 @@ from .rules import (
     normalize,
 )
 
-__all__ = ['facade', 'import_module', 'stdlib_module']
+__all__ = ['facade', 'import_module', 'public_names', 'stdlib_module']
 
 _ASYNCIO = (
     'ALL_COMPLETED', 'FIRST_COMPLETED', 'FIRST_EXCEPTION', 'Barrier', 'BoundedSemaphore', 'BrokenBarrierError',
@@ -66,18 +77,47 @@ _UUID = (
     'RESERVED_NCS', 'RFC_4122', 'RESERVED_MICROSOFT', 'RESERVED_FUTURE', 'SafeUUID',
 )
 
+_CONTEXTLIB = (
+    'AbstractAsyncContextManager', 'AbstractContextManager', 'AsyncContextDecorator', 'AsyncExitStack',
+    'ContextDecorator', 'ExitStack', 'aclosing', 'asynccontextmanager', 'closing', 'contextmanager', 'nullcontext',
+    'suppress',
+)
+
+_ABC = (
+    'ABC', 'ABCMeta', 'abstractclassmethod', 'abstractmethod', 'abstractproperty', 'abstractstaticmethod',
+    'get_cache_token', 'update_abstractmethods',
+)
+
 #: Names left out of a module's public API.
 _WITHHELD: dict[str, frozenset[str]] = {
     'typing': frozenset({'get_type_hints', 'no_type_check', 'no_type_check_decorator'}),
     'string': frozenset({'Formatter'}),
     'enum': frozenset({'global_enum', 'global_enum_repr', 'global_flag_repr', 'global_str', 'pickle_by_enum_name', 'pickle_by_global_name'}),
     'functools': frozenset({'singledispatchmethod'}),
+    'calendar': frozenset({'LocaleTextCalendar', 'LocaleHTMLCalendar'}),
 }
 
 #: Names taken from an explicit list instead of the module's public API.
-_ONLY: dict[str, tuple[str, ...]] = {'asyncio': _ASYNCIO, 'uuid': _UUID}
+_ONLY: dict[str, tuple[str, ...]] = {'asyncio': _ASYNCIO, 'uuid': _UUID, 'contextlib': _CONTEXTLIB, 'abc': _ABC}
 
 _cache: dict[str, types.ModuleType] = {}
+
+#: Modules CPython's C code imports on first use (PyImport_Import, with a list as fromlist);
+#: they get the real, preloaded module (see `preload.py`), never a script.
+_C_IMPORTS = frozenset({'_strptime', 'time', 'datetime', 'calendar', 'locale'})
+
+
+class _Facade(types.ModuleType):
+    """A sandbox module: reading a name it does not offer says what it offers instead."""
+
+    def __getattr__(self, name: str) -> Any:
+        if is_dunder(name):
+            raise AttributeError(f"module '{self.__name__}' has no attribute '{name}'")
+        raise AttributeError(missing_member(self.__name__, name, public_names(self)))
+
+
+_Facade.__name__ = _Facade.__qualname__ = 'module'
+_Facade.__module__ = 'builtins'
 
 
 def import_module(
@@ -86,31 +126,68 @@ def import_module(
     level: int,
     *,
     host_modules: dict[str, types.ModuleType],
-    stdlib: tuple[str, ...] | frozenset[str],
+    stdlib: tuple[str, ...] | frozenset[str] = STDLIB_MODULES,
 ) -> types.ModuleType:
     """The import hook's work: a host module or a standard library facade, never anything else.
 
-    `from m import name` is checked here: when `name` is not in the facade, CPython would fall
-    back to `sys.modules['m.name']`, the real submodule (`from asyncio import events`).
+    `import a.b` returns the facade of `a` (which holds `b`), `from a.b import x` the facade of
+    `a.b`. `from m import name` is checked here: when `name` is not in the facade, CPython would
+    fall back to `sys.modules['m.name']`, the real submodule (`from asyncio import events`).
     """
     if level:
         raise ImportError('relative imports are not supported in the sandbox')
+    if type(fromlist) is list and fromlist in ([], ['__doc__']) and name in _C_IMPORTS:
+        # CPython's own C code importing a helper (`time.strptime` imports `_strptime`) goes through
+        # the builtins of the running frame, with a list as fromlist; a script's import statement
+        # passes None or a tuple
+        module = sys.modules.get(name)
+        if module is not None:
+            return module
     module = host_modules.get(name)
     if module is None:
         if name not in stdlib:
-            raise ModuleNotFoundError(f"No module named '{name}'", name=name)
+            raise ModuleNotFoundError(missing_module(name, host_modules), name=name)
         module = stdlib_module(name)
+        if not fromlist and '.' in name:
+            module = stdlib_module(name.partition('.')[0])
     for item in fromlist or ():
         if type(item) is not str or item == '*' or item not in module.__dict__:
+            if type(item) is str and item != '*' and isinstance(module, _Facade):
+                raise ImportError(f"cannot import name '{item}' from '{name}': {missing_member(name, item, public_names(module))}", name=name)
             raise ImportError(f'cannot import name {item!r} from {name!r} (unknown location)', name=name)
     return module
 
 
 def stdlib_module(name: str) -> types.ModuleType:
-    """The facade of standard library module `name` (one of the worker's STDLIB_MODULES), cached."""
+    """The facade of standard library module `name` (one of `STDLIB_MODULES`), cached."""
     module = _cache.get(name)
     if module is None:
-        module = _cache[name] = facade(importlib.import_module(name))
+        builder = BUILDERS.get(name)
+        if builder is None:
+            module = facade(importlib.import_module(name))
+        else:
+            real = sys.modules.get(name)
+            module = _module(name, getattr(real, '__doc__', None), builder())
+            if name == 'random':
+                register_random(module)
+        _cache[name] = module
+        # a sandbox submodule is an attribute of its parent, as in CPython (`import os.path`)
+        parent, _, child = name.rpartition('.')
+        if parent and parent in _cache:
+            setattr(_cache[parent], child, module)
+    return module
+
+
+def public_names(module: types.ModuleType) -> list[str]:
+    """What a facade offers: its public names, sandbox submodules included (`os.path`)."""
+    return sorted(key for key in module.__dict__ if not key.startswith('_'))
+
+
+def _module(name: str, doc: str | None, values: dict[str, Any]) -> types.ModuleType:
+    module = _Facade(name, doc)
+    for key, value in values.items():
+        setattr(module, key, value)
+    module.__all__ = [key for key in values if not isinstance(values[key], types.ModuleType)]
     return module
 
 
@@ -124,18 +201,19 @@ def facade(real: types.ModuleType) -> types.ModuleType:
             exported = [key for key in vars(real) if not key.startswith('_')]
         withheld = _WITHHELD.get(name, frozenset())
         names = tuple(key for key in exported if not key.startswith('_') and key not in withheld)
-    module = types.ModuleType(name, real.__doc__)
     replacements = _REPLACEMENTS.get(name, {})
-    public = []
+    values = {}
     for key in names:
         value = replacements[key] if key in replacements else getattr(real, key, None)
         if value is None and not hasattr(real, key):
             continue
         if isinstance(value, types.ModuleType):
             continue
-        setattr(module, key, value)
-        public.append(key)
-    module.__all__ = public
+        values[key] = value
+    module = _module(name, real.__doc__, values)
+    for child in STDLIB_MODULES:
+        if child.startswith(name + '.') and '.' not in child[len(name) + 1 :]:
+            setattr(module, child[len(name) + 1 :], stdlib_module(child))
     return module
 
 
@@ -362,10 +440,17 @@ def make_dataclass(cls_name: str, fields: Any, *, bases: tuple[type, ...] = (), 
     for key in dict(namespace or {}):
         if type(key) is not str or (is_dunder(key) and key not in DEFINABLE_DUNDERS and key not in CLASS_ASSIGN_DUNDERS):
             raise TypeError(f'make_dataclass(): namespace key {key!r} is not allowed in the sandbox')
-    kwargs.setdefault('module', '__main__')
+    module = kwargs.pop('module', '__main__') if 'module' not in _MAKE_DATACLASS_PARAMETERS else None
+    if module is None:
+        kwargs.setdefault('module', '__main__')
     cls = dataclasses.make_dataclass(cls_name, fields, bases=bases, namespace=namespace, **kwargs)
+    if module is not None:  # Python < 3.12 has no module= argument
+        cls.__module__ = module
     register_class(cls)
     return cls
+
+
+_MAKE_DATACLASS_PARAMETERS = frozenset(__import__('inspect').signature(dataclasses.make_dataclass).parameters)
 
 
 def _fields_of(obj: Any, function: str) -> Any:
@@ -467,6 +552,9 @@ _REPLACEMENTS: dict[str, dict[str, Any]] = {
     },
     'copy': {'copy': copying.copy, 'deepcopy': copying.deepcopy, 'Error': copying.Error},
     'collections': {'namedtuple': namedtuple},
+    'uuid': {'uuid4': uuid4},
+    'calendar': {'TextCalendar': TextCalendar, 'prmonth': prmonth, 'prcal': prcal},
+    'typing': {'reveal_type': reveal_type},
 }
 
 _ = asyncio  # imported so the allow-list above is checked against a loaded module

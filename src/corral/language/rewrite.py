@@ -6,6 +6,8 @@ Ordinary code is left alone, so it runs at CPython speed. After `validate`, the 
   and deletes into `__corral_attrs__(x)['_y'] = v` / `del __corral_attrs__(x)['_y']`, which
   keeps Python's evaluation order and works in any target position (tuples, `for`, `+=`);
 - `x.format` / `x.format_map` into `__corral_format__(x, 'format')`, a safe formatter for strings;
+- `x.now` / `x.today` / `x.utcnow` into `__corral_clock__(x, 'now')`, which swaps the clock methods
+  of `datetime.date` and its subclasses for the sandbox's (the clock is read through the host);
 - every `except` handler (and `except*`) to start with `__corral_stop__()`, which re-raises a
   `SandboxStop`;
 - every `with` / `async with` item into `__corral_with__(cm)` / `__corral_async_with__(cm)`, whose
@@ -26,6 +28,8 @@ import copy
 from typing import Any
 
 from .rules import is_private
+
+_CLOCK_NAMES = frozenset({'now', 'today', 'utcnow'})  # facades.CLOCK_NAMES, without importing the facades
 
 __all__ = ['INPLACE', 'MATCH_SPECS', 'rewrite']
 
@@ -116,6 +120,8 @@ class _Rewriter(ast.NodeTransformer):
             return ast.copy_location(ast.Subscript(value=target, slice=name, ctx=node.ctx), node)
         if attr in ('format', 'format_map') and isinstance(node.ctx, ast.Load):
             return _call('__corral_format__', node, node.value, _constant(attr, node))
+        if attr in _CLOCK_NAMES and isinstance(node.ctx, ast.Load):
+            return _call('__corral_clock__', node, node.value, _constant(attr, node))
         return node
 
     def visit_Assign(self, node: ast.Assign) -> ast.stmt:

@@ -46,7 +46,7 @@ _PROTOCOL = frozenset(
         '__lt__', '__le__', '__gt__', '__ge__', '__repr__', '__str__', '__format__', '__bytes__',
         '__len__', '__length_hint__', '__iter__', '__next__', '__reversed__', '__contains__',
         '__getitem__', '__setitem__', '__delitem__', '__missing__', '__call__', '__enter__', '__exit__',
-        '__aenter__', '__aexit__', '__aiter__', '__anext__', '__await__',
+        '__aenter__', '__aexit__', '__aiter__', '__anext__', '__await__', '__fspath__',
     ]
 )
 

@@ -13,9 +13,9 @@ import tempfile
 import weakref
 from collections.abc import Mapping, Sequence
 
-from . import _render
+from . import _render, _sandbox
 from ._awaits import AWAIT_MESSAGES, ModuleScope
-from ._typeshed import VendoredTypeshed
+from ._stdlib import SandboxTypeshed, sandbox_typeshed
 
 __all__ = ['TypeChecker']
 
@@ -31,7 +31,6 @@ _INVALID_SYNTAX_PREFIX = 'error[invalid-syntax]: '
 # configuration and Python environment can't change the result.
 _PASSTHROUGH_ENV = ('PATH', 'SYSTEMROOT', 'LANG', 'LC_ALL', 'TMPDIR')
 
-_typeshed_readers: dict[str, VendoredTypeshed] = {}
 
 
 def _find_ty() -> str:
@@ -121,6 +120,8 @@ class TypeChecker:
         self._ty_bin: str | None = None
         self._env: dict[str, str] | None = None
         self._finalizer: weakref.finalize | None = None
+        self._typeshed: SandboxTypeshed | None = None
+        self._typeshed_bin: str | None = None
 
     # ------------------------------------------------------------------ setup
 
@@ -205,9 +206,17 @@ class TypeChecker:
         slot = self._acquire()
         ok = False
         try:
+            if self._typeshed_bin != self._ty_bin:
+                # the sandbox's standard library stubs: built once per process, in a thread
+                assert self._ty_bin is not None
+                try:
+                    self._typeshed = await asyncio.to_thread(sandbox_typeshed, self._ty_bin)
+                except RuntimeError:  # not a ty binary we can read: ty's own typeshed, and its own errors
+                    self._typeshed = None
+                self._typeshed_bin = self._ty_bin
             slot.sync(wanted)
             stdout = await self._run_ty(slot, script_name)
-            result = await self._postprocess(stdout, slot, script_name, code, offset)
+            result = await self._postprocess(stdout, slot, script_name, code, offset, frozenset(modules))
             ok = True
             return result
         finally:
@@ -215,6 +224,7 @@ class TypeChecker:
 
     async def _run_ty(self, slot: _Slot, script_name: str) -> str:
         assert self._ty_bin is not None and self._root is not None
+        typeshed = ['--typeshed', self._typeshed.root] if self._typeshed is not None else []
         args = [
             'check',
             '--project', '.',
@@ -224,6 +234,7 @@ class TypeChecker:
             '--python-version', _PYTHON_VERSION,
             '--python-platform', 'linux',
             '--python', os.path.join(self._root, 'env'),
+            *typeshed,
             '--',
             script_name,
         ]  # fmt: skip
@@ -263,11 +274,13 @@ class TypeChecker:
     # ----------------------------------------------------------- postprocess
 
     async def _postprocess(
-        self, stdout: str, slot: _Slot, script_name: str, code: str, offset: int
+        self, stdout: str, slot: _Slot, script_name: str, code: str, offset: int, host_modules: frozenset[str] = frozenset()
     ) -> str | None:
+        if self._typeshed is not None:
+            stdlib = self._typeshed.stdlib
+            for root in sorted({stdlib, os.path.realpath(stdlib)}, key=len, reverse=True):
+                stdout = stdout.replace(root + os.sep, 'stdlib/')  # shown as ty shows its vendored stubs
         diagnostics = _render.parse_output(stdout)
-        if not diagnostics:
-            return None
         code_lines = _render.split_lines(code)
         scope: ModuleScope | None = None
         kept: list[_render.Diagnostic] = []
@@ -287,7 +300,24 @@ class TypeChecker:
                     scope = ModuleScope(code, code_lines)
                 if scope.at_module_level(primary.line, primary.col):
                     continue
+            _sandbox.annotate(stripped, host_modules, code_lines, script_name)
             kept.append(stripped)
+        # imports of standard library modules the sandbox does not offer (ty resolves them)
+        reported = {
+            (d.primary.line, d.primary.col)
+            for d in kept
+            if d.primary is not None and d.primary.path == script_name and d.header.startswith('error[import-not-found]')
+        }
+        for synthetic in _sandbox.unresolved_imports(code, script_name, host_modules, reported):
+            position = (synthetic.primary.line, synthetic.primary.col) if synthetic.primary else (0, 0)
+            index = next(
+                (
+                    i for i, d in enumerate(kept)
+                    if d.primary is not None and d.primary.path == script_name and (d.primary.line, d.primary.col) > position
+                ),
+                len(kept),
+            )
+            kept.insert(index, synthetic)
         if not kept:
             return None
 
@@ -315,11 +345,9 @@ class TypeChecker:
         return self._scrub('\n\n'.join(rendered), slot)
 
     async def _read_typeshed(self, path: str) -> str | None:
-        assert self._ty_bin is not None
-        reader = _typeshed_readers.get(self._ty_bin)
-        if reader is None:
-            reader = _typeshed_readers.setdefault(self._ty_bin, VendoredTypeshed(self._ty_bin))
-        return await asyncio.to_thread(reader.read, path)
+        if self._typeshed is None:
+            return None
+        return await asyncio.to_thread(self._typeshed.read, path)
 
     def _scrub(self, text: str, slot: _Slot) -> str:
         """Remove our temporary folders from ty's text (e.g. the module search

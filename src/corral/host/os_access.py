@@ -1,0 +1,723 @@
+"""What a script may reach outside the sandbox: files (mounts), environment variables, the clock.
+
+A script's `open()`, `pathlib.Path` and `os` file functions, `os.getenv`/`os.environ`,
+`datetime.datetime.now()`, `datetime.date.today()` and `time.time()` are host calls with reserved
+names (see `corral.language.hostio`). The session answers them here, from what the host granted at
+checkout:
+
+    pool.checkout(
+        mounts=[Mount('/srv/reports', '/data', mode='read-only')],
+        os_access=OsAccess(environ={'REGION': 'eu'}, clock=True),
+    )
+
+- `Mount(host_dir, sandbox_path, mode)`: a host folder seen by the script at `sandbox_path`.
+  `'overlay'` (the default): the script reads the host's files and may write, but what it writes
+  lives in the session only (copy-on-write, in memory, up to `OVERLAY_LIMIT` bytes); `'read-only'`:
+  writes fail with `PermissionError` (EROFS); `'read-write'`: writes go to the host's files.
+- `OsAccess`: the environment (`environ=`), the clock (`clock=True`, or a function returning an
+  aware datetime), and, for a subclass, files outside the mounts (override `read_file` ...).
+
+Nothing is granted by default: without `os_access`, the environment and the clock raise
+`PermissionError` in the script, saying the host has not granted them; without a mount, so do
+files. Every path is checked here, on the host: relative paths start at the sandbox's working
+folder (the first mount, else `/`), `..` is resolved before the mount is chosen, a path outside
+every mount is refused, and a host symlink that leads out of its mount is refused (symlinks inside
+a mount are followed; the script never sees a link).
+"""
+
+from __future__ import annotations
+
+import datetime
+import errno
+import os
+import posixpath
+import stat as stat_module
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+__all__ = ['Mount', 'OsAccess', 'SystemCalls', 'MountMode', 'OVERLAY_LIMIT', 'MAX_FILE']
+
+MountMode = Literal['overlay', 'read-only', 'read-write']
+_MODES = ('overlay', 'read-only', 'read-write')
+
+#: Bytes of files an overlay mount may hold in memory for one session.
+OVERLAY_LIMIT = 256 * 1024 * 1024
+#: The largest file a script may read or write in one piece.
+MAX_FILE = 32 * 1024 * 1024
+
+_GRANT_FILES = 'the host grants it with checkout(mounts=[Mount(host_dir, sandbox_path)])'
+_GRANT_ENVIRON = 'the host grants it with checkout(os_access=OsAccess(environ={...}))'
+_GRANT_CLOCK = 'the host grants it with checkout(os_access=OsAccess(clock=True))'
+
+
+class _Refused(Exception):
+    """An error for the script: `exc_type(errno, strerror, filename)`, sent as plain data."""
+
+    def __init__(self, exc_type: type[BaseException], number: int | None, message: str, filename: str | None = None, filename2: str | None = None) -> None:
+        super().__init__(message)
+        self.payload = [exc_type.__name__, number, message, filename, filename2]
+
+
+def _os_error(number: int, path: str, message: str | None = None) -> _Refused:
+    exc_type: type[OSError] = {
+        errno.ENOENT: FileNotFoundError,
+        errno.EEXIST: FileExistsError,
+        errno.EISDIR: IsADirectoryError,
+        errno.ENOTDIR: NotADirectoryError,
+        errno.EACCES: PermissionError,
+        errno.EPERM: PermissionError,
+        errno.EROFS: OSError,
+    }.get(number, OSError)
+    return _Refused(exc_type, number, message or os.strerror(number), path)
+
+
+def _denied(path: str, why: str) -> _Refused:
+    return _Refused(PermissionError, errno.EACCES, f'Permission denied ({why})', path)
+
+
+@dataclass(frozen=True)
+class Mount:
+    """A host folder the script sees at `sandbox_path` (an absolute POSIX path such as `/data`).
+
+    `mode`: `'overlay'` (default: writes stay in the session), `'read-only'`, or `'read-write'`
+    (writes reach the host's files).
+    """
+
+    host_dir: str | os.PathLike[str]
+    sandbox_path: str
+    mode: MountMode = 'overlay'
+
+    def __post_init__(self) -> None:
+        if self.mode not in _MODES:
+            raise ValueError(f"Mount mode must be one of {', '.join(map(repr, _MODES))}, not {self.mode!r}")
+        if not isinstance(self.sandbox_path, str) or not self.sandbox_path.startswith('/'):
+            raise ValueError(f'Mount sandbox_path must be an absolute POSIX path such as "/data", not {self.sandbox_path!r}')
+        if '\x00' in self.sandbox_path:
+            raise ValueError('Mount sandbox_path contains a NUL character')
+        if not os.path.isdir(self.host_dir):
+            raise ValueError(f'Mount host_dir {os.fspath(self.host_dir)!r} is not an existing folder')
+
+    @property
+    def path(self) -> str:
+        """The normalized sandbox path."""
+        return _normalize(self.sandbox_path)
+
+
+class OsAccess:
+    """The host's answer to a script's environment, clock and file calls outside mounts.
+
+    - `environ`: the variables `os.getenv`/`os.environ` see (None: not granted).
+    - `clock`: True for the host's clock (local time with its UTC offset), a function returning an
+      aware `datetime` (a fixed or simulated clock), or False (not granted).
+    - `mounts`: host folders (see `Mount`); also accepted by `checkout(mounts=...)`.
+    - `cwd`: the sandbox's working folder (default: the first mount's path, else `/`).
+
+    Subclass to serve files that are not under a mount (a virtual filesystem): override
+    `stat`, `read_file`, `write_file`, `list_dir`, `make_dir`, `remove`, `remove_dir`, `rename`;
+    paths arrive absolute and normalized. Raise `FileNotFoundError`, `PermissionError` ... as the
+    script should see them. Override `getenv`/`environ` or `now` for a dynamic environment or clock.
+    """
+
+    def __init__(
+        self,
+        *,
+        environ: Mapping[str, str] | None = None,
+        clock: bool | Callable[[], datetime.datetime] = False,
+        mounts: Iterable[Mount] = (),
+        cwd: str | None = None,
+    ) -> None:
+        if environ is not None:
+            for key, value in environ.items():
+                if not isinstance(key, str) or not isinstance(value, str):
+                    raise TypeError('OsAccess environ must map str to str')
+        self._environ = None if environ is None else dict(environ)
+        if not (isinstance(clock, bool) or callable(clock)):
+            raise TypeError('OsAccess clock must be True, False or a function returning an aware datetime')
+        self._clock = clock
+        self.mounts = tuple(mounts)
+        for mount in self.mounts:
+            if not isinstance(mount, Mount):
+                raise TypeError(f'OsAccess mounts must be Mount objects, not {type(mount).__name__}')
+        if cwd is not None and (not isinstance(cwd, str) or not cwd.startswith('/')):
+            raise ValueError(f'OsAccess cwd must be an absolute POSIX path, not {cwd!r}')
+        self.cwd = cwd
+
+    def __repr__(self) -> str:
+        granted = []
+        if self._environ is not None:
+            granted.append(f'environ={sorted(self._environ)}')
+        if self._clock:
+            granted.append('clock')
+        if self.mounts:
+            granted.append(f'mounts={list(self.mounts)}')
+        return f'OsAccess({", ".join(granted)})'
+
+    # ----- environment ---------------------------------------------------------------------------
+
+    def environ(self) -> dict[str, str]:
+        """All environment variables the script may see."""
+        if self._environ is None:
+            raise PermissionError(f'the host has not granted access to environment variables; {_GRANT_ENVIRON}')
+        return dict(self._environ)
+
+    def getenv(self, name: str) -> str | None:
+        """One environment variable, or None."""
+        return self.environ().get(name)
+
+    # ----- clock ---------------------------------------------------------------------------------
+
+    def now(self) -> datetime.datetime:
+        """The current time, an aware datetime in the zone the sandbox calls local."""
+        clock = self._clock
+        if clock is True:
+            return datetime.datetime.now().astimezone()
+        if callable(clock):
+            return clock()
+        raise PermissionError(
+            f'the host has not granted clock access (datetime.now(), date.today(), time.time()); {_GRANT_CLOCK}'
+        )
+
+    # ----- files outside the mounts (override to serve them) ------------------------------------
+
+    def _no_files(self, path: str) -> OSError:
+        if self.mounts:
+            folders = ', '.join(mount.path for mount in self.mounts)
+            return PermissionError(errno.EACCES, f'Permission denied (outside the folders the host mounted: {folders})', path)
+        return PermissionError(errno.EACCES, f'Permission denied (the host has not granted file access; {_GRANT_FILES})', path)
+
+    def stat(self, path: str) -> tuple[str, int, float]:
+        """`('file' | 'dir', size, mtime)` of a path; raise FileNotFoundError when missing."""
+        raise self._no_files(path)
+
+    def read_file(self, path: str) -> bytes:
+        raise self._no_files(path)
+
+    def write_file(self, path: str, data: bytes, how: str) -> None:
+        """`how`: 'truncate' (replace the content), 'append', or 'create' (FileExistsError if it exists)."""
+        raise self._no_files(path)
+
+    def list_dir(self, path: str) -> list[str]:
+        raise self._no_files(path)
+
+    def make_dir(self, path: str) -> None:
+        raise self._no_files(path)
+
+    def remove(self, path: str) -> None:
+        raise self._no_files(path)
+
+    def remove_dir(self, path: str) -> None:
+        raise self._no_files(path)
+
+    def rename(self, source: str, target: str) -> None:
+        raise self._no_files(source)
+
+
+_NOT_GRANTED = OsAccess()
+
+
+def _normalize(path: str) -> str:
+    path = posixpath.normpath(path)
+    if path.startswith('//'):
+        path = '/' + path.lstrip('/')
+    return path
+
+
+def _parts(path: str) -> tuple[str, ...]:
+    return tuple(part for part in path.split('/') if part)
+
+
+# ----- one mount, as a session sees it --------------------------------------------------------------
+
+class _MountView:
+    """Files of one mount for one session: the host folder, and the session's overlay."""
+
+    def __init__(self, mount: Mount, system: SystemCalls) -> None:
+        self.mount = mount
+        self.path = mount.path
+        self.mode = mount.mode
+        self.root = os.path.realpath(mount.host_dir)
+        self._system = system
+        # overlay state, keyed by the path relative to the mount ('' is the mount itself)
+        self._files: dict[str, tuple[bytes, float]] = {}
+        self._dirs: dict[str, float] = {}
+        self._deleted: set[str] = set()  # the host's version of these paths (and below) is hidden
+
+    # host side --------------------------------------------------------------------------------
+
+    def _host(self, rel: str, shown: str) -> str:
+        """The host path of `rel`, with symlinks resolved; refused when it leaves the mount."""
+        full = os.path.join(self.root, *_parts(rel))
+        real = os.path.realpath(full)
+        if real != self.root and not real.startswith(self.root.rstrip(os.sep) + os.sep):
+            raise _denied(shown, 'a link that leads outside the mounted folder')
+        return real
+
+    def _host_stat(self, rel: str, shown: str) -> os.stat_result | None:
+        try:
+            return os.stat(self._host(rel, shown))
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        except OSError as error:
+            raise _os_error(error.errno or errno.EIO, shown) from None
+
+    def _hidden(self, rel: str) -> bool:
+        """Whether the host's version of `rel` is hidden by the overlay (deleted, or replaced above)."""
+        if not self._deleted:
+            return False
+        parts = _parts(rel)
+        return any('/'.join(parts[:i]) in self._deleted for i in range(len(parts) + 1))
+
+    # lookups ----------------------------------------------------------------------------------
+
+    def lookup(self, rel: str, shown: str) -> tuple[str, int, float] | None:
+        """`(kind, size, mtime)` as the script sees `rel`, or None."""
+        if rel in self._files:
+            data, mtime = self._files[rel]
+            return ('file', len(data), mtime)
+        if rel in self._dirs:
+            return ('dir', 0, self._dirs[rel])
+        if self._hidden(rel):
+            return None
+        st = self._host_stat(rel, shown)
+        if st is None:
+            return None
+        if stat_module.S_ISDIR(st.st_mode):
+            return ('dir', 0, st.st_mtime)
+        if stat_module.S_ISREG(st.st_mode):
+            return ('file', st.st_size, st.st_mtime)
+        return ('other', 0, st.st_mtime)
+
+    def read(self, rel: str, shown: str) -> bytes:
+        if rel in self._files:
+            return self._files[rel][0]
+        info = self.lookup(rel, shown)
+        if info is None:
+            raise _os_error(errno.ENOENT, shown)
+        if info[0] == 'dir':
+            raise _os_error(errno.EISDIR, shown)
+        if info[0] != 'file':
+            raise _denied(shown, 'not a regular file')
+        if info[1] > MAX_FILE:
+            raise _os_error(errno.EFBIG, shown, f'File too large for the sandbox (more than {MAX_FILE} bytes)')
+        try:
+            with open(self._host(rel, shown), 'rb') as f:
+                return f.read(MAX_FILE + 1)[:MAX_FILE]
+        except OSError as error:
+            raise _os_error(error.errno or errno.EIO, shown) from None
+
+    def entries(self, rel: str, shown: str) -> list[list[Any]]:
+        info = self.lookup(rel, shown)
+        if info is None:
+            raise _os_error(errno.ENOENT, shown)
+        if info[0] != 'dir':
+            raise _os_error(errno.ENOTDIR, shown)
+        names: dict[str, list[Any]] = {}
+        if not self._hidden(rel) and rel not in self._dirs:
+            try:
+                host_names = os.listdir(self._host(rel, shown))
+            except OSError as error:
+                raise _os_error(error.errno or errno.EIO, shown) from None
+            for name in host_names:
+                child = f'{rel}/{name}' if rel else name
+                if child in self._deleted:
+                    continue
+                found = self.lookup(child, posixpath.join(shown, name))
+                if found is not None and found[0] in ('file', 'dir'):
+                    names[name] = [name, *found]
+        prefix = f'{rel}/' if rel else ''
+        for table in (self._files, self._dirs):
+            for key in table:
+                if key.startswith(prefix) and key != rel and '/' not in key[len(prefix):]:
+                    name = key[len(prefix):]
+                    found = self.lookup(key, posixpath.join(shown, name))
+                    if found is not None:
+                        names[name] = [name, *found]
+        return [names[name] for name in sorted(names)]
+
+    # writes -----------------------------------------------------------------------------------
+
+    def _writable(self, shown: str) -> None:
+        if self.mode == 'read-only':
+            raise _os_error(errno.EROFS, shown, 'Read-only file system')
+
+    def _parent_is_dir(self, rel: str, shown: str) -> None:
+        if not rel:
+            return
+        parent = rel.rpartition('/')[0]
+        info = self.lookup(parent, posixpath.dirname(shown))
+        if info is None:
+            raise _os_error(errno.ENOENT, shown)
+        if info[0] != 'dir':
+            raise _os_error(errno.ENOTDIR, shown)
+
+    def write(self, rel: str, shown: str, data: bytes, how: str) -> None:
+        self._writable(shown)
+        info = self.lookup(rel, shown)
+        if info is not None and info[0] == 'dir':
+            raise _os_error(errno.EISDIR, shown)
+        if how == 'create' and info is not None:
+            raise _os_error(errno.EEXIST, shown)
+        self._parent_is_dir(rel, shown)
+        if self.mode == 'read-write':
+            flags = {'truncate': 'wb', 'append': 'ab', 'create': 'xb'}[how]
+            try:
+                with open(self._host(rel, shown), flags) as f:
+                    f.write(data)
+            except OSError as error:
+                raise _os_error(error.errno or errno.EIO, shown) from None
+            return
+        old = b''
+        if how == 'append' and info is not None:
+            old = self.read(rel, shown)
+        content = old + data
+        if len(content) > MAX_FILE:
+            raise _os_error(errno.EFBIG, shown, f'File too large for the sandbox (more than {MAX_FILE} bytes)')
+        previous = len(self._files[rel][0]) if rel in self._files else 0
+        if self._system.overlay_bytes - previous + len(content) > OVERLAY_LIMIT:
+            raise _os_error(errno.ENOSPC, shown, f'No space left on device (the session\'s files hold at most {OVERLAY_LIMIT} bytes)')
+        self._system.overlay_bytes += len(content) - previous
+        self._files[rel] = (content, time.time())
+
+    def mkdir(self, rel: str, shown: str) -> None:
+        if self.lookup(rel, shown) is not None:
+            raise _os_error(errno.EEXIST, shown)
+        self._writable(shown)
+        self._parent_is_dir(rel, shown)
+        if self.mode == 'read-write':
+            try:
+                os.mkdir(self._host(rel, shown))
+            except OSError as error:
+                raise _os_error(error.errno or errno.EIO, shown) from None
+            return
+        self._dirs[rel] = time.time()
+
+    def remove(self, rel: str, shown: str) -> None:
+        self._writable(shown)
+        info = self.lookup(rel, shown)
+        if info is None:
+            raise _os_error(errno.ENOENT, shown)
+        if info[0] == 'dir':
+            raise _os_error(errno.EISDIR, shown)
+        if self.mode == 'read-write':
+            try:
+                os.remove(self._host(rel, shown))
+            except OSError as error:
+                raise _os_error(error.errno or errno.EIO, shown) from None
+            return
+        if rel in self._files:
+            self._system.overlay_bytes -= len(self._files.pop(rel)[0])
+        self._deleted.add(rel)
+
+    def rmdir(self, rel: str, shown: str) -> None:
+        self._writable(shown)
+        info = self.lookup(rel, shown)
+        if info is None:
+            raise _os_error(errno.ENOENT, shown)
+        if info[0] != 'dir':
+            raise _os_error(errno.ENOTDIR, shown)
+        if not rel:
+            raise _os_error(errno.EBUSY, shown, 'Device or resource busy (a mounted folder)')
+        if self.entries(rel, shown):
+            raise _os_error(errno.ENOTEMPTY, shown)
+        if self.mode == 'read-write':
+            try:
+                os.rmdir(self._host(rel, shown))
+            except OSError as error:
+                raise _os_error(error.errno or errno.EIO, shown) from None
+            return
+        self._dirs.pop(rel, None)
+        self._deleted.add(rel)
+
+
+# ----- the session's system calls -------------------------------------------------------------------
+
+class SystemCalls:
+    """Answers one session's system calls (`\\x00os.read` ...) from its `OsAccess` and mounts.
+
+    `call(name, args)` returns `[True, value]` or `[False, [exc_type, errno, strerror, filename,
+    filename2]]`; arguments come from an untrusted worker and are checked here.
+    """
+
+    def __init__(self, os_access: OsAccess | None, mounts: Sequence[Mount], seed: int) -> None:
+        self.os_access = os_access if os_access is not None else _NOT_GRANTED
+        all_mounts = [*self.os_access.mounts, *mounts]
+        paths = [mount.path for mount in all_mounts]
+        if len(set(paths)) != len(paths):
+            raise ValueError(f'two mounts share a sandbox path: {sorted(paths)}')
+        self.overlay_bytes = 0
+        # longest sandbox path first, so /data/raw wins over /data
+        self._mounts = sorted((_MountView(mount, self) for mount in all_mounts), key=lambda view: len(view.path), reverse=True)
+        self.cwd = _normalize(self.os_access.cwd or (all_mounts[0].path if all_mounts else '/'))
+        self.seed = seed
+        self._handlers: dict[str, Callable[..., Any]] = {
+            'os.stat': self._stat,
+            'os.read': self._read,
+            'os.write': self._write,
+            'os.scandir': self._scandir,
+            'os.mkdir': self._mkdir,
+            'os.remove': self._remove,
+            'os.rmdir': self._rmdir,
+            'os.rename': self._rename,
+            'os.getcwd': self._getcwd,
+            'os.getenv': self._getenv,
+            'os.environ': self._environ,
+            'clock.now': self._now,
+            'random.seed': self._seed,
+        }
+
+    def call(self, name: str, args: list[Any]) -> list[Any]:
+        handler = self._handlers.get(name)
+        if handler is None:
+            return [False, ['NameError', None, f'unknown system call {name!r}', None, None]]
+        try:
+            return [True, handler(*args)]
+        except _Refused as refused:
+            return [False, refused.payload]
+        except TypeError as error:
+            return [False, ['TypeError', None, f'{name}: {error}', None, None]]
+        except OSError as error:  # from an OsAccess subclass
+            return [False, [_builtin_name(error), error.errno, error.strerror or str(error), _text(error.filename), _text(error.filename2)]]
+        except Exception as error:
+            return [False, [_builtin_name(error), None, str(error), None, None]]
+
+    # paths ------------------------------------------------------------------------------------
+
+    def _path(self, raw: Any) -> str:
+        if not isinstance(raw, str):
+            raise TypeError(f'a path must be a str, not {type(raw).__name__}')
+        if '\x00' in raw:
+            raise _Refused(ValueError, None, 'embedded null byte')
+        if not raw:
+            raise _os_error(errno.ENOENT, raw)
+        return _normalize(raw if raw.startswith('/') else posixpath.join(self.cwd, raw))
+
+    def _find(self, path: str) -> tuple[_MountView, str] | None:
+        for view in self._mounts:
+            if path == view.path or path.startswith(view.path.rstrip('/') + '/'):
+                return view, path[len(view.path):].strip('/')
+        return None
+
+    def _above_mounts(self, path: str) -> list[str] | None:
+        """Names under `path` when it is a folder above some mount (`/` above `/data`), else None."""
+        prefix = path.rstrip('/') + '/'
+        names = {view.path[len(prefix):].split('/')[0] for view in self._mounts if view.path.startswith(prefix)}
+        return sorted(names) if names else None
+
+    # files ------------------------------------------------------------------------------------
+
+    def _stat(self, raw: Any) -> list[Any]:
+        path = self._path(raw)
+        found = self._find(path)
+        if found is None:
+            if self._above_mounts(path) is not None:
+                return ['dir', 0, 0.0]
+            kind, size, mtime = self.os_access.stat(path)
+            return [kind, size, mtime]
+        view, rel = found
+        info = view.lookup(rel, raw)
+        if info is None or info[0] not in ('file', 'dir'):
+            raise _os_error(errno.ENOENT, raw)
+        return list(info)
+
+    def _read(self, raw: Any) -> bytes:
+        path = self._path(raw)
+        found = self._find(path)
+        if found is None:
+            if self._above_mounts(path) is not None:
+                raise _os_error(errno.EISDIR, raw)
+            data = self.os_access.read_file(path)
+            if not isinstance(data, bytes):
+                raise TypeError(f'{type(self.os_access).__name__}.read_file returned {type(data).__name__}, not bytes')
+            return data
+        view, rel = found
+        return view.read(rel, raw)
+
+    def _write(self, raw: Any, data: Any, how: Any) -> None:
+        path = self._path(raw)
+        if not isinstance(data, bytes):
+            raise TypeError(f'file data must be bytes, not {type(data).__name__}')
+        if how not in ('truncate', 'append', 'create'):
+            raise TypeError(f'unknown write mode {how!r}')
+        found = self._find(path)
+        if found is None:
+            if self._above_mounts(path) is not None:
+                raise _os_error(errno.EISDIR, raw)
+            self.os_access.write_file(path, data, how)
+            return
+        view, rel = found
+        view.write(rel, raw, data, how)
+
+    def _scandir(self, raw: Any) -> list[list[Any]]:
+        path = self._path(raw)
+        found = self._find(path)
+        if found is None:
+            above = self._above_mounts(path)
+            if above is not None:
+                return [[name, 'dir', 0, 0.0] for name in above]
+            entries = []
+            for name in sorted(self.os_access.list_dir(path)):
+                kind, size, mtime = self.os_access.stat(posixpath.join(path, name))
+                entries.append([name, kind, size, mtime])
+            return entries
+        view, rel = found
+        entries = view.entries(rel, raw)
+        # mounts nested inside this folder appear in it
+        above = self._above_mounts(path) or []
+        known = {entry[0] for entry in entries}
+        entries += [[name, 'dir', 0, 0.0] for name in above if name not in known]
+        return sorted(entries)
+
+    def _mkdir(self, raw: Any, parents: Any, exist_ok: Any) -> None:
+        path = self._path(raw)
+        if parents:
+            parts = _parts(path)
+            for depth in range(1, len(parts) + 1):
+                partial = '/' + '/'.join(parts[:depth])
+                try:
+                    self._mkdir_one(partial, partial if depth < len(parts) else raw)
+                except _Refused as refused:
+                    if refused.payload[0] != 'FileExistsError':
+                        raise
+                    if depth == len(parts):
+                        if not exist_ok or self._stat(partial)[0] != 'dir':
+                            raise
+            return
+        try:
+            self._mkdir_one(path, raw)
+        except _Refused as refused:
+            if not (exist_ok and refused.payload[0] == 'FileExistsError' and self._stat(path)[0] == 'dir'):
+                raise
+
+    def _mkdir_one(self, path: str, shown: str) -> None:
+        found = self._find(path)
+        if found is None:
+            if self._above_mounts(path) is not None:
+                raise _os_error(errno.EEXIST, shown)
+            try:
+                self.os_access.make_dir(path)
+            except FileExistsError:
+                raise _os_error(errno.EEXIST, shown) from None
+            return
+        view, rel = found
+        view.mkdir(rel, shown)
+
+    def _remove(self, raw: Any) -> None:
+        path = self._path(raw)
+        found = self._find(path)
+        if found is None:
+            if self._above_mounts(path) is not None:
+                raise _os_error(errno.EISDIR, raw)
+            self.os_access.remove(path)
+            return
+        view, rel = found
+        view.remove(rel, raw)
+
+    def _rmdir(self, raw: Any) -> None:
+        path = self._path(raw)
+        found = self._find(path)
+        if found is None:
+            if self._above_mounts(path) is not None:
+                raise _os_error(errno.EBUSY, raw, 'Device or resource busy (a folder above a mount)')
+            self.os_access.remove_dir(path)
+            return
+        view, rel = found
+        view.rmdir(rel, raw)
+
+    def _rename(self, raw_source: Any, raw_target: Any, replace: Any) -> None:
+        source, target = self._path(raw_source), self._path(raw_target)
+        found_source, found_target = self._find(source), self._find(target)
+        if found_source is None and found_target is None:
+            self.os_access.rename(source, target)
+            return
+        if found_source is None or found_target is None:
+            raise _os_error(errno.EXDEV, raw_source, 'Invalid cross-device link (a rename cannot leave its mount)')
+        view, rel = found_source
+        target_view, target_rel = found_target
+        if view is not target_view:
+            raise _os_error(errno.EXDEV, raw_source, 'Invalid cross-device link (a rename cannot leave its mount)')
+        info = view.lookup(rel, raw_source)
+        if info is None:
+            raise _os_error(errno.ENOENT, raw_source)
+        if not rel:
+            raise _os_error(errno.EBUSY, raw_source, 'Device or resource busy (a mounted folder)')
+        if target_rel == rel or target_rel.startswith(rel + '/'):
+            if target_rel == rel:
+                return
+            raise _Refused(OSError, errno.EINVAL, 'Invalid argument', raw_source, raw_target)
+        view._writable(raw_source)
+        existing = view.lookup(target_rel, raw_target)
+        if existing is not None:
+            if existing[0] == 'dir' and info[0] != 'dir':
+                raise _os_error(errno.EISDIR, raw_target)
+            if existing[0] != 'dir' and info[0] == 'dir':
+                raise _os_error(errno.ENOTDIR, raw_target)
+            if existing[0] == 'dir' and view.entries(target_rel, raw_target):
+                raise _os_error(errno.ENOTEMPTY, raw_target)
+        if view.mode == 'read-write':
+            view._parent_is_dir(target_rel, raw_target)
+            try:
+                os.replace(view._host(rel, raw_source), view._host(target_rel, raw_target))
+            except OSError as error:
+                raise _os_error(error.errno or errno.EIO, raw_source) from None
+            return
+        view._parent_is_dir(target_rel, raw_target)
+        if existing is not None:
+            (view.rmdir if existing[0] == 'dir' else view.remove)(target_rel, raw_target)
+        self._move(view, rel, target_rel, raw_source, raw_target, info[0])
+
+    def _move(self, view: _MountView, rel: str, target: str, shown: str, target_shown: str, kind: str) -> None:
+        """Overlay rename: copy into the overlay at the target, then delete the source."""
+        if kind == 'file':
+            view.write(target, target_shown, view.read(rel, shown), 'truncate')
+            view.remove(rel, shown)
+            return
+        view.mkdir(target, target_shown)
+        for name, child_kind, *_ in view.entries(rel, shown):
+            self._move(view, f'{rel}/{name}', f'{target}/{name}', posixpath.join(shown, name), posixpath.join(target_shown, name), child_kind)
+        view.rmdir(rel, shown)
+
+    def _getcwd(self) -> str:
+        return self.cwd
+
+    # environment, clock, seed -----------------------------------------------------------------
+
+    def _getenv(self, name: Any) -> str | None:
+        if not isinstance(name, str):
+            raise TypeError(f'str expected, not {type(name).__name__}')
+        value = self.os_access.getenv(name)
+        if value is not None and not isinstance(value, str):
+            raise TypeError(f'{type(self.os_access).__name__}.getenv returned {type(value).__name__}, not str')
+        return value
+
+    def _environ(self) -> dict[str, str]:
+        value = dict(self.os_access.environ())
+        if not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+            raise TypeError(f'{type(self.os_access).__name__}.environ must map str to str')
+        return value
+
+    def _now(self) -> datetime.datetime:
+        value = self.os_access.now()
+        if not isinstance(value, datetime.datetime) or value.tzinfo is None or value.utcoffset() is None:
+            raise TypeError(f'{type(self.os_access).__name__}.now must return an aware datetime, not {value!r}')
+        offset = value.utcoffset()
+        return value.replace(tzinfo=datetime.timezone(offset)) if offset is not None else value
+
+    def _seed(self) -> int:
+        return self.seed
+
+
+def _builtin_name(error: BaseException) -> str:
+    import builtins
+
+    for cls in type(error).__mro__:
+        if getattr(builtins, cls.__name__, None) is cls:
+            return cls.__name__
+    return 'Exception'
+
+
+def _text(value: Any) -> str | None:
+    if value is None:
+        return None
+    return os.fsdecode(value) if isinstance(value, (str, bytes)) else str(value)

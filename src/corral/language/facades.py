@@ -1,0 +1,943 @@
+"""Facades that are more than a filtered module: the ones that reach the host, or hold state.
+
+- `os`, `os.path`, `pathlib`, `glob`: path arithmetic as on Linux, file operations through the
+  host (see `hostio`); the sandbox has no symbolic links, file descriptors or processes;
+- `time`: `time()` reads the clock through the host, `monotonic`/`perf_counter`/`sleep` run here;
+- `datetime`'s clock (`now`, `today`, `utcnow`): `clock_method`, used by the guards (the classes
+  are CPython's own, so the methods are swapped where a script reads them);
+- `random` and `uuid.uuid4`: seeded once per session by the host;
+- `sys`: versions, limits, `stdout`/`stderr` writing to the captured output, `exit`;
+- `io`, `pprint`: `open` is the sandbox's, printing goes to the captured output;
+- `zoneinfo`: the zones were loaded before the worker was locked down (`preload.py`).
+
+Every builder returns `(module name, {name: value})`; `modules.py` makes the facade module.
+"""
+
+from __future__ import annotations
+
+import datetime
+import fnmatch as _fnmatch
+import glob as _glob_module
+import io
+import os
+import pathlib
+import posixpath
+import pprint as _pprint
+import random as _random
+import stat as _stat
+import sys
+import time as _time
+import types
+import uuid as _uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from . import hostio
+
+__all__ = ['BUILDERS', 'CLOCK_NAMES', 'TextCalendar', 'clock_method', 'prcal', 'prmonth', 'reveal_type']
+
+
+def _named(module: str, *functions: Any) -> None:
+    for function in functions:
+        function.__module__ = module
+
+
+# ----- os and os.path ------------------------------------------------------------------------------
+
+_S_FILE = _stat.S_IFREG | 0o644
+_S_DIR = _stat.S_IFDIR | 0o755
+
+
+def _stat_result(info: list[Any]) -> os.stat_result:
+    kind, size, mtime = info
+    mode = _S_DIR if kind == 'dir' else _S_FILE
+    return os.stat_result((mode, 0, 0, 1, 0, 0, size, mtime, mtime, mtime))
+
+
+def stat(path: Any, *, dir_fd: Any = None, follow_symlinks: bool = True) -> os.stat_result:
+    """Status of a file or folder (`st_mode`, `st_size`, `st_mtime` ...)."""
+    if dir_fd is not None:
+        raise PermissionError('stat() with dir_fd is not available in the sandbox')
+    return _stat_result(hostio.stat(path))
+
+
+def lstat(path: Any, *, dir_fd: Any = None) -> os.stat_result:
+    """As `stat()`: the sandbox has no symbolic links."""
+    return stat(path, dir_fd=dir_fd)
+
+
+def getcwd() -> str:
+    """The sandbox's working folder (fixed by the host)."""
+    return hostio.getcwd()
+
+
+def listdir(path: Any = '.') -> list[str]:
+    """Names of the entries of a folder, sorted."""
+    return [entry[0] for entry in hostio.scandir(path)]
+
+
+class DirEntry:
+    """An entry `os.scandir()` yields."""
+
+    __slots__ = ('_info', 'name', 'path')
+
+    def __init__(self, folder: str, info: list[Any]) -> None:
+        self.name = info[0]
+        self.path = posixpath.join(folder, info[0])
+        self._info = info
+
+    def is_dir(self, *, follow_symlinks: bool = True) -> bool:
+        return self._info[1] == 'dir'
+
+    def is_file(self, *, follow_symlinks: bool = True) -> bool:
+        return self._info[1] == 'file'
+
+    def is_symlink(self) -> bool:
+        return False
+
+    def stat(self, *, follow_symlinks: bool = True) -> os.stat_result:
+        return _stat_result(self._info[1:])
+
+    def inode(self) -> int:
+        return 0
+
+    def __fspath__(self) -> str:
+        return self.path
+
+    def __repr__(self) -> str:
+        return f'<DirEntry {self.name!r}>'
+
+
+class _ScandirIterator:
+    __slots__ = ('_entries',)
+
+    def __init__(self, entries: list[DirEntry]) -> None:
+        self._entries = iter(entries)
+
+    def __iter__(self) -> _ScandirIterator:
+        return self
+
+    def __next__(self) -> DirEntry:
+        return next(self._entries)
+
+    def __enter__(self) -> _ScandirIterator:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._entries = iter(())
+
+
+_ScandirIterator.__name__ = _ScandirIterator.__qualname__ = 'ScandirIterator'
+
+
+def scandir(path: Any = '.') -> _ScandirIterator:
+    """The entries of a folder (`DirEntry` objects with `name`, `path`, `is_dir()` ...), sorted."""
+    folder = hostio.fspath(path)
+    return _ScandirIterator([DirEntry(folder, info) for info in hostio.scandir(folder)])
+
+
+def walk(top: Any, topdown: bool = True, onerror: Callable[[OSError], Any] | None = None, followlinks: bool = False) -> Iterator[tuple[str, list[str], list[str]]]:
+    """`(folder, subfolders, files)` for a folder and every folder under it."""
+    top = hostio.fspath(top)
+    try:
+        entries = hostio.scandir(top)
+    except OSError as error:
+        if onerror is not None:
+            onerror(error)
+        return
+    dirs = [info[0] for info in entries if info[1] == 'dir']
+    files = [info[0] for info in entries if info[1] != 'dir']
+    if topdown:
+        yield top, dirs, files
+        for name in dirs:
+            yield from walk(posixpath.join(top, name), topdown, onerror, followlinks)
+    else:
+        for name in dirs:
+            yield from walk(posixpath.join(top, name), topdown, onerror, followlinks)
+        yield top, dirs, files
+
+
+def mkdir(path: Any, mode: int = 0o777, *, dir_fd: Any = None) -> None:
+    """Make a folder (its parent must exist)."""
+    hostio.call('os.mkdir', hostio.fspath(path), False, False)
+
+
+def makedirs(name: Any, mode: int = 0o777, exist_ok: bool = False) -> None:
+    """Make a folder and the missing folders above it."""
+    hostio.call('os.mkdir', hostio.fspath(name), True, bool(exist_ok))
+
+
+def remove(path: Any, *, dir_fd: Any = None) -> None:
+    """Delete a file."""
+    hostio.call('os.remove', hostio.fspath(path))
+
+
+def unlink(path: Any, *, dir_fd: Any = None) -> None:
+    """Delete a file."""
+    hostio.call('os.remove', hostio.fspath(path))
+
+
+def rmdir(path: Any, *, dir_fd: Any = None) -> None:
+    """Delete an empty folder."""
+    hostio.call('os.rmdir', hostio.fspath(path))
+
+
+def removedirs(name: Any) -> None:
+    """Delete an empty folder, then its parents while they are empty."""
+    rmdir(name)
+    head, tail = posixpath.split(hostio.fspath(name))
+    if not tail:
+        head, tail = posixpath.split(head)
+    while head and tail:
+        try:
+            rmdir(head)
+        except OSError:
+            break
+        head, tail = posixpath.split(head)
+
+
+def rename(src: Any, dst: Any, *, src_dir_fd: Any = None, dst_dir_fd: Any = None) -> None:
+    """Rename a file or folder."""
+    hostio.call('os.rename', hostio.fspath(src), hostio.fspath(dst), True)
+
+
+def replace(src: Any, dst: Any, *, src_dir_fd: Any = None, dst_dir_fd: Any = None) -> None:
+    """Rename a file or folder, replacing the target."""
+    hostio.call('os.rename', hostio.fspath(src), hostio.fspath(dst), True)
+
+
+_named('os', stat, lstat, getcwd, listdir, scandir, walk, mkdir, makedirs, remove, unlink, rmdir, removedirs, rename, replace, DirEntry)
+DirEntry.__module__ = 'os'
+_ScandirIterator.__module__ = 'os'
+
+
+# os.path
+
+def exists(path: Any) -> bool:
+    """Whether a file or folder exists."""
+    try:
+        hostio.stat(path)
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+def isfile(path: Any) -> bool:
+    """Whether a file exists."""
+    try:
+        return hostio.stat(path)[0] == 'file'
+    except (OSError, ValueError):
+        return False
+
+
+def isdir(path: Any) -> bool:
+    """Whether a folder exists."""
+    try:
+        return hostio.stat(path)[0] == 'dir'
+    except (OSError, ValueError):
+        return False
+
+
+def islink(path: Any) -> bool:
+    """Always False: the sandbox has no symbolic links."""
+    return False
+
+
+def getsize(filename: Any) -> int:
+    """The size of a file, in bytes."""
+    return hostio.stat(filename)[1]
+
+
+def getmtime(filename: Any) -> float:
+    """The time a file was last modified (seconds since the epoch)."""
+    return hostio.stat(filename)[2]
+
+
+def getatime(filename: Any) -> float:
+    """As `getmtime()`."""
+    return hostio.stat(filename)[2]
+
+
+def getctime(filename: Any) -> float:
+    """As `getmtime()`."""
+    return hostio.stat(filename)[2]
+
+
+def abspath(path: Any) -> Any:
+    """The absolute, normalized path (relative paths start at the working folder)."""
+    path = os.fspath(path)
+    if isinstance(path, bytes):
+        return os.fsencode(abspath(os.fsdecode(path)))
+    if not posixpath.isabs(path):
+        path = posixpath.join(getcwd(), path)
+    return posixpath.normpath(path)
+
+
+def realpath(filename: Any, *, strict: bool = False) -> Any:
+    """As `abspath()`: the sandbox has no symbolic links."""
+    path = abspath(filename)
+    if strict:
+        hostio.stat(path)
+    return path
+
+
+def relpath(path: Any, start: Any = None) -> str:
+    """`path` relative to `start` (default: the working folder)."""
+    if not path:
+        raise ValueError('no path specified')
+    return posixpath.relpath(abspath(path), abspath(start if start is not None else posixpath.curdir))
+
+
+def samefile(f1: Any, f2: Any) -> bool:
+    """Whether two paths name the same existing file or folder."""
+    hostio.stat(f1)
+    hostio.stat(f2)
+    return abspath(f1) == abspath(f2)
+
+
+def lexists(path: Any) -> bool:
+    """As `exists()`."""
+    return exists(path)
+
+
+_named('os.path', exists, isfile, isdir, islink, getsize, getmtime, getatime, getctime, abspath, realpath, relpath, samefile, lexists)
+
+_OS_PATH_PURE = (
+    'normcase', 'isabs', 'join', 'splitdrive', 'split', 'splitext', 'basename', 'dirname', 'commonprefix',
+    'commonpath', 'normpath', 'curdir', 'pardir', 'sep', 'pathsep', 'defpath', 'altsep', 'extsep', 'devnull',
+    'supports_unicode_filenames',
+)
+
+
+def _os_path() -> dict[str, Any]:
+    names = {name: getattr(posixpath, name) for name in _OS_PATH_PURE}
+    names.update(
+        exists=exists, lexists=lexists, isfile=isfile, isdir=isdir, islink=islink, getsize=getsize,
+        getmtime=getmtime, getatime=getatime, getctime=getctime, abspath=abspath, realpath=realpath,
+        relpath=relpath, samefile=samefile,
+    )
+    return names
+
+
+def _os() -> dict[str, Any]:
+    from .modules import stdlib_module
+
+    return {
+        'sep': os.sep, 'altsep': os.altsep, 'extsep': os.extsep, 'pathsep': os.pathsep, 'linesep': os.linesep,
+        'curdir': os.curdir, 'pardir': os.pardir, 'defpath': os.defpath, 'devnull': os.devnull, 'name': os.name,
+        'SEEK_SET': os.SEEK_SET, 'SEEK_CUR': os.SEEK_CUR, 'SEEK_END': os.SEEK_END,
+        'F_OK': os.F_OK, 'R_OK': os.R_OK, 'W_OK': os.W_OK, 'X_OK': os.X_OK,
+        'fspath': os.fspath, 'fsencode': os.fsencode, 'fsdecode': os.fsdecode, 'PathLike': os.PathLike,
+        'error': OSError, 'stat_result': os.stat_result, 'DirEntry': DirEntry, 'strerror': os.strerror,
+        'getcwd': getcwd, 'listdir': listdir, 'scandir': scandir, 'walk': walk, 'stat': stat, 'lstat': lstat,
+        'mkdir': mkdir, 'makedirs': makedirs, 'remove': remove, 'unlink': unlink, 'rmdir': rmdir,
+        'removedirs': removedirs, 'rename': rename, 'replace': replace,
+        'getenv': hostio.getenv, 'environ': hostio.environ,
+        'path': stdlib_module('os.path'),
+    }
+
+
+_named('os', hostio.getenv)
+
+
+# ----- pathlib ---------------------------------------------------------------------------------------
+
+def _has_magic(part: str) -> bool:
+    return any(c in part for c in '*?[')
+
+
+def _select(folder: str, shown: str, parts: list[str], *, recursive: bool, hidden: bool, pathlib_rules: bool, seen: set[str]) -> Iterator[str]:
+    """Paths under `folder` (shown as `shown`) matching pattern `parts`, depth first, sorted."""
+    if not parts:
+        if shown not in seen:
+            seen.add(shown)
+            yield shown
+        return
+    part, rest = parts[0], parts[1:]
+    join = posixpath.join
+    if part == '**' and recursive:
+        if not rest and pathlib_rules:
+            # pathlib: a pattern ending with '**' matches folders only
+            yield from _select(folder, shown, [], recursive=recursive, hidden=hidden, pathlib_rules=pathlib_rules, seen=seen)
+        else:
+            yield from _select(folder, shown, rest, recursive=recursive, hidden=hidden, pathlib_rules=pathlib_rules, seen=seen)
+        try:
+            entries = hostio.scandir(folder)
+        except (OSError, ValueError):
+            return
+        for name, kind, *_ in entries:
+            if not hidden and name.startswith('.'):
+                continue
+            if kind == 'dir':
+                yield from _select(join(folder, name), join(shown, name), parts, recursive=recursive, hidden=hidden, pathlib_rules=pathlib_rules, seen=seen)
+            elif not rest and not pathlib_rules:
+                path = join(shown, name)
+                if path not in seen:
+                    seen.add(path)
+                    yield path
+        return
+    if _has_magic(part) or (part == '**'):
+        try:
+            entries = hostio.scandir(folder)
+        except (OSError, ValueError):
+            return
+        for name, kind, *_ in entries:
+            if not hidden and name.startswith('.') and not part.startswith('.'):
+                continue
+            if not _fnmatch.fnmatchcase(name, part):
+                continue
+            if rest and kind != 'dir':
+                continue
+            yield from _select(join(folder, name), join(shown, name), rest, recursive=recursive, hidden=hidden, pathlib_rules=pathlib_rules, seen=seen)
+        return
+    target = join(folder, part)
+    if rest:
+        if isdir(target):
+            yield from _select(target, join(shown, part), rest, recursive=recursive, hidden=hidden, pathlib_rules=pathlib_rules, seen=seen)
+    elif part == '' or exists(target):
+        yield from _select(target, join(shown, part) if part else shown, rest, recursive=recursive, hidden=hidden, pathlib_rules=pathlib_rules, seen=seen)
+
+
+class Path(pathlib.PurePosixPath):
+    """A path of the sandbox: `pathlib.Path`, reading and writing through the host."""
+
+    __slots__ = ()
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        if cls is Path:
+            cls = PosixPath
+        return cls._from_parts(args)
+
+    @classmethod
+    def cwd(cls) -> Any:
+        """The working folder."""
+        return cls(getcwd())
+
+    def stat(self, *, follow_symlinks: bool = True) -> os.stat_result:
+        return stat(self)
+
+    def lstat(self) -> os.stat_result:
+        return stat(self)
+
+    def exists(self) -> bool:
+        return exists(self)
+
+    def is_file(self) -> bool:
+        return isfile(self)
+
+    def is_dir(self) -> bool:
+        return isdir(self)
+
+    def is_symlink(self) -> bool:
+        return False
+
+    def iterdir(self) -> Iterator[Any]:
+        for name in listdir(self):
+            yield self / name
+
+    def glob(self, pattern: str) -> Iterator[Any]:
+        """Paths under this folder matching `pattern` ('*.csv', '**/*.json'), sorted."""
+        parts = self._pattern_parts(pattern)
+        for path in _select(str(self), '', parts, recursive=True, hidden=True, pathlib_rules=True, seen=set()):
+            yield self / path if path else self
+
+    def rglob(self, pattern: str) -> Iterator[Any]:
+        """`glob('**/' + pattern)`."""
+        parts = self._pattern_parts(pattern)
+        for path in _select(str(self), '', ['**', *parts], recursive=True, hidden=True, pathlib_rules=True, seen=set()):
+            yield self / path if path else self
+
+    def _pattern_parts(self, pattern: str) -> list[str]:
+        if not pattern:
+            raise ValueError(f'Unacceptable pattern: {pattern!r}')
+        pure = pathlib.PurePosixPath(pattern)
+        if pure.is_absolute():
+            raise NotImplementedError('Non-relative patterns are unsupported')
+        return list(pure.parts)
+
+    def open(self, mode: str = 'r', buffering: int = -1, encoding: str | None = None, errors: str | None = None, newline: str | None = None) -> Any:
+        return hostio.open(self, mode, buffering, encoding, errors, newline)
+
+    def read_text(self, encoding: str | None = None, errors: str | None = None) -> str:
+        with self.open(encoding=encoding, errors=errors) as f:
+            return f.read()
+
+    def read_bytes(self) -> bytes:
+        return hostio.read_bytes(self)
+
+    def write_text(self, data: str, encoding: str | None = None, errors: str | None = None, newline: str | None = None) -> int:
+        if not isinstance(data, str):
+            raise TypeError(f'data must be str, not {type(data).__name__}')
+        with self.open(mode='w', encoding=encoding, errors=errors, newline=newline) as f:
+            return f.write(data)
+
+    def write_bytes(self, data: Any) -> int:
+        view = bytes(memoryview(data))
+        hostio.write_bytes(self, view)
+        return len(view)
+
+    def touch(self, mode: int = 0o666, exist_ok: bool = True) -> None:
+        if exists(self):
+            if not exist_ok:
+                raise FileExistsError(17, 'File exists', str(self))
+            return
+        hostio.write_bytes(self, b'', 'append')
+
+    def mkdir(self, mode: int = 0o777, parents: bool = False, exist_ok: bool = False) -> None:
+        hostio.call('os.mkdir', str(self), bool(parents), bool(exist_ok))
+
+    def unlink(self, missing_ok: bool = False) -> None:
+        try:
+            remove(self)
+        except FileNotFoundError:
+            if not missing_ok:
+                raise
+
+    def rmdir(self) -> None:
+        rmdir(self)
+
+    def rename(self, target: Any) -> Any:
+        rename(self, target)
+        return type(self)(target)
+
+    def replace(self, target: Any) -> Any:
+        replace(self, target)
+        return type(self)(target)
+
+    def absolute(self) -> Any:
+        if self.is_absolute():
+            return self
+        return type(self)(getcwd(), self)
+
+    def resolve(self, strict: bool = False) -> Any:
+        return type(self)(realpath(self, strict=strict))
+
+    def samefile(self, other_path: Any) -> bool:
+        return samefile(self, other_path)
+
+
+class PosixPath(Path):
+    """The class of `Path(...)` objects, as on Linux."""
+
+    __slots__ = ()
+
+
+Path.__module__ = PosixPath.__module__ = 'pathlib'
+
+
+def _pathlib() -> dict[str, Any]:
+    return {
+        'PurePath': pathlib.PurePath,
+        'PurePosixPath': pathlib.PurePosixPath,
+        'PureWindowsPath': pathlib.PureWindowsPath,
+        'Path': Path,
+        'PosixPath': PosixPath,
+    }
+
+
+# ----- glob and fnmatch ------------------------------------------------------------------------------
+
+def glob(pathname: Any, *, root_dir: Any = None, dir_fd: Any = None, recursive: bool = False, include_hidden: bool = False) -> list[Any]:
+    """Paths matching a pattern ('data/*.csv', '**/*.json' with recursive=True), sorted."""
+    return list(iglob(pathname, root_dir=root_dir, dir_fd=dir_fd, recursive=recursive, include_hidden=include_hidden))
+
+
+def iglob(pathname: Any, *, root_dir: Any = None, dir_fd: Any = None, recursive: bool = False, include_hidden: bool = False) -> Iterator[Any]:
+    """As `glob()`, one path at a time."""
+    if dir_fd is not None:
+        raise PermissionError('glob() with dir_fd is not available in the sandbox')
+    pattern = os.fspath(pathname)
+    as_bytes = isinstance(pattern, bytes)
+    if as_bytes:
+        pattern = os.fsdecode(pattern)
+    if not pattern:
+        return
+    absolute = pattern.startswith('/')
+    base = '/' if absolute else (hostio.fspath(root_dir) if root_dir is not None else '.')
+    parts = [part for part in pattern.split('/') if part] if absolute else pattern.split('/')
+    if not absolute and parts and parts[-1] == '':
+        parts = parts[:-1]
+        trailing = True
+    else:
+        trailing = pattern.endswith('/') and not absolute
+    for path in _select(base, '/' if absolute else '', parts, recursive=recursive, hidden=include_hidden, pathlib_rules=False, seen=set()):
+        if not path or (trailing and not isdir(posixpath.join(base, path))):
+            continue  # CPython's glob never yields the empty match of a leading '**'
+        result = path + '/' if trailing else path
+        yield os.fsencode(result) if as_bytes else result
+
+
+_named('glob', glob, iglob)
+
+
+def _glob() -> dict[str, Any]:
+    return {'glob': glob, 'iglob': iglob, 'escape': _glob_module.escape}
+
+
+# ----- time and the datetime clock ---------------------------------------------------------------
+
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+
+
+def time() -> float:
+    """Seconds since the epoch, from the host's clock."""
+    return hostio.now().timestamp()
+
+
+def time_ns() -> int:
+    """Nanoseconds since the epoch, from the host's clock."""
+    return (hostio.now() - _EPOCH) // datetime.timedelta(microseconds=1) * 1000
+
+
+def gmtime(secs: float | None = None) -> _time.struct_time:
+    """UTC time as a `struct_time`; without `secs`, the host's current time."""
+    return _time.gmtime(time() if secs is None else secs)
+
+
+def strftime(format: str, t: Any = None) -> str:
+    """Format a `struct_time` (without one: the host's local time now)."""
+    if t is None:
+        t = hostio.now().timetuple()
+    return _time.strftime(format, t)
+
+
+_named('time', time, time_ns, gmtime, strftime)
+
+
+def _time_module() -> dict[str, Any]:
+    return {
+        'time': time, 'time_ns': time_ns, 'gmtime': gmtime, 'strftime': strftime,
+        'monotonic': _time.monotonic, 'monotonic_ns': _time.monotonic_ns,
+        'perf_counter': _time.perf_counter, 'perf_counter_ns': _time.perf_counter_ns,
+        'process_time': _time.process_time, 'process_time_ns': _time.process_time_ns,
+        'sleep': _time.sleep, 'strptime': _time.strptime, 'struct_time': _time.struct_time,
+    }
+
+
+#: Attribute names that read the clock on `datetime.date` and its subclasses.
+CLOCK_NAMES = frozenset({'now', 'today', 'utcnow'})
+
+
+def clock_method(cls: type, name: str) -> Callable[..., Any]:
+    """The sandbox's `cls.now` / `cls.today` / `cls.utcnow` (cls is `date`, `datetime` or a subclass)."""
+    is_datetime = issubclass(cls, datetime.datetime)
+
+    def build(value: datetime.datetime) -> Any:
+        if not is_datetime:
+            day = value.date()
+            return day if cls is datetime.date else cls(day.year, day.month, day.day)
+        if cls is datetime.datetime:
+            return value
+        return cls(value.year, value.month, value.day, value.hour, value.minute, value.second, value.microsecond, value.tzinfo, fold=value.fold)
+
+    if name == 'now':
+
+        def now(tz: Any = None) -> Any:
+            """The current time from the host's clock: naive local time, or in zone `tz`."""
+            if tz is not None and not isinstance(tz, datetime.tzinfo):
+                raise TypeError(f"tzinfo argument must be None or of a tzinfo subclass, not type '{type(tz).__name__}'")
+            current = hostio.now()
+            return build(current.replace(tzinfo=None) if tz is None else current.astimezone(tz))
+
+        function = now
+    elif name == 'utcnow':
+
+        def utcnow() -> Any:
+            """The current UTC time from the host's clock, naive."""
+            return build(hostio.now().astimezone(datetime.timezone.utc).replace(tzinfo=None))
+
+        function = utcnow
+    else:
+
+        def today() -> Any:
+            """Today's date (the current naive local time for a datetime), from the host's clock."""
+            return build(hostio.now().replace(tzinfo=None))
+
+        function = today
+    function.__qualname__ = f'{cls.__name__}.{name}'
+    function.__module__ = 'datetime'
+    return function
+
+
+# ----- random and uuid ---------------------------------------------------------------------------------
+
+_state: dict[str, Any] = {}  # 'seed', 'entropy', 'main': made on first use
+
+
+def _session_seed() -> int:
+    if 'seed' not in _state:
+        _state['seed'] = hostio.session_seed()
+    return _state['seed']
+
+
+def _entropy() -> _random.Random:
+    """Draws seeds for `seed()`, `Random()` and `uuid4()`, apart from the module's own sequence."""
+    if 'entropy' not in _state:
+        _state['entropy'] = _random.Random(_session_seed() ^ 0x5DEECE66D5DEECE66D)
+    return _state['entropy']
+
+
+class Random(_random.Random):
+    """`random.Random`; without a seed it draws one from the session's seed (reproducible)."""
+
+    def __init__(self, x: Any = None) -> None:
+        super().__init__(_entropy().getrandbits(128) if x is None else x)
+
+    def seed(self, a: Any = None, version: int = 2) -> None:
+        super().seed(_entropy().getrandbits(128) if a is None else a, version)
+
+
+Random.__module__ = 'random'
+
+_RANDOM_FUNCTIONS = (
+    'betavariate', 'choice', 'choices', 'expovariate', 'gammavariate', 'gauss', 'getrandbits', 'getstate',
+    'lognormvariate', 'normalvariate', 'paretovariate', 'randbytes', 'randint', 'random', 'randrange', 'sample',
+    'seed', 'setstate', 'shuffle', 'triangular', 'uniform', 'vonmisesvariate', 'weibullvariate',
+)
+
+_random_facades: list[types.ModuleType] = []
+
+
+def _main_generator() -> Random:
+    """The generator behind the module's functions, seeded with the session's seed."""
+    main = _state.get('main')
+    if main is None:
+        main = _state['main'] = Random(_session_seed())
+        # from now on the module's functions are the generator's own (fast) methods
+        for module in _random_facades:
+            for name in _RANDOM_FUNCTIONS:
+                setattr(module, name, getattr(main, name))
+    return main
+
+
+def _random_function(name: str) -> Callable[..., Any]:
+    def function(*args: Any, **kwargs: Any) -> Any:
+        return getattr(_main_generator(), name)(*args, **kwargs)
+
+    method = getattr(_random.Random, name)
+    function.__name__ = function.__qualname__ = name
+    function.__doc__ = method.__doc__
+    function.__module__ = 'random'
+    return function
+
+
+def _random_module() -> dict[str, Any]:
+    names: dict[str, Any] = {name: _random_function(name) for name in _RANDOM_FUNCTIONS}
+    names['Random'] = Random
+    return names
+
+
+def register_random(module: types.ModuleType) -> None:
+    """Called with the random facade once it is built, so its functions can be swapped later."""
+    _random_facades.append(module)
+    main = _state.get('main')
+    if main is not None:
+        for name in _RANDOM_FUNCTIONS:
+            setattr(module, name, getattr(main, name))
+
+
+def uuid4() -> _uuid.UUID:
+    """A random UUID, from the session's seeded generator."""
+    return _uuid.UUID(bytes=_entropy().randbytes(16), version=4)
+
+
+uuid4.__module__ = 'uuid'
+
+
+# ----- sys ---------------------------------------------------------------------------------------------
+
+class _Output:
+    """`sys.stdout` / `sys.stderr`: text written here goes to the script's captured output."""
+
+    __slots__ = ('_name',)
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def encoding(self) -> str:
+        return 'utf-8'
+
+    @property
+    def errors(self) -> str:
+        return 'strict'
+
+    @property
+    def closed(self) -> bool:
+        return False
+
+    def write(self, text: str, /) -> int:
+        if not isinstance(text, str):
+            raise TypeError(f'write() argument must be str, not {type(text).__name__}')
+        hostio.write_output(text)
+        return len(text)
+
+    def writelines(self, lines: Any, /) -> None:
+        for line in lines:
+            self.write(line)
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return False
+
+    def readable(self) -> bool:
+        return False
+
+    def writable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return False
+
+    def fileno(self) -> int:
+        raise io.UnsupportedOperation('fileno: the sandbox\'s output has no file descriptor')
+
+    def __repr__(self) -> str:
+        return f"<sandbox output name='{self._name}'>"
+
+
+_Output.__name__ = _Output.__qualname__ = 'SandboxOutput'
+_Output.__module__ = 'sys'
+
+stdout = _Output('<stdout>')
+stderr = _Output('<stderr>')
+
+
+def _sys() -> dict[str, Any]:
+    return {
+        'version': sys.version, 'version_info': sys.version_info, 'hexversion': sys.hexversion,
+        'platform': sys.platform, 'byteorder': sys.byteorder, 'maxsize': sys.maxsize,
+        'maxunicode': sys.maxunicode, 'float_info': sys.float_info, 'int_info': sys.int_info,
+        'hash_info': sys.hash_info, 'float_repr_style': sys.float_repr_style,
+        'getsizeof': sys.getsizeof, 'intern': sys.intern, 'exit': sys.exit,
+        'getdefaultencoding': sys.getdefaultencoding,
+        'get_int_max_str_digits': sys.get_int_max_str_digits, 'set_int_max_str_digits': sys.set_int_max_str_digits,
+        'stdout': stdout, 'stderr': stderr,
+    }
+
+
+# ----- calendar and typing: what prints goes to the captured output -----------------------------
+
+import calendar as _calendar  # noqa: E402
+
+
+class TextCalendar(_calendar.TextCalendar):
+    """`calendar.TextCalendar`; `prweek`, `prmonth` and `pryear` print to the script's output."""
+
+    def prweek(self, theweek: Any, width: int) -> None:
+        stdout.write(self.formatweek(theweek, width))
+
+    def prmonth(self, theyear: int, themonth: int, w: int = 0, l: int = 0) -> None:
+        stdout.write(self.formatmonth(theyear, themonth, w, l))
+
+    def pryear(self, theyear: int, w: int = 2, l: int = 1, c: int = 6, m: int = 3) -> None:
+        stdout.write(self.formatyear(theyear, w, l, c, m))
+
+
+def prmonth(theyear: int, themonth: int, w: int = 0, l: int = 0) -> None:
+    """Print a month's calendar."""
+    stdout.write(_calendar.month(theyear, themonth, w, l))
+
+
+def prcal(theyear: int, w: int = 0, l: int = 0, c: int = 6, m: int = 3) -> None:
+    """Print a year's calendar."""
+    stdout.write(_calendar.calendar(theyear, w, l, c, m))
+
+
+def reveal_type(obj: Any, /) -> Any:
+    """Print the runtime type of `obj` (to the script's output) and return it."""
+    stderr.write(f'Runtime type is {type(obj).__name__!r}\n')
+    return obj
+
+
+TextCalendar.__module__ = 'calendar'
+_named('calendar', prmonth, prcal)
+reveal_type.__module__ = 'typing'
+
+
+# ----- io and pprint ---------------------------------------------------------------------------------
+
+def _io() -> dict[str, Any]:
+    return {
+        'open': hostio.open, 'StringIO': io.StringIO, 'BytesIO': io.BytesIO, 'TextIOWrapper': io.TextIOWrapper,
+        'IOBase': io.IOBase, 'RawIOBase': io.RawIOBase, 'BufferedIOBase': io.BufferedIOBase,
+        'TextIOBase': io.TextIOBase, 'UnsupportedOperation': io.UnsupportedOperation,
+        'SEEK_SET': io.SEEK_SET, 'SEEK_CUR': io.SEEK_CUR, 'SEEK_END': io.SEEK_END,
+        'DEFAULT_BUFFER_SIZE': io.DEFAULT_BUFFER_SIZE,
+    }
+
+
+class PrettyPrinter(_pprint.PrettyPrinter):
+    """`pprint.PrettyPrinter`; its default stream is the script's captured output."""
+
+    def __init__(self, indent: int = 1, width: int = 80, depth: int | None = None, stream: Any = None, *, compact: bool = False, sort_dicts: bool = True, underscore_numbers: bool = False) -> None:
+        super().__init__(indent, width, depth, stdout if stream is None else stream, compact=compact, sort_dicts=sort_dicts, underscore_numbers=underscore_numbers)
+
+
+PrettyPrinter.__module__ = 'pprint'
+
+
+def pprint(object: Any, stream: Any = None, indent: int = 1, width: int = 80, depth: int | None = None, *, compact: bool = False, sort_dicts: bool = True, underscore_numbers: bool = False) -> None:
+    """Pretty-print `object` to the script's output (or `stream`)."""
+    PrettyPrinter(stream=stream, indent=indent, width=width, depth=depth, compact=compact, sort_dicts=sort_dicts, underscore_numbers=underscore_numbers).pprint(object)
+
+
+def pp(object: Any, *args: Any, sort_dicts: bool = False, **kwargs: Any) -> None:
+    """`pprint()` with `sort_dicts=False`."""
+    pprint(object, *args, sort_dicts=sort_dicts, **kwargs)
+
+
+_named('pprint', pprint, pp)
+
+
+def _pprint_module() -> dict[str, Any]:
+    return {
+        'pprint': pprint, 'pp': pp, 'PrettyPrinter': PrettyPrinter, 'pformat': _pprint.pformat,
+        'saferepr': _pprint.saferepr, 'isreadable': _pprint.isreadable, 'isrecursive': _pprint.isrecursive,
+    }
+
+
+# ----- zoneinfo ----------------------------------------------------------------------------------------
+
+def available_timezones() -> set[str]:
+    """The keys of every time zone the sandbox has."""
+    from . import preload
+
+    return set(preload.ZONE_KEYS)
+
+
+available_timezones.__module__ = 'zoneinfo'
+
+
+def _zoneinfo() -> dict[str, Any]:
+    import zoneinfo
+
+    return {
+        'ZoneInfo': zoneinfo.ZoneInfo,
+        'ZoneInfoNotFoundError': zoneinfo.ZoneInfoNotFoundError,
+        'available_timezones': available_timezones,
+    }
+
+
+#: Facades built here: module name -> a function returning the facade's names and values.
+BUILDERS: dict[str, Callable[[], dict[str, Any]]] = {
+    'os': _os,
+    'os.path': _os_path,
+    'pathlib': _pathlib,
+    'glob': _glob,
+    'time': _time_module,
+    'random': _random_module,
+    'sys': _sys,
+    'io': _io,
+    'pprint': _pprint_module,
+    'zoneinfo': _zoneinfo,
+}

@@ -1,0 +1,145 @@
+"""What the checker adds to ty's diagnostics so they say what the sandbox says at run time.
+
+- ty's `import-not-found` for a module nobody has gets, instead of its list of search paths, the
+  sandbox's own words: `info: No module named 'requests': ... A script may import: abc, ...`
+  (`catalog.missing_module`, the text of the `ModuleNotFoundError` the script would get).
+- ty resolves every module of its typeshed (the sandbox's stubs import some of them), so an
+  import of a standard library module the sandbox does not offer (`import subprocess`) gets an
+  `import-not-found` diagnostic made here, in ty's format, with the same `info:` line.
+- "Module `os` has no member `system`" gets `info: module 'os' has no attribute 'system' in the
+  sandbox: ...` (`catalog.missing_member`, the text of the `AttributeError`).
+- "Name `eval` used when not defined" gets the text of the sandbox's `NameError` for it.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Collection
+
+from ..language import catalog
+from ..language.builtins import UNAVAILABLE_BUILTINS
+from . import _render
+
+__all__ = ['annotate', 'unresolved_imports']
+
+_IMPORT_RE = re.compile(r'^error\[import-not-found\]: Cannot resolve imported module `([^`]+)`$')
+_MEMBER_RE = re.compile(r'^error\[(?:unresolved-attribute|import-not-found|possibly-missing-attribute)\]: Module `([^`]+)` has no member `([^`]+)`$')
+_NAME_RE = re.compile(r'^error\[unresolved-reference\]: Name `([^`]+)` used when not defined$')
+_SUBMODULE_RE = re.compile(r'^warning\[possibly-missing-submodule\]: Submodule `([^`]+)` might not have been imported$')
+_DOTTED_RE = re.compile(r'[A-Za-z_][A-Za-z0-9_]*(?:\s*\.\s*[A-Za-z_][A-Za-z0-9_]*)*')
+_SEARCH_INFO = ('info: Searched in the following paths', 'info:   ', 'info: make sure your Python environment')
+
+
+def allowed_module(name: str, host_modules: Collection[str]) -> bool:
+    """Whether a script may import `name`: a sandbox module, a host module, or a package of one."""
+    if name in catalog.STDLIB_MODULES or name in host_modules:
+        return True
+    return any(host.startswith(name + '.') for host in host_modules)
+
+
+def annotate(diag: _render.Diagnostic, host_modules: Collection[str], code_lines: list[str] | None = None, script_name: str = '') -> None:
+    """Replace or add the `info:` lines of one diagnostic with the sandbox's words (in place)."""
+    header = diag.header
+    match = _SUBMODULE_RE.match(header)
+    primary = diag.primary
+    if match and code_lines is not None and primary is not None and primary.path == script_name and 0 < primary.line <= len(code_lines):
+        # `json.decoder`: the dotted name at the diagnostic names the module
+        text = code_lines[primary.line - 1]
+        dotted = _DOTTED_RE.match(text, _byte_to_char(text, primary.col - 1))
+        parts = [part.strip() for part in dotted.group(0).split('.')] if dotted else []
+        name = match.group(1)
+        if name in parts and parts.index(name) > 0:
+            module = '.'.join(parts[: parts.index(name)])
+            if module in catalog.STDLIB_MODULES:
+                diag.blocks.append(_render.Block(title=[f'info: {catalog.missing_member(module, name)}']))
+        return
+    match = _IMPORT_RE.match(header)
+    if match:
+        name = match.group(1)
+        diag.blocks = [block for block in diag.blocks if not block.title[0].startswith(_SEARCH_INFO)]
+        diag.blocks.append(_render.Block(title=[f'info: {catalog.missing_module(name, host_modules)}']))
+        return
+    match = _MEMBER_RE.match(header)
+    if match:
+        module, name = match.groups()
+        if module in catalog.STDLIB_MODULES:
+            diag.blocks.append(_render.Block(title=[f'info: {catalog.missing_member(module, name)}']))
+        return
+    match = _NAME_RE.match(header)
+    if match and match.group(1) in UNAVAILABLE_BUILTINS:
+        name = match.group(1)
+        diag.blocks.append(_render.Block(title=[f'info: {name}() is not available in the sandbox; {UNAVAILABLE_BUILTINS[name]}']))
+
+
+def unresolved_imports(code: str, script_name: str, host_modules: Collection[str], reported: Collection[tuple[int, int]]) -> list[_render.Diagnostic]:
+    """ty-format `import-not-found` diagnostics for the script's imports of modules (and
+    submodules, `from json import decoder`) the sandbox does not offer and ty resolved anyway
+    (ty's own diagnostics are at `reported` positions)."""
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return []
+    lines = _render.split_lines(code)
+    found: list[tuple[int, int, str, str | None]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if not allowed_module(alias.name, host_modules):
+                    found.append((alias.lineno, alias.col_offset, alias.name, None))
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            if not allowed_module(node.module, host_modules):
+                position = _module_position(lines, node)
+                if position is not None:
+                    found.append((*position, node.module, None))
+            elif node.module in catalog.STDLIB_MODULES and node.module not in host_modules:
+                # `from json import decoder`: ty accepts a submodule the facade does not offer
+                offered = set(catalog.module_names(node.module))
+                for alias in node.names:
+                    if alias.name != '*' and alias.name not in offered:
+                        found.append((alias.lineno, alias.col_offset, alias.name, node.module))
+    diagnostics = []
+    for lineno, byte_col, name, module in sorted(found, key=lambda item: item[:2]):
+        text = lines[lineno - 1] if 0 < lineno <= len(lines) else ''
+        col = len(text.encode('utf-8')[:byte_col].decode('utf-8', errors='ignore'))
+        if (lineno, col + 1) in reported:
+            continue
+        diagnostics.append(_diagnostic(script_name, lineno, col, name, text, host_modules, module))
+    return diagnostics
+
+
+def _byte_to_char(text: str, col: int) -> int:
+    """ty's columns count characters (1-based); this is the 0-based character index."""
+    return max(0, min(col, len(text)))
+
+
+def _module_position(lines: list[str], node: ast.ImportFrom) -> tuple[int, int] | None:
+    """Line and byte column of the module name in `from module import ...`."""
+    text = lines[node.lineno - 1] if 0 < node.lineno <= len(lines) else ''
+    data = text.encode('utf-8')
+    match = re.compile(rb'from\s+').match(data, node.col_offset)
+    if match is None:
+        return None
+    return node.lineno, match.end()
+
+
+def _diagnostic(script_name: str, lineno: int, col: int, name: str, text: str, host_modules: Collection[str], module: str | None = None) -> _render.Diagnostic:
+    shown = _render.normalize_line(text)
+    caret_col = len(_render.normalize_line(text[:col]))
+    width = len(str(lineno))
+    gutter = ' ' * (width + 1) + '|'
+    if module is not None:
+        header = f'error[import-not-found]: Module `{module}` has no member `{name}`'
+        info = catalog.missing_member(module, name)
+    else:
+        header = f'error[import-not-found]: Cannot resolve imported module `{name}`'
+        info = catalog.missing_module(name, host_modules)
+    raw = '\n'.join([
+        header,
+        f'{" " * width}--> {script_name}:{lineno}:{col + 1}',
+        gutter,
+        f'{lineno} |{" " + shown if shown else ""}',
+        f'{gutter} {" " * caret_col}{"^" * len(name)}',
+        f'info: {info}',
+    ])
+    return _render.parse_output(raw)[0]
