@@ -29,15 +29,8 @@ def run_local(code: str, **extra: Any) -> Any:
     scope = namespace(**extra)
 
     async def main() -> Any:
-        result = eval(script.body, scope)
-        if script.body_is_async:
-            await result
-        if script.last is None:
-            return None
-        value = eval(script.last, scope)
-        if script.last_is_async:
-            value = await value
-        return value
+        result = script.start(scope)
+        return await result if script.is_async else result
 
     loop = asyncio.new_event_loop()
     try:

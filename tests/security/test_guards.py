@@ -54,7 +54,7 @@ def test_script_classes_are_registered_and_unmarked():
         class Foreign(metaclass=lambda name, bases, ns: asyncio.Queue): pass
     ''')
     script = compile_script(code, '<script 1>')
-    exec(script.body, scope)
+    script.start(scope)
     for name in ('Plain', 'Color', 'Row', 'Movie', 'Proto', 'Slotted', 'Meta', 'WithMeta'):
         cls = scope[name]
         assert is_script_class(cls), name

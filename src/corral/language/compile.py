@@ -1,39 +1,45 @@
-"""Turn a script's text into code objects: parse, validate, rewrite, split off the last expression."""
+"""Turn a script's text into one function: parse, validate, rewrite, wrap.
+
+The script's top level is compiled as the body of a function named `<module>` whose every name is
+declared `global`, and whose last expression, if any, is its return value. Names resolve exactly
+as at module level (they live in the session's globals), but reads of them take CPython's fast,
+cached `LOAD_GLOBAL` path instead of `LOAD_NAME`: loops at the top level of a script run about as
+fast as inside a function. A script with top-level `await` becomes an `async` function.
+"""
 
 from __future__ import annotations
 
 import ast
 import gc
+import types
 from dataclasses import dataclass
-from types import CodeType
+from typing import Any
 
 from .rewrite import rewrite
 from .validate import validate
 
 __all__ = ['CompiledScript', 'compile_script']
 
-_FLAGS = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
 _CO_COROUTINE = 0x80
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 
 
 @dataclass(frozen=True, slots=True)
 class CompiledScript:
-    """A script ready to run: `body` (exec), then `last` (eval) when it ends with an expression.
+    """A script ready to run: the code of its `<module>` function."""
 
-    `body_is_async` / `last_is_async`: the code uses top-level `await`, so evaluating it returns
-    a coroutine to await.
-    """
-
-    body: CodeType
-    last: CodeType | None
+    code: types.CodeType
+    #: The script imports asyncio: it may need a running event loop even without `await`.
+    imports_asyncio: bool = False
 
     @property
-    def body_is_async(self) -> bool:
-        return bool(self.body.co_flags & _CO_COROUTINE)
+    def is_async(self) -> bool:
+        """The script uses top-level `await`: `start` returns a coroutine to await."""
+        return bool(self.code.co_flags & _CO_COROUTINE)
 
-    @property
-    def last_is_async(self) -> bool:
-        return self.last is not None and bool(self.last.co_flags & _CO_COROUTINE)
+    def start(self, namespace: dict[str, Any]) -> Any:
+        """Run the script in `namespace` (its globals): its value, or a coroutine when `is_async`."""
+        return types.FunctionType(self.code, namespace)()
 
 
 def compile_script(source: str, filename: str) -> CompiledScript:
@@ -52,15 +58,109 @@ def compile_script(source: str, filename: str) -> CompiledScript:
     try:
         tree = ast.parse(source, filename, 'exec', type_comments=False, feature_version=None)
         validate(tree, source, filename)
+        _refuse_function_only_statements(tree, source, filename)
         tree = rewrite(tree)
-        body = tree.body
-        last = None
-        if body and isinstance(body[-1], ast.Expr):
-            last = ast.Expression(body.pop().value)
-        return CompiledScript(
-            body=compile(tree, filename, 'exec', flags=_FLAGS, dont_inherit=True),
-            last=None if last is None else compile(last, filename, 'eval', flags=_FLAGS, dont_inherit=True),
+        module = ast.Module(body=[_wrap(tree)], type_ignores=[])
+        code = compile(module, filename, 'exec', dont_inherit=True)
+        imports_asyncio = any(
+            isinstance(node, (ast.Import, ast.ImportFrom))
+            and any(name.split('.')[0] == 'asyncio' for name in [getattr(node, 'module', None) or '', *(a.name for a in node.names)])
+            for node in ast.walk(tree)
         )
+        return CompiledScript(next(c for c in code.co_consts if isinstance(c, types.CodeType)), imports_asyncio)
     finally:
         if collecting:
             gc.enable()
+
+
+def _top_level(tree: ast.Module):
+    """The nodes of the module's own scope: not inside a function, lambda or class body."""
+    pending: list[ast.AST] = list(tree.body)
+    while pending:
+        node = pending.pop()
+        yield node
+        if isinstance(node, _SCOPES):
+            # decorators, defaults, bases and annotations run in the enclosing scope
+            if isinstance(node, ast.ClassDef):
+                pending.extend([*node.decorator_list, *node.bases, *node.keywords])
+            elif isinstance(node, ast.Lambda):
+                pending.extend([*node.args.defaults, *(d for d in node.args.kw_defaults if d is not None)])
+            else:
+                pending.extend([*node.decorator_list, *node.args.defaults, *(d for d in node.args.kw_defaults if d is not None)])
+            continue
+        pending.extend(ast.iter_child_nodes(node))
+
+
+def _refuse_function_only_statements(tree: ast.Module, source: str, filename: str) -> None:
+    """What is valid in a function but not at module level stays a SyntaxError, as Python says it."""
+    for node in _top_level(tree):
+        if isinstance(node, ast.Return):
+            message = "'return' outside function"
+        elif isinstance(node, (ast.Yield, ast.YieldFrom)):
+            message = "'yield' outside function"
+        elif isinstance(node, ast.Nonlocal):
+            message = 'nonlocal declaration not allowed at module level'
+        else:
+            continue
+        lines = source.splitlines()
+        text = lines[node.lineno - 1] if node.lineno <= len(lines) else ''
+        raise SyntaxError(message, (filename, node.lineno, node.col_offset + 1, text, node.end_lineno, (node.end_col_offset or 0) + 1))
+
+
+def _is_async(tree: ast.Module) -> bool:
+    for node in _top_level(tree):
+        if isinstance(node, (ast.Await, ast.AsyncFor, ast.AsyncWith)):
+            return True
+        if isinstance(node, ast.comprehension) and node.is_async:
+            return True
+    return False
+
+
+def _wrap(tree: ast.Module) -> ast.stmt:
+    """`[async] def <module>(): global <every name>; <body>; return <last expression>`."""
+    body = [_plain_assignment(statement) for statement in tree.body]
+    if body and isinstance(body[-1], ast.Expr):
+        body[-1] = ast.copy_location(ast.Return(value=body[-1].value), body[-1])
+    names = sorted(_names(tree))
+    if names:
+        body.insert(0, ast.Global(names=names, lineno=1, col_offset=0, end_lineno=1, end_col_offset=0))
+    if not body:
+        body = [ast.Pass(lineno=1, col_offset=0, end_lineno=1, end_col_offset=0)]
+    kind = ast.AsyncFunctionDef if _is_async(tree) else ast.FunctionDef
+    arguments = ast.arguments(posonlyargs=[], args=[], vararg=None, kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=[])
+    function = kind(name='<module>', args=arguments, body=body, decorator_list=[], returns=None, type_comment=None)
+    return ast.fix_missing_locations(ast.copy_location(function, body[0]))
+
+
+def _plain_assignment(statement: ast.stmt) -> ast.stmt:
+    """`x: T = v` at top level becomes `x = v` (a global cannot be annotated inside a function).
+
+    As at module level, the annotation is not kept anywhere a script could read it
+    (`__annotations__` is refused); unlike there, it is not evaluated.
+    """
+    if isinstance(statement, ast.AnnAssign):
+        if statement.value is None:
+            return ast.copy_location(ast.Pass(), statement)
+        return ast.copy_location(ast.Assign(targets=[statement.target], value=statement.value), statement)
+    return statement
+
+
+def _names(tree: ast.Module) -> set[str]:
+    """Every name the top level may bind or read; declaring a read-only name global changes nothing."""
+    names: set[str] = set()
+    for node in _top_level(tree):
+        if isinstance(node, ast.Name):
+            names.add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.alias):
+            names.add((node.asname or node.name).partition('.')[0])
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            names.add(node.name)
+        elif isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
+            names.add(node.name)
+        elif isinstance(node, ast.MatchMapping) and node.rest:
+            names.add(node.rest)
+        elif isinstance(node, ast.Global):
+            names.update(node.names)
+    return names

@@ -606,7 +606,8 @@ class _MatchResolver:
         frame = sys._getframe(1)
         try:
             scope = frame.f_locals
-            class_body = not (frame.f_code.co_flags & _CO_OPTIMIZED) and scope is not frame.f_globals
+            top = frame.f_globals  # the script's top level is a function whose names are all global
+            class_body = not (frame.f_code.co_flags & _CO_OPTIMIZED) and scope is not top
         finally:
             del frame
         head = path[0]
@@ -615,7 +616,8 @@ class _MatchResolver:
             for part in path[1:]:
                 obj = guarded_getattr(obj, part)
         else:
-            obj = scope[f'__corral_t{index}__']()
+            thunk = f'__corral_t{index}__'
+            obj = (scope[thunk] if thunk in scope else top[thunk])()
         return match_class(obj, positional, keywords)
 
 

@@ -219,8 +219,7 @@ class Worker:
         """
         script = compile_script('def f(a, *, b=2):\n    return [a, {"k": (a, b)}, f"{a}"]\nf(1)', '<warm up>')
         scratch = {'__name__': '__main__', '__builtins__': self._builtins}
-        exec(script.body, scratch)
-        pack([DONE, eval(script.last, scratch)], side='sandbox')  # type: ignore[arg-type]
+        pack([DONE, script.start(scratch)], side='sandbox')
         unpack(pack([FEED, 'x', 'main.py', {}, {}, {}], side='sandbox'))
         self._loop.run_until_complete(asyncio.sleep(0))
 
@@ -281,9 +280,9 @@ class Worker:
         if wall_time:
             signal.setitimer(signal.ITIMER_REAL, wall_time)
         try:
-            if script.body_is_async or script.last_is_async:
+            if script.is_async or script.imports_asyncio or 'asyncio' in self._globals:
                 value = self._loop.run_until_complete(self._run_async(script))
-            else:  # no top-level await: no event loop to go round
+            else:  # plain code: no event loop to go round
                 value = self._run(script)
         except BaseException as error:  # the script's own exception, whatever its type
             signal.setitimer(signal.ITIMER_REAL, 0)
@@ -332,8 +331,7 @@ class Worker:
         """Run a script without top-level `await`, and return its value."""
         self._limit_recursion()
         try:
-            eval(script.body, self._globals)
-            return None if script.last is None else eval(script.last, self._globals)
+            return script.start(self._globals)
         finally:
             hostio.flush_open_files()  # files the script left open are written back, as at exit
 
@@ -341,15 +339,8 @@ class Worker:
         """Run a script with top-level `await` on the worker's event loop, and return its value."""
         self._limit_recursion()
         try:
-            result = eval(script.body, self._globals)
-            if script.body_is_async:
-                await result
-            if script.last is None:
-                return None
-            result = eval(script.last, self._globals)
-            if script.last_is_async:
-                result = await result
-            return result
+            result = script.start(self._globals)
+            return await result if script.is_async else result
         finally:
             hostio.flush_open_files()
 
