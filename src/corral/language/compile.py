@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import gc
 import types
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,22 +59,17 @@ def compile_script(source: str, filename: str) -> CompiledScript:
     try:
         tree = ast.parse(source, filename, 'exec', type_comments=False, feature_version=None)
         validate(tree, source, filename)
-        _refuse_function_only_statements(tree, source, filename)
+        top = _TopLevel(tree, source, filename)
         tree = rewrite(tree)
-        module = ast.Module(body=[_wrap(tree)], type_ignores=[])
+        module = ast.Module(body=[top.wrap(tree, _names(tree))], type_ignores=[])
         code = compile(module, filename, 'exec', dont_inherit=True)
-        imports_asyncio = any(
-            isinstance(node, (ast.Import, ast.ImportFrom))
-            and any(name.split('.')[0] == 'asyncio' for name in [getattr(node, 'module', None) or '', *(a.name for a in node.names)])
-            for node in ast.walk(tree)
-        )
-        return CompiledScript(next(c for c in code.co_consts if isinstance(c, types.CodeType)), imports_asyncio)
+        return CompiledScript(next(c for c in code.co_consts if isinstance(c, types.CodeType)), top.imports_asyncio)
     finally:
         if collecting:
             gc.enable()
 
 
-def _top_level(tree: ast.Module):
+def _top_level(tree: ast.Module) -> Iterator[ast.AST]:
     """The nodes of the module's own scope: not inside a function, lambda or class body."""
     pending: list[ast.AST] = list(tree.body)
     while pending:
@@ -91,45 +87,46 @@ def _top_level(tree: ast.Module):
         pending.extend(ast.iter_child_nodes(node))
 
 
-def _refuse_function_only_statements(tree: ast.Module, source: str, filename: str) -> None:
-    """What is valid in a function but not at module level stays a SyntaxError, as Python says it."""
-    for node in _top_level(tree):
-        if isinstance(node, ast.Return):
-            message = "'return' outside function"
-        elif isinstance(node, (ast.Yield, ast.YieldFrom)):
-            message = "'yield' outside function"
-        elif isinstance(node, ast.Nonlocal):
-            message = 'nonlocal declaration not allowed at module level'
-        else:
-            continue
-        lines = source.splitlines()
-        text = lines[node.lineno - 1] if node.lineno <= len(lines) else ''
-        raise SyntaxError(message, (filename, node.lineno, node.col_offset + 1, text, node.end_lineno, (node.end_col_offset or 0) + 1))
+class _TopLevel:
+    """One pass over the script's own scope, before the rewrite: is it async, does it import
+    asyncio, and does it use what a function allows but a module does not (`return`, `yield`,
+    `nonlocal`: a SyntaxError, as Python words it)."""
 
+    def __init__(self, tree: ast.Module, source: str, filename: str) -> None:
+        self.is_async = False
+        self.imports_asyncio = False
+        for node in _top_level(tree):
+            if isinstance(node, (ast.Await, ast.AsyncFor, ast.AsyncWith)) or (isinstance(node, ast.comprehension) and node.is_async):
+                self.is_async = True
+            elif isinstance(node, ast.Import):
+                self.imports_asyncio |= any(alias.name.partition('.')[0] == 'asyncio' for alias in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                self.imports_asyncio |= (node.module or '').partition('.')[0] == 'asyncio'
+            elif isinstance(node, (ast.Return, ast.Yield, ast.YieldFrom, ast.Nonlocal)):
+                message = {
+                    ast.Return: "'return' outside function",
+                    ast.Yield: "'yield' outside function",
+                    ast.YieldFrom: "'yield' outside function",
+                    ast.Nonlocal: 'nonlocal declaration not allowed at module level',
+                }[type(node)]
+                lines = source.splitlines()
+                text = lines[node.lineno - 1] if node.lineno <= len(lines) else ''
+                end = (node.end_col_offset or 0) + 1
+                raise SyntaxError(message, (filename, node.lineno, node.col_offset + 1, text, node.end_lineno, end))
 
-def _is_async(tree: ast.Module) -> bool:
-    for node in _top_level(tree):
-        if isinstance(node, (ast.Await, ast.AsyncFor, ast.AsyncWith)):
-            return True
-        if isinstance(node, ast.comprehension) and node.is_async:
-            return True
-    return False
-
-
-def _wrap(tree: ast.Module) -> ast.stmt:
-    """`[async] def <module>(): global <every name>; <body>; return <last expression>`."""
-    body = [_plain_assignment(statement) for statement in tree.body]
-    if body and isinstance(body[-1], ast.Expr):
-        body[-1] = ast.copy_location(ast.Return(value=body[-1].value), body[-1])
-    names = sorted(_names(tree))
-    if names:
-        body.insert(0, ast.Global(names=names, lineno=1, col_offset=0, end_lineno=1, end_col_offset=0))
-    if not body:
-        body = [ast.Pass(lineno=1, col_offset=0, end_lineno=1, end_col_offset=0)]
-    kind = ast.AsyncFunctionDef if _is_async(tree) else ast.FunctionDef
-    arguments = ast.arguments(posonlyargs=[], args=[], vararg=None, kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=[])
-    function = kind(name='<module>', args=arguments, body=body, decorator_list=[], returns=None, type_comment=None)
-    return ast.fix_missing_locations(ast.copy_location(function, body[0]))
+    def wrap(self, tree: ast.Module, names: set[str]) -> ast.stmt:
+        """`[async] def <module>(): global <every name>; <body>; return <last expression>`."""
+        body = [_plain_assignment(statement) for statement in tree.body]
+        if body and isinstance(body[-1], ast.Expr):
+            body[-1] = ast.copy_location(ast.Return(value=body[-1].value), body[-1])
+        start = {'lineno': 1, 'col_offset': 0, 'end_lineno': 1, 'end_col_offset': 0}
+        if names:
+            body.insert(0, ast.Global(names=sorted(names), **start))
+        if not body:
+            body = [ast.Pass(**start)]
+        kind = ast.AsyncFunctionDef if self.is_async else ast.FunctionDef
+        arguments = ast.arguments(posonlyargs=[], args=[], vararg=None, kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=[])
+        return kind(name='<module>', args=arguments, body=body, decorator_list=[], returns=None, type_comment=None, **start)
 
 
 def _plain_assignment(statement: ast.stmt) -> ast.stmt:
@@ -146,7 +143,8 @@ def _plain_assignment(statement: ast.stmt) -> ast.stmt:
 
 
 def _names(tree: ast.Module) -> set[str]:
-    """Every name the top level may bind or read; declaring a read-only name global changes nothing."""
+    """Every name the top level may bind or read (after the rewrite, whose temporaries count too);
+    declaring a name global that is only read changes nothing."""
     names: set[str] = set()
     for node in _top_level(tree):
         if isinstance(node, ast.Name):

@@ -29,6 +29,7 @@ STDLIB_MODULES = catalog.STDLIB_MODULES
 PRELOAD_MODULES = ('corral.language.preload',)
 
 _RECV_SIZE = 1 << 18
+_SCRIPT_CACHE = 64
 
 #: Code of these folders (the worker's own, asyncio's) is never interrupted by a stop: a stop that
 #: arrives there waits `_STOP_RETRY` seconds and tries again, so the channel and the event loop
@@ -79,7 +80,7 @@ class Worker:
         self._limits: dict[str, Any] = {}
         self._output = 0
         self._calls = 0
-        self._compiled: tuple[str, str, CompiledScript] | None = None
+        self._scripts: dict[str, CompiledScript] = {}
         self._pending_stop: str | None = None
         signal.signal(signal.SIGALRM, self._on_stop_signal)
         signal.signal(signal.SIGXCPU, self._on_stop_signal)
@@ -241,41 +242,42 @@ class Worker:
             return
 
     def _compile(self, code: str, script_name: str) -> CompiledScript | None:
-        """Compile the next feed's script, or send its SyntaxError and return None.
+        """Compile a feed's script, or send its SyntaxError and return None.
 
-        A COMPILE before a FEED of the same code (the host sends one before type checking, so
-        a syntax error reads as Python's) leaves the result for that FEED.
+        Compiled scripts are kept by their text (the last `_SCRIPT_CACHE`): a COMPILE before a
+        FEED (the host sends one before type checking, so a syntax error reads as Python's) and
+        a script run again both reuse the code.
         """
-        if self._compiled is not None and self._compiled[:2] == (code, script_name):
-            return self._compiled[2]
         self._script_name = script_name
-        filename = f'<script {self._feeds + 1}>'
-        try:
-            script = compile_script(code, filename)
-        except SyntaxError as error:
-            error.filename = script_name
-            display = ''.join(traceback.format_exception_only(SyntaxError, error)).rstrip('\n')
-            self._send([FAIL, 'syntax', type(error).__name__, str(error.msg), display])
-            return None
-        except (RecursionError, MemoryError):
-            message = 'the script is nested too deeply to compile; split long expressions into steps'
-            self._send([FAIL, 'syntax', 'SyntaxError', message, f'SyntaxError: {message}'])
-            return None
-        self._compiled = (code, script_name, script)
+        script = self._scripts.pop(code, None)
+        if script is None:
+            filename = f'<script {self._feeds + 1}>'
+            try:
+                script = compile_script(code, filename)
+            except SyntaxError as error:
+                error.filename = script_name
+                display = ''.join(traceback.format_exception_only(SyntaxError, error)).rstrip('\n')
+                self._send([FAIL, 'syntax', type(error).__name__, str(error.msg), display])
+                return None
+            except (RecursionError, MemoryError):
+                message = 'the script is nested too deeply to compile; split long expressions into steps'
+                self._send([FAIL, 'syntax', 'SyntaxError', message, f'SyntaxError: {message}'])
+                return None
+            linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
+            self._script_files.add(filename)
+            if len(self._scripts) >= _SCRIPT_CACHE:
+                del self._scripts[next(iter(self._scripts))]
+        self._scripts[code] = script
         return script
 
     def _feed(self, code: str, script_name: str, functions: dict[str, bool], modules: dict[str, dict[str, bool]], limits: dict[str, Any]) -> None:
         script = self._compile(code, script_name)
-        self._compiled = None
         if script is None:
             return
         self._feeds += 1
-        filename = f'<script {self._feeds}>'
         self._install_host_functions(functions, modules)
         self._limits = limits
         self._output = self._calls = 0
-        linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
-        self._script_files.add(filename)
         wall_time = limits.get('wall_time')
         if wall_time:
             signal.setitimer(signal.ITIMER_REAL, wall_time)

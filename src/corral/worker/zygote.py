@@ -46,7 +46,10 @@ def _die_with_parent() -> None:
 def _receive_request(control: socket.socket) -> tuple[int, int] | None:
     data = b''
     while len(data) < _REQUEST.size:
-        chunk = control.recv(_REQUEST.size - len(data))
+        try:
+            chunk = control.recv(_REQUEST.size - len(data))
+        except OSError:  # the host closed the pool (or died)
+            return None
         if not chunk:
             return None
         data += chunk
