@@ -12,9 +12,11 @@ import sys
 import tempfile
 import weakref
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from . import _render, _sandbox
 from ._awaits import AWAIT_MESSAGES, ModuleScope
+from ._server import TyServer, without_top_level_awaits
 from ._stdlib import SandboxTypeshed, sandbox_typeshed
 
 __all__ = ['TypeChecker']
@@ -78,9 +80,14 @@ class _Slot:
     def __init__(self, path: str) -> None:
         self.path = path
         self.files: dict[str, str] = {}
+        #: The slot's warm `ty server` once it has started (see `TypeChecker._serve`).
+        self.server: TyServer | None = None
+        self.starting: asyncio.Task[None] | None = None
 
-    def sync(self, wanted: dict[str, str]) -> None:
-        """Make the folder hold exactly ``wanted``, writing only what changed."""
+    def sync(self, wanted: dict[str, str]) -> list[str]:
+        """Make the folder hold exactly ``wanted``, writing only what changed; return what changed."""
+        changed = [rel for rel in self.files if rel not in wanted]
+        changed += [rel for rel, text in wanted.items() if self.files.get(rel) != text]
         for rel in [rel for rel in self.files if rel not in wanted]:
             full = os.path.join(self.path, rel)
             with contextlib.suppress(FileNotFoundError):
@@ -102,6 +109,17 @@ class _Slot:
             with open(full, 'w', encoding='utf-8', newline='') as f:
                 f.write(text)
             self.files[rel] = text
+        return changed
+
+    async def close(self) -> None:
+        if self.starting is not None:
+            # not cancelled: a start cut short would leave its `ty server` process behind
+            with contextlib.suppress(Exception):
+                await self.starting
+            self.starting = None
+        if self.server is not None:
+            server, self.server = self.server, None
+            await server.aclose()
 
 
 class TypeChecker:
@@ -122,6 +140,8 @@ class TypeChecker:
         self._finalizer: weakref.finalize | None = None
         self._typeshed: SandboxTypeshed | None = None
         self._typeshed_bin: str | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._slots: set[_Slot] = set()
 
     # ------------------------------------------------------------------ setup
 
@@ -157,6 +177,7 @@ class TypeChecker:
         path = os.path.join(root, f'check{self._count}')
         os.mkdir(path)
         slot = _Slot(path)
+        self._slots.add(slot)
         # Stops ty's project discovery here: no pyproject.toml/ty.toml from a parent folder.
         slot.sync({_CONFIG_FILE: ''})
         return slot
@@ -165,7 +186,42 @@ class TypeChecker:
         if ok and not self._closed and len(self._free) < self.max_idle_slots:
             self._free.append(slot)
         else:
+            self._slots.discard(slot)
+            self._background(slot.close())
             shutil.rmtree(slot.path, ignore_errors=True)
+
+    def _background(self, coroutine: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _serve(self, slot: _Slot) -> TyServer | None:
+        """The slot's warm `ty server`, or None while it starts (started here, in the background).
+
+        A clean check through the server takes well under a millisecond, against some 25 ms for a
+        `ty check` process; diagnostics still come from `ty check`, whose text is what a model reads.
+        """
+        if slot.server is not None and slot.server.alive:
+            return slot.server
+        if slot.starting is None or slot.starting.done():
+            slot.server = None
+            slot.starting = asyncio.get_running_loop().create_task(self._start_server(slot))
+        return None
+
+    async def _start_server(self, slot: _Slot) -> None:
+        assert self._ty_bin is not None and self._env is not None and self._root is not None
+        try:
+            server = await TyServer.start(
+                slot.path,
+                ty_bin=self._ty_bin,
+                env=self._env,
+                python=os.path.join(self._root, 'env'),
+                typeshed=self._typeshed.root if self._typeshed is not None else None,
+            )
+            await server.warm_up()
+        except (RuntimeError, OSError):
+            return  # checks keep using `ty check`
+        slot.server = server
 
     # ------------------------------------------------------------------ check
 
@@ -214,13 +270,33 @@ class TypeChecker:
                 except RuntimeError:  # not a ty binary we can read: ty's own typeshed, and its own errors
                     self._typeshed = None
                 self._typeshed_bin = self._ty_bin
-            slot.sync(wanted)
+            changed = slot.sync(wanted)
+            server = self._serve(slot)
+            if server is not None and await self._clean(server, slot, changed, prefix + code, code, offset, script_name, frozenset(modules)):
+                ok = True
+                return None
             stdout = await self._run_ty(slot, script_name)
             result = await self._postprocess(stdout, slot, script_name, code, offset, frozenset(modules))
             ok = True
             return result
         finally:
             self._release(slot, ok)
+
+    async def _clean(
+        self, server: TyServer, slot: _Slot, changed: list[str], text: str, code: str, offset: int, script_name: str, host_modules: frozenset[str]
+    ) -> bool:
+        """Whether the warm server finds nothing to report in the new code (False: ask `ty check`)."""
+        try:
+            stale = [os.path.join(slot.path, rel) for rel in changed if rel != script_name]
+            if stale:
+                await server.notify_files_changed(stale)
+            diagnostics = await server.diagnostics(text)
+        except RuntimeError:
+            slot.server = None
+            self._background(server.aclose())
+            return False
+        own = [d for d in without_top_level_awaits(diagnostics, text) if d['range']['start']['line'] >= offset]
+        return not own and not _sandbox.unresolved_imports(code, script_name, host_modules, ())
 
     async def _run_ty(self, slot: _Slot, script_name: str) -> str:
         assert self._ty_bin is not None and self._root is not None
@@ -373,9 +449,15 @@ class TypeChecker:
     # ----------------------------------------------------------------- close
 
     async def aclose(self) -> None:
-        """Remove the checker's folders.  It can't be used afterwards."""
+        """Stop the checker's servers and remove its folders.  It can't be used afterwards."""
         self._closed = True
+        for slot in list(self._slots):
+            await slot.close()
+        self._slots.clear()
         self._free.clear()
+        for task in list(self._tasks):
+            with contextlib.suppress(BaseException):
+                await task
         root, self._root = self._root, None
         if self._finalizer is not None:
             self._finalizer.detach()
