@@ -161,17 +161,17 @@ class Session:
     async def _feed(self, code: str, lookup: dict[str, Callable[..., Any]], print_callback: PrintCallback) -> Any:
         limits = self.limits
         if self._type_check:
-            # The worker compiles first, so a syntax error (or a refused construct) reads as
-            # Python shows it rather than as a type error; the compiled script waits for the feed.
-            await self._exchange([COMPILE, code, self.script_name], timeout=limits.wall_time)
-            with _tracer.start_as_current_span('type check'):
-                diagnostics = await self._pool._type_checker().check(
-                    code,
-                    script_name=self.script_name,
-                    stubs=self._stubs,
-                    modules={name: module.stubs or '' for name, module in self._modules.items()},
-                    context=self._context,
-                )
+            # The worker compiles while ty checks: a syntax error (or a refused construct) wins,
+            # so it reads as Python shows it rather than as a type error; the compiled script
+            # waits in the worker for the feed.
+            check = asyncio.ensure_future(self._check_types(code))
+            try:
+                await self._exchange([COMPILE, code, self.script_name], timeout=limits.wall_time)
+            except BaseException:
+                check.cancel()
+                await asyncio.gather(check, return_exceptions=True)
+                raise
+            diagnostics = await check
             if diagnostics is not None:
                 raise SandboxTypingError(diagnostics)
         functions = {name: is_async_callable(function) for name, function in lookup.items()}
@@ -198,6 +198,16 @@ class Session:
             return await self._exchange([FEED, code, self.script_name, functions, modules, worker_limits], timeout=limits.wall_time)
         finally:
             self._lookup = {}
+
+    async def _check_types(self, code: str) -> str | None:
+        with _tracer.start_as_current_span('type check'):
+            return await self._pool._type_checker().check(
+                code,
+                script_name=self.script_name,
+                stubs=self._stubs,
+                modules={name: module.stubs or '' for name, module in self._modules.items()},
+                context=self._context,
+            )
 
     async def _exchange(self, message: list[Any], *, timeout: float | None) -> Any:
         """Send `message` and wait for the worker's DONE (its value) or FAIL (raised).
