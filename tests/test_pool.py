@@ -63,7 +63,7 @@ async def test_skip_layers_runs_without_the_named_layer(monkeypatch):
 
 
 def test_unknown_layer_names_are_refused():
-    with pytest.raises(ValueError, match=r"unknown lockdown layer\(s\) \['selinux'\]; the layers are \['seccomp', 'netns', 'rlimits', 'no_new_privs'\]"):
+    with pytest.raises(ValueError, match=r"unknown lockdown layer\(s\) \['selinux'\]; the layers are \['language', 'seccomp', 'netns', 'rlimits', 'no_new_privs'\]"):
         corral.Pool(skip_layers={'selinux'})
 
 

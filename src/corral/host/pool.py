@@ -28,7 +28,8 @@ class Pool:
 
     Workers are locked down (see the security section of the README): a lockdown layer that this
     machine lacks makes the first checkout raise `SandboxInsecureError`, unless `skip_layers`
-    names it (`'seccomp'`, `'netns'`, `'rlimits'`, `'no_new_privs'`).
+    names it (`'seccomp'`, `'netns'`, `'rlimits'`, `'no_new_privs'`). `'language'` turns off the
+    language guard: only for measuring what the other layers block on their own.
 
     Creating a pool starts nothing; the zygote (a warm Python process that forks workers) starts
     on the first checkout. After each checkout the pool forks replacements in the background so

@@ -134,7 +134,7 @@ class Zygote:
                     break
                 except BlockingIOError:
                     ready = loop.create_future()
-                    loop.add_reader(control.fileno(), ready.set_result, None)
+                    loop.add_reader(control.fileno(), lambda: ready.done() or ready.set_result(None))
                     try:
                         await ready
                     finally:

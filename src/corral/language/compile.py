@@ -19,7 +19,7 @@ from typing import Any
 from .rewrite import rewrite
 from .validate import validate
 
-__all__ = ['CompiledScript', 'compile_script']
+__all__ = ['CompiledScript', 'compile_script', 'compile_unguarded']
 
 _CO_COROUTINE = 0x80
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
@@ -63,6 +63,24 @@ def compile_script(source: str, filename: str) -> CompiledScript:
         tree = rewrite(tree)
         module = ast.Module(body=[top.wrap(tree, _names(tree))], type_ignores=[])
         code = compile(module, filename, 'exec', dont_inherit=True)
+        return CompiledScript(next(c for c in code.co_consts if isinstance(c, types.CodeType)), top.imports_asyncio)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def compile_unguarded(source: str, filename: str) -> CompiledScript:
+    """Compile a script as plain Python: no validation, no rewrite, no guards.
+
+    Only for a pool that skips the language layer (`Pool(skip_layers={'language'})`), to measure
+    what the other layers block on their own. Raises `SyntaxError` for invalid Python.
+    """
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        tree = ast.parse(source, filename, 'exec')
+        top = _TopLevel(tree, source, filename)
+        code = compile(ast.Module(body=[top.wrap(tree, _names(tree))], type_ignores=[]), filename, 'exec', dont_inherit=True)
         return CompiledScript(next(c for c in code.co_consts if isinstance(c, types.CodeType)), top.imports_asyncio)
     finally:
         if collecting:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import builtins
 import linecache
 import os
 import signal
@@ -15,7 +16,7 @@ from typing import Any
 
 from ..channel import CALL, COMPILE, DONE, FAIL, FEED, OUTPUT, REPLY, FrameReader, ProtocolError, frame
 from ..language import catalog, hostio
-from ..language import EXCEPTIONS, CompiledScript, SandboxStop, compile_script, find_stop, import_module, make_builtins
+from ..language import EXCEPTIONS, CompiledScript, SandboxStop, compile_script, compile_unguarded, find_stop, import_module, make_builtins
 from ..values import pack, unpack
 
 __all__ = ['Worker', 'STDLIB_MODULES', 'PRELOAD_MODULES']
@@ -60,7 +61,7 @@ class Worker:
     frame and waits for its REPLY, so the script's frames stay in this process.
     """
 
-    def __init__(self, sock: socket.socket, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, sock: socket.socket, loop: asyncio.AbstractEventLoop, *, guarded: bool = True) -> None:
         self._sock = sock
         self._fd = sock.fileno()
         self._loop = loop
@@ -76,6 +77,10 @@ class Worker:
         self._host_names: set[str] = set()
         self._builtins = make_builtins(print=self._print, import_=self._import)
         hostio.install(self._call_sync)  # files, environment, clock and seed, through the host
+        self._compile_script = compile_script
+        if not guarded:  # the language layer skipped: plain Python, real builtins (see Pool(skip_layers=))
+            self._builtins = {**vars(builtins), 'print': self._print}
+            self._compile_script = compile_unguarded
         self._globals: dict[str, Any] = {'__name__': '__main__', '__builtins__': self._builtins}
         self._limits: dict[str, Any] = {}
         self._output = 0
@@ -253,7 +258,7 @@ class Worker:
         if script is None:
             filename = f'<script {self._feeds + 1}>'
             try:
-                script = compile_script(code, filename)
+                script = self._compile_script(code, filename)
             except SyntaxError as error:
                 error.filename = script_name
                 display = ''.join(traceback.format_exception_only(SyntaxError, error)).rstrip('\n')
@@ -407,7 +412,7 @@ def _host_exception(value: Any) -> BaseException:
         return cls(*map(str, args))
 
 
-def run_worker(sock: socket.socket, lock_down: Any = None) -> None:
+def run_worker(sock: socket.socket, lock_down: Any = None, *, guarded: bool = True) -> None:
     """Entry point of a forked worker: make its event loop, lock down, serve, exit."""
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
@@ -415,7 +420,7 @@ def run_worker(sock: socket.socket, lock_down: Any = None) -> None:
         selector = loop._selector  # type: ignore[attr-defined]
         keep = {sock.fileno(), selector.fileno(), loop._ssock.fileno(), loop._csock.fileno()}  # type: ignore[attr-defined]
         lock_down(keep)
-    worker = Worker(sock, loop)
+    worker = Worker(sock, loop, guarded=guarded)
     worker.warm_up()
     worker.serve()
     os._exit(0)

@@ -31,8 +31,8 @@ from . import lockdown, runtime
 
 __all__ = ['main', 'LAYERS']
 
-#: The lockdown layers, by the names `Pool(skip_layers=...)` takes.
-LAYERS = ('seccomp', 'netns', 'rlimits', 'no_new_privs')
+#: The layers, by the names `Pool(skip_layers=...)` takes: the language guard, then the lockdown.
+LAYERS = ('language', 'seccomp', 'netns', 'rlimits', 'no_new_privs')
 
 _PR_SET_PDEATHSIG = 1
 _REQUEST = struct.Struct('>cQQ')
@@ -68,7 +68,7 @@ def _worker(sock: socket.socket, skip: frozenset[str], address_space: int, cpu_s
     def lock(keep: set[int]) -> None:
         lockdown.lock_down(keep_fds=keep, limits=limits, seccomp='seccomp' not in skip)
 
-    runtime.run_worker(sock, lock)
+    runtime.run_worker(sock, lock, guarded='language' not in skip)
 
 
 def main(argv: list[str]) -> None:
