@@ -5,9 +5,7 @@ Values that cannot cross the sandbox boundary (a Decimal, a UUID) are compared b
 
 from __future__ import annotations
 
-import datetime
-
-from .runner import TODO, case
+from .runner import case
 
 CASES = [
     # ----- abc -------------------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .runner import TODO, case
+from .runner import case
 
 CASES = [
     # ----- functions ---------------------------------------------------------------------------------

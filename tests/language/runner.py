@@ -44,7 +44,7 @@ ENVIRON = {'REGION': 'eu-west', 'DEBUG': '1'}
 CLOCK = datetime.datetime(2024, 5, 17, 9, 30, 15, 250000, tzinfo=datetime.timezone(datetime.timedelta(hours=2)))
 
 _MISSING = object()
-#: Placeholder while a case is written: `tools` fill it with what CPython gives.
+#: Placeholder while a case is written: `python -m tests.language.fill FILE` fills it with what CPython gives.
 TODO = object()
 
 

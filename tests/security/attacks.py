@@ -546,7 +546,8 @@ ATTACKS: list[Attack] = [
     """, "SyntaxError: module '__main__' is not available in the sandbox"),
     attack('future-import', 'pyjail: future annotations make every annotation a string', """
         from __future__ import annotations
-    """, "SyntaxError: module '__future__' is not available in the sandbox"),
+    """, "SyntaxError: 'from __future__ import annotations' is not supported in the sandbox: remove the line; annotations "
+         "work without it (quote a name that is defined later: x: 'MyClass')"),
     attack('relative-import', 'pyjail', """
         from . import worker
     """, 'SyntaxError: relative imports are not supported in the sandbox; import modules by their name'),

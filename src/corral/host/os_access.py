@@ -43,7 +43,7 @@ MountMode = Literal['overlay', 'read-only', 'read-write']
 _MODES = ('overlay', 'read-only', 'read-write')
 
 #: Bytes of files an overlay mount may hold in memory for one session.
-OVERLAY_LIMIT = 256 * 1024 * 1024
+OVERLAY_LIMIT = 64 * 1024 * 1024
 #: The largest file a script may read or write in one piece.
 MAX_FILE = 32 * 1024 * 1024
 
@@ -182,10 +182,7 @@ class OsAccess:
     # ----- files outside the mounts (override to serve them) ------------------------------------
 
     def _no_files(self, path: str) -> OSError:
-        if self.mounts:
-            folders = ', '.join(mount.path for mount in self.mounts)
-            return PermissionError(errno.EACCES, f'Permission denied (outside the folders the host mounted: {folders})', path)
-        return PermissionError(errno.EACCES, f'Permission denied (the host has not granted file access; {_GRANT_FILES})', path)
+        return _NoFiles(errno.EACCES, 'Permission denied', path)
 
     def stat(self, path: str) -> tuple[str, int, float]:
         """`('file' | 'dir', size, mtime)` of a path; raise FileNotFoundError when missing."""
@@ -212,6 +209,10 @@ class OsAccess:
 
     def rename(self, source: str, target: str) -> None:
         raise self._no_files(source)
+
+
+class _NoFiles(PermissionError):
+    """Raised by OsAccess's file methods that a subclass did not override: no file access there."""
 
 
 _NOT_GRANTED = OsAccess()
@@ -323,7 +324,10 @@ class _MountView:
                 child = f'{rel}/{name}' if rel else name
                 if child in self._deleted:
                     continue
-                found = self.lookup(child, posixpath.join(shown, name))
+                try:
+                    found = self.lookup(child, posixpath.join(shown, name))
+                except _Refused:  # a link leading outside the mount: not shown
+                    continue
                 if found is not None and found[0] in ('file', 'dir'):
                     names[name] = [name, *found]
         prefix = f'{rel}/' if rel else ''
@@ -368,6 +372,8 @@ class _MountView:
             except OSError as error:
                 raise _os_error(error.errno or errno.EIO, shown) from None
             return
+        if how == 'append' and not data and info is not None:
+            return  # open(path, 'a') on an existing file: nothing to copy into the overlay yet
         old = b''
         if how == 'append' and info is not None:
             old = self.read(rel, shown)
@@ -513,7 +519,7 @@ class SystemCalls:
         if found is None:
             if self._above_mounts(path) is not None:
                 return ['dir', 0, 0.0]
-            kind, size, mtime = self.os_access.stat(path)
+            kind, size, mtime = self._handler(raw, path, self.os_access.stat, path)
             return [kind, size, mtime]
         view, rel = found
         info = view.lookup(rel, raw)
@@ -527,7 +533,7 @@ class SystemCalls:
         if found is None:
             if self._above_mounts(path) is not None:
                 raise _os_error(errno.EISDIR, raw)
-            data = self.os_access.read_file(path)
+            data = self._handler(raw, path, self.os_access.read_file, path)
             if not isinstance(data, bytes):
                 raise TypeError(f'{type(self.os_access).__name__}.read_file returned {type(data).__name__}, not bytes')
             return data
@@ -544,7 +550,7 @@ class SystemCalls:
         if found is None:
             if self._above_mounts(path) is not None:
                 raise _os_error(errno.EISDIR, raw)
-            self.os_access.write_file(path, data, how)
+            self._handler(raw, path, self.os_access.write_file, path, data, how)
             return
         view, rel = found
         view.write(rel, raw, data, how)
@@ -557,8 +563,8 @@ class SystemCalls:
             if above is not None:
                 return [[name, 'dir', 0, 0.0] for name in above]
             entries = []
-            for name in sorted(self.os_access.list_dir(path)):
-                kind, size, mtime = self.os_access.stat(posixpath.join(path, name))
+            for name in sorted(self._handler(raw, path, self.os_access.list_dir, path)):
+                kind, size, mtime = self._handler(raw, path, self.os_access.stat, posixpath.join(path, name))
                 entries.append([name, kind, size, mtime])
             return entries
         view, rel = found
@@ -595,10 +601,7 @@ class SystemCalls:
         if found is None:
             if self._above_mounts(path) is not None:
                 raise _os_error(errno.EEXIST, shown)
-            try:
-                self.os_access.make_dir(path)
-            except FileExistsError:
-                raise _os_error(errno.EEXIST, shown) from None
+            self._handler(shown, path, self.os_access.make_dir, path)
             return
         view, rel = found
         view.mkdir(rel, shown)
@@ -609,7 +612,7 @@ class SystemCalls:
         if found is None:
             if self._above_mounts(path) is not None:
                 raise _os_error(errno.EISDIR, raw)
-            self.os_access.remove(path)
+            self._handler(raw, path, self.os_access.remove, path)
             return
         view, rel = found
         view.remove(rel, raw)
@@ -620,7 +623,7 @@ class SystemCalls:
         if found is None:
             if self._above_mounts(path) is not None:
                 raise _os_error(errno.EBUSY, raw, 'Device or resource busy (a folder above a mount)')
-            self.os_access.remove_dir(path)
+            self._handler(raw, path, self.os_access.remove_dir, path)
             return
         view, rel = found
         view.rmdir(rel, raw)
@@ -629,7 +632,7 @@ class SystemCalls:
         source, target = self._path(raw_source), self._path(raw_target)
         found_source, found_target = self._find(source), self._find(target)
         if found_source is None and found_target is None:
-            self.os_access.rename(source, target)
+            self._handler(raw_source, source, self.os_access.rename, source, target)
             return
         if found_source is None or found_target is None:
             raise _os_error(errno.EXDEV, raw_source, 'Invalid cross-device link (a rename cannot leave its mount)')
@@ -678,6 +681,20 @@ class SystemCalls:
             self._move(view, f'{rel}/{name}', f'{target}/{name}', posixpath.join(shown, name), posixpath.join(target_shown, name), child_kind)
         view.rmdir(rel, shown)
 
+    def _handler(self, raw: str, path: str, method: Callable[..., Any], *args: Any) -> Any:
+        """Call an OsAccess method; its OSError names the path as the script wrote it."""
+        try:
+            return method(*args)
+        except _NoFiles:
+            if self._mounts:
+                folders = ', '.join(sorted(view.path for view in self._mounts))
+                raise _denied(raw, f'outside the folders the host mounted: {folders}') from None
+            raise _denied(raw, f'the host has not granted file access; {_GRANT_FILES}') from None
+        except OSError as error:
+            filename = raw if error.filename in (path, None) else _text(error.filename)
+            number = error.errno if error.errno is not None else errno.EIO
+            raise _Refused(_error_class(error), number, error.strerror or str(error), filename, _text(error.filename2)) from None
+
     def _getcwd(self) -> str:
         return self.cwd
 
@@ -706,6 +723,15 @@ class SystemCalls:
 
     def _seed(self) -> int:
         return self.seed
+
+
+def _error_class(error: OSError) -> type[OSError]:
+    import builtins
+
+    for cls in type(error).__mro__:
+        if getattr(builtins, cls.__name__, None) is cls and issubclass(cls, OSError):
+            return cls
+    return OSError
 
 
 def _builtin_name(error: BaseException) -> str:

@@ -14,7 +14,8 @@ What is refused (the tables are in `rules.py`):
   `__this__` (`__builtins__`, `__import__`, `__class__`, anything `__corral...`), except
   `__name__`; a class body may define the dunder methods of `DEFINABLE_DUNDERS` and assign
   `CLASS_ASSIGN_DUNDERS`;
-- `from x import *` and relative imports;
+- `from x import *`, relative imports and `from __future__ import ...` (future annotations
+  would turn every annotation into a string for something to evaluate later);
 - keyword sub-patterns (`case P(__class__=x)`) with refused names, and private attributes in value
   patterns (`case obj._x:`), which no guard can check;
 - `type(name, bases, namespace)`;
@@ -297,6 +298,13 @@ class _Validator(ast.NodeVisitor):
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
         if node.level:
             raise _Refused('relative imports are not supported in the sandbox; import modules by their name', node)
+        if node.module == '__future__':
+            names = ', '.join(alias.name for alias in node.names)
+            raise _Refused(
+                f"'from __future__ import {names}' is not supported in the sandbox: remove the line; annotations work "
+                f"without it (quote a name that is defined later: x: 'MyClass')",
+                node,
+            )
         for part in (node.module or '').split('.'):
             self._check_module_part(part, node)
         for alias in node.names:

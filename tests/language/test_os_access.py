@@ -1,0 +1,307 @@
+"""Files, environment, clock and seed through the host: mounts in each mode, escapes, grants.
+
+Every path a script names is checked on the host (`corral.host.os_access`): these tests try to
+leave a mount every way a path can (`..`, absolute paths, symlinks to files and folders outside,
+NUL bytes, joins with an absolute part) and check that the host's files change only in
+`read-write` mode.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import pathlib
+import textwrap
+from typing import Any
+
+import pytest
+
+import corral
+from corral import Mount, OsAccess
+
+pytestmark = pytest.mark.asyncio(loop_scope='module')
+
+
+@pytest.fixture
+def host(tmp_path: pathlib.Path) -> pathlib.Path:
+    """A host folder with files, and a secret next to it (outside any mount)."""
+    root = tmp_path / 'shared'
+    (root / 'reports').mkdir(parents=True)
+    (root / 'notes.txt').write_text('host notes\n')
+    (root / 'reports' / 'q1.csv').write_text('region,amount\nnorth,10\n')
+    (tmp_path / 'secret.txt').write_text('top secret\n')
+    (tmp_path / 'secret-dir').mkdir()
+    (tmp_path / 'secret-dir' / 'key.txt').write_text('key\n')
+    return root
+
+
+async def run(pool: corral.Pool, code: str, **checkout: Any) -> Any:
+    async with pool.checkout(**checkout) as session:
+        return await session.feed_run(textwrap.dedent(code), print_callback=lambda stream, text: None)
+
+
+async def error(pool: corral.Pool, code: str, **checkout: Any) -> str:
+    with pytest.raises(corral.SandboxRuntimeError) as info:
+        await run(pool, code, **checkout)
+    return f'{info.value.exc_type}: {info.value.message}'
+
+
+def snapshot(root: pathlib.Path) -> dict[str, str]:
+    return {str(p.relative_to(root)): p.read_text() if p.is_file() else '<dir>' for p in sorted(root.rglob('*'))}
+
+
+# ----- overlay (the default) ------------------------------------------------------------------------
+
+async def test_overlay_writes_stay_in_the_session(pool, host):
+    before = snapshot(host)
+    code = '''
+        import os, pathlib
+        pathlib.Path('new.txt').write_text('made in the sandbox')
+        with open('notes.txt', 'a') as f:
+            f.write('appended\\n')
+        os.makedirs('out/deep')
+        pathlib.Path('out/deep/x.txt').write_text('x')
+        os.remove('reports/q1.csv')
+        os.rename('new.txt', 'renamed.txt')
+        (sorted(os.listdir('.')), open('notes.txt').read(), os.listdir('reports'), open('renamed.txt').read(),
+         os.path.exists('new.txt'), os.getcwd())
+    '''
+    async with pool.checkout(mounts=Mount(host, '/data')) as session:
+        value = await session.feed_run(textwrap.dedent(code))
+        # a later feed of the same session sees the session's files
+        later = await session.feed_run("open('/data/out/deep/x.txt').read()")
+    assert value == (['notes.txt', 'out', 'renamed.txt', 'reports'], 'host notes\nappended\n', [], 'made in the sandbox', False, '/data')
+    assert later == 'x'
+    assert snapshot(host) == before
+    # another session starts from the host's files
+    assert await run(pool, "import os\nsorted(os.listdir('.'))", mounts=[Mount(host, '/data')]) == ['notes.txt', 'reports']
+
+
+async def test_overlay_folder_deleted_then_made_again_is_empty(pool, host):
+    code = '''
+        import os
+        os.remove('reports/q1.csv')
+        os.rmdir('reports')
+        gone = os.path.exists('reports')
+        os.mkdir('reports')
+        (gone, os.listdir('reports'))
+    '''
+    assert await run(pool, code, mounts=[Mount(host, '/data')]) == (False, [])
+    assert (host / 'reports' / 'q1.csv').exists()
+
+
+async def test_overlay_rename_of_a_host_folder(pool, host):
+    code = '''
+        import os
+        os.rename('reports', 'archive')
+        (sorted(os.listdir('.')), os.listdir('archive'), open('archive/q1.csv').read())
+    '''
+    assert await run(pool, code, mounts=[Mount(host, '/data')]) == (['archive', 'notes.txt'], ['q1.csv'], 'region,amount\nnorth,10\n')
+    assert sorted(os.listdir(host)) == ['notes.txt', 'reports']
+
+
+# ----- read-only ----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(
+    ('code', 'expected'),
+    [
+        ("open('notes.txt', 'w')", "OSError: [Errno 30] Read-only file system: 'notes.txt'"),
+        ("open('new.txt', 'a')", "OSError: [Errno 30] Read-only file system: 'new.txt'"),
+        ("import pathlib\npathlib.Path('x.txt').write_text('x')", "OSError: [Errno 30] Read-only file system: 'x.txt'"),
+        ("import os\nos.mkdir('sub')", "OSError: [Errno 30] Read-only file system: 'sub'"),
+        ("import os\nos.remove('notes.txt')", "OSError: [Errno 30] Read-only file system: 'notes.txt'"),
+        ("import os\nos.rename('notes.txt', 'n.txt')", "OSError: [Errno 30] Read-only file system: 'notes.txt'"),
+        ("import os\nos.makedirs('reports', exist_ok=True)\nos.mkdir('reports')", "FileExistsError: [Errno 17] File exists: 'reports'"),
+    ],
+)
+async def test_read_only_refuses_writes(pool, host, code, expected):
+    before = snapshot(host)
+    assert await error(pool, code, mounts=[Mount(host, '/data', mode='read-only')]) == expected
+    assert snapshot(host) == before
+
+
+async def test_read_only_reads(pool, host):
+    code = "import csv\nlist(csv.DictReader(open('reports/q1.csv')))"
+    assert await run(pool, code, mounts=[Mount(host, '/data', mode='read-only')]) == [{'region': 'north', 'amount': '10'}]
+
+
+# ----- read-write ----------------------------------------------------------------------------------------
+
+async def test_read_write_writes_through(pool, host):
+    code = '''
+        import os, pathlib
+        pathlib.Path('out.txt').write_text('to the host')
+        with open('notes.txt', 'a') as f:
+            f.write('more\\n')
+        os.makedirs('made/here')
+        os.rename('reports/q1.csv', 'made/here/q1.csv')
+        os.remove('out.txt')
+        pathlib.Path('kept.txt').write_bytes(b'\\x00\\x01')
+    '''
+    await run(pool, code, mounts=[Mount(host, '/data', mode='read-write')])
+    assert snapshot(host) == {
+        'kept.txt': '\x00\x01',
+        'made': '<dir>',
+        'made/here': '<dir>',
+        'made/here/q1.csv': 'region,amount\nnorth,10\n',
+        'notes.txt': 'host notes\nmore\n',
+        'reports': '<dir>',
+    }
+
+
+# ----- escapes -------------------------------------------------------------------------------------------
+
+OUTSIDE = "PermissionError: [Errno 13] Permission denied (outside the folders the host mounted: /data): '{}'"
+LINK = "PermissionError: [Errno 13] Permission denied (a link that leads outside the mounted folder): '{}'"
+
+
+@pytest.mark.parametrize('mode', ['overlay', 'read-only', 'read-write'])
+@pytest.mark.parametrize(
+    ('code', 'expected'),
+    [
+        ("open('../secret.txt').read()", OUTSIDE.format('../secret.txt')),
+        ("open('/data/../secret.txt').read()", OUTSIDE.format('/data/../secret.txt')),
+        ("open('reports/../../secret.txt').read()", OUTSIDE.format('reports/../../secret.txt')),
+        ("open('../' * 20 + 'etc/passwd').read()", OUTSIDE.format('../' * 20 + 'etc/passwd')),
+        ("open('/etc/passwd').read()", OUTSIDE.format('/etc/passwd')),
+        ("import pathlib\n(pathlib.Path('/data') / '/etc/passwd').read_text()", OUTSIDE.format('/etc/passwd')),
+        ("open('//etc/passwd').read()", OUTSIDE.format('//etc/passwd')),
+        ("open('../secret.txt', 'w')", OUTSIDE.format('../secret.txt')),
+        ("import os\nos.listdir('../secret-dir')", OUTSIDE.format('../secret-dir')),
+        ("import os\nos.rename('notes.txt', '../stolen.txt')", "OSError: [Errno 18] Invalid cross-device link (a rename cannot leave its mount): 'notes.txt'"),
+        ("open('link-file').read()", LINK.format('link-file')),
+        ("open('link-dir/key.txt').read()", LINK.format('link-dir/key.txt')),
+        ("import os\nos.listdir('link-dir')", LINK.format('link-dir')),
+        ("open('link-file', 'w').write('x')", LINK.format('link-file')),
+        ("open('link-dir/new.txt', 'w').write('x')", LINK.format('link-dir/new.txt')),
+        ("open('notes.txt\\x00.png').read()", 'ValueError: embedded null byte'),
+    ],
+)
+async def test_paths_cannot_escape_the_mount(pool, host, mode, code, expected):
+    os.symlink(host.parent / 'secret.txt', host / 'link-file')
+    os.symlink(host.parent / 'secret-dir', host / 'link-dir')
+    if mode == 'read-only' and "'w')" in code and expected.startswith('PermissionError: [Errno 13] Permission denied (a link'):
+        expected = "OSError: [Errno 30] Read-only file system: '" + expected.rpartition(": '")[2]  # refused before the link is followed
+    before = snapshot(host.parent)
+    assert await error(pool, code, mounts=[Mount(host, '/data', mode=mode)]) == expected
+    assert snapshot(host.parent) == before
+
+
+async def test_links_outside_are_not_listed_as_files(pool, host):
+    os.symlink(host.parent / 'secret.txt', host / 'link-file')
+    code = "import os\n(sorted(os.listdir('.')), os.path.exists('link-file'), os.path.isfile('link-file'))"
+    assert await run(pool, code, mounts=[Mount(host, '/data')]) == (['notes.txt', 'reports'], False, False)
+
+
+async def test_links_inside_the_mount_are_followed(pool, host):
+    os.symlink(host / 'notes.txt', host / 'alias.txt')
+    os.symlink(host / 'reports', host / 'alias-dir')
+    code = "(open('alias.txt').read(), open('alias-dir/q1.csv').read().splitlines()[0])"
+    assert await run(pool, code, mounts=[Mount(host, '/data')]) == ('host notes\n', 'region,amount')
+
+
+async def test_root_lists_the_mounts(pool, host, tmp_path):
+    other = tmp_path / 'other'
+    other.mkdir()
+    code = "import os\n(os.listdir('/'), os.listdir('..'), os.listdir('/mnt'), os.path.isdir('/mnt'), os.getcwd(), os.path.exists('/etc'))"
+    mounts = [Mount(host, '/data'), Mount(other, '/mnt/other', mode='read-only')]
+    assert await run(pool, code, mounts=mounts) == (['data', 'mnt'], ['data', 'mnt'], ['other'], True, '/data', False)
+
+
+async def test_nested_mounts_choose_the_deepest(pool, host, tmp_path):
+    inner = tmp_path / 'inner'
+    inner.mkdir()
+    (inner / 'i.txt').write_text('inner')
+    code = "import os\n(open('/data/reports/x/i.txt').read(), sorted(os.listdir('/data/reports')))"
+    mounts = [Mount(host, '/data'), Mount(inner, '/data/reports/x')]
+    assert await run(pool, code, mounts=mounts) == ('inner', ['q1.csv', 'x'])
+
+
+async def test_mount_arguments_are_checked(tmp_path):
+    with pytest.raises(ValueError, match='absolute POSIX path'):
+        Mount(tmp_path, 'data')
+    with pytest.raises(ValueError, match="mode must be one of 'overlay', 'read-only', 'read-write'"):
+        Mount(tmp_path, '/data', mode='rw')  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match='not an existing folder'):
+        Mount(tmp_path / 'missing', '/data')
+
+
+# ----- environment, clock, seed ------------------------------------------------------------------------
+
+async def test_environment_and_clock_granted(pool):
+    moment = datetime.datetime(2030, 1, 2, 3, 4, 5, tzinfo=datetime.timezone.utc)
+    access = OsAccess(environ={'TOKEN_NAME': 'x'}, clock=lambda: moment)
+    code = "import os, datetime, time\n(os.environ['TOKEN_NAME'], datetime.datetime.now().isoformat(), time.time())"
+    assert await run(pool, code, os_access=access) == ('x', '2030-01-02T03:04:05', moment.timestamp())
+
+
+async def test_the_real_clock(pool):
+    code = 'import datetime\ndatetime.datetime.now(datetime.timezone.utc)'
+    before = datetime.datetime.now(datetime.timezone.utc)
+    value = await run(pool, code, os_access=OsAccess(clock=True))
+    assert before <= value <= datetime.datetime.now(datetime.timezone.utc)
+
+
+async def test_env_granted_but_not_clock(pool):
+    message = await error(pool, 'import time\ntime.time()', os_access=OsAccess(environ={}))
+    assert message.startswith('PermissionError: the host has not granted clock access')
+
+
+async def test_random_is_seeded_per_session(pool):
+    code = 'import random, uuid\n(random.random(), random.randint(1, 10**9), str(uuid.uuid4()), random.Random().random())'
+    first = await run(pool, code, random_seed=99)
+    assert await run(pool, code, random_seed=99) == first
+    assert await run(pool, code, random_seed=100) != first
+    async with pool.checkout() as a, pool.checkout() as b:
+        assert a.random_seed != b.random_seed
+        assert await a.feed_run(code) != await b.feed_run(code)
+
+
+async def test_seeding_in_the_script_matches_cpython(pool):
+    import random
+
+    random.seed(5)
+    expected = [random.random() for _ in range(3)]
+    assert await run(pool, 'import random\nrandom.seed(5)\n[random.random() for _ in range(3)]') == expected
+
+
+async def test_a_custom_os_access_serves_virtual_files(pool):
+    class Virtual(OsAccess):
+        files = {'/v/a.txt': b'alpha'}
+
+        def stat(self, path):
+            if path in self.files:
+                return ('file', len(self.files[path]), 0.0)
+            if path == '/v':
+                return ('dir', 0, 0.0)
+            raise FileNotFoundError(2, 'No such file or directory', path)
+
+        def read_file(self, path):
+            self.stat(path)
+            return self.files[path]
+
+        def list_dir(self, path):
+            return [name.rpartition('/')[2] for name in self.files]
+
+        def write_file(self, path, data, how):
+            self.files[path] = (self.files.get(path, b'') if how == 'append' else b'') + data
+
+    code = "import os\nopen('/v/b.txt', 'w').write('beta')\n(open('/v/a.txt').read(), sorted(os.listdir('/v')), os.path.exists('/v/nope'))"
+    assert await run(pool, code, os_access=Virtual()) == ('alpha', ['a.txt', 'b.txt'], False)
+    assert await error(pool, "open('/v/nope')", os_access=Virtual()) == "FileNotFoundError: [Errno 2] No such file or directory: '/v/nope'"
+
+
+async def test_output_of_sys_stdout_pprint_and_print_in_order(pool):
+    printed: list[tuple[str, str]] = []
+    code = '''
+        import sys, pprint, calendar
+        print('one')
+        sys.stdout.write('two\\n')
+        pprint.pprint({'three': 3})
+        print('four', file=sys.stderr)
+        calendar.prmonth(2024, 2)
+    '''
+    async with pool.checkout() as session:
+        await session.feed_run(textwrap.dedent(code), print_callback=lambda stream, text: printed.append((stream, text)))
+    text = ''.join(t for _, t in printed)
+    assert text.startswith("one\ntwo\n{'three': 3}\nfour\n   February 2024\nMo Tu We Th Fr Sa Su\n")

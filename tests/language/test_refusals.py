@@ -1,0 +1,162 @@
+"""Every refusal, with the exact words a script reads: constructs, builtins, modules, members, host grants.
+
+The texts come from one place (`corral.language.catalog` and the validator); these tests pin them,
+so a change to what a model reads is a deliberate one.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+import corral
+from corral.language.catalog import STDLIB_MODULES, missing_member, missing_module
+
+MODULES = ', '.join(STDLIB_MODULES)
+OS_OFFERS = (
+    'DirEntry, F_OK, PathLike, R_OK, SEEK_CUR, SEEK_END, SEEK_SET, W_OK, X_OK, altsep, curdir, defpath, devnull, environ, '
+    'error, extsep, fsdecode, fsencode, fspath, getcwd, getenv, linesep, listdir, lstat, makedirs, mkdir, name, pardir, '
+    'path, pathsep, remove, removedirs, rename, replace, rmdir, scandir, sep, stat, stat_result, strerror, unlink, walk'
+)
+NO_FILES = (
+    "PermissionError: [Errno 13] Permission denied (the host has not granted file access; the host grants it with "
+    "checkout(mounts=[Mount(host_dir, sandbox_path)])): '{}'"
+)
+NO_CLOCK = (
+    'PermissionError: the host has not granted clock access (datetime.now(), date.today(), time.time()); '
+    'the host grants it with checkout(os_access=OsAccess(clock=True))'
+)
+NO_ENVIRON = (
+    'PermissionError: the host has not granted access to environment variables; the host grants it with '
+    'checkout(os_access=OsAccess(environ={...}))'
+)
+CODE = 'a script cannot run code from a string; write the code in the script itself'
+
+REFUSALS = [
+    # ----- constructs ------------------------------------------------------------------------------
+    ('import-star', 'from json import *',
+     "SyntaxError: 'from json import *' is not supported in the sandbox; import the names you need: from json import name1, name2"),
+    ('relative-import', 'from . import x',
+     'SyntaxError: relative imports are not supported in the sandbox; import modules by their name'),
+    ('future-import', 'from __future__ import annotations',
+     "SyntaxError: 'from __future__ import annotations' is not supported in the sandbox: remove the line; annotations "
+     "work without it (quote a name that is defined later: x: 'MyClass')"),
+    ('dunder-class', '().__class__',
+     "SyntaxError: attribute '__class__' cannot be read in the sandbox: names like __this__ are refused except a short list; use type(x) instead"),
+    ('function-globals', 'def f(): pass\nf.__globals__',
+     "SyntaxError: attribute '__globals__' cannot be read in the sandbox: names like __this__ are refused except a short list; function internals are not available in the sandbox"),
+    ('generator-frame', 'g = (x for x in [1])\ng.gi_frame',
+     "SyntaxError: attribute 'gi_frame' is not available in the sandbox: it reaches interpreter internals (frames, code, tracebacks, generators or the event loop)"),
+    ('traceback', 'try:\n    1/0\nexcept Exception as e:\n    e.__traceback__',
+     "SyntaxError: attribute '__traceback__' cannot be read in the sandbox: names like __this__ are refused except a short list; tracebacks are not available to scripts; an uncaught exception shows its traceback to the host"),
+    ('type-three-args', "type('X', (), {})",
+     'SyntaxError: type() with three arguments (creating a class) is not supported in the sandbox; write a class statement instead'),
+    ('builtins-name', '__builtins__',
+     "SyntaxError: name '__builtins__' is not available in the sandbox: names like __this__ are refused; call builtins by their name"),
+    ('import-dunder', "__import__('os')",
+     "SyntaxError: name '__import__' is not available in the sandbox: names like __this__ are refused; use an import statement"),
+    ('getattr-dunder', "getattr(1, '__cla' + 'ss__')",
+     "AttributeError: attribute '__class__' cannot be read in the sandbox: names like __this__ are refused except a short list; use type(x) instead"),
+    ('private-foreign', 'import asyncio\nasyncio.Queue()._queue',
+     "AttributeError: attribute '_queue' is private: the sandbox allows names starting with '_' only on objects of classes the script defines (Queue objects are not); use the public API"),
+    ('finally-return', 'def f():\n    try:\n        pass\n    finally:\n        return 1',
+     "SyntaxError: 'return' directly in a 'finally' block is not allowed in the sandbox: it would swallow the exception being raised; move it after the try statement"),
+    # ----- builtins ----------------------------------------------------------------------------------
+    ('eval', "eval('1')", f'NameError: eval() is not available in the sandbox; {CODE}'),
+    ('exec', "exec('x = 1')", f'NameError: exec() is not available in the sandbox; {CODE}'),
+    ('compile', "compile('1', 's', 'eval')", f'NameError: compile() is not available in the sandbox; {CODE}'),
+    ('globals', 'globals()', 'NameError: globals() is not available in the sandbox; use your variables directly, or keep values in a dict'),
+    ('locals', 'locals()', 'NameError: locals() is not available in the sandbox; use your variables directly, or keep values in a dict'),
+    ('vars', 'vars()', 'NameError: vars() is not available in the sandbox; read attributes by name, or use dataclasses.asdict(obj)'),
+    ('input', 'input()', 'NameError: input() is not available in the sandbox; a script cannot read input; use the host functions you were given'),
+    ('breakpoint', 'breakpoint()', 'NameError: breakpoint() is not available in the sandbox; debuggers are not available in the sandbox'),
+    ('help', 'help(len)', 'NameError: help() is not available in the sandbox; help is not available in the sandbox'),
+    ('exit', 'exit()', 'NameError: exit() is not available in the sandbox; end the script, or raise an exception'),
+    ('memoryview', "memoryview(b'x')", 'NameError: memoryview() is not available in the sandbox; use bytes or bytearray'),
+    # ----- modules and members -----------------------------------------------------------------------
+    ('import-third-party', 'import requests',
+     "ModuleNotFoundError: No module named 'requests': a script has no network access; call the host functions you were "
+     f'given. A script may import: {MODULES}'),
+    ('import-unknown', 'import foo',
+     f"ModuleNotFoundError: No module named 'foo'. A script may import: {MODULES}"),
+    ('import-subprocess', 'import subprocess',
+     "ModuleNotFoundError: No module named 'subprocess': a script cannot run commands, processes or threads. A script may "
+     f'import: {MODULES}'),
+    ('import-secrets', 'import secrets',
+     "ModuleNotFoundError: No module named 'secrets': randomness comes from the session's seeded random module "
+     f'(random.randbytes, random.choice, uuid.uuid4). A script may import: {MODULES}'),
+    ('import-submodule', 'import json.decoder',
+     "ModuleNotFoundError: No module named 'json.decoder': the sandbox offers 'json' itself, not its submodules. A script "
+     f'may import: {MODULES}'),
+    ('os-system', "import os\nos.system('ls')",
+     f"AttributeError: module 'os' has no attribute 'system' in the sandbox: a script cannot run commands or processes. os offers: {OS_OFFERS}"),
+    ('from-os-import-system', 'from os import system',
+     "ImportError: cannot import name 'system' from 'os': module 'os' has no attribute 'system' in the sandbox: a script "
+     f'cannot run commands or processes. os offers: {OS_OFFERS}'),
+    ('os-urandom', 'import os\nos.urandom(4)',
+     "AttributeError: module 'os' has no attribute 'urandom' in the sandbox: randomness comes from the session's seeded "
+     f'random module: random.randbytes(n). os offers: {OS_OFFERS}'),
+    ('json-typo', "import json\njson.dump_s({})",
+     "AttributeError: module 'json' has no attribute 'dump_s' in the sandbox. Did you mean: dumps, dump? json offers: "
+     'JSONDecodeError, JSONDecoder, JSONEncoder, dump, dumps, load, loads'),
+    ('json-decoder', 'import json\njson.decoder',
+     "AttributeError: module 'json' has no attribute 'decoder' in the sandbox: the sandbox offers json's own names: "
+     'json.JSONDecodeError, json.JSONDecoder, json.JSONEncoder. json offers: JSONDecodeError, JSONDecoder, JSONEncoder, '
+     'dump, dumps, load, loads'),
+    ('sys-setrecursionlimit', 'import sys\nsys.setrecursionlimit(10**6)',
+     "AttributeError: module 'sys' has no attribute 'setrecursionlimit' in the sandbox: the host sets the recursion limit "
+     'of a session (its Limits); write the recursion as a loop. sys offers: byteorder, exit, float_info, float_repr_style, '
+     'get_int_max_str_digits, getdefaultencoding, getsizeof, hash_info, hexversion, int_info, intern, maxsize, maxunicode, '
+     'platform, set_int_max_str_digits, stderr, stdout, version, version_info'),
+    ('random-systemrandom', 'import random\nrandom.SystemRandom()',
+     "AttributeError: module 'random' has no attribute 'SystemRandom' in the sandbox: randomness comes from the session's "
+     "seeded generator; use random.Random() or the module functions. random offers: Random, betavariate, choice, choices, "
+     'expovariate, gammavariate, gauss, getrandbits, getstate, lognormvariate, normalvariate, paretovariate, randbytes, '
+     'randint, random, randrange, sample, seed, setstate, shuffle, triangular, uniform, vonmisesvariate, weibullvariate'),
+    ('time-localtime', 'import time\ntime.localtime()',
+     "AttributeError: module 'time' has no attribute 'localtime' in the sandbox: the sandbox has no local time zone: use "
+     'time.gmtime(), or datetime with zoneinfo. time offers: gmtime, monotonic, monotonic_ns, perf_counter, '
+     'perf_counter_ns, process_time, process_time_ns, sleep, strftime, strptime, struct_time, time, time_ns'),
+    ('asyncio-get-event-loop', 'import asyncio\nasyncio.get_event_loop()',
+     missing_member('asyncio', 'get_event_loop')),
+    ('contextlib-redirect-stdout', 'import contextlib\ncontextlib.redirect_stdout',
+     "AttributeError: module 'contextlib' has no attribute 'redirect_stdout' in the sandbox: write to a buffer with "
+     "print(..., file=buffer). contextlib offers: AbstractAsyncContextManager, AbstractContextManager, AsyncContextDecorator, "
+     'AsyncExitStack, ContextDecorator, ExitStack, aclosing, asynccontextmanager, closing, contextmanager, nullcontext, suppress'),
+    # ----- what the host has not granted ---------------------------------------------------------------
+    ('open-without-mount', "open('data.csv')", NO_FILES.format('data.csv')),
+    ('path-without-mount', "import pathlib\npathlib.Path('/data/x.txt').read_text()", NO_FILES.format('/data/x.txt')),
+    ('listdir-without-mount', "import os\nos.listdir('/tmp')", NO_FILES.format('/tmp')),
+    ('write-without-mount', "open('out.txt', 'w')", NO_FILES.format('out.txt')),
+    ('datetime-now', 'import datetime\ndatetime.datetime.now()', NO_CLOCK),
+    ('date-today', 'from datetime import date\ndate.today()', NO_CLOCK),
+    ('time-time', 'import time\ntime.time()', NO_CLOCK),
+    ('clock-getattr', "import datetime\ngetattr(datetime.datetime, 'now')()", NO_CLOCK),
+    ('clock-attrgetter', "import datetime, operator\noperator.attrgetter('now')(datetime.datetime)()", NO_CLOCK),
+    ('clock-methodcaller', "import datetime, operator\noperator.methodcaller('today')(datetime.date)", NO_CLOCK),
+    ('clock-instance', 'import datetime\ndatetime.date(2020, 1, 1).today()', NO_CLOCK),
+    ('clock-subclass-super', 'import datetime\nclass D(datetime.datetime):\n    @classmethod\n    def now(cls, tz=None):\n        return super().now(tz)\nD.now()', NO_CLOCK),
+    ('clock-class-pattern', 'import datetime\nmatch datetime.datetime(2020, 1, 1):\n    case datetime.datetime(now=f):\n        f()',
+     "TypeError: class pattern datetime(...) would read the clock method 'now'; call datetime.now() instead"),
+    ('getenv', "import os\nos.getenv('HOME')", NO_ENVIRON),
+    ('environ', "import os\nos.environ['HOME']", NO_ENVIRON),
+    ('open-fd', 'open(0)', 'PermissionError: open() of a file descriptor is not available in the sandbox; open files by their path'),
+]
+
+
+@pytest.mark.asyncio(loop_scope='module')
+@pytest.mark.parametrize(('code', 'expected'), [pytest.param(code, expected, id=name) for name, code, expected in REFUSALS])
+async def test_refusal(pool, code: str, expected: str) -> None:
+    async with pool.checkout() as session:
+        with pytest.raises((corral.SandboxSyntaxError, corral.SandboxRuntimeError)) as info:
+            await session.feed_run(textwrap.dedent(code), print_callback=lambda stream, text: None)
+    last = info.value.display().rstrip('\n').splitlines()[-1]
+    if not expected.startswith(('SyntaxError', 'NameError', 'AttributeError', 'ImportError', 'ModuleNotFoundError', 'PermissionError', 'TypeError')):
+        expected = 'AttributeError: ' + expected
+    assert last == expected
+
+
+def test_messages_come_from_the_catalog() -> None:
+    assert missing_module('requests').startswith("No module named 'requests': a script has no network access")
+    assert missing_member('os', 'system').startswith("module 'os' has no attribute 'system' in the sandbox")
