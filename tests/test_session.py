@@ -360,3 +360,8 @@ async def test_a_later_feed_type_checks_against_an_earlier_ones_variables(pool):
             '  | |       Has type `list[str]`\n'
             '  | Has type `Literal[3]`'
         )
+
+
+async def test_named_tuples_cross_as_tuples(session):
+    code = 'import collections\nPoint = collections.namedtuple("Point", "x y")\np = Point(1, (2, 3))\nback = echo(p)\n(p, back, type(back).__name__)'
+    assert await session.feed_run(code, external_lookup={'echo': lambda value: value}) == ((1, (2, 3)), (1, (2, 3)), 'tuple')

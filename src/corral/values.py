@@ -43,9 +43,22 @@ def _refuse(value: object) -> TypeError:
     )
 
 
+#: Types msgpack packs through `default` (ext types, and ints past 64 bits).
+_EXTENSION_TYPES = frozenset({
+    int, tuple, set, frozenset, datetime.datetime, datetime.date, datetime.time, datetime.timedelta, datetime.timezone,
+})
+#: The exact types that may cross; anything else goes through the side's conversion first.
+_BOUNDARY_TYPES = _EXTENSION_TYPES | {type(None), bool, float, str, bytes, list, dict}
+
+
 def _make_default(convert: Callable[[Any], Any]) -> Callable[[Any], Any]:
     def default(value: Any) -> Any:
         t = type(value)
+        if t not in _BOUNDARY_TYPES:  # a subclass (a named tuple, say) or a host type: convert first
+            value = convert(value)
+            t = type(value)
+            if t not in _EXTENSION_TYPES:
+                return value
         if t is int:  # only reached when it does not fit in 64 bits
             return msgpack.ExtType(_BIGINT, format(value, 'x').encode())
         if t is tuple:
@@ -62,10 +75,8 @@ def _make_default(convert: Callable[[Any], Any]) -> Callable[[Any], Any]:
             return msgpack.ExtType(_TIME, value.isoformat().encode())
         if t is datetime.timedelta:
             return msgpack.ExtType(_TIMEDELTA, _packb([value.days, value.seconds, value.microseconds], default))
-        if t is datetime.timezone:
-            offset = value.utcoffset(None)
-            return msgpack.ExtType(_TIMEZONE, _packb([offset.days, offset.seconds, offset.microseconds], default))
-        return convert(value)
+        offset = value.utcoffset(None)  # datetime.timezone: the one type left
+        return msgpack.ExtType(_TIMEZONE, _packb([offset.days, offset.seconds, offset.microseconds], default))
 
     return default
 
