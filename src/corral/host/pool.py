@@ -22,6 +22,9 @@ __all__ = ['Pool']
 #: memory or CPU limits gets a worker forked for it.
 _WARM_RLIMITS = (Limits().memory, Limits().cpu_time)
 
+#: Seconds after a checkout before the pool forks its replacement.
+_REFILL_DELAY = 0.002
+
 
 class Pool:
     """Owns sandbox workers and hands out sessions. Use as an async context manager.
@@ -145,10 +148,11 @@ class Pool:
         if worker is None:
             worker = await self._zygote.spawn(memory=limits.memory, cpu_time=limits.cpu_time)
         if self._refill is None or self._refill.done():
-            self._refill = asyncio.get_running_loop().create_task(self._fill())
+            self._refill = asyncio.get_running_loop().create_task(self._fill(delay=_REFILL_DELAY))
         return worker
 
-    async def _fill(self) -> None:
+    async def _fill(self, *, delay: float = 0.0) -> None:
+        await asyncio.sleep(delay)  # a fork competes for CPU with the new session's first feed
         while not self._closed and len(self._idle) < self.warm_workers:
             worker = await self._zygote.spawn(memory=_WARM_RLIMITS[0], cpu_time=_WARM_RLIMITS[1])
             if self._closed:

@@ -49,6 +49,13 @@ _LIMIT_MESSAGES = {
 }
 
 
+class _Discard:
+    """A channel that drops what is sent (the warm-up's)."""
+
+    def sendall(self, data: bytes) -> None:
+        pass
+
+
 class _Stop(Exception):
     """The host closed the channel: the worker exits."""
 
@@ -217,17 +224,23 @@ class Worker:
     # ----- feeds ---------------------------------------------------------------------------------
 
     def warm_up(self) -> None:
-        """Run the paths of a feed once, before the first real one arrives.
+        """Run a whole feed once, before the first real one arrives, and forget it.
 
         A forked worker shares its memory with the zygote until it writes to it; the first feed
         would pay for copying those pages (some 150 page faults, over a millisecond). Doing it
-        here, while the worker waits idle in the pool, takes that cost off the first feed.
+        here, while the worker waits idle in the pool, takes that cost off the first feed. The
+        warm-up runs in a scratch namespace and sends nothing.
         """
-        script = compile_script('def f(a, *, b=2):\n    return [a, {"k": (a, b)}, f"{a}"]\nf(1)', '<warm up>')
-        scratch = {'__name__': '__main__', '__builtins__': self._builtins}
-        pack([DONE, script.start(scratch)], side='sandbox')
-        unpack(pack([FEED, 'x', 'main.py', {}, {}, {}], side='sandbox'))
-        self._loop.run_until_complete(asyncio.sleep(0))
+        sock, namespace = self._sock, self._globals
+        self._sock = _Discard()  # type: ignore[assignment]
+        self._globals = {'__name__': '__main__', '__builtins__': self._builtins}
+        try:
+            limits = {'wall_time': 60.0, 'recursion': 100, 'output': 1 << 20, 'host_calls': 1, 'memory': None, 'cpu_time': None}
+            self._feed('def f(a, *, b=2):\n    return [a, {"k": (a, b)}, f"{a}"]\nf(1)', 'main.py', {}, {}, limits)
+            self._feed('import asyncio\nawait asyncio.sleep(0)\n1 / 0', 'main.py', {}, {}, limits)
+        finally:
+            self._sock, self._globals = sock, namespace
+            self._limits = {}
 
     def serve(self) -> None:
         """Run feeds until the host closes the channel."""
