@@ -4,12 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, TypeVar
 
-from ..limits import Limits
-from .external import ExternalModule
-from .os_access import Mount, OsAccess
 from .pool import Pool
 from .session import PrintCallback, Session
 
@@ -58,33 +55,11 @@ class SyncPool:
             raise RuntimeError('the pool is not entered; use `with SyncPool() as pool:`')
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
 
-    def checkout(
-        self,
-        *,
-        type_check: bool = False,
-        type_check_stubs: str | None = None,
-        external_modules: Mapping[str, ExternalModule] | None = None,
-        ephemeral: bool = True,
-        limits: Limits | None = None,
-        script_name: str = 'main.py',
-        os_access: OsAccess | None = None,
-        mounts: Mount | Sequence[Mount] | None = None,
-        random_seed: int | None = None,
-    ) -> SyncSession:
-        """A new session, started by `with`; see `Pool.checkout`."""
+    def checkout(self, **options: Any) -> SyncSession:
+        """A new session, started by `with`; the options are those of `Pool.checkout`."""
         if self._pool is None:
             raise RuntimeError('the pool is not entered; use `with SyncPool() as pool:`')
-        session = self._pool.checkout(
-            type_check=type_check,
-            type_check_stubs=type_check_stubs,
-            external_modules=external_modules,
-            ephemeral=ephemeral,
-            limits=limits,
-            script_name=script_name,
-            os_access=os_access,
-            mounts=mounts,
-            random_seed=random_seed,
-        )
+        session = self._pool.checkout(**options)
         return SyncSession(self, session)
 
 

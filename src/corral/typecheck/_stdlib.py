@@ -209,7 +209,9 @@ def _star_exports(module: str, texts: dict[str, str]) -> frozenset[str]:
     return result
 
 
-def _top_level_names(body: Iterable[ast.stmt]) -> set[str]:
+def _top_level_names(body: Iterable[ast.stmt], *, all_imports: bool = False) -> set[str]:
+    """Names a stub's top level defines; imports count only as re-exports (`import a as a`)
+    unless `all_imports`."""
     names: set[str] = set()
     for node in body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
@@ -219,9 +221,12 @@ def _top_level_names(body: Iterable[ast.stmt]) -> set[str]:
         elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
             names.add(node.target.id)
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            names.update(a.asname for a in node.names if a.asname is not None and a.asname == a.name.rpartition('.')[2])
+            if all_imports:
+                names.update(a.asname or a.name.partition('.')[0] for a in node.names)
+            else:
+                names.update(a.asname for a in node.names if a.asname is not None and a.asname == a.name.rpartition('.')[2])
         elif isinstance(node, ast.If):
-            names |= _top_level_names(node.body) | _top_level_names(node.orelse)
+            names |= _top_level_names(node.body, all_imports=all_imports) | _top_level_names(node.orelse, all_imports=all_imports)
     return names
 
 
@@ -418,23 +423,7 @@ def _filter_builtins(source: str) -> str:
     """builtins.pyi without the builtins a script cannot use (same line numbers)."""
     refused = frozenset((set(UNAVAILABLE_BUILTINS) | {'copyright', 'credits', 'license'}) - _STRUCTURAL_BUILTINS)
     tree = ast.parse(source)
-    allowed = frozenset(_top_level_names_all(tree.body) - refused)
+    allowed = frozenset(_top_level_names(tree.body, all_imports=True) - refused)
     stub = _StubFilter(source, refused, allowed, 'builtins', lambda name: frozenset(), absolute_imports=False)
     stub.undeclared = []
     return stub.text()
-
-
-def _top_level_names_all(body: Iterable[ast.stmt]) -> set[str]:
-    names: set[str] = set()
-    for node in body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            names.add(node.name)
-        elif isinstance(node, ast.Assign):
-            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
-        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-            names.add(node.target.id)
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            names.update(a.asname or a.name.partition('.')[0] for a in node.names)
-        elif isinstance(node, ast.If):
-            names |= _top_level_names_all(node.body) | _top_level_names_all(node.orelse)
-    return names
