@@ -61,3 +61,14 @@ def test_stubs_file(tmp_path):
     (tmp_path / 'script.py').write_text('lookup(1)\n')
     code, out, err = corral('run', 'script.py', '--stubs', 'api.pyi', '--type-check', cwd=tmp_path)
     assert code == 1 and err.startswith('error[invalid-argument-type]: Argument to function `lookup` is incorrect\n')
+
+
+def test_a_result_too_long_for_repr_is_summarised(tmp_path):
+    (tmp_path / 'big.py').write_text('[10**5000, 1]\n')
+    assert corral('run', 'big.py', cwd=tmp_path) == (0, '[<int of 16610 bits>, 1]\n', '')
+
+
+def test_functions_as_a_dotted_name_from_the_current_folder(tmp_path):
+    (tmp_path / 'fns.py').write_text('def add(a: int, b: int) -> int:\n    return a + b\n')
+    (tmp_path / 'use.py').write_text('add(1, 2)\n')
+    assert corral('run', 'use.py', '--functions', 'fns', cwd=tmp_path) == (0, '3\n', '')

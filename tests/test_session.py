@@ -365,3 +365,56 @@ async def test_a_later_feed_type_checks_against_an_earlier_ones_variables(pool):
 async def test_named_tuples_cross_as_tuples(session):
     code = 'import collections\nPoint = collections.namedtuple("Point", "x y")\np = Point(1, (2, 3))\nback = echo(p)\n(p, back, type(back).__name__)'
     assert await session.feed_run(code, external_lookup={'echo': lambda value: value}) == ((1, (2, 3)), (1, (2, 3)), 'tuple')
+
+
+async def test_a_host_function_that_exits_is_the_scripts_error_not_the_hosts(pool):
+    def leave():
+        raise SystemExit(3)
+
+    async with pool.checkout() as session:
+        with pytest.raises(corral.SandboxRuntimeError) as info:
+            await session.feed_run('leave()', external_lookup={'leave': leave})
+        assert info.value.display().splitlines()[-1] == 'RuntimeError: the host function exited (SystemExit: 3)'
+        assert await session.feed_run('1 + 1') == 2
+
+
+async def test_a_host_result_nested_too_deep_or_too_large_is_the_scripts_type_error(session):
+    def deep():
+        value = ()
+        for _ in range(5000):
+            value = (value,)
+        return value
+
+    with pytest.raises(corral.SandboxRuntimeError) as info:
+        await session.feed_run('deep()', external_lookup={'deep': deep})
+    assert info.value.display().splitlines()[-1].startswith("TypeError: deep() returned a value of type 'tuple' that cannot enter the sandbox: ")
+    with pytest.raises(corral.SandboxRuntimeError) as info:
+        await session.feed_run('huge()', external_lookup={'huge': lambda: 'x' * (65 * 1024**2)})
+    assert info.value.display().splitlines()[-1] == (
+        "TypeError: huge() returned a value of type 'str' that cannot enter the sandbox: message of 68157449 bytes "
+        'is larger than the limit of 67108864 bytes'
+    )
+    assert await session.feed_run('1') == 1
+
+
+async def test_a_result_larger_than_a_frame_is_the_scripts_type_error(session):
+    with pytest.raises(corral.SandboxRuntimeError) as info:
+        await session.feed_run("'x' * (65 * 1024**2)")
+    assert info.value.display() == (
+        'TypeError: the value of the last expression cannot leave the sandbox: message of 68157447 bytes is larger '
+        'than the limit of 67108864 bytes'
+    )
+    assert await session.feed_run('2') == 2
+
+
+async def test_sets_whose_hashes_collide_cannot_stall_the_host(pool):
+    async with pool.checkout() as session:
+        await session.feed_run('P = 2**61 - 1\nS = set()\nfor i in range(1, 10001):\n    S.add(i * P)')
+        with pytest.raises(corral.SandboxWorkerError) as info:
+            await session.feed_run('[S] * 20')
+        assert info.value.display() == (
+            'the sandbox worker stopped: it sent a malformed message (ValueError: rebuilding a set of the message took '
+            'too long (its items collide in their hashes)); check out a new session'
+        )
+    async with pool.checkout() as session:
+        assert await session.feed_run('{i: {i} for i in range(3)}') == {0: {0}, 1: {1}, 2: {2}}

@@ -15,6 +15,7 @@ import asyncio
 import importlib
 import importlib.util
 import inspect
+import os
 import runpy
 import sys
 from pathlib import Path
@@ -23,6 +24,7 @@ from typing import Any, Callable
 
 from .errors import SandboxError
 from .host.pool import Pool
+from .values import safe_repr
 
 __all__ = ['main']
 
@@ -43,6 +45,8 @@ def _load_module(spec: str) -> ModuleType:
         sys.modules[path.stem] = module
         module_spec.loader.exec_module(module)
         return module
+    if '' not in sys.path and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())  # as `python -m` does: a module of the current folder
     try:
         return importlib.import_module(spec)
     except ImportError as error:
@@ -82,7 +86,7 @@ async def _run(args: argparse.Namespace) -> int:
             except SandboxError as error:
                 print(error.display(), file=sys.stderr)
                 return 1
-    print(repr(result))
+    print(safe_repr(result))
     return 0
 
 

@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-from typing import Any, Callable
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import msgpack
 
-__all__ = ['pack', 'unpack', 'host_default', 'sandbox_default', 'describe_type', 'MAX_FRAME']
+__all__ = ['pack', 'unpack', 'safe_repr', 'host_default', 'sandbox_default', 'describe_type', 'MAX_FRAME']
 
 #: Largest frame, in bytes, either side accepts (one message). A larger one is a protocol error.
 MAX_FRAME = 64 * 1024 * 1024
@@ -139,29 +141,63 @@ def _packb(value: Any, default: Callable[[Any], Any]) -> bytes:
     return msgpack.packb(value, default=default, strict_types=True, use_bin_type=True)
 
 
-def _ext_hook(code: int, data: bytes) -> Any:
-    if code == _BIGINT:
-        return int(data.decode(), 16)
-    if code in (_DATETIME, _DATE, _TIME):
-        text = data.decode()
-        kind = {_DATETIME: datetime.datetime, _DATE: datetime.date, _TIME: datetime.time}[code]
-        return kind.fromisoformat(text)
-    items = _unpackb(data)
-    if code == _TUPLE:
-        return tuple(items)
-    if code == _SET:
-        return set(items)
-    if code == _FROZENSET:
-        return frozenset(items)
-    if code == _TIMEDELTA:
-        return datetime.timedelta(days=items[0], seconds=items[1], microseconds=items[2])
-    if code == _TIMEZONE:
-        return datetime.timezone(datetime.timedelta(days=items[0], seconds=items[1], microseconds=items[2]))
-    raise ValueError(f'unknown extension type {code} in a frame')
+class _Decoder:
+    """Decodes one message; with a `budget`, rebuilds sets and dicts under a time limit.
 
+    Hashes of ints, floats and tuples are not randomised, so a worker can send a set (or dict)
+    whose items all collide: rebuilding it costs time quadratic in its size, on the host's event
+    loop. With a budget (seconds for the whole message), sets and dicts are filled item by item,
+    checking the clock, and a message that takes longer is refused with `ValueError`.
+    """
 
-def _unpackb(data: bytes) -> Any:
-    return msgpack.unpackb(data, ext_hook=_ext_hook, strict_map_key=False, raw=False, use_list=True)
+    __slots__ = ('_deadline',)
+
+    def __init__(self, budget: float | None) -> None:
+        self._deadline = None if budget is None else time.monotonic() + budget
+
+    def unpackb(self, data: bytes) -> Any:
+        if self._deadline is None:
+            return msgpack.unpackb(data, ext_hook=self._ext_hook, strict_map_key=False, raw=False, use_list=True)
+        return msgpack.unpackb(
+            data, ext_hook=self._ext_hook, object_pairs_hook=self._dict, strict_map_key=False, raw=False, use_list=True
+        )
+
+    def _fill(self, container: Any, add: Callable[[Any], None], items: Iterable[Any]) -> Any:
+        deadline = self._deadline
+        for index, item in enumerate(items):
+            add(item)
+            if deadline is not None and index & 255 == 255 and time.monotonic() > deadline:
+                raise ValueError(
+                    f'rebuilding a {type(container).__name__} of the message took too long (its items collide '
+                    'in their hashes)'
+                )
+        return container
+
+    def _dict(self, pairs: list[tuple[Any, Any]]) -> dict[Any, Any]:
+        result: dict[Any, Any] = {}
+        return self._fill(result, lambda pair: result.__setitem__(*pair), pairs)
+
+    def _ext_hook(self, code: int, data: bytes) -> Any:
+        if code == _BIGINT:
+            return int(data.decode(), 16)
+        if code in (_DATETIME, _DATE, _TIME):
+            text = data.decode()
+            kind = {_DATETIME: datetime.datetime, _DATE: datetime.date, _TIME: datetime.time}[code]
+            return kind.fromisoformat(text)
+        items = self.unpackb(data)
+        if code == _TUPLE:
+            return tuple(items)
+        if code == _SET:
+            result: set[Any] = set()
+            return self._fill(result, result.add, items)
+        if code == _FROZENSET:
+            seen: set[Any] = set()
+            return frozenset(self._fill(seen, seen.add, items))
+        if code == _TIMEDELTA:
+            return datetime.timedelta(days=items[0], seconds=items[1], microseconds=items[2])
+        if code == _TIMEZONE:
+            return datetime.timezone(datetime.timedelta(days=items[0], seconds=items[1], microseconds=items[2]))
+        raise ValueError(f'unknown extension type {code} in a frame')
 
 
 def pack(message: Any, *, side: str) -> bytes:
@@ -174,6 +210,31 @@ def pack(message: Any, *, side: str) -> bytes:
     return _packb(message, _HOST_DEFAULT if side == 'host' else _SANDBOX_DEFAULT)
 
 
-def unpack(data: bytes) -> Any:
-    """Decode one message. Raises `ValueError` (or a subclass) for malformed data."""
-    return _unpackb(data)
+def unpack(data: bytes, *, budget: float | None = None) -> Any:
+    """Decode one message. Raises `ValueError` (or a subclass) for malformed data.
+
+    `budget`: seconds the sets and dicts of the message may take to rebuild (see `_Decoder`);
+    the host gives one for every message from a worker.
+    """
+    return _Decoder(budget).unpackb(data)
+
+
+def safe_repr(value: Any) -> str:
+    """`repr(value)`, except that an int too long for Python's int-to-str limit (4300 digits by
+    default, `sys.get_int_max_str_digits()`) shows as `<int of N bits>` instead of raising."""
+    try:
+        return repr(value)
+    except ValueError:
+        pass
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f'<int of {value.bit_length()} bits>'
+    if isinstance(value, list):
+        return '[' + ', '.join(map(safe_repr, value)) + ']'
+    if isinstance(value, tuple):
+        return '(' + ', '.join(map(safe_repr, value)) + (',)' if len(value) == 1 else ')')
+    if isinstance(value, dict):
+        return '{' + ', '.join(f'{safe_repr(k)}: {safe_repr(v)}' for k, v in value.items()) + '}'
+    if isinstance(value, (set, frozenset)):
+        inner = ', '.join(map(safe_repr, value))
+        return f'{{{inner}}}' if type(value) is set else f'frozenset({{{inner}}})'
+    return f'<{type(value).__name__}>'

@@ -305,3 +305,10 @@ async def test_output_of_sys_stdout_pprint_and_print_in_order(pool):
         await session.feed_run(textwrap.dedent(code), print_callback=lambda stream, text: printed.append((stream, text)))
     text = ''.join(t for _, t in printed)
     assert text.startswith("one\ntwo\n{'three': 3}\nfour\n   February 2024\nMo Tu We Th Fr Sa Su\n")
+
+
+@pytest.mark.parametrize('mode', ['overlay', 'read-write'])
+async def test_writing_to_a_fifo_on_the_host_is_refused_not_blocking(pool, host, mode):
+    os.mkfifo(host / 'pipe')
+    message = await error(pool, "open('/data/pipe', 'w').write('x')", mounts=[Mount(host, '/data', mode=mode)], limits=corral.Limits(wall_time=5))
+    assert message == "PermissionError: [Errno 13] Permission denied (not a regular file): '/data/pipe'"

@@ -48,6 +48,8 @@ def exception_payload(error: BaseException) -> list[Any]:
     A host exception class the script cannot know (`httpx.HTTPError`) maps to its nearest built-in
     base class (`Exception`, `ValueError`, ...).
     """
+    if not isinstance(error, Exception):  # SystemExit, KeyboardInterrupt: the host's, not the script's to catch as such
+        return ['RuntimeError', [f'the host function exited ({type(error).__name__}: {error})']]
     for cls in type(error).__mro__:
         if getattr(builtins, cls.__name__, None) is cls:
             return [cls.__name__, list(error.args)]

@@ -361,6 +361,8 @@ class _MountView:
         info = self.lookup(rel, shown)
         if info is not None and info[0] == 'dir':
             raise _os_error(errno.EISDIR, shown)
+        if info is not None and info[0] != 'file':  # a FIFO or device: opening it could block the host
+            raise _denied(shown, 'not a regular file')
         if how == 'create' and info is not None:
             raise _os_error(errno.EEXIST, shown)
         self._parent_is_dir(rel, shown)

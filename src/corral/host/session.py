@@ -37,6 +37,10 @@ __all__ = ['Session', 'PrintCallback']
 PrintCallback = Callable[[str, str], None]
 
 _tracer = trace.get_tracer('corral')
+#: Seconds the host may spend rebuilding the sets and dicts of one message from a worker: a base,
+#: and more for a larger message at a rate (bytes per second) well below a real rebuild's.
+_DECODE_BUDGET = 0.25
+_DECODE_RATE = 20e6
 _LIMIT_FIELDS = frozenset({'wall_time', 'cpu_time', 'output', 'host_calls', 'memory', 'recursion'})
 
 
@@ -321,7 +325,7 @@ class Session:
         try:
             try:
                 result = function(*args, **kwargs)
-            except Exception as error:
+            except (Exception, SystemExit, KeyboardInterrupt) as error:  # a host function's exit is the script's error
                 self._call_failed(span, call_id, error)
                 return
             if inspect.isawaitable(result):
@@ -345,12 +349,12 @@ class Session:
     async def _await_call(self, call_id: int, name: str, span: trace.Span, awaitable: Any) -> None:
         try:
             result = await awaitable
-        except Exception as error:
+        except (Exception, SystemExit, KeyboardInterrupt) as error:
             self._call_failed(span, call_id, error)
         else:
             self._call_returned(span, call_id, name, result)
 
-    def _call_failed(self, span: trace.Span, call_id: int, error: Exception) -> None:
+    def _call_failed(self, span: trace.Span, call_id: int, error: BaseException) -> None:
         span.record_exception(error)
         span.set_status(trace.Status(trace.StatusCode.ERROR, type(error).__name__))
         span.end()
@@ -360,7 +364,7 @@ class Session:
         span.end()
         try:
             payload = frame(pack([REPLY, call_id, True, result], side='host'))
-        except (TypeError, ValueError) as error:
+        except (TypeError, ValueError, RecursionError, ProtocolError) as error:  # ProtocolError: too large
             short = name.rpartition('.')[2]
             self._reply_error(call_id, TypeError(f'{short}() returned a value of type {describe_type(result)!r} that cannot enter the sandbox: {error}'))
             return
@@ -414,7 +418,7 @@ class _Protocol(asyncio.Protocol):
         session = self._session
         try:
             for payload in self._reader.feed(data):
-                session._on_message(unpack(payload))
+                session._on_message(unpack(payload, budget=_DECODE_BUDGET + len(payload) / _DECODE_RATE))
         except Exception as error:  # anything a worker sends is untrusted: a bad frame ends it
             session._on_broken(f'it sent a malformed message ({type(error).__name__}: {error})')
 

@@ -148,10 +148,10 @@ class Worker:
         call_id = self._next_call
         self._next_call += 1
         try:
-            payload = pack([CALL, call_id, name, list(args), kwargs], side='sandbox')
-        except (TypeError, ValueError) as error:
+            data = frame(pack([CALL, call_id, name, list(args), kwargs], side='sandbox'))
+        except (TypeError, ValueError, RecursionError, ProtocolError) as error:
             raise TypeError(f'{name}() cannot be called with these arguments: {error}') from None
-        self._sock.sendall(frame(payload))
+        self._sock.sendall(data)
         return call_id
 
     async def _call_async(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -314,12 +314,12 @@ class Worker:
             self._pending_stop = None
             self._cancel_leftover_tasks()
         try:
-            payload = pack([DONE, value], side='sandbox')
-        except (TypeError, ValueError) as error:
+            data = frame(pack([DONE, value], side='sandbox'))
+        except (TypeError, ValueError, RecursionError, ProtocolError) as error:
             message = f'the value of the last expression cannot leave the sandbox: {error}'
             self._send([FAIL, 'runtime', 'TypeError', message, f'TypeError: {message}'])
             return
-        self._sock.sendall(frame(payload))
+        self._sock.sendall(data)
 
     def _send_failure(self, error: BaseException) -> None:
         """Report the exception that ended a script: a limit it broke, or its own error."""
