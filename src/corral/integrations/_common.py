@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..errors import SandboxError, SandboxLimitError, SandboxRuntimeError, SandboxTypingError, SandboxWorkerError
+from ..host.os_access import Mount, OsAccess
 from ..host.session import Session
 from ..limits import Limits
 
@@ -22,6 +23,8 @@ __all__ = [
     'run_script',
     'run_code_description',
     'sandbox_limits_text',
+    'catalog_instructions',
+    'mount_list',
     'error_text',
     'describe_calls',
     'json_form',
@@ -39,13 +42,110 @@ def _stdlib_modules() -> Sequence[str]:
     return STDLIB_MODULES
 
 
-def _missing_builtins() -> list[str]:
+def _missing_builtins(*, files: bool = False) -> list[str]:
     try:
         from ..language.builtins import SAFE_BUILTINS
     except ImportError:  # pragma: no cover
         return []
     notable = ('open', 'eval', 'exec', 'compile', 'input', 'globals', 'locals', 'vars', 'breakpoint')
-    return [name for name in notable if name not in SAFE_BUILTINS]
+    # `open` is the host's (files under the mounts); without a grant it only raises PermissionError
+    return [name for name in notable if name not in SAFE_BUILTINS and not (files and name == 'open')]
+
+
+def mount_list(mounts: Mount | Sequence[Mount] | None) -> tuple[Mount, ...]:
+    """`mounts` (one, several, or None) as a tuple, each checked to be a `Mount`."""
+    if mounts is None:
+        return ()
+    if isinstance(mounts, Mount):
+        return (mounts,)
+    if isinstance(mounts, (str, bytes)) or not isinstance(mounts, Sequence):
+        raise TypeError(f'mounts must be a corral.Mount or a sequence of them, not {type(mounts).__name__}')
+    for mount in mounts:
+        if not isinstance(mount, Mount):
+            raise TypeError(f'mounts must be corral.Mount objects, not {type(mount).__name__}')
+    return tuple(mounts)
+
+
+def _overrides(os_access: OsAccess, *names: str) -> bool:
+    return any(getattr(type(os_access), name) is not getattr(OsAccess, name) for name in names)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Access:
+    """What the host granted a script, as the description states it."""
+
+    mounts: tuple[Mount, ...] = ()
+    other_files: bool = False  # an OsAccess subclass serves files outside the mounts
+    environ: bool = False
+    environ_names: tuple[str, ...] | None = None  # None: not known in advance (a subclass answers)
+    clock: bool = False
+    cwd: str | None = None
+
+    @property
+    def files(self) -> bool:
+        return bool(self.mounts) or self.other_files
+
+
+def _access(os_access: OsAccess | None, mounts: Mount | Sequence[Mount] | None) -> _Access:
+    granted = mount_list(mounts)
+    if os_access is None:
+        return _Access(mounts=granted)
+    environ_names: tuple[str, ...] | None = None
+    environ = _overrides(os_access, 'environ', 'getenv')
+    known = getattr(os_access, '_environ', None)
+    if not environ and known is not None:
+        environ = True
+        environ_names = tuple(sorted(known))
+    return _Access(
+        mounts=(*os_access.mounts, *granted),
+        other_files=_overrides(os_access, 'stat', 'read_file', 'write_file', 'list_dir'),
+        environ=environ,
+        environ_names=environ_names,
+        clock=bool(getattr(os_access, '_clock', False)) or _overrides(os_access, 'now'),
+        cwd=os_access.cwd,
+    )
+
+
+_MODE_WORDS = {
+    'read-only': 'read-only',
+    'overlay': 'writable, but writes stay in the sandbox',
+    'read-write': 'writable; writes are saved on the host',
+}
+
+
+def _and(items: Sequence[str]) -> str:
+    return items[0] if len(items) == 1 else ', '.join(items[:-1]) + ' and ' + items[-1]
+
+
+def _access_lines(access: _Access) -> list[str]:
+    """The bullet lines that say what the script may reach besides its functions."""
+    missing = ['no network']
+    if not access.files:
+        missing.append('no files')
+    missing.append('no subprocesses')
+    if not access.environ:
+        missing.append('no environment variables')
+    lines = [f'- The script runs in an isolated process with {_and(missing)}. Only a subset of Python is available.']
+    if access.mounts:
+        folders = [f'{mount.path} ({_MODE_WORDS[mount.mode]})' for mount in access.mounts]
+        text = f'- Files under {_and(folders)} are available.'
+        if not access.other_files:
+            text += ' Other paths cannot be opened.'
+        text += f' Relative paths start at {access.cwd or access.mounts[0].path}.'
+        lines.append(text)
+    elif access.other_files:
+        lines.append('- The host serves some files (open(), pathlib.Path, os.listdir ...).')
+    if access.environ:
+        if access.environ_names:
+            names = ', '.join(access.environ_names)
+            lines.append(f'- These environment variables can be read with os.environ or os.getenv: {names}.')
+        elif access.environ_names is None:
+            lines.append('- Environment variables can be read with os.environ or os.getenv.')
+        else:
+            lines.append('- os.environ is available, but holds no variables.')
+    if access.clock:
+        lines.append('- The clock is available: datetime.datetime.now(), datetime.date.today() and time.time().')
+    return lines
 
 
 def _size(value: int) -> str:
@@ -55,14 +155,24 @@ def _size(value: int) -> str:
     return f'{value} bytes'
 
 
-def sandbox_limits_text(limits: Limits | None = None, *, max_calls: int | None = None, type_check: bool = True) -> str:
-    """The sandbox's limits in plain words, as a bullet list for a tool description."""
+def sandbox_limits_text(
+    limits: Limits | None = None,
+    *,
+    max_calls: int | None = None,
+    type_check: bool = True,
+    os_access: OsAccess | None = None,
+    mounts: Mount | Sequence[Mount] | None = None,
+    signatures: str = 'above',
+) -> str:
+    """The sandbox's limits in plain words, as a bullet list for a tool description.
+
+    `os_access` and `mounts` are what the host grants (files, environment, clock), as passed to
+    `Pool.checkout`; `signatures` says where the stubs the scripts are checked against are shown.
+    """
     limits = limits or Limits()
-    lines = [
-        '- The script runs in an isolated process with no network, no files, no subprocesses and no '
-        'environment variables. Only a subset of Python is available.',
-    ]
-    missing = _missing_builtins()
+    access = _access(os_access, mounts)
+    lines = _access_lines(access)
+    missing = _missing_builtins(files=access.files)
     if missing:
         lines.append(f'- These builtins are not available: {", ".join(missing)}.')
     modules = _stdlib_modules()
@@ -88,7 +198,7 @@ def sandbox_limits_text(limits: Limits | None = None, *, max_calls: int | None =
     if bounds:
         lines.append('- One script may ' + ', '.join(bounds[:-1]) + (' and ' if len(bounds) > 1 else '') + bounds[-1] + '.')
     if type_check:
-        lines.append('- Every script is type-checked against the signatures above before it runs; a script with type errors does not run.')
+        lines.append(f'- Every script is type-checked against the signatures {signatures} before it runs; a script with type errors does not run.')
     return '\n'.join(lines)
 
 
@@ -100,22 +210,35 @@ def run_code_description(
     type_check: bool = True,
     repl: bool = False,
     modules: Mapping[str, str] | None = None,
+    os_access: OsAccess | None = None,
+    mounts: Mount | Sequence[Mount] | None = None,
+    catalog_in_instructions: bool = False,
+    tool_name: str = 'run_code',
 ) -> str:
     """The description of a `run_code` tool: what it does, the functions as Python stubs, the limits.
 
     `repl`: variables persist between calls (and `restart` resets them). `modules` maps a module the
-    script imports to its stub text.
+    script imports to its stub text. `os_access`, `mounts`: what the host grants the script.
+    `catalog_in_instructions`: the stubs are given in the instructions (see `catalog_instructions`),
+    so the description leaves them out and does not change when the functions do.
     """
     parts = ['Run a Python script and return the value of its last expression.']
-    has_async = 'async def ' in stubs or any('async def ' in text for text in (modules or {}).values())
-    if stubs.strip():
-        how = (
-            'The script can call these functions; `await` the `async` ones, and run several at once with '
-            '`await asyncio.gather(...)`. They are already defined: do not import or redefine them.'
-            if has_async
-            else 'The script can call these functions. They are already defined: do not import or redefine them.'
+    if catalog_in_instructions:
+        parts.append(
+            f'The script can call the functions listed in the instructions under "Functions for {tool_name}"; `await` '
+            'the `async` ones, and run several at once with `await asyncio.gather(...)`. They are already '
+            'defined: do not import or redefine them.'
         )
-        parts.append(f'{how}\n\n```python\n{stubs.rstrip()}\n```')
+    else:
+        has_async = 'async def ' in stubs or any('async def ' in text for text in (modules or {}).values())
+        if stubs.strip():
+            how = (
+                'The script can call these functions; `await` the `async` ones, and run several at once with '
+                '`await asyncio.gather(...)`. They are already defined: do not import or redefine them.'
+                if has_async
+                else 'The script can call these functions. They are already defined: do not import or redefine them.'
+            )
+            parts.append(f'{how}\n\n```python\n{stubs.rstrip()}\n```')
     for name, text in (modules or {}).items():
         parts.append(f'The script can import the module `{name}`:\n\n```python\n# {name}.pyi\n{text.rstrip()}\n```')
     returns = (
@@ -131,8 +254,28 @@ def run_code_description(
         )
     else:
         parts.append('Each script starts with no variables from earlier calls.')
-    parts.append('Limits of the sandbox:\n' + sandbox_limits_text(limits, max_calls=max_calls, type_check=type_check))
+    limits_text = sandbox_limits_text(
+        limits,
+        max_calls=max_calls,
+        type_check=type_check,
+        os_access=os_access,
+        mounts=mounts,
+        signatures='in the instructions' if catalog_in_instructions else 'above',
+    )
+    parts.append('Limits of the sandbox:\n' + limits_text)
     return '\n\n'.join(parts)
+
+
+def catalog_instructions(stubs: str, *, tool_name: str = 'run_code') -> str:
+    """The instructions that list the functions a `run_code` script can call, as Python stubs."""
+    heading = f'## Functions for {tool_name}'
+    if not stubs.strip():
+        return f'{heading}\n\nScripts run with the `{tool_name}` tool have no functions to call at the moment.'
+    return (
+        f'{heading}\n\n'
+        f'Scripts run with the `{tool_name}` tool can call these functions (already defined, do not import '
+        f'them):\n\n```python\n{stubs.rstrip()}\n```'
+    )
 
 
 # ----- host calls, as the model is told about them ---------------------------------------------

@@ -6,14 +6,25 @@ import asyncio
 import functools
 import inspect
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..host.external import ExternalModule, is_async_callable
+from ..host.os_access import Mount, OsAccess
 from ..host.pool import Pool
 from ..host.session import Session
 from ..limits import Limits
-from ._common import CallRecord, describe_calls, ends_session, error_text, run_code_description, run_script, sandbox_value, value_repr
+from ._common import (
+    CallRecord,
+    describe_calls,
+    ends_session,
+    error_text,
+    mount_list,
+    run_code_description,
+    run_script,
+    sandbox_value,
+    value_repr,
+)
 from .stubs import StubWriter, python_name, stubs_from_functions
 
 __all__ = ['CodeTool']
@@ -47,6 +58,10 @@ class CodeTool:
       `restart` argument); by default every call starts from a fresh sandbox.
     - `pool`: the `corral.Pool` to check sessions out of; by default the tool makes its own, closed
       by `aclose()` (or leaving `async with`).
+    - `mounts`: host folders the script may use as files (`corral.Mount(host_dir, sandbox_path,
+      mode)`; the default mode, `'overlay'`, keeps the script's writes in its session).
+    - `os_access`: a `corral.OsAccess` granting environment variables, the clock, or files outside
+      the mounts. Grant only what the task needs: by default the script has none of them.
 
     `run()` returns text for the model: the repr of the script's value, or the error to fix, with
     what the script printed and, after a failure, the function calls that had already run.
@@ -63,7 +78,13 @@ class CodeTool:
         pool: Pool | None = None,
         keep_session: bool = False,
         name: str = 'run_code',
+        os_access: OsAccess | None = None,
+        mounts: Mount | Sequence[Mount] | None = None,
     ) -> None:
+        if os_access is not None and not isinstance(os_access, OsAccess):
+            raise TypeError(f'os_access must be a corral.OsAccess, not {type(os_access).__name__}')
+        self.os_access = os_access
+        self.mounts = mount_list(mounts)
         self.name = name
         self.type_check = type_check
         self.limits = limits if limits is not None else Limits()
@@ -95,6 +116,8 @@ class CodeTool:
             type_check=type_check,
             repl=keep_session,
             modules={module_name: module.stubs or '' for module_name, module in self._modules.items()},
+            os_access=os_access,
+            mounts=self.mounts,
         )
         self._pool = pool
         self._own_pool = pool is None
@@ -213,6 +236,8 @@ class CodeTool:
             type_check_stubs=self.stubs,
             external_modules=modules,
             limits=self.limits,
+            os_access=self.os_access,
+            mounts=self.mounts,
         )
         try:
             return await session.__aenter__()

@@ -10,6 +10,10 @@ from their JSON schemas are in the `run_code` description and type-check every s
 from the script goes through Pydantic AI's own tool machinery (argument validation, capability
 hooks, usage limits, approvals), so a tool behaves the same whether the model calls it directly or
 from code. Variables persist between `run_code` calls of one agent run; `restart: true` resets them.
+
+The script has no files, environment variables or clock unless granted:
+
+    CodeMode(mount=Mount('/srv/reports', '/data', mode='read-only'), os_access=OsAccess(clock=True))
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import KW_ONLY, dataclass, field, replace
 from typing import Any
 
@@ -36,15 +40,18 @@ except ImportError as _error:  # pragma: no cover - depends on the installed ext
     ) from _error
 from typing_extensions import NotRequired, TypedDict
 
+from ..host.os_access import Mount, OsAccess
 from ..host.pool import Pool
 from ..host.session import Session
 from ..limits import Limits
 from ._common import (
     CallRecord,
+    catalog_instructions,
     describe_calls,
     ends_session,
     error_text,
     json_form,
+    mount_list,
     run_code_description,
     run_script,
     sandbox_value,
@@ -90,29 +97,71 @@ class CodeMode(AbstractCapability[AgentDepsT]):
     - `type_check`: check every script against the tools' stubs before it runs.
     - `limits`: the sandbox's `corral.Limits` (wall time, memory, output ...).
     - `pool`: a `corral.Pool` to check sandboxes out of; by default each agent run makes its own.
+    - `os_access`: a `corral.OsAccess` granting the script environment variables (`environ=`), the
+      clock (`clock=True`), or files outside the mounts.
+    - `mount`: one `corral.Mount(host_dir, sandbox_path, mode)` or several: host folders the script
+      reads as files. The default mode, `'overlay'`, is copy-on-write: the script may write, but its
+      writes stay in the run's sandbox; `'read-only'` forbids writes; `'read-write'` keeps them.
+      Leave `os_access` and `mount` unset unless the task needs host access, and grant only what
+      it needs. The `run_code` description tells the model what was granted.
+    - `dynamic_catalog`: put the functions' stubs in the agent's instructions (rebuilt before each
+      model request) instead of the `run_code` description, which then keeps only how to use it
+      and the limits, and stays the same when the tools change.
 
     In an agent spec: `capabilities: [{CodeMode: {tools: [search, fetch], max_retries: 5}}]`, loaded
-    with `Agent.from_file(path, custom_capability_types=[CodeMode])`.
+    with `Agent.from_file(path, custom_capability_types=[CodeMode])`. `os_access` and `mount` are
+    Python objects, so they cannot be set in a spec.
     """
 
     tools: ToolSelector[AgentDepsT] = 'all'
     max_retries: int = 3
     _: KW_ONLY
+    os_access: OsAccess | None = None
+    mount: Mount | Sequence[Mount] | None = None
+    dynamic_catalog: bool = False
     max_tool_calls: int = 100
     type_check: bool = True
     limits: Limits | None = None
     pool: Pool | None = field(default=None, repr=False)
+    # the stubs of the latest step, for the instructions (a fresh one for each run: see `for_run`)
+    _catalog: _Catalog = field(default_factory=lambda: _Catalog(), init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if isinstance(self.limits, dict):  # from an agent spec: `limits: {wall_time: 10}`
             self.limits = Limits(**self.limits)
+        if self.os_access is not None and not isinstance(self.os_access, OsAccess):
+            raise UserError(
+                f'CodeMode os_access must be a corral.OsAccess, not {type(self.os_access).__name__} '
+                '(it cannot be set in an agent spec; pass it in Python)'
+            )
+        if self.mount is not None:
+            try:
+                mount_list(self.mount)
+            except TypeError:
+                raise UserError(
+                    'CodeMode mount must be a corral.Mount or a sequence of them '
+                    '(it cannot be set in an agent spec; pass it in Python)'
+                ) from None
+        if not isinstance(self.dynamic_catalog, bool):
+            raise UserError(f'CodeMode dynamic_catalog must be true or false, not {self.dynamic_catalog!r}')
         if self.max_retries < 0:
             raise UserError('CodeMode max_retries must be 0 or more')
         if self.max_tool_calls < 1:
             raise UserError('CodeMode max_tool_calls must be at least 1')
 
     async def for_run(self, ctx: RunContext[AgentDepsT]) -> CodeMode[AgentDepsT]:
-        return replace(self)
+        return replace(self)  # with a fresh `_catalog`
+
+    def get_instructions(self) -> Any:
+        if not self.dynamic_catalog:
+            return None
+        catalog = self._catalog
+
+        def code_mode_catalog(ctx: RunContext[AgentDepsT]) -> str | None:
+            # the toolset fills the catalog in `get_tools`, which runs before the instructions of a step
+            return catalog.instructions
+
+        return code_mode_catalog
 
     def get_wrapper_toolset(self, toolset: AbstractToolset[AgentDepsT]) -> AbstractToolset[AgentDepsT] | None:
         return CodeModeToolset(
@@ -123,7 +172,21 @@ class CodeMode(AbstractCapability[AgentDepsT]):
             type_check=self.type_check,
             limits=self.limits,
             pool=self.pool,
+            os_access=self.os_access,
+            mounts=mount_list(self.mount),
+            catalog=self._catalog if self.dynamic_catalog else None,
         )
+
+
+class _Catalog:
+    """The function stubs of one agent run's latest step, when they go in the instructions."""
+
+    def __init__(self) -> None:
+        self.stubs: str | None = None
+
+    @property
+    def instructions(self) -> str | None:
+        return None if self.stubs is None else catalog_instructions(self.stubs, tool_name=RUN_CODE)
 
 
 @dataclass(kw_only=True)
@@ -138,8 +201,10 @@ class _RunCodeTool(ToolsetTool[AgentDepsT]):
 class _RunState:
     """One agent run's sandbox: the session whose variables persist between `run_code` calls."""
 
-    def __init__(self, pool: Pool | None) -> None:
+    def __init__(self, pool: Pool | None, *, os_access: OsAccess | None = None, mounts: Sequence[Mount] = ()) -> None:
         self._pool = pool
+        self._os_access = os_access
+        self._mounts = tuple(mounts)
         self._own_pool: Pool | None = None
         self.session: Session | None = None
         self.stubs: str | None = None
@@ -153,7 +218,13 @@ class _RunState:
                 if self._own_pool is None:
                     self._own_pool = Pool(warm_workers=0)
                 pool = self._own_pool
-            session = pool.checkout(type_check=type_check, type_check_stubs=stubs, limits=limits)
+            session = pool.checkout(
+                type_check=type_check,
+                type_check_stubs=stubs,
+                limits=limits,
+                os_access=self._os_access,
+                mounts=self._mounts,
+            )
             try:
                 await session.__aenter__()
             except BaseException:
@@ -184,11 +255,15 @@ class CodeModeToolset(WrapperToolset[AgentDepsT]):
     type_check: bool = True
     limits: Limits | None = None
     pool: Pool | None = field(default=None, repr=False)
+    os_access: OsAccess | None = None
+    mounts: Sequence[Mount] = ()
+    #: when set, the stubs go here (for the instructions) instead of the `run_code` description
+    catalog: _Catalog | None = field(default=None, repr=False, compare=False)
     _state: _RunState | None = field(default=None, init=False, repr=False, compare=False)
 
     async def for_run(self, ctx: RunContext[AgentDepsT]) -> AbstractToolset[AgentDepsT]:
         new = replace(self, wrapped=await self.wrapped.for_run(ctx))
-        new._state = _RunState(self.pool)
+        new._state = _RunState(self.pool, os_access=self.os_access, mounts=self.mounts)
         return new
 
     async def for_run_step(self, ctx: RunContext[AgentDepsT]) -> AbstractToolset[AgentDepsT]:
@@ -235,9 +310,19 @@ class CodeModeToolset(WrapperToolset[AgentDepsT]):
                 raise UserError(f"CodeMode offers a tool named '{RUN_CODE}'; rename the tool {name!r}")
             functions[function.name] = (name, function)
         stubs = writer.render()
+        dynamic = self.catalog is not None
         description = run_code_description(
-            stubs, limits=self.limits, max_calls=self.max_tool_calls, type_check=self.type_check, repl=True
+            '' if dynamic else stubs,
+            limits=self.limits,
+            max_calls=self.max_tool_calls,
+            type_check=self.type_check,
+            repl=True,
+            os_access=self.os_access,
+            mounts=self.mounts,
+            catalog_in_instructions=dynamic,
         )
+        if self.catalog is not None:
+            self.catalog.stubs = stubs
         run_code = _RunCodeTool(
             toolset=self,
             tool_def=ToolDefinition(
