@@ -418,3 +418,13 @@ async def test_sets_whose_hashes_collide_cannot_stall_the_host(pool):
         )
     async with pool.checkout() as session:
         assert await session.feed_run('{i: {i} for i in range(3)}') == {0: {0}, 1: {1}, 2: {2}}
+
+
+async def test_the_workers_own_task_is_not_visible_to_the_script(session):
+    # its repr names the worker's code and the host's file paths
+    code = 'import asyncio\n([repr(t) for t in asyncio.all_tasks()], asyncio.current_task())'
+    assert await session.feed_run(code) == ([], None)
+    code = 'import asyncio\nasync def f():\n    return [repr(t) for t in asyncio.all_tasks()]\nawait asyncio.create_task(f())'
+    (task,) = await session.feed_run(code)
+    assert task.startswith("<Task pending name='Task-") and ' coro=<f() running at <script ' in task
+    assert '/' not in task and 'corral' not in task

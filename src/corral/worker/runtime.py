@@ -16,6 +16,7 @@ from typing import Any
 
 from ..channel import CALL, COMPILE, DONE, FAIL, FEED, OUTPUT, REPLY, FrameReader, ProtocolError, frame
 from ..language import catalog, hostio
+from ..language.modules import WORKER_TASKS
 from ..language import EXCEPTIONS, CompiledScript, SandboxStop, compile_script, compile_unguarded, find_stop, import_module, make_builtins
 from ..values import pack, unpack
 
@@ -302,7 +303,9 @@ class Worker:
             signal.setitimer(signal.ITIMER_REAL, wall_time)
         try:
             if script.is_async or script.imports_asyncio or 'asyncio' in self._globals:
-                value = self._loop.run_until_complete(self._run_async(script))
+                task = self._loop.create_task(self._run_async(script))
+                WORKER_TASKS.add(task)
+                value = self._loop.run_until_complete(task)
             else:  # plain code: no event loop to go round
                 value = self._run(script)
         except BaseException as error:  # the script's own exception, whatever its type
