@@ -38,7 +38,6 @@ import functools
 import importlib
 import sys
 import types
-import weakref
 import typing
 from collections.abc import Callable
 from typing import Any
@@ -536,26 +535,7 @@ def namedtuple(typename: str, field_names: Any, *, rename: bool = False, default
 namedtuple.__module__ = 'collections'
 del _function
 
-# ----- asyncio ---------------------------------------------------------------------------------
-
-#: The worker's own tasks (the one that runs a feed): a script never sees them, since their repr
-#: names the worker's code and files.
-WORKER_TASKS: weakref.WeakSet[asyncio.Task[Any]] = weakref.WeakSet()
-
-
-def all_tasks(loop: Any = None) -> set[asyncio.Task[Any]]:
-    """`asyncio.all_tasks()`: the script's own tasks that are not done."""
-    return {task for task in asyncio.all_tasks() if task not in WORKER_TASKS}
-
-
-def current_task(loop: Any = None) -> asyncio.Task[Any] | None:
-    """`asyncio.current_task()`: the script's task running now, or None at the script's top level."""
-    task = asyncio.current_task()
-    return None if task in WORKER_TASKS else task
-
-
 _REPLACEMENTS: dict[str, dict[str, Any]] = {
-    'asyncio': {'all_tasks': all_tasks, 'current_task': current_task},
     'operator': {'attrgetter': attrgetter, 'methodcaller': methodcaller},
     'functools': {
         'update_wrapper': update_wrapper,

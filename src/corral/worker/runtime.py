@@ -16,7 +16,6 @@ from typing import Any
 
 from ..channel import CALL, COMPILE, DONE, FAIL, FEED, OUTPUT, REPLY, FrameReader, ProtocolError, frame
 from ..language import catalog, hostio
-from ..language.modules import WORKER_TASKS
 from ..language import EXCEPTIONS, CompiledScript, SandboxStop, compile_script, compile_unguarded, find_stop, import_module, make_builtins
 from ..values import pack, unpack
 
@@ -48,6 +47,14 @@ _LIMIT_MESSAGES = {
     'memory': ('MemoryError', 'the script went past the memory limit of {} bytes'),
     'recursion': ('RecursionError', 'maximum recursion depth exceeded: the recursion limit is {} calls'),
 }
+
+
+class _FeedTask(asyncio.Task):  # type: ignore[type-arg]
+    """The task that runs a feed, as `asyncio.current_task()` shows it to the script: its repr
+    names neither the worker's code nor the host's file paths."""
+
+    def __repr__(self) -> str:
+        return f"<Task {'finished' if self.done() else 'pending'} name={self.get_name()!r} coro=<<module>()>>"
 
 
 class _Discard:
@@ -303,9 +310,7 @@ class Worker:
             signal.setitimer(signal.ITIMER_REAL, wall_time)
         try:
             if script.is_async or script.imports_asyncio or 'asyncio' in self._globals:
-                task = self._loop.create_task(self._run_async(script))
-                WORKER_TASKS.add(task)
-                value = self._loop.run_until_complete(task)
+                value = self._loop.run_until_complete(_FeedTask(self._run_async(script), loop=self._loop))
             else:  # plain code: no event loop to go round
                 value = self._run(script)
         except BaseException as error:  # the script's own exception, whatever its type
