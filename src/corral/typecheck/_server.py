@@ -335,6 +335,7 @@ class TyServer:
         for future in self._pending.values():
             if not future.done():
                 future.set_exception(RuntimeError(self._error or 'the ty server is closed'))
+                future.exception()  # a caller that gave up waiting must not leave it unretrieved
         self._pending.clear()
 
     async def _read_message(self) -> dict | None:
