@@ -186,6 +186,8 @@ _libc.prctl.argtypes = (ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_u
 _libc.prctl.restype = ctypes.c_int
 
 _locked = False
+#: `prepare_zygote` ran in this process (or the zygote this worker was forked from).
+_inherited = False
 
 
 # ----- public API ---------------------------------------------------------------------------------
@@ -278,6 +280,20 @@ def enter_network_namespace() -> None:
         raise OSError(code, f'cannot enter a new network namespace (unshare(CLONE_NEWNET)): {hint}')
 
 
+def prepare_zygote() -> None:
+    """The steps of `lock_down` that forked workers inherit, done once in the zygote.
+
+    Clears the environment, drops all capabilities and sets ``PR_SET_NO_NEW_PRIVS``; a worker
+    forked afterwards has all three already, and its `lock_down` skips them (it still verifies
+    the result). Call it after `enter_network_namespace`, which needs the capabilities.
+    """
+    global _inherited
+    _clear_environment()
+    _drop_capabilities()
+    _prctl(_PR_SET_NO_NEW_PRIVS, 1)
+    _inherited = True
+
+
 def lock_down(*, keep_fds: Collection[int], limits: LockdownLimits, seccomp: bool = True) -> None:
     """Irreversibly lock down the calling process, which must be single-threaded.
 
@@ -301,11 +317,13 @@ def lock_down(*, keep_fds: Collection[int], limits: LockdownLimits, seccomp: boo
     _check_single_threaded()
     load_filter = _filter_loader(os.getpid()) if seccomp else None
     _locked = True
-    _clear_environment()
+    if not _inherited:
+        _clear_environment()
     _close_fds(keep)
     _set_rlimits(limits)
-    _drop_capabilities()
-    _prctl(_PR_SET_NO_NEW_PRIVS, 1)
+    if not _inherited:
+        _drop_capabilities()
+        _prctl(_PR_SET_NO_NEW_PRIVS, 1)
     _prctl(_PR_SET_DUMPABLE, 0)
     if load_filter is not None:
         load_filter()

@@ -83,6 +83,7 @@ def main(argv: list[str]) -> None:
         return  # the host refuses to use an insecure zygote
     if 'netns' not in skip:
         lockdown.enter_network_namespace()
+    lockdown.prepare_zygote()
     os.chdir('/')
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps finished workers
     # Objects that exist now live as long as the zygote: keep the collector away from them, so a
