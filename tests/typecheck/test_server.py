@@ -16,6 +16,7 @@ import textwrap
 
 import pytest
 
+from corral.typecheck._checker import _BUILTINS_TEXT as BUILTINS_TEXT, _module_files, _Slot
 from corral.typecheck._server import (
     TyServer,
     is_async_outside_function,
@@ -41,7 +42,6 @@ BILLING_CLEAN = (
     "\nfrom billing import list_invoices\n\nunpaid = list_invoices('cus_1', status='open')\n"
     "sum(i['amount_cents'] for i in unpaid) / 100\n"
 )
-BUILTINS_TEXT = 'from repl_type_stubs import *\n'
 _SEVERITY = {'error': 1, 'warning': 2, 'info': 3}
 
 
@@ -90,47 +90,17 @@ class Folder:
         )
         self.path = os.path.join(self.root, 'check1')
         os.mkdir(self.path)
-        self.files: dict[str, str] = {}
-        self.sync({'ty.toml': ''})
+        self.slot = _Slot(self.path)
+        self.slot.sync({'ty.toml': ''})
 
     def layout(self, code: str, stubs: str | None = None, modules: dict[str, str] | None = None) -> list[str]:
         """Write the files of a check (as TypeChecker does); return the stub files changed."""
-        wanted = {'ty.toml': ''}
-        for name, text in (modules or {}).items():
-            parts = name.split('.')
-            is_package = any(other.startswith(name + '.') for other in modules or {})
-            wanted['/'.join(parts) + ('/__init__.pyi' if is_package else '.pyi')] = text
-            for depth in range(1, len(parts)):
-                wanted.setdefault('/'.join(parts[:depth]) + '/__init__.pyi', '')
+        wanted = {'ty.toml': '', **_module_files(modules or {}, 'main.py')}
         if stubs is not None:
             wanted['repl_type_stubs.pyi'] = stubs
             wanted['__builtins__.pyi'] = BUILTINS_TEXT
         wanted['main.py'] = code
-        return [rel for rel in self.sync(wanted) if rel != 'main.py']
-
-    def sync(self, wanted: dict[str, str]) -> list[str]:
-        changed = []
-        for rel in [rel for rel in self.files if rel not in wanted]:
-            os.unlink(os.path.join(self.path, rel))
-            del self.files[rel]
-            changed.append(rel)
-            parent = os.path.dirname(rel)
-            while parent:
-                try:
-                    os.rmdir(os.path.join(self.path, parent))
-                except OSError:
-                    break
-                parent = os.path.dirname(parent)
-        for rel, text in wanted.items():
-            if self.files.get(rel) == text:
-                continue
-            full = os.path.join(self.path, rel)
-            os.makedirs(os.path.dirname(full), exist_ok=True)
-            with open(full, 'w', encoding='utf-8', newline='') as f:
-                f.write(text)
-            self.files[rel] = text
-            changed.append(rel)
-        return changed
+        return [rel for rel in self.slot.sync(wanted) if rel != 'main.py']
 
     async def cli(self, extra: tuple[str, ...] = ()) -> list[dict]:
         """`ty check` on the folder as TypeChecker runs it, its concise output
