@@ -1,5 +1,8 @@
 """The pool: lazy start, warm workers, and refusing to run without a lockdown layer."""
 
+import os
+import re
+
 import pytest
 
 import corral
@@ -74,3 +77,33 @@ async def test_session_limits_other_than_the_defaults_get_a_worker_of_their_own(
             with pytest.raises(corral.SandboxLimitError) as info:
                 await session.feed_run('x = bytearray(512 * 1024**2)')
             assert (info.value.limit, info.value.value) == ('memory', 256 * 1024**2)
+
+
+def _open_fds(pid: int) -> dict[int, str]:
+    """`{fd: what it names}` for a process, as /proc shows it."""
+    folder = f'/proc/{pid}/fd'
+    return {int(fd): os.readlink(f'{folder}/{fd}') for fd in os.listdir(folder)}
+
+
+def _epoll_targets(pid: int, fd: int) -> set[int]:
+    """The inodes of the files registered with the epoll instance that `fd` of `pid` names."""
+    with open(f'/proc/{pid}/fdinfo/{fd}') as info:
+        return {int(inode, 16) for inode in re.findall(r'^tfd:.*\bino:([0-9a-f]+)', info.read(), re.MULTILINE)}
+
+
+async def test_each_worker_has_an_event_loop_of_its_own():
+    # Workers inherit the zygote's event loop; one sharing its epoll instance or self-pipe with the
+    # zygote or another worker would be a channel between sessions.
+    async with corral.Pool() as pool:
+        async with pool.checkout() as first, pool.checkout() as second:
+            for session in (first, second):
+                assert await session.feed_run('import asyncio\nawait asyncio.sleep(0)\n1') == 1
+            sockets = []
+            for pid in (pool._zygote._process.pid, first._worker.pid, second._worker.pid):
+                fds = _open_fds(pid)
+                own = {int(link[len('socket:['):-1]) for link in fds.values() if link.startswith('socket:[')}
+                (epoll,) = [fd for fd, link in fds.items() if link == 'anon_inode:[eventpoll]']
+                assert _epoll_targets(pid, epoll) <= own
+                sockets.append(own)
+            zygote, one, other = sockets
+            assert not zygote & one and not zygote & other and not one & other

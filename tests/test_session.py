@@ -425,3 +425,26 @@ async def test_the_task_running_a_feed_shows_no_host_paths(session):
     shown, listed, tasks = await session.feed_run(code)
     assert shown.startswith("<Task pending name='Task-") and shown.endswith("' coro=<<module>()>>")
     assert listed is True and tasks == [shown]
+
+
+async def test_host_functions_run_in_the_feeds_context_when_nothing_traces(session):
+    # Without a tracer provider no span is made, but a host function still sees the context the
+    # feed was started in (baggage, a remote parent span), sync or async.
+    from opentelemetry import baggage, context
+
+    seen = []
+
+    def tenant():
+        seen.append(baggage.get_baggage('tenant'))
+        return 1
+
+    async def tenant_async():
+        seen.append(baggage.get_baggage('tenant'))
+        return 2
+
+    token = context.attach(baggage.set_baggage('tenant', 'acme'))
+    try:
+        value = await session.feed_run('tenant() + await tenant_async()', external_lookup={'tenant': tenant, 'tenant_async': tenant_async})
+    finally:
+        context.detach(token)
+    assert (value, seen) == (3, ['acme', 'acme'])
