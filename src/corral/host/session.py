@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import inspect
-import os
 import secrets
 import socket
 import sys
@@ -16,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 
-from ..channel import CALL, COMPILE, DONE, FAIL, FEED, OUTPUT, REPLY, FrameReader, ProtocolError, frame
+from ..channel import CALL, COMPILE, DONE, FAIL, FEED, OUTPUT, POLL_SECONDS, REPLY, FrameReader, ProtocolError, frame, poll
 from ..errors import (
     SandboxError,
     SandboxLimitError,
@@ -45,8 +44,6 @@ _tracer = trace.get_tracer('corral')
 #: and more for a larger message at a rate (bytes per second) well below a real rebuild's.
 _DECODE_BUDGET = 0.25
 _DECODE_RATE = 20e6
-#: Seconds the host polls a worker's channel after writing to it (see `Session._poll_briefly`).
-_SPIN = 0.0002
 _LIMIT_FIELDS = frozenset({'wall_time', 'cpu_time', 'output', 'host_calls', 'memory', 'recursion'})
 
 
@@ -267,24 +264,27 @@ class Session:
         self._poll_briefly()
 
     def _poll_briefly(self) -> None:
-        """Poll the worker's channel for up to `_SPIN` seconds, when the event loop has nothing else to do.
+        """Poll (`channel.poll`) the channel of a worker that is itself still polling, when the
+        event loop has nothing else to run; otherwise the loop sleeps until the worker answers.
 
-        The loop would otherwise sleep until the worker answers, and on a virtual machine waking
-        a sleeping process costs tens of microseconds (see `corral.worker.runtime._SpinningSelector`).
-        With other callbacks ready, or on an event loop whose queue cannot be seen, it returns at once.
+        A worker polls for `POLL_SECONDS` after it last wrote; one that has gone to sleep takes as
+        long to wake whether the host polls or not. An event loop whose queue cannot be seen
+        (not asyncio's own) is never held up.
         """
-        if perf_counter() - self._heard > _SPIN or getattr(asyncio.get_running_loop(), '_ready', True) or self._worker is None:
+        if perf_counter() - self._heard > POLL_SECONDS or getattr(asyncio.get_running_loop(), '_ready', True) or self._worker is None:
             return
         sock = self._worker.sock
-        deadline = perf_counter() + _SPIN
-        while perf_counter() < deadline:
+
+        def readable() -> bool:
             try:
                 sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
-                return
             except BlockingIOError:
-                os.sched_yield()
+                return False
             except OSError:
-                return
+                pass
+            return True
+
+        poll(readable)
 
     def _kill(self, reason: str) -> None:
         """End the session: the worker is killed and never used again."""

@@ -17,7 +17,7 @@ import types
 from collections import deque
 from typing import Any
 
-from ..channel import CALL, COMPILE, DONE, FAIL, FEED, OUTPUT, REPLY, FrameReader, ProtocolError, frame
+from ..channel import CALL, COMPILE, DONE, FAIL, FEED, OUTPUT, POLL_SECONDS, REPLY, FrameReader, ProtocolError, frame, poll
 from ..language import catalog, hostio
 from ..language import EXCEPTIONS, CompiledScript, SandboxStop, compile_script, compile_unguarded, find_stop, import_module, make_builtins
 from ..values import pack, unpack
@@ -35,30 +35,19 @@ PRELOAD_MODULES = ('corral.language.preload',)
 _RECV_SIZE = 1 << 18
 _SCRIPT_CACHE = 64
 
-#: Seconds a worker polls its channel before it sleeps waiting for the host (see `_SpinningSelector`).
-_SPIN = 0.0002
-
-
 class _SpinningSelector(selectors.EpollSelector):
-    """An epoll selector that polls for up to `_SPIN` seconds before it sleeps.
-
-    On a virtual machine, waking a sleeping process costs tens of microseconds (measured here: a
-    socketpair round trip takes 37 µs when both sides block, 5 µs when both poll), so a host
-    function that answers at once is answered while the worker still polls. Between polls it
-    yields the CPU, so a host process that shares the CPU is not held up.
-    """
+    """An epoll selector that polls (`channel.poll`) before it sleeps, so a host function that
+    answers at once is answered while the worker is still awake."""
 
     def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
         if timeout is not None and timeout <= 0:
             return super().select(timeout)
         start = time.perf_counter()
-        deadline = start + (_SPIN if timeout is None else min(_SPIN, timeout))
-        while not (ready := super().select(0)):
-            now = time.perf_counter()
-            if now >= deadline:
-                return super().select(None if timeout is None else max(0.0, timeout - (now - start)))
-            os.sched_yield()
-        return ready
+        ready = poll(lambda: super(_SpinningSelector, self).select(0), POLL_SECONDS if timeout is None else min(POLL_SECONDS, timeout))
+        if ready:
+            return ready
+        return super().select(None if timeout is None else max(0.0, timeout - (time.perf_counter() - start)))
+
 
 #: Code of these folders (the worker's own, asyncio's) is never interrupted by a stop: a stop that
 #: arrives there waits `_STOP_RETRY` seconds and tries again, so the channel and the event loop
@@ -149,24 +138,15 @@ class Worker:
     def _receive(self, *, block: bool) -> bool:
         """Read what the socket has and queue whole messages; False when nothing was there.
 
-        A blocking read first polls for `_SPIN` seconds (see `_SpinningSelector`).
+        A blocking read polls (`channel.poll`) before it sleeps.
         """
-        sock = self._sock
-        try:
-            data = sock.recv(_RECV_SIZE, socket.MSG_DONTWAIT)
-        except BlockingIOError:
+        data = self._recv_nowait()
+        if data is None:
             if not block:
                 return False
-            data = None
-            deadline = time.perf_counter() + _SPIN
-            while time.perf_counter() < deadline:
-                try:
-                    data = sock.recv(_RECV_SIZE, socket.MSG_DONTWAIT)
-                    break
-                except BlockingIOError:
-                    os.sched_yield()
+            data = poll(self._recv_nowait)
             if data is None:
-                data = sock.recv(_RECV_SIZE)
+                data = self._sock.recv(_RECV_SIZE)
         if not data:
             raise _Stop
         for payload in self._reader.feed(data):
@@ -175,6 +155,13 @@ class Worker:
                 raise ProtocolError('malformed message from the host')
             self._inbox.append(message)
         return True
+
+    def _recv_nowait(self) -> bytes | None:
+        """What the socket has (b'' when the host closed it), or None when nothing is there."""
+        try:
+            return self._sock.recv(_RECV_SIZE, socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            return None
 
     def _dispatch_replies(self) -> None:
         """Hand queued REPLY messages to the calls waiting for them."""
