@@ -16,6 +16,7 @@ Every message is a list whose first item is its kind:
 such a mapping; `limits` holds the limits the worker enforces itself (`wall_time`, `recursion`,
 `output`, `host_calls`, `memory`, `cpu_time`, as in `Limits`). Both sides bound frames by `values.MAX_FRAME`; the host treats anything else a
 worker sends (a bad length, bad msgpack, an unknown kind, a wrong shape) as a broken worker.
+Each side polls the channel for `POLL_SECONDS` before it sleeps on it (`poll`).
 """
 
 from __future__ import annotations

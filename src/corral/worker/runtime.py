@@ -35,6 +35,7 @@ PRELOAD_MODULES = ('corral.language.preload',)
 _RECV_SIZE = 1 << 18
 _SCRIPT_CACHE = 64
 
+
 class _SpinningSelector(selectors.EpollSelector):
     """An epoll selector that polls (`channel.poll`) before it sleeps, so a host function that
     answers at once is answered while the worker is still awake."""
