@@ -14,8 +14,7 @@ sends back the worker's pid and two file descriptors: the host's end of the work
 pidfd the host kills the worker with. A forked worker shares the zygote's memory pages until it
 writes them; each page it writes is copied, and those copies (some 900 before its first feed, about
 2.5 ms of CPU on a virtual machine) are most of what a new worker costs. The zygote exits when the
-host closes its socket
-(and dies with the host), and its workers exit when their channels close.
+host closes its socket (and dies with the host), and its workers exit when their channels close.
 """
 
 from __future__ import annotations
