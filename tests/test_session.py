@@ -448,3 +448,37 @@ async def test_host_functions_run_in_the_feeds_context_when_nothing_traces(sessi
     finally:
         context.detach(token)
     assert (value, seen) == (3, ['acme', 'acme'])
+
+
+@pytest.mark.parametrize(
+    'script, shows',
+    [
+        ('import asyncio\nt = asyncio.create_task(slow())\n1', 1),
+        ('import asyncio\ntry:\n    await asyncio.wait_for(slow(), 0.01)\nexcept TimeoutError:\n    r = "timed out"\nr', 'timed out'),
+        ('import asyncio\nasync def m():\n    t = asyncio.create_task(slow())\n    await asyncio.sleep(0)\n    return 2\nawait m()', 2),
+    ],
+)
+async def test_a_host_call_the_feed_left_behind_is_cancelled_and_the_session_goes_on(session, script, shows):
+    # The worker cancels the tasks a feed did not await; their host calls are cancelled on the
+    # host, and a reply that was already on its way is dropped, not taken for a protocol breach.
+    events = []
+
+    async def slow():
+        try:
+            await asyncio.sleep(0.05)
+        except asyncio.CancelledError:
+            events.append('cancelled')
+            raise
+        events.append('returned')
+        return 5
+
+    async def fast():
+        return 5
+
+    assert await session.feed_run(script, external_lookup={'slow': slow}) == shows
+    await asyncio.sleep(0.1)
+    assert (events, await session.feed_run('2 + 2')) == (['cancelled'], 4)
+    # a reply that left the host before the feed ended arrives between feeds: dropped
+    assert await session.feed_run('import asyncio\nt = asyncio.create_task(fast())\n3', external_lookup={'fast': fast}) == 3
+    await asyncio.sleep(0.05)
+    assert await session.feed_run('2 + 3') == 5

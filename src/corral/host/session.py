@@ -247,6 +247,8 @@ class Session:
             if deadline is not None:
                 deadline.cancel()
             self._done = None
+            for task in list(self._call_tasks):  # calls of tasks the worker cancelled as the feed ended
+                task.cancel()
 
     def _on_deadline(self, timeout: float) -> None:
         self._kill(f'the script ran past the wall_time limit of {timeout} s and did not stop')

@@ -101,7 +101,8 @@ class Worker:
         self._reader = FrameReader()
         self._inbox: deque[list[Any]] = deque()
         self._futures: dict[int, asyncio.Future[Any]] = {}
-        self._sync_replies: dict[int, list[Any]] = {}
+        self._sync_call: int | None = None  # the sync host call waiting for its reply
+        self._sync_reply: list[Any] | None = None
         self._next_call = 0
         self._feeds = 0
         self._script_files: set[str] = set()
@@ -165,18 +166,23 @@ class Worker:
             return None
 
     def _dispatch_replies(self) -> None:
-        """Hand queued REPLY messages to the calls waiting for them."""
+        """Hand queued REPLY messages to the calls waiting for them.
+
+        A reply to a call nobody waits for any more (its task was cancelled when its feed ended,
+        or a stop interrupted the sync call) is dropped.
+        """
         inbox = self._inbox
         while inbox and inbox[0][0] == REPLY:
             _, call_id, ok, value = inbox.popleft()
             future = self._futures.pop(call_id, None)
-            if future is None:
-                self._sync_replies[call_id] = [ok, value]
-            elif not future.cancelled():
-                if ok:
-                    future.set_result(value)
-                else:
-                    future.set_exception(_host_exception(value))
+            if future is not None:
+                if not future.cancelled():
+                    if ok:
+                        future.set_result(value)
+                    else:
+                        future.set_exception(_host_exception(value))
+            elif call_id == self._sync_call:
+                self._sync_reply = [ok, value]
 
     def _on_readable(self) -> None:
         if self._receive(block=False):
@@ -204,13 +210,16 @@ class Worker:
         return await future
 
     def _call_sync(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        call_id = self._start_call(name, args, kwargs)
-        while call_id not in self._sync_replies:
-            self._receive(block=True)
-            self._dispatch_replies()
-            if self._inbox and self._inbox[0][0] != REPLY:
-                raise ProtocolError('unexpected message from the host during a call')
-        ok, value = self._sync_replies.pop(call_id)
+        self._sync_call = self._start_call(name, args, kwargs)
+        try:
+            while self._sync_reply is None:
+                self._receive(block=True)
+                self._dispatch_replies()
+                if self._inbox and self._inbox[0][0] != REPLY:
+                    raise ProtocolError('unexpected message from the host during a call')
+            ok, value = self._sync_reply
+        finally:
+            self._sync_call = self._sync_reply = None
         if ok:
             return value
         raise _host_exception(value)
@@ -294,6 +303,8 @@ class Worker:
                 while not self._inbox:
                     self._receive(block=True)
                 message = self._inbox.popleft()
+                if message[0] == REPLY:  # to a host call of a task that ended with the last feed
+                    continue
                 if message[0] == FEED and len(message) == 6:
                     self._feed(*message[1:])
                 elif message[0] == COMPILE and len(message) == 3:
