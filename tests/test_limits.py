@@ -120,3 +120,28 @@ async def test_deeply_nested_source_is_a_syntax_error(limited, code):
         await limited.feed_run(code)
     assert info.value.display().splitlines()[-1].startswith('SyntaxError: ')
     assert await limited.feed_run('1') == 1
+
+
+_SWALLOWS = 'import asyncio\nasync def h():\n    while True:\n        try:\n            await asyncio.sleep(10)\n        except BaseException:\n            pass\n'
+
+
+@pytest.mark.parametrize(
+    'code, outcome',
+    [
+        # the feed's own task swallows the CancelledError that follows its stop
+        (_SWALLOWS + 'await h()', 'TimeoutError: the script ran past the wall_time limit of 1.0 seconds'),
+        # tasks left behind: one swallows its cancellation, one computes in a `finally`
+        (_SWALLOWS + 't = asyncio.create_task(h())\nawait asyncio.sleep(0)\n1', 1),
+        ('import asyncio\nasync def g():\n    try:\n        await asyncio.sleep(10)\n    finally:\n        while True:\n            pass\n'
+         't = asyncio.create_task(g())\nawait asyncio.sleep(0)\n3', 3),
+        # one computes without awaiting: it holds up the feed itself
+        ('import asyncio\nasync def spin():\n    while True:\n        pass\nt = asyncio.create_task(spin())\nawait asyncio.sleep(0)\n2',
+         'TimeoutError: the script ran past the wall_time limit of 1.0 seconds'),
+    ],
+)  # fmt: skip
+async def test_a_task_that_will_not_end_does_not_outlive_its_feed(limited, code, outcome):
+    try:
+        result = await limited.feed_run(code)
+    except corral.SandboxLimitError as error:
+        result = error.display().splitlines()[-1]
+    assert (result, await limited.feed_run('7')) == (outcome, 7)

@@ -55,6 +55,9 @@ class _SpinningSelector(selectors.EpollSelector):
 #: are always left whole. The host kills a worker that stays there past its grace period.
 _SHIELDED = (os.path.dirname(os.path.dirname(__file__)) + os.sep, os.path.dirname(asyncio.__file__) + os.sep)
 _STOP_RETRY = 0.005
+#: Seconds the tasks a feed left behind have to end after they are cancelled, and again after they are stopped.
+_CANCEL_GRACE = 0.1
+_END_ATTEMPTS = 5
 
 #: What the model reads when a limit stops its script: `limit -> (exception name, message)`.
 _LIMIT_MESSAGES = {
@@ -368,7 +371,7 @@ class Worker:
             if wall_time:
                 signal.setitimer(signal.ITIMER_REAL, 0)
             self._pending_stop = None
-            self._cancel_leftover_tasks()
+            self._end_leftover_tasks()
         try:
             data = frame(pack([DONE, value], side='sandbox'))
         except (TypeError, ValueError, RecursionError, ProtocolError) as error:
@@ -429,19 +432,42 @@ class Worker:
             caller = caller.f_back
         sys.setrecursionlimit(depth + self._limits.get('recursion', 500))
 
-    def _cancel_leftover_tasks(self) -> None:
-        """Tasks the script started and did not await end with its feed."""
+    def _end_leftover_tasks(self) -> None:
+        """Tasks the script started and did not await end with its feed.
+
+        Each is cancelled; one still running `_CANCEL_GRACE` seconds later (it swallowed the
+        `CancelledError`, or it computes without awaiting) gets a `SandboxStop` at the point it
+        waits, or from the stop signal while it computes: no handler of the script can swallow
+        that. The feed's own outcome stands. Tasks still running after `_END_ATTEMPTS` rounds
+        (each stop unwinds one `finally` that awaits again) end the worker, and with it the
+        session; code a task runs in C past the stops ends the same way, the host killing the
+        worker after `Limits.grace`.
+        """
         loop = self._loop
-        if not self._futures and not asyncio.all_tasks(loop):
-            return
-        tasks = [task for task in asyncio.all_tasks(loop) if not task.done()]
-        for task in tasks:
-            task.cancel()
-        if tasks:
-            loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
         for future in self._futures.values():
             future.cancel()
         self._futures.clear()
+        for attempt in range(_END_ATTEMPTS):
+            tasks = [task for task in asyncio.all_tasks(loop) if not task.done()]
+            if not tasks:
+                return
+            for task in tasks:
+                if attempt == 0:
+                    task.cancel()
+                else:
+                    waiter = task._fut_waiter  # type: ignore[attr-defined]
+                    if waiter is not None and not waiter.done() and not isinstance(waiter, asyncio.Task):
+                        waiter.set_exception(SandboxStop('wall_time'))
+            signal.setitimer(signal.ITIMER_REAL, _CANCEL_GRACE)
+            try:
+                _run_until_done(loop, tasks, _CANCEL_GRACE)
+            except SandboxStop:  # a task ended by a stop: the loop passes it on
+                pass
+            finally:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+                self._pending_stop = None
+        if any(not task.done() for task in asyncio.all_tasks(loop)):
+            raise _Stop  # tasks that outlive every stop would run in the next feed: the worker ends
 
     def _format_traceback(self, error: BaseException) -> str:
         """Python's traceback text, keeping only the script's own frames."""
@@ -460,6 +486,26 @@ class Worker:
             current.stack = traceback.StackSummary.from_list(frames)
             pending.extend(chained for chained in (current.__cause__, current.__context__) if chained is not None)
         return ''.join(summary.format()).rstrip('\n')
+
+
+def _run_until_done(loop: asyncio.AbstractEventLoop, tasks: list[asyncio.Task[Any]], seconds: float) -> None:
+    """Run `loop` until every one of `tasks` is done, or `seconds` pass."""
+    pending = set(tasks)
+
+    def on_done(task: asyncio.Task[Any]) -> None:
+        pending.discard(task)
+        if not pending:
+            loop.stop()
+
+    for task in tasks:
+        task.add_done_callback(on_done)
+    timer = loop.call_later(seconds, loop.stop)
+    try:
+        loop.run_forever()
+    finally:
+        timer.cancel()
+        for task in tasks:
+            task.remove_done_callback(on_done)
 
 
 def _message(error: BaseException) -> str:
