@@ -134,6 +134,9 @@ _SWALLOWS = 'import asyncio\nasync def h():\n    while True:\n        try:\n    
         (_SWALLOWS + 't = asyncio.create_task(h())\nawait asyncio.sleep(0)\n1', 1),
         ('import asyncio\nasync def g():\n    try:\n        await asyncio.sleep(10)\n    finally:\n        while True:\n            pass\n'
          't = asyncio.create_task(g())\nawait asyncio.sleep(0)\n3', 3),
+        # one raises what asyncio passes on out of its loop
+        ('import asyncio\nasync def k():\n    try:\n        await asyncio.sleep(10)\n    finally:\n        raise KeyboardInterrupt\n'
+         't = asyncio.create_task(k())\nawait asyncio.sleep(0)\n4', 4),
         # one computes without awaiting: it holds up the feed itself
         ('import asyncio\nasync def spin():\n    while True:\n        pass\nt = asyncio.create_task(spin())\nawait asyncio.sleep(0)\n2',
          'TimeoutError: the script ran past the wall_time limit of 1.0 seconds'),
@@ -145,3 +148,18 @@ async def test_a_task_that_will_not_end_does_not_outlive_its_feed(limited, code,
     except corral.SandboxLimitError as error:
         result = error.display().splitlines()[-1]
     assert (result, await limited.feed_run('7')) == (outcome, 7)
+
+
+async def test_tasks_that_outlive_every_stop_end_the_session_with_a_clear_error(limited):
+    # each stop unwinds one `finally` that awaits again: ten of them outlast the attempts
+    code = (
+        'import asyncio\nasync def deep(n):\n    try:\n        await asyncio.sleep(10)\n    finally:\n        if n:\n'
+        '            await deep(n - 1)\nt = asyncio.create_task(deep(10))\nawait asyncio.sleep(0)\n1'
+    )
+    with pytest.raises(corral.SandboxRuntimeError) as info:
+        await limited.feed_run(code)
+    assert info.value.display() == (
+        'RuntimeError: tasks the script started did not end with its feed (cancelled, then stopped 4 times); the session is over'
+    )
+    with pytest.raises(corral.SandboxWorkerError):
+        await limited.feed_run('7')

@@ -358,20 +358,22 @@ class Worker:
         wall_time = limits.get('wall_time')
         if wall_time:
             signal.setitimer(signal.ITIMER_REAL, wall_time)
+        failure: BaseException | None = None
         try:
             if script.is_async or script.imports_asyncio or 'asyncio' in self._globals:
                 value = self._loop.run_until_complete(_FeedTask(self._run_async(script), loop=self._loop))
             else:  # plain code: no event loop to go round
                 value = self._run(script)
         except BaseException as error:  # the script's own exception, whatever its type
-            signal.setitimer(signal.ITIMER_REAL, 0)
-            self._send_failure(error)
-            return
+            failure = error
         finally:
             if wall_time:
                 signal.setitimer(signal.ITIMER_REAL, 0)
             self._pending_stop = None
-            self._end_leftover_tasks()
+        self._end_leftover_tasks()
+        if failure is not None:
+            self._send_failure(failure)
+            return
         try:
             data = frame(pack([DONE, value], side='sandbox'))
         except (TypeError, ValueError, RecursionError, ProtocolError) as error:
@@ -439,9 +441,9 @@ class Worker:
         `CancelledError`, or it computes without awaiting) gets a `SandboxStop` at the point it
         waits, or from the stop signal while it computes: no handler of the script can swallow
         that. The feed's own outcome stands. Tasks still running after `_END_ATTEMPTS` rounds
-        (each stop unwinds one `finally` that awaits again) end the worker, and with it the
-        session; code a task runs in C past the stops ends the same way, the host killing the
-        worker after `Limits.grace`.
+        (each stop unwinds one `finally` that awaits again) fail the feed and end the worker,
+        and with it the session; code a task runs in C past the stops ends the session too, the
+        host killing the worker after `Limits.grace`.
         """
         loop = self._loop
         for future in self._futures.values():
@@ -461,13 +463,15 @@ class Worker:
             signal.setitimer(signal.ITIMER_REAL, _CANCEL_GRACE)
             try:
                 _run_until_done(loop, tasks, _CANCEL_GRACE)
-            except SandboxStop:  # a task ended by a stop: the loop passes it on
+            except (SystemExit, KeyboardInterrupt):  # a task ended by a stop (or raising these): the loop passes it on
                 pass
             finally:
                 signal.setitimer(signal.ITIMER_REAL, 0)
                 self._pending_stop = None
-        if any(not task.done() for task in asyncio.all_tasks(loop)):
-            raise _Stop  # tasks that outlive every stop would run in the next feed: the worker ends
+        if any(not task.done() for task in asyncio.all_tasks(loop)):  # they would run in the next feed
+            message = f'tasks the script started did not end with its feed (cancelled, then stopped {_END_ATTEMPTS - 1} times); the session is over'
+            self._send([FAIL, 'runtime', 'RuntimeError', message, f'RuntimeError: {message}'])
+            raise _Stop
 
     def _format_traceback(self, error: BaseException) -> str:
         """Python's traceback text, keeping only the script's own frames."""
