@@ -414,11 +414,17 @@ def test_exactly_the_kept_fds_remain_open() -> None:
 
         # The fd listdir() reads /proc/self/fd through is closed again when it returns.
         fds = sorted(fd for fd in map(int, os.listdir('/proc/self/fd')) if is_open(fd))
-        return {'open': fds, 'expected': sorted(expected)}
+        names = {}
+        for fd in fds:  # what each names, so a failure says which fd is extra
+            try:
+                names[fd] = os.readlink(f'/proc/self/fd/{fd}')
+            except OSError as error:
+                names[fd] = repr(error)
+        return {'open': fds, 'names': names, 'expected': sorted(expected)}
 
     report = result(in_child(action, prepare=prepare, seccomp=False))
     assert 40 in report['expected'] and len(report['expected']) == 3
-    assert report['open'] == report['expected']
+    assert report['open'] == report['expected'], report['names']
 
 
 @needs_seccomp
