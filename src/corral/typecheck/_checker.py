@@ -16,6 +16,7 @@ from typing import Any
 
 from . import _render, _sandbox
 from ._awaits import AWAIT_MESSAGES, ModuleScope
+from ._context import relevant_context
 from ._server import TyServer, without_top_level_awaits
 from ._stdlib import SandboxTypeshed, sandbox_typeshed
 
@@ -49,6 +50,19 @@ def _find_ty() -> str:
     if not os.path.isfile(path):
         raise RuntimeError(f'ty type checker executable not found at {path}')
     return path
+
+
+def _joined(snippets: Sequence[str]) -> tuple[str, int]:
+    """Earlier snippets as the text that goes in front of a new one, and its number of lines."""
+    parts = []
+    for snippet in snippets:
+        snippet = snippet.removeprefix('\ufeff')
+        if not snippet.strip():
+            continue
+        snippet = '\n'.join(_render.split_lines(snippet))  # one kind of newline
+        parts.append(snippet if snippet.endswith('\n') else snippet + '\n')
+    prefix = ''.join(parts)
+    return prefix, prefix.count('\n')
 
 
 def _module_files(modules: Mapping[str, str], script_name: str) -> dict[str, str]:
@@ -241,23 +255,15 @@ class TypeChecker:
             raise ValueError(f'invalid script name: {script_name!r}')
         code = code.removeprefix('\ufeff')
         # The earlier snippets come first in the file so the new code sees their
-        # names and types; their own diagnostics are dropped afterwards.
-        parts = []
-        for snippet in context:
-            snippet = snippet.removeprefix('\ufeff')
-            if not snippet.strip():
-                continue
-            snippet = '\n'.join(_render.split_lines(snippet))  # one kind of newline
-            parts.append(snippet if snippet.endswith('\n') else snippet + '\n')
-        prefix = ''.join(parts)
-        offset = prefix.count('\n')
+        # names and types; their own diagnostics are dropped afterwards. The warm
+        # server's quick check needs only those the new code depends on.
+        quick_prefix, quick_offset = _joined(relevant_context(context, code))
 
         wanted = {_CONFIG_FILE: ''}
         wanted.update(_module_files(modules, script_name))
         if stubs is not None:
             wanted[f'{STUBS_MODULE}.pyi'] = stubs
             wanted[_BUILTINS_FILE] = _BUILTINS_TEXT
-        wanted[script_name] = prefix + code
 
         slot = self._acquire()
         ok = False
@@ -270,11 +276,14 @@ class TypeChecker:
                 except RuntimeError:  # not a ty binary we can read: ty's own typeshed, and its own errors
                     self._typeshed = None
                 self._typeshed_bin = self._ty_bin
-            changed = slot.sync(wanted)
+            # the server gets the script's text with the request; only `ty check` reads its file
+            changed = slot.sync({**wanted, script_name: slot.files.get(script_name, '')})
             server = self._serve(slot)
-            if server is not None and await self._clean(server, slot, changed, prefix + code, code, offset, script_name, frozenset(modules)):
+            if server is not None and await self._clean(server, slot, changed, quick_prefix + code, code, quick_offset, script_name, frozenset(modules)):
                 ok = True
                 return None
+            prefix, offset = _joined(context)
+            slot.sync({**wanted, script_name: prefix + code})
             stdout = await self._run_ty(slot, script_name)
             result = await self._postprocess(stdout, slot, script_name, code, offset, frozenset(modules))
             ok = True

@@ -1,0 +1,62 @@
+"""The earlier snippets a new one depends on: what the warm server's quick check puts in front."""
+
+import pytest
+
+from corral.typecheck import TypeChecker
+from corral.typecheck._context import relevant_context
+
+CONTEXT = ['a = 1', 'b = 2', 'def f():\n    return a', 'print(b)', 'import math as m', 'class K:\n    size = b']
+
+
+@pytest.mark.parametrize(
+    'code, kept',
+    [
+        ('c = 3', []),
+        ('f()', ['a = 1', 'def f():\n    return a']),  # and what f itself needs
+        ('m.pi + a', ['a = 1', 'import math as m']),
+        ('K().size', ['b = 2', 'class K:\n    size = b']),
+        ('a = "now a str"', ['a = 1']),  # a name the new code binds: its earlier declarations count
+        ('def g(b):\n    return b', ['b = 2']),  # over-approximated: a parameter named like a global
+    ],
+)
+def test_the_snippets_a_script_depends_on_in_their_order(code, kept):
+    assert relevant_context(CONTEXT, code) == kept
+
+
+@pytest.mark.parametrize(
+    'snippet, code',
+    [
+        ('global_name = 1\ndef h():\n    global shared\n    shared = 2', 'shared'),
+        ('try:\n    pass\nexcept Exception as caught:\n    pass', 'caught'),
+        ('match 1:\n    case [first, *rest]:\n        pass', 'rest'),
+        ('match {}:\n    case {"k": 1, **others}:\n        pass', 'others'),
+        ('for i in range(3):\n    pass', 'i'),
+        ('total = sum(v for v in range(3)) + (w := 4)', 'w'),
+        ('with open("f") as handle:\n    pass', 'handle'),
+        ('import os.path', 'os'),
+        ('r = await get(1)', 'r'),  # top-level await parses
+    ],
+)
+def test_every_way_of_binding_a_name_counts(snippet, code):
+    assert relevant_context(['unrelated = 0', snippet], code) == [snippet]
+
+
+def test_star_imports_and_unparseable_snippets_keep_everything_they_might_need():
+    assert relevant_context(['from math import *', 'x = 1'], 'pi') == ['from math import *']
+    assert relevant_context(['x = (((', 'y = 1'], 'z') == ['x = (((', 'y = 1']
+    assert relevant_context(['y = 1'], 'z = (((') == ['y = 1']
+
+
+async def test_what_the_quick_check_leaves_out_cannot_hide_an_error():
+    # Code after a call that never returns is unreachable, and ty reports nothing there. The
+    # quick check leaves the call out (the new code does not depend on it) and finds the error;
+    # the full check, with every earlier snippet, decides.
+    checker = TypeChecker()
+    try:
+        stubs = 'from typing import NoReturn\ndef stop() -> NoReturn: ...\n'
+        assert await checker.check('1 + "a"', context=['stop()'], stubs=stubs) is None
+        assert (await checker.check('1 + "a"', context=['go = 1'], stubs=stubs)).startswith(
+            'error[unsupported-operator]: Unsupported `+` operation\n --> main.py:1:1\n'
+        )
+    finally:
+        await checker.aclose()
