@@ -31,22 +31,27 @@ def relevant_context(context: Sequence[str], code: str) -> list[str]:
     infos = [_names(snippet) for snippet in context]
     if new is None or any(info is None for info in infos):
         return list(context)
-    needed = set(new[1])
+    binders: dict[str, list[int]] = {}
     kept: set[int] = set()
-    grown = True
-    while grown:
-        grown = False
-        for index, info in enumerate(infos):
-            assert info is not None
-            bound, mentioned, star = info
-            if index not in kept and (star or not bound.isdisjoint(needed)):
+    for index, info in enumerate(infos):
+        assert info is not None
+        if info[2]:
+            kept.add(index)
+        for name in info[0]:
+            binders.setdefault(name, []).append(index)
+    pending = set(new[1]).union(*(infos[index][1] for index in kept))  # type: ignore[index]
+    seen = set(pending)
+    while pending:  # each name once: linear in the number of names
+        for index in binders.get(pending.pop(), ()):
+            if index not in kept:
                 kept.add(index)
-                needed |= mentioned
-                grown = True
+                fresh = infos[index][1] - seen  # type: ignore[index]
+                seen |= fresh
+                pending |= fresh
     return [context[index] for index in sorted(kept)]
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=16384)  # names of earlier snippets, across sessions
 def _names(code: str) -> tuple[frozenset[str], frozenset[str], bool] | None:
     """`(names bound, names mentioned (bound ones too), has a * import)` of a snippet, or None
     when it does not parse."""
