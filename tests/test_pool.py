@@ -1,5 +1,6 @@
 """The pool: lazy start, warm workers, and refusing to run without a lockdown layer."""
 
+import asyncio
 import os
 import re
 
@@ -107,3 +108,32 @@ async def test_each_worker_has_an_event_loop_of_its_own():
                 sockets.append(own)
             zygote, one, other = sockets
             assert not zygote & one and not zygote & other and not one & other
+
+
+async def _address_space_limit(pid: int) -> int:
+    """The worker's RLIMIT_AS, once it has locked itself down."""
+    for _ in range(500):
+        with open(f'/proc/{pid}/limits') as limits:
+            (line,) = [line for line in limits if line.startswith('Max address space')]
+        if line.split()[3] != 'unlimited':
+            return int(line.split()[3])
+        await asyncio.sleep(0.01)
+    raise AssertionError('the worker did not lock down within 5 s')
+
+
+async def test_a_spawn_given_up_does_not_hand_its_worker_to_the_next():
+    # A checkout cancelled while its worker is being forked: that worker is killed when it
+    # arrives, and the next spawn gets the worker forked for it, with its own limits.
+    zygote = Zygote()
+    try:
+        (await zygote.spawn(memory=None, cpu_time=None)).kill()  # the zygote is up
+        given_up = asyncio.ensure_future(zygote.spawn(memory=1024**3, cpu_time=600))
+        await asyncio.sleep(0)
+        given_up.cancel()
+        worker = await zygote.spawn(memory=512 * 1024**2, cpu_time=60)
+        try:
+            assert (await _address_space_limit(worker.pid), given_up.cancelled()) == (512 * 1024**2, True)
+        finally:
+            worker.kill()
+    finally:
+        zygote.close()

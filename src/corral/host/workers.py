@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import collections
 import os
 import signal
 import socket
@@ -67,6 +68,7 @@ class Zygote:
         self._process: subprocess.Popen[bytes] | None = None
         self._control: socket.socket | None = None
         self._lock = asyncio.Lock()
+        self._waiting: collections.deque[asyncio.Future[WorkerProcess]] = collections.deque()
 
     async def _start(self) -> socket.socket:
         ours, theirs = socket.socketpair()
@@ -117,43 +119,71 @@ class Zygote:
     async def spawn(self, *, memory: int | None, cpu_time: int | None) -> WorkerProcess:
         """Fork a new worker with these rlimits (bytes of address space, seconds of CPU).
 
-        Raises `SandboxInsecureError` (see the class) or `OSError` when the zygote cannot be
-        started or dies.
+        Requests are pipelined: the zygote forks the next worker while the host takes the last
+        one, and answers in the order it was asked. Raises `SandboxInsecureError` (see the class)
+        or `OSError` when the zygote cannot be started or dies.
         """
         loop = asyncio.get_running_loop()
-        async with self._lock:
+        async with self._lock:  # (re)starting the zygote and sending, in order
             control = self._control
             if control is None or self._process is None or self._process.poll() is not None:
                 if control is not None:
-                    control.close()
+                    self._lost(control)
                 control = await self._start()
-            await loop.sock_sendall(control, _REQUEST.pack(b'S', memory or 0, cpu_time or 0))
-            while True:
-                try:
-                    data, fds, _, _ = socket.recv_fds(control, _PID.size, 2)
-                    break
-                except BlockingIOError:
-                    ready = loop.create_future()
-                    loop.add_reader(control.fileno(), lambda: ready.done() or ready.set_result(None))
-                    try:
-                        await ready
-                    finally:
-                        loop.remove_reader(control.fileno())
+            request = _REQUEST.pack(b'S', memory or 0, cpu_time or 0)
+            try:
+                sent = control.send(request)  # 17 bytes: the socket buffer holds thousands
+            except OSError:
+                sent = 0
+            if sent != len(request):
+                self._lost(control)
+                raise OSError('the zygote process stopped taking requests; a new one starts on the next checkout')
+            reply: asyncio.Future[WorkerProcess] = loop.create_future()
+            if not self._waiting:
+                loop.add_reader(control.fileno(), self._on_replies, control)
+            self._waiting.append(reply)
+        return await reply
+
+    def _on_replies(self, control: socket.socket) -> None:
+        """Hand the zygote's replies (a pid, the channel and a pidfd) to the spawns waiting, in order."""
+        while self._waiting:
+            try:
+                data, fds, _, _ = socket.recv_fds(control, _PID.size, 2)
+            except BlockingIOError:
+                return
+            except OSError:
+                data, fds = b'', []
             if len(data) != _PID.size or len(fds) != 2:
                 for fd in fds:
                     os.close(fd)
-                control.close()
-                self._control = None
-                raise OSError('the zygote process exited; a new one starts on the next checkout')
-        sock = socket.socket(fileno=fds[0])
-        sock.setblocking(False)
-        return WorkerProcess(_PID.unpack(data)[0], fds[1], sock)
+                self._lost(control)
+                return
+            sock = socket.socket(fileno=fds[0])
+            sock.setblocking(False)
+            worker = WorkerProcess(_PID.unpack(data)[0], fds[1], sock)
+            reply = self._waiting.popleft()
+            if reply.done():  # its caller gave up waiting: nobody will use the worker
+                worker.kill()
+            else:
+                reply.set_result(worker)
+        asyncio.get_running_loop().remove_reader(control.fileno())
+
+    def _lost(self, control: socket.socket) -> None:
+        """The zygote's channel broke: every waiting spawn fails; the next one starts a new zygote."""
+        if self._waiting:
+            asyncio.get_running_loop().remove_reader(control.fileno())
+        while self._waiting:
+            reply = self._waiting.popleft()
+            if not reply.done():
+                reply.set_exception(OSError('the zygote process exited; a new one starts on the next checkout'))
+        control.close()
+        if self._control is control:
+            self._control = None
 
     def close(self) -> None:
         """Stop the zygote; workers already forked keep running until their channels close."""
         if self._control is not None:
-            self._control.close()
-            self._control = None
+            self._lost(self._control)
         if self._process is not None:
             try:
                 self._process.wait(timeout=2)
