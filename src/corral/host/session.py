@@ -44,6 +44,7 @@ _tracer = trace.get_tracer('corral')
 #: and more for a larger message at a rate (bytes per second) well below a real rebuild's.
 _DECODE_BUDGET = 0.25
 _DECODE_RATE = 20e6
+_PEEK = int(socket.MSG_PEEK | socket.MSG_DONTWAIT)  # an int: or-ing the flags costs more than the call
 _LIMIT_FIELDS = frozenset({'wall_time', 'cpu_time', 'output', 'host_calls', 'memory', 'recursion'})
 
 
@@ -279,7 +280,7 @@ class Session:
 
         def readable() -> bool:
             try:
-                sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+                sock.recv(1, _PEEK)
             except BlockingIOError:
                 return False
             except OSError:

@@ -33,6 +33,7 @@ STDLIB_MODULES = catalog.STDLIB_MODULES
 PRELOAD_MODULES = ('corral.language.preload',)
 
 _RECV_SIZE = 1 << 18
+_DONTWAIT = int(socket.MSG_DONTWAIT)
 _SCRIPT_CACHE = 64
 
 
@@ -164,7 +165,7 @@ class Worker:
     def _recv_nowait(self) -> bytes | None:
         """What the socket has (b'' when the host closed it), or None when nothing is there."""
         try:
-            return self._sock.recv(_RECV_SIZE, socket.MSG_DONTWAIT)
+            return self._sock.recv(_RECV_SIZE, _DONTWAIT)
         except BlockingIOError:
             return None
 
