@@ -163,3 +163,17 @@ async def test_tasks_that_outlive_every_stop_end_the_session_with_a_clear_error(
     )
     with pytest.raises(corral.SandboxWorkerError):
         await limited.feed_run('7')
+
+
+async def test_a_stopped_tasks_callbacks_run_in_its_own_feed_not_the_next(limited):
+    # The task's `finally` awaits again, so only a stop ends it; the callbacks queued as it ends
+    # (the script's own, asyncio's) run in the feed that left it, and the next feeds run whole.
+    first = (
+        'import asyncio\nasync def t():\n    try:\n        await asyncio.sleep(100)\n    finally:\n        await asyncio.sleep(100)\n'
+        'task = asyncio.ensure_future(t())\ntask.add_done_callback(lambda f: print("first feed\'s callback"))\nawait asyncio.sleep(0)\n1'
+    )
+    printed = []
+    results = []
+    for code in (first, 'import asyncio\nawait asyncio.sleep(0.05)\n2', '3', 'import asyncio\nprint("fourth")\nawait asyncio.sleep(0.05)\n4'):
+        results.append(await limited.feed_run(code, print_callback=lambda stream, text: printed.append((len(results), text))))
+    assert (results, printed) == ([1, 2, 3, 4], [(0, "first feed's callback\n"), (3, 'fourth\n')])

@@ -441,10 +441,11 @@ class Worker:
         Each is cancelled; one still running `_CANCEL_GRACE` seconds later (it swallowed the
         `CancelledError`, or it computes without awaiting) gets a `SandboxStop` at the point it
         waits, or from the stop signal while it computes: no handler of the script can swallow
-        that. The feed's own outcome stands. Tasks still running after `_END_ATTEMPTS` rounds
-        (each stop unwinds one `finally` that awaits again) fail the feed and end the worker,
-        and with it the session; code a task runs in C past the stops ends the session too, the
-        host killing the worker after `Limits.grace`.
+        that. Callbacks queued as they end run here too, not in the next feed (a stop leaves the
+        loop with them still queued). The feed's own outcome stands. Tasks or callbacks left
+        after `_END_ATTEMPTS` rounds (each stop unwinds one `finally` that awaits again) fail the
+        feed and end the worker, and with it the session; code a task runs in C past the stops
+        ends the session too, the host killing the worker after `Limits.grace`.
         """
         loop = self._loop
         for future in self._futures.values():
@@ -452,8 +453,8 @@ class Worker:
         self._futures.clear()
         for attempt in range(_END_ATTEMPTS):
             tasks = [task for task in asyncio.all_tasks(loop) if not task.done()]
-            if not tasks:
-                return
+            if not tasks and not loop._ready:  # type: ignore[attr-defined]
+                return  # nothing left, not even a callback queued as a task ended under a stop
             for task in tasks:
                 if attempt == 0:
                     task.cancel()
@@ -469,7 +470,7 @@ class Worker:
             finally:
                 signal.setitimer(signal.ITIMER_REAL, 0)
                 self._pending_stop = None
-        if any(not task.done() for task in asyncio.all_tasks(loop)):  # they would run in the next feed
+        if loop._ready or any(not task.done() for task in asyncio.all_tasks(loop)):  # type: ignore[attr-defined]  # they would run in the next feed
             message = f'tasks the script started did not end with its feed (cancelled, then stopped {_END_ATTEMPTS - 1} times); the session is over'
             self._send([FAIL, 'runtime', 'RuntimeError', message, f'RuntimeError: {message}'])
             raise _Stop
@@ -494,22 +495,27 @@ class Worker:
 
 
 def _run_until_done(loop: asyncio.AbstractEventLoop, tasks: list[asyncio.Task[Any]], seconds: float) -> None:
-    """Run `loop` until every one of `tasks` is done, or `seconds` pass."""
-    pending = set(tasks)
+    """Run `loop` until every one of `tasks` is done and the callbacks queued by then have run
+    (with no tasks: until the callbacks queued now have run), or `seconds` pass."""
+    pending = {task for task in tasks if not task.done()}
+    running = True
 
     def on_done(task: asyncio.Task[Any]) -> None:
         pending.discard(task)
-        if not pending:
-            loop.stop()
+        if running and not pending:
+            loop.call_soon(loop.stop)  # after the callbacks queued with this one
 
-    for task in tasks:
+    for task in pending:
         task.add_done_callback(on_done)
+    if not pending:
+        loop.call_soon(loop.stop)
     timer = loop.call_later(seconds, loop.stop)
     try:
         loop.run_forever()
     finally:
+        running = False  # an `on_done` still queued (a stop cut the run short) does nothing
         timer.cancel()
-        for task in tasks:
+        for task in pending:
             task.remove_done_callback(on_done)
 
 
