@@ -41,6 +41,37 @@ def test_every_way_of_binding_a_name_counts(snippet, code):
     assert relevant_context(['unrelated = 0', snippet], code) == [snippet]
 
 
+@pytest.mark.parametrize(
+    'snippet, code',
+    [
+        ('int = str', 'def g(a: "int") -> None:\n    print(type(a))\ng(1)'),  # a string annotation
+        ('str = int\n', 'def g(a: "list[str]") -> None: ...\ng(["a"])'),
+        ('T = int', 'x = cast("list[\'T\']", 1)'),  # a string inside a string
+    ],
+)
+def test_names_written_as_text_count(snippet, code):
+    assert relevant_context(['unrelated = 0', snippet], code) == [snippet]
+
+
+async def _warm(checker: TypeChecker) -> None:
+    """A first check, and the `ty server` it starts is up: later clean checks take the quick path."""
+    assert await checker.check('1') is None
+    for slot in checker._slots:
+        if slot.starting is not None:
+            await slot.starting
+    assert any(slot.server is not None and slot.server.alive for slot in checker._slots)
+
+
+async def test_a_builtin_rebound_earlier_is_seen_through_a_string_annotation():
+    checker = TypeChecker()
+    try:
+        await _warm(checker)
+        result = await checker.check('def g(a: "int") -> None:\n    print(type(a))\ng(1)', context=['int = str', 'other = 1'])
+    finally:
+        await checker.aclose()
+    assert result is not None and result.startswith('error[invalid-argument-type]: Argument to function `g` is incorrect\n')
+
+
 def test_star_imports_and_unparseable_snippets_keep_everything_they_might_need():
     assert relevant_context(['from math import *', 'x = 1'], 'pi') == ['from math import *']
     assert relevant_context(['x = (((', 'y = 1'], 'z') == ['x = (((', 'y = 1']
@@ -53,6 +84,7 @@ async def test_what_the_quick_check_leaves_out_cannot_hide_an_error():
     # the full check, with every earlier snippet, decides.
     checker = TypeChecker()
     try:
+        await _warm(checker)
         stubs = 'from typing import NoReturn\ndef stop() -> NoReturn: ...\n'
         assert await checker.check('1 + "a"', context=['stop()'], stubs=stubs) is None
         assert (await checker.check('1 + "a"', context=['go = 1'], stubs=stubs)).startswith(

@@ -10,7 +10,8 @@ checked again with every earlier snippet, so the diagnostics a script sees are u
 
 Names are over-approximated: every name a snippet stores, deletes, defines, imports, declares
 `global` or `nonlocal`, or takes as a parameter or a capture counts as bound, and every name it
-mentions counts as used. A snippet with a `*` import binds names nobody can list, so it is
+mentions counts as used, in code or in a string that reads as a type (`x: "Order"`, `cast("int",
+v)`: the checker resolves those too). A snippet with a `*` import binds names nobody can list, so it is
 always kept. A snippet the host cannot parse makes the whole context count.
 """
 
@@ -19,9 +20,13 @@ from __future__ import annotations
 import ast
 import functools
 import gc
+import re
 from collections.abc import Sequence
 
 __all__ = ['relevant_context']
+
+#: A string that could be a type written as text: names, dots, brackets, commas, `|`, quotes.
+_TYPE_TEXT = re.compile(r"[\w\s.,\[\]|'\"]{1,200}")
 
 
 def relevant_context(context: Sequence[str], code: str) -> list[str]:
@@ -70,6 +75,8 @@ def _names(code: str) -> tuple[frozenset[str], frozenset[str], bool] | None:
     for node in ast.walk(tree):
         if isinstance(node, ast.Name):
             (mentioned if isinstance(node.ctx, ast.Load) else bound).add(node.id)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and _TYPE_TEXT.fullmatch(node.value):
+            mentioned.update(_string_names(node.value))  # a string annotation, `cast('T', x)` ...
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             bound.add(node.name)
         elif isinstance(node, ast.alias):
@@ -86,3 +93,16 @@ def _names(code: str) -> tuple[frozenset[str], frozenset[str], bool] | None:
         elif isinstance(node, ast.MatchMapping) and node.rest:
             bound.add(node.rest)
     return frozenset(bound), frozenset(mentioned | bound), star
+
+
+def _string_names(text: str) -> set[str]:
+    """The names a string would mention if it were an expression (a forward reference)."""
+    try:
+        tree = ast.parse(text.strip(), mode='eval')
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return set()
+    names = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
+    for node in ast.walk(tree):  # nested: `list["int"]`
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value != text and _TYPE_TEXT.fullmatch(node.value):
+            names |= _string_names(node.value)
+    return names
