@@ -137,3 +137,21 @@ async def test_a_spawn_given_up_does_not_hand_its_worker_to_the_next():
             worker.kill()
     finally:
         zygote.close()
+
+
+async def test_closing_the_pool_ends_its_sessions_and_checkouts_still_waiting():
+    pool = corral.Pool(warm_workers=0)
+    open_session = pool.checkout()
+    await open_session.__aenter__()
+    assert await open_session.feed_run('1') == 1
+    waiting = [asyncio.ensure_future(pool.checkout().__aenter__()) for _ in range(3)]
+    await asyncio.sleep(0)
+    await pool.aclose()
+    outcomes = await asyncio.gather(*waiting, return_exceptions=True)
+    assert [repr(outcome) for outcome in outcomes] == ["RuntimeError('the pool is closed')"] * 3
+    with pytest.raises(corral.SandboxWorkerError) as info:
+        for _ in range(50):  # the worker dies with the zygote, a moment after it
+            await open_session.feed_run('2')
+            await asyncio.sleep(0.01)
+    assert info.value.display().endswith('the worker process exited; check out a new session')
+    await open_session.aclose()

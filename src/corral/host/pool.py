@@ -65,7 +65,11 @@ class Pool:
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Kill idle workers, stop the zygote and the type checker. Sessions still open keep running."""
+        """Kill idle workers, stop the zygote and the type checker.
+
+        Sessions still open end too (their workers die with the zygote): their next feed raises
+        `SandboxWorkerError`. Checkouts still waiting for a worker raise `RuntimeError('the pool is closed')`.
+        """
         self._closed = True
         if self._refill is not None:
             self._refill.cancel()

@@ -168,22 +168,26 @@ class Zygote:
                 reply.set_result(worker)
         asyncio.get_running_loop().remove_reader(control.fileno())
 
-    def _lost(self, control: socket.socket) -> None:
-        """The zygote's channel broke: every waiting spawn fails; the next one starts a new zygote."""
+    def _lost(self, control: socket.socket, error: type[Exception] = OSError, reason: str = 'the zygote process exited; a new one starts on the next checkout') -> None:
+        """The zygote's channel broke (or the pool closed it): every waiting spawn fails with
+        `error(reason)`; the next spawn starts a new zygote."""
         if self._waiting:
             asyncio.get_running_loop().remove_reader(control.fileno())
         while self._waiting:
             reply = self._waiting.popleft()
             if not reply.done():
-                reply.set_exception(OSError('the zygote process exited; a new one starts on the next checkout'))
+                reply.set_exception(error(reason))
         control.close()
         if self._control is control:
             self._control = None
 
     def close(self) -> None:
-        """Stop the zygote; workers already forked keep running until their channels close."""
+        """Stop the zygote, and with it every worker it forked (they die with their parent).
+
+        Spawns still waiting raise `RuntimeError('the pool is closed')`.
+        """
         if self._control is not None:
-            self._lost(self._control)
+            self._lost(self._control, RuntimeError, 'the pool is closed')
         if self._process is not None:
             try:
                 self._process.wait(timeout=2)
