@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import inspect
 import secrets
@@ -162,11 +163,8 @@ class Session:
         for name, function in lookup.items():
             if not callable(function):
                 raise TypeError(f'external_lookup[{name!r}] is not callable: {type(function).__name__}')
-        if not _tracing():
-            value = await self._feed(code, lookup, print_callback or _print_to_stdout)
-            self._context.append(code)
-            return value
-        with _tracer.start_as_current_span('run code') as span:
+        spans = _tracer.start_as_current_span('run code') if _tracing() else contextlib.nullcontext(trace.INVALID_SPAN)
+        with spans as span:
             if span.is_recording():
                 span.set_attributes({'code': code, 'script_name': self.script_name})
             try:
