@@ -72,10 +72,41 @@ async def test_a_builtin_rebound_earlier_is_seen_through_a_string_annotation():
     assert result is not None and result.startswith('error[invalid-argument-type]: Argument to function `g` is incorrect\n')
 
 
+@pytest.mark.parametrize(
+    'snippet, code',
+    [
+        ('a.v = None\n', 'a.v + 1'),  # stores through a name narrow what it holds
+        ('d["k"] = None\n', 'd["k"] + 1'),
+        ('l[0] = None\n', 'l[0] + 1'),
+        ('a.b[0].c = None\n', 'a.b[0].c + 1'),
+        ('del a.v\n', 'a.v'),
+    ],
+)
+def test_stores_into_a_name_bind_it(snippet, code):
+    assert relevant_context(['unrelated = 0', snippet], code) == [snippet]
+
+
+async def test_a_narrowing_store_in_an_earlier_snippet_is_seen():
+    checker = TypeChecker()
+    try:
+        await _warm(checker)
+        context = ['class A:\n    v: int | None = None\na = A()\na.v = 1\n', 'a.v = None\n']
+        result = await checker.check('a.v + 1', context=context)
+    finally:
+        await checker.aclose()
+    assert result is not None and result.startswith('error[unsupported-operator]: Unsupported `+` operation\n')
+
+
+@pytest.mark.parametrize('annotation', ['"Literal[-1] | int"', '"int' + ' ' * 200 + '"'])
+def test_any_string_that_parses_counts(annotation):
+    assert relevant_context(['class int: pass\n', 'z = 1'], f'from typing import Literal\nx: {annotation} = 5') == ['class int: pass\n']
+
+
 def test_star_imports_and_unparseable_snippets_keep_everything_they_might_need():
     assert relevant_context(['from math import *', 'x = 1'], 'pi') == ['from math import *']
     assert relevant_context(['x = (((', 'y = 1'], 'z') == ['x = (((', 'y = 1']
     assert relevant_context(['y = 1'], 'z = (((') == ['y = 1']
+    assert relevant_context(['y = 1'], 'z = "' + 'a' * 20_000 + '"') == ['y = 1']  # too long a string to read
 
 
 async def test_what_the_quick_check_leaves_out_cannot_hide_an_error():

@@ -9,9 +9,10 @@ top-of-file pragma), which makes the quick check stricter, not laxer; whatever i
 checked again with every earlier snippet, so the diagnostics a script sees are unchanged.
 
 Names are over-approximated: every name a snippet stores, deletes, defines, imports, declares
-`global` or `nonlocal`, or takes as a parameter or a capture counts as bound, and every name it
-mentions counts as used, in code or in a string that reads as a type (`x: "Order"`, `cast("int",
-v)`: the checker resolves those too). A snippet with a `*` import binds names nobody can list, so it is
+`global` or `nonlocal`, takes as a parameter or a capture, or stores into (`a.v = x`, `d[k] = x`
+narrow what `a` and `d` hold) counts as bound, and every name it mentions counts as used, in code
+or in any string that parses as an expression (`x: "Order"`, `cast("int", v)`: the checker
+resolves those too). A snippet with a `*` import binds names nobody can list, so it is
 always kept. A snippet the host cannot parse makes the whole context count.
 """
 
@@ -20,13 +21,13 @@ from __future__ import annotations
 import ast
 import functools
 import gc
-import re
 from collections.abc import Sequence
 
 __all__ = ['relevant_context']
 
-#: A string that could be a type written as text: names, dots, brackets, commas, `|`, quotes.
-_TYPE_TEXT = re.compile(r"[\w\s.,\[\]|'\"]{1,200}")
+#: Characters of the longest string read as a possible type; a longer one makes its snippet
+#: unreadable (all earlier snippets are then checked).
+_LONGEST_STRING = 10_000
 
 
 def relevant_context(context: Sequence[str], code: str) -> list[str]:
@@ -75,8 +76,17 @@ def _names(code: str) -> tuple[frozenset[str], frozenset[str], bool] | None:
     for node in ast.walk(tree):
         if isinstance(node, ast.Name):
             (mentioned if isinstance(node.ctx, ast.Load) else bound).add(node.id)
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and _TYPE_TEXT.fullmatch(node.value):
-            mentioned.update(_string_names(node.value))  # a string annotation, `cast('T', x)` ...
+        elif isinstance(node, (ast.Attribute, ast.Subscript)) and not isinstance(node.ctx, ast.Load):
+            base = node.value  # `a.v = x`, `d[k] = x`, `del a.v`: they narrow what `a`, `d` hold
+            while isinstance(base, (ast.Attribute, ast.Subscript, ast.Starred)):
+                base = base.value
+            if isinstance(base, ast.Name):
+                bound.add(base.id)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            names = _string_names(node.value)  # a string annotation, `cast('T', x)` ...
+            if names is None:
+                return None
+            mentioned |= names
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             bound.add(node.name)
         elif isinstance(node, ast.alias):
@@ -95,14 +105,22 @@ def _names(code: str) -> tuple[frozenset[str], frozenset[str], bool] | None:
     return frozenset(bound), frozenset(mentioned | bound), star
 
 
-def _string_names(text: str) -> set[str]:
-    """The names a string would mention if it were an expression (a forward reference)."""
+def _string_names(text: str, depth: int = 0) -> set[str] | None:
+    """The names a string would mention if it were an expression (a forward reference); None
+    for one too long or too nested to read, which makes its snippet count as unreadable."""
+    if len(text) > _LONGEST_STRING or depth > 3:
+        return None
     try:
         tree = ast.parse(text.strip(), mode='eval')
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return set()
-    names = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
-    for node in ast.walk(tree):  # nested: `list["int"]`
-        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value != text and _TYPE_TEXT.fullmatch(node.value):
-            names |= _string_names(node.value)
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            names.add(node.id)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):  # nested: `list["int"]`
+            inner = _string_names(node.value, depth + 1)
+            if inner is None:
+                return None
+            names |= inner
     return names
