@@ -177,3 +177,17 @@ async def test_a_stopped_tasks_callbacks_run_in_its_own_feed_not_the_next(limite
     for code in (first, 'import asyncio\nawait asyncio.sleep(0.05)\n2', '3', 'import asyncio\nprint("fourth")\nawait asyncio.sleep(0.05)\n4'):
         results.append(await limited.feed_run(code, print_callback=lambda stream, text: printed.append((len(results), text))))
     assert (results, printed) == ([1, 2, 3, 4], [(0, "first feed's callback\n"), (3, 'fourth\n')])
+
+
+async def test_an_async_generator_dropped_in_a_cycle_is_finalized_in_its_own_feed(limited):
+    # Dropped unreachable, it would be finalized whenever a later feed's allocations start a
+    # collection, its `finally` running (and failing) in that feed.
+    first = (
+        "import asyncio\nasync def g():\n    try:\n        yield 1\n    finally:\n        print('the first feed finalizes it')\n"
+        "it = g()\nawait it.__anext__()\nbox = [it]\nbox.append(box)\ndel it, box\n'first'"
+    )
+    printed = []
+    results = []
+    for code in (first, 'x = [[i] for i in range(200000)]\nlen(x)'):
+        results.append(await limited.feed_run(code, print_callback=lambda stream, text: printed.append((len(results), text))))
+    assert (results, printed) == (['first', 200000], [(0, 'the first feed finalizes it\n')])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import gc
 import linecache
 import os
 import select
@@ -442,7 +443,7 @@ class Worker:
         `CancelledError`, or it computes without awaiting) gets a `SandboxStop` at the point it
         waits, or from the stop signal while it computes: no handler of the script can swallow
         that. Callbacks queued as they end run here too, not in the next feed (a stop leaves the
-        loop with them still queued). The feed's own outcome stands. Tasks or callbacks left
+        loop with them still queued), and so do async generators the script left unreachable. The feed's own outcome stands. Tasks or callbacks left
         after `_END_ATTEMPTS` rounds (each stop unwinds one `finally` that awaits again) fail the
         feed and end the worker, and with it the session; code a task runs in C past the stops
         ends the session too, the host killing the worker after `Limits.grace`.
@@ -451,6 +452,10 @@ class Worker:
         for future in self._futures.values():
             future.cancel()
         self._futures.clear()
+        if loop._asyncgens:  # type: ignore[attr-defined]
+            # one the script dropped in a reference cycle is finalized now, its `aclose()` a task
+            # of this feed, rather than whenever a later feed's allocations start a collection
+            gc.collect()
         for attempt in range(_END_ATTEMPTS):
             tasks = [task for task in asyncio.all_tasks(loop) if not task.done()]
             if not tasks and not loop._ready:  # type: ignore[attr-defined]
