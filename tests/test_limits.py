@@ -179,13 +179,18 @@ async def test_a_stopped_tasks_callbacks_run_in_its_own_feed_not_the_next(limite
     assert (results, printed) == ([1, 2, 3, 4], [(0, "first feed's callback\n"), (3, 'fourth\n')])
 
 
-async def test_an_async_generator_dropped_in_a_cycle_is_finalized_in_its_own_feed(limited):
-    # Dropped unreachable, it would be finalized whenever a later feed's allocations start a
-    # collection, its `finally` running (and failing) in that feed.
-    first = (
+@pytest.mark.parametrize(
+    'first',
+    [
         "import asyncio\nasync def g():\n    try:\n        yield 1\n    finally:\n        print('the first feed finalizes it')\n"
-        "it = g()\nawait it.__anext__()\nbox = [it]\nbox.append(box)\ndel it, box\n'first'"
-    )
+        "it = g()\nawait it.__anext__()\nbox = [it]\nbox.append(box)\ndel it, box\n'first'",
+        "def g():\n    try:\n        yield 1\n    finally:\n        print('the first feed finalizes it')\n"
+        "it = g()\nnext(it)\nbox = [it]\nbox.append(box)\ndel it, box\n'first'",
+    ],
+)
+async def test_a_generator_dropped_in_a_cycle_is_finalized_in_its_own_feed(limited, first):
+    # Dropped unreachable, it would be finalized whenever a later feed's allocations start a
+    # collection, its `finally` running (and, awaiting, failing) in that feed.
     printed = []
     results = []
     for code in (first, 'x = [[i] for i in range(200000)]\nlen(x)'):

@@ -443,19 +443,21 @@ class Worker:
         `CancelledError`, or it computes without awaiting) gets a `SandboxStop` at the point it
         waits, or from the stop signal while it computes: no handler of the script can swallow
         that. Callbacks queued as they end run here too, not in the next feed (a stop leaves the
-        loop with them still queued), and so do async generators the script left unreachable. The feed's own outcome stands. Tasks or callbacks left
-        after `_END_ATTEMPTS` rounds (each stop unwinds one `finally` that awaits again) fail the
-        feed and end the worker, and with it the session; code a task runs in C past the stops
-        ends the session too, the host killing the worker after `Limits.grace`.
+        loop with them still queued), and so does what the script left in reference cycles. The
+        feed's own outcome stands. Tasks or callbacks left after `_END_ATTEMPTS` rounds (each
+        stop unwinds one `finally` that awaits again) fail the feed and end the worker, and with
+        it the session; code a task runs in C past the stops ends the session too, the host
+        killing the worker after `Limits.grace`.
         """
         loop = self._loop
         for future in self._futures.values():
             future.cancel()
         self._futures.clear()
-        if loop._asyncgens:  # type: ignore[attr-defined]
-            # one the script dropped in a reference cycle is finalized now, its `aclose()` a task
-            # of this feed, rather than whenever a later feed's allocations start a collection
-            gc.collect()
+        # Garbage the script left in reference cycles is finalized now, its code (a generator's
+        # `finally`, an async generator's `aclose()` task) run in this feed, not whenever a later
+        # feed's allocations start a collection: the young generations always (the session's
+        # long-lived objects are not walked), all of them while an async generator is alive.
+        gc.collect(2 if loop._asyncgens else 1)  # type: ignore[attr-defined]
         for attempt in range(_END_ATTEMPTS):
             tasks = [task for task in asyncio.all_tasks(loop) if not task.done()]
             if not tasks and not loop._ready:  # type: ignore[attr-defined]
