@@ -13,10 +13,10 @@ CONTEXT = ['a = 1', 'b = 2', 'def f():\n    return a', 'print(b)', 'import math 
     [
         ('c = 3', []),
         ('f()', ['a = 1', 'def f():\n    return a']),  # and what f itself needs
-        ('m.pi + a', ['a = 1', 'import math as m']),
-        ('K().size', ['b = 2', 'class K:\n    size = b']),
-        ('a = "now a str"', ['a = 1']),  # a name the new code binds: its earlier declarations count
-        ('def g(b):\n    return b', ['b = 2']),  # over-approximated: a parameter named like a global
+        ('m.pi + a', ['a = 1', 'def f():\n    return a', 'import math as m']),  # every snippet reading `a`
+        ('K().size', ['b = 2', 'print(b)', 'class K:\n    size = b']),  # `print` ties nothing: no snippet binds it
+        ('a = "now a str"', ['a = 1', 'def f():\n    return a']),  # a name the new code binds counts too
+        ('def g(b):\n    return b', ['b = 2', 'print(b)', 'class K:\n    size = b']),  # over-approximated: a parameter
     ],
 )
 def test_the_snippets_a_script_depends_on_in_their_order(code, kept):
@@ -100,6 +100,28 @@ async def test_a_narrowing_store_in_an_earlier_snippet_is_seen():
 @pytest.mark.parametrize('annotation', ['"Literal[-1] | int"', '"int' + ' ' * 200 + '"'])
 def test_any_string_that_parses_counts(annotation):
     assert relevant_context(['class int: pass\n', 'z = 1'], f'from typing import Literal\nx: {annotation} = 5') == ['class int: pass\n']
+
+
+NARROWED = ['def g() -> int | None: return 1', 'from typing import TypeVar\nT = TypeVar("T")\ndef wrap(v: T) -> list[T]:\n    return [v]', 'x = g()']
+
+
+@pytest.mark.parametrize(
+    'narrowing',
+    ['assert x is not None', 'if x is None:\n    raise SystemExit', 'assert isinstance(x, int)', 'assert x', 'assert type(x) is int'],
+)
+def test_a_snippet_that_only_narrows_a_name_is_kept(narrowing):
+    # a narrower type can make an error as well as remove one (list[T] is invariant)
+    assert relevant_context([*NARROWED, 'unrelated = 0', narrowing], 'l = wrap(x)\nm: list[int | None] = l\n') == [*NARROWED, narrowing]
+
+
+async def test_an_error_a_narrowing_makes_is_reported():
+    checker = TypeChecker()
+    try:
+        await _warm(checker)
+        result = await checker.check('l = wrap(x)\nm: list[int | None] = l\n', context=[*NARROWED, 'assert x is not None'])
+    finally:
+        await checker.aclose()
+    assert result is not None and result.startswith('error[invalid-assignment]: Object of type `list[int]` is not assignable to `list[int | None]`\n')
 
 
 def test_star_imports_and_unparseable_snippets_keep_everything_they_might_need():

@@ -2,18 +2,23 @@
 
 A later feed is checked with the session's earlier snippets in front of it, so its names have
 their types. The warm `ty server` answers "is it clean?" faster with fewer lines in front: only
-the snippets that bind a name the new code mentions, then the snippets binding the names those
-mention, and so on (the closure), in their order. Dropping the other snippets can only remove
-what narrows or ends the flow before the new code (an `assert`, a call that never returns, a
-top-of-file pragma), which makes the quick check stricter, not laxer; whatever it reports is
-checked again with every earlier snippet, so the diagnostics a script sees are unchanged.
+the snippets that mention a name the new code mentions, then the snippets that mention the names
+those mention, and so on (the closure), in their order. Binding a name, narrowing it (`assert x
+is not None`, `if x is None: raise ...`, `a.v = 1`) or reading it all mention it, so every
+statement that decides a name's type where the new code reads it stays. Connecting are only the
+names some earlier snippet binds: builtins and the stubs' functions come from outside the file
+(a snippet using `print` does not tie itself to every other). What the quick check reports is
+checked again with every earlier snippet, so the diagnostics a script sees are unchanged; what
+it lets through is what the full check would, except for the dropped snippets' effects on no
+name at all: code after a call that never returns (the full check then reports nothing there
+either).
 
 Names are over-approximated: every name a snippet stores, deletes, defines, imports, declares
-`global` or `nonlocal`, takes as a parameter or a capture, or stores into (`a.v = x`, `d[k] = x`
-narrow what `a` and `d` hold) counts as bound, and every name it mentions counts as used, in code
-or in any string that parses as an expression (`x: "Order"`, `cast("int", v)`: the checker
-resolves those too). A snippet with a `*` import binds names nobody can list, so it is
-always kept. A snippet the host cannot parse makes the whole context count.
+`global` or `nonlocal`, takes as a parameter or a capture, or stores into (`a.v = x`, `d[k] = x`)
+counts as bound, and every name it reads counts as mentioned, in code or in any string that
+parses as an expression (`x: "Order"`, `cast("int", v)`: the checker resolves those too). A
+snippet with a `*` import binds names nobody can list, so it is always kept. A snippet the host
+cannot parse makes the whole context count.
 """
 
 from __future__ import annotations
@@ -37,21 +42,22 @@ def relevant_context(context: Sequence[str], code: str) -> list[str]:
     infos = [_names(snippet) for snippet in context]
     if new is None or any(info is None for info in infos):
         return list(context)
-    binders: dict[str, list[int]] = {}
+    bound = frozenset().union(*(info[0] for info in infos))  # type: ignore[index]
+    users: dict[str, list[int]] = {}
     kept: set[int] = set()
     for index, info in enumerate(infos):
         assert info is not None
         if info[2]:
             kept.add(index)
-        for name in info[0]:
-            binders.setdefault(name, []).append(index)
-    pending = set(new[1]).union(*(infos[index][1] for index in kept))  # type: ignore[index]
+        for name in info[1] & bound:
+            users.setdefault(name, []).append(index)
+    pending = set(new[1] & bound).union(*(infos[index][1] & bound for index in kept))  # type: ignore[index]
     seen = set(pending)
     while pending:  # each name once: linear in the number of names
-        for index in binders.get(pending.pop(), ()):
+        for index in users.get(pending.pop(), ()):
             if index not in kept:
                 kept.add(index)
-                fresh = infos[index][1] - seen  # type: ignore[index]
+                fresh = (infos[index][1] & bound) - seen  # type: ignore[index]
                 seen |= fresh
                 pending |= fresh
     return [context[index] for index in sorted(kept)]
