@@ -196,3 +196,24 @@ async def test_a_generator_dropped_in_a_cycle_is_finalized_in_its_own_feed(limit
     for code in (first, 'x = [[i] for i in range(200000)]\nlen(x)'):
         results.append(await limited.feed_run(code, print_callback=lambda stream, text: printed.append((len(results), text))))
     assert (results, printed) == (['first', 200000], [(0, 'the first feed finalizes it\n')])
+
+
+@pytest.mark.parametrize(
+    'code, last_line',
+    [
+        ("raise type(w.exception())('memory')", 'corral.language.stop.SandboxStop: memory'),
+        ("raise type(w.exception())('cpu_time')", 'corral.language.stop.SandboxStop: cpu_time'),
+        ("raise type(w.exception())('no such limit')", 'corral.language.stop.SandboxStop: no such limit'),
+        ('raise type(w.exception())()', 'corral.language.stop.SandboxStop'),
+        ('raise w.exception()', 'corral.language.stop.SandboxStop: wall_time'),  # the very stop, from an earlier feed
+    ],
+)
+async def test_a_stop_the_script_gets_hold_of_is_its_own_error_not_a_limit(limited, code, last_line):
+    # A task that swallows its cancellation is ended with a stop, which it keeps: the script can
+    # read it and raise it (or its class) again, but that fakes no limit and breaks no worker.
+    swallow = 'import asyncio\nasync def h():\n    try:\n        await asyncio.sleep(10)\n    except asyncio.CancelledError:\n        await asyncio.sleep(10)\n'
+    await limited.feed_run(swallow + 'w = asyncio.create_task(h())\nawait asyncio.sleep(0)')
+    assert await limited.feed_run('repr(w.exception())') == "SandboxStop('wall_time')"
+    with pytest.raises(corral.SandboxRuntimeError) as info:
+        await limited.feed_run(code)
+    assert (info.value.display().splitlines()[-1], await limited.feed_run('1 + 1')) == (last_line, 2)

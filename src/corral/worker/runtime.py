@@ -126,6 +126,7 @@ class Worker:
         self._calls = 0
         self._scripts: dict[str, CompiledScript] = {}
         self._pending_stop: str | None = None
+        self._stops: list[SandboxStop] = []  # the stops this worker raised in the current feed
         signal.signal(signal.SIGALRM, self._on_stop_signal)
         signal.signal(signal.SIGXCPU, self._on_stop_signal)
 
@@ -199,7 +200,7 @@ class Worker:
         self._calls += 1
         limit = self._limits.get('host_calls')
         if limit is not None and self._calls > limit:
-            raise SandboxStop('host_calls')
+            raise self._stop('host_calls')
         call_id = self._next_call
         self._next_call += 1
         try:
@@ -276,7 +277,7 @@ class Worker:
         self._output += len(text.encode('utf-8', 'surrogatepass'))
         limit = self._limits.get('output')
         if limit is not None and self._output > limit:
-            raise SandboxStop('output')
+            raise self._stop('output')
         self._send([OUTPUT, 'stdout', text])
 
     # ----- feeds ---------------------------------------------------------------------------------
@@ -357,6 +358,7 @@ class Worker:
         self._install_host_functions(functions, modules)
         self._limits = limits
         self._output = self._calls = 0
+        self._stops.clear()
         wall_time = limits.get('wall_time')
         if wall_time:
             signal.setitimer(signal.ITIMER_REAL, wall_time)
@@ -384,9 +386,22 @@ class Worker:
             return
         self._sock.sendall(data)
 
+    def _stop(self, limit: str) -> SandboxStop:
+        """A stop for `limit`, remembered as this feed's own (see `_send_failure`)."""
+        stop = SandboxStop(limit)
+        self._stops.append(stop)
+        return stop
+
     def _send_failure(self, error: BaseException) -> None:
-        """Report the exception that ended a script: a limit it broke, or its own error."""
+        """Report the exception that ended a script: a limit it broke, or its own error.
+
+        Only a stop this worker raised in this feed reports a limit. A script can get hold of
+        a stop (one that ended a task it kept: `task.exception()`) and raise it, or another of
+        its class: that is the script's own error, not a limit, and never an unknown one.
+        """
         stop = find_stop(error)
+        if stop is not None and not any(stop is own for own in self._stops):
+            stop = None
         limit = stop.args[0] if stop is not None else {MemoryError: 'memory', RecursionError: 'recursion'}.get(type(error))
         if limit is None:
             self._send([FAIL, 'runtime', type(error).__name__, _message(error), self._format_traceback(error)])
@@ -408,7 +423,7 @@ class Worker:
             signal.setitimer(signal.ITIMER_REAL, _STOP_RETRY)
             return
         self._pending_stop = None
-        raise SandboxStop(limit)
+        raise self._stop(limit)
 
     def _run(self, script: CompiledScript) -> Any:
         """Run a script without top-level `await`, and return its value."""
@@ -468,7 +483,7 @@ class Worker:
                 else:
                     waiter = task._fut_waiter  # type: ignore[attr-defined]
                     if waiter is not None and not waiter.done() and not isinstance(waiter, asyncio.Task):
-                        waiter.set_exception(SandboxStop('wall_time'))
+                        waiter.set_exception(self._stop('wall_time'))
             signal.setitimer(signal.ITIMER_REAL, _CANCEL_GRACE)
             try:
                 _run_until_done(loop, tasks, _CANCEL_GRACE)
