@@ -218,3 +218,12 @@ async def test_tool_formats_match_the_official_sdk_types(pool):
         assert _conforms(anthropic_types.ToolParam, tool.anthropic_tool())
         assert _conforms(chat_types.ChatCompletionFunctionToolParam, tool.openai_chat_tool())
         assert _conforms(responses_types.FunctionToolParam, tool.openai_responses_tool())
+
+
+def test_functions_given_as_a_list_are_refused_with_what_to_pass():
+    async def get_order(order_id: str) -> dict:
+        return {}
+
+    with pytest.raises(TypeError) as info:
+        CodeTool([get_order])
+    assert str(info.value) == 'functions must map names to callables (a dict), not list: CodeTool({"get_order": get_order})'

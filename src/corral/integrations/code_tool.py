@@ -89,6 +89,8 @@ class CodeTool:
         self.type_check = type_check
         self.limits = limits if limits is not None else Limits()
         self.keep_session = keep_session
+        if functions is not None and not isinstance(functions, Mapping):
+            raise TypeError(f'functions must map names to callables (a dict), not {type(functions).__name__}: CodeTool({{"get_order": get_order}})')
         self._functions: dict[str, Callable[..., Any]] = {}
         for key, function in (functions or {}).items():
             if not callable(function):
