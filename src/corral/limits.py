@@ -20,7 +20,8 @@ class Limits:
     - `recursion`: deepest Python call stack a script may reach (`RecursionError` past it).
     - `host_calls`: host function calls per feed; past it the call raises inside the script.
     - `output`: bytes of `print` output per feed; past it `print` raises inside the script.
-    - `grace`: seconds the host waits, after a limit, before it kills a worker that ignores it.
+    - `grace`: seconds the host waits, after a limit, before it kills a worker that ignores it;
+      it also covers ending the tasks a feed left behind (up to half a second).
     """
 
     wall_time: float | None = 30.0
