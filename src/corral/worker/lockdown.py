@@ -149,7 +149,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ['LockdownLimits', 'available_layers', 'enter_network_namespace', 'lock_down']
+__all__ = ['LockdownLimits', 'available_layers', 'enter_network_namespace', 'lock_down', 'prepare_zygote', 'require_single_thread']
 
 # <linux/prctl.h>
 _PR_GET_DUMPABLE = 3
@@ -314,7 +314,7 @@ def lock_down(*, keep_fds: Collection[int], limits: LockdownLimits, seccomp: boo
     if _locked:
         raise RuntimeError('lock_down() was already called in this process')
     keep = _check_keep_fds(keep_fds)
-    _check_single_threaded()
+    require_single_thread('lock_down()')
     load_filter = _filter_loader(os.getpid()) if seccomp else None
     _locked = True
     if not _inherited:
@@ -353,15 +353,17 @@ def _check_keep_fds(keep_fds: Collection[int]) -> frozenset[int]:
     return keep
 
 
-def _check_single_threaded() -> None:
+def require_single_thread(what: str) -> None:
+    """Raise `RuntimeError` ('`what` needs a single-threaded process: ...') if another Python
+    or native thread runs in this process."""
     if threading.active_count() != 1:
-        raise RuntimeError('lock_down() needs a single-threaded process: Python threads are running')
+        raise RuntimeError(f'{what} needs a single-threaded process: Python threads are running')
     try:
         threads = len(os.listdir('/proc/self/task'))
     except OSError:
         return  # no /proc: the Python-level check above is all we have
     if threads != 1:
-        raise RuntimeError('lock_down() needs a single-threaded process: native threads are running')
+        raise RuntimeError(f'{what} needs a single-threaded process: native threads are running')
 
 
 def _clear_environment() -> None:

@@ -120,8 +120,7 @@ def main(argv: list[str]) -> None:
     # worker's collections do not write to (and so copy) the pages it shares with the zygote.
     gc.collect()
     gc.freeze()
-    if len(os.listdir('/proc/self/task')) != 1:
-        raise RuntimeError('the zygote must be single-threaded to fork workers')
+    lockdown.require_single_thread('the zygote (it forks without at-fork handlers)')
     while (request := _receive_request(control)) is not None:
         limits = _lockdown_limits(skip, *request)
         host_end, worker_end = socket.socketpair()
