@@ -53,22 +53,23 @@ def test_names_written_as_text_count(snippet, code):
     assert relevant_context(['unrelated = 0', snippet], code) == [snippet]
 
 
-async def _warm(checker: TypeChecker) -> None:
-    """A first check, and the `ty server` it starts is up: later clean checks take the quick path."""
-    assert await checker.check('1') is None
-    for slot in checker._slots:
-        if slot.starting is not None:
-            await slot.starting
-    assert any(slot.server is not None and slot.server.alive for slot in checker._slots)
-
-
-async def test_a_builtin_rebound_earlier_is_seen_through_a_string_annotation():
+@pytest.fixture
+async def warm():
+    """A checker whose `ty server` is up: its clean checks take the quick path."""
     checker = TypeChecker()
     try:
-        await _warm(checker)
-        result = await checker.check('def g(a: "int") -> None:\n    print(type(a))\ng(1)', context=['int = str', 'other = 1'])
+        assert await checker.check('1') is None
+        for slot in checker._slots:
+            if slot.starting is not None:
+                await slot.starting
+        assert any(slot.server is not None and slot.server.alive for slot in checker._slots)
+        yield checker
     finally:
         await checker.aclose()
+
+
+async def test_a_builtin_rebound_earlier_is_seen_through_a_string_annotation(warm):
+    result = await warm.check('def g(a: "int") -> None:\n    print(type(a))\ng(1)', context=['int = str', 'other = 1'])
     assert result is not None and result.startswith('error[invalid-argument-type]: Argument to function `g` is incorrect\n')
 
 
@@ -86,14 +87,9 @@ def test_stores_into_a_name_bind_it(snippet, code):
     assert relevant_context(['unrelated = 0', snippet], code) == [snippet]
 
 
-async def test_a_narrowing_store_in_an_earlier_snippet_is_seen():
-    checker = TypeChecker()
-    try:
-        await _warm(checker)
-        context = ['class A:\n    v: int | None = None\na = A()\na.v = 1\n', 'a.v = None\n']
-        result = await checker.check('a.v + 1', context=context)
-    finally:
-        await checker.aclose()
+async def test_a_narrowing_store_in_an_earlier_snippet_is_seen(warm):
+    context = ['class A:\n    v: int | None = None\na = A()\na.v = 1\n', 'a.v = None\n']
+    result = await warm.check('a.v + 1', context=context)
     assert result is not None and result.startswith('error[unsupported-operator]: Unsupported `+` operation\n')
 
 
@@ -114,13 +110,8 @@ def test_a_snippet_that_only_narrows_a_name_is_kept(narrowing):
     assert relevant_context([*NARROWED, 'unrelated = 0', narrowing], 'l = wrap(x)\nm: list[int | None] = l\n') == [*NARROWED, narrowing]
 
 
-async def test_an_error_a_narrowing_makes_is_reported():
-    checker = TypeChecker()
-    try:
-        await _warm(checker)
-        result = await checker.check('l = wrap(x)\nm: list[int | None] = l\n', context=[*NARROWED, 'assert x is not None'])
-    finally:
-        await checker.aclose()
+async def test_an_error_a_narrowing_makes_is_reported(warm):
+    result = await warm.check('l = wrap(x)\nm: list[int | None] = l\n', context=[*NARROWED, 'assert x is not None'])
     assert result is not None and result.startswith('error[invalid-assignment]: Object of type `list[int]` is not assignable to `list[int | None]`\n')
 
 
@@ -131,17 +122,12 @@ def test_star_imports_and_unparseable_snippets_keep_everything_they_might_need()
     assert relevant_context(['y = 1'], 'z = "' + 'a' * 20_000 + '"') == ['y = 1']  # too long a string to read
 
 
-async def test_what_the_quick_check_leaves_out_cannot_hide_an_error():
+async def test_what_the_quick_check_leaves_out_cannot_hide_an_error(warm):
     # Code after a call that never returns is unreachable, and ty reports nothing there. The
     # quick check leaves the call out (the new code does not depend on it) and finds the error;
     # the full check, with every earlier snippet, decides.
-    checker = TypeChecker()
-    try:
-        await _warm(checker)
-        stubs = 'from typing import NoReturn\ndef stop() -> NoReturn: ...\n'
-        assert await checker.check('1 + "a"', context=['stop()'], stubs=stubs) is None
-        assert (await checker.check('1 + "a"', context=['go = 1'], stubs=stubs)).startswith(
-            'error[unsupported-operator]: Unsupported `+` operation\n --> main.py:1:1\n'
-        )
-    finally:
-        await checker.aclose()
+    stubs = 'from typing import NoReturn\ndef stop() -> NoReturn: ...\n'
+    assert await warm.check('1 + "a"', context=['stop()'], stubs=stubs) is None
+    assert (await warm.check('1 + "a"', context=['go = 1'], stubs=stubs)).startswith(
+        'error[unsupported-operator]: Unsupported `+` operation\n --> main.py:1:1\n'
+    )
