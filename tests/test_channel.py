@@ -5,6 +5,7 @@ never crashes or hangs. The "worker" here is the test itself, on the far end of 
 """
 
 import asyncio
+import contextlib
 import datetime
 import os
 import socket
@@ -83,9 +84,9 @@ def test_unpack_of_garbage_raises_a_value_error_or_returns_plain_data(data):
         pass
 
 
-@pytest.fixture
-async def fake_worker(pool, monkeypatch):
-    """A session whose "worker" is the test: returns (session, the worker's end of the channel)."""
+@contextlib.asynccontextmanager
+async def fake_worker_session(pool, wall_time):
+    """A session whose "worker" is the test: yields (session, the worker's end of the channel)."""
     host_end, worker_end = socket.socketpair()
     host_end.setblocking(False)
     sleeper = subprocess.Popen(['sleep', '60'])
@@ -94,11 +95,21 @@ async def fake_worker(pool, monkeypatch):
     async def take(limits):
         return process
 
-    monkeypatch.setattr(pool, '_take_worker', take)
-    async with pool.checkout(limits=corral.Limits(wall_time=5)) as session:
-        yield session, worker_end
-    worker_end.close()
-    sleeper.wait(timeout=5)
+    original = pool._take_worker
+    pool._take_worker = take
+    try:
+        async with pool.checkout(limits=corral.Limits(wall_time=wall_time)) as session:
+            yield session, worker_end
+    finally:
+        pool._take_worker = original
+        worker_end.close()
+        sleeper.wait(timeout=5)
+
+
+@pytest.fixture
+async def fake_worker(pool):
+    async with fake_worker_session(pool, wall_time=5) as session_and_worker:
+        yield session_and_worker
 
 
 def _message(*items):
@@ -167,26 +178,11 @@ async def test_a_worker_that_goes_silent_hits_the_wall_time_limit(fake_worker):
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(garbage=st.binary(min_size=1, max_size=300))
 async def test_random_bytes_from_a_worker_never_crash_or_hang_the_host(pool, garbage):
-    host_end, worker_end = socket.socketpair()
-    host_end.setblocking(False)
-    sleeper = subprocess.Popen(['sleep', '60'])
-    process = WorkerProcess(sleeper.pid, os.pidfd_open(sleeper.pid), host_end)
-
-    async def take(limits):
-        return process
-
-    original = pool._take_worker
-    pool._take_worker = take
-    try:
-        async with pool.checkout(limits=corral.Limits(wall_time=0.3)) as session:
-            feed = asyncio.ensure_future(session.feed_run('1'))
-            await asyncio.sleep(0)
-            worker_end.sendall(garbage)
-            try:
-                await asyncio.wait_for(feed, 5)
-            except corral.SandboxError:
-                pass
-    finally:
-        pool._take_worker = original
-        worker_end.close()
-        sleeper.wait(timeout=5)
+    async with fake_worker_session(pool, wall_time=0.3) as (session, worker):
+        feed = asyncio.ensure_future(session.feed_run('1'))
+        await asyncio.sleep(0)
+        worker.sendall(garbage)
+        try:
+            await asyncio.wait_for(feed, 5)
+        except corral.SandboxError:
+            pass

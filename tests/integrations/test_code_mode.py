@@ -13,22 +13,16 @@ pytest.importorskip('pydantic_ai')
 from pydantic_ai import Agent, RunContext
 from pydantic_ai.capabilities import HandleDeferredToolCalls
 from pydantic_ai.exceptions import UsageLimitExceeded
-from pydantic_ai.messages import (
-    ModelMessage,
-    ModelRequest,
-    ModelResponse,
-    RetryPromptPart,
-    TextPart,
-    ToolCallPart,
-    ToolReturnPart,
-)
-from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.messages import ToolCallPart, ToolReturnPart
+from pydantic_ai.models.function import FunctionModel
 from pydantic_ai.toolsets import FunctionToolset
 from pydantic_ai.usage import UsageLimits
 from typing_extensions import TypedDict
 
 from corral import Limits
 from corral.pydantic_ai import CodeMode
+
+from .scripted_model import Script, answers
 
 WEATHER_SCRIPT = """\
 import asyncio
@@ -48,42 +42,6 @@ class Forecast(TypedDict):
 
     day: str
     high: float
-
-
-class Script:
-    """A FunctionModel that calls `run_code` with each step in turn, then answers 'done'.
-
-    `infos` keeps what the model was offered at each request.
-    """
-
-    def __init__(self, *steps: str | dict[str, Any] | ToolCallPart) -> None:
-        self.steps = list(steps)
-        self.infos: list[AgentInfo] = []
-        self.model = FunctionModel(self._respond)
-
-    def _respond(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        self.infos.append(info)
-        done = sum(isinstance(message, ModelResponse) for message in messages)
-        if done < len(self.steps):
-            step = self.steps[done]
-            if isinstance(step, ToolCallPart):
-                return ModelResponse(parts=[step])
-            args = {'code': step} if isinstance(step, str) else step
-            return ModelResponse(parts=[ToolCallPart('run_code', args, tool_call_id=f'call_{done + 1}')])
-        return ModelResponse(parts=[TextPart('done')])
-
-
-def answers(messages: list[ModelMessage]) -> list[Any]:
-    """What the model got back from each tool call, in order: return contents, or retry texts."""
-    result = []
-    for message in messages:
-        if isinstance(message, ModelRequest):
-            for part in message.parts:
-                if isinstance(part, ToolReturnPart):
-                    result.append(('retry', part.content) if part.outcome == 'retried' else part.content)
-                elif isinstance(part, RetryPromptPart):  # how older Pydantic AI versions sent a retry
-                    result.append(('retry', part.content))
-    return result
 
 
 def weather_agent(model: FunctionModel, **code_mode: Any) -> Agent[None, str]:

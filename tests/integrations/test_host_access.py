@@ -12,46 +12,15 @@ pytest.importorskip('pydantic_ai')
 
 from pydantic_ai import Agent, RunContext
 from pydantic_ai.exceptions import UserError
-from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
-from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.messages import ModelRequest
+from pydantic_ai.models.function import FunctionModel
 
 from corral import Limits, Mount, OsAccess
 from corral.integrations import CodeTool
 from corral.integrations._common import sandbox_limits_text
 from corral.pydantic_ai import CodeMode
 
-
-class Script:
-    """A FunctionModel that calls `run_code` with each step in turn, then answers 'done'."""
-
-    def __init__(self, *steps: str | dict[str, Any]) -> None:
-        self.steps = list(steps)
-        self.infos: list[AgentInfo] = []
-        self.model = FunctionModel(self._respond)
-
-    def _respond(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        self.infos.append(info)
-        done = sum(isinstance(message, ModelResponse) for message in messages)
-        if done < len(self.steps):
-            step = self.steps[done]
-            args = {'code': step} if isinstance(step, str) else step
-            return ModelResponse(parts=[ToolCallPart('run_code', args, tool_call_id=f'call_{done + 1}')])
-        return ModelResponse(parts=[TextPart('done')])
-
-    def description(self, step: int = 0) -> str:
-        (tool,) = [tool for tool in self.infos[step].function_tools if tool.name == 'run_code']
-        return tool.description or ''
-
-
-def answers(messages: list[ModelMessage]) -> list[Any]:
-    """What the model got back from each tool call, in order: return contents, or retry texts."""
-    return [
-        ('retry', part.content) if part.outcome == 'retried' else part.content
-        for message in messages
-        if isinstance(message, ModelRequest)
-        for part in message.parts
-        if isinstance(part, ToolReturnPart)
-    ]
+from .scripted_model import Script, answers
 
 
 def code_mode_agent(model: FunctionModel, **code_mode: Any) -> Agent[None, str]:

@@ -12,10 +12,10 @@ import signal
 import stat
 import sys
 import tempfile
-import textwrap
 
 import pytest
 
+from corral.examples.billing import BILLING_STUB
 from corral.typecheck._checker import _BUILTINS_TEXT as BUILTINS_TEXT, _module_files, _Slot
 from corral.typecheck._server import (
     TyServer,
@@ -23,19 +23,9 @@ from corral.typecheck._server import (
     without_top_level_awaits,
 )
 
+from .scripts import ASYNC_STUBS, TOP_LEVEL_ASYNC
+
 ORDER_STUBS = "\nasync def get_order(order_id: str) -> dict:\n    '''Return one order, with its `status` and number of `items`.'''\n"
-
-BILLING_STUB = """
-from typing import Literal, TypedDict
-
-class Invoice(TypedDict):
-    id: str
-    customer_id: str
-    amount_cents: int
-    status: Literal['paid', 'open', 'void']
-
-def list_invoices(customer_id: str, status: Literal['paid', 'open', 'void'] | None = None) -> list[Invoice]: ...
-"""
 
 BILLING_CODE = "\nfrom billing import list_invoices\n\nunpaid = list_invoices('cus_1', status='unpaid')\nsum(i['amount'] for i in unpaid)\n"
 BILLING_CLEAN = (
@@ -215,28 +205,8 @@ async def test_clean_scripts(server: TyServer, folder: Folder) -> None:
 
 
 async def test_top_level_async_constructs(server: TyServer, folder: Folder) -> None:
-    stubs = textwrap.dedent(
-        """\
-        import asyncio
-        from collections.abc import AsyncIterator
-        lock: asyncio.Lock
-        async def fetch(n: int) -> int: ...
-        def stream() -> AsyncIterator[int]: ...
-        """
-    )
-    code = textwrap.dedent(
-        """\
-        total = await fetch(1)
-        async for item in stream():
-            total += item
-        async with lock:
-            pass
-        squares = [x * x async for x in stream()]
-        def inner():
-            return await fetch(2)
-        """
-    )
-    diags = await check(server, folder, code, stubs)
+    code = TOP_LEVEL_ASYNC + 'def inner():\n    return await fetch(2)\n'
+    diags = await check(server, folder, code, ASYNC_STUBS)
     assert diags == [
         _await_diag(_rng(0, 8, 22)),
         _await_diag(_rng(1, 0, 17, end_line=2), '`async for`'),

@@ -10,22 +10,13 @@ import textwrap
 
 import pytest
 
+from corral.examples.billing import BILLING_STUB
 from corral.typecheck import TypeChecker
 from corral.typecheck import _render
 
+from .scripts import ASYNC_STUBS, TOP_LEVEL_ASYNC
+
 ORDER_STUBS = "\nasync def get_order(order_id: str) -> dict:\n    '''Return one order, with its `status` and number of `items`.'''\n"
-
-BILLING_STUB = """
-from typing import Literal, TypedDict
-
-class Invoice(TypedDict):
-    id: str
-    customer_id: str
-    amount_cents: int
-    status: Literal['paid', 'open', 'void']
-
-def list_invoices(customer_id: str, status: Literal['paid', 'open', 'void'] | None = None) -> list[Invoice]: ...
-"""
 
 BILLING_CODE = "\nfrom billing import list_invoices\n\nunpaid = list_invoices('cus_1', status='unpaid')\nsum(i['amount'] for i in unpaid)\n"
 
@@ -173,29 +164,14 @@ async def test_fix_diff_dropped_with_context(checker: TypeChecker) -> None:
 
 
 async def test_top_level_async_constructs_are_valid(checker: TypeChecker) -> None:
-    stubs = textwrap.dedent(
+    code = TOP_LEVEL_ASYNC + textwrap.dedent(
         """\
-        import asyncio
-        from collections.abc import AsyncIterator
-        lock: asyncio.Lock
-        async def fetch(n: int) -> int: ...
-        def stream() -> AsyncIterator[int]: ...
-        """
-    )
-    code = textwrap.dedent(
-        """\
-        total = await fetch(1)
-        async for item in stream():
-            total += item
-        async with lock:
-            pass
-        squares = [x * x async for x in stream()]
         results = [await fetch(i) for i in range(3)]
         pairs = {i: await fetch(i) for i in range(3)}
         print(total, squares, results, pairs, f"{await fetch(2)}")
         """
     )
-    assert await checker.check(code, stubs=stubs) is None
+    assert await checker.check(code, stubs=ASYNC_STUBS) is None
 
 
 async def test_await_inside_sync_function_is_still_an_error(checker: TypeChecker) -> None:
