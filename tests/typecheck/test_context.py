@@ -3,6 +3,7 @@
 import pytest
 
 from corral.typecheck import TypeChecker
+from corral.typecheck import _context
 from corral.typecheck._context import relevant_context
 
 CONTEXT = ['a = 1', 'b = 2', 'def f():\n    return a', 'print(b)', 'import math as m', 'class K:\n    size = b']
@@ -120,6 +121,25 @@ def test_star_imports_and_unparseable_snippets_keep_everything_they_might_need()
     assert relevant_context(['x = (((', 'y = 1'], 'z') == ['x = (((', 'y = 1']
     assert relevant_context(['y = 1'], 'z = (((') == ['y = 1']
     assert relevant_context(['y = 1'], 'z = "' + 'a' * 20_000 + '"') == ['y = 1']  # too long a string to read
+
+
+SESSION = ['a = 1', 'b = a + 1', 'print(b)', 'x = (((', 'from math import *', 'def f():\n    return b', 'c = f()']
+
+
+@pytest.mark.parametrize('feeds', range(len(SESSION) + 1))
+def test_a_session_growing_feed_by_feed_gets_what_a_fresh_look_gets(feeds):
+    """The index of a session's snippets is extended by one snippet per feed; it must say what
+    one built from nothing says, before and after an unparseable snippet and a * import."""
+    grown = [relevant_context(SESSION[:n], 'c + b') for n in range(feeds + 1)][-1]
+    _context._INDEXES.clear()
+    assert relevant_context(SESSION[:feeds], 'c + b') == grown
+    expected = {
+        0: [],
+        1: [],
+        2: ['a = 1', 'b = a + 1'],
+        3: ['a = 1', 'b = a + 1', 'print(b)'],
+    }.get(feeds, SESSION[:feeds])  # from the unparseable snippet on: all of them
+    assert grown == expected
 
 
 async def test_what_the_quick_check_leaves_out_cannot_hide_an_error(warm):

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import ast
 
+from ._syntax import parse
+
 __all__ = ['AWAIT_MESSAGES', 'ModuleScope']
 
 #: The invalid-syntax messages ty 0.0.99 gives for async constructs outside an
@@ -34,9 +36,8 @@ class ModuleScope:
     def __init__(self, code: str, lines: list[str]) -> None:
         self._lines = lines
         self._ranges: list[tuple[tuple[int, int], tuple[int, int]]] | None
-        try:
-            tree = ast.parse(code)
-        except Exception:  # SyntaxError, ValueError (NUL bytes), RecursionError...
+        tree = parse(code)
+        if tree is None:
             self._ranges = None
             return
         self._ranges = [

@@ -304,7 +304,7 @@ class TypeChecker:
             slot.server = None
             self._background(server.aclose())
             return False
-        own = [d for d in without_top_level_awaits(diagnostics, text) if d['range']['start']['line'] >= offset]
+        own = without_top_level_awaits([d for d in diagnostics if d['range']['start']['line'] >= offset], code, first_line=offset)
         return not own and not _sandbox.unresolved_imports(code, script_name, host_modules, ())
 
     async def _run_ty(self, slot: _Slot, script_name: str) -> str:

@@ -24,9 +24,11 @@ cannot parse makes the whole context count.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import functools
-import gc
 from collections.abc import Sequence
+
+from ._syntax import parse, parse_expression
 
 __all__ = ['relevant_context']
 
@@ -34,48 +36,85 @@ __all__ = ['relevant_context']
 #: unreadable (all earlier snippets are then checked).
 _LONGEST_STRING = 10_000
 
+#: `(names bound, names mentioned (bound ones too), has a * import)` of one snippet.
+_Names = tuple[frozenset[str], frozenset[str], bool]
+
 
 def relevant_context(context: Sequence[str], code: str) -> list[str]:
     """The snippets of `context` that `code` depends on, in their order (all of them when a
     snippet or `code` does not parse)."""
     new = _names(code)
-    infos = [_names(snippet) for snippet in context]
-    if new is None or any(info is None for info in infos):
+    index = _index(tuple(context))
+    if new is None or index is None:
         return list(context)
-    bound = frozenset().union(*(info[0] for info in infos))  # type: ignore[index]
-    users: dict[str, list[int]] = {}
-    kept: set[int] = set()
-    for index, info in enumerate(infos):
-        assert info is not None
-        if info[2]:
-            kept.add(index)
-        for name in info[1] & bound:
-            users.setdefault(name, []).append(index)
-    pending = set(new[1] & bound).union(*(infos[index][1] & bound for index in kept))  # type: ignore[index]
+    bound, infos, mentions = index.bound, index.infos, index.mentions
+    kept = set(index.starred)
+    pending = set(new[1] & bound).union(*(infos[i][1] & bound for i in kept))
     seen = set(pending)
     while pending:  # each name once: linear in the number of names
-        for index in users.get(pending.pop(), ()):
-            if index not in kept:
-                kept.add(index)
-                fresh = (infos[index][1] & bound) - seen  # type: ignore[index]
+        for i in mentions.get(pending.pop(), ()):
+            if i not in kept:
+                kept.add(i)
+                fresh = (infos[i][1] & bound) - seen
                 seen |= fresh
                 pending |= fresh
-    return [context[index] for index in sorted(kept)]
+    return [context[i] for i in sorted(kept)]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Index:
+    """The names of a session's earlier snippets, as `relevant_context` looks them up."""
+
+    infos: tuple[_Names, ...]
+    bound: frozenset[str]  # every name some snippet binds
+    mentions: dict[str, tuple[int, ...]]  # name -> the snippets that mention it
+    starred: tuple[int, ...]  # the snippets with a * import
+
+    def extended(self, snippet: str) -> _Index | None:
+        info = _names(snippet)
+        if info is None:
+            return None
+        number = len(self.infos)
+        mentions = dict(self.mentions)
+        for name in info[1]:
+            mentions[name] = mentions.get(name, ()) + (number,)
+        return _Index((*self.infos, info), self.bound | info[0], mentions, (*self.starred, number) if info[2] else self.starred)
+
+
+_EMPTY = _Index((), frozenset(), {}, ())
+_MISSING = object()
+#: Indexes of the contexts checked last. A session's next feed has one more snippet than its
+#: last, so its index is that one's extended by a snippet instead of built anew.
+_INDEXES: dict[tuple[str, ...], _Index | None] = {}
+_INDEXES_KEPT = 32
+
+
+def _index(context: tuple[str, ...]) -> _Index | None:
+    """The index of `context`, or None when one of its snippets does not parse."""
+    index = _INDEXES.pop(context, _MISSING)  # put back below, as the most recently used
+    if index is _MISSING:
+        before = _INDEXES.get(context[:-1], _MISSING) if context else _MISSING
+        if before is _MISSING:
+            index = _EMPTY
+            for snippet in context:
+                index = index.extended(snippet)
+                if index is None:
+                    break
+        else:
+            index = None if before is None else before.extended(context[-1])  # type: ignore[union-attr]
+    _INDEXES[context] = index  # type: ignore[assignment]
+    while len(_INDEXES) > _INDEXES_KEPT:
+        _INDEXES.pop(next(iter(_INDEXES)), None)
+    return index  # type: ignore[return-value]
 
 
 @functools.lru_cache(maxsize=16384)  # names of earlier snippets, across sessions
-def _names(code: str) -> tuple[frozenset[str], frozenset[str], bool] | None:
+def _names(code: str) -> _Names | None:
     """`(names bound, names mentioned (bound ones too), has a * import)` of a snippet, or None
     when it does not parse."""
-    collecting = gc.isenabled()
-    gc.disable()  # a finalizer that parses source mid-parse breaks CPython 3.11's parser (cpython gh-106905)
-    try:
-        tree = ast.parse(code)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+    tree = parse(code)
+    if tree is None:
         return None
-    finally:
-        if collecting:
-            gc.enable()
     bound: set[str] = set()
     mentioned: set[str] = set()
     star = False
@@ -111,16 +150,16 @@ def _names(code: str) -> tuple[frozenset[str], frozenset[str], bool] | None:
     return frozenset(bound), frozenset(mentioned | bound), star
 
 
-def _string_names(text: str, depth: int = 0) -> set[str] | None:
+@functools.lru_cache(maxsize=4096)  # the same keys and literals come back feed after feed
+def _string_names(text: str, depth: int = 0) -> frozenset[str] | None:
     """The names a string would mention if it were an expression (a forward reference); None
     for one too long or too nested to read, which makes its snippet count as unreadable."""
     if len(text) > _LONGEST_STRING or depth > 3:
         return None
-    try:
-        tree = ast.parse(text.strip(), mode='eval')
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return set()
-    names = set()
+    tree = parse_expression(text.strip())
+    if tree is None:
+        return frozenset()
+    names: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Name):
             names.add(node.id)
@@ -129,4 +168,4 @@ def _string_names(text: str, depth: int = 0) -> set[str] | None:
             if inner is None:
                 return None
             names |= inner
-    return names
+    return frozenset(names)

@@ -14,13 +14,13 @@
 from __future__ import annotations
 
 import ast
-import gc
 import re
 from collections.abc import Collection
 
 from ..language import catalog
 from ..language.builtins import UNAVAILABLE_BUILTINS
 from . import _render
+from ._syntax import parse
 
 __all__ = ['annotate', 'unresolved_imports']
 
@@ -77,15 +77,9 @@ def unresolved_imports(code: str, script_name: str, host_modules: Collection[str
     """ty-format `import-not-found` diagnostics for the script's imports of modules (and
     submodules, `from json import decoder`) the sandbox does not offer and ty resolved anyway
     (ty's own diagnostics are at `reported` positions)."""
-    collecting = gc.isenabled()
-    gc.disable()  # a finalizer that parses source mid-parse breaks CPython 3.11's parser (cpython gh-106905)
-    try:
-        tree = ast.parse(code)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+    tree = parse(code)
+    if tree is None:
         return []
-    finally:
-        if collecting:
-            gc.enable()
     lines = _render.split_lines(code)
     found: list[tuple[int, int, str, str | None]] = []
     for node in ast.walk(tree):

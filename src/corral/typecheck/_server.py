@@ -44,9 +44,11 @@ def is_async_outside_function(diag: dict) -> bool:
     return diag.get('code') == 'invalid-syntax' and diag.get('message') in AWAIT_MESSAGES
 
 
-def without_top_level_awaits(diagnostics: list[dict], text: str) -> list[dict]:
+def without_top_level_awaits(diagnostics: list[dict], text: str, first_line: int = 0) -> list[dict]:
     """``diagnostics`` less the async-outside-a-function ones located at module
-    level of ``text`` (those inside a ``def``/``lambda``/``class`` are real errors)."""
+    level of ``text`` (those inside a ``def``/``lambda``/``class`` are real errors).
+    ``text`` starts at line ``first_line`` (counted from 0) of the checked file,
+    where all of ``diagnostics`` are."""
     kept = []
     scope: ModuleScope | None = None
     for diag in diagnostics:
@@ -54,7 +56,7 @@ def without_top_level_awaits(diagnostics: list[dict], text: str) -> list[dict]:
             if scope is None:
                 scope = ModuleScope(text, split_lines(text))
             start = diag['range']['start']
-            if scope.at_module_level(start['line'] + 1, start['character'] + 1):
+            if scope.at_module_level(start['line'] - first_line + 1, start['character'] + 1):
                 continue
         kept.append(diag)
     return kept
@@ -169,8 +171,7 @@ class TyServer:
         unreachable code: severity 4, no code) are left out."""
         async with self._lock:
             self._check()
-            await self._send_script(text)
-            report = await self._request('textDocument/diagnostic', {'textDocument': {'uri': self._uri}})
+            report = await self._request('textDocument/diagnostic', {'textDocument': {'uri': self._uri}}, before=self._script_change(text))
             if not isinstance(report, dict) or report.get('kind') != 'full':
                 raise RuntimeError(f'ty server gave an unexpected diagnostic report: {report!r}'[:500])
             return [d for d in report.get('items', []) if d.get('severity') != _HINT]
@@ -256,9 +257,10 @@ class TyServer:
 
     # -------------------------------------------------------------- plumbing
 
-    async def _send_script(self, text: str) -> None:
+    def _script_change(self, text: str) -> bytes:
+        """The message that gives the server ``text`` as main.py's content (empty if it has it)."""
         if self._text == text:
-            return
+            return b''
         self._version += 1
         if self._text is None:
             method = 'textDocument/didOpen'
@@ -266,12 +268,11 @@ class TyServer:
         else:
             method = 'textDocument/didChange'
             params = {'textDocument': {'uri': self._uri, 'version': self._version}, 'contentChanges': [{'text': text}]}
-        self._check()
         data = _frame({'jsonrpc': '2.0', 'method': method, 'params': params})  # may raise UnicodeEncodeError
         # Recorded before writing: once written, the message reaches the server
-        # even if this call is cancelled while waiting for the pipe.
+        # even if the request is cancelled while waiting for the pipe.
         self._text = text
-        await self._write(data)
+        return data
 
     def _check(self) -> None:
         if self._error is not None:
@@ -298,16 +299,19 @@ class TyServer:
         self._check()
         await self._send({'jsonrpc': '2.0', 'method': method, 'params': params})
 
-    async def _request(self, method: str, params: Any) -> Any:
+    async def _request(self, method: str, params: Any, *, before: bytes = b'') -> Any:
+        """Send request ``method`` (preceded, in the same write, by the framed messages
+        ``before``) and return its result."""
         self._check()
         try:
-            return await asyncio.wait_for(self._raw_request(method, params), self.timeout)
+            async with asyncio.timeout(self.timeout):  # no task of its own, unlike wait_for
+                return await self._raw_request(method, params, before)
         except TimeoutError:
             self._broken(f'the ty server did not answer {method} within {self.timeout:g}s')
             _kill(self._proc)
             raise RuntimeError(self._error) from None
 
-    async def _raw_request(self, method: str, params: Any) -> Any:
+    async def _raw_request(self, method: str, params: Any, before: bytes = b'') -> Any:
         self._next_id += 1
         id_ = self._next_id
         future = asyncio.get_running_loop().create_future()
@@ -316,7 +320,7 @@ class TyServer:
             message = {'jsonrpc': '2.0', 'id': id_, 'method': method}
             if params is not None:
                 message['params'] = params
-            await self._send(message)
+            await self._write(before + _frame(message))
             response = await future
         finally:
             self._pending.pop(id_, None)

@@ -1,0 +1,41 @@
+"""Parsing scripts on the host: once per text, however many steps of a check read it."""
+
+from __future__ import annotations
+
+import ast
+import functools
+import gc
+from typing import Literal
+
+__all__ = ['parse', 'parse_expression']
+
+
+@functools.lru_cache(maxsize=8)
+def parse(code: str) -> ast.Module | None:
+    """The syntax tree of `code`, or None when it does not parse (a SyntaxError, a NUL byte,
+    nesting too deep for the parser).
+
+    The tree is shared by every caller asking for the same text (a quick type check reads the
+    new code three times: for its names, its top-level awaits and its imports), so callers must
+    not change it.
+    """
+    return _parse(code, 'exec')  # type: ignore[return-value]
+
+
+def parse_expression(text: str) -> ast.Expression | None:
+    """The syntax tree of `text` as one expression (`mode='eval'`), or None when it is not one."""
+    return _parse(text, 'eval')  # type: ignore[return-value]
+
+
+def _parse(text: str, mode: Literal['exec', 'eval']) -> ast.AST | None:
+    # Garbage collection is paused while CPython builds the tree: a finalizer that parses source
+    # mid-parse breaks CPython 3.11's parser (cpython gh-106905).
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return ast.parse(text, mode=mode)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    finally:
+        if collecting:
+            gc.enable()
