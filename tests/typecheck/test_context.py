@@ -3,7 +3,7 @@
 import pytest
 
 from corral.typecheck import TypeChecker
-from corral.typecheck import _context
+from corral.typecheck import _context, _syntax
 from corral.typecheck._context import relevant_context
 
 CONTEXT = ['a = 1', 'b = 2', 'def f():\n    return a', 'print(b)', 'import math as m', 'class K:\n    size = b']
@@ -140,6 +140,30 @@ def test_a_session_growing_feed_by_feed_gets_what_a_fresh_look_gets(feeds):
         3: ['a = 1', 'b = a + 1', 'print(b)'],
     }.get(feeds, SESSION[:feeds])  # from the unparseable snippet on: all of them
     assert grown == expected
+
+
+def test_what_the_caches_keep_of_long_scripts_is_bounded(monkeypatch):
+    """Names of snippets, readings of strings and indexes of contexts are remembered across
+    checks; a long script's are not, so past sessions' large scripts do not stay in memory."""
+    monkeypatch.setattr(_context, '_KEPT_CHARACTERS', 20)
+    _context._INDEXES.clear()
+    short, long = 'kept = 1', 'not_kept = kept  # ' + 'x' * 1000
+    remembered = _context._kept_names.cache_info().currsize
+    assert relevant_context([short, long], 'not_kept') == [short, long]
+    assert _context._kept_names.cache_info().currsize == remembered + 2  # `short` and the new code, not `long`
+    assert list(_context._INDEXES) == []  # the context is over 50 x 20 characters
+    relevant_context([short], 'not_kept')
+    assert list(_context._INDEXES) == [(short,)]
+    string = "'" + 'y' * 10_001 + "'"
+    strings = _context._expression_names.cache_info().currsize
+    assert relevant_context([short], f'kept = {string}') == [short]  # a string too long to read as a type
+    assert _context._expression_names.cache_info().currsize == strings
+
+
+async def test_a_check_keeps_no_tree_of_its_script(warm):
+    await warm.check('value = 1\nvalue + 1', context=['other = 2'])
+    assert _syntax.parse.cache_info().currsize == 0
+    assert _syntax.nodes.cache_info().currsize == 0
 
 
 async def test_what_the_quick_check_leaves_out_cannot_hide_an_error(warm):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import ast
 
-from ._syntax import parse
+from ._syntax import nodes
 
 __all__ = ['AWAIT_MESSAGES', 'ModuleScope']
 
@@ -36,13 +36,13 @@ class ModuleScope:
     def __init__(self, code: str, lines: list[str]) -> None:
         self._lines = lines
         self._ranges: list[tuple[tuple[int, int], tuple[int, int]]] | None
-        tree = parse(code)
-        if tree is None:
+        every = nodes(code)
+        if every is None:
             self._ranges = None
             return
         self._ranges = [
             ((node.lineno, node.col_offset), (node.end_lineno or node.lineno, node.end_col_offset or 0))
-            for node in ast.walk(tree)
+            for node in every
             if isinstance(node, _SCOPES)
         ]
 

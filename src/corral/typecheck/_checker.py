@@ -14,7 +14,7 @@ import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from . import _render, _sandbox
+from . import _render, _sandbox, _syntax
 from ._awaits import AWAIT_MESSAGES, ModuleScope
 from ._context import relevant_context
 from ._server import TyServer, without_top_level_awaits
@@ -254,11 +254,6 @@ class TypeChecker:
         if not _SCRIPT_NAME_RE.match(script_name) or script_name[:-3] in (STUBS_MODULE, '__builtins__'):
             raise ValueError(f'invalid script name: {script_name!r}')
         code = code.removeprefix('\ufeff')
-        # The earlier snippets come first in the file so the new code sees their
-        # names and types; their own diagnostics are dropped afterwards. The warm
-        # server's quick check needs only those the new code depends on.
-        quick_prefix, quick_offset = _joined(relevant_context(context, code))
-
         wanted = {_CONFIG_FILE: ''}
         wanted.update(_module_files(modules, script_name))
         if stubs is not None:
@@ -268,6 +263,10 @@ class TypeChecker:
         slot = self._acquire()
         ok = False
         try:
+            # The earlier snippets come first in the file so the new code sees their
+            # names and types; their own diagnostics are dropped afterwards. The warm
+            # server's quick check needs only those the new code depends on.
+            quick_prefix, quick_offset = _joined(relevant_context(context, code))
             if self._typeshed_bin != self._ty_bin:
                 # the sandbox's standard library stubs: built once per process, in a thread
                 assert self._ty_bin is not None
@@ -290,6 +289,7 @@ class TypeChecker:
             return result
         finally:
             self._release(slot, ok)
+            _syntax.forget()  # no tree of this script is kept past its check
 
     async def _clean(
         self, server: TyServer, slot: _Slot, changed: list[str], text: str, code: str, offset: int, script_name: str, host_modules: frozenset[str]

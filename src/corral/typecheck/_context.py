@@ -28,13 +28,16 @@ import dataclasses
 import functools
 from collections.abc import Sequence
 
-from ._syntax import parse, parse_expression
+from ._syntax import nodes, parse_expression
 
 __all__ = ['relevant_context']
 
 #: Characters of the longest string read as a possible type; a longer one makes its snippet
 #: unreadable (all earlier snippets are then checked).
 _LONGEST_STRING = 10_000
+#: Characters of the longest snippet whose names are remembered (a context is remembered up to
+#: 50 times that): what the caches keep of past sessions' scripts stays small.
+_KEPT_CHARACTERS = 20_000
 
 #: `(names bound, names mentioned (bound ones too), has a * import)` of one snippet.
 _Names = tuple[frozenset[str], frozenset[str], bool]
@@ -102,23 +105,32 @@ def _index(context: tuple[str, ...]) -> _Index | None:
                     break
         else:
             index = None if before is None else before.extended(context[-1])  # type: ignore[union-attr]
-    _INDEXES[context] = index  # type: ignore[assignment]
+    if sum(map(len, context)) <= _KEPT_CHARACTERS * 50:
+        _INDEXES[context] = index  # type: ignore[assignment]
     while len(_INDEXES) > _INDEXES_KEPT:
         _INDEXES.pop(next(iter(_INDEXES)), None)
     return index  # type: ignore[return-value]
 
 
-@functools.lru_cache(maxsize=16384)  # names of earlier snippets, across sessions
 def _names(code: str) -> _Names | None:
     """`(names bound, names mentioned (bound ones too), has a * import)` of a snippet, or None
-    when it does not parse."""
-    tree = parse(code)
-    if tree is None:
+    when it does not parse. Remembered for snippets up to `_KEPT_CHARACTERS` long."""
+    return _kept_names(code) if len(code) <= _KEPT_CHARACTERS else _read_names(code)
+
+
+@functools.lru_cache(maxsize=16384)  # names of earlier snippets, across sessions
+def _kept_names(code: str) -> _Names | None:
+    return _read_names(code)
+
+
+def _read_names(code: str) -> _Names | None:
+    every = nodes(code)
+    if every is None:
         return None
     bound: set[str] = set()
     mentioned: set[str] = set()
     star = False
-    for node in ast.walk(tree):
+    for node in every:
         if isinstance(node, ast.Name):
             (mentioned if isinstance(node.ctx, ast.Load) else bound).add(node.id)
         elif isinstance(node, (ast.Attribute, ast.Subscript)) and not isinstance(node.ctx, ast.Load):
@@ -150,12 +162,16 @@ def _names(code: str) -> _Names | None:
     return frozenset(bound), frozenset(mentioned | bound), star
 
 
-@functools.lru_cache(maxsize=4096)  # the same keys and literals come back feed after feed
 def _string_names(text: str, depth: int = 0) -> frozenset[str] | None:
     """The names a string would mention if it were an expression (a forward reference); None
     for one too long or too nested to read, which makes its snippet count as unreadable."""
     if len(text) > _LONGEST_STRING or depth > 3:
         return None
+    return _expression_names(text, depth)
+
+
+@functools.lru_cache(maxsize=1024)  # the same keys and literals come back feed after feed
+def _expression_names(text: str, depth: int) -> frozenset[str] | None:
     tree = parse_expression(text.strip())
     if tree is None:
         return frozenset()

@@ -20,7 +20,7 @@ from collections.abc import Collection
 from ..language import catalog
 from ..language.builtins import UNAVAILABLE_BUILTINS
 from . import _render
-from ._syntax import parse
+from ._syntax import nodes
 
 __all__ = ['annotate', 'unresolved_imports']
 
@@ -77,12 +77,12 @@ def unresolved_imports(code: str, script_name: str, host_modules: Collection[str
     """ty-format `import-not-found` diagnostics for the script's imports of modules (and
     submodules, `from json import decoder`) the sandbox does not offer and ty resolved anyway
     (ty's own diagnostics are at `reported` positions)."""
-    tree = parse(code)
-    if tree is None:
+    every = nodes(code)
+    if every is None:
         return []
     lines = _render.split_lines(code)
     found: list[tuple[int, int, str, str | None]] = []
-    for node in ast.walk(tree):
+    for node in every:
         if isinstance(node, ast.Import):
             for alias in node.names:
                 if not allowed_module(alias.name, host_modules):

@@ -7,7 +7,7 @@ import functools
 import gc
 from typing import Literal
 
-__all__ = ['parse', 'parse_expression']
+__all__ = ['forget', 'nodes', 'parse', 'parse_expression']
 
 
 @functools.lru_cache(maxsize=8)
@@ -17,9 +17,24 @@ def parse(code: str) -> ast.Module | None:
 
     The tree is shared by every caller asking for the same text (a quick type check reads the
     new code three times: for its names, its top-level awaits and its imports), so callers must
-    not change it.
+    not change it. Callers that look at every node use `nodes`.
     """
     return _parse(code, 'exec')  # type: ignore[return-value]
+
+
+@functools.lru_cache(maxsize=8)
+def nodes(code: str) -> tuple[ast.AST, ...] | None:
+    """Every node of `parse(code)` (in `ast.walk` order), or None when it does not parse: one
+    walk for all the readers of a new script."""
+    tree = parse(code)
+    return None if tree is None else tuple(ast.walk(tree))
+
+
+def forget() -> None:
+    """Drop the trees kept by `parse` and `nodes` (a check ends with this: a large script's tree
+    is not kept past its check)."""
+    nodes.cache_clear()
+    parse.cache_clear()
 
 
 def parse_expression(text: str) -> ast.Expression | None:
