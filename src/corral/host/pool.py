@@ -104,7 +104,8 @@ class Pool:
         - `type_check`: check every script with ty before it runs, against `type_check_stubs`
           (the stub text of `external_lookup` functions, usable without import) and the stubs of
           `external_modules` (name -> `ExternalModule`, imported by that name).
-        - `ephemeral`: the session is not stored when it closes.
+        - `ephemeral`: the session is not stored when it closes. Storing sessions is not built
+          yet: `ephemeral=False` raises `NotImplementedError` rather than drop the session.
         - `limits`: the session's `Limits` (default `Limits()`).
         - `script_name`: the file name tracebacks and diagnostics show.
         - `mounts`: host folders the script may use as files (`Mount(host_dir, sandbox_path,
@@ -117,6 +118,11 @@ class Pool:
         """
         if self._closed:
             raise RuntimeError('the pool is closed')
+        if not ephemeral:
+            raise NotImplementedError(
+                'corral cannot store sessions yet: pass ephemeral=True (the default); '
+                'a session keeps its variables for as long as it is checked out'
+            )
         return Session(
             self,
             type_check=type_check,
