@@ -1,6 +1,8 @@
 """The earlier snippets a new one depends on: what the warm server's quick check puts in front."""
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from corral.typecheck import TypeChecker
 from corral.typecheck import _context, _syntax
@@ -140,6 +142,42 @@ def test_a_session_growing_feed_by_feed_gets_what_a_fresh_look_gets(feeds):
         3: ['a = 1', 'b = a + 1', 'print(b)'],
     }.get(feeds, SESSION[:feeds])  # from the unparseable snippet on: all of them
     assert grown == expected
+
+
+_NAME = st.sampled_from(['a', 'b', 'c', 'd', 'print'])
+_SNIPPET = st.one_of(
+    st.builds('{} = {}'.format, _NAME, _NAME),
+    st.builds('{}.v = 1'.format, _NAME),
+    st.builds('def {}():\n    return {}'.format, _NAME, _NAME),
+    st.builds('x: "{}" = 1'.format, _NAME),
+    st.builds('{}({})'.format, _NAME, _NAME),
+    st.just('from math import *'),
+    st.just('x = ((('),
+)
+
+
+def _closure(context, code):
+    """What `relevant_context` must keep, found the slow way: add every snippet that mentions a
+    name already needed (and bound by some snippet) until nothing changes."""
+    infos = [_context._names(snippet) for snippet in context]
+    new = _context._names(code)
+    if new is None or None in infos:
+        return list(context)
+    bound = set().union(*(info[0] for info in infos))
+    kept = {i for i, info in enumerate(infos) if info[2]}
+    needed = (new[1] & bound).union(*(infos[i][1] & bound for i in kept))
+    while grown := {i for i, info in enumerate(infos) if i not in kept and info[1] & needed}:
+        kept |= grown
+        needed = needed.union(*(infos[i][1] & bound for i in grown))
+    return [context[i] for i in sorted(kept)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(session=st.lists(_SNIPPET, max_size=12), code=_SNIPPET)
+def test_an_index_grown_feed_by_feed_keeps_the_closure(session, code):
+    _context._INDEXES.clear()
+    for n in range(len(session) + 1):
+        assert relevant_context(session[:n], code) == _closure(session[:n], code)
 
 
 def test_what_the_caches_keep_of_long_scripts_is_bounded(monkeypatch):
