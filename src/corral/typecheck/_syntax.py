@@ -7,34 +7,26 @@ import functools
 import gc
 from typing import Literal
 
-__all__ = ['forget', 'nodes', 'parse', 'parse_expression']
-
-
-@functools.lru_cache(maxsize=8)
-def parse(code: str) -> ast.Module | None:
-    """The syntax tree of `code`, or None when it does not parse (a SyntaxError, a NUL byte,
-    nesting too deep for the parser).
-
-    The tree is shared by every caller asking for the same text (a quick type check reads the
-    new code three times: for its names, its top-level awaits and its imports), so callers must
-    not change it. Callers that look at every node use `nodes`.
-    """
-    return _parse(code, 'exec')  # type: ignore[return-value]
+__all__ = ['forget', 'nodes', 'parse_expression']
 
 
 @functools.lru_cache(maxsize=8)
 def nodes(code: str) -> tuple[ast.AST, ...] | None:
-    """Every node of `parse(code)` (in `ast.walk` order), or None when it does not parse: one
-    walk for all the readers of a new script."""
-    tree = parse(code)
+    """Every node of the syntax tree of `code` (in `ast.walk` order), or None when it does not
+    parse (a SyntaxError, a NUL byte, nesting too deep for the parser).
+
+    One parse and one walk serve every reader of the same text (a quick type check reads the
+    new code three times: for its names, its top-level awaits and its imports), so callers must
+    not change the nodes. `forget` drops them.
+    """
+    tree = _parse(code, 'exec')
     return None if tree is None else tuple(ast.walk(tree))
 
 
 def forget() -> None:
-    """Drop the trees kept by `parse` and `nodes` (a check ends with this: a large script's tree
-    is not kept past its check)."""
+    """Drop the nodes `nodes` keeps (a check ends with this: a large script's tree is not kept
+    past its check)."""
     nodes.cache_clear()
-    parse.cache_clear()
 
 
 def parse_expression(text: str) -> ast.Expression | None:
