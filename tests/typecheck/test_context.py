@@ -180,6 +180,59 @@ def test_an_index_grown_feed_by_feed_keeps_the_closure(session, code):
         assert relevant_context(session[:n], code) == _closure(session[:n], code)
 
 
+_UNSUPPORTED_B_PLUS_NONE = (
+    'error[unsupported-operator]: Unsupported `+` operation\n --> main.py:1:1\n  |\n1 | b + None\n'
+    '  | -^^^----\n  | |   |\n  | |   Has type `None`\n  | Has type `Literal[1]`'
+)
+
+
+@pytest.mark.parametrize(
+    'context, code, expected',
+    [
+        # the new code's first line would be the quick file's: a whole-file suppression there
+        (
+            ['a = 1'],
+            '# type: ignore\n1 + None',
+            'warning[unused-type-ignore-comment]: Unused blanket `type: ignore` directive\n --> main.py:1:1\n  |\n'
+            '1 | # type: ignore\n  | ^^^^^^^^^^^^^^\n2 | 1 + None\n  |\nhelp: Remove the unused suppression comment\n\n'
+            'error[unsupported-operator]: Unsupported `+` operation\n --> main.py:2:1\n  |\n1 | # type: ignore\n'
+            '2 | 1 + None\n  | -^^^----\n  | |   |\n  | |   Has type `None`\n  | Has type `Literal[1]`',
+        ),
+        # a kept snippet would come first, its suppression comment then silencing the whole file
+        (['a = 1', '# type: ignore\nb = 1'], 'b + None', _UNSUPPORTED_B_PLUS_NONE),
+        (['a = 1', '# ty: ignore[unsupported-operator]\nb = 1'], 'b + None', _UNSUPPORTED_B_PLUS_NONE),
+        # a comment on a line of its own silences the next line: it would be the new code's
+        (['b = 1\n# ty: ignore', 'z = 2'], 'b + None', _UNSUPPORTED_B_PLUS_NONE),
+        # a __future__ import binds no name the code uses, and changes how `Later` is read
+        (
+            ['from __future__ import annotations', 'def f(c: Later) -> None: ...\nclass Later: ...'],
+            'f(1)',
+            'error[invalid-argument-type]: Argument to function `f` is incorrect\n --> main.py:1:3\n  |\n1 | f(1)\n'
+            '  |   ^ Expected `Later`, found `Literal[1]`',
+        ),
+        # what a dropped snippet silences elsewhere makes the code's own comment unused
+        (
+            ['# ty: ignore[unresolved-reference]\nz = 1'],
+            'print(c)  # type: ignore',
+            'warning[unused-type-ignore-comment]: Unused blanket `type: ignore` directive\n --> main.py:1:11\n  |\n'
+            '1 | print(c)  # type: ignore\n  |           ^^^^^^^^^^^^^^\nhelp: Remove the unused suppression comment',
+        ),
+        (
+            ['from __future__ import annotations'],
+            'def g(v: Later) -> None: ...  # type: ignore\nclass Later: ...',
+            'warning[unused-type-ignore-comment]: Unused blanket `type: ignore` directive\n --> main.py:1:31\n  |\n'
+            '1 | def g(v: Later) -> None: ...  # type: ignore\n  |                               ^^^^^^^^^^^^^^\n'
+            '2 | class Later: ...\n  |\nhelp: Remove the unused suppression comment',
+        ),
+    ],
+)
+async def test_what_acts_by_its_place_in_the_file_gets_the_whole_file(warm, context, code, expected):
+    """Suppression comments and __future__ imports act by where they stand, not by names: the
+    quick check let each of these through (found by a differential fuzz against the full check)."""
+    assert relevant_context(context, code) == context
+    assert await warm.check(code, context=context) == expected
+
+
 def test_what_the_caches_keep_of_long_scripts_is_bounded(monkeypatch):
     """Names of snippets, readings of strings and indexes of contexts are remembered across
     checks; a long script's are not, so past sessions' large scripts do not stay in memory."""
