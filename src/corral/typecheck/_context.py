@@ -55,7 +55,7 @@ _Names = tuple[frozenset[str], frozenset[str], bool]
 
 def relevant_context(context: Sequence[str], code: str) -> list[str]:
     """The snippets of `context` that `code` depends on, in their order (all of them when a
-    snippet or `code` does not parse)."""
+    snippet or `code` does not parse, or may hold text that acts by its place in the file)."""
     new = _names(code)
     index = _index(tuple(context))
     if new is None or index is None or index.placed or _PLACED.search(code):
