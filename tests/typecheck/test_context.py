@@ -174,10 +174,12 @@ def _closure(context, code):
 
 @settings(max_examples=300, deadline=None)
 @given(session=st.lists(_SNIPPET, max_size=12), code=_SNIPPET)
-def test_an_index_grown_feed_by_feed_keeps_the_closure(session, code):
+def test_an_index_grown_feed_by_feed_or_built_at_once_keeps_the_closure(session, code):
     _context._INDEXES.clear()
     for n in range(len(session) + 1):
         assert relevant_context(session[:n], code) == _closure(session[:n], code)
+    _context._INDEXES.clear()  # and built at once
+    assert relevant_context(session, code) == _closure(session, code)
 
 
 _UNSUPPORTED_B_PLUS_NONE = (

@@ -43,8 +43,9 @@ __all__ = ['relevant_context']
 #: unreadable (all earlier snippets are then checked).
 _LONGEST_STRING = 10_000
 #: Characters of the longest snippet whose names are remembered (a context is remembered up to
-#: 50 times that): what the caches keep of past sessions' scripts stays small.
-_KEPT_CHARACTERS = 20_000
+#: 50 times that): what the caches keep of past sessions' scripts stays small (at the most some
+#: 40 MB of snippets and 16 indexes of some 2 MB each).
+_KEPT_CHARACTERS = 10_000
 
 #: Text that may hold a suppression comment or a `__future__` import (see the module docstring).
 _PLACED = re.compile(r'ignore|__future__', re.IGNORECASE)
@@ -84,7 +85,28 @@ class _Index:
     starred: tuple[int, ...]  # the snippets with a * import
     placed: bool  # some snippet may hold a suppression comment or a `__future__` import
 
+    @staticmethod
+    def built(context: Sequence[str]) -> _Index | None:
+        """The index of `context`, in one pass (None when a snippet does not parse)."""
+        infos: list[_Names] = []
+        mentions: dict[str, list[int]] = {}
+        for number, snippet in enumerate(context):
+            info = _names(snippet)
+            if info is None:
+                return None
+            infos.append(info)
+            for name in info[1]:
+                mentions.setdefault(name, []).append(number)
+        return _Index(
+            tuple(infos),
+            frozenset().union(*(info[0] for info in infos)),
+            {name: tuple(numbers) for name, numbers in mentions.items()},
+            tuple(number for number, info in enumerate(infos) if info[2]),
+            any(_PLACED.search(snippet) for snippet in context),
+        )
+
     def extended(self, snippet: str) -> _Index | None:
+        """This index with `snippet` after its snippets (None when it does not parse)."""
         info = _names(snippet)
         if info is None:
             return None
@@ -96,12 +118,11 @@ class _Index:
         return _Index((*self.infos, info), self.bound | info[0], mentions, starred, self.placed or bool(_PLACED.search(snippet)))
 
 
-_EMPTY = _Index((), frozenset(), {}, (), False)
 _MISSING = object()
 #: Indexes of the contexts checked last. A session's next feed has one more snippet than its
 #: last, so its index is that one's extended by a snippet instead of built anew.
 _INDEXES: dict[tuple[str, ...], _Index | None] = {}
-_INDEXES_KEPT = 32
+_INDEXES_KEPT = 16
 
 
 def _index(context: tuple[str, ...]) -> _Index | None:
@@ -110,11 +131,7 @@ def _index(context: tuple[str, ...]) -> _Index | None:
     if index is _MISSING:
         before = _INDEXES.get(context[:-1], _MISSING) if context else _MISSING
         if before is _MISSING:
-            index = _EMPTY
-            for snippet in context:
-                index = index.extended(snippet)
-                if index is None:
-                    break
+            index = _Index.built(context)
         else:
             index = None if before is None else before.extended(context[-1])  # type: ignore[union-attr]
     if sum(map(len, context)) <= _KEPT_CHARACTERS * 50:
@@ -130,7 +147,7 @@ def _names(code: str) -> _Names | None:
     return _kept_names(code) if len(code) <= _KEPT_CHARACTERS else _read_names(code)
 
 
-@functools.lru_cache(maxsize=16384)  # names of earlier snippets, across sessions
+@functools.lru_cache(maxsize=4096)  # names of earlier snippets, across sessions
 def _kept_names(code: str) -> _Names | None:
     return _read_names(code)
 
