@@ -18,6 +18,7 @@ from typing import Any
 
 from .rewrite import rewrite
 from .validate import validate
+from .walk import child_nodes
 
 __all__ = ['CompiledScript', 'compile_script', 'compile_unguarded']
 
@@ -102,7 +103,7 @@ def _top_level(tree: ast.Module) -> Iterator[ast.AST]:
             else:
                 pending.extend([*node.decorator_list, *node.args.defaults, *(d for d in node.args.kw_defaults if d is not None)])
             continue
-        pending.extend(ast.iter_child_nodes(node))
+        pending.extend(child_nodes(node))
 
 
 class _TopLevel:

@@ -28,6 +28,7 @@ import copy
 from typing import Any
 
 from .rules import is_private
+from .walk import NodeTransformer
 
 _CLOCK_NAMES = frozenset({'now', 'today', 'utcnow'})  # facades.CLOCK_NAMES, without importing the facades
 
@@ -70,7 +71,7 @@ def _constant(value: Any, node: ast.AST) -> ast.Constant:
     return ast.copy_location(ast.Constant(value=value), node)
 
 
-class _Rewriter(ast.NodeTransformer):
+class _Rewriter(NodeTransformer):
     def __init__(self) -> None:
         self._classes: list[str] = []
         self._thunks: list[ast.stmt] = []  # for the match statement being rewritten

@@ -35,6 +35,7 @@ from .rules import (
     is_dunder,
     is_private,
 )
+from .walk import NodeVisitor
 
 __all__ = ['validate']
 
@@ -105,7 +106,7 @@ def _chars(text: str, byte_offset: int) -> int:
     return len(text.encode('utf-8')[:byte_offset].decode('utf-8', errors='ignore'))
 
 
-class _Validator(ast.NodeVisitor):
+class _Validator(NodeVisitor):
     def __init__(self, source: str) -> None:
         self._lines = source.splitlines()
         # 'module', 'class' or 'function', innermost last
