@@ -675,6 +675,66 @@ ATTACKS: list[Attack] = [
                 pass
     """, "SyntaxError: a value pattern cannot read private attribute '_maxsize' in the sandbox; bind it to a variable and compare in a guard: case v if v == ..."),
 
+    # the rewrite filters reads of `format` and the clock's `now`/`today`; a pattern reads with no
+    # code of the sandbox in between (found by a red-team pass: raw str.format printed worker
+    # module globals, datetime.now read the host's clock without the clock grant)
+    attack('match-keyword-format', 'corral red team: a keyword pattern reads str.format unfiltered', """
+        match '{0.__globals__}':
+            case str(format=f):
+                f(len)
+    """, "SyntaxError: a class pattern cannot read 'format' in the sandbox; match without it and read .format in the case body"),
+    attack('match-args-format', 'corral red team: __match_args__ of a str subclass names format', """
+        class S(str):
+            __match_args__ = ('format',)
+        match S('{0.__globals__}'):
+            case S(f):
+                f(len)
+    """, "TypeError: class pattern S(...) would read 'format' (named in S.__match_args__), which a class pattern cannot read in the sandbox; match S() and read .format in the case body"),
+    attack('match-value-format', 'corral red team: a value pattern hands str.format to __eq__', """
+        class Capture:
+            def __eq__(self, other):
+                other(len)
+                return False
+            __hash__ = None
+        text = '{0.__globals__}'
+        match Capture():
+            case text.format:
+                pass
+    """, "SyntaxError: a value pattern cannot read attribute 'format' in the sandbox; bind it to a variable and compare in a guard: case v if v == ..."),
+    attack('match-keyword-clock', 'corral red team: a keyword pattern on a class subject reads datetime.now', """
+        import datetime
+        match datetime.datetime:
+            case type(now=now):
+                now()
+    """, "SyntaxError: a class pattern cannot read 'now' in the sandbox; match without it and read .now in the case body"),
+    attack('match-value-clock', 'corral red team: a value pattern hands datetime.now to __eq__', """
+        import datetime
+        class Capture:
+            def __eq__(self, other):
+                other()
+                return False
+            __hash__ = None
+        match Capture():
+            case datetime.datetime.now:
+                pass
+    """, "SyntaxError: a value pattern cannot read attribute 'now' in the sandbox; bind it to a variable and compare in a guard: case v if v == ..."),
+    attack('match-args-str-subclass-dunder', 'corral red team: a str subclass skipped the __match_args__ check', """
+        class S(str):
+            __match_args__ = ('__dict__',)
+        match S('x'):
+            case S(d):
+                d
+    """, "TypeError: class pattern S(...) would read attribute '__dict__' cannot be read in the sandbox: names like __this__ are refused except a short list; read the attributes by name, or use dataclasses.asdict(x) (named in S.__match_args__)"),
+    attack('match-args-from-metaclass', 'corral red team: CPython finds __match_args__ on the metaclass too', """
+        class M(type):
+            __match_args__ = ('format',)
+        class S(str, metaclass=M):
+            pass
+        match S('{0.__globals__}'):
+            case S(f):
+                f(len)
+    """, 'TypeError: S() accepts 0 positional sub-patterns (1 given)'),
+
     # ----- copy, dataclasses, functools, operator ------------------------------------------------
     attack('copy-foreign-dict', 'pysandbox: copy uses __reduce_ex__, which hands out __dict__', """
         import asyncio, copy

@@ -32,7 +32,7 @@ import typing
 from typing import Any
 
 from .facades import CLOCK_NAMES, clock_method
-from .rules import attribute_refusal, is_private, normalize
+from .rules import FILTERED_ATTRIBUTES, attribute_refusal, is_private, normalize
 from .stop import SandboxStop, find_stop
 from .strformat import safe_format
 
@@ -551,20 +551,17 @@ def match_class(cls: Any, positional: int, keywords: tuple[str, ...]) -> Any:
     attributes that need checking, else a proxy (see `_MatchProxyMeta`)."""
     if not _is_class(cls):
         return cls  # CPython raises "called match pattern must be a class"
-    clock = [name for name in keywords if name in CLOCK_NAMES]
-    if positional:
-        clock += [name for name in _match_args(cls)[:positional] if type(name) is str and name in CLOCK_NAMES]
-    if clock and _reads_clock(cls):
-        raise TypeError(
-            f'class pattern {_type_name(cls)}(...) would read the clock method {clock[0]!r}; '
-            f'call {_type_name(cls)}.{clock[0]}() instead'
-        )
+    for name in keywords:  # the validator refuses these already
+        if name in FILTERED_ATTRIBUTES:
+            raise TypeError(f"a class pattern cannot read '{name}' in the sandbox; match without it and read .{name} in the case body")
     private_keywords = tuple(name for name in keywords if is_private(name))
     if not positional and not private_keywords:
         return cls
-    if positional and _type_flags(cls) & _TPFLAGS_MATCH_SELF and not private_keywords:
-        return cls  # int(x), str(x) ...: the subject itself, no attribute read
     match_args = _match_args(cls)
+    if positional and not match_args and type(cls) is type and _type_flags(cls) & _TPFLAGS_MATCH_SELF and not private_keywords:
+        # int(x), str(x) ...: the subject itself, no attribute read. CPython reads __match_args__
+        # first, wherever it is: a subclass's or a metaclass's gets the checks and the proxy below.
+        return cls
     for name in match_args[:positional]:
         if type(name) is not str:
             continue  # CPython reports it
@@ -573,6 +570,11 @@ def match_class(cls: Any, positional: int, keywords: tuple[str, ...]) -> Any:
             raise TypeError(
                 f'class pattern {_type_name(cls)}(...) would read {refusal[0].lower()}{refusal[1:]} '
                 f'(named in {_type_name(cls)}.__match_args__)'
+            )
+        if name in FILTERED_ATTRIBUTES:  # CPython would read it with no filter
+            raise TypeError(
+                f"class pattern {_type_name(cls)}(...) would read '{name}' (named in {_type_name(cls)}.__match_args__), "
+                f'which a class pattern cannot read in the sandbox; match {_type_name(cls)}() and read .{name} in the case body'
             )
     private = tuple(name for name in match_args[:positional] if type(name) is str and is_private(name)) + private_keywords
     key = (id(cls), id(match_args), private)

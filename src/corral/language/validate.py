@@ -29,6 +29,7 @@ import ast
 from .rules import (
     CLASS_ASSIGN_DUNDERS,
     DEFINABLE_DUNDERS,
+    FILTERED_ATTRIBUTES,
     NAME_DUNDERS,
     attribute_refusal,
     dunder_hint,
@@ -411,15 +412,23 @@ class _Validator(NodeVisitor):
             refusal = attribute_refusal(name)
             if refusal is not None:
                 raise _Refused(f'class pattern keyword: {refusal}', node, self._span_of_word(node, name + '='))
+            if name in FILTERED_ATTRIBUTES:
+                raise _Refused(
+                    f"a class pattern cannot read '{name}' in the sandbox; match without it and read "
+                    f'.{name} in the case body',
+                    node,
+                    self._span_of_word(node, name + '='),
+                )
         for pattern in [*node.patterns, *node.kwd_patterns]:
             self.visit(pattern)
 
     def visit_MatchValue(self, node: ast.MatchValue) -> None:
         current = node.value
         while isinstance(current, ast.Attribute):
-            if is_private(current.attr):
+            if is_private(current.attr) or current.attr in FILTERED_ATTRIBUTES:
+                kind = 'private attribute' if is_private(current.attr) else 'attribute'
                 raise _Refused(
-                    f"a value pattern cannot read private attribute '{current.attr}' in the sandbox; "
+                    f"a value pattern cannot read {kind} '{current.attr}' in the sandbox; "
                     f'bind it to a variable and compare in a guard: case v if v == ...',
                     current,
                 )
