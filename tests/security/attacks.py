@@ -733,7 +733,76 @@ ATTACKS: list[Attack] = [
         match S('{0.__globals__}'):
             case S(f):
                 f(len)
-    """, 'TypeError: S() accepts 0 positional sub-patterns (1 given)'),
+    """, "TypeError: 'S' object is not callable"),  # S self-matches: f is the subject, not its format
+    # a namespace key that is a str subclass answers the guard's lookup of __match_args__ one way
+    # and CPython's the other; the subject's __class__ property flips it in between (red team).
+    # Script subclasses now match through a proxy holding the checked snapshot: S self-matches.
+    attack('match-args-lying-key-format', 'corral red team: a lying __match_args__ key, then str.format', """
+        armed = []
+        class K(str):
+            def __hash__(self):
+                return hash('__match_args__')
+            def __eq__(self, other):
+                return bool(armed)
+        def arm(self):
+            armed.append(1)
+            return S
+        T = type
+        S = T('S', (int,), {K('__match_args__'): ('format',)})
+        U = T('U', (str,), {'__class__': property(arm)})
+        match U('{0.__globals__[__name__]}'):
+            case S(f):
+                f(print)
+    """, "TypeError: 'U' object is not callable"),
+    attack('match-args-lying-key-clock', 'corral red team: a lying __match_args__ key, then datetime.now', """
+        import datetime
+        armed = []
+        class K(str):
+            def __hash__(self):
+                return hash('__match_args__')
+            def __eq__(self, other):
+                return bool(armed)
+        def arm(self):
+            armed.append(1)
+            return S
+        T = type
+        S = T('S', (int,), {K('__match_args__'): ('now',)})
+        D = T('D', (datetime.datetime,), {'__class__': property(arm)})
+        match D(2000, 1, 1):
+            case S(now):
+                now()
+    """, "TypeError: 'D' object is not callable"),
+    attack('match-args-lying-key-private', 'corral red team: a lying __match_args__ key, then a Queue\'s private fields', """
+        import asyncio
+        armed = []
+        class K(str):
+            def __hash__(self):
+                return hash('__match_args__')
+            def __eq__(self, other):
+                return bool(armed)
+        def arm(self):
+            armed.append(1)
+            return S
+        T = type
+        S = T('S', (int,), {K('__match_args__'): ('_getters', '_loop')})
+        Q = T('Q', (asyncio.Queue,), {'__class__': property(arm)})
+        match Q(7):
+            case S(getters, loop):
+                loop
+    """, 'TypeError: S() accepts 1 positional sub-pattern (2 given)'),
+    attack('match-mapping-key-private', 'corral red team: a mapping pattern key is a value pattern too', """
+        import asyncio
+        q = asyncio.Queue()
+        match {}:
+            case {q._getters: v}:
+                v
+    """, "SyntaxError: a value pattern cannot read private attribute '_getters' in the sandbox; bind it to a variable and compare in a guard: case v if v == ..."),
+    attack('match-mapping-key-format', 'corral red team: a mapping pattern key reading str.format', """
+        text = '{0.__globals__}'
+        match {}:
+            case {text.format: v}:
+                v
+    """, "SyntaxError: a value pattern cannot read attribute 'format' in the sandbox; bind it to a variable and compare in a guard: case v if v == ..."),
 
     # ----- copy, dataclasses, functools, operator ------------------------------------------------
     attack('copy-foreign-dict', 'pysandbox: copy uses __reduce_ex__, which hands out __dict__', """

@@ -93,3 +93,17 @@ bad
 async def test_host_function_is_not_called_by_the_attacks():
     # the host-boundary attacks above never reached get_data (they were refused first)
     assert HOST_CALLS == []
+
+
+async def test_a_pattern_the_language_layer_cannot_compile_leaves_the_session_running(pool):
+    """A mapping key reading a private attribute was rewritten into a call, which compile()
+    refused with a ValueError that ended the worker (found by a red-team pass)."""
+    code = "class P:\n    def __init__(self):\n        self._k = 'a'\np = P()\nmatch {'a': 1}:\n    case {p._k: v}:\n        r = v\n"
+    async with pool.checkout() as session:
+        with pytest.raises(corral.SandboxSyntaxError) as info:
+            await session.feed_run(code)
+        assert last_line(info.value) == (
+            "SyntaxError: a value pattern cannot read private attribute '_k' in the sandbox; "
+            'bind it to a variable and compare in a guard: case v if v == ...'
+        )
+        assert await session.feed_run('1 + 1') == 2

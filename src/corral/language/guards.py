@@ -60,6 +60,7 @@ _orig_build_class = builtins.__build_class__
 
 _TPFLAGS_TYPE_SUBCLASS = 1 << 31
 _TPFLAGS_MATCH_SELF = 1 << 22
+_TPFLAGS_HEAPTYPE = 1 << 9
 
 MARK_NAME = '__corral_classmark__'
 #: The value every script class body stores under MARK_NAME (see `rewrite.py`).
@@ -536,13 +537,14 @@ _proxies: dict[tuple[int, int, tuple[str, ...]], tuple[type, tuple[Any, ...], ty
 
 
 def _match_args(cls: type) -> tuple[Any, ...]:
+    """The `__match_args__` of `cls`'s classes, found without comparing a key the script made: a
+    namespace key can be a str subclass whose `__eq__` answers differently each time."""
     for base in _type_mro(cls):
-        namespace = _type_dict(base)
-        if '__match_args__' in namespace:
-            value = namespace['__match_args__']
-            if type(value) is not tuple:
-                raise TypeError(f'{_type_name(cls)}.__match_args__ must be a tuple (got {_type_name(type(value))})')
-            return value
+        for key, value in _type_dict(base).items():
+            if type(key) is str and key == '__match_args__':
+                if type(value) is not tuple:
+                    raise TypeError(f'{_type_name(cls)}.__match_args__ must be a tuple (got {_type_name(type(value))})')
+                return value
     return ()
 
 
@@ -558,10 +560,13 @@ def match_class(cls: Any, positional: int, keywords: tuple[str, ...]) -> Any:
     if not positional and not private_keywords:
         return cls
     match_args = _match_args(cls)
-    if positional and not match_args and type(cls) is type and _type_flags(cls) & _TPFLAGS_MATCH_SELF and not private_keywords:
-        # int(x), str(x) ...: the subject itself, no attribute read. CPython reads __match_args__
-        # first, wherever it is: a subclass's or a metaclass's gets the checks and the proxy below.
-        return cls
+    if positional and not match_args and not private_keywords and _type_flags(cls) & _TPFLAGS_MATCH_SELF:
+        # int(x), str(x) ...: the subject itself, no attribute read. A builtin class is used as it
+        # is; a script's subclass gets a proxy: CPython would look up its __match_args__ again, in
+        # its namespace, a metaclass's too, where script code can answer otherwise.
+        if not _type_flags(cls) & _TPFLAGS_HEAPTYPE:
+            return cls
+        return _match_proxy(cls, (), ())
     for name in match_args[:positional]:
         if type(name) is not str:
             continue  # CPython reports it
@@ -577,15 +582,27 @@ def match_class(cls: Any, positional: int, keywords: tuple[str, ...]) -> Any:
                 f'which a class pattern cannot read in the sandbox; match {_type_name(cls)}() and read .{name} in the case body'
             )
     private = tuple(name for name in match_args[:positional] if type(name) is str and is_private(name)) + private_keywords
+    return _match_proxy(cls, match_args, private)
+
+
+def _match_proxy(cls: type, match_args: tuple[Any, ...], private: tuple[str, ...]) -> type:
+    """The proxy class a pattern matches with instead of `cls` (see `_MatchProxyMeta`), cached.
+
+    Its `__match_args__` is `match_args`, the snapshot `match_class` checked; with none (a subclass
+    of a builtin that matches itself), it derives from that builtin, so CPython matches the
+    subject itself.
+    """
     key = (id(cls), id(match_args), private)
     cached = _proxies.get(key)
     if cached is not None and cached[0] is cls and cached[1] is match_args:
         return cached[2]
-    proxy = _MatchProxyMeta(
-        _type_name(cls),
-        (),
-        {'__match_args__': match_args, '_corral_target': cls, '_corral_private': private, '__slots__': ()},
-    )
+    namespace: dict[str, Any] = {'_corral_target': cls, '_corral_private': private, '__slots__': ()}
+    if match_args:
+        bases: tuple[type, ...] = ()
+        namespace['__match_args__'] = match_args
+    else:
+        bases = (next(base for base in _type_mro(cls) if not _type_flags(base) & _TPFLAGS_HEAPTYPE and _type_flags(base) & _TPFLAGS_MATCH_SELF),)
+    proxy = _MatchProxyMeta(_type_name(cls), bases, namespace)
     _proxies[key] = (cls, match_args, proxy)
     return proxy
 

@@ -51,8 +51,9 @@ Refused before the script runs (a `SyntaxError` naming the construct and what to
 - `type(name, bases, namespace)`: write a class statement;
 - `return`, `break` or `continue` directly in a `finally` block;
 - a `match` pattern that reads `format`, `format_map`, `now`, `today` or `utcnow` (a class
-  pattern's keyword, a value pattern's dotted name; a class's `__match_args__` naming one fails
-  at run time): match without it and read the attribute in the case body.
+  pattern's keyword, the dotted name of a value pattern or of a mapping pattern's key; a class's
+  `__match_args__` naming one fails at run time): match without it and read the attribute in the
+  case body.
 
 Names starting with `_` may be used on the script's own objects and classes only (at run time,
 reading one on another object raises `AttributeError` saying so).

@@ -423,7 +423,13 @@ class _Validator(NodeVisitor):
             self.visit(pattern)
 
     def visit_MatchValue(self, node: ast.MatchValue) -> None:
-        current = node.value
+        self._check_pattern_value(node.value)
+        self.visit(node.value)
+
+    def _check_pattern_value(self, value: ast.expr) -> None:
+        """A value pattern, or a mapping pattern's key: a dotted name read with no guard, so no
+        private or filtered attribute."""
+        current = value
         while isinstance(current, ast.Attribute):
             if is_private(current.attr) or current.attr in FILTERED_ATTRIBUTES:
                 kind = 'private attribute' if is_private(current.attr) else 'attribute'
@@ -433,7 +439,6 @@ class _Validator(NodeVisitor):
                     current,
                 )
             current = current.value
-        self.visit(node.value)
 
     def visit_MatchAs(self, node: ast.MatchAs) -> None:
         if node.name is not None:
@@ -447,4 +452,6 @@ class _Validator(NodeVisitor):
     def visit_MatchMapping(self, node: ast.MatchMapping) -> None:
         if node.rest is not None:
             self._check_plain_name(node.rest, node, 'capture name')
+        for key in node.keys:
+            self._check_pattern_value(key)
         self.generic_visit(node)

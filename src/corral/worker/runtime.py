@@ -343,6 +343,10 @@ class Worker:
                 message = 'the script is nested too deeply to compile; split long expressions into steps'
                 self._send([FAIL, 'syntax', 'SyntaxError', message, f'SyntaxError: {message}'])
                 return None
+            except Exception as error:  # noqa: BLE001 - a construct the language layer got wrong: the session goes on
+                message = f'the sandbox could not compile this script ({type(error).__name__}: {error}); write it another way'
+                self._send([FAIL, 'syntax', 'SyntaxError', message, f'SyntaxError: {message}'])
+                return None
             linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
             self._script_files.add(filename)
             if len(self._scripts) >= _SCRIPT_CACHE:
