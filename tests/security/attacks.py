@@ -39,6 +39,21 @@ def attack(id: str, source: str, code: str, expected: str, *, host: bool = False
 
 _DUNDER = "attribute '{0}' cannot be read in the sandbox: names like __this__ are refused except a short list"
 
+#: The start of a script whose class namespace key `K('__match_args__')` answers the guard's lookup
+#: "no" and, once the subject's `__class__` property `arm` has run, CPython's "yes".
+_LYING_KEY = """
+        armed = []
+        class K(str):
+            def __hash__(self):
+                return hash('__match_args__')
+            def __eq__(self, other):
+                return bool(armed)
+        def arm(self):
+            armed.append(1)
+            return S
+        T = type
+"""
+
 
 def dunder(name: str, hint: str = '', *, syntax: bool = True, store: bool = False) -> str:
     text = f"attribute '{name}' cannot be {'assigned' if store else 'read'} in the sandbox: names like __this__ are refused except a short list"
@@ -737,53 +752,23 @@ ATTACKS: list[Attack] = [
     # a namespace key that is a str subclass answers the guard's lookup of __match_args__ one way
     # and CPython's the other; the subject's __class__ property flips it in between (red team).
     # Script subclasses now match through a proxy holding the checked snapshot: S self-matches.
-    attack('match-args-lying-key-format', 'corral red team: a lying __match_args__ key, then str.format', """
-        armed = []
-        class K(str):
-            def __hash__(self):
-                return hash('__match_args__')
-            def __eq__(self, other):
-                return bool(armed)
-        def arm(self):
-            armed.append(1)
-            return S
-        T = type
+    attack('match-args-lying-key-format', 'corral red team: a lying __match_args__ key, then str.format', _LYING_KEY + """
         S = T('S', (int,), {K('__match_args__'): ('format',)})
         U = T('U', (str,), {'__class__': property(arm)})
         match U('{0.__globals__[__name__]}'):
             case S(f):
                 f(print)
     """, "TypeError: 'U' object is not callable"),
-    attack('match-args-lying-key-clock', 'corral red team: a lying __match_args__ key, then datetime.now', """
+    attack('match-args-lying-key-clock', 'corral red team: a lying __match_args__ key, then datetime.now', _LYING_KEY + """
         import datetime
-        armed = []
-        class K(str):
-            def __hash__(self):
-                return hash('__match_args__')
-            def __eq__(self, other):
-                return bool(armed)
-        def arm(self):
-            armed.append(1)
-            return S
-        T = type
         S = T('S', (int,), {K('__match_args__'): ('now',)})
         D = T('D', (datetime.datetime,), {'__class__': property(arm)})
         match D(2000, 1, 1):
             case S(now):
                 now()
     """, "TypeError: 'D' object is not callable"),
-    attack('match-args-lying-key-private', 'corral red team: a lying __match_args__ key, then a Queue\'s private fields', """
+    attack('match-args-lying-key-private', 'corral red team: a lying __match_args__ key, then a Queue\'s private fields', _LYING_KEY + """
         import asyncio
-        armed = []
-        class K(str):
-            def __hash__(self):
-                return hash('__match_args__')
-            def __eq__(self, other):
-                return bool(armed)
-        def arm(self):
-            armed.append(1)
-            return S
-        T = type
         S = T('S', (int,), {K('__match_args__'): ('_getters', '_loop')})
         Q = T('Q', (asyncio.Queue,), {'__class__': property(arm)})
         match Q(7):
