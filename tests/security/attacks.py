@@ -748,7 +748,7 @@ ATTACKS: list[Attack] = [
         match S('{0.__globals__}'):
             case S(f):
                 f(len)
-    """, "TypeError: 'S' object is not callable"),  # S self-matches: f is the subject, not its format
+    """, "TypeError: class pattern S(...) would read 'format' (named in S.__match_args__), which a class pattern cannot read in the sandbox; match S() and read .format in the case body"),
     # a namespace key that is a str subclass answers the guard's lookup of __match_args__ one way
     # and CPython's the other; the subject's __class__ property flips it in between (red team).
     # Script subclasses now match through a proxy holding the checked snapshot: S self-matches.
@@ -788,6 +788,40 @@ ATTACKS: list[Attack] = [
             case {text.format: v}:
                 v
     """, "SyntaxError: a value pattern cannot read attribute 'format' in the sandbox; bind it to a variable and compare in a guard: case v if v == ..."),
+
+    # a class body's namespace comes from the metaclass's __prepare__: it answered the guards' own
+    # names (__corral_match__ here) with the script's objects (red team). Class bodies now declare
+    # the guards global.
+    attack('class-body-prepare-hijack-match', 'corral red team: __prepare__ supplies a fake __corral_match__', """
+        class S(str):
+            __match_args__ = ('format',)
+        class Fake:
+            def __getattr__(self, name):
+                return S
+        class Meta:
+            def __getattr__(self, name):
+                return lambda *args, **kwargs: {'__corral' + '_match__': Fake()}
+            def __call__(self, name, bases, ns):
+                return ns
+        class C(metaclass=Meta()):
+            match S('{0.__class__.__mro__}'):
+                case S(f):
+                    f(1)
+    """, "TypeError: class pattern S(...) would read 'format' (named in S.__match_args__), which a class pattern cannot read in the sandbox; match S() and read .format in the case body"),
+    attack('class-body-prepare-hijack-import', 'corral red team: a fake __corral_match__ and __match_args__ naming __globals__', """
+        import json
+        T = type
+        Meta = T('Meta', (type,), {'__instancecheck__': lambda cls, obj: True})
+        Target = Meta('Target', (), {'__match_args__': ('__globals__',)})
+        class Fake:
+            def __getattr__(self, k):
+                return Target
+        M = T('M', (type,), {'__prepare__': lambda name, bases, **kw: {'__corral' + '_match__': Fake()}})
+        class C(metaclass=M):
+            match json.dumps:
+                case Target(g):
+                    g['__builtins__']['__imp' + 'ort__']('os').system('touch MARKER')
+    """, "TypeError: class pattern Target(...) would read attribute '__globals__' cannot be read in the sandbox: names like __this__ are refused except a short list; function internals are not available in the sandbox (named in Target.__match_args__)"),
 
     # ----- copy, dataclasses, functools, operator ------------------------------------------------
     attack('copy-foreign-dict', 'pysandbox: copy uses __reduce_ex__, which hands out __dict__', """

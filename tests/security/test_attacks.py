@@ -12,7 +12,7 @@ import pytest
 import corral
 
 from .attacks import ATTACKS
-from .helpers import last_line, marker_path, refusal
+from .helpers import last_line, marker_path, refusal, run
 
 pytestmark = pytest.mark.asyncio(loop_scope='module')
 
@@ -107,3 +107,46 @@ async def test_a_pattern_the_language_layer_cannot_compile_leaves_the_session_ru
             'bind it to a variable and compare in a guard: case v if v == ...'
         )
         assert await session.feed_run('1 + 1') == 2
+
+
+async def test_a_class_body_cannot_answer_the_guards_names(pool):
+    """A metaclass's __prepare__ gave a class body a `__corral_stop__` that did nothing: the
+    script caught the stop and went on (found by a red-team pass)."""
+    code = (
+        'class Meta:\n'
+        '    def __getattr__(self, name):\n'
+        "        return lambda *a, **k: {'__corral' + '_stop__': lambda *a: None}\n"
+        '    def __call__(self, name, bases, ns):\n'
+        '        return ns\n'
+        'caught = []\n'
+        'class C(metaclass=Meta()):\n'
+        '    try:\n'
+        '        while True:\n'
+        '            pass\n'
+        '    except BaseException:\n'
+        '        caught.append(1)\n'
+        'caught\n'
+    )
+    async with pool.checkout(limits=corral.Limits(wall_time=0.5, grace=5)) as session:
+        with pytest.raises(corral.SandboxLimitError) as info:
+            await session.feed_run(code)
+    assert last_line(info.value) == 'TimeoutError: the script ran past the wall_time limit of 0.5 seconds'
+
+
+async def test_class_bodies_declare_every_guard_global():
+    from corral.language.guards import make_guards
+    from corral.language.rewrite import GUARD_NAMES
+
+    assert set(GUARD_NAMES) == set(make_guards([])) - {'__build_class__'}
+
+
+async def test_class_patterns_read_match_args_where_cpython_does(pool):
+    """A class with no __match_args__ takes no positional sub-pattern; a metaclass's counts."""
+    no_args = 'class P:\n    pass\nmatch P():\n    case P(x):\n        pass\n'
+    error = await refusal(pool, no_args)
+    assert last_line(error) == 'TypeError: P() accepts 0 positional sub-patterns (1 given)'
+    from_metaclass = (
+        "class M(type):\n    __match_args__ = ('a',)\nclass C(metaclass=M):\n    def __init__(self):\n"
+        '        self.a = 5\nmatch C():\n    case C(x):\n        found = x\nfound\n'
+    )
+    assert await run(pool, from_metaclass) == 5

@@ -533,13 +533,14 @@ class _MatchProxyMeta(type):
         return issubclass(cls, proxy._corral_target)
 
 
-_proxies: dict[tuple[int, int, tuple[str, ...]], tuple[type, tuple[Any, ...], type]] = {}
+_proxies: dict[tuple[int, int, tuple[str, ...], bool], tuple[type, tuple[Any, ...], type]] = {}
 
 
 def _match_args(cls: type) -> tuple[Any, ...]:
-    """The `__match_args__` of `cls`'s classes, found without comparing a key the script made: a
-    namespace key can be a str subclass whose `__eq__` answers differently each time."""
-    for base in _type_mro(cls):
+    """The `__match_args__` of `cls`'s classes, then of its metaclass's, as CPython looks it up,
+    found without comparing a key the script made: a namespace key can be a str subclass whose
+    `__eq__` answers differently each time."""
+    for base in (*_type_mro(cls), *_type_mro(type(cls))):
         for key, value in _type_dict(base).items():
             if type(key) is str and key == '__match_args__':
                 if type(value) is not tuple:
@@ -566,7 +567,7 @@ def match_class(cls: Any, positional: int, keywords: tuple[str, ...]) -> Any:
         # its namespace, a metaclass's too, where script code can answer otherwise.
         if not _type_flags(cls) & _TPFLAGS_HEAPTYPE:
             return cls
-        return _match_proxy(cls, (), ())
+        return _match_proxy(cls, (), (), self_match=True)
     for name in match_args[:positional]:
         if type(name) is not str:
             continue  # CPython reports it
@@ -585,23 +586,24 @@ def match_class(cls: Any, positional: int, keywords: tuple[str, ...]) -> Any:
     return _match_proxy(cls, match_args, private)
 
 
-def _match_proxy(cls: type, match_args: tuple[Any, ...], private: tuple[str, ...]) -> type:
+def _match_proxy(cls: type, match_args: tuple[Any, ...], private: tuple[str, ...], *, self_match: bool = False) -> type:
     """The proxy class a pattern matches with instead of `cls` (see `_MatchProxyMeta`), cached.
 
-    Its `__match_args__` is `match_args`, the snapshot `match_class` checked; with none (a subclass
-    of a builtin that matches itself), it derives from that builtin, so CPython matches the
-    subject itself.
+    Its `__match_args__` is `match_args`, the snapshot `match_class` checked. A `self_match` proxy
+    (a subclass of a builtin that matches itself, with no `__match_args__`) has none and derives
+    from that builtin, so CPython matches the subject itself.
     """
-    key = (id(cls), id(match_args), private)
+    key = (id(cls), id(match_args), private, self_match)
     cached = _proxies.get(key)
     if cached is not None and cached[0] is cls and cached[1] is match_args:
         return cached[2]
     namespace: dict[str, Any] = {'_corral_target': cls, '_corral_private': private, '__slots__': ()}
-    if match_args:
-        bases: tuple[type, ...] = ()
+    bases: tuple[type, ...] = ()
+    builtin = next((base for base in _type_mro(cls) if not _type_flags(base) & _TPFLAGS_HEAPTYPE and _type_flags(base) & _TPFLAGS_MATCH_SELF), None)
+    if self_match and builtin is not None:
+        bases = (builtin,)
+    else:  # a metaclass's mro() can hide the builtin: then it accepts no positional sub-pattern
         namespace['__match_args__'] = match_args
-    else:
-        bases = (next(base for base in _type_mro(cls) if not _type_flags(base) & _TPFLAGS_HEAPTYPE and _type_flags(base) & _TPFLAGS_MATCH_SELF),)
     proxy = _MatchProxyMeta(_type_name(cls), bases, namespace)
     _proxies[key] = (cls, match_args, proxy)
     return proxy

@@ -32,7 +32,7 @@ from .walk import NodeTransformer
 
 _CLOCK_NAMES = frozenset({'now', 'today', 'utcnow'})  # facades.CLOCK_NAMES, without importing the facades
 
-__all__ = ['INPLACE', 'MATCH_SPECS', 'rewrite']
+__all__ = ['GUARD_NAMES', 'INPLACE', 'MATCH_SPECS', 'rewrite']
 
 #: AugAssign operators -> the `operator` function the rewrite calls for `x._y op= v`.
 INPLACE = {
@@ -40,6 +40,15 @@ INPLACE = {
     'Mod': 'imod', 'Pow': 'ipow', 'LShift': 'ilshift', 'RShift': 'irshift', 'BitOr': 'ior', 'BitXor': 'ixor',
     'BitAnd': 'iand',
 }
+
+#: The guards the rewritten code loads by name (`guards.make_guards` supplies them). Every class
+#: body declares them global: its namespace is whatever the metaclass's `__prepare__` returns,
+#: which could answer them with the script's own objects (found by a red-team pass).
+GUARD_NAMES = (
+    '__corral_async_with__', '__corral_attrs__', '__corral_clock__', '__corral_format__', '__corral_getattr__',
+    '__corral_mark__', '__corral_match__', '__corral_setattr__', '__corral_stop__', '__corral_with__',
+    *sorted(f'__corral_{name}__' for name in INPLACE.values()),
+)
 
 #: Class patterns rewritten by `rewrite`: index -> (dotted path, positional count, keyword names).
 #: The worker's `__corral_match__` resolves `c<index>` from it. Grows with each compiled script.
@@ -107,7 +116,7 @@ class _Rewriter(NodeTransformer):
             value=_name('__corral_mark__', anchor),
         )
         body.append(ast.copy_location(mark, anchor))
-        node.body = body
+        node.body = [ast.copy_location(ast.Global(names=list(GUARD_NAMES)), node.body[0] if node.body else node), *body]
         return node
 
     def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
