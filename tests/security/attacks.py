@@ -823,6 +823,32 @@ ATTACKS: list[Attack] = [
                     g['__builtins__']['__imp' + 'ort__']('os').system('touch MARKER')
     """, "TypeError: class pattern Target(...) would read attribute '__globals__' cannot be read in the sandbox: names like __this__ are refused except a short list; function internals are not available in the sandbox (named in Target.__match_args__)"),
 
+    attack('dataclass-dunder-field', 'corral red team: a metaclass writes __annotations__; dataclass __eq__ reads the fields unguarded', """
+        import dataclasses
+        got = []
+        class Catch:
+            def __eq__(self, other):
+                got.append(other)
+                return True
+        def mine():
+            pass
+        class M(type):
+            def __new__(mcs, name, bases, ns):
+                if name == 'X':
+                    ns['__annotations__'] = {'__globals__': object}
+                else:
+                    ns['__class__'] = property(lambda s: type(mine))
+                    ns['__globals__'] = Catch()
+                return super().__new__(mcs, name, bases, ns)
+        @dataclasses.dataclass
+        class X(metaclass=M):
+            pass
+        class B(metaclass=M):
+            pass
+        X.__eq__(mine, B())
+        got[0]['__builtins__']['__imp' + 'ort__']('os').system('touch MARKER')
+    """, "TypeError: dataclass(): field name '__globals__' is not allowed in the sandbox"),
+
     # ----- copy, dataclasses, functools, operator ------------------------------------------------
     attack('copy-foreign-dict', 'pysandbox: copy uses __reduce_ex__, which hands out __dict__', """
         import asyncio, copy

@@ -419,6 +419,10 @@ def dataclass(cls: Any = None, /, **kwargs: Any) -> Any:
 
     def wrap(cls: Any) -> Any:
         _script_class_or_refuse(cls, 'dataclass')
+        # a metaclass can put any annotations in the namespace; the generated methods read every
+        # field unguarded (`__eq__` compares `self.__globals__`, `__init__` sets `self.__class__`)
+        for name in type.__dict__['__dict__'].__get__(cls).get('__annotations__', {}):
+            _check_field_name(name, 'dataclass')
         result = dataclasses.dataclass(cls, **kwargs)
         if result is not cls:  # slots=True makes a new class from the script's
             register_class(result)
