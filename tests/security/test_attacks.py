@@ -150,3 +150,28 @@ async def test_class_patterns_read_match_args_where_cpython_does(pool):
         '        self.a = 5\nmatch C():\n    case C(x):\n        found = x\nfound\n'
     )
     assert await run(pool, from_metaclass) == 5
+
+
+@pytest.mark.parametrize(
+    'code',
+    [
+        # the stop becomes the context of an exception raised in a finally block ...
+        "try:\n    try:\n        while True:\n            pass\n    finally:\n        raise ValueError('x')\nexcept ValueError:\n    pass\n'swallowed'\n",
+        # ... or in an __exit__
+        "class CM:\n    def __enter__(self):\n        return self\n    def __exit__(self, *exc):\n        raise ValueError('x')\n"
+        "try:\n    with CM():\n        while True:\n            pass\nexcept ValueError:\n    pass\n'swallowed'\n",
+    ],
+    ids=['finally', 'exit'],
+)
+async def test_a_stop_replaced_by_another_exception_is_not_handled_away(pool, code):
+    """`except ValueError` caught the exception that replaced the stop, and the script ran on
+    until the host's kill (found by a red-team pass)."""
+    async with pool.checkout(limits=corral.Limits(wall_time=0.5, grace=5)) as session:
+        with pytest.raises(corral.SandboxLimitError) as info:
+            await session.feed_run(code)
+    assert last_line(info.value) == 'TimeoutError: the script ran past the wall_time limit of 0.5 seconds'
+
+
+async def test_an_exception_raised_while_handling_another_keeps_its_context(pool):
+    code = "try:\n    try:\n        1 / 0\n    finally:\n        raise ValueError('x')\nexcept ValueError as e:\n    found = type(e.__context__).__name__\nfound\n"
+    assert await run(pool, code) == 'ZeroDivisionError'

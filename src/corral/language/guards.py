@@ -492,18 +492,28 @@ class _AsyncWith:
 _exc_info = sys.exc_info
 
 
+_exception_context = BaseException.__dict__['__context__'].__get__
+_exception_cause = BaseException.__dict__['__cause__'].__get__
+
+
 def reraise_stop() -> None:
-    """First statement of every handler: a SandboxStop being handled is raised again."""
+    """First statement of every handler: a SandboxStop being handled is raised again, also one
+    that an exception raised in a `finally` block or an `__exit__` replaced (it is that
+    exception's context: `except ValueError` would otherwise handle the stop away)."""
     error = _exc_info()[1]
-    if error is None:
-        return
-    cls = type(error)
-    if issubclass(cls, SandboxStop):
-        raise error
-    if issubclass(cls, BaseExceptionGroup):
-        stop = find_stop(error)
-        if stop is not None:
-            raise stop
+    seen = 0
+    while error is not None and seen < 100:  # contexts can form a cycle; a stop is near the top
+        cls = type(error)
+        if issubclass(cls, SandboxStop):
+            raise error
+        if issubclass(cls, BaseExceptionGroup):
+            stop = find_stop(error)
+            if stop is not None:
+                raise stop
+        if issubclass(cls, GeneratorExit):
+            return  # a frame being closed (its context is whatever was in flight): let it close
+        error = _exception_cause(error) or _exception_context(error)
+        seen += 1
 
 
 # ----- match -----------------------------------------------------------------------------------
