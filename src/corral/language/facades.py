@@ -34,7 +34,7 @@ from typing import Any
 
 from . import hostio
 
-__all__ = ['BUILDERS', 'CLOCK_NAMES', 'TextCalendar', 'clock_method', 'prcal', 'prmonth', 'reveal_type']
+__all__ = ['BUILDERS', 'TextCalendar', 'clock_method', 'prcal', 'prmonth', 'reveal_type']
 
 
 def _named(module: str, *functions: Any) -> None:
@@ -615,10 +615,6 @@ def _time_module() -> dict[str, Any]:
         'process_time': _time.process_time, 'process_time_ns': _time.process_time_ns,
         'sleep': _time.sleep, 'strptime': _time.strptime, 'struct_time': _time.struct_time,
     }
-
-
-#: Attribute names that read the clock on `datetime.date` and its subclasses.
-CLOCK_NAMES = frozenset({'now', 'today', 'utcnow'})
 
 
 def clock_method(cls: type, name: str) -> Callable[..., Any]:

@@ -31,8 +31,15 @@ import types
 import typing
 from typing import Any
 
-from .facades import CLOCK_NAMES, clock_method
-from .rules import FILTERED_ATTRIBUTES, attribute_refusal, is_private, normalize
+from .facades import clock_method
+from .rules import (
+    CLOCK_ATTRIBUTES,
+    FILTERED_ATTRIBUTES,
+    FORMAT_ATTRIBUTES,
+    attribute_refusal,
+    is_private,
+    normalize,
+)
 from .stop import SandboxStop, find_stop
 from .strformat import safe_format
 
@@ -252,9 +259,9 @@ def guarded_getattr(obj: Any, name: Any, *default: Any) -> Any:
             return default[0]
         raise AttributeError(refusal)
     value = getattr(obj, name, *default)
-    if name == 'format' or name == 'format_map':
+    if name in FORMAT_ATTRIBUTES:
         return filter_format(value)
-    if name in CLOCK_NAMES:
+    if name in CLOCK_ATTRIBUTES:
         return filter_clock(value)
     return value
 
@@ -403,7 +410,7 @@ def _reads_clock(cls: Any) -> bool:
 def filter_clock(value: Any) -> Any:
     """Replace the bound `now` / `today` / `utcnow` of `datetime.date` and its subclasses with the
     sandbox's, which read the clock through the host."""
-    if type(value) is _BuiltinMethod and value.__name__ in CLOCK_NAMES:
+    if type(value) is _BuiltinMethod and value.__name__ in CLOCK_ATTRIBUTES:
         owner = value.__self__
         if _reads_clock(owner):
             return clock_method(owner, value.__name__)

@@ -27,10 +27,8 @@ import ast
 import copy
 from typing import Any
 
-from .rules import is_private
+from .rules import CLOCK_ATTRIBUTES, FORMAT_ATTRIBUTES, is_private
 from .walk import NodeTransformer
-
-_CLOCK_NAMES = frozenset({'now', 'today', 'utcnow'})  # facades.CLOCK_NAMES, without importing the facades
 
 __all__ = ['GUARD_NAMES', 'INPLACE', 'MATCH_SPECS', 'rewrite']
 
@@ -128,9 +126,9 @@ class _Rewriter(NodeTransformer):
                 return _call('__corral_getattr__', node, node.value, name)
             target = _call('__corral_attrs__', node, node.value)
             return ast.copy_location(ast.Subscript(value=target, slice=name, ctx=node.ctx), node)
-        if attr in ('format', 'format_map') and isinstance(node.ctx, ast.Load):
+        if attr in FORMAT_ATTRIBUTES and isinstance(node.ctx, ast.Load):
             return _call('__corral_format__', node, node.value, _constant(attr, node))
-        if attr in _CLOCK_NAMES and isinstance(node.ctx, ast.Load):
+        if attr in CLOCK_ATTRIBUTES and isinstance(node.ctx, ast.Load):
             return _call('__corral_clock__', node, node.value, _constant(attr, node))
         return node
 

@@ -18,8 +18,10 @@ import unicodedata
 
 __all__ = [
     'CLASS_ASSIGN_DUNDERS',
+    'CLOCK_ATTRIBUTES',
     'DEFINABLE_DUNDERS',
     'FILTERED_ATTRIBUTES',
+    'FORMAT_ATTRIBUTES',
     'INTERNAL_NAMES',
     'NAME_DUNDERS',
     'READ_DUNDERS',
@@ -51,12 +53,13 @@ _PROTOCOL = frozenset(
     ]
 )
 
-#: Public attributes whose reads the rewrite sends through a filter (`x.format` through
-#: `__corral_format__`, `x.now` through `__corral_clock__`): `str.format` would walk attributes of its
-#: arguments, and `datetime.now` would read the host's clock. A `match` pattern reads attributes
-#: with no code of the sandbox in between, so patterns cannot read these (`facades.CLOCK_NAMES` are
-#: the clock's).
-FILTERED_ATTRIBUTES = frozenset({'format', 'format_map', 'now', 'today', 'utcnow'})
+#: Public attributes whose reads the rewrite sends through a filter: `x.format` through
+#: `__corral_format__` (`str.format` would walk attributes of its arguments), `x.now` through
+#: `__corral_clock__` (`datetime.now` would read the host's clock). A `match` pattern reads
+#: attributes with no code of the sandbox in between, so patterns cannot read any of them.
+FORMAT_ATTRIBUTES = frozenset({'format', 'format_map'})
+CLOCK_ATTRIBUTES = frozenset({'now', 'today', 'utcnow'})
+FILTERED_ATTRIBUTES = FORMAT_ATTRIBUTES | CLOCK_ATTRIBUTES
 
 #: Dunder attributes a script may read: protocol methods, names and docs, and what
 #: `super().__init__()`, `super().__new__(cls)`, `super().__post_init__()`, exception chaining and
