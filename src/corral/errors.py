@@ -14,6 +14,8 @@ __all__ = [
     'SandboxWorkerError',
     'SandboxLimitError',
     'SandboxInsecureError',
+    'SandboxStateError',
+    'SandboxSessionBusyError',
 ]
 
 
@@ -87,3 +89,18 @@ class SandboxLimitError(SandboxError):
 
 class SandboxInsecureError(SandboxError):
     """A lockdown layer that the pool requires is not available on this machine."""
+
+
+class SandboxStateError(SandboxError):
+    """A stored session state cannot be loaded: it was altered, comes from an incompatible corral
+    version, is truncated, is over the size quota, was made for another pool's functions, or is not
+    in the store. `display()` names which; the state is never executed or unpickled to find out.
+    """
+
+
+class SandboxSessionBusyError(SandboxError):
+    """The stored session is checked out elsewhere: another holder has its lease.
+
+    The lease expires when its holder stops renewing it (its process died), so a crashed process does
+    not lock a session forever; try again later, or fork the session instead.
+    """
