@@ -90,7 +90,7 @@ async def fake_worker_session(pool, wall_time):
     host_end, worker_end = socket.socketpair()
     host_end.setblocking(False)
     sleeper = subprocess.Popen(['sleep', '60'])
-    process = WorkerProcess(sleeper.pid, os.pidfd_open(sleeper.pid), host_end)
+    process = WorkerProcess(os.pidfd_open(sleeper.pid), host_end)
 
     async def take(limits):
         return process

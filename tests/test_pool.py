@@ -54,8 +54,13 @@ async def test_a_missing_lockdown_layer_refuses_to_start(monkeypatch):
             async with pool.checkout():
                 pass
     assert info.value.display() == (
-        'refusing to run scripts: lockdown layer(s) netns not available on this machine (netns: cannot enter a new '
-        "network namespace). Pass Pool(skip_layers={'netns'}) to run without them, knowing scripts are then less contained."
+        'refusing to run scripts: these lockdown layers are not available on this machine:\n'
+        '- netns: cannot enter a new network namespace\n'
+        'To enable them:\n'
+        '- the network, mount, PID, UTS and IPC namespaces are made inside the user namespace (layer userns); without it, '
+        'only root with CAP_SYS_ADMIN can make them (in Docker, `--cap-add SYS_ADMIN`)\n'
+        "Or run without them, knowing scripts are then less contained: Pool(skip_layers=['netns']), "
+        'or on the command line --skip-layers netns.'
     )
 
 
@@ -67,7 +72,7 @@ async def test_skip_layers_runs_without_the_named_layer(monkeypatch):
 
 
 def test_unknown_layer_names_are_refused():
-    with pytest.raises(ValueError, match=r"unknown lockdown layer\(s\) \['selinux'\]; the layers are \['language', 'seccomp', 'netns', 'rlimits', 'no_new_privs'\]"):
+    with pytest.raises(ValueError, match=r"unknown lockdown layer\(s\) \['selinux'\]; the layers are \['language', 'seccomp', 'userns', 'netns', 'mntns', 'pidns', 'utsns', 'ipcns', 'uid', 'rlimits', 'no_new_privs'\]"):
         corral.Pool(skip_layers={'selinux'})
 
 
@@ -100,7 +105,7 @@ async def test_each_worker_has_an_event_loop_of_its_own():
             for session in (first, second):
                 assert await session.feed_run('import asyncio\nawait asyncio.sleep(0)\n1') == 1
             sockets = []
-            for pid in (pool._zygote._process.pid, first._worker.pid, second._worker.pid):
+            for pid in (pool._zygote.pid, first._worker.pid, second._worker.pid):
                 fds = _open_fds(pid)
                 own = {int(link[len('socket:['):-1]) for link in fds.values() if link.startswith('socket:[')}
                 (epoll,) = [fd for fd, link in fds.items() if link == 'anon_inode:[eventpoll]']

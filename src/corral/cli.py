@@ -1,17 +1,20 @@
 """The `corral` command.
 
-    corral run SCRIPT [--stubs FILE.pyi] [--functions MODULE] [--type-check]
-    corral demo [--billing]
-    corral mcp [--functions MODULE] [--upstream 'COMMAND ...'] [--transport stdio|http] ...
+    corral run SCRIPT [--stubs FILE.pyi] [--functions MODULE] [--type-check] [--skip-layers LAYER,...]
+    corral demo [--billing] [--skip-layers LAYER,...]
+    corral mcp [--functions MODULE] [--upstream 'COMMAND ...'] [--transport stdio|http] [--skip-layers LAYER,...] ...
 
 `run` prints the repr of the script's result on stdout and exits 0; on a sandbox error it prints
-the error's display text on stderr and exits 1; bad usage exits 2.
+the error's display text on stderr and exits 1; bad usage exits 2. Every command refuses to run
+where a lockdown layer is missing (the display text of `SandboxInsecureError`, exit 1) unless
+`--skip-layers` names it.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import importlib
 import importlib.util
 import inspect
@@ -22,8 +25,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable
 
-from .errors import SandboxError
+from .errors import SandboxError, SandboxInsecureError
 from .host.pool import Pool
+from .integrations._common import add_skip_layers
 from .values import safe_repr
 
 __all__ = ['main']
@@ -79,14 +83,37 @@ async def _run(args: argparse.Namespace) -> int:
             stubs = (stubs + '\n' if stubs else '') + Path(args.stubs).read_text()
         except OSError as error:
             raise _UsageError(f'cannot read {args.stubs}: {error.strerror}') from None
-    async with Pool(warm_workers=0) as pool:
-        async with pool.checkout(type_check=args.type_check, type_check_stubs=stubs, script_name=Path(args.script).name) as session:
-            try:
+    try:
+        async with Pool(warm_workers=0, skip_layers=args.skip_layers) as pool:
+            async with pool.checkout(type_check=args.type_check, type_check_stubs=stubs, script_name=Path(args.script).name) as session:
                 result = await session.feed_run(code, external_lookup=functions)
-            except SandboxError as error:
-                print(error.display(), file=sys.stderr)
-                return 1
+    except SandboxError as error:
+        print(error.display(), file=sys.stderr)
+        return 1
     print(safe_repr(result))
+    return 0
+
+
+async def _check_demo(skip: frozenset[str]) -> None:
+    async with Pool(warm_workers=0, skip_layers=skip) as pool:
+        await pool.start()
+
+
+def _demo(args: argparse.Namespace) -> int:
+    """Run an example; its pools (made by `corral.logfire.agent_sandboxes`) get `--skip-layers`."""
+    from . import logfire
+
+    try:
+        asyncio.run(_check_demo(args.skip_layers))
+    except SandboxInsecureError as error:
+        print(error.display(), file=sys.stderr)
+        return 1
+    make_pool = logfire.agent_sandboxes
+    logfire.agent_sandboxes = functools.partial(make_pool, skip_layers=args.skip_layers)
+    try:
+        runpy.run_module('corral.examples.billing_main' if args.billing else 'corral.examples.code_tool_main', run_name='__main__')
+    finally:
+        logfire.agent_sandboxes = make_pool
     return 0
 
 
@@ -99,8 +126,10 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument('--stubs', metavar='FILE.pyi', help='stubs of the host functions, for --type-check')
     run.add_argument('--functions', metavar='MODULE', help='module (dotted name or path) whose public functions the script may call')
     run.add_argument('--type-check', action='store_true', help='check the script with ty before running it')
+    add_skip_layers(run)
     demo = commands.add_parser('demo', help="run the documents' example: a run_code tool tested without a model")
     demo.add_argument('--billing', action='store_true', help='run the billing-module example instead')
+    add_skip_layers(demo)
     commands.add_parser('mcp', help='serve run_code over MCP (corral mcp --help for its options)', add_help=False)
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ['mcp']:  # its options are its own (the `mcp` extra is imported only here)
@@ -110,8 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.command == 'demo':
-            runpy.run_module('corral.examples.billing_main' if args.billing else 'corral.examples.code_tool_main', run_name='__main__')
-            return 0
+            return _demo(args)
         return asyncio.run(_run(args))
     except _UsageError as error:
         print(f'corral: error: {error}', file=sys.stderr)

@@ -35,11 +35,11 @@ from typing import Any
 import pytest
 
 from corral.worker import lockdown
-from corral.worker.lockdown import LockdownLimits, available_layers, enter_network_namespace, lock_down
+from corral.worker import namespaces
+from corral.worker.lockdown import LockdownLimits, available_layers, lock_down
 
 LAYERS = available_layers()
 needs_seccomp = pytest.mark.skipif(LAYERS['seccomp'] is not None, reason=f'seccomp unavailable: {LAYERS["seccomp"]}')
-needs_netns = pytest.mark.skipif(LAYERS['netns'] is not None, reason=f'network namespaces unavailable: {LAYERS["netns"]}')
 
 _libc = ctypes.CDLL(None, use_errno=True)  # made before forking: dlopen after lockdown is not allowed
 _PR_GET_DUMPABLE, _PR_SET_DUMPABLE, _PR_GET_SECCOMP, _PR_GET_NO_NEW_PRIVS = 3, 4, 21, 39
@@ -671,7 +671,13 @@ def test_dangerous_syscalls_kill_the_worker(name: str, arguments: tuple[Any, ...
 # ----- network namespace --------------------------------------------------------------------------
 
 
-@needs_netns
+def enter_network_namespace() -> None:
+    """The user namespace (so that an ordinary user may) and the network namespace, as the zygote
+    makes them."""
+    report = namespaces.enter(frozenset(namespaces.LAYERS) - {'userns', 'netns'})
+    assert report == {'userns': None, 'netns': None}
+
+
 def test_network_namespace_is_empty_and_isolated() -> None:
     listener = socket.socket()
     listener.bind(('127.0.0.1', 0))
@@ -708,7 +714,6 @@ def test_network_namespace_is_empty_and_isolated() -> None:
     assert socket.if_nameindex() == interfaces_before  # the parent's namespace is untouched
 
 
-@needs_netns
 @needs_seccomp
 def test_network_namespace_then_lock_down() -> None:
     """The zygote's order: enter the namespace, fork, lock down; the worker still works."""
@@ -726,7 +731,7 @@ def test_network_namespace_then_lock_down() -> None:
 
 def test_available_layers_is_cached_and_well_formed() -> None:
     layers = available_layers()
-    assert set(layers) == {'seccomp', 'netns', 'rlimits', 'no_new_privs'}
+    assert set(layers) == {'seccomp', 'rlimits', 'no_new_privs'}
     assert all(value is None or (isinstance(value, str) and value) for value in layers.values())
     started = time.perf_counter()
     assert available_layers() == layers

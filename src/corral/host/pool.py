@@ -30,9 +30,11 @@ class Pool:
     """Owns sandbox workers and hands out sessions. Use as an async context manager.
 
     Workers are locked down (see the security section of the README): a lockdown layer that this
-    machine lacks makes the first checkout raise `SandboxInsecureError`, unless `skip_layers`
-    names it (`'seccomp'`, `'netns'`, `'rlimits'`, `'no_new_privs'`). `'language'` turns off the
-    language guard: only for measuring what the other layers block on their own.
+    machine lacks makes the first checkout (or `start()`) raise `SandboxInsecureError`, whose text
+    names the layer, why it is missing and the setting that enables it, unless `skip_layers` names
+    it (`'seccomp'`, `'userns'`, `'netns'`, `'mntns'`, `'pidns'`, `'utsns'`, `'ipcns'`, `'uid'`,
+    `'rlimits'`, `'no_new_privs'`). `'language'` turns off the language guard: only for measuring
+    what the other layers block on their own.
 
     Creating a pool starts nothing; the zygote (a warm Python process that forks workers) starts
     on the first checkout. After each checkout the pool forks replacements in the background so
@@ -63,6 +65,13 @@ class Pool:
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
+
+    async def start(self) -> None:
+        """Start the zygote now rather than at the first checkout: raises `SandboxInsecureError`
+        where a lockdown layer is missing (see the class), `OSError` where the zygote cannot start."""
+        if self._closed:
+            raise RuntimeError('the pool is closed')
+        await self._zygote.start()
 
     async def aclose(self) -> None:
         """Kill idle workers, stop the zygote and the type checker.

@@ -15,22 +15,33 @@ import msgpack
 
 from ..channel import FrameReader
 from ..errors import SandboxInsecureError
+from ..worker.namespaces import REMEDIES
 
-__all__ = ['WorkerProcess', 'Zygote']
+__all__ = ['WorkerProcess', 'Zygote', 'refusal']
 
-_PID = struct.Struct('>I')
+_SPAWNED = b'W'  # the zygote's reply to a spawn request, with the worker's channel and pidfd
 _REQUEST = struct.Struct('>cQQ')  # the zygote's spawn request: b'S', RLIMIT_AS, RLIMIT_CPU
 
 
 class WorkerProcess:
-    """One forked worker: its pid, a pidfd to kill it by, and the host's end of its channel."""
+    """One forked worker: a pidfd to kill it by, and the host's end of its channel."""
 
-    __slots__ = ('pid', 'pidfd', 'sock')
+    __slots__ = ('_pid', 'pidfd', 'sock')
 
-    def __init__(self, pid: int, pidfd: int, sock: socket.socket) -> None:
-        self.pid = pid
+    def __init__(self, pidfd: int, sock: socket.socket) -> None:
+        self._pid: int | None = None
         self.pidfd = pidfd
         self.sock = sock
+
+    @property
+    def pid(self) -> int | None:
+        """The worker's pid as this process sees it (the worker, in its PID namespace, has another),
+        read from the pidfd's ``/proc/self/fdinfo`` entry (proc(5)) the first time it is asked;
+        None once the worker was killed before anyone asked."""
+        if self._pid is None and self.pidfd >= 0:
+            with open(f'/proc/self/fdinfo/{self.pidfd}') as info:
+                self._pid = next(int(line.split()[1]) for line in info if line.startswith('Pid:'))
+        return self._pid
 
     def alive(self) -> bool:
         """True while the worker's end of the channel is open (the worker has not exited)."""
@@ -55,6 +66,23 @@ class WorkerProcess:
         self.sock.close()
 
 
+def refusal(missing: dict[str, str]) -> str:
+    """The text of the `SandboxInsecureError` for lockdown layers this machine lacks: each layer and
+    why (`missing`: layer -> reason), the settings that enable them, and `skip_layers`."""
+    lines = ['refusing to run scripts: these lockdown layers are not available on this machine:']
+    lines += [f'- {layer}: {reason}' for layer, reason in missing.items()]
+    remedies = dict.fromkeys(remedy for layer in missing for remedy in REMEDIES.get(layer, ()))
+    if remedies:
+        lines.append('To enable them:')
+        lines += [f'- {remedy}' for remedy in remedies]
+    names = sorted(missing)
+    lines.append(
+        f'Or run without them, knowing scripts are then less contained: Pool(skip_layers={names!r}), '
+        f"or on the command line --skip-layers {','.join(names)}."
+    )
+    return '\n'.join(lines)
+
+
 class Zygote:
     """The warm parent process that forks workers (see `corral.worker.zygote`).
 
@@ -69,6 +97,21 @@ class Zygote:
         self._control: socket.socket | None = None
         self._lock = asyncio.Lock()
         self._waiting: collections.deque[asyncio.Future[WorkerProcess]] = collections.deque()
+
+    @property
+    def pid(self) -> int | None:
+        """The pid, as this process sees it, of the process that forks the workers: the started
+        process's only child where that one made a PID namespace (see `corral.worker.zygote`), else
+        the started process; None while none runs."""
+        if self._process is None:
+            return None
+        pid = self._process.pid
+        try:
+            with open(f'/proc/{pid}/task/{pid}/children') as children:
+                inner = children.read().split()
+        except OSError:
+            return pid
+        return int(inner[0]) if len(inner) == 1 else pid
 
     async def _start(self) -> socket.socket:
         ours, theirs = socket.socketpair()
@@ -92,12 +135,7 @@ class Zygote:
         missing = {layer: reason for layer, reason in layers.items() if reason is not None and layer not in self._skip}
         if missing:
             self.close()
-            names = ', '.join(sorted(missing))
-            reasons = '; '.join(f'{layer}: {reason}' for layer, reason in sorted(missing.items()))
-            raise SandboxInsecureError(
-                f'refusing to run scripts: lockdown layer(s) {names} not available on this machine ({reasons}). '
-                f'Pass Pool(skip_layers={set(missing)!r}) to run without them, knowing scripts are then less contained.'
-            )
+            raise SandboxInsecureError(refusal(missing))
         return ours
 
     @staticmethod
@@ -116,6 +154,20 @@ class Zygote:
                         raise OSError('the zygote sent a malformed report')
                     return report
 
+    async def start(self) -> None:
+        """Start the zygote unless it runs; raises as `spawn()` does."""
+        async with self._lock:
+            await self._running()
+
+    async def _running(self) -> socket.socket:
+        """The running zygote's socket, started anew if there is none or it died (hold `_lock`)."""
+        control = self._control
+        if control is None or self._process is None or self._process.poll() is not None:
+            if control is not None:
+                self._lost(control)
+            control = await self._start()
+        return control
+
     async def spawn(self, *, memory: int | None, cpu_time: int | None) -> WorkerProcess:
         """Fork a new worker with these rlimits (bytes of address space, seconds of CPU).
 
@@ -125,11 +177,7 @@ class Zygote:
         """
         loop = asyncio.get_running_loop()
         async with self._lock:  # (re)starting the zygote and sending, in order
-            control = self._control
-            if control is None or self._process is None or self._process.poll() is not None:
-                if control is not None:
-                    self._lost(control)
-                control = await self._start()
+            control = await self._running()
             request = _REQUEST.pack(b'S', memory or 0, cpu_time or 0)
             try:
                 sent = control.send(request)  # 17 bytes: the socket buffer holds thousands
@@ -148,19 +196,19 @@ class Zygote:
         """Hand the zygote's replies (a pid, the channel and a pidfd) to the spawns waiting, in order."""
         while self._waiting:
             try:
-                data, fds, _, _ = socket.recv_fds(control, _PID.size, 2)
+                data, fds, _, _ = socket.recv_fds(control, len(_SPAWNED), 2)
             except BlockingIOError:
                 return
             except OSError:
                 data, fds = b'', []
-            if len(data) != _PID.size or len(fds) != 2:
+            if data != _SPAWNED or len(fds) != 2:
                 for fd in fds:
                     os.close(fd)
                 self._lost(control)
                 return
             sock = socket.socket(fileno=fds[0])
             sock.setblocking(False)
-            worker = WorkerProcess(_PID.unpack(data)[0], fds[1], sock)
+            worker = WorkerProcess(fds[1], sock)
             reply = self._waiting.popleft()
             if reply.done():  # its caller gave up waiting: nobody will use the worker
                 worker.kill()

@@ -1,8 +1,10 @@
-"""What every door into corral shares: the `run_code` description, running one script, and the
-texts a model reads back (results, errors, and the calls that ran before an error)."""
+"""What every door into corral shares: the `run_code` description, running one script, the
+texts a model reads back (results, errors, and the calls that ran before an error), and the
+`--skip-layers` option of the command lines."""
 
 from __future__ import annotations
 
+import argparse
 import ast
 import dataclasses
 import datetime
@@ -16,8 +18,10 @@ from ..errors import SandboxError, SandboxLimitError, SandboxRuntimeError, Sandb
 from ..host.os_access import Mount, OsAccess
 from ..host.session import Session
 from ..limits import Limits
+from ..worker.zygote import LAYERS
 
 __all__ = [
+    'add_skip_layers',
     'CallRecord',
     'ScriptOutcome',
     'run_script',
@@ -32,6 +36,26 @@ __all__ = [
 ]
 
 # ----- the description -------------------------------------------------------------------------
+
+
+def _layer_names(text: str) -> frozenset[str]:
+    names = frozenset(filter(None, (name.strip() for name in text.split(','))))
+    unknown = sorted(names - set(LAYERS))
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown layer(s) {', '.join(unknown)}; the layers are {', '.join(LAYERS)}")
+    return names
+
+
+def add_skip_layers(parser: argparse.ArgumentParser) -> None:
+    """Add the `--skip-layers LAYER,...` option (comma-separated names of `Pool(skip_layers=...)`;
+    `args.skip_layers` is a frozenset) to a command line."""
+    parser.add_argument(
+        '--skip-layers',
+        type=_layer_names,
+        default=frozenset(),
+        metavar='LAYER,...',
+        help=f"lockdown layers to run without, where this machine lacks them ({', '.join(LAYERS)}); scripts are then less contained",
+    )
 
 
 def _stdlib_modules() -> Sequence[str]:

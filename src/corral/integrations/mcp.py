@@ -20,7 +20,7 @@ import inspect
 import os
 import shlex
 import sys
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Annotated, Any
@@ -35,8 +35,10 @@ try:
 except ImportError as _error:  # pragma: no cover - depends on the installed extras
     raise ImportError('corral.integrations.mcp needs the MCP SDK: install it with `pip install "corral[mcp]"`') from _error
 
+from ..errors import SandboxInsecureError
 from ..host.pool import Pool
 from ..limits import Limits
+from ._common import add_skip_layers
 from .code_tool import CodeTool
 from .stubs import SchemaFunction, StubWriter, python_name
 
@@ -251,10 +253,14 @@ async def serve(
     path: str = '/mcp',
     type_check: bool = True,
     keep_session: bool = True,
+    skip_layers: Collection[str] = (),
 ) -> None:
-    """Connect to the upstream servers, then serve `run_code` until the transport closes."""
+    """Check the sandbox can be locked down (`SandboxInsecureError` if not: see
+    `Pool(skip_layers=...)`), connect to the upstream servers, then serve `run_code` until the
+    transport closes."""
     async with contextlib.AsyncExitStack() as stack:
-        pool = await stack.enter_async_context(Pool())
+        pool = await stack.enter_async_context(Pool(skip_layers=skip_layers))
+        await pool.start()
         writer = StubWriter()
         host_functions: dict[str, Callable[..., Any]] = {}
         for function_name, function in (functions or {}).items():
@@ -294,6 +300,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument('--path', default='/mcp', help='HTTP path of the MCP endpoint (default /mcp)')
     parser.add_argument('--no-type-check', action='store_true', help='run scripts without checking them first')
     parser.add_argument('--fresh', action='store_true', help='start every run_code call with no variables (by default they persist per MCP session)')
+    add_skip_layers(parser)
     return parser
 
 
@@ -312,18 +319,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         except Exception as error:
             print(f'corral mcp: --functions {spec}: {error}', file=sys.stderr)
             return 2
-    anyio.run(
-        lambda: serve(
-            functions=functions,
-            upstream=args.upstream,
-            transport=args.transport,
-            host=args.host,
-            port=args.port,
-            path=args.path,
-            type_check=not args.no_type_check,
-            keep_session=not args.fresh,
+    try:
+        anyio.run(
+            lambda: serve(
+                functions=functions,
+                upstream=args.upstream,
+                transport=args.transport,
+                host=args.host,
+                port=args.port,
+                path=args.path,
+                type_check=not args.no_type_check,
+                keep_session=not args.fresh,
+                skip_layers=args.skip_layers,
+            )
         )
-    )
+    except SandboxInsecureError as error:
+        print(error.display(), file=sys.stderr)
+        return 1
     return 0
 
 

@@ -22,8 +22,9 @@ Layers, in the order `lock_down()` applies them:
    uid cannot ptrace the worker or read its ``/proc/PID/*``).
 6. **Seccomp** allow-list (below), built with libseccomp through `pyseccomp`.
 
-The network namespace (`enter_network_namespace`) is a separate layer the zygote enters once, so
-every forked worker starts in an empty network namespace with only a loopback device that is down.
+The namespaces (user, network, mount with an empty root, PID, UTS, IPC) and the sandbox uid are
+layers of their own, entered once by the zygote (`corral.worker.namespaces`); every forked worker
+starts in them.
 
 Seccomp allow-list
 ------------------
@@ -149,7 +150,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ['LockdownLimits', 'available_layers', 'enter_network_namespace', 'lock_down', 'prepare_zygote', 'require_single_thread']
+__all__ = ['LockdownLimits', 'available_layers', 'lock_down', 'prepare_zygote', 'require_single_thread']
 
 # <linux/prctl.h>
 _PR_GET_DUMPABLE = 3
@@ -161,8 +162,7 @@ _PR_GET_NO_NEW_PRIVS = 39
 _PR_CAP_AMBIENT = 47
 _PR_CAP_AMBIENT_CLEAR_ALL = 4
 _SECCOMP_MODE_FILTER = 2
-# <sched.h>, <fcntl.h>, <sys/mman.h>, <linux/capability.h>
-_CLONE_NEWNET = 0x40000000
+# <fcntl.h>, <sys/mman.h>, <linux/capability.h>
 _AT_EMPTY_PATH = 0x1000
 _PROT_EXEC = 0x4
 # <linux/futex.h>: WAIT, WAKE, REQUEUE, CMP_REQUEUE, WAKE_OP, WAIT_BITSET, WAKE_BITSET; the
@@ -180,7 +180,7 @@ else:
     _seccomp_error = None
 
 _libc = ctypes.CDLL(None, use_errno=True)
-for _name in ('prctl', 'unshare', 'clearenv', 'capset'):
+for _name in ('prctl', 'clearenv', 'capset'):
     getattr(_libc, _name)  # resolve now, in the zygote, not in a forked child
 _libc.prctl.argtypes = (ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong)
 _libc.prctl.restype = ctypes.c_int
@@ -246,11 +246,11 @@ _layers_lock = threading.Lock()
 def available_layers() -> dict[str, str | None]:
     """Which lockdown layers this machine supports.
 
-    Returns ``{'seccomp': None, 'netns': None, 'rlimits': None, 'no_new_privs': None}`` where a
-    value is None when the layer is available, or a reason string when it is not. The first call
-    forks one short-lived probe process (a few milliseconds) that tries `unshare(CLONE_NEWNET)` and
-    loads the real seccomp filter; the answer is cached for the life of the process. The caller
-    itself is not changed.
+    Returns ``{'seccomp': None, 'rlimits': None, 'no_new_privs': None}`` where a value is None when
+    the layer is available, or a reason string when it is not. The first call forks one short-lived
+    probe process (a few milliseconds) that loads the real seccomp filter; the answer is cached for
+    the life of the process. The caller itself is not changed. (The namespaces and the uid are
+    probed by entering them: `corral.worker.namespaces.enter`.)
     """
     global _layers
     with _layers_lock:
@@ -259,33 +259,12 @@ def available_layers() -> dict[str, str | None]:
         return dict(_layers)
 
 
-def enter_network_namespace() -> None:
-    """Move the calling process into a new, empty network namespace (``unshare(CLONE_NEWNET)``).
-
-    The zygote calls this once; workers forked afterwards inherit the namespace. It holds only a
-    loopback device, which is left *down*: no interface, no route, and even ``127.0.0.1`` is
-    unreachable (``ENETUNREACH``). Existing sockets (such as the zygote's Unix socketpair with the
-    host) keep working. In a multi-threaded process only the calling thread moves, so call it
-    from the thread that forks. Needs CAP_SYS_ADMIN (root); raises `OSError` with the kernel's errno
-    and an explanation when the kernel refuses.
-    """
-    if _libc.unshare(_CLONE_NEWNET) != 0:
-        code = ctypes.get_errno()
-        hint = {
-            errno.EPERM: 'needs CAP_SYS_ADMIN, or a seccomp/container policy forbids unshare',
-            errno.EINVAL: 'the kernel lacks CONFIG_NET_NS',
-            errno.ENOSPC: 'the limit on network namespaces (user.max_net_namespaces) is reached',
-            errno.ENOMEM: 'out of memory',
-        }.get(code, os.strerror(code))
-        raise OSError(code, f'cannot enter a new network namespace (unshare(CLONE_NEWNET)): {hint}')
-
-
 def prepare_zygote() -> None:
     """The steps of `lock_down` that forked workers inherit, done once in the zygote.
 
     Clears the environment, drops all capabilities and sets ``PR_SET_NO_NEW_PRIVS``; a worker
     forked afterwards has all three already, and its `lock_down` skips them (it still verifies
-    the result). Call it after `enter_network_namespace`, which needs the capabilities.
+    the result). Call it after the namespaces are made, which needs the capabilities.
     """
     global _inherited
     _clear_environment()
@@ -632,22 +611,20 @@ def _filter_loader(pid: int) -> Any:
 
 
 def _probe_layers() -> dict[str, str | None]:
-    layers: dict[str, str | None] = {'seccomp': None, 'netns': None, 'rlimits': None, 'no_new_privs': None}
+    layers: dict[str, str | None] = {'seccomp': None, 'rlimits': None, 'no_new_privs': None}
     try:
         resource.getrlimit(resource.RLIMIT_AS)
     except (OSError, ValueError) as error:
         layers['rlimits'] = f'resource limits are not available: {error}'
     layers['seccomp'] = _seccomp_error
-    if not os.path.exists('/proc/self/ns/net'):
-        layers['netns'] = 'the kernel has no network namespaces (/proc/self/ns/net is missing)'
-    child = _run_probe_child(try_seccomp=layers['seccomp'] is None, try_netns=layers['netns'] is None)
+    child = _run_probe_child(try_seccomp=layers['seccomp'] is None)
     for key, value in child.items():
         if layers.get(key) is None:
             layers[key] = value
     return layers
 
 
-def _run_probe_child(*, try_seccomp: bool, try_netns: bool) -> dict[str, str | None]:
+def _run_probe_child(*, try_seccomp: bool) -> dict[str, str | None]:
     """Fork a child that tries the layers on itself and reports over a pipe."""
     read_end, write_end = os.pipe()
     try:
@@ -656,18 +633,12 @@ def _run_probe_child(*, try_seccomp: bool, try_netns: bool) -> dict[str, str | N
         os.close(read_end)
         os.close(write_end)
         reason = f'cannot fork a probe process: {error}'
-        return {'seccomp': reason, 'netns': reason, 'no_new_privs': reason}
+        return {'seccomp': reason, 'no_new_privs': reason}
     if pid == 0:  # the probe: never returns
         try:
             os.close(read_end)
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
             report: dict[str, str | None] = {}
-            if try_netns:
-                try:
-                    enter_network_namespace()
-                    report['netns'] = None
-                except OSError as error:
-                    report['netns'] = error.strerror or str(error)
             try:
                 _prctl(_PR_SET_NO_NEW_PRIVS, 1)
                 report['no_new_privs'] = None
@@ -699,7 +670,7 @@ def _run_probe_child(*, try_seccomp: bool, try_netns: bool) -> dict[str, str | N
         report = None
     if not isinstance(report, dict):
         reason = 'the probe process died before reporting'
-        return {'seccomp': reason if try_seccomp else None, 'netns': reason if try_netns else None}
+        return {'seccomp': reason if try_seccomp else None, 'no_new_privs': reason}
     return report
 
 

@@ -2,16 +2,18 @@
 
 The host starts it once (`python -m corral.worker FD SKIP`), with one end of a Unix socketpair as
 file descriptor FD and SKIP the comma-separated lockdown layers the host chose to run without. The
-zygote imports everything a worker needs, probes which lockdown layers this machine supports and
-reports them to the host (one msgpack map, `{layer: None or the reason it is missing}`, framed
-like every channel message), enters an empty network namespace, builds one worker (its event loop,
-builtins and guards: `runtime.prepare_worker`) that every forked worker starts from, then serves
-spawn requests.
+process imports everything a worker needs, probes seccomp, enters the namespaces
+(`namespaces.enter`: user, network, mount, UTS, IPC, PID) and forks the zygote proper, pid 1 of
+the new PID namespace, then only waits for it. The zygote builds one worker (its event loop,
+builtins and guards: `runtime.prepare_worker`) that every forked worker starts from, makes an
+empty tmpfs its root, switches to the sandbox uid, and reports the layers to the host (one msgpack
+map, `{layer: None or the reason it is missing}`, framed like every channel message). Then it
+serves spawn requests.
 
 A spawn request is `_REQUEST` (`b'S'`, RLIMIT_AS bytes, RLIMIT_CPU seconds; 0 means no limit). For
 each, the zygote forks a worker that locks itself down before it reads its first message, and
-sends back the worker's pid and two file descriptors: the host's end of the worker's channel and a
-pidfd the host kills the worker with. A forked worker shares the zygote's memory pages until it
+sends back `_SPAWNED` with two file descriptors: the host's end of the worker's channel and a
+pidfd the host kills the worker with (and learns its pid from). A forked worker shares the zygote's memory pages until it
 writes them; each page it writes is copied, and those copies (some 900 before its first feed, about
 2.5 ms of CPU on a virtual machine) are most of what a new worker costs. The zygote exits when the
 host closes its socket (and dies with the host), and its workers exit when their channels close.
@@ -30,16 +32,17 @@ import sys
 import msgpack
 
 from ..channel import frame
-from . import lockdown, runtime
+from . import lockdown, namespaces, runtime
 
 __all__ = ['main', 'LAYERS']
 
 #: The layers, by the names `Pool(skip_layers=...)` takes: the language guard, then the lockdown.
-LAYERS = ('language', 'seccomp', 'netns', 'rlimits', 'no_new_privs')
+LAYERS = ('language', 'seccomp', *namespaces.LAYERS, 'rlimits', 'no_new_privs')
 
 _PR_SET_PDEATHSIG = 1
 _REQUEST = struct.Struct('>cQQ')
-_PID = struct.Struct('>I')
+#: The reply to a spawn request, with the worker's two fds (a pid would be one of the PID namespace's).
+_SPAWNED = b'W'
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc_fork = ctypes.PyDLL(None, use_errno=True).fork  # PyDLL: called with the GIL held
@@ -100,6 +103,23 @@ def _worker(worker: runtime.Worker, sock: socket.socket, skip: frozenset[str], l
     runtime.run_worker(worker, sock, lock)
 
 
+def _become_pid_one(control: socket.socket) -> None:
+    """Fork the zygote proper, pid 1 of the PID namespace this process entered, and return in it.
+
+    This process stays outside the namespace: it closes its copy of the host's socket (so the host
+    sees the zygote's end close when the zygote exits), waits for the zygote and exits with its
+    status. It dies with the host; the zygote dies with it, and every worker with the zygote (the
+    kernel kills a PID namespace's processes when its pid 1 exits).
+    """
+    pid = os.fork()
+    if pid == 0:
+        _die_with_parent()
+        return
+    control.close()
+    _, status = os.waitpid(pid, 0)
+    os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
+
+
 def main(argv: list[str]) -> None:
     control = socket.socket(fileno=int(argv[0]))
     skip = frozenset(filter(None, argv[1].split(','))) if len(argv) > 1 else frozenset()
@@ -107,15 +127,28 @@ def main(argv: list[str]) -> None:
     for name in runtime.PRELOAD_MODULES:
         __import__(name)
     layers = lockdown.available_layers()
+    layers.update(namespaces.enter(skip))
+    in_userns = 'userns' not in skip and layers['userns'] is None
+    if 'pidns' not in skip and layers['pidns'] is None:
+        _become_pid_one(control)
+    worker = runtime.prepare_worker(guarded='language' not in skip)
+    if 'mntns' not in skip and layers['mntns'] is None:
+        try:
+            namespaces.empty_root()
+        except OSError as error:
+            layers['mntns'] = namespaces.explain('mntns', error, in_userns=in_userns)
+    if 'uid' not in skip and layers['uid'] is None:
+        try:
+            namespaces.drop_uid(in_userns=in_userns)
+        except OSError as error:
+            layers['uid'] = namespaces.explain('uid', error, in_userns=in_userns)
+        _die_with_parent()  # a change of credentials cleared it
     control.sendall(frame(msgpack.packb(layers)))
     if any(reason is not None and layer not in skip for layer, reason in layers.items()):
         return  # the host refuses to use an insecure zygote
-    if 'netns' not in skip:
-        lockdown.enter_network_namespace()
     lockdown.prepare_zygote()
     os.chdir('/')
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps finished workers
-    worker = runtime.prepare_worker(guarded='language' not in skip)
     # Objects that exist now live as long as the zygote: keep the collector away from them, so a
     # worker's collections do not write to (and so copy) the pages it shares with the zygote.
     gc.collect()
@@ -137,7 +170,7 @@ def main(argv: list[str]) -> None:
         worker_end.close()
         pidfd = os.pidfd_open(pid)
         try:
-            socket.send_fds(control, [_PID.pack(pid)], [host_end.fileno(), pidfd])
+            socket.send_fds(control, [_SPAWNED], [host_end.fileno(), pidfd])
         except OSError:  # the host is gone (a pool closed while a worker was being forked)
             signal.pidfd_send_signal(pidfd, signal.SIGKILL)
             return
