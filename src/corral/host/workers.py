@@ -101,17 +101,15 @@ class Zygote:
     @property
     def pid(self) -> int | None:
         """The pid, as this process sees it, of the process that forks the workers: the started
-        process's only child where that one made a PID namespace (see `corral.worker.zygote`), else
-        the started process; None while none runs."""
+        process's child, pid 1 of the PID namespace it made (see `corral.worker.zygote`), or the
+        started process itself when the pool skips that layer; None while none runs."""
         if self._process is None:
             return None
         pid = self._process.pid
-        try:
-            with open(f'/proc/{pid}/task/{pid}/children') as children:
-                inner = children.read().split()
-        except OSError:
+        if 'pidns' in self._skip:
             return pid
-        return int(inner[0]) if len(inner) == 1 else pid
+        with open(f'/proc/{pid}/task/{pid}/children') as children:
+            return int(children.read().split()[0])
 
     async def _start(self) -> socket.socket:
         ours, theirs = socket.socketpair()
