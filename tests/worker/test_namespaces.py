@@ -233,23 +233,24 @@ def _reach_the_interpreter() -> None:
         folder = inner
 
 
-def as_ordinary_user(coroutine_function: Any) -> Any:
-    """Run `coroutine_function()` as uid and gid 65534 with no groups, and return its JSON-able
-    result: in a forked child that drops to that user when this process is root, else here."""
-    if os.geteuid() != 0:
-        return asyncio.run(coroutine_function())
+def _drop_to_nobody() -> None:
+    _reach_the_interpreter()
+    home = tempfile.mkdtemp()
+    os.chown(home, 65534, 65534)
+    os.environ['HOME'] = home
+    os.setgroups([])
+    os.setresgid(65534, 65534, 65534)
+    os.setresuid(65534, 65534, 65534)
+
+
+def in_child(setup: Any, coroutine_function: Any) -> Any:
+    """Run `setup()` then `coroutine_function()` in a forked child; return the JSON-able result."""
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:
         try:
             os.close(read_end)
-            _reach_the_interpreter()
-            home = tempfile.mkdtemp()
-            os.chown(home, 65534, 65534)
-            os.environ['HOME'] = home
-            os.setgroups([])
-            os.setresgid(65534, 65534, 65534)
-            os.setresuid(65534, 65534, 65534)
+            setup()
             try:
                 report: Any = {'result': asyncio.run(coroutine_function())}
             except BaseException as error:  # noqa: BLE001 - reported to the parent
@@ -277,6 +278,24 @@ def as_ordinary_user(coroutine_function: Any) -> Any:
     return report['result']
 
 
+def as_ordinary_user(coroutine_function: Any) -> Any:
+    """Run `coroutine_function()` as uid and gid 65534 with no groups, and return its JSON-able
+    result: in a forked child that drops to that user when this process is root, else here."""
+    if os.geteuid() != 0:
+        return asyncio.run(coroutine_function())
+    return in_child(_drop_to_nobody, coroutine_function)
+
+
+async def refusal(skip: set[str] = frozenset()) -> str:
+    """The display text of the pool's refusal to start (or 'started')."""
+    try:
+        async with corral.Pool(warm_workers=0, skip_layers=skip) as pool:
+            await pool.start()
+    except corral.SandboxInsecureError as error:
+        return error.display()
+    return 'started'
+
+
 def get_data(key: str) -> dict[str, Any]:
     return {'key': key, 'rows': [1, 2, 3]}
 
@@ -297,20 +316,8 @@ def test_an_ordinary_user_runs_a_checkout_a_host_call_and_the_lockdown_checks():
     _check_full_lockdown(probed)
 
 
-def _refusal_without_userns() -> str:
-    async def start() -> str:
-        try:
-            async with corral.Pool(warm_workers=0, skip_layers={'userns'}) as pool:
-                await pool.start()
-        except corral.SandboxInsecureError as error:
-            return error.display()
-        return 'started'
-
-    return as_ordinary_user(start)
-
-
 def test_an_ordinary_user_without_a_user_namespace_is_refused_with_the_ways_on():
-    lines = _refusal_without_userns().split('\n')
+    lines = as_ordinary_user(lambda: refusal({'userns'})).split('\n')
     why = 'Operation not permitted (it needs CAP_SYS_ADMIN, which an ordinary user has only inside a user namespace: layer userns)'
     assert lines == [
         'refusing to run scripts: these lockdown layers are not available on this machine:',
@@ -324,4 +331,77 @@ def test_an_ordinary_user_without_a_user_namespace_is_refused_with_the_ways_on()
         '- ' + namespaces.REMEDIES['mntns'][1],
         "Or run without them, knowing scripts are then less contained: Pool(skip_layers=['ipcns', 'mntns', 'netns', 'pidns', 'utsns']), "
         'or on the command line --skip-layers ipcns,mntns,netns,pidns,utsns.',
+    ]
+
+
+_SKIP_HINT = (
+    "Or run without them, knowing scripts are then less contained: Pool(skip_layers=['ipcns', 'mntns', 'netns', 'pidns', 'userns', 'utsns']), "
+    'or on the command line --skip-layers ipcns,mntns,netns,pidns,userns,utsns.'
+)
+
+
+def _refuse_namespaces() -> None:
+    """A seccomp filter that answers unshare(2) with EPERM, as Docker's default profile does for a
+    container without CAP_SYS_ADMIN."""
+    import pyseccomp
+
+    rules = pyseccomp.SyscallFilter(pyseccomp.ALLOW)
+    rules.add_rule(pyseccomp.ERRNO(errno.EPERM), 'unshare')
+    rules.load()
+
+
+def test_a_seccomp_profile_that_refuses_namespaces_is_named_with_the_ways_on():
+    text = in_child(_refuse_namespaces, refusal)
+    policy = 'Operation not permitted (a seccomp, AppArmor or SELinux policy forbids it)'
+    if os.geteuid() != 0:
+        policy = 'Operation not permitted (it needs CAP_SYS_ADMIN, which an ordinary user has only inside a user namespace: layer userns)'
+    assert text.split('\n') == [
+        'refusing to run scripts: these lockdown layers are not available on this machine:',
+        '- userns: unshare(CLONE_NEWUSER) failed: Operation not permitted '
+        "(a seccomp profile forbids it (Docker's default profile does), or the process is in a chroot)",
+        f'- netns: unshare(CLONE_NEWNET) failed: {policy}',
+        f'- mntns: unshare(CLONE_NEWNS) failed: {policy}',
+        f'- pidns: unshare(CLONE_NEWPID) failed: {policy}',
+        f'- utsns: unshare(CLONE_NEWUTS) failed: {policy}',
+        f'- ipcns: unshare(CLONE_NEWIPC) failed: {policy}',
+        'To enable them:',
+        '- ' + namespaces.REMEDIES['userns'][0],
+        '- ' + namespaces.REMEDIES['netns'][0],
+        '- ' + namespaces.REMEDIES['mntns'][1],
+        _SKIP_HINT,
+    ]
+
+
+_CLONE_NEWUSER = 0x10000000
+
+
+def _no_user_namespaces() -> None:
+    """A user namespace (root in it, and 65534) whose sysctl user.max_user_namespaces is 0, as on a
+    host where an administrator set it so."""
+    ready_read, ready_write = os.pipe()
+    me = os.getpid()
+    helper = os.fork()
+    if helper == 0:
+        os.read(ready_read, 1)
+        for name, data in (('uid_map', '0 0 1\n65534 65534 1'), ('gid_map', '0 0 1\n65534 65534 1')):
+            with open(f'/proc/{me}/{name}', 'w') as file:
+                file.write(data)
+        os._exit(0)
+    assert _libc.unshare(_CLONE_NEWUSER) == 0
+    os.write(ready_write, b'y')
+    os.waitpid(helper, 0)
+    os.setresuid(0, 0, 0)
+    with open('/proc/sys/user/max_user_namespaces', 'w') as file:
+        file.write('0')
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason='mapping two ids into a user namespace takes root')
+def test_a_sysctl_that_forbids_user_namespaces_is_named():
+    assert in_child(_no_user_namespaces, refusal).split('\n') == [
+        'refusing to run scripts: these lockdown layers are not available on this machine:',
+        '- userns: unshare(CLONE_NEWUSER) failed: No space left on device (the sysctl user.max_user_namespaces is 0: 0 forbids them)',
+        'To enable them:',
+        '- ' + namespaces.REMEDIES['userns'][0],
+        "Or run without them, knowing scripts are then less contained: Pool(skip_layers=['userns']), "
+        'or on the command line --skip-layers userns.',
     ]

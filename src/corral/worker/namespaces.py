@@ -120,7 +120,9 @@ def enter(skip: frozenset[str]) -> dict[str, str | None]:
         try:
             os.setgroups([])
         except OSError as error:
-            report['uid'] = f'setgroups([]) failed: {error.strerror}'
+            # root of a user namespace whose maker denied setgroups keeps the groups it was given
+            if error.errno != errno.EPERM or _read('/proc/self/setgroups') != 'deny':
+                report['uid'] = f'setgroups([]) failed: {error.strerror}'
     in_userns = False
     if 'userns' not in skip:
         try:
@@ -185,13 +187,17 @@ def _enter_user_namespace() -> None:
         raise OSError(errno.EPERM, answer or 'the helper that writes the uid and gid maps died')
 
 
-def _sysctl(name: str) -> str | None:
-    """The value of a sysctl (``kernel.x`` is ``/proc/sys/kernel/x``), None where it does not exist."""
+def _read(path: str) -> str | None:
     try:
-        with open('/proc/sys/' + name.replace('.', '/')) as file:
+        with open(path) as file:
             return file.read().strip()
     except OSError:
         return None
+
+
+def _sysctl(name: str) -> str | None:
+    """The value of a sysctl (``kernel.x`` is ``/proc/sys/kernel/x``), None where it does not exist."""
+    return _read('/proc/sys/' + name.replace('.', '/'))
 
 
 def explain(layer: str, error: OSError, *, in_userns: bool) -> str:
