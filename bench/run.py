@@ -305,11 +305,11 @@ class CorralSide(Side):
         return session._worker.pid
 
     def zygote_pid(self) -> int:
-        """The pool's zygote: `pool._zygote._process.pid`, else the `corral.worker` child of this
-        process that appeared after the pool was made."""
-        process = getattr(getattr(self.pool, '_zygote', None), '_process', None)
-        if process is not None:
-            return process.pid
+        """The pool's zygote (the process that forks workers): `pool._zygote.pid`, else the
+        `corral.worker` child of this process that appeared after the pool was made."""
+        pid = getattr(getattr(self.pool, '_zygote', None), 'pid', None)
+        if pid is not None:
+            return pid
         found = [
             pid
             for pid in children(os.getpid())
