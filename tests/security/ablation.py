@@ -8,6 +8,9 @@ counts, for each, how the attacks ended:
 - refused: the sandbox raised an error and the attack's marker file never appeared;
 - reached: the script ran to its end without an error (it reached what the language layer would
   have refused, a class hierarchy or a frame, say) but changed nothing outside the worker;
+- leaked: the script ran to its end and returned host information it should not see (the native
+  attacks of `attacks.py` return a text starting with LEAK: a host file's metadata, the host's pid,
+  name or network, a root uid);
 - escaped: the marker file appeared on the host.
 
 This is a measurement, not a test: the suite in `test_attacks.py` asserts the full configuration.
@@ -22,17 +25,23 @@ import tempfile
 from pathlib import Path
 
 import corral
+from corral.worker import namespaces
+from corral.worker.zygote import LAYERS
 
 from .attacks import ATTACKS
+
+EVERY_LAYER = frozenset(LAYERS)
+NAMESPACES = frozenset(namespaces.LAYERS)
 
 CONFIGURATIONS = {
     'all layers': set(),
     'no language guard': {'language'},
-    'no seccomp': {'seccomp'},
-    'no network namespace': {'netns'},
-    'no rlimits': {'rlimits'},
-    'language guard only': {'seccomp', 'netns', 'rlimits', 'no_new_privs'},
-    'no layer': {'language', 'seccomp', 'netns', 'rlimits', 'no_new_privs'},
+    **{f'no {layer}': {layer} for layer in LAYERS if layer != 'language'},
+    'language guard only': EVERY_LAYER - {'language'},
+    'seccomp only': EVERY_LAYER - {'seccomp', 'no_new_privs'},
+    'namespaces and uid only': EVERY_LAYER - NAMESPACES,
+    **{f'{layer} only': EVERY_LAYER - {layer} for layer in ('mntns', 'pidns', 'utsns', 'netns', 'uid')},
+    'no layer': EVERY_LAYER,
 }
 
 
@@ -44,10 +53,10 @@ async def run_attack(pool: corral.Pool, code: str, host: bool) -> str:
     limits = corral.Limits(wall_time=5, grace=1)
     try:
         async with pool.checkout(limits=limits) as session:
-            await session.feed_run(code, external_lookup={'get_data': get_data} if host else None, print_callback=lambda *_: None)
+            value = await session.feed_run(code, external_lookup={'get_data': get_data} if host else None, print_callback=lambda *_: None)
     except corral.SandboxError:
         return 'refused'
-    return 'reached'
+    return 'leaked' if isinstance(value, str) and value.startswith('LEAK') else 'reached'
 
 
 async def measure(skip: set[str]) -> collections.Counter[str]:
@@ -63,11 +72,11 @@ async def measure(skip: set[str]) -> collections.Counter[str]:
 
 async def main() -> None:
     print(f'{len(ATTACKS)} attacks\n')
-    print('| configuration | refused | reached (no effect outside the worker) | escaped (marker on the host) |')
-    print('| --- | --- | --- | --- |')
+    print('| configuration | refused | reached (no effect outside the worker) | leaked (host information) | escaped (marker on the host) |')
+    print('| --- | --- | --- | --- | --- |')
     for name, skip in CONFIGURATIONS.items():
         counts = await measure(skip)
-        print(f"| {name} | {counts['refused']} | {counts['reached']} | {counts['escaped']} |")
+        print(f"| {name} | {counts['refused']} | {counts['reached']} | {counts['leaked']} | {counts['escaped']} |")
         sys.stdout.flush()
 
 

@@ -12,6 +12,7 @@ gets through (the tests check that the file never appears). Sources, abbreviated
 - pyjail: CTF "pyjail" write-ups (subclass walks, `__builtins__` recovery, unicode NFKC identifiers,
   decorators and metaclasses, `match` patterns, format strings, frame walks)
 - cpython: the CPython documentation and issues on the named feature
+- corral issue: what corral's own issues found
 """
 
 from __future__ import annotations
@@ -526,6 +527,30 @@ ATTACKS: list[Attack] = [
     attack('import-ctypes', 'pysandbox', """
         import ctypes
     """, no_module('ctypes')),
+    # Native code that got past the guard asks the kernel about the host; each returns a text
+    # starting with LEAK when it learns something (the ablation counts those).
+    attack('native-stat-host-path', 'corral issue: newfstatat with AT_EMPTY_PATH passes seccomp', """
+        import ctypes
+        stat = ctypes.create_string_buffer(256)
+        found = ctypes.CDLL(None).syscall(262, -100, b'/etc/passwd', stat, 0x1000) == 0
+        'LEAK: a host file exists, with its owner and size' if found else 'contained'
+    """, no_module('ctypes')),
+    attack('native-host-pid', 'corral issue: SO_PEERCRED and getppid give the host pid', """
+        import posix
+        'LEAK: the host pid of the zygote' if posix.getppid() != 1 else 'contained'
+    """, no_module('posix')),
+    attack('native-hostname', "corral issue: uname gives the host's name", """
+        import posix
+        'LEAK: the host name' if posix.uname().nodename != 'sandbox' else 'contained'
+    """, no_module('posix')),
+    attack('native-root-uid', 'corral issue: workers ran as uid 0', """
+        import posix
+        'LEAK: the worker runs as root' if 0 in posix.getresuid() + posix.getresgid() else 'contained'
+    """, no_module('posix')),
+    attack('native-network-interfaces', 'every sandbox', """
+        import socket
+        'LEAK: the host network' if len(socket.if_nameindex()) > 1 else 'contained'
+    """, no_module('socket')),
     attack('import-gc', 'pysandbox: gc.get_referrers', """
         import gc
         gc.get_referrers
