@@ -72,3 +72,57 @@ def test_functions_as_a_dotted_name_from_the_current_folder(tmp_path):
     (tmp_path / 'fns.py').write_text('def add(a: int, b: int) -> int:\n    return a + b\n')
     (tmp_path / 'use.py').write_text('add(1, 2)\n')
     assert corral('run', 'use.py', '--functions', 'fns', cwd=tmp_path) == (0, '3\n', '')
+
+
+def _no_namespaces():
+    """As Docker's default seccomp profile does for a container without CAP_SYS_ADMIN: unshare(2)
+    fails with EPERM (in the command's process, and so in its zygote)."""
+    import errno
+
+    import pyseccomp
+
+    rules = pyseccomp.SyscallFilter(pyseccomp.ALLOW)
+    rules.add_rule(pyseccomp.ERRNO(errno.EPERM), 'unshare')
+    rules.load()
+
+
+def corral_without_namespaces(*args, cwd):
+    done = subprocess.run(
+        [sys.executable, '-m', 'corral', *args], capture_output=True, text=True, cwd=cwd, timeout=120, check=False, preexec_fn=_no_namespaces
+    )
+    return done.returncode, done.stdout, done.stderr
+
+
+_NAMESPACES = 'ipcns,mntns,netns,pidns,userns,utsns'
+
+
+def test_a_missing_layer_is_refused_with_display_text_and_exit_1(tmp_path):
+    (tmp_path / 'script.py').write_text('1 + 1\n')
+    for command in (['run', 'script.py'], ['demo'], ['mcp', '--functions', 'tools.py']):
+        (tmp_path / 'tools.py').write_text('def add(a: int, b: int) -> int:\n    return a + b\n')
+        code, out, err = corral_without_namespaces(*command, cwd=tmp_path)
+        assert (code, out) == (1, ''), command
+        lines = err.splitlines()
+        assert lines[0] == 'refusing to run scripts: these lockdown layers are not available on this machine:', command
+        assert lines[-1] == (
+            "Or run without them, knowing scripts are then less contained: Pool(skip_layers=['ipcns', 'mntns', 'netns', 'pidns', "
+            f"'userns', 'utsns']), or on the command line --skip-layers {_NAMESPACES}."
+        ), command
+        assert 'Traceback' not in err
+
+
+def test_skip_layers_runs_without_them(tmp_path):
+    (tmp_path / 'script.py').write_text('1 + 1\n')
+    assert corral_without_namespaces('run', 'script.py', '--skip-layers', _NAMESPACES, cwd=tmp_path) == (0, '2\n', '')
+    code, out, err = corral_without_namespaces('demo', '--skip-layers', _NAMESPACES, cwd=tmp_path)
+    assert (code, out.splitlines()[0], err) == (0, "['shipped', 'shipped']", '')
+
+
+def test_an_unknown_layer_is_bad_usage(tmp_path):
+    code, out, err = corral('run', 'script.py', '--skip-layers', 'netns,selinux', cwd=tmp_path)
+    assert (code, out, err.splitlines()[-1]) == (
+        2,
+        '',
+        'corral run: error: argument --skip-layers: unknown layer(s) selinux; the layers are language, seccomp, userns, '
+        'netns, mntns, pidns, utsns, ipcns, uid, rlimits, no_new_privs',
+    )

@@ -55,6 +55,13 @@ class SyncPool:
             raise RuntimeError('the pool is not entered; use `with SyncPool() as pool:`')
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
 
+    def start(self) -> None:
+        """Start the zygote now: as `Pool.start` (raises `SandboxInsecureError` where a lockdown
+        layer is missing)."""
+        if self._pool is None:
+            raise RuntimeError('the pool is not entered; use `with SyncPool() as pool:`')
+        self._run(self._pool.start())
+
     def checkout(self, **options: Any) -> SyncSession:
         """A new session, started by `with`; the options are those of `Pool.checkout`."""
         if self._pool is None:

@@ -17,7 +17,8 @@ Layers, in the order `lock_down()` applies them:
 3. **Resource limits** (`LockdownLimits`): soft and hard limits are lowered together, and seccomp
    denies `setrlimit`/`prlimit64` with a new value, so they cannot be raised again even by root.
 4. **Privileges**: all capabilities (effective, permitted, inheritable, ambient) are dropped. The
-   uid is left alone (changing it would also reset the parent-death signal the zygote sets).
+   uid is the zygote's: uid 65534 (`corral.worker.namespaces.drop_uid`), switched once there, so
+   that a worker keeps the parent-death signal its fork set (a change of uid would clear it).
 5. ``PR_SET_NO_NEW_PRIVS`` and ``PR_SET_DUMPABLE = 0`` (no core dumps; other processes of the same
    uid cannot ptrace the worker or read its ``/proc/PID/*``).
 6. **Seccomp** allow-list (below), built with libseccomp through `pyseccomp`.
@@ -116,8 +117,9 @@ syscalls crash the process.)
 Other notes
 -----------
 - ``RLIMIT_NPROC`` counts processes per *user*, and the kernel ignores it for uid 0 in the initial
-  user namespace (and for CAP_SYS_RESOURCE/CAP_SYS_ADMIN). For a root worker it does nothing; what
-  really blocks ``fork``/``vfork``/``clone``/``clone3`` is seccomp.
+  user namespace (and for CAP_SYS_RESOURCE/CAP_SYS_ADMIN). It binds workers, which run as uid
+  65534, but a pool that skips the uid layer as root has root workers; what really blocks
+  ``fork``/``vfork``/``clone``/``clone3`` is seccomp.
 - ``RLIMIT_CPU`` counts the worker's whole lifetime (CPU time restarts at 0 after ``fork``), not
   one script; per-script timeouts belong to the runtime (``setitimer``). At the soft limit the
   kernel sends SIGXCPU (fatal unless handled), at the hard limit (soft + 1) SIGKILL.
