@@ -55,13 +55,16 @@ _USERNS = (
     'allow user namespaces: on a host, `sysctl -w user.max_user_namespaces=15000` (and, where they exist, '
     '`kernel.unprivileged_userns_clone=1` and `kernel.apparmor_restrict_unprivileged_userns=0`); in Docker, '
     '`--security-opt seccomp=unconfined` (its default seccomp profile refuses namespaces); in Kubernetes, '
-    '`hostUsers: false` in the pod spec'
+    '`hostUsers: false` in the pod spec, with a seccomp profile that allows unshare(2) (`seccompProfile: {type: Unconfined}`)'
 )
 _INSIDE_USERNS = (
     'the network, mount, PID, UTS and IPC namespaces are made inside the user namespace (layer userns); '
     'without it, only root with CAP_SYS_ADMIN can make them (in Docker, `--cap-add SYS_ADMIN`)'
 )
-_MOUNT = 'the empty root needs mount(2): in Docker, `--security-opt apparmor=unconfined` (the docker-default AppArmor profile refuses it)'
+_MOUNT = (
+    'the empty root needs mount(2), which AppArmor profiles of containers refuse: in Docker, '
+    '`--security-opt apparmor=unconfined`; in Kubernetes, `appArmorProfile: {type: Unconfined}`'
+)
 #: How to get each layer where it is missing: the settings that enable it. The host adds the other
 #: way on, `skip_layers`.
 REMEDIES: dict[str, tuple[str, ...]] = {

@@ -132,6 +132,8 @@ def main(argv: list[str]) -> None:
     if 'pidns' not in skip and layers['pidns'] is None:
         _become_pid_one(control)
     worker = runtime.prepare_worker(guarded='language' not in skip)
+    # checked while /proc is there to count native threads; nothing starts one afterwards
+    lockdown.require_single_thread('the zygote (it forks without at-fork handlers)')
     if 'mntns' not in skip and layers['mntns'] is None:
         try:
             namespaces.empty_root()
@@ -153,7 +155,6 @@ def main(argv: list[str]) -> None:
     # worker's collections do not write to (and so copy) the pages it shares with the zygote.
     gc.collect()
     gc.freeze()
-    lockdown.require_single_thread('the zygote (it forks without at-fork handlers)')
     while (request := _receive_request(control)) is not None:
         limits = _lockdown_limits(skip, *request)
         host_end, worker_end = socket.socketpair()
