@@ -227,7 +227,7 @@ def explain(layer: str, error: OSError, *, in_userns: bool) -> str:
         return f'{text} (it needs CAP_SYS_ADMIN, which an ordinary user has only inside a user namespace: layer userns)'
     if code == errno.ENOSPC:
         return f'{text} (the sysctl user.max_{kind}_namespaces is {_sysctl(f"user.max_{kind}_namespaces")}: 0 forbids them)'
-    if code == errno.EINVAL and layer != 'uid':
+    if code == errno.EINVAL and text.startswith('unshare('):
         return f'{text} (the kernel was built without {kind} namespaces)'
     return text
 
