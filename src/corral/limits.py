@@ -20,6 +20,14 @@ class Limits:
     - `recursion`: deepest Python call stack a script may reach (`RecursionError` past it).
     - `host_calls`: host function calls per feed; past it the call raises inside the script.
     - `output`: bytes of `print` output per feed; past it `print` raises inside the script.
+    - `code_size`: bytes (UTF-8) of one script; a longer one is refused before it is checked or
+      run. The host parses a checked script on its event loop, so this also bounds how long one
+      script's check can hold up every other session's (about 4 ms per KiB on a slow 2-core VM).
+    - `type_check_time`: seconds the type check of one script may take (ty, and the worker
+      compiling the script meanwhile); past it the check is stopped and the script does not run.
+      Not counted in `wall_time`, which starts when the script does.
+    - `type_check_memory`: bytes of heap (RLIMIT_DATA: private writable memory) of each ty process
+      checking the script; past it ty is stopped and the script does not run.
     - `grace`: seconds the host waits, after a limit, before it kills a worker that ignores it;
       it also covers ending the tasks a feed left behind (up to half a second).
     """
@@ -30,4 +38,7 @@ class Limits:
     recursion: int = 500
     host_calls: int | None = 10_000
     output: int | None = 1024**2
+    code_size: int | None = 128 * 1024
+    type_check_time: float | None = 10.0
+    type_check_memory: int | None = 1024**3
     grace: float = 1.0
