@@ -130,11 +130,12 @@ async def test_huge_int_to_str_conversion_is_refused(limited):
 
 
 @pytest.mark.parametrize('code', ['(' * 100_000 + '1' + ')' * 100_000, '-' * 1_000_000 + '1', '[' * 5000 + ']' * 5000, 'x' + '.a' * 200_000])
-async def test_deeply_nested_source_is_a_syntax_error(limited, code):
-    with pytest.raises(corral.SandboxSyntaxError) as info:
-        await limited.feed_run(code)
-    assert info.value.display().splitlines()[-1].startswith('SyntaxError: ')
-    assert await limited.feed_run('1') == 1
+async def test_deeply_nested_source_is_a_syntax_error(pool, code):
+    async with pool.checkout(limits=dataclasses.replace(FAST, code_size=None)) as session:  # up to 1 MB of source
+        with pytest.raises(corral.SandboxSyntaxError) as info:
+            await session.feed_run(code)
+        assert info.value.display().splitlines()[-1].startswith('SyntaxError: ')
+        assert await session.feed_run('1') == 1
 
 
 _SWALLOWS = 'import asyncio\nasync def h():\n    while True:\n        try:\n            await asyncio.sleep(10)\n        except BaseException:\n            pass\n'

@@ -26,8 +26,8 @@ from typing import Any
 from ..errors import SandboxCheckerError, SandboxLimitError
 from . import _render, _sandbox, _syntax
 from ._awaits import AWAIT_MESSAGES, ModuleScope
-from ._context import relevant_context
-from ._server import TyServer, bound_memory, lower_priority, out_of_memory, without_top_level_awaits
+from ._context import read_script, relevant_context
+from ._server import TyServer, lower_priority, memory_bound, out_of_memory, without_top_level_awaits
 from ._stdlib import SandboxTypeshed, sandbox_typeshed
 
 __all__ = ['TypeChecker']
@@ -43,6 +43,10 @@ _INVALID_SYNTAX_PREFIX = 'error[invalid-syntax]: '
 # CONDA_PREFIX, XDG_CONFIG_HOME, COLUMNS, ...) is dropped so that the user's
 # configuration and Python environment can't change the result.
 _PASSTHROUGH_ENV = ('PATH', 'SYSTEMROOT', 'LANG', 'LC_ALL', 'TMPDIR')
+#: Characters of the longest script whose syntax tree is read on the event loop: a longer one is
+#: parsed and read in a thread, so that the loop is held up only while CPython's parser runs
+#: (it holds the GIL), not while the tree is walked in Python (twice as long again).
+_READ_INLINE = 4096
 _TOO_SLOW = (
     'the type check of the script took longer than the type_check_time limit of {} seconds and was stopped; '
     'the script did not run (a script this slow to check is very long or very branched: split it into smaller scripts)'
@@ -113,7 +117,7 @@ def _module_files(modules: Mapping[str, str], script_name: str) -> dict[str, str
 class _Slot:
     """A folder holding one check's files; reused between checks with the same memory bound."""
 
-    def __init__(self, path: str, memory: int | None) -> None:
+    def __init__(self, path: str, memory: int | None = None) -> None:
         self.path = path
         #: Bytes of heap each ty process started for this slot may use (None: unbounded).
         self.memory = memory
@@ -353,6 +357,8 @@ class TypeChecker:
         # The earlier snippets come first in the file so the new code sees their
         # names and types; their own diagnostics are dropped afterwards. The warm
         # server's quick check needs only those the new code depends on.
+        if len(code) > _READ_INLINE:
+            await asyncio.to_thread(read_script, code)
         quick_prefix, quick_offset = _joined(relevant_context(context, code))
         # the server gets the script's text with the request; only `ty check` reads its file
         changed = slot.sync({**wanted, script_name: slot.files.get(script_name, '')})
@@ -400,8 +406,7 @@ class TypeChecker:
         ]  # fmt: skip
         try:
             proc = await asyncio.create_subprocess_exec(
-                self._ty_bin,
-                *args,
+                *memory_bound([self._ty_bin, *args], slot.memory),
                 cwd=slot.path,
                 env=self._env,
                 stdin=asyncio.subprocess.DEVNULL,
@@ -412,7 +417,6 @@ class TypeChecker:
             raise RuntimeError(f'could not start the ty type checker ({self._ty_bin}): {exc}') from exc
         slot.process = proc
         try:
-            bound_memory(proc, slot.memory)
             if slot.demoted:
                 lower_priority(proc.pid)
             out, err = await proc.communicate()

@@ -9,7 +9,7 @@ document with each check; the stub files are read by the server from disk, as
 ``notify_files_changed``.  Requests are serialised per server; a server that
 dies, answers garbage or takes longer than ``timeout`` is killed, and every
 later call raises RuntimeError (the caller falls back to ``ty check``).  A server
-started with a ``memory`` bound (RLIMIT_DATA, see ``bound_memory``) that runs out
+started with a ``memory`` bound (RLIMIT_DATA, see ``memory_bound``) that runs out
 of it dies, and says so (``out_of_memory``).
 
 Positions are negotiated as UTF-32: a diagnostic's ``range`` counts lines from 0
@@ -32,7 +32,7 @@ from typing import Any, Self
 from ._awaits import AWAIT_MESSAGES, ModuleScope
 from ._render import split_lines
 
-__all__ = ['TyServer', 'bound_memory', 'is_async_outside_function', 'lower_priority', 'out_of_memory', 'without_top_level_awaits']
+__all__ = ['TyServer', 'memory_bound', 'is_async_outside_function', 'lower_priority', 'out_of_memory', 'without_top_level_awaits']
 
 _SCRIPT = 'main.py'
 _ERRORS_KEPT = 40  # lines of the server's stderr kept for error messages
@@ -75,19 +75,19 @@ def out_of_memory(stderr: str) -> bool:
     return any(marker in stderr for marker in _OUT_OF_MEMORY)
 
 
-def bound_memory(proc: asyncio.subprocess.Process, memory: int | None) -> None:
-    """Bound the heap of a ty process just started: ``memory`` bytes of RLIMIT_DATA (private
-    writable memory, which is what ty's allocations take; its address space is mostly unused
-    reservations, some 800 MB for a server using 40 MB).  Set from outside with ``prlimit(2)``, so
-    ty is still started without a fork of the host; what it allocates in the microseconds before
-    is counted too.  Raises RuntimeError (the process is killed) when the bound cannot be set."""
+def memory_bound(argv: list[str], memory: int | None) -> list[str]:
+    """``argv`` made to run with its heap bounded to ``memory`` bytes (None: as it is): RLIMIT_DATA,
+    private writable memory, which is what ty's allocations take (its address space is mostly
+    unused reservations: some 800 MB for a server using 40 MB).  A shell sets it (``ulimit -d``)
+    and then becomes ty, so the bound holds from ty's first instruction, and ty is still started
+    without a fork of the host (a fork of a host with a large heap costs tens of milliseconds;
+    the shell, one).  Never above the host's own hard limit."""
     if memory is None:
-        return
-    try:
-        resource.prlimit(proc.pid, resource.RLIMIT_DATA, (memory, memory))
-    except (OSError, ValueError) as exc:
-        _kill(proc)
-        raise RuntimeError(f'could not bound the memory of the ty process ({exc})') from exc
+        return argv
+    hard = resource.getrlimit(resource.RLIMIT_DATA)[1]
+    if hard != resource.RLIM_INFINITY:
+        memory = min(memory, hard)
+    return ['/bin/sh', '-c', f'ulimit -d {max(memory // 1024, 1)} && exec "$0" "$@"', *argv]
 
 
 def lower_priority(pid: int) -> None:
@@ -165,7 +165,7 @@ class TyServer:
         ``folder``, as laid out by ``TypeChecker``, when there is one),
         ``typeshed`` a typeshed folder to use instead of ty's own (``--typeshed``).
         They are given to the server as inline configuration, which overrides
-        any ``ty.toml`` setting.  ``memory`` bounds the server's heap (``bound_memory``)."""
+        any ``ty.toml`` setting.  ``memory`` bounds the server's heap (``memory_bound``)."""
         folder = os.path.abspath(folder)
         if python is None:
             sibling = os.path.join(os.path.dirname(folder), 'env')
@@ -178,13 +178,12 @@ class TyServer:
         settings = {'configuration': {'environment': environment}}
         try:
             proc = await asyncio.create_subprocess_exec(
-                ty_bin, 'server', cwd=folder, env=env,
+                *memory_bound([ty_bin, 'server'], memory), cwd=folder, env=env,
                 stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
             )  # fmt: skip
         except OSError as exc:
             raise RuntimeError(f'could not start the ty server ({ty_bin}): {exc}') from exc
-        bound_memory(proc, memory)
         server = cls(folder, proc, settings)
         try:
             root = pathlib.Path(folder).as_uri()
