@@ -149,8 +149,10 @@ class Session:
         names the script can call to host functions, sync or async; `print_callback` receives the
         script's printed output (default: the host's stdout).
 
-        Raises `SandboxTypingError` (the check failed; nothing ran), `SandboxSyntaxError`,
-        `SandboxRuntimeError` (an uncaught exception in the script), `SandboxLimitError`,
+        Raises `SandboxTypingError` (the check failed; nothing ran), `SandboxCheckerError` (ty
+        could not check it; nothing ran), `SandboxSyntaxError`, `SandboxRuntimeError` (an
+        uncaught exception in the script), `SandboxLimitError` (`code_size`, `type_check_time`
+        and `type_check_memory` before anything ran; the others while it ran),
         `SandboxWorkerError` (the worker died; the session is over).
         """
         if not isinstance(code, str):
