@@ -1,10 +1,12 @@
 """Resource attacks end with a clear error naming the limit, within seconds, and the host is unharmed."""
 
+import asyncio
 import dataclasses
 
 import pytest
 
 import corral
+from typecheck.scripts import branches
 
 FAST = corral.Limits(wall_time=1.0, grace=0.5, memory=512 * 1024**2, output=10_000, host_calls=1_000, recursion=200)
 
@@ -128,11 +130,12 @@ async def test_huge_int_to_str_conversion_is_refused(limited):
 
 
 @pytest.mark.parametrize('code', ['(' * 100_000 + '1' + ')' * 100_000, '-' * 1_000_000 + '1', '[' * 5000 + ']' * 5000, 'x' + '.a' * 200_000])
-async def test_deeply_nested_source_is_a_syntax_error(limited, code):
-    with pytest.raises(corral.SandboxSyntaxError) as info:
-        await limited.feed_run(code)
-    assert info.value.display().splitlines()[-1].startswith('SyntaxError: ')
-    assert await limited.feed_run('1') == 1
+async def test_deeply_nested_source_is_a_syntax_error(pool, code):
+    async with pool.checkout(limits=dataclasses.replace(FAST, code_size=None)) as session:  # up to 1 MB of source
+        with pytest.raises(corral.SandboxSyntaxError) as info:
+            await session.feed_run(code)
+        assert info.value.display().splitlines()[-1].startswith('SyntaxError: ')
+        assert await session.feed_run('1') == 1
 
 
 _SWALLOWS = 'import asyncio\nasync def h():\n    while True:\n        try:\n            await asyncio.sleep(10)\n        except BaseException:\n            pass\n'
@@ -230,3 +233,98 @@ async def test_a_stop_the_script_gets_hold_of_is_its_own_error_not_a_limit(patie
     with pytest.raises(corral.SandboxRuntimeError) as info:
         await patient.feed_run(code)
     assert (info.value.display().splitlines()[-1], await patient.feed_run('1 + 1')) == (last_line, 2)
+
+
+# ----- the type check's limits ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize('type_check', [False, True], ids=['unchecked', 'checked'])
+async def test_a_script_over_the_code_size_limit_is_refused_and_the_session_goes_on(pool, type_check):
+    async with pool.checkout(type_check=type_check, limits=corral.Limits(code_size=100)) as session:
+        code = "s = '" + 'é' * 60 + "'"  # 66 characters, 126 bytes
+        error = await stopped(session, code)
+        assert (error.display(), error.limit, error.value) == (
+            'the script is 126 bytes, more than the code_size limit of 100 bytes; it was not checked or run',
+            'code_size',
+            100,
+        )
+        assert await session.feed_run("s = '" + 'é' * 40 + "'\nlen(s)") == 40  # 86 bytes
+
+
+async def test_the_issue_script_is_refused_by_the_default_code_size(pool):
+    # 16,000 branches, some 500 KB: it made ty take 3 GB and 27 s, and blocked the host while parsing.
+    async with pool.checkout(type_check=True) as session:
+        error = await stopped(session, branches(16_000))
+        assert (error.display(), error.limit) == (
+            'the script is 505801 bytes, more than the code_size limit of 131072 bytes; it was not checked or run',
+            'code_size',
+        )
+        assert await session.feed_run('1 + 1') == 2
+
+
+async def test_a_check_past_the_type_check_time_limit_is_stopped_and_the_session_goes_on(pool):
+    limits = corral.Limits(type_check_time=0.5, wall_time=1.0, grace=30.0)  # the worker's compile is not what stops
+    async with pool.checkout(type_check=True, limits=limits) as session:
+        await session.feed_run('x = 5')
+        error = await stopped(session, branches(1500))
+        assert (error.display(), error.limit, error.value) == (
+            'the type check of the script took longer than the type_check_time limit of 0.5 seconds and was stopped; '
+            'the script did not run (a script this slow to check is very long or very branched: split it into smaller scripts)',
+            'type_check_time',
+            0.5,
+        )
+        assert await session.feed_run('x') == 5  # it did not run: it sets x to 3
+
+
+async def test_a_check_past_the_type_check_memory_limit_is_stopped_and_the_session_goes_on(pool):
+    limits = corral.Limits(type_check_memory=256 * 1024**2, type_check_time=None, grace=30.0)
+    async with pool.checkout(type_check=True, limits=limits) as session:
+        error = await stopped(session, branches(3500))
+        assert (error.display(), error.limit, error.value) == (
+            'the type check of the script needed more than the type_check_memory limit of 268435456 bytes and was stopped; '
+            'the script did not run (a script this costly to check is very long or very branched: split it into smaller scripts)',
+            'type_check_memory',
+            256 * 1024**2,
+        )
+        assert await session.feed_run('1 + 1') == 2
+
+
+async def test_the_wall_time_limit_counts_the_run_not_the_check_or_the_compile(pool):
+    # 12,000 assignments: ty and the worker's compile take a second or more together; the run, microseconds.
+    code = ''.join(f'a{i}=1\n' for i in range(12_000)) + 'a1 + a11999'
+    limits = corral.Limits(wall_time=0.1, grace=0.1, type_check_time=None)
+    async with pool.checkout(type_check=True, limits=limits) as session:
+        assert await session.feed_run(code) == 2
+
+
+async def test_a_compile_past_the_type_check_time_limit_ends_the_session(pool):
+    code = ''.join(f'a{i}=1\n' for i in range(12_000)) + 'a1'
+    limits = corral.Limits(type_check_time=0.01, grace=0.05)
+    async with pool.checkout(type_check=True, limits=limits) as session:
+        error = await stopped(session, code)
+        assert (error.display(), error.limit, error.value) == (
+            'compiling the script took longer than the type_check_time limit of 0.01 seconds; the script did not run and the sandbox was stopped',
+            'type_check_time',
+            0.01,
+        )
+        with pytest.raises(corral.SandboxWorkerError) as info:
+            await session.feed_run('1')
+        assert info.value.display() == (
+            'this session cannot run scripts: the worker took longer than the type_check_time limit of 0.01 s to compile a script; '
+            'check out a new session'
+        )
+
+
+async def test_a_slow_check_in_one_session_holds_up_no_other_sessions_check(pool):
+    async with pool.checkout(type_check=True) as heavy, pool.checkout(type_check=True) as light:
+        assert await light.feed_run('1 + 1') == 2
+        slow = asyncio.ensure_future(heavy.feed_run(branches(3000)))
+        try:
+            await asyncio.sleep(0.5)
+            results = [await light.feed_run(f'{i} + 1') for i in range(3)]
+            with pytest.raises(corral.SandboxTypingError):
+                await light.feed_run('x: int = "a"')
+            assert (results, slow.done()) == ([1, 2, 3], False)
+        finally:
+            slow.cancel()
+            await asyncio.gather(slow, return_exceptions=True)

@@ -8,6 +8,7 @@
 """
 
 from .errors import (
+    SandboxCheckerError,
     SandboxError,
     SandboxInsecureError,
     SandboxLimitError,
@@ -34,6 +35,7 @@ __all__ = [
     'OsAccess',
     'Pool',
     'PrintCallback',
+    'SandboxCheckerError',
     'SandboxError',
     'SandboxInsecureError',
     'SandboxLimitError',

@@ -10,6 +10,7 @@ __all__ = [
     'SandboxError',
     'SandboxSyntaxError',
     'SandboxTypingError',
+    'SandboxCheckerError',
     'SandboxRuntimeError',
     'SandboxWorkerError',
     'SandboxLimitError',
@@ -51,6 +52,13 @@ class SandboxTypingError(SandboxError):
 
     `display()` is ty's full diagnostic text, with paths named after the script and the stub files
     (`main.py`, `repl_type_stubs.pyi`, `<module>.pyi`).
+    """
+
+
+class SandboxCheckerError(SandboxError):
+    """The type checker could not check the script (ty is not installed, could not start, or
+    crashed on it); the script did not run. `display()` says what happened; a check that ran too
+    long or grew too large is a `SandboxLimitError` instead.
     """
 
 

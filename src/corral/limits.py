@@ -11,8 +11,9 @@ __all__ = ['Limits']
 class Limits:
     """What one session may use. `None` turns a limit off.
 
-    - `wall_time`: seconds one `feed_run` may take, host calls included; past it the worker is
-      killed (after `grace` more seconds) and the session ends with `SandboxLimitError`.
+    - `wall_time`: seconds the script of one `feed_run` may run, host calls included (its type
+      check is bounded by `type_check_time`); past it the script is stopped, and a worker that
+      has not stopped `grace` seconds later is killed (the session ends).
     - `memory`: bytes of address space of the worker (RLIMIT_AS); going past it raises
       `MemoryError` inside the script.
     - `cpu_time`: seconds of CPU the worker may use over the session's life (RLIMIT_CPU); past
@@ -20,6 +21,15 @@ class Limits:
     - `recursion`: deepest Python call stack a script may reach (`RecursionError` past it).
     - `host_calls`: host function calls per feed; past it the call raises inside the script.
     - `output`: bytes of `print` output per feed; past it `print` raises inside the script.
+    - `code_size`: bytes (UTF-8) of one script; a longer one is refused before it is checked or
+      run. The host parses a checked script, and CPython's parser holds the GIL, so this also
+      bounds how long one script's check holds up every other session (some 4 ms per KiB on a
+      busy 2-core VM).
+    - `type_check_time`: seconds the type check of one script may take (ty, and the worker
+      compiling the script meanwhile); past it the check is stopped and the script does not run.
+      Not counted in `wall_time`, which starts when the script does.
+    - `type_check_memory`: bytes of heap (RLIMIT_DATA: private writable memory) of each ty process
+      checking the script; past it ty is stopped and the script does not run.
     - `grace`: seconds the host waits, after a limit, before it kills a worker that ignores it;
       it also covers ending the tasks a feed left behind (up to half a second).
     """
@@ -30,4 +40,7 @@ class Limits:
     recursion: int = 500
     host_calls: int | None = 10_000
     output: int | None = 1024**2
+    code_size: int | None = 128 * 1024
+    type_check_time: float | None = 10.0
+    type_check_memory: int | None = 1024**3
     grace: float = 1.0

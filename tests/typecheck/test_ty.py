@@ -10,6 +10,7 @@ import textwrap
 
 import pytest
 
+from corral import SandboxCheckerError
 from corral.examples.billing import BILLING_STUB
 from corral.typecheck import TypeChecker
 from corral.typecheck import _render
@@ -429,11 +430,13 @@ async def test_aclose_removes_folders() -> None:
     assert root is not None and os.path.isdir(root)
     await tc.aclose()
     assert not os.path.exists(root)
-    with pytest.raises(RuntimeError):
+    with pytest.raises(SandboxCheckerError) as error:
         await tc.check('x = 1')
+    assert str(error.value) == 'the type checker could not check the script, so it did not run: TypeChecker is closed'
 
 
-async def test_missing_ty_raises_runtime_error(monkeypatch) -> None:
+
+async def test_missing_ty_raises_a_checker_error(monkeypatch) -> None:
     import ty
 
     def missing() -> str:
@@ -441,20 +444,24 @@ async def test_missing_ty_raises_runtime_error(monkeypatch) -> None:
 
     monkeypatch.setattr(ty, 'find_ty_bin', missing)
     tc = TypeChecker()
-    with pytest.raises(RuntimeError, match='ty type checker executable not found'):
+    with pytest.raises(SandboxCheckerError) as error:
         await tc.check('x = 1')
+    assert str(error.value) == 'the type checker could not check the script, so it did not run: ty type checker executable not found: no ty binary'
     await tc.aclose()
 
 
-async def test_crashing_ty_raises_runtime_error(tmp_path) -> None:
+async def test_crashing_ty_raises_a_checker_error(tmp_path) -> None:
     fake = tmp_path / 'fake-ty'
     fake.write_text('#!/bin/sh\necho "ty failed: something broke" >&2\nexit 101\n')
     fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
     tc = TypeChecker()
     tc._ty_bin = str(fake)
     try:
-        with pytest.raises(RuntimeError, match=r'ty type checker failed \(exit code 101\): ty failed: something broke'):
+        with pytest.raises(SandboxCheckerError) as error:
             await tc.check('x = 1')
+        assert str(error.value) == (
+            'the type checker could not check the script, so it did not run: ty type checker failed (exit code 101): ty failed: something broke'
+        )
         # The checker still works once ty is back.
         tc._ty_bin = None
         assert await tc.check('x = 1') is None

@@ -149,8 +149,10 @@ class Session:
         names the script can call to host functions, sync or async; `print_callback` receives the
         script's printed output (default: the host's stdout).
 
-        Raises `SandboxTypingError` (the check failed; nothing ran), `SandboxSyntaxError`,
-        `SandboxRuntimeError` (an uncaught exception in the script), `SandboxLimitError`,
+        Raises `SandboxTypingError` (the check failed; nothing ran), `SandboxCheckerError` (ty
+        could not check it; nothing ran), `SandboxSyntaxError`, `SandboxRuntimeError` (an
+        uncaught exception in the script), `SandboxLimitError` (`code_size`, `type_check_time`
+        and `type_check_memory` before anything ran; the others while it ran),
         `SandboxWorkerError` (the worker died; the session is over).
         """
         if not isinstance(code, str):
@@ -177,13 +179,21 @@ class Session:
 
     async def _feed(self, code: str, lookup: dict[str, Callable[..., Any]], print_callback: PrintCallback) -> Any:
         limits = self.limits
+        if limits.code_size is not None and len(code) * 4 > limits.code_size:  # else short enough
+            size = len(code.encode('utf-8', 'surrogatepass'))
+            if size > limits.code_size:
+                raise SandboxLimitError(
+                    f'the script is {size} bytes, more than the code_size limit of {limits.code_size} bytes; it was not checked or run',
+                    limit='code_size',
+                    value=limits.code_size,
+                )
         if self._type_check:
             # The worker compiles while ty checks: a syntax error (or a refused construct) wins,
             # so it reads as Python shows it rather than as a type error; the compiled script
-            # waits in the worker for the feed.
+            # waits in the worker for the feed, whose wall_time starts when the script does.
             check = asyncio.ensure_future(self._check_types(code))
             try:
-                await self._exchange([COMPILE, code, self.script_name], timeout=limits.wall_time)
+                await self._exchange([COMPILE, code, self.script_name], timeout=limits.type_check_time, limit='type_check_time')
             except BaseException:
                 check.cancel()
                 await asyncio.gather(check, return_exceptions=True)
@@ -224,18 +234,21 @@ class Session:
                 stubs=self._stubs,
                 modules={name: module.stubs or '' for name, module in self._modules.items()},
                 context=self._context,
+                time_limit=self.limits.type_check_time,
+                memory=self.limits.type_check_memory,
             )
 
-    async def _exchange(self, message: list[Any], *, timeout: float | None) -> Any:
+    async def _exchange(self, message: list[Any], *, timeout: float | None, limit: str = 'wall_time') -> Any:
         """Send `message` and wait for the worker's DONE (its value) or FAIL (raised).
 
         The worker stops a script at `timeout` seconds itself; one that has not answered
-        `Limits.grace` seconds later is killed, and the session ends. A feed whose caller is
-        cancelled ends the session too: its worker is mid-script.
+        `Limits.grace` seconds later is killed, and the session ends (`limit` names the limit
+        `timeout` is: `'wall_time'` for a feed, `'type_check_time'` for a compile alongside the
+        check). A feed whose caller is cancelled ends the session too: its worker is mid-script.
         """
         loop = asyncio.get_running_loop()
         done = self._done = loop.create_future()
-        deadline = None if timeout is None else loop.call_later(timeout + self.limits.grace, self._on_deadline, timeout)
+        deadline = None if timeout is None else loop.call_later(timeout + self.limits.grace, self._on_deadline, timeout, limit)
         try:
             self._send(message)
             return await done
@@ -249,15 +262,14 @@ class Session:
             for task in list(self._call_tasks):  # calls of tasks the worker cancelled as the feed ended
                 task.cancel()
 
-    def _on_deadline(self, timeout: float) -> None:
-        self._kill(f'the script ran past the wall_time limit of {timeout} s and did not stop')
-        self._fail(
-            SandboxLimitError(
-                f'TimeoutError: the script ran past the wall_time limit of {timeout} seconds and was killed',
-                limit='wall_time',
-                value=timeout,
-            )
-        )
+    def _on_deadline(self, timeout: float, limit: str) -> None:
+        if limit == 'type_check_time':
+            self._kill(f'the worker took longer than the type_check_time limit of {timeout} s to compile a script')
+            text = f'compiling the script took longer than the type_check_time limit of {timeout} seconds; the script did not run and the sandbox was stopped'
+        else:
+            self._kill(f'the script ran past the wall_time limit of {timeout} s and did not stop')
+            text = f'TimeoutError: the script ran past the wall_time limit of {timeout} seconds and was killed'
+        self._fail(SandboxLimitError(text, limit=limit, value=timeout))
 
     def _send(self, message: list[Any]) -> None:
         assert self._transport is not None

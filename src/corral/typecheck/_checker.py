@@ -1,4 +1,13 @@
-"""``TypeChecker``: run ty on a script against stubs and return its diagnostics."""
+"""``TypeChecker``: run ty on a script against stubs and return its diagnostics.
+
+A check is bounded: in time (``time_limit``: the quick server check, ``ty check`` and the
+rendering together; past it every ty process of the check is killed) and in memory (``memory``:
+each ty process's heap).  Going past either raises ``SandboxLimitError``; any other failure of ty
+(not installed, cannot start, crashed) raises ``SandboxCheckerError``.  Each check has a folder
+and a warm ``ty server`` of its own (a slot), so one slow check holds up no other: the others
+use other slots, and a check still running after ``TypeChecker.demote_after`` seconds gets the
+lowest CPU priority, so that it takes only the CPU the others leave.
+"""
 
 from __future__ import annotations
 
@@ -14,10 +23,11 @@ import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..errors import SandboxCheckerError, SandboxLimitError
 from . import _render, _sandbox, _syntax
 from ._awaits import AWAIT_MESSAGES, ModuleScope
-from ._context import relevant_context
-from ._server import TyServer, without_top_level_awaits
+from ._context import read_script, relevant_context
+from ._server import TyServer, lower_priority, memory_bound, out_of_memory, without_top_level_awaits
 from ._stdlib import SandboxTypeshed, sandbox_typeshed
 
 __all__ = ['TypeChecker']
@@ -33,6 +43,22 @@ _INVALID_SYNTAX_PREFIX = 'error[invalid-syntax]: '
 # CONDA_PREFIX, XDG_CONFIG_HOME, COLUMNS, ...) is dropped so that the user's
 # configuration and Python environment can't change the result.
 _PASSTHROUGH_ENV = ('PATH', 'SYSTEMROOT', 'LANG', 'LC_ALL', 'TMPDIR')
+#: Characters of the longest script whose syntax tree is read on the event loop: a longer one is
+#: parsed and read in a thread, so that the loop is held up only while CPython's parser runs
+#: (it holds the GIL), not while the tree is walked in Python (twice as long again).
+_READ_INLINE = 4096
+_TOO_SLOW = (
+    'the type check of the script took longer than the type_check_time limit of {} seconds and was stopped; '
+    'the script did not run (a script this slow to check is very long or very branched: split it into smaller scripts)'
+)
+_TOO_LARGE = (
+    'the type check of the script needed more than the type_check_memory limit of {} bytes and was stopped; '
+    'the script did not run (a script this costly to check is very long or very branched: split it into smaller scripts)'
+)
+
+
+class _OutOfMemory(Exception):
+    """A ty process of the check ran out of its memory bound."""
 
 
 
@@ -89,14 +115,28 @@ def _module_files(modules: Mapping[str, str], script_name: str) -> dict[str, str
 
 
 class _Slot:
-    """A folder holding one check's files; reused between checks."""
+    """A folder holding one check's files; reused between checks with the same memory bound."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, memory: int | None = None) -> None:
         self.path = path
+        #: Bytes of heap each ty process started for this slot may use (None: unbounded).
+        self.memory = memory
         self.files: dict[str, str] = {}
         #: The slot's warm `ty server` once it has started (see `TypeChecker._serve`).
         self.server: TyServer | None = None
         self.starting: asyncio.Task[None] | None = None
+        #: The `ty check` process running for the slot's check.
+        self.process: asyncio.subprocess.Process | None = None
+        #: Whether the slot's processes run at the lowest priority (the slot is then not reused).
+        self.demoted = False
+
+    def lower_priority(self) -> None:
+        """Let the slot's ty processes, now and later, run only on CPU that others leave."""
+        self.demoted = True
+        if self.server is not None:
+            self.server.lower_priority()
+        if self.process is not None and self.process.returncode is None:
+            lower_priority(self.process.pid)
 
     def sync(self, wanted: dict[str, str]) -> list[str]:
         """Make the folder hold exactly ``wanted``, writing only what changed; return what changed."""
@@ -139,10 +179,11 @@ class _Slot:
 class TypeChecker:
     """Runs ty on a script against stubs, giving ty's full diagnostic text."""
 
-    #: Seconds one ty run may take before it is killed (RuntimeError).
-    timeout: float = 60.0
     #: Idle folders kept for reuse.
     max_idle_slots: int = 4
+    #: Seconds after which a check's ty processes get the lowest CPU priority: a check of a
+    #: model's script takes milliseconds, and one that runs on must not slow the others.
+    demote_after: float = 1.0
 
     def __init__(self) -> None:
         self._root: str | None = None
@@ -183,24 +224,27 @@ class TypeChecker:
             self._root = root
         return self._root
 
-    def _acquire(self) -> _Slot:
+    def _acquire(self, memory: int | None) -> _Slot:
         root = self._setup()
-        if self._free:
-            return self._free.pop()
+        for index in range(len(self._free) - 1, -1, -1):
+            if self._free[index].memory == memory:
+                return self._free.pop(index)
         self._count += 1
         path = os.path.join(root, f'check{self._count}')
         os.mkdir(path)
-        slot = _Slot(path)
+        slot = _Slot(path, memory)
         self._slots.add(slot)
         # Stops ty's project discovery here: no pyproject.toml/ty.toml from a parent folder.
         slot.sync({_CONFIG_FILE: ''})
         return slot
 
     def _release(self, slot: _Slot, ok: bool) -> None:
-        if ok and not self._closed and len(self._free) < self.max_idle_slots:
+        if ok and not slot.demoted and not self._closed and len(self._free) < self.max_idle_slots:
             self._free.append(slot)
         else:
             self._slots.discard(slot)
+            if slot.server is not None:
+                slot.server.abort()  # perhaps mid-request: no polite shutdown
             self._background(slot.close())
             shutil.rmtree(slot.path, ignore_errors=True)
 
@@ -231,7 +275,10 @@ class TypeChecker:
                 env=self._env,
                 python=os.path.join(self._root, 'env'),
                 typeshed=self._typeshed.root if self._typeshed is not None else None,
+                memory=slot.memory,
             )
+            if slot.demoted:
+                server.lower_priority()
             await server.warm_up()
         except (RuntimeError, OSError):
             return  # checks keep using `ty check`
@@ -247,10 +294,18 @@ class TypeChecker:
         stubs: str | None = None,
         modules: Mapping[str, str] = {},
         context: Sequence[str] = (),
+        time_limit: float | None = None,
+        memory: int | None = None,
     ) -> str | None:
         """Return the rendered diagnostics (str, no trailing newline, diagnostics
         separated by one blank line, no 'Found N diagnostics' line), or None when
-        the script is clean."""
+        the script is clean.
+
+        ``time_limit`` bounds the check in seconds, ``memory`` the heap of each ty process in
+        bytes (None: no bound).  Raises ``SandboxLimitError`` past either (``limit`` is
+        ``'type_check_time'`` or ``'type_check_memory'``, as in ``Limits``),
+        ``SandboxCheckerError`` when ty is missing or fails, ValueError or TypeError for a bad
+        script name or module stubs."""
         if not _SCRIPT_NAME_RE.match(script_name) or script_name[:-3] in (STUBS_MODULE, '__builtins__'):
             raise ValueError(f'invalid script name: {script_name!r}')
         code = code.removeprefix('\ufeff')
@@ -259,37 +314,61 @@ class TypeChecker:
         if stubs is not None:
             wanted[f'{STUBS_MODULE}.pyi'] = stubs
             wanted[_BUILTINS_FILE] = _BUILTINS_TEXT
-
-        slot = self._acquire()
-        ok = False
         try:
-            # The earlier snippets come first in the file so the new code sees their
-            # names and types; their own diagnostics are dropped afterwards. The warm
-            # server's quick check needs only those the new code depends on.
-            quick_prefix, quick_offset = _joined(relevant_context(context, code))
-            if self._typeshed_bin != self._ty_bin:
-                # the sandbox's standard library stubs: built once per process, in a thread
-                assert self._ty_bin is not None
-                try:
-                    self._typeshed = await asyncio.to_thread(sandbox_typeshed, self._ty_bin)
-                except RuntimeError:  # not a ty binary we can read: ty's own typeshed, and its own errors
-                    self._typeshed = None
-                self._typeshed_bin = self._ty_bin
-            # the server gets the script's text with the request; only `ty check` reads its file
-            changed = slot.sync({**wanted, script_name: slot.files.get(script_name, '')})
-            server = self._serve(slot)
-            if server is not None and await self._clean(server, slot, changed, quick_prefix + code, code, quick_offset, script_name, frozenset(modules)):
-                ok = True
-                return None
-            prefix, offset = _joined(context)
-            slot.sync({**wanted, script_name: prefix + code})
-            stdout = await self._run_ty(slot, script_name)
-            result = await self._postprocess(stdout, slot, script_name, code, offset, frozenset(modules))
+            await self._prepare()  # once per checker: not the script's time
+            slot = self._acquire(memory)
+        except RuntimeError as exc:
+            raise SandboxCheckerError(f'the type checker could not check the script, so it did not run: {exc}') from None
+        ok = False
+        demote = asyncio.get_running_loop().call_later(self.demote_after, slot.lower_priority)
+        try:
+            async with asyncio.timeout(time_limit) as deadline:
+                result = await self._check(slot, code, script_name, wanted, modules, context)
             ok = True
             return result
+        except TimeoutError:
+            if not deadline.expired():
+                raise
+            raise SandboxLimitError(_TOO_SLOW.format(time_limit), limit='type_check_time', value=time_limit) from None
+        except _OutOfMemory:
+            raise SandboxLimitError(_TOO_LARGE.format(memory), limit='type_check_memory', value=memory) from None
+        except RuntimeError as exc:
+            raise SandboxCheckerError(f'the type checker could not check the script, so it did not run: {exc}') from None
         finally:
-            self._release(slot, ok)
+            demote.cancel()
+            self._release(slot, ok)  # a slot cut short is killed with its processes
             _syntax.forget()  # no tree of this script is kept past its check
+
+    async def _prepare(self) -> None:
+        """Find ty, make the checker's folders and build the sandbox's standard library stubs
+        (once per process, in a thread)."""
+        self._setup()
+        if self._typeshed_bin != self._ty_bin:
+            assert self._ty_bin is not None
+            try:
+                self._typeshed = await asyncio.to_thread(sandbox_typeshed, self._ty_bin)
+            except RuntimeError:  # not a ty binary we can read: ty's own typeshed, and its own errors
+                self._typeshed = None
+            self._typeshed_bin = self._ty_bin
+
+    async def _check(
+        self, slot: _Slot, code: str, script_name: str, wanted: dict[str, str], modules: Mapping[str, str], context: Sequence[str]
+    ) -> str | None:
+        # The earlier snippets come first in the file so the new code sees their
+        # names and types; their own diagnostics are dropped afterwards. The warm
+        # server's quick check needs only those the new code depends on.
+        if len(code) > _READ_INLINE:
+            await asyncio.to_thread(read_script, code)
+        quick_prefix, quick_offset = _joined(relevant_context(context, code))
+        # the server gets the script's text with the request; only `ty check` reads its file
+        changed = slot.sync({**wanted, script_name: slot.files.get(script_name, '')})
+        server = self._serve(slot)
+        if server is not None and await self._clean(server, slot, changed, quick_prefix + code, code, quick_offset, script_name, frozenset(modules)):
+            return None
+        prefix, offset = _joined(context)
+        slot.sync({**wanted, script_name: prefix + code})
+        stdout = await self._run_ty(slot, script_name)
+        return await self._postprocess(stdout, slot, script_name, code, offset, frozenset(modules))
 
     async def _clean(
         self, server: TyServer, slot: _Slot, changed: list[str], text: str, code: str, offset: int, script_name: str, host_modules: frozenset[str]
@@ -301,6 +380,8 @@ class TypeChecker:
                 await server.notify_files_changed(stale)
             diagnostics = await server.diagnostics(text)
         except RuntimeError:
+            if server.out_of_memory:
+                raise _OutOfMemory from None
             slot.server = None
             self._background(server.aclose())
             return False
@@ -325,8 +406,7 @@ class TypeChecker:
         ]  # fmt: skip
         try:
             proc = await asyncio.create_subprocess_exec(
-                self._ty_bin,
-                *args,
+                *memory_bound([self._ty_bin, *args], slot.memory),
                 cwd=slot.path,
                 env=self._env,
                 stdin=asyncio.subprocess.DEVNULL,
@@ -335,17 +415,22 @@ class TypeChecker:
             )
         except OSError as exc:
             raise RuntimeError(f'could not start the ty type checker ({self._ty_bin}): {exc}') from exc
+        slot.process = proc
         try:
-            out, err = await asyncio.wait_for(proc.communicate(), self.timeout)
-        except BaseException as exc:  # timeout or cancellation: don't leave ty running
+            if slot.demoted:
+                lower_priority(proc.pid)
+            out, err = await proc.communicate()
+        except BaseException:  # the check's deadline, or cancellation: don't leave ty running
             with contextlib.suppress(ProcessLookupError):
                 proc.kill()
             with contextlib.suppress(Exception):
                 await proc.wait()
-            if isinstance(exc, asyncio.TimeoutError):
-                raise RuntimeError(f'ty type checker timed out after {self.timeout:g}s') from None
             raise
+        finally:
+            slot.process = None
         stdout = out.decode('utf-8', 'replace')
+        if proc.returncode not in (0, 1) and out_of_memory(err.decode('utf-8', 'replace')):
+            raise _OutOfMemory
         if proc.returncode not in (0, 1):
             detail = self._scrub(err.decode('utf-8', 'replace').strip() or stdout.strip(), slot)
             raise RuntimeError(

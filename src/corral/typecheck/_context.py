@@ -37,7 +37,7 @@ from collections.abc import Sequence
 
 from ._syntax import nodes, parse_expression
 
-__all__ = ['relevant_context']
+__all__ = ['read_script', 'relevant_context']
 
 #: Characters of the longest string read as a possible type; a longer one makes its snippet
 #: unreadable (all earlier snippets are then checked).
@@ -141,14 +141,26 @@ def _index(context: tuple[str, ...]) -> _Index | None:
     return index  # type: ignore[return-value]
 
 
+def read_script(code: str) -> None:
+    """Parse a new script and read its names ahead of `relevant_context`, which then finds them
+    remembered. Safe to run in a thread: it reads and fills only caches that take locks."""
+    _names(code)
+
+
 def _names(code: str) -> _Names | None:
     """`(names bound, names mentioned (bound ones too), has a * import)` of a snippet, or None
-    when it does not parse. Remembered for snippets up to `_KEPT_CHARACTERS` long."""
-    return _kept_names(code) if len(code) <= _KEPT_CHARACTERS else _read_names(code)
+    when it does not parse. Remembered for snippets up to `_KEPT_CHARACTERS` long, and for the
+    last two longer ones (the scripts being checked)."""
+    return _kept_names(code) if len(code) <= _KEPT_CHARACTERS else _long_names(code)
 
 
 @functools.lru_cache(maxsize=4096)  # names of earlier snippets, across sessions
 def _kept_names(code: str) -> _Names | None:
+    return _read_names(code)
+
+
+@functools.lru_cache(maxsize=2)  # a long script, read in a thread before its check (`read_script`)
+def _long_names(code: str) -> _Names | None:
     return _read_names(code)
 
 

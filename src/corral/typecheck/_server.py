@@ -8,7 +8,9 @@ document with each check; the stub files are read by the server from disk, as
 ``ty check`` reads them, once the caller has announced a change with
 ``notify_files_changed``.  Requests are serialised per server; a server that
 dies, answers garbage or takes longer than ``timeout`` is killed, and every
-later call raises RuntimeError (the caller falls back to ``ty check``).
+later call raises RuntimeError (the caller falls back to ``ty check``).  A server
+started with a ``memory`` bound (RLIMIT_DATA, see ``memory_bound``) that runs out
+of it dies, and says so (``out_of_memory``).
 
 Positions are negotiated as UTF-32: a diagnostic's ``range`` counts lines from 0
 and characters in code points, i.e. indexes into the Python string.
@@ -22,6 +24,7 @@ import contextlib
 import json
 import os
 import pathlib
+import resource
 import time
 import weakref
 from typing import Any, Self
@@ -29,7 +32,7 @@ from typing import Any, Self
 from ._awaits import AWAIT_MESSAGES, ModuleScope
 from ._render import split_lines
 
-__all__ = ['TyServer', 'is_async_outside_function', 'without_top_level_awaits']
+__all__ = ['TyServer', 'memory_bound', 'is_async_outside_function', 'lower_priority', 'out_of_memory', 'without_top_level_awaits']
 
 _SCRIPT = 'main.py'
 _ERRORS_KEPT = 40  # lines of the server's stderr kept for error messages
@@ -60,6 +63,45 @@ def without_top_level_awaits(diagnostics: list[dict], text: str, first_line: int
                 continue
         kept.append(diag)
     return kept
+
+
+#: What ty writes to stderr when an allocation fails (Rust's `handle_alloc_error`, then an abort),
+#: or when the kernel refuses memory for a thread or a map.
+_OUT_OF_MEMORY = ('memory allocation of ', 'Cannot allocate memory')
+
+
+def out_of_memory(stderr: str) -> bool:
+    """Whether a ty process that failed with this text on stderr ran out of memory."""
+    return any(marker in stderr for marker in _OUT_OF_MEMORY)
+
+
+def memory_bound(argv: list[str], memory: int | None) -> list[str]:
+    """``argv`` made to run with its heap bounded to ``memory`` bytes (None: as it is): RLIMIT_DATA,
+    private writable memory, which is what ty's allocations take (its address space is mostly
+    unused reservations: some 800 MB for a server using 40 MB).  A shell sets it (``ulimit -d``)
+    and then becomes ty, so the bound holds from ty's first instruction, and ty is still started
+    without a fork of the host (a fork of a host with a large heap costs tens of milliseconds;
+    the shell, one).  Never above the host's own hard limit."""
+    if memory is None:
+        return argv
+    hard = resource.getrlimit(resource.RLIMIT_DATA)[1]
+    if hard != resource.RLIM_INFINITY:
+        memory = min(memory, hard)
+    return ['/bin/sh', '-c', f'ulimit -d {max(memory // 1024, 1)} && exec "$0" "$@"', *argv]
+
+
+def lower_priority(pid: int) -> None:
+    """Give every thread of process ``pid`` the lowest CPU priority (nice 19), so that it runs only
+    on what other processes leave.  Nice values are per thread on Linux, and ty checks on threads
+    of its own; one that ended or is gone is left alone.  Not undone: an ordinary user cannot
+    raise a priority again."""
+    try:
+        threads = os.listdir(f'/proc/{pid}/task')
+    except OSError:
+        threads = [str(pid)]
+    for tid in threads:
+        with contextlib.suppress(OSError, ValueError):
+            os.setpriority(os.PRIO_PROCESS, int(tid), 19)
 
 
 def _frame(message: dict) -> bytes:
@@ -114,6 +156,7 @@ class TyServer:
         python_version: str = '3.11',
         python_platform: str = 'linux',
         typeshed: str | None = None,
+        memory: int | None = None,
     ) -> TyServer:
         """Start ``ty server`` for ``folder`` (holding ``ty.toml``) and initialise it.
 
@@ -122,7 +165,7 @@ class TyServer:
         ``folder``, as laid out by ``TypeChecker``, when there is one),
         ``typeshed`` a typeshed folder to use instead of ty's own (``--typeshed``).
         They are given to the server as inline configuration, which overrides
-        any ``ty.toml`` setting."""
+        any ``ty.toml`` setting.  ``memory`` bounds the server's heap (``memory_bound``)."""
         folder = os.path.abspath(folder)
         if python is None:
             sibling = os.path.join(os.path.dirname(folder), 'env')
@@ -135,7 +178,7 @@ class TyServer:
         settings = {'configuration': {'environment': environment}}
         try:
             proc = await asyncio.create_subprocess_exec(
-                ty_bin, 'server', cwd=folder, env=env,
+                *memory_bound([ty_bin, 'server'], memory), cwd=folder, env=env,
                 stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
             )  # fmt: skip
@@ -222,6 +265,21 @@ class TyServer:
         with contextlib.suppress(OSError):
             os.utime(path, ns=(stamp, stamp), follow_symlinks=False)
             self._last_stamp = stamp
+
+    def lower_priority(self) -> None:
+        """Let the server run only on CPU that other processes leave (``lower_priority``)."""
+        if self._proc.returncode is None:
+            lower_priority(self._proc.pid)
+
+    def abort(self) -> None:
+        """Kill the server now, mid-request or not (``aclose`` still reaps it)."""
+        self._broken('the ty server was stopped')
+        _kill(self._proc)
+
+    @property
+    def out_of_memory(self) -> bool:
+        """Whether the server died because it ran out of memory (its ``memory`` bound)."""
+        return self._proc.returncode is not None and out_of_memory('\n'.join(self._stderr))
 
     async def aclose(self) -> None:
         """Stop the server (politely if it answers at once, else kill it) and reap it."""

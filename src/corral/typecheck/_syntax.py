@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import functools
 import gc
+import threading
 from typing import Literal
 
 __all__ = ['forget', 'nodes', 'parse_expression']
@@ -34,15 +35,21 @@ def parse_expression(text: str) -> ast.Expression | None:
     return _parse(text, 'eval')  # type: ignore[return-value]
 
 
+#: One parse at a time: a long script is parsed in a thread (see `TypeChecker`), and another
+#: thread's parse must not turn garbage collection back on in the middle of it.
+_PARSING = threading.Lock()
+
+
 def _parse(text: str, mode: Literal['exec', 'eval']) -> ast.AST | None:
     # Garbage collection is paused while CPython builds the tree: a finalizer that parses source
     # mid-parse breaks CPython 3.11's parser (cpython gh-106905).
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        return ast.parse(text, mode=mode)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return None
-    finally:
-        if collecting:
-            gc.enable()
+    with _PARSING:
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            return ast.parse(text, mode=mode)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return None
+        finally:
+            if collecting:
+                gc.enable()
