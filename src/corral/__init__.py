@@ -14,6 +14,7 @@ from .errors import (
     SandboxRuntimeError,
     SandboxSessionBusyError,
     SandboxStateError,
+    SandboxStoreError,
     SandboxSyntaxError,
     SandboxTypingError,
     SandboxWorkerError,
@@ -25,6 +26,7 @@ from .host.pool import Pool
 from .host.session import PrintCallback, Session
 from .host.sync import SyncPool, SyncSession
 from .limits import Limits
+from .store import PostgresStore, SQLiteStore, Store, open_store
 
 __all__ = [
     'CodeTool',
@@ -33,6 +35,7 @@ __all__ = [
     'Mount',
     'OsAccess',
     'Pool',
+    'PostgresStore',
     'PrintCallback',
     'SandboxError',
     'SandboxInsecureError',
@@ -40,10 +43,14 @@ __all__ = [
     'SandboxRuntimeError',
     'SandboxSessionBusyError',
     'SandboxStateError',
+    'SandboxStoreError',
     'SandboxSyntaxError',
     'SandboxTypingError',
     'SandboxWorkerError',
+    'SQLiteStore',
     'Session',
+    'Store',
     'SyncPool',
     'SyncSession',
+    'open_store',
 ]
