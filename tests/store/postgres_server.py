@@ -85,10 +85,11 @@ class PostgresServer:
     def url(self) -> str:
         return f'postgresql://corral:{self.password}@127.0.0.1:{self.port}/postgres'
 
-    def start(self) -> None:
-        """Start on a free port (another one if that port was taken meanwhile)."""
+    def start(self, *, same_port: bool = False) -> None:
+        """Start on a free port (another one if that port was taken meanwhile), or on the port it had."""
         for attempt in range(5):
-            self.port = _free_port()
+            if not same_port:
+                self.port = _free_port()
             options = (
                 f"-c listen_addresses=127.0.0.1 -c port={self.port} -c unix_socket_directories='{self.directory}'"
             )

@@ -308,6 +308,10 @@ class PostgresStore:
         import asyncpg
 
         where = f'the PostgreSQL session store at {self._where}'
+        # A connection cut inside a transaction surfaces as the InterfaceError of its failed
+        # rollback; the cut itself is its context.
+        while isinstance(error, asyncpg.InterfaceError) and error.__context__ is not None:
+            error = error.__context__
         if isinstance(error, (asyncpg.InvalidPasswordError, asyncpg.InvalidAuthorizationSpecificationError)):
             return SandboxStoreError(f'{where} refused the credentials: {error}')
         if isinstance(error, asyncpg.InvalidCatalogNameError):
