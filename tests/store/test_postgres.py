@@ -104,3 +104,24 @@ async def test_server_gone_and_back(postgres_server):
         assert await store.get('s1') == b'kept'
         await store.put('s1', b'new', holder='h')
         assert await store.get('s1') == b'new'
+
+
+async def test_a_server_that_does_not_answer_in_time(postgres_server):
+    await drop_tables(postgres_server.url)
+    async with PostgresStore(postgres_server.url, command_timeout=0.5) as store:
+        await store.put('s1', b'old', holder='h')
+        admin = await asyncpg.connect(postgres_server.url)
+        try:
+            async with admin.transaction():
+                await admin.execute("SELECT 1 FROM corral_sessions WHERE session_id = 's1' FOR UPDATE")
+                with pytest.raises(corral.SandboxStoreError) as info:
+                    await store.put('s1', b'new', holder='h')  # waits for the row past its command_timeout
+        finally:
+            await admin.close()
+        assert info.value.display() == (
+            f'{where(postgres_server)} did not answer in time (connect_timeout 10 s, command_timeout 0.5 s); '
+            'a write in flight was committed whole or not at all'
+        )
+        assert await store.get('s1') == b'old'
+        await store.put('s1', b'new', holder='h')
+        assert await store.get('s1') == b'new'

@@ -87,7 +87,8 @@ class PostgresStore:
     credentials refused, connection lost mid-call (a write in flight was committed whole or not at
     all), or an error of the server's (e.g. its disk is full). The next call opens new connections,
     so the store recovers when the server does. There is no signing key in the database: pass
-    `Pool(state_key=...)` (`default_state_key` raises and says so).
+    `Pool(state_key=...)` (`default_state_key` raises and says so). Use a store from one event loop
+    (its connections belong to the loop that opened them).
 
     Needs asyncpg: `pip install 'corral[postgres]'`.
     """
@@ -165,26 +166,25 @@ class PostgresStore:
         holder, ttl = check_holder(holder), check_ttl(ttl)
 
         async def acquire(db: asyncpg.Connection) -> None:
-            # One statement: ON CONFLICT locks the existing row and checks the WHERE against its
-            # newest version, so two holders racing both for a new and for an expired lease cannot
-            # both win.
-            taken = await db.fetchval(
-                'INSERT INTO corral_leases (tenant, session_id, holder, expires) '
-                'VALUES ($1, $2, $3, now() + make_interval(secs => $4)) '
-                'ON CONFLICT (tenant, session_id) DO UPDATE SET holder = EXCLUDED.holder, expires = EXCLUDED.expires '
-                'WHERE corral_leases.holder = EXCLUDED.holder OR corral_leases.expires <= now() '
-                'RETURNING true',
-                *key,
-                holder,
-                ttl,
-            )
-            if not taken:
-                seconds_left = await db.fetchval(
-                    'SELECT extract(epoch FROM expires - now())::float8 FROM corral_leases '
-                    'WHERE tenant = $1 AND session_id = $2',
+            while True:
+                # One statement: ON CONFLICT locks the existing row and checks the WHERE against its
+                # newest version, so of two holders racing for a new or an expired lease one wins.
+                taken = await db.fetchval(
+                    'INSERT INTO corral_leases (tenant, session_id, holder, expires) '
+                    'VALUES ($1, $2, $3, now() + make_interval(secs => $4)) '
+                    'ON CONFLICT (tenant, session_id) DO UPDATE SET holder = EXCLUDED.holder, expires = EXCLUDED.expires '
+                    'WHERE corral_leases.holder = EXCLUDED.holder OR corral_leases.expires <= now() '
+                    'RETURNING true',
                     *key,
+                    holder,
+                    ttl,
                 )
-                raise busy_error(key[1], seconds_left or 0.0)
+                if taken:
+                    return
+                seconds_left = await db.fetchval(_OTHER_LIVE_LEASE, *key, holder)
+                if seconds_left is not None:
+                    raise busy_error(key[1], seconds_left)
+                # The other holder released or lost it in between: try again.
 
         await self._run(acquire)
 
@@ -321,11 +321,13 @@ class PostgresStore:
             return SandboxStoreError(
                 f'lost the connection to {where} ({error}); a write in flight was committed whole or not at all'
             )
-        if isinstance(error, (OSError, asyncio.TimeoutError)):
-            if isinstance(error, ConnectionRefusedError):
-                reason = 'connection refused'
-            else:
-                reason = getattr(error, 'strerror', None) or str(error) or 'timed out'
+        if isinstance(error, asyncio.TimeoutError):
+            return SandboxStoreError(
+                f'{where} did not answer in time (connect_timeout {self._pool_args["timeout"]:g} s, '
+                f'command_timeout {self._pool_args["command_timeout"]} s); a write in flight was committed whole or not at all'
+            )
+        if isinstance(error, OSError):
+            reason = 'connection refused' if isinstance(error, ConnectionRefusedError) else error.strerror or str(error)
             return SandboxStoreError(f'cannot reach {where}: {reason}')
         if isinstance(error, asyncpg.DiskFullError):
             return SandboxStoreError(f'{where} could not write: its disk is full. What was stored before is kept')

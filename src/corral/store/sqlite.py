@@ -337,6 +337,9 @@ class SQLiteStore:
         try:
             connection.execute('PRAGMA journal_mode = WAL')
             connection.execute('PRAGMA synchronous = FULL')
+            # After a checkpoint, cut the write-ahead log back to 64 MiB: without a limit it keeps the
+            # size of the largest state ever written.
+            connection.execute('PRAGMA journal_size_limit = 67108864')
             with self._lock:
                 if not self._schema_ready:
                     with _write_transaction(connection):
