@@ -179,6 +179,21 @@ async def test_tenants_never_see_each_other(store):
     assert await store.get('s1', tenant='a') == b'tenant a'
 
 
+async def test_ids_match_exactly(store):
+    """No wildcard, no case folding, no joining of tenant and id: every near miss is another session."""
+    await store.put('a_b', b'underscore', holder='h')
+    await store.put('S1', b'upper', holder='h')
+    await store.put('b:c', b'tenant a', holder='h', tenant='a')
+    for session_id, tenant in [('aXb', ''), ('a.b', ''), ('s1', ''), ('c', 'a:b'), ('a:b:c', ''), ('b:c', 'A')]:
+        with pytest.raises(corral.SandboxStateError) as info:
+            await store.get(session_id, tenant=tenant)
+        assert info.value.display() == f'no stored session with id {session_id!r}'
+    await store.acquire('a_b', holder='h', ttl=1000)
+    await store.acquire('aXb', holder='other', ttl=1000)  # not the same lease
+    assert await store.list(tenant='a:b') == []
+    assert await store.get('b:c', tenant='a') == b'tenant a'
+
+
 INVALID_IDS = [
     ('', "''"),
     ('a b', "'a b'"),
