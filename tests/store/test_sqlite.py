@@ -9,6 +9,7 @@ import sqlite3
 import stat
 import subprocess
 import sys
+import tempfile
 import textwrap
 
 import pytest
@@ -19,6 +20,37 @@ from corral.store import SQLiteStore, default_database_path
 
 def mode(path) -> int:
     return stat.S_IMODE(os.stat(path).st_mode)
+
+
+def as_another_user(uid: int, call, environ: dict[str, str]) -> str:
+    """The text of the error `call()` raises (or 'no error') in a child of this process that runs as
+    `uid` (when the tests run as root; else as this user) with `environ` as its whole environment."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: no return from here
+        status = 1
+        try:
+            os.close(read_end)
+            if os.geteuid() == 0:
+                os.setgroups([])
+                os.setgid(uid)
+                os.setuid(uid)
+            os.environ.clear()
+            os.environ.update(environ)
+            try:
+                call()
+                text = 'no error'
+            except Exception as e:
+                text = f'{type(e).__name__}: {e}'
+            os.write(write_end, text.encode())
+            status = 0
+        finally:
+            os._exit(status)
+    os.close(write_end)
+    with os.fdopen(read_end, 'rb') as pipe:
+        text = pipe.read().decode()
+    assert os.waitpid(pid, 0)[1] == 0
+    return text
 
 
 async def test_database_file_is_private_and_in_wal_mode(tmp_path):
@@ -126,6 +158,19 @@ def test_key_file_of_another_user_is_refused(tmp_path):
         f"the state key file {key_file} belongs to uid 65534, not to this process's user (uid 0); whoever owns it "
         'knows the key. Remove it to have a new one made, or pass Pool(state_key=...)'
     )
+
+
+def test_key_file_cannot_be_created():
+    # As root a directory's mode stops nothing: the child runs as another user, in a directory of
+    # root's that it may enter but not write (or, for an ordinary user, in one of its own made read-only).
+    with tempfile.TemporaryDirectory() as directory:
+        os.chmod(directory, 0o555)
+        try:
+            store = SQLiteStore(os.path.join(directory, 's.db'))
+            text = as_another_user(54321 if os.geteuid() == 0 else os.geteuid(), store.default_state_key, {})
+        finally:
+            os.chmod(directory, 0o700)
+    assert text == f'SandboxStateError: cannot create the state key file {directory}/s.db.key: Permission denied'
 
 
 def test_key_file_cannot_be_read(tmp_path):
@@ -296,6 +341,16 @@ async def test_default_store_without_a_home(monkeypatch):
     assert not os.path.exists('/nonexistent')
 
 
+def test_default_store_of_a_user_without_home_or_passwd_entry():
+    # A container's arbitrary uid: no HOME, and no passwd entry to find a home in.
+    if os.geteuid() != 0:
+        pytest.skip('only root can run a child as a uid without a passwd entry')
+    assert as_another_user(54321, default_database_path, {}) == (
+        f'SandboxStoreError: the default session store lives under the home directory, and this process has '
+        f'none: {ADVICE}'
+    )
+
+
 def test_default_store_refuses_a_home_of_another_user(monkeypatch, tmp_path):
     # Root under a sudo that kept the user's HOME: root's files would land in that user's hands.
     if os.geteuid() != 0:
@@ -323,3 +378,25 @@ async def test_several_threads_and_stores_share_one_file(tmp_path):
     finally:
         for store in stores:
             await store.close()
+
+
+def test_an_ordinary_user_uses_the_default_store():
+    # Run as another uid with a home of its own (as root), or as this ordinary user.
+    uid = 54321 if os.geteuid() == 0 else os.geteuid()
+
+    async def scenario(home: str) -> None:
+        async with corral.open_store() as store:
+            await store.acquire('s1', holder='h', ttl=60)
+            await store.put('s1', b'state', holder='h')
+            assert await store.get('s1') == b'state'
+            assert await store.list() == ['s1']
+            assert len(store.default_state_key()) == 32
+        directory = os.path.join(home, '.local', 'share', 'corral')
+        assert sorted(os.listdir(directory)) == ['sessions.db', 'sessions.db.key'], os.listdir(directory)
+        assert {mode(directory), mode(os.path.join(directory, 'sessions.db.key'))} == {0o700, 0o600}
+
+    with tempfile.TemporaryDirectory() as home:
+        os.chmod(home, 0o700)
+        os.chown(home, uid, uid)
+        text = as_another_user(uid, lambda: asyncio.run(scenario(home)), {'HOME': home})
+    assert text == 'no error'
