@@ -44,7 +44,8 @@ def test_default_store_is_sqlite():
         ('postgresql://corral:secret@db.internal:5433/sessions', 'postgresql://corral@db.internal:5433/sessions'),
         ('postgres://corral@db.internal/sessions', 'postgres://corral@db.internal/sessions'),
         ('postgresql://[::1]:5432/db', 'postgresql://[::1]:5432/db'),
-        ('postgresql:///db', 'postgresql://localhost/db'),
+        ('postgresql:///db', 'postgresql:///db'),
+        ('postgresql://u:pw@h1:5432,h2:5433/db?password=pw&sslmode=require', 'postgresql://u@h1:5432,h2:5433/db'),
     ],
 )
 def test_postgres_urls_never_show_the_password(url, shown):
@@ -56,7 +57,8 @@ def test_postgres_urls_never_show_the_password(url, shown):
 @pytest.mark.parametrize(
     ('url', 'text'),
     [
-        ('mysql://root:hunter2@db/x', f"unknown store URL 'mysql://root:***@db/x': {SCHEMES}"),
+        ('mysql://root:hunter2@db/x', f"unknown store URL 'mysql://root@db/x': {SCHEMES}"),
+        ('mysql://db/x?password=hunter2', f"unknown store URL 'mysql://db/x': {SCHEMES}"),
         ('/var/lib/app/sessions.db', f"unknown store URL '/var/lib/app/sessions.db': {SCHEMES}"),
         ('sessions.db', f"unknown store URL 'sessions.db': {SCHEMES}"),
         ('', f"unknown store URL '': {SCHEMES}"),

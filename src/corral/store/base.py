@@ -11,6 +11,7 @@ import builtins
 import math
 import re
 from typing import Protocol, runtime_checkable
+from urllib.parse import urlsplit
 
 from ..errors import SandboxSessionBusyError, SandboxStateError
 
@@ -25,6 +26,7 @@ __all__ = [
     'check_ttl',
     'lost_lease_error',
     'not_found_error',
+    'redact_url',
 ]
 
 #: The longest session id, tenant or holder, in characters.
@@ -167,3 +169,17 @@ def lost_lease_error(session_id: str) -> SandboxSessionBusyError:
         f'the lease on the stored session {session_id!r} was lost: it expired and another holder '
         'took it over, or it was released'
     )
+
+
+def redact_url(url: str) -> str:
+    """`url` as errors and reprs may show it: without its password, query and fragment (libpq reads a
+    password from the query too), e.g. `postgresql://user@host:5432/database`."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return url.partition(':')[0] + ':...'
+    user, at, host = parts.netloc.rpartition('@')
+    netloc = user.partition(':')[0] + '@' + host if at else host
+    scheme = f'{parts.scheme}:' if parts.scheme else ''
+    authority = f'//{netloc}' if url[len(scheme):].startswith('//') else ''
+    return f'{scheme}{authority}{parts.path}'

@@ -6,11 +6,11 @@ import asyncio
 import builtins
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
-from urllib.parse import urlsplit
 
 from ..errors import SandboxError, SandboxStateError, SandboxStoreError
 from .base import (
     busy_error,
+    redact_url,
     check_holder,
     check_session_id,
     check_state,
@@ -23,7 +23,7 @@ from .base import (
 if TYPE_CHECKING:
     import asyncpg
 
-__all__ = ['PostgresStore', 'describe_dsn']
+__all__ = ['PostgresStore']
 
 _T = TypeVar('_T')
 
@@ -55,19 +55,6 @@ SELECT extract(epoch FROM expires - now())::float8 FROM corral_leases
 WHERE tenant = $1 AND session_id = $2 AND holder IS DISTINCT FROM $3 AND expires > now()
 FOR UPDATE
 """
-
-
-def describe_dsn(dsn: str) -> str:
-    """`dsn` without its password, for error messages: `postgresql://user@host:port/database`."""
-    try:
-        parts = urlsplit(dsn)
-        host = parts.hostname or 'localhost'
-        port = f':{parts.port}' if parts.port else ''
-    except ValueError:
-        return '(an unreadable PostgreSQL URL)'
-    user = f'{parts.username}@' if parts.username else ''
-    host = f'[{host}]' if ':' in host else host
-    return f'{parts.scheme}://{user}{host}{port}{parts.path}'
 
 
 class PostgresStore:
@@ -109,7 +96,7 @@ class PostgresStore:
         if not 1 <= min_size <= max_size:
             raise ValueError(f'need 1 <= min_size <= max_size; got min_size={min_size}, max_size={max_size}')
         self._dsn = dsn
-        self._where = describe_dsn(dsn)
+        self._where = redact_url(dsn)
         self._pool_args: dict[str, Any] = dict(
             min_size=min_size, max_size=max_size, timeout=connect_timeout, command_timeout=command_timeout
         )

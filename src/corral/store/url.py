@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from urllib.parse import unquote, urlsplit
 
-from .base import Store
+from .base import Store, redact_url
 from .postgres import PostgresStore
 from .sqlite import SQLiteStore
 
@@ -27,7 +27,8 @@ def open_store(url: str | None = None) -> Store:
     - `'postgresql://user:password@host:port/database'` or `'postgres://...'`: a `PostgresStore`
       (needs the `postgres` extra).
 
-    Raises `ValueError` for any other URL, naming the accepted ones (with a password in it hidden).
+    Raises `ValueError` for any other URL, naming the accepted ones (and showing the URL without its
+    password).
     """
     if url is None:
         return SQLiteStore()
@@ -41,7 +42,7 @@ def open_store(url: str | None = None) -> Store:
     if scheme in ('postgresql', 'postgres'):
         return PostgresStore(url)
     if scheme != 'sqlite':
-        raise ValueError(f'unknown store URL {_hide_password(url)!r}: {_SCHEMES}')
+        raise ValueError(f'unknown store URL {redact_url(url)!r}: {_SCHEMES}')
     if parts.netloc:
         raise ValueError(
             f'the store URL {url!r} names a host ({parts.netloc!r}), and a SQLite store is a local file: '
@@ -55,13 +56,3 @@ def open_store(url: str | None = None) -> Store:
     if path.startswith('//'):
         path = '/' + path.lstrip('/')
     return SQLiteStore(path)
-
-
-def _hide_password(url: str) -> str:
-    try:
-        password = urlsplit(url).password
-    except ValueError:
-        return url.split(':', 1)[0] + ':...'
-    if not password:
-        return url
-    return url.replace(f':{password}@', ':***@', 1)
