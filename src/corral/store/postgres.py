@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from ..errors import SandboxError, SandboxStateError, SandboxStoreError
 from .base import (
     busy_error,
-    redact_url,
     check_holder,
     check_session_id,
     check_state,
@@ -18,6 +17,7 @@ from .base import (
     check_ttl,
     lost_lease_error,
     not_found_error,
+    redact_url,
 )
 
 if TYPE_CHECKING:
@@ -309,9 +309,11 @@ class PostgresStore:
                 f'lost the connection to {where} ({error}); a write in flight was committed whole or not at all'
             )
         if isinstance(error, asyncio.TimeoutError):
+            command_timeout = self._pool_args['command_timeout']
             return SandboxStoreError(
-                f'{where} did not answer in time (connect_timeout {self._pool_args["timeout"]:g} s, '
-                f'command_timeout {self._pool_args["command_timeout"]} s); a write in flight was committed whole or not at all'
+                f'{where} did not answer in time (connect_timeout {self._pool_args["timeout"]:g} s, command_timeout '
+                f'{"none" if command_timeout is None else f"{command_timeout:g} s"}); a write in flight was committed '
+                'whole or not at all'
             )
         if isinstance(error, OSError):
             reason = 'connection refused' if isinstance(error, ConnectionRefusedError) else error.strerror or str(error)
