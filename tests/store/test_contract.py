@@ -324,3 +324,36 @@ async def test_concurrent_acquire_from_two_processes(store, backend):
         await store.renew(session_id, holder=winner, ttl=10)  # the store agrees who won
         with pytest.raises(corral.SandboxSessionBusyError):
             await store.renew(session_id, holder=loser, ttl=10)
+
+
+_WRITER = textwrap.dedent(
+    """
+    import asyncio, sys
+    import corral
+
+    async def main(url):
+        async with corral.open_store(url) as store:
+            for i in range(1000):
+                letter = b'AB'[i % 2:i % 2 + 1]
+                await store.put('s1', letter * (8 << 20), holder='writer')
+                print(i, flush=True)
+
+    asyncio.run(main(sys.argv[1]))
+    """
+)
+
+
+async def test_a_process_killed_in_the_middle_of_a_put_loses_nothing(store, backend):
+    await store.put('s1', b'A' * (8 << 20), holder='writer')
+    writer = subprocess.Popen([sys.executable, '-c', _WRITER, backend.url], stdout=subprocess.PIPE, text=True)
+    try:
+        for _ in range(3):  # some puts done, the next one under way
+            assert writer.stdout.readline()
+    finally:
+        writer.kill()
+        writer.wait()
+    state = await store.get('s1')
+    assert len(state) == 8 << 20
+    assert state in (b'A' * (8 << 20), b'B' * (8 << 20))  # one whole state, never a torn one
+    await store.put('s1', b'after', holder='writer')
+    assert await store.get('s1') == b'after'
