@@ -15,6 +15,7 @@ from .errors import (
     SandboxRuntimeError,
     SandboxSessionBusyError,
     SandboxStateError,
+    SandboxStoreError,
     SandboxSyntaxError,
     SandboxTypingError,
     SandboxWorkerError,
@@ -26,6 +27,7 @@ from .host.pool import Pool
 from .host.session import PrintCallback, Session
 from .host.sync import SyncPool, SyncSession
 from .limits import Limits
+from .store import PostgresStore, SQLiteStore, Store, open_store
 
 __all__ = [
     'CodeTool',
@@ -34,6 +36,7 @@ __all__ = [
     'Mount',
     'OsAccess',
     'Pool',
+    'PostgresStore',
     'PrintCallback',
     'SandboxCheckerError',
     'SandboxError',
@@ -42,10 +45,14 @@ __all__ = [
     'SandboxRuntimeError',
     'SandboxSessionBusyError',
     'SandboxStateError',
+    'SandboxStoreError',
     'SandboxSyntaxError',
     'SandboxTypingError',
     'SandboxWorkerError',
+    'SQLiteStore',
     'Session',
+    'Store',
     'SyncPool',
     'SyncSession',
+    'open_store',
 ]

@@ -17,6 +17,7 @@ __all__ = [
     'SandboxInsecureError',
     'SandboxStateError',
     'SandboxSessionBusyError',
+    'SandboxStoreError',
 ]
 
 
@@ -111,4 +112,13 @@ class SandboxSessionBusyError(SandboxError):
 
     The lease expires when its holder stops renewing it (its process died), so a crashed process does
     not lock a session forever; try again later, or fork the session instead.
+    """
+
+
+class SandboxStoreError(SandboxError):
+    """The session store failed: its disk is full, its database is unreachable or its connection
+    was lost, its file is locked by another process for too long, or it has no place to live.
+
+    `display()` says which, and where. Stores write atomically, so what was stored before the failed
+    operation is intact: a state being written either replaced the old one whole or not at all.
     """

@@ -1,0 +1,331 @@
+"""The session store for many machines: PostgreSQL, through asyncpg (the `postgres` extra)."""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from ..errors import SandboxError, SandboxStateError, SandboxStoreError
+from .base import (
+    busy_error,
+    check_holder,
+    check_session_id,
+    check_state,
+    check_tenant,
+    check_ttl,
+    lost_lease_error,
+    not_found_error,
+    redact_url,
+)
+
+if TYPE_CHECKING:
+    import asyncpg
+
+__all__ = ['PostgresStore']
+
+_T = TypeVar('_T')
+
+# Two tables, as in the SQLite store: a lease renewal never touches the row of a large state.
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS corral_sessions (
+    tenant text NOT NULL,
+    session_id text NOT NULL,
+    state bytea NOT NULL,
+    updated timestamptz NOT NULL,
+    PRIMARY KEY (tenant, session_id)
+);
+CREATE TABLE IF NOT EXISTS corral_leases (
+    tenant text NOT NULL,
+    session_id text NOT NULL,
+    holder text NOT NULL,
+    expires timestamptz NOT NULL,
+    PRIMARY KEY (tenant, session_id)
+);
+"""
+
+#: The advisory lock (a bigint of our choosing: b'corral\x00\x01') held while the schema is created,
+#: because CREATE TABLE IF NOT EXISTS run by two replicas at once can fail on a duplicate type.
+_SCHEMA_LOCK = int.from_bytes(b'corral\x00\x01', 'big')
+
+# Seconds left on the live lease of another holder than $3 (NULL holder: anyone's), or no row.
+_OTHER_LIVE_LEASE = """
+SELECT extract(epoch FROM expires - now())::float8 FROM corral_leases
+WHERE tenant = $1 AND session_id = $2 AND holder IS DISTINCT FROM $3 AND expires > now()
+FOR UPDATE
+"""
+
+
+class PostgresStore:
+    """A session store in PostgreSQL, shared by any number of processes on any number of machines.
+
+        store = PostgresStore('postgresql://corral:secret@db.internal:5432/corral')
+        await store.acquire('s1', holder=token, ttl=30)
+
+    `dsn` is a `postgresql://` (or `postgres://`) URL as libpq reads it. The store keeps a pool of
+    `min_size` to `max_size` connections (asyncpg), opened on first use, and creates its two tables
+    (`corral_sessions`, `corral_leases`) then if they are missing, under an advisory lock so that
+    replicas starting together do not collide. Lease times use the database server's clock
+    (`now()`), so machines whose clocks disagree still agree on who holds a lease; a lease is taken
+    by a conditional upsert, so of two holders racing for it exactly one wins.
+
+    Failures raise `SandboxStoreError` naming the server (never the password): unreachable,
+    credentials refused, connection lost mid-call (a write in flight was committed whole or not at
+    all), or an error of the server's (e.g. its disk is full). The next call opens new connections,
+    so the store recovers when the server does. There is no signing key in the database: pass
+    `Pool(state_key=...)` (`default_state_key` raises and says so). Use a store from one event loop
+    (its connections belong to the loop that opened them).
+
+    Needs asyncpg: `pip install 'corral[postgres]'`.
+    """
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        min_size: int = 1,
+        max_size: int = 10,
+        connect_timeout: float = 10.0,
+        command_timeout: float | None = 60.0,
+    ) -> None:
+        try:
+            import asyncpg  # noqa: F401
+        except ImportError:
+            raise ImportError("the PostgreSQL session store needs asyncpg: pip install 'corral[postgres]'") from None
+        if not 1 <= min_size <= max_size:
+            raise ValueError(f'need 1 <= min_size <= max_size; got min_size={min_size}, max_size={max_size}')
+        self._dsn = dsn
+        self._where = redact_url(dsn)
+        self._pool_args: dict[str, Any] = dict(
+            min_size=min_size, max_size=max_size, timeout=connect_timeout, command_timeout=command_timeout
+        )
+        self._pool: asyncpg.Pool | None = None
+        self._opening: asyncio.Lock | None = None
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f'PostgresStore({self._where!r})'
+
+    async def __aenter__(self) -> PostgresStore:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    # -- the Store protocol
+
+    async def put(self, session_id: str, state: bytes, *, holder: str, tenant: str = '') -> None:
+        """Store `state` for `(tenant, session_id)` in one transaction: the previous state is
+        replaced whole, or kept if anything fails. `SandboxSessionBusyError` if another holder has
+        a live lease (its row is locked while the state is written, so it cannot change meanwhile)."""
+        key = (check_tenant(tenant), check_session_id(session_id))
+        state, holder = check_state(state), check_holder(holder)
+
+        async def put(db: asyncpg.Connection) -> None:
+            async with db.transaction():
+                await _refuse_other_holder(db, key, holder)
+                await db.execute(
+                    'INSERT INTO corral_sessions (tenant, session_id, state, updated) VALUES ($1, $2, $3, now()) '
+                    'ON CONFLICT (tenant, session_id) DO UPDATE SET state = EXCLUDED.state, updated = EXCLUDED.updated',
+                    *key,
+                    state,
+                )
+
+        await self._run(put)
+
+    async def get(self, session_id: str, *, tenant: str = '') -> bytes:
+        """The stored state (bytes). Raises `SandboxStateError('no stored session with id ...')`."""
+        key = (check_tenant(tenant), check_session_id(session_id))
+
+        async def get(db: asyncpg.Connection) -> bytes:
+            state = await db.fetchval('SELECT state FROM corral_sessions WHERE tenant = $1 AND session_id = $2', *key)
+            if state is None:
+                raise not_found_error(key[1])
+            return state
+
+        return await self._run(get)
+
+    async def acquire(self, session_id: str, *, holder: str, ttl: float, tenant: str = '') -> None:
+        """Take (or extend) the lease for `ttl` seconds of the server's clock.
+        `SandboxSessionBusyError` if another holder's lease is live; an expired one is taken over."""
+        key = (check_tenant(tenant), check_session_id(session_id))
+        holder, ttl = check_holder(holder), check_ttl(ttl)
+
+        async def acquire(db: asyncpg.Connection) -> None:
+            while True:
+                # One statement: ON CONFLICT locks the existing row and checks the WHERE against its
+                # newest version, so of two holders racing for a new or an expired lease one wins.
+                taken = await db.fetchval(
+                    'INSERT INTO corral_leases (tenant, session_id, holder, expires) '
+                    'VALUES ($1, $2, $3, now() + make_interval(secs => $4)) '
+                    'ON CONFLICT (tenant, session_id) DO UPDATE SET holder = EXCLUDED.holder, expires = EXCLUDED.expires '
+                    'WHERE corral_leases.holder = EXCLUDED.holder OR corral_leases.expires <= now() '
+                    'RETURNING true',
+                    *key,
+                    holder,
+                    ttl,
+                )
+                if taken:
+                    return
+                seconds_left = await db.fetchval(_OTHER_LIVE_LEASE, *key, holder)
+                if seconds_left is not None:
+                    raise busy_error(key[1], seconds_left)
+                # The other holder released or lost it in between: try again.
+
+        await self._run(acquire)
+
+    async def renew(self, session_id: str, *, holder: str, ttl: float, tenant: str = '') -> None:
+        """Extend `holder`'s lease to `ttl` seconds from now; `SandboxSessionBusyError` if it was lost."""
+        key = (check_tenant(tenant), check_session_id(session_id))
+        holder, ttl = check_holder(holder), check_ttl(ttl)
+
+        async def renew(db: asyncpg.Connection) -> None:
+            status = await db.execute(
+                'UPDATE corral_leases SET expires = now() + make_interval(secs => $4) '
+                'WHERE tenant = $1 AND session_id = $2 AND holder = $3',
+                *key,
+                holder,
+                ttl,
+            )
+            if status != 'UPDATE 1':
+                raise lost_lease_error(key[1])
+
+        await self._run(renew)
+
+    async def release(self, session_id: str, *, holder: str, tenant: str = '') -> None:
+        """Give up `holder`'s lease (nothing happens if it does not have it)."""
+        key = (check_tenant(tenant), check_session_id(session_id))
+        holder = check_holder(holder)
+
+        async def release(db: asyncpg.Connection) -> None:
+            await db.execute(
+                'DELETE FROM corral_leases WHERE tenant = $1 AND session_id = $2 AND holder = $3', *key, holder
+            )
+
+        await self._run(release)
+
+    async def delete(self, session_id: str, *, tenant: str = '', holder: str | None = None) -> None:
+        """Delete the state and the lease. Raises `SandboxStateError('no stored session with id
+        ...')` if not stored, `SandboxSessionBusyError` if a holder other than `holder` has a live lease."""
+        key = (check_tenant(tenant), check_session_id(session_id))
+        holder = None if holder is None else check_holder(holder)
+
+        async def delete(db: asyncpg.Connection) -> None:
+            async with db.transaction():
+                found = await db.fetchval(
+                    'SELECT true FROM corral_sessions WHERE tenant = $1 AND session_id = $2 FOR UPDATE', *key
+                )
+                if not found:
+                    raise not_found_error(key[1])
+                await _refuse_other_holder(db, key, holder)
+                await db.execute('DELETE FROM corral_sessions WHERE tenant = $1 AND session_id = $2', *key)
+                await db.execute('DELETE FROM corral_leases WHERE tenant = $1 AND session_id = $2', *key)
+
+        await self._run(delete)
+
+    async def list(self, *, tenant: str = '') -> builtins.list[str]:
+        """The ids of the tenant's stored sessions, sorted by code point (as the SQLite store does)."""
+        tenant = check_tenant(tenant)
+
+        async def list_ids(db: asyncpg.Connection) -> builtins.list[str]:
+            rows = await db.fetch(
+                'SELECT session_id FROM corral_sessions WHERE tenant = $1 ORDER BY session_id COLLATE "C"', tenant
+            )
+            return [row[0] for row in rows]
+
+        return await self._run(list_ids)
+
+    def default_state_key(self) -> bytes:
+        """Always raises `SandboxStateError`: a key kept in the database would let anyone who can
+        write the database forge states, so a PostgreSQL store needs `Pool(state_key=...)`."""
+        raise SandboxStateError(
+            'a PostgreSQL session store keeps no state key: pass Pool(state_key=...), 32 random bytes '
+            '(e.g. from secrets.token_bytes(32)) kept outside the database, the same on every machine '
+            'that shares the store'
+        )
+
+    async def close(self) -> None:
+        """Close the connection pool (waiting for calls in progress). Calls after it raise `RuntimeError`."""
+        self._closed = True
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            await pool.close()
+
+    # -- connections
+
+    async def _run(self, operation: Callable[[asyncpg.Connection], Awaitable[_T]]) -> _T:
+        import asyncpg
+
+        if self._closed:
+            raise RuntimeError('the session store is closed')
+        try:
+            pool = await self._open()
+            async with pool.acquire() as connection:
+                return await operation(connection)
+        except SandboxError:
+            raise
+        except (OSError, asyncio.TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as e:
+            raise self._translate(e) from None
+
+    async def _open(self) -> asyncpg.Pool:
+        import asyncpg
+
+        if self._pool is not None:
+            return self._pool
+        if self._opening is None:
+            self._opening = asyncio.Lock()
+        async with self._opening:
+            if self._pool is None:
+                pool = await asyncpg.create_pool(self._dsn, **self._pool_args)
+                try:
+                    async with pool.acquire() as connection, connection.transaction():
+                        await connection.execute('SELECT pg_advisory_xact_lock($1)', _SCHEMA_LOCK)
+                        await connection.execute(_SCHEMA)
+                except BaseException:
+                    await pool.close()
+                    raise
+                if self._closed:
+                    await pool.close()
+                    raise RuntimeError('the session store is closed')
+                self._pool = pool
+        return self._pool
+
+    def _translate(self, error: BaseException) -> SandboxStoreError:
+        import asyncpg
+
+        where = f'the PostgreSQL session store at {self._where}'
+        # A connection cut inside a transaction surfaces as the InterfaceError of its failed
+        # rollback; the cut itself is its context.
+        while isinstance(error, asyncpg.InterfaceError) and error.__context__ is not None:
+            error = error.__context__
+        if isinstance(error, (asyncpg.InvalidPasswordError, asyncpg.InvalidAuthorizationSpecificationError)):
+            return SandboxStoreError(f'{where} refused the credentials: {error}')
+        if isinstance(error, asyncpg.InvalidCatalogNameError):
+            return SandboxStoreError(f'{where} has no such database: {error}')
+        lost = (asyncpg.PostgresConnectionError, asyncpg.AdminShutdownError, asyncpg.InterfaceError, ConnectionError)
+        if isinstance(error, lost) and not isinstance(error, ConnectionRefusedError):
+            return SandboxStoreError(
+                f'lost the connection to {where} ({error}); a write in flight was committed whole or not at all'
+            )
+        if isinstance(error, asyncio.TimeoutError):
+            command_timeout = self._pool_args['command_timeout']
+            return SandboxStoreError(
+                f'{where} did not answer in time (connect_timeout {self._pool_args["timeout"]:g} s, command_timeout '
+                f'{"none" if command_timeout is None else f"{command_timeout:g} s"}); a write in flight was committed '
+                'whole or not at all'
+            )
+        if isinstance(error, OSError):
+            reason = 'connection refused' if isinstance(error, ConnectionRefusedError) else error.strerror or str(error)
+            return SandboxStoreError(f'cannot reach {where}: {reason}')
+        if isinstance(error, asyncpg.DiskFullError):
+            return SandboxStoreError(f'{where} could not write: its disk is full. What was stored before is kept')
+        return SandboxStoreError(f'{where} failed ({type(error).__name__}): {error}. What was stored before is kept')
+
+
+async def _refuse_other_holder(db: asyncpg.Connection, key: tuple[str, str], holder: str | None) -> None:
+    """Raise `SandboxSessionBusyError` if a holder other than `holder` has a live lease on `key`;
+    inside a transaction, lock the lease row until it ends."""
+    seconds_left = await db.fetchval(_OTHER_LIVE_LEASE, *key, holder)
+    if seconds_left is not None:
+        raise busy_error(key[1], seconds_left)

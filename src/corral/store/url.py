@@ -1,0 +1,58 @@
+"""`open_store`: a store from a URL, or the embedded default."""
+
+from __future__ import annotations
+
+from urllib.parse import unquote, urlsplit
+
+from .base import Store, redact_url
+from .postgres import PostgresStore
+from .sqlite import SQLiteStore
+
+__all__ = ['open_store']
+
+_SCHEMES = (
+    "the accepted store URLs are 'sqlite:///absolute/path.db', 'sqlite:relative/path.db', "
+    "and 'postgresql://user:password@host:port/database' (or 'postgres://...')"
+)
+
+
+def open_store(url: str | None = None) -> Store:
+    """The store a URL names. Opens nothing yet: the first call on the store connects.
+
+    - `None`: the embedded default, a `SQLiteStore` at `$XDG_DATA_HOME/corral/sessions.db` or
+      `~/.local/share/corral/sessions.db` (see `default_database_path`).
+    - `'sqlite:///abs/path.db'`: a `SQLiteStore` at the absolute path `/abs/path.db` (the URL's path,
+      percent-decoded; `sqlite:////abs/path.db`, SQLAlchemy's spelling, is the same file).
+      `'sqlite:relative/path.db'` (no slashes after the colon) is relative to the current directory.
+    - `'postgresql://user:password@host:port/database'` or `'postgres://...'`: a `PostgresStore`
+      (needs the `postgres` extra).
+
+    Raises `ValueError` for any other URL, naming the accepted ones (and showing the URL without its
+    password).
+    """
+    if url is None:
+        return SQLiteStore()
+    if not isinstance(url, str):
+        raise TypeError(f'a store URL must be a str, not {type(url).__name__}')
+    try:
+        parts = urlsplit(url)
+    except ValueError as e:
+        raise ValueError(f'unreadable store URL ({e}); {_SCHEMES}') from None
+    scheme = parts.scheme.lower()
+    if scheme in ('postgresql', 'postgres'):
+        return PostgresStore(url)
+    if scheme != 'sqlite':
+        raise ValueError(f'unknown store URL {redact_url(url)!r}: {_SCHEMES}')
+    if parts.netloc:
+        raise ValueError(
+            f'the store URL {url!r} names a host ({parts.netloc!r}), and a SQLite store is a local file: '
+            "write 'sqlite:///absolute/path.db' (three slashes) or 'sqlite:relative/path.db'"
+        )
+    if parts.query or parts.fragment:
+        raise ValueError(f'the store URL {url!r} has a query or fragment, and a SQLite store takes none')
+    path = unquote(parts.path)
+    if not path:
+        raise ValueError(f'the store URL {url!r} names no file: {_SCHEMES}')
+    if path.startswith('//'):
+        path = '/' + path.lstrip('/')
+    return SQLiteStore(path)

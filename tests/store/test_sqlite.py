@@ -1,0 +1,402 @@
+"""What only the SQLite store does: its file, its key file, its default location, a full disk."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sqlite3
+import stat
+import subprocess
+import sys
+import tempfile
+import textwrap
+
+import pytest
+
+import corral
+from corral.store import SQLiteStore, default_database_path
+
+
+def mode(path) -> int:
+    return stat.S_IMODE(os.stat(path).st_mode)
+
+
+def as_another_user(uid: int, call, environ: dict[str, str]) -> str:
+    """The text of the error `call()` raises (or 'no error') in a child of this process that runs as
+    `uid` (when the tests run as root; else as this user) with `environ` as its whole environment."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: no return from here
+        status = 1
+        try:
+            os.close(read_end)
+            if os.geteuid() == 0:
+                os.setgroups([])
+                os.setgid(uid)
+                os.setuid(uid)
+            os.environ.clear()
+            os.environ.update(environ)
+            try:
+                call()
+                text = 'no error'
+            except Exception as e:
+                text = f'{type(e).__name__}: {e}'
+            os.write(write_end, text.encode())
+            status = 0
+        finally:
+            os._exit(status)
+    os.close(write_end)
+    with os.fdopen(read_end, 'rb') as pipe:
+        text = pipe.read().decode()
+    assert os.waitpid(pid, 0)[1] == 0
+    return text
+
+
+async def test_database_file_is_private_and_in_wal_mode(tmp_path):
+    path = tmp_path / 'sessions.db'
+    async with SQLiteStore(path) as store:
+        await store.put('s1', b'x', holder='h')
+        assert mode(path) == 0o600
+        assert mode(tmp_path / 'sessions.db-wal') == 0o600  # SQLite gives its WAL the database's mode
+    with sqlite3.connect(path) as db:
+        assert db.execute('PRAGMA journal_mode').fetchone() == ('wal',)
+
+
+async def test_key_file_is_created_owner_only_and_kept(tmp_path):
+    path = tmp_path / 'sessions.db'
+    old_umask = os.umask(0)  # a permissive umask must not make the key readable
+    try:
+        key = SQLiteStore(path).default_state_key()
+    finally:
+        os.umask(old_umask)
+    key_file = tmp_path / 'sessions.db.key'
+    assert len(key) == 32
+    assert key_file.read_bytes() == key
+    assert mode(key_file) == 0o600
+    assert SQLiteStore(path).default_state_key() == key  # reopened: the same key
+    assert SQLiteStore(tmp_path / 'other.db').default_state_key() != key  # another database: its own key
+    assert sorted(p.name for p in tmp_path.iterdir()) == ['other.db.key', 'sessions.db.key']
+
+
+def test_key_file_made_by_two_processes_at_once_is_one_key(tmp_path):
+    script = textwrap.dedent(
+        """
+        import sys
+        from corral.store import SQLiteStore
+        sys.stdin.readline()
+        print(SQLiteStore(sys.argv[1]).default_state_key().hex())
+        """
+    )
+    makers = [
+        subprocess.Popen([sys.executable, '-c', script, str(tmp_path / 's.db')], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, text=True)
+        for _ in range(4)
+    ]
+    for maker in makers:
+        maker.stdin.write('\n')
+        maker.stdin.flush()
+    keys = {maker.communicate(timeout=60)[0].strip() for maker in makers}
+    assert keys == {(tmp_path / 's.db.key').read_bytes().hex()}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ['s.db.key']  # no temporary file left
+
+
+@pytest.mark.parametrize('bits', [0o640, 0o604, 0o620, 0o602, 0o610, 0o601, 0o644])
+def test_key_file_open_to_others_is_refused(tmp_path, bits):
+    key_file = tmp_path / 'sessions.db.key'
+    key_file.write_bytes(os.urandom(32))
+    os.chmod(key_file, bits)
+    with pytest.raises(corral.SandboxStateError) as info:
+        SQLiteStore(tmp_path / 'sessions.db').default_state_key()
+    assert info.value.display() == (
+        f'the state key file {key_file} is accessible to group or others (mode {bits:04o}); anyone who can read it '
+        f'can forge stored sessions. Make it owner-only (chmod 600 {key_file}) and, if others may have read it, '
+        'replace it'
+    )
+
+
+def test_key_file_with_owner_execute_bit_is_accepted(tmp_path):
+    key_file = tmp_path / 'sessions.db.key'
+    key_file.write_bytes(b'k' * 32)
+    os.chmod(key_file, 0o700)
+    assert SQLiteStore(tmp_path / 'sessions.db').default_state_key() == b'k' * 32
+
+
+def test_key_file_of_the_wrong_size_or_kind_is_refused(tmp_path):
+    key_file = tmp_path / 'sessions.db.key'
+    store = SQLiteStore(tmp_path / 'sessions.db')
+    key_file.write_bytes(b'k' * 31)
+    os.chmod(key_file, 0o600)
+    with pytest.raises(corral.SandboxStateError) as info:
+        store.default_state_key()
+    assert info.value.display() == f'the state key file {key_file} holds 31 bytes, not 32: it is not a key corral made'
+    key_file.unlink()
+    target = tmp_path / 'elsewhere'
+    target.write_bytes(b'k' * 32)
+    os.chmod(target, 0o600)
+    key_file.symlink_to(target)
+    with pytest.raises(corral.SandboxStateError) as info:
+        store.default_state_key()
+    assert info.value.display() == f'the state key file {key_file} is a symbolic link; it must be a regular file'
+    key_file.unlink()
+    key_file.mkdir(mode=0o700)
+    with pytest.raises(corral.SandboxStateError) as info:
+        store.default_state_key()
+    assert info.value.display() == f'the state key file {key_file} is not a regular file'
+
+
+def test_key_file_of_another_user_is_refused(tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip('only root can give a file to another user')
+    key_file = tmp_path / 'sessions.db.key'
+    key_file.write_bytes(os.urandom(32))
+    os.chmod(key_file, 0o600)
+    os.chown(key_file, 65534, 65534)
+    with pytest.raises(corral.SandboxStateError) as info:
+        SQLiteStore(tmp_path / 'sessions.db').default_state_key()
+    assert info.value.display() == (
+        f"the state key file {key_file} belongs to uid 65534, not to this process's user (uid 0); whoever owns it "
+        'knows the key. Remove it to have a new one made, or pass Pool(state_key=...)'
+    )
+
+
+def test_key_file_cannot_be_created():
+    # As root a directory's mode stops nothing: the child runs as another user, in a directory of
+    # root's that it may enter but not write (or, for an ordinary user, in one of its own made read-only).
+    with tempfile.TemporaryDirectory() as directory:
+        os.chmod(directory, 0o555)
+        try:
+            store = SQLiteStore(os.path.join(directory, 's.db'))
+            text = as_another_user(54321 if os.geteuid() == 0 else os.geteuid(), store.default_state_key, {})
+        finally:
+            os.chmod(directory, 0o700)
+    assert text == f'SandboxStateError: cannot create the state key file {directory}/s.db.key: Permission denied'
+
+
+def test_key_file_cannot_be_read(tmp_path):
+    (tmp_path / 'a-file').write_text('not a directory')
+    with pytest.raises(corral.SandboxStateError) as info:
+        SQLiteStore(tmp_path / 'a-file' / 's.db').default_state_key()
+    assert info.value.display() == f'cannot read the state key file {tmp_path}/a-file/s.db.key: Not a directory'
+
+
+async def test_not_a_database(tmp_path):
+    path = tmp_path / 'notes.txt'
+    path.write_text('these are not sessions\n' * 100)
+    async with SQLiteStore(path) as store:
+        with pytest.raises(corral.SandboxStoreError) as info:
+            await store.list()
+    assert info.value.display() == f'the session store {path} is not a SQLite database'
+    assert path.read_text() == 'these are not sessions\n' * 100
+
+
+async def test_missing_directory_is_not_created(tmp_path):
+    path = tmp_path / 'typo' / 'sessions.db'
+    async with SQLiteStore(path) as store:
+        with pytest.raises(corral.SandboxStoreError) as info:
+            await store.put('s1', b'x', holder='h')
+    assert info.value.display() == f'cannot create the session store {path}: No such file or directory'
+    assert not path.parent.exists()
+
+
+async def test_a_write_waits_for_another_process_then_gives_up(tmp_path):
+    path = tmp_path / 's.db'
+    async with SQLiteStore(path, busy_timeout=0.2) as store:
+        await store.put('s1', b'old', holder='h')
+        blocker = sqlite3.connect(path, isolation_level=None)
+        blocker.execute('BEGIN IMMEDIATE')  # another process's write transaction
+        try:
+            with pytest.raises(corral.SandboxStoreError) as info:
+                await store.put('s1', b'new', holder='h')
+            assert info.value.display() == (
+                f'the session store {path} stayed locked by another connection for 0.2 s (busy_timeout); nothing was changed'
+            )
+            assert await store.get('s1') == b'old'  # readers never wait (WAL)
+        finally:
+            blocker.execute('ROLLBACK')
+            blocker.close()
+        await store.put('s1', b'new', holder='h')
+        assert await store.get('s1') == b'new'
+
+
+_FULL_DISK = textwrap.dedent(
+    """
+    import asyncio, json, os, sys
+    import corral
+
+    async def main(directory):
+        results = {}
+        async with corral.SQLiteStore(os.path.join(directory, 's.db')) as store:
+            await store.put('kept', b'k' * 100_000, holder='h')
+            for session_id, size in [('new', 4_000_000), ('kept', 4_000_000)]:
+                try:
+                    await store.put(session_id, b'x' * size, holder='h')
+                    results[session_id] = 'stored'
+                except corral.SandboxStoreError as e:
+                    results[session_id] = e.display()
+            results['kept-size'] = len(await store.get('kept'))
+            results['list'] = await store.list()
+            await store.put('small', b's', holder='h')  # a write that fits still works
+            results['small'] = (await store.get('small')).decode()
+            with open(os.path.join(directory, 'filler'), 'wb', buffering=0) as filler:
+                try:
+                    while True:
+                        filler.write(b'f' * 4096)
+                except OSError:
+                    pass
+            try:
+                store.default_state_key()
+            except corral.SandboxStateError as e:
+                results['key'] = e.display()
+            results['files'] = sorted(name for name in os.listdir(directory) if 'key' in name)
+        print(json.dumps(results))
+
+    asyncio.run(main(sys.argv[1]))
+    """
+)
+
+
+def test_full_disk_loses_nothing(tmp_path):
+    """A real full disk: a 1 MiB tmpfs in a mount namespace of the test's own."""
+    directory = tmp_path / 'small-disk'
+    directory.mkdir()
+    unshare = ['unshare', '--mount', '--propagation', 'private']
+    if os.geteuid() != 0:
+        unshare[1:1] = ['--user', '--map-root-user']
+    command = [*unshare, 'sh', '-c', f'mount -t tmpfs -o size=1m none "$1" && exec "$2" -c "$3" "$1"', 'sh',
+               str(directory), sys.executable, _FULL_DISK]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    full = f'the session store {directory}/s.db could not write: the disk is full. What was stored before is kept'
+    assert json.loads(result.stdout) == {
+        'new': full,
+        'kept': full,
+        'kept-size': 100_000,
+        'list': ['kept'],
+        'small': 's',
+        'key': f'cannot create the state key file {directory}/s.db.key: No space left on device',
+        'files': [],  # nor a temporary file left behind
+    }
+
+
+def test_default_location(monkeypatch, tmp_path):
+    monkeypatch.setenv('XDG_DATA_HOME', str(tmp_path / 'data'))
+    assert default_database_path() == tmp_path / 'data' / 'corral' / 'sessions.db'
+    monkeypatch.setenv('XDG_DATA_HOME', 'relative/data')  # not absolute: ignored, as the XDG specification says
+    monkeypatch.setenv('HOME', str(tmp_path))
+    assert default_database_path() == tmp_path / '.local' / 'share' / 'corral' / 'sessions.db'
+    monkeypatch.delenv('XDG_DATA_HOME')
+    assert default_database_path() == tmp_path / '.local' / 'share' / 'corral' / 'sessions.db'
+
+
+async def test_default_store_creates_its_directory_owner_only(monkeypatch, tmp_path):
+    monkeypatch.delenv('XDG_DATA_HOME', raising=False)
+    monkeypatch.setenv('HOME', str(tmp_path))
+    store = corral.open_store()
+    assert isinstance(store, SQLiteStore)
+    async with store:
+        await store.put('s1', b'x', holder='h')
+        key = store.default_state_key()
+    directory = tmp_path / '.local' / 'share' / 'corral'
+    assert mode(directory) == 0o700
+    assert sorted(p.name for p in directory.iterdir()) == ['sessions.db', 'sessions.db.key']
+    assert (directory / 'sessions.db.key').read_bytes() == key
+    async with corral.open_store() as again:
+        assert await again.get('s1') == b'x'
+
+
+async def test_default_store_refuses_a_directory_others_may_change(monkeypatch, tmp_path):
+    monkeypatch.delenv('XDG_DATA_HOME', raising=False)
+    monkeypatch.setenv('HOME', str(tmp_path))
+    directory = tmp_path / '.local' / 'share' / 'corral'
+    directory.mkdir(parents=True)
+    os.chmod(directory, 0o777)
+    async with corral.open_store() as store:
+        with pytest.raises(corral.SandboxStoreError) as info:
+            await store.list()
+    assert info.value.display() == (
+        f"the session store directory {directory} must belong to this process's user (uid {os.geteuid()}) and be "
+        'writable by it alone; it belongs to uid %d with mode 0777' % os.geteuid()
+    )
+
+
+ADVICE = (
+    "set XDG_DATA_HOME to a directory of this user's, or pass a store, e.g. "
+    "Pool(store='sqlite:///path/to/sessions.db')"
+)
+
+
+async def test_default_store_without_a_home(monkeypatch):
+    monkeypatch.delenv('XDG_DATA_HOME', raising=False)
+    monkeypatch.setenv('HOME', '/nonexistent')  # nobody's home on Debian
+    store = corral.open_store()  # opening does not need the place yet
+    with pytest.raises(corral.SandboxStoreError) as info:
+        await store.list()
+    text = f'the default session store lives under the home directory, and /nonexistent does not exist: {ADVICE}'
+    assert info.value.display() == text
+    with pytest.raises(corral.SandboxStoreError) as info:
+        store.default_state_key()
+    assert info.value.display() == text
+    await store.close()
+    assert not os.path.exists('/nonexistent')
+
+
+def test_default_store_of_a_user_without_home_or_passwd_entry():
+    # A container's arbitrary uid: no HOME, and no passwd entry to find a home in.
+    if os.geteuid() != 0:
+        pytest.skip('only root can run a child as a uid without a passwd entry')
+    assert as_another_user(54321, default_database_path, {}) == (
+        f'SandboxStoreError: the default session store lives under the home directory, and this process has '
+        f'none: {ADVICE}'
+    )
+
+
+def test_default_store_refuses_a_home_of_another_user(monkeypatch, tmp_path):
+    # Root under a sudo that kept the user's HOME: root's files would land in that user's hands.
+    if os.geteuid() != 0:
+        pytest.skip('only root can give a directory to another user')
+    os.chown(tmp_path, 65534, 65534)
+    monkeypatch.delenv('XDG_DATA_HOME', raising=False)
+    monkeypatch.setenv('HOME', str(tmp_path))
+    with pytest.raises(corral.SandboxStoreError) as info:
+        default_database_path()
+    assert info.value.display() == (
+        f"the default session store lives under the home directory, and {tmp_path} belongs to uid 65534, not to "
+        f"this process's user (uid 0): {ADVICE}"
+    )
+
+
+async def test_several_threads_and_stores_share_one_file(tmp_path):
+    path = tmp_path / 's.db'
+    stores = [SQLiteStore(path) for _ in range(3)]
+    try:
+        await asyncio.gather(*(
+            store.put(f's{i}-{j}', bytes([j]) * 1000, holder='h') for i, store in enumerate(stores) for j in range(20)
+        ))
+        assert len(await stores[0].list()) == 60
+        assert await stores[2].get('s0-7') == b'\x07' * 1000
+    finally:
+        for store in stores:
+            await store.close()
+
+
+def test_an_ordinary_user_uses_the_default_store():
+    # Run as another uid with a home of its own (as root), or as this ordinary user.
+    uid = 54321 if os.geteuid() == 0 else os.geteuid()
+
+    async def scenario(home: str) -> None:
+        async with corral.open_store() as store:
+            await store.acquire('s1', holder='h', ttl=60)
+            await store.put('s1', b'state', holder='h')
+            assert await store.get('s1') == b'state'
+            assert await store.list() == ['s1']
+            assert len(store.default_state_key()) == 32
+        directory = os.path.join(home, '.local', 'share', 'corral')
+        assert sorted(os.listdir(directory)) == ['sessions.db', 'sessions.db.key'], os.listdir(directory)
+        assert {mode(directory), mode(os.path.join(directory, 'sessions.db.key'))} == {0o700, 0o600}
+
+    with tempfile.TemporaryDirectory() as home:
+        os.chmod(home, 0o700)
+        os.chown(home, uid, uid)
+        text = as_another_user(uid, lambda: asyncio.run(scenario(home)), {'HOME': home})
+    assert text == 'no error'
