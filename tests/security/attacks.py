@@ -950,21 +950,6 @@ ATTACKS: list[Attack] = [
         except* ValueError as group:
             group.exceptions[0].__traceback__
     """, dunder('__traceback__', TB)),
-    attack('finally-return-swallows', 'corral: return in finally swallows a stop', """
-        def f():
-            try:
-                while True:
-                    pass
-            finally:
-                return 1
-    """, "SyntaxError: 'return' directly in a 'finally' block is not allowed in the sandbox: it would swallow the exception being raised; move it after the try statement"),
-    attack('finally-break-swallows', 'corral', """
-        for i in range(3):
-            try:
-                pass
-            finally:
-                break
-    """, "SyntaxError: 'break' directly in a 'finally' block is not allowed in the sandbox: it would swallow the exception being raised; move it after the try statement"),
 
     # ----- the host-function boundary --------------------------------------------------------------
     attack('host-function-globals', 'smolagents: tools are functions of the host', """

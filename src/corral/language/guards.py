@@ -40,7 +40,7 @@ from .rules import (
     is_private,
     normalize,
 )
-from .stop import SandboxStop, find_stop
+from .stop import SandboxStop, due, find_stop, raise_due
 from .strformat import safe_format
 
 __all__ = [
@@ -464,7 +464,7 @@ class _With:
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> Any:
         suppress = self._exit(self._cm, exc_type, exc, tb)
-        if exc is not None and find_stop(exc) is not None:
+        if exc is not None and (due() is not None or find_stop(exc) is not None):
             return False
         return suppress
 
@@ -489,7 +489,7 @@ class _AsyncWith:
 
     async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> Any:
         suppress = await self._exit(self._cm, exc_type, exc, tb)
-        if exc is not None and find_stop(exc) is not None:
+        if exc is not None and (due() is not None or find_stop(exc) is not None):
             return False
         return suppress
 
@@ -504,9 +504,11 @@ _exception_cause = BaseException.__dict__['__cause__'].__get__
 
 
 def reraise_stop() -> None:
-    """First statement of every handler: a SandboxStop being handled is raised again, also one
-    that an exception raised in a `finally` block or an `__exit__` replaced (it is that
-    exception's context: `except ValueError` would otherwise handle the stop away)."""
+    """First statement of every handler: once the worker has raised a stop, it is raised again
+    here, whatever the handler caught (see `stop.py`). A stop the script holds and raised itself
+    (`raise task.exception()`) is raised again too, also when an exception raised in a `finally`
+    block or an `__exit__` replaced it (it is that exception's context)."""
+    raise_due()
     error = _exc_info()[1]
     seen = 0
     while error is not None and seen < 100:  # contexts can form a cycle; a stop is near the top
