@@ -864,7 +864,7 @@ ATTACKS: list[Attack] = [
         class E(metaclass=M):
             pass
         copy.copy(E())
-    """, "TypeError: copy: cannot restore the state of a 'type' object in the sandbox"),
+    """, "TypeError: class E cannot define '__reduce__' in the sandbox (its metaclass put it in the namespace); " + PICKLE),
     attack('dataclass-field-name-dunder', 'corral: a mutated Field.name makes asdict read any attribute', """
         import dataclasses
         @dataclasses.dataclass

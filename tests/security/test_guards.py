@@ -102,12 +102,8 @@ def test_a_faked_class_does_not_pass_a_private_class_pattern():
             __match_args__ = ('_getters',)
             def __init__(self):
                 self._getters = 'mine'
-        class M(type):
-            def __new__(mcs, name, bases, ns):
-                ns['__cl' + 'ass__'] = property(lambda self: C)
-                return super().__new__(mcs, name, bases, ns)
-        class Q(asyncio.Queue, metaclass=M):
-            pass
+        T = type  # a class statement's metaclass cannot add __class__ any more; type() still can
+        Q = T('Q', (asyncio.Queue,), {'__cl' + 'ass__': property(lambda self: C)})
         def f(v):
             match v:
                 case C(getters):
@@ -120,19 +116,13 @@ def test_a_faked_class_does_not_pass_a_private_class_pattern():
 
 def test_a_lying_instancecheck_still_reads_public_attributes_only():
     assert local('''
-        class MM(type):
-            def __new__(mcs, name, bases, ns):
-                ns['__instance' + 'check__'] = lambda cls, other: True
-                return super().__new__(mcs, name, bases, ns)
-        class M(type, metaclass=MM):
-            pass
+        T = type
+        M = T('M', (type,), {'__instance' + 'check__': lambda cls, other: True})
         class Other:
             x = 5
             _secret = 'private'
-        class P2(metaclass=M):
-            __match_args__ = ('x',)
-        class P3(metaclass=M):
-            __match_args__ = ('_secret',)
+        P2 = M('P2', (), {'__match_args__': ('x',)})
+        P3 = M('P3', (), {'__match_args__': ('_secret',)})
         match Other():
             case P2(x):
                 found = x

@@ -26,6 +26,7 @@ import collections
 import collections.abc
 import contextlib
 import enum
+import re
 import sys
 import types
 import typing
@@ -33,10 +34,14 @@ from typing import Any
 
 from .facades import clock_method
 from .rules import (
+    CLASS_ASSIGN_DUNDERS,
     CLOCK_ATTRIBUTES,
+    DEFINABLE_DUNDERS,
     FILTERED_ATTRIBUTES,
     FORMAT_ATTRIBUTES,
     attribute_refusal,
+    dunder_hint,
+    is_dunder,
     is_private,
     normalize,
 )
@@ -47,6 +52,7 @@ __all__ = [
     'MARK',
     'MARK_NAME',
     'check_private',
+    'class_refusal',
     'guarded_delattr',
     'guarded_getattr',
     'guarded_setattr',
@@ -70,8 +76,38 @@ _TPFLAGS_MATCH_SELF = 1 << 22
 _TPFLAGS_HEAPTYPE = 1 << 9
 
 MARK_NAME = '__corral_classmark__'
-#: The value every script class body stores under MARK_NAME (see `rewrite.py`).
-MARK = type('ScriptClassMark', (), {'__slots__': (), '__repr__': lambda self: '<script class mark>'})()
+
+
+class _BuildToken:
+    """What a class body stores under MARK_NAME: one per class statement, good while it runs."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return '<script class mark>'
+
+
+#: The class statements being built, innermost last (see `build_class`).
+_building: list[_BuildToken] = []
+
+
+class _Mark:
+    """`__corral_mark__` in the script's builtins: every class body ends with
+    `__corral_classmark__ = __corral_mark__()` (see `rewrite.py`), which stores the token of the
+    class statement being built. A metaclass can read it out of the namespace, but it marks only
+    a class made while that statement runs, and only one that passes `class_refusal`."""
+
+    __slots__ = ()
+
+    def __call__(self) -> _BuildToken:
+        return _building[-1] if _building else _BuildToken()
+
+    def __repr__(self) -> str:
+        return '<script class mark>'
+
+
+#: Also how the sandbox knows a builtins namespace is a script's (`modules._owned`).
+MARK = _Mark()
 
 _script_classes: dict[int, type] = {}
 
@@ -85,8 +121,10 @@ def is_script_class(cls: type) -> bool:
     """A class created by a class statement of the script (or by a reviewed factory for it)."""
     if _script_classes.get(id(cls)) is cls:
         return True
-    # a class still being created (its __init_subclass__ or __set_name__ is running) carries the mark
-    return _type_dict(cls).get(MARK_NAME) is MARK
+    # a class still being created (its __init_subclass__ or __set_name__ is running) carries the
+    # token of a class statement still running, and must already pass the class rule
+    token = _type_dict(cls).get(MARK_NAME)
+    return token is not None and any(token is live for live in _building) and class_refusal(cls) is None
 
 
 def register_class(cls: type) -> None:
@@ -425,17 +463,113 @@ def clock_attribute(obj: Any, name: str) -> Any:
 # ----- classes ---------------------------------------------------------------------------------
 
 def build_class(func: Any, name: Any, /, *bases: Any, **kwds: Any) -> Any:
-    """`__build_class__`: build as CPython does, then register the class if the script's body made it.
+    """`__build_class__`: build as CPython does, then check the class and register it as the script's.
 
-    The body ends with `__corral_classmark__ = MARK` (see `rewrite.py`); a class whose own dict
-    holds the mark was made from that body's namespace. The mark is then removed. A metaclass
-    returning some other class (`metaclass=lambda *a: asyncio.Queue`) gets no registration.
+    The body ends by storing this statement's token (see `_Mark`); the class the metaclass returns
+    is the script's when its own dict holds that token (the token is then removed) and it passes
+    `class_refusal`, which raises TypeError otherwise. A metaclass returning some other class
+    (`metaclass=lambda *a: asyncio.Queue`) gets no registration.
     """
-    cls = _orig_build_class(func, name, *bases, **kwds)
-    if _is_class(cls) and _type_dict(cls).get(MARK_NAME) is MARK:
-        register_class(cls)
+    token = _BuildToken()
+    _building.append(token)
+    try:
+        cls = _orig_build_class(func, name, *bases, **kwds)
+    finally:
+        _building.remove(token)
+    if _is_class(cls) and _type_dict(cls).get(MARK_NAME) is token:
         _type_delattr(cls, MARK_NAME)
+        refusal = class_refusal(cls)
+        if refusal is not None:
+            raise TypeError(refusal)
+        register_class(cls)
     return cls
+
+
+#: Dunder names a class's dict may hold besides those a class body may define: what CPython and
+#: the standard library's metaclasses put there (ABCMeta, EnumType, NamedTuple, TypedDict, Generic).
+_CREATED_DUNDERS = frozenset({
+    '__module__', '__annotations__', '__orig_bases__', '__parameters__', '__abstractmethods__',
+    '__required_keys__', '__optional_keys__', '__total__', '__getnewargs__',
+})
+#: What the rewrite itself stores in a class body: the lookups of its class patterns (`__corral_t<N>__`).
+_REWRITE_NAME = re.compile(r'__corral_t[0-9]+__')
+_default_mro = type.__dict__['mro']
+_GetSet = types.GetSetDescriptorType
+
+
+def _protocol_hook_code() -> Any:
+    class _Probe(typing.Protocol):
+        pass
+
+    return _type_dict(_Probe)['__subclasshook__'].__code__
+
+
+_PROTOCOL_HOOK_CODE = _protocol_hook_code()
+
+
+def _metaclasses_before_scripts() -> frozenset[int]:
+    """The ids of every metaclass this interpreter has before any script runs (the standard
+    library's): the foreign metaclasses a script class may have. Taken when the first script
+    builtins are made (`make_guards`), after the sandbox's modules are loaded."""
+    subclasses = type.__dict__['__subclasses__']
+    found: dict[int, type] = {id(type): type}
+    pending = [type]
+    while pending:
+        for sub in subclasses(pending.pop()):
+            if id(sub) not in found:
+                found[id(sub)] = sub
+                pending.append(sub)
+    return frozenset(found)
+
+
+_FOREIGN_METACLASSES: frozenset[int] = frozenset()
+
+
+def class_refusal(cls: type) -> str | None:
+    """Why `cls` cannot be a script class, or None. The one rule for every class the script's
+    class statements make, whatever metaclass made it and whatever it did to the namespace:
+
+    - its dict holds the names a class body may define (`rules.DEFINABLE_DUNDERS`,
+      `CLASS_ASSIGN_DUNDERS`) and what CPython and the standard library's metaclasses add, all
+      of them plain `str`: no `__getattribute__`, `__class__`, `__del__`, `__instancecheck__` ...;
+    - Python's own method resolution order, for it and its metaclasses (a metaclass's `mro()`
+      could hide a foreign base from the guards), and no `mro` defined by a metaclass;
+    - its metaclass is the standard library's or a class statement's, never one made by calling
+      `type` (whose namespace nothing checked).
+    """
+    name = _type_name(cls)
+    is_metaclass = bool(_type_flags(cls) & _TPFLAGS_TYPE_SUBCLASS)
+    for key, value in _type_dict(cls).items():
+        if type(key) is not str:
+            return f"class {name} cannot be made in the sandbox: its namespace has a key of type '{_type_name(type(key))}'; attribute names are strings"
+        if is_dunder(key):
+            if key in DEFINABLE_DUNDERS or key in CLASS_ASSIGN_DUNDERS or key in _CREATED_DUNDERS or _REWRITE_NAME.fullmatch(key):
+                continue
+            if key == MARK_NAME and type(value) is _BuildToken:  # a class still being built
+                continue
+            if key in ('__dict__', '__weakref__') and type(value) is _GetSet:
+                continue
+            if key == '__subclasshook__' and type(value) is types.FunctionType and value.__code__ is _PROTOCOL_HOOK_CODE:
+                continue
+            hint = dunder_hint(key)
+            text = f"class {name} cannot define '{key}' in the sandbox (its metaclass put it in the namespace)"
+            return f'{text}; {hint}' if hint else text
+        if key == 'mro' and is_metaclass:
+            return f"class {name} cannot define 'mro' in the sandbox: classes keep Python's method resolution order"
+    current: type = cls
+    while current is not type:
+        mro = _type_mro(current)
+        default = _default_mro(current)
+        if len(mro) != len(default) or any(a is not b for a, b in zip(mro, default)):
+            return f"class {name} cannot be made in the sandbox: the metaclass of {_type_name(current)} changes its method resolution order"
+        current = type(current)
+    for meta in _type_mro(type(cls)):
+        if meta is not object and id(meta) not in _FOREIGN_METACLASSES and _script_classes.get(id(meta)) is not meta:
+            return (
+                f"class {name} cannot be made in the sandbox: its metaclass {_type_name(meta)} was not made by a class "
+                f'statement; define the metaclass with a class statement'
+            )
+    return None
 
 
 # ----- with ------------------------------------------------------------------------------------
@@ -710,6 +844,10 @@ def make_guards(match_specs: list[tuple[tuple[str, ...], int, tuple[str, ...]]])
     import operator
 
     from .rewrite import INPLACE
+
+    global _FOREIGN_METACLASSES
+    if not _FOREIGN_METACLASSES:
+        _FOREIGN_METACLASSES = _metaclasses_before_scripts()
 
     inplace = {f'__corral_{name}__': getattr(operator, name) for name in INPLACE.values()}
     return {
