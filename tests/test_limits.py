@@ -173,6 +173,13 @@ async def test_tasks_whose_finally_blocks_await_again_end_at_the_first_stop(pati
     assert (await patient.feed_run(code), await patient.feed_run('t.done()')) == (1, True)
 
 
+async def test_a_timer_a_feed_scheduled_ends_with_it(patient):
+    # an asyncio.timeout entered and never left: its timer fired during the next feed
+    first = 'import asyncio\nt = asyncio.timeout(0.05)\nawait t.__aenter__()\n1'
+    assert await patient.feed_run(first) == 1
+    assert await patient.feed_run('import asyncio\nawait asyncio.sleep(0.2)\nt.expired()') is False
+
+
 async def test_a_stopped_tasks_callbacks_run_in_its_own_feed_not_the_next(patient):
     # The task's `finally` awaits again, so only a stop ends it; the callbacks queued as it ends
     # (the script's own, asyncio's) run in the feed that left it, and the next feeds run whole.

@@ -849,6 +849,129 @@ ATTACKS: list[Attack] = [
         got[0]['__builtins__']['__imp' + 'ort__']('os').system('touch MARKER')
     """, "TypeError: dataclass(): field name '__globals__' is not allowed in the sandbox"),
 
+    # ----- every class a class statement makes passes one rule, whatever its metaclass does ---------
+    # (red team: a metaclass added what a class body may not define, read the class mark out of the
+    # namespace, and with a metaclass whose mro() hid asyncio.TaskGroup made a class that counted as
+    # the script's; its private attributes gave the worker's event loop and the feed's task)
+    attack('metaclass-adds-getattribute', 'corral red team: a metaclass adds what a class body may not define', """
+        class M(type):
+            def __new__(mcs, name, bases, ns):
+                ns['__getattri' + 'bute__'] = lambda self, name: 42
+                return super().__new__(mcs, name, bases, ns)
+        class Z(metaclass=M):
+            pass
+    """, "TypeError: class Z cannot define '__getattribute__' in the sandbox (its metaclass put it in the namespace); use getattr(obj, name)"),
+    attack('metaclass-adds-class-property', 'pyjail: a __class__ property fools isinstance', """
+        class M(type):
+            def __new__(mcs, name, bases, ns):
+                ns['__cla' + 'ss__'] = property(lambda self: int)
+                return super().__new__(mcs, name, bases, ns)
+        class Z(metaclass=M):
+            pass
+    """, "TypeError: class Z cannot define '__class__' in the sandbox (its metaclass put it in the namespace); use type(x) instead"),
+    attack('metaclass-adds-finalizer', 'pysandbox: finalizers run after a stop', """
+        class M(type):
+            def __new__(mcs, name, bases, ns):
+                ns['__d' + 'el__'] = lambda self: None
+                return super().__new__(mcs, name, bases, ns)
+        class Z(metaclass=M):
+            pass
+    """, "TypeError: class Z cannot define '__del__' in the sandbox (its metaclass put it in the namespace); finalizers are not supported in the sandbox; use a with statement"),
+    attack('metaclass-adds-non-str-key', 'corral red team: a namespace key that is not a str', """
+        class K(str):
+            def __hash__(self):
+                return hash('__match_args__')
+            def __eq__(self, other):
+                return True
+        class M(type):
+            def __new__(mcs, name, bases, ns):
+                ns[K('x')] = ('_loop',)
+                return super().__new__(mcs, name, bases, ns)
+        class Z(metaclass=M):
+            pass
+    """, "TypeError: class Z cannot be made in the sandbox: its namespace has a key of type 'K'; attribute names are strings"),
+    attack('metaclass-mro-hides-taskgroup', 'corral red team: a stolen class mark and an mro() that hides asyncio.TaskGroup', """
+        import asyncio
+        stash = []
+        class M(type):
+            def __new__(mcs, name, bases, ns):
+                stash.append(ns['__corral' + '_classmark__'])
+                return super().__new__(mcs, name, bases, ns)
+        class C(metaclass=M):
+            pass
+        class Hide(type):
+            def mro(cls):
+                return [cls, object]
+        G = Hide('G', (asyncio.TaskGroup,), {'__corral' + '_classmark__': stash[0]})
+        g = G()
+        asyncio.TaskGroup.__init__(g)
+        await asyncio.TaskGroup.__aenter__(g)
+        g._loop.call_later(0.5, print, 'later')
+    """, "TypeError: class Hide cannot define 'mro' in the sandbox: classes keep Python's method resolution order"),
+    attack('stolen-mark-after-its-statement', 'corral red team: the mark of a finished class statement marks nothing', """
+        import asyncio
+        stash = []
+        class M(type):
+            def __new__(mcs, name, bases, ns):
+                stash.append(ns['__corral' + '_classmark__'])
+                return super().__new__(mcs, name, bases, ns)
+        class C(metaclass=M):
+            pass
+        T = type
+        Hide = T('Hide', (type,), {'mro': lambda cls: [cls, object]})
+        G = Hide('G', (asyncio.TaskGroup,), {'__corral' + '_classmark__': stash[0]})
+        g = G()
+        asyncio.TaskGroup.__init__(g)
+        await asyncio.TaskGroup.__aenter__(g)
+        g._loop
+    """, private('_loop', 'G objects')),
+    attack('live-mark-on-a-class-with-hidden-bases', 'corral red team: a metaclass returns a class it made with the live mark', """
+        import asyncio
+        T = type
+        Hide = T('Hide', (type,), {'mro': lambda cls: [cls, object]})
+        class M(type):
+            def __new__(mcs, name, bases, ns):
+                return Hide('G', (asyncio.TaskGroup,), {'__corral' + '_classmark__': ns['__corral' + '_classmark__']})
+        class C(metaclass=M):
+            pass
+        g = C()
+        asyncio.TaskGroup.__init__(g)
+        await asyncio.TaskGroup.__aenter__(g)
+        g._loop
+    """, "TypeError: class G cannot be made in the sandbox: the metaclass of G changes its method resolution order"),
+    attack('live-mark-in-init-subclass', 'corral red team: __init_subclass__ of a class made with the live mark reads a foreign private', """
+        import asyncio
+        class Base:
+            def __init_subclass__(cls):
+                cls.loop = cls._probe()
+        T = type
+        Hide = T('Hide', (type,), {'mro': lambda cls: [cls, Base, object]})
+        class M(type):
+            def __new__(mcs, name, bases, ns):
+                mark = ns['__corral' + '_classmark__']
+                Hide('G', (asyncio.TaskGroup, Base), {'__corral' + '_classmark__': mark, '_probe': classmethod(lambda c: c._loop)})
+                return super().__new__(mcs, name, bases, ns)
+        class C(metaclass=M):
+            pass
+    """, private('_probe', 'G')),
+    attack('metaclass-made-by-type', 'corral red team: a metaclass made by calling type() has an unchecked namespace', """
+        T = type
+        Hide = T('Hide', (type,), {'mro': lambda cls: [cls, object]})
+        class G(metaclass=Hide):
+            pass
+    """, "TypeError: class G cannot be made in the sandbox: its metaclass Hide was not made by a class statement; define the metaclass with a class statement"),
+    attack('type-alias-getattribute', 'corral red team: type() under another name takes any namespace', """
+        import asyncio
+        T = type
+        X = T('X', (), {'__getattri' + 'bute__': lambda self, name: asyncio.Queue()})
+        X()._loop
+    """, private('_loop', 'X objects')),
+    attack('type-new-getattribute', 'corral red team: type.__new__ takes any namespace', """
+        import asyncio
+        X = type.__new__(type, 'X', (), {'__getattri' + 'bute__': lambda self, name: asyncio.Queue()})
+        X()._getters
+    """, private('_getters', 'X objects')),
+
     # ----- copy, dataclasses, functools, operator ------------------------------------------------
     attack('copy-foreign-dict', 'pysandbox: copy uses __reduce_ex__, which hands out __dict__', """
         import asyncio, copy

@@ -490,12 +490,12 @@ class Worker:
 
         Each is cancelled; one still running `_CANCEL_GRACE` seconds later (it swallowed the
         `CancelledError`, or it computes without awaiting) gets a `SandboxStop` at the point it
-        waits, or from the stop signal while it computes: no handler of the script can swallow
-        that, and once it is due no line of theirs runs (see `stop.py`); after a feed a stop
-        ended, it is due from the start. Callbacks queued as they end run here too, not in the
-        next feed (a stop leaves the loop with them still queued), and so does what the script
-        left in reference cycles. The feed's own outcome stands. Tasks or callbacks left after `_END_ATTEMPTS` rounds (each
-        stop unwinds one `finally` that awaits again) fail the feed and end the worker, and with
+        waits, or from the stop signal while it computes: once that stop is due no line of the
+        script runs (see `stop.py`); after a feed a stop ended, it is due from the start.
+        Callbacks queued as they end run here too, not in the next feed (a stop leaves the loop
+        with them still queued), and so does what the script left in reference cycles; the
+        timers the feed scheduled are cancelled. The feed's own outcome stands. Tasks or
+        callbacks left after `_END_ATTEMPTS` rounds fail the feed and end the worker, and with
         it the session; code a task runs in C past the stops ends the session too, the host
         killing the worker after `Limits.grace`.
         """
@@ -511,7 +511,7 @@ class Worker:
         for attempt in range(_END_ATTEMPTS):
             tasks = [task for task in asyncio.all_tasks(loop) if not task.done()]
             if not tasks and not loop._ready:  # type: ignore[attr-defined]
-                return  # nothing left, not even a callback queued as a task ended under a stop
+                break  # nothing left, not even a callback queued as a task ended under a stop
             if attempt == 0 and self._stops:
                 # the feed ended by a stop (one raised in the event loop leaves the feed's task
                 # pending): the stop stays due, so the tasks end without running a line
@@ -532,6 +532,9 @@ class Worker:
                 signal.setitimer(signal.ITIMER_REAL, 0)
                 stopping.release()
                 self._pending_stop = None
+        # timers the feed scheduled (an `asyncio.timeout` it entered and never left) end with it
+        for timer in loop._scheduled:  # type: ignore[attr-defined]
+            timer.cancel()
         if loop._ready or any(not task.done() for task in asyncio.all_tasks(loop)):  # type: ignore[attr-defined]  # they would run in the next feed
             message = f'tasks the script started did not end with its feed (cancelled, then stopped {_END_ATTEMPTS - 1} times); the session is over'
             self._send([FAIL, 'runtime', 'RuntimeError', message, f'RuntimeError: {message}'])
