@@ -39,6 +39,18 @@ def attack(id: str, source: str, code: str, expected: str, *, host: bool = False
 
 _DUNDER = "attribute '{0}' cannot be read in the sandbox: names like __this__ are refused except a short list"
 
+#: The start of a script whose metaclass keeps the class mark it finds in a class body's namespace.
+_STEAL_MARK = """
+        import asyncio
+        stash = []
+        class M(type):
+            def __new__(mcs, name, bases, ns):
+                stash.append(ns['__corral' + '_classmark__'])
+                return super().__new__(mcs, name, bases, ns)
+        class C(metaclass=M):
+            pass
+"""
+
 #: The start of a script whose class namespace key `K('__match_args__')` answers the guard's lookup
 #: "no" and, once the subject's `__class__` property `arm` has run, CPython's "yes".
 _LYING_KEY = """
@@ -647,15 +659,7 @@ ATTACKS: list[Attack] = [
             case C(g):
                 g
     """, "TypeError: class pattern C(...) would read attribute '__globals__' cannot be read in the sandbox: names like __this__ are refused except a short list; function internals are not available in the sandbox (named in C.__match_args__)"),
-    attack('stolen-mark-on-foreign-class', 'corral: the class mark copied onto a foreign class', """
-        import asyncio
-        stash = []
-        class M(type):
-            def __new__(mcs, name, bases, ns):
-                stash.append(ns['__corral' + '_classmark__'])
-                return super().__new__(mcs, name, bases, ns)
-        class C(metaclass=M):
-            pass
+    attack('stolen-mark-on-foreign-class', 'corral: the class mark copied onto a foreign class', _STEAL_MARK + """
         setattr(asyncio.Queue, '__corral' + '_classmark__', stash[0])
     """, "AttributeError: attribute '__corral_classmark__' cannot be assigned in the sandbox: names like __this__ are refused except a short list"),
 
@@ -890,15 +894,7 @@ ATTACKS: list[Attack] = [
         class Z(metaclass=M):
             pass
     """, "TypeError: class Z cannot be made in the sandbox: its namespace has a key of type 'K'; attribute names are strings"),
-    attack('metaclass-mro-hides-taskgroup', 'corral red team: a stolen class mark and an mro() that hides asyncio.TaskGroup', """
-        import asyncio
-        stash = []
-        class M(type):
-            def __new__(mcs, name, bases, ns):
-                stash.append(ns['__corral' + '_classmark__'])
-                return super().__new__(mcs, name, bases, ns)
-        class C(metaclass=M):
-            pass
+    attack('metaclass-mro-hides-taskgroup', 'corral red team: a stolen class mark and an mro() that hides asyncio.TaskGroup', _STEAL_MARK + """
         class Hide(type):
             def mro(cls):
                 return [cls, object]
@@ -908,15 +904,7 @@ ATTACKS: list[Attack] = [
         await asyncio.TaskGroup.__aenter__(g)
         g._loop.call_later(0.5, print, 'later')
     """, "TypeError: class Hide cannot define 'mro' in the sandbox: classes keep Python's method resolution order"),
-    attack('stolen-mark-after-its-statement', 'corral red team: the mark of a finished class statement marks nothing', """
-        import asyncio
-        stash = []
-        class M(type):
-            def __new__(mcs, name, bases, ns):
-                stash.append(ns['__corral' + '_classmark__'])
-                return super().__new__(mcs, name, bases, ns)
-        class C(metaclass=M):
-            pass
+    attack('stolen-mark-after-its-statement', 'corral red team: the mark of a finished class statement marks nothing', _STEAL_MARK + """
         T = type
         Hide = T('Hide', (type,), {'mro': lambda cls: [cls, object]})
         G = Hide('G', (asyncio.TaskGroup,), {'__corral' + '_classmark__': stash[0]})
