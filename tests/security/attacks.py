@@ -65,6 +65,9 @@ _LYING_KEY = """
             return S
         T = type
 """
+#: What the lying-key scripts get: a class whose namespace has a key that is not a str is refused
+#: as it is made (the guards' checked snapshot of `__match_args__` held them before; see test_guards).
+_LYING_KEY_REFUSED = "TypeError: class S cannot be made in the sandbox: its namespace has a key of type 'K'; attribute names are strings"
 
 
 def dunder(name: str, hint: str = '', *, syntax: bool = True, store: bool = False) -> str:
@@ -762,7 +765,7 @@ ATTACKS: list[Attack] = [
         match U('{0.__globals__[__name__]}'):
             case S(f):
                 f(print)
-    """, "TypeError: 'U' object is not callable"),
+    """, _LYING_KEY_REFUSED),
     attack('match-args-lying-key-clock', 'corral red team: a lying __match_args__ key, then datetime.now', _LYING_KEY + """
         import datetime
         S = T('S', (int,), {K('__match_args__'): ('now',)})
@@ -770,7 +773,7 @@ ATTACKS: list[Attack] = [
         match D(2000, 1, 1):
             case S(now):
                 now()
-    """, "TypeError: 'D' object is not callable"),
+    """, _LYING_KEY_REFUSED),
     attack('match-args-lying-key-private', 'corral red team: a lying __match_args__ key, then a Queue\'s private fields', _LYING_KEY + """
         import asyncio
         S = T('S', (int,), {K('__match_args__'): ('_getters', '_loop')})
@@ -778,7 +781,7 @@ ATTACKS: list[Attack] = [
         match Q(7):
             case S(getters, loop):
                 loop
-    """, 'TypeError: S() accepts 1 positional sub-pattern (2 given)'),
+    """, _LYING_KEY_REFUSED),
     attack('match-mapping-key-private', 'corral red team: a mapping pattern key is a value pattern too', """
         import asyncio
         q = asyncio.Queue()
@@ -825,7 +828,7 @@ ATTACKS: list[Attack] = [
             match json.dumps:
                 case Target(g):
                     g['__builtins__']['__imp' + 'ort__']('os').system('touch MARKER')
-    """, "TypeError: class pattern Target(...) would read attribute '__globals__' cannot be read in the sandbox: names like __this__ are refused except a short list; function internals are not available in the sandbox (named in Target.__match_args__)"),
+    """, "TypeError: class Meta cannot define '__instancecheck__' in the sandbox"),
 
     attack('dataclass-dunder-field', 'corral red team: a metaclass writes __annotations__; dataclass __eq__ reads the fields unguarded', """
         import dataclasses
@@ -864,7 +867,7 @@ ATTACKS: list[Attack] = [
                 return super().__new__(mcs, name, bases, ns)
         class Z(metaclass=M):
             pass
-    """, "TypeError: class Z cannot define '__getattribute__' in the sandbox (its metaclass put it in the namespace); use getattr(obj, name)"),
+    """, "TypeError: class Z cannot define '__getattribute__' in the sandbox; use getattr(obj, name)"),
     attack('metaclass-adds-class-property', 'pyjail: a __class__ property fools isinstance', """
         class M(type):
             def __new__(mcs, name, bases, ns):
@@ -872,7 +875,7 @@ ATTACKS: list[Attack] = [
                 return super().__new__(mcs, name, bases, ns)
         class Z(metaclass=M):
             pass
-    """, "TypeError: class Z cannot define '__class__' in the sandbox (its metaclass put it in the namespace); use type(x) instead"),
+    """, "TypeError: class Z cannot define '__class__' in the sandbox; use type(x) instead"),
     attack('metaclass-adds-finalizer', 'pysandbox: finalizers run after a stop', """
         class M(type):
             def __new__(mcs, name, bases, ns):
@@ -880,7 +883,7 @@ ATTACKS: list[Attack] = [
                 return super().__new__(mcs, name, bases, ns)
         class Z(metaclass=M):
             pass
-    """, "TypeError: class Z cannot define '__del__' in the sandbox (its metaclass put it in the namespace); finalizers are not supported in the sandbox; use a with statement"),
+    """, "TypeError: class Z cannot define '__del__' in the sandbox; finalizers are not supported in the sandbox; use a with statement"),
     attack('metaclass-adds-non-str-key', 'corral red team: a namespace key that is not a str', """
         class K(str):
             def __hash__(self):
@@ -912,7 +915,7 @@ ATTACKS: list[Attack] = [
         asyncio.TaskGroup.__init__(g)
         await asyncio.TaskGroup.__aenter__(g)
         g._loop
-    """, private('_loop', 'G objects')),
+    """, "TypeError: class Hide cannot define 'mro' in the sandbox: classes keep Python's method resolution order"),
     attack('live-mark-on-a-class-with-hidden-bases', 'corral red team: a metaclass returns a class it made with the live mark', """
         import asyncio
         T = type
@@ -926,7 +929,7 @@ ATTACKS: list[Attack] = [
         asyncio.TaskGroup.__init__(g)
         await asyncio.TaskGroup.__aenter__(g)
         g._loop
-    """, "TypeError: class G cannot be made in the sandbox: the metaclass of G changes its method resolution order"),
+    """, "TypeError: class Hide cannot define 'mro' in the sandbox: classes keep Python's method resolution order"),
     attack('live-mark-in-init-subclass', 'corral red team: __init_subclass__ of a class made with the live mark reads a foreign private', """
         import asyncio
         class Base:
@@ -941,24 +944,24 @@ ATTACKS: list[Attack] = [
                 return super().__new__(mcs, name, bases, ns)
         class C(metaclass=M):
             pass
-    """, private('_probe', 'G')),
+    """, "TypeError: class Hide cannot define 'mro' in the sandbox: classes keep Python's method resolution order"),
     attack('metaclass-made-by-type', 'corral red team: a metaclass made by calling type() has an unchecked namespace', """
         T = type
         Hide = T('Hide', (type,), {'mro': lambda cls: [cls, object]})
         class G(metaclass=Hide):
             pass
-    """, "TypeError: class G cannot be made in the sandbox: its metaclass Hide was not made by a class statement; define the metaclass with a class statement"),
+    """, "TypeError: class Hide cannot define 'mro' in the sandbox: classes keep Python's method resolution order"),
     attack('type-alias-getattribute', 'corral red team: type() under another name takes any namespace', """
         import asyncio
         T = type
         X = T('X', (), {'__getattri' + 'bute__': lambda self, name: asyncio.Queue()})
         X()._loop
-    """, private('_loop', 'X objects')),
+    """, "TypeError: class X cannot define '__getattribute__' in the sandbox; use getattr(obj, name)"),
     attack('type-new-getattribute', 'corral red team: type.__new__ takes any namespace', """
         import asyncio
         X = type.__new__(type, 'X', (), {'__getattri' + 'bute__': lambda self, name: asyncio.Queue()})
         X()._getters
-    """, private('_getters', 'X objects')),
+    """, "TypeError: class X cannot define '__getattribute__' in the sandbox; use getattr(obj, name)"),
 
     # ----- copy, dataclasses, functools, operator ------------------------------------------------
     attack('copy-foreign-dict', 'pysandbox: copy uses __reduce_ex__, which hands out __dict__', """
@@ -975,7 +978,7 @@ ATTACKS: list[Attack] = [
         class E(metaclass=M):
             pass
         copy.copy(E())
-    """, "TypeError: class E cannot define '__reduce__' in the sandbox (its metaclass put it in the namespace); " + PICKLE),
+    """, "TypeError: class E cannot define '__reduce__' in the sandbox; " + PICKLE),
     attack('dataclass-field-name-dunder', 'corral: a mutated Field.name makes asdict read any attribute', """
         import dataclasses
         @dataclasses.dataclass

@@ -53,6 +53,7 @@ __all__ = [
     'MARK_NAME',
     'check_private',
     'class_refusal',
+    'namespace_refusal',
     'guarded_delattr',
     'guarded_getattr',
     'guarded_setattr',
@@ -480,7 +481,9 @@ def build_class(func: Any, name: Any, /, *bases: Any, **kwds: Any) -> Any:
         _type_delattr(cls, MARK_NAME)
         refusal = class_refusal(cls)
         if refusal is not None:
+            _defang(cls)
             raise TypeError(refusal)
+        _check_subclasses(cls)
         register_class(cls)
     return cls
 
@@ -526,36 +529,43 @@ _FOREIGN_METACLASSES: frozenset[int] = frozenset()
 
 
 def class_refusal(cls: type) -> str | None:
-    """Why `cls` cannot be a script class, or None. The one rule for every class the script's
-    class statements make, whatever metaclass made it and whatever it did to the namespace:
+    """Why `cls` cannot be a script class, or None: `namespace_refusal`, and its metaclass is the
+    standard library's or a class statement's (one made by calling `type` could have dodged the
+    check: a base's `__init_subclass__` that does not call `super()` skips `_init_subclass`)."""
+    refusal = namespace_refusal(cls)
+    if refusal is not None:
+        return refusal
+    for meta in _type_mro(type(cls)):
+        if meta is not object and id(meta) not in _FOREIGN_METACLASSES and _script_classes.get(id(meta)) is not meta:
+            return (
+                f"class {_type_name(cls)} cannot be made in the sandbox: its metaclass {_type_name(meta)} was not made by a "
+                f'class statement; define the metaclass with a class statement'
+            )
+    return None
+
+
+def namespace_refusal(cls: type) -> str | None:
+    """Why the script may not make `cls`, or None. The one rule for every class a script makes,
+    by a class statement, `type(name, bases, namespace)` under any name, `type.__new__` or a
+    metaclass, whatever the metaclass did to the namespace:
 
     - its dict holds the names a class body may define (`rules.DEFINABLE_DUNDERS`,
       `CLASS_ASSIGN_DUNDERS`) and what CPython and the standard library's metaclasses add, all
       of them plain `str`: no `__getattribute__`, `__class__`, `__del__`, `__instancecheck__` ...;
     - Python's own method resolution order, for it and its metaclasses (a metaclass's `mro()`
-      could hide a foreign base from the guards), and no `mro` defined by a metaclass;
-    - its metaclass is the standard library's or a class statement's, never one made by calling
-      `type` (whose namespace nothing checked).
+      could hide a foreign base from the guards), and no `mro` defined by a metaclass.
     """
     name = _type_name(cls)
     is_metaclass = bool(_type_flags(cls) & _TPFLAGS_TYPE_SUBCLASS)
     for key, value in _type_dict(cls).items():
         if type(key) is not str:
             return f"class {name} cannot be made in the sandbox: its namespace has a key of type '{_type_name(type(key))}'; attribute names are strings"
-        if is_dunder(key):
-            if key in DEFINABLE_DUNDERS or key in CLASS_ASSIGN_DUNDERS or key in _CREATED_DUNDERS or _REWRITE_NAME.fullmatch(key):
-                continue
-            if key == MARK_NAME and type(value) is _BuildToken:  # a class still being built
-                continue
-            if key in ('__dict__', '__weakref__') and type(value) is _GetSet:
-                continue
-            if key == '__subclasshook__' and type(value) is types.FunctionType and value.__code__ is _PROTOCOL_HOOK_CODE:
-                continue
+        if _refused_key(key, value, is_metaclass):
+            if key == 'mro':
+                return f"class {name} cannot define 'mro' in the sandbox: classes keep Python's method resolution order"
             hint = dunder_hint(key)
-            text = f"class {name} cannot define '{key}' in the sandbox (its metaclass put it in the namespace)"
+            text = f"class {name} cannot define '{key}' in the sandbox"
             return f'{text}; {hint}' if hint else text
-        if key == 'mro' and is_metaclass:
-            return f"class {name} cannot define 'mro' in the sandbox: classes keep Python's method resolution order"
     current: type = cls
     while current is not type:
         mro = _type_mro(current)
@@ -563,13 +573,104 @@ def class_refusal(cls: type) -> str | None:
         if len(mro) != len(default) or any(a is not b for a, b in zip(mro, default)):
             return f"class {name} cannot be made in the sandbox: the metaclass of {_type_name(current)} changes its method resolution order"
         current = type(current)
-    for meta in _type_mro(type(cls)):
-        if meta is not object and id(meta) not in _FOREIGN_METACLASSES and _script_classes.get(id(meta)) is not meta:
-            return (
-                f"class {name} cannot be made in the sandbox: its metaclass {_type_name(meta)} was not made by a class "
-                f'statement; define the metaclass with a class statement'
-            )
     return None
+
+
+def _refused_key(key: str, value: Any, is_metaclass: bool) -> bool:
+    if key == 'mro':
+        return is_metaclass
+    if not is_dunder(key):
+        return False
+    if key in DEFINABLE_DUNDERS or key in CLASS_ASSIGN_DUNDERS or key in _CREATED_DUNDERS or _REWRITE_NAME.fullmatch(key):
+        return False
+    if key == MARK_NAME and type(value) is _BuildToken:  # a class statement still being built
+        return False
+    if key in ('__dict__', '__weakref__') and type(value) is _GetSet:
+        return False
+    return not (key == '__subclasshook__' and type(value) is types.FunctionType and value.__code__ is _PROTOCOL_HOOK_CODE)
+
+
+def _defang(cls: type) -> None:
+    """Take what the rule refuses out of a class the script may still hold (a `__set_name__` or
+    `__init_subclass__` ran before the refusal and can keep it): no finalizer, no lying attributes."""
+    import gc
+
+    is_metaclass = bool(_type_flags(cls) & _TPFLAGS_TYPE_SUBCLASS)
+    for key, value in list(_type_dict(cls).items()):
+        if type(key) is str and _refused_key(key, value, is_metaclass):
+            try:
+                _type_delattr(cls, key)
+            except (TypeError, AttributeError):  # `__class__`: type's own descriptor answers the delete
+                del gc.get_referents(_type_dict(cls))[0][key]
+                sys._clear_type_cache()
+
+
+def _check_subclasses(cls: type) -> None:
+    """A class's own `__init_subclass__` (a function in its dict) takes the place of
+    `_init_subclass` for its subclasses: it is wrapped, so they are checked all the same."""
+    own = _type_dict(cls).get('__init_subclass__')
+    if type(own) is not classmethod or getattr(own, '_corral_checked', False):
+        return
+
+    def __init_subclass__(sub: type, /, **kwargs: Any) -> None:
+        _check_made(sub)
+        own.__get__(None, sub)(**kwargs)
+
+    checked = classmethod(__init_subclass__)
+    checked._corral_checked = True  # type: ignore[attr-defined]
+    _type_setattr(cls, '__init_subclass__', checked)
+
+
+_object_init_subclass = object.__dict__['__init_subclass__']
+_CORRAL = __file__.rpartition('/language/')[0] + '/'
+
+
+def _made_by_script() -> bool:
+    """Whether the class being made (in `_init_subclass`) is made by the script's own code, or by
+    the standard library on its behalf (`abc.ABCMeta(name, bases, ns)`), not by corral's."""
+    frame: Any = sys._getframe(3)
+    try:
+        while frame is not None:
+            filename = frame.f_code.co_filename
+            if filename.startswith('<script '):
+                return True
+            if filename.startswith(_CORRAL):
+                return False
+            frame = frame.f_back
+        return False
+    finally:
+        del frame
+
+
+def _check_made(cls: type) -> None:
+    if _made_by_script():
+        refusal = namespace_refusal(cls)
+        if refusal is not None:
+            _defang(cls)
+            raise TypeError(refusal)
+        _check_subclasses(cls)
+
+
+def _init_subclass(cls: type, /, **kwargs: Any) -> None:
+    """`object.__init_subclass__`, which CPython calls as it makes every class whose bases do not
+    define their own (and a base's own is wrapped to do the same, `_check_subclasses`): a class
+    the script makes must pass `namespace_refusal`. (A class statement's class is checked again,
+    with its metaclass, when the statement ends: see `build_class`.)"""
+    _check_made(cls)
+    _object_init_subclass.__get__(None, cls)(**kwargs)
+
+
+def _install_class_rule() -> None:
+    """Put `_init_subclass` in `object`'s own dict, where CPython's `type.__new__` finds it for
+    every class (object's dict is read-only from Python: it is reached through the garbage
+    collector's view of its proxy), and drop the cached lookups of the old one."""
+    import gc
+
+    if object.__dict__['__init_subclass__'] is not _object_init_subclass:
+        return
+    (real,) = gc.get_referents(object.__dict__)
+    real['__init_subclass__'] = classmethod(_init_subclass)
+    sys._clear_type_cache()
 
 
 # ----- with ------------------------------------------------------------------------------------
@@ -848,6 +949,7 @@ def make_guards(match_specs: list[tuple[tuple[str, ...], int, tuple[str, ...]]])
     global _FOREIGN_METACLASSES
     if not _FOREIGN_METACLASSES:
         _FOREIGN_METACLASSES = _metaclasses_before_scripts()
+        _install_class_rule()
 
     inplace = {f'__corral_{name}__': getattr(operator, name) for name in INPLACE.values()}
     return {
