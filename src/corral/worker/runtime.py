@@ -115,10 +115,11 @@ class Worker:
         self._script_name = 'main.py'
         self._modules: dict[str, types.ModuleType] = {}
         self._host_names: set[str] = set()
-        self._builtins = make_builtins(print=self._print, import_=self._import)
         hostio.install(self._call_sync)  # files, environment, clock and seed, through the host
-        self._compile_script = compile_script
-        if not guarded:  # the language layer skipped: plain Python, real builtins (see Pool(skip_layers=))
+        if guarded:
+            self._builtins = make_builtins(print=self._print, import_=self._import)
+            self._compile_script = compile_script
+        else:  # the language layer skipped: plain Python, real builtins (see Pool(skip_layers=))
             self._builtins = {**vars(builtins), 'print': self._print}
             self._compile_script = compile_unguarded
         self._globals: dict[str, Any] = {'__name__': '__main__', '__builtins__': self._builtins}
