@@ -10,7 +10,12 @@ Rules (from `rules.py`):
   for a class) is the script's own or one of a few reviewed bases (`object` and the other
   builtin types, `Enum` and friends, `typing.Generic`/`Protocol`, `collections.UserDict` ...).
   `class Q(asyncio.Queue)` is the script's class, but `Q()._loop` is refused: the attribute would
-  come from asyncio.
+  come from asyncio;
+- classes: every class the script makes (a class statement, `type(...)` under any name,
+  `type.__new__`, a metaclass) passes one rule as CPython makes it (`namespace_refusal`: what a
+  class body may define, plain `str` names, Python's own method resolution order); a class
+  statement's class is registered as the script's when it also has a metaclass of the standard
+  library or of a class statement, and the mark of that statement (`class_refusal`, `build_class`).
 
 Written with care for hostile input: guards never call `isinstance` against a class the script
 controls, never hash or compare a script class (caches are keyed by `id` and checked by
@@ -75,6 +80,7 @@ _orig_build_class = builtins.__build_class__
 _TPFLAGS_TYPE_SUBCLASS = 1 << 31
 _TPFLAGS_MATCH_SELF = 1 << 22
 _TPFLAGS_HEAPTYPE = 1 << 9
+_TPFLAGS_IMMUTABLETYPE = 1 << 8
 
 MARK_NAME = '__corral_classmark__'
 
@@ -671,6 +677,19 @@ def _install_class_rule() -> None:
     (real,) = gc.get_referents(object.__dict__)
     real['__init_subclass__'] = classmethod(_init_subclass)
     sys._clear_type_cache()
+    # the classes that define their own `__init_subclass__` (random.Random's does not call
+    # super()) check their subclasses too; a type of C code cannot be changed (zoneinfo.ZoneInfo)
+    subclasses = type.__dict__['__subclasses__']
+    seen: set[int] = set()
+    pending: list[type] = [object]
+    while pending:
+        for cls in subclasses(pending.pop()):
+            if id(cls) in seen:
+                continue
+            seen.add(id(cls))
+            pending.append(cls)
+            if _type_flags(cls) & _TPFLAGS_HEAPTYPE and not _type_flags(cls) & _TPFLAGS_IMMUTABLETYPE:
+                _check_subclasses(cls)
 
 
 # ----- with ------------------------------------------------------------------------------------
