@@ -618,9 +618,9 @@ def _check_subclasses(cls: type) -> None:
     if type(own) is not classmethod or getattr(own, '_corral_checked', False):
         return
 
-    def __init_subclass__(sub: type, /, **kwargs: Any) -> None:
+    def __init_subclass__(sub: type, /, *args: Any, **kwargs: Any) -> None:
         _check_made(sub)
-        own.__get__(None, sub)(**kwargs)
+        own.__get__(None, sub)(*args, **kwargs)
 
     checked = classmethod(__init_subclass__)
     checked._corral_checked = True  # type: ignore[attr-defined]
@@ -657,13 +657,13 @@ def _check_made(cls: type) -> None:
         _check_subclasses(cls)
 
 
-def _init_subclass(cls: type, /, **kwargs: Any) -> None:
+def _init_subclass(cls: type, /, *args: Any, **kwargs: Any) -> None:
     """`object.__init_subclass__`, which CPython calls as it makes every class whose bases do not
     define their own (and a base's own is wrapped to do the same, `_check_subclasses`): a class
     the script makes must pass `namespace_refusal`. (A class statement's class is checked again,
     with its metaclass, when the statement ends: see `build_class`.)"""
     _check_made(cls)
-    _object_init_subclass.__get__(None, cls)(**kwargs)
+    _object_init_subclass.__get__(None, cls)(*args, **kwargs)
 
 
 def _install_class_rule() -> None:
