@@ -40,6 +40,18 @@ def attack(id: str, source: str, code: str, expected: str, *, host: bool = False
 
 _DUNDER = "attribute '{0}' cannot be read in the sandbox: names like __this__ are refused except a short list"
 
+#: The start of a script whose metaclass keeps the class mark it finds in a class body's namespace.
+_STEAL_MARK = """
+        import asyncio
+        stash = []
+        class M(type):
+            def __new__(mcs, name, bases, ns):
+                stash.append(ns['__corral' + '_classmark__'])
+                return super().__new__(mcs, name, bases, ns)
+        class C(metaclass=M):
+            pass
+"""
+
 #: The start of a script whose class namespace key `K('__match_args__')` answers the guard's lookup
 #: "no" and, once the subject's `__class__` property `arm` has run, CPython's "yes".
 _LYING_KEY = """
@@ -54,6 +66,9 @@ _LYING_KEY = """
             return S
         T = type
 """
+#: What the lying-key scripts get: a class whose namespace has a key that is not a str is refused
+#: as it is made (the guards' checked snapshot of `__match_args__` held them before; see test_guards).
+_LYING_KEY_REFUSED = "TypeError: class S cannot be made in the sandbox: its namespace has a key of type 'K'; attribute names are strings"
 
 
 def dunder(name: str, hint: str = '', *, syntax: bool = True, store: bool = False) -> str:
@@ -672,15 +687,7 @@ ATTACKS: list[Attack] = [
             case C(g):
                 g
     """, "TypeError: class pattern C(...) would read attribute '__globals__' cannot be read in the sandbox: names like __this__ are refused except a short list; function internals are not available in the sandbox (named in C.__match_args__)"),
-    attack('stolen-mark-on-foreign-class', 'corral: the class mark copied onto a foreign class', """
-        import asyncio
-        stash = []
-        class M(type):
-            def __new__(mcs, name, bases, ns):
-                stash.append(ns['__corral' + '_classmark__'])
-                return super().__new__(mcs, name, bases, ns)
-        class C(metaclass=M):
-            pass
+    attack('stolen-mark-on-foreign-class', 'corral: the class mark copied onto a foreign class', _STEAL_MARK + """
         setattr(asyncio.Queue, '__corral' + '_classmark__', stash[0])
     """, "AttributeError: attribute '__corral_classmark__' cannot be assigned in the sandbox: names like __this__ are refused except a short list"),
 
@@ -783,7 +790,7 @@ ATTACKS: list[Attack] = [
         match U('{0.__globals__[__name__]}'):
             case S(f):
                 f(print)
-    """, "TypeError: 'U' object is not callable"),
+    """, _LYING_KEY_REFUSED),
     attack('match-args-lying-key-clock', 'corral red team: a lying __match_args__ key, then datetime.now', _LYING_KEY + """
         import datetime
         S = T('S', (int,), {K('__match_args__'): ('now',)})
@@ -791,7 +798,7 @@ ATTACKS: list[Attack] = [
         match D(2000, 1, 1):
             case S(now):
                 now()
-    """, "TypeError: 'D' object is not callable"),
+    """, _LYING_KEY_REFUSED),
     attack('match-args-lying-key-private', 'corral red team: a lying __match_args__ key, then a Queue\'s private fields', _LYING_KEY + """
         import asyncio
         S = T('S', (int,), {K('__match_args__'): ('_getters', '_loop')})
@@ -799,7 +806,7 @@ ATTACKS: list[Attack] = [
         match Q(7):
             case S(getters, loop):
                 loop
-    """, 'TypeError: S() accepts 1 positional sub-pattern (2 given)'),
+    """, _LYING_KEY_REFUSED),
     attack('match-mapping-key-private', 'corral red team: a mapping pattern key is a value pattern too', """
         import asyncio
         q = asyncio.Queue()
@@ -846,7 +853,7 @@ ATTACKS: list[Attack] = [
             match json.dumps:
                 case Target(g):
                     g['__builtins__']['__imp' + 'ort__']('os').system('touch MARKER')
-    """, "TypeError: class pattern Target(...) would read attribute '__globals__' cannot be read in the sandbox: names like __this__ are refused except a short list; function internals are not available in the sandbox (named in Target.__match_args__)"),
+    """, "TypeError: class Meta cannot define '__instancecheck__' in the sandbox"),
 
     attack('dataclass-dunder-field', 'corral red team: a metaclass writes __annotations__; dataclass __eq__ reads the fields unguarded', """
         import dataclasses
@@ -874,6 +881,113 @@ ATTACKS: list[Attack] = [
         got[0]['__builtins__']['__imp' + 'ort__']('os').system('touch MARKER')
     """, "TypeError: dataclass(): field name '__globals__' is not allowed in the sandbox"),
 
+    # ----- every class a class statement makes passes one rule, whatever its metaclass does ---------
+    # (red team: a metaclass added what a class body may not define, read the class mark out of the
+    # namespace, and with a metaclass whose mro() hid asyncio.TaskGroup made a class that counted as
+    # the script's; its private attributes gave the worker's event loop and the feed's task)
+    attack('metaclass-adds-getattribute', 'corral red team: a metaclass adds what a class body may not define', """
+        class M(type):
+            def __new__(mcs, name, bases, ns):
+                ns['__getattri' + 'bute__'] = lambda self, name: 42
+                return super().__new__(mcs, name, bases, ns)
+        class Z(metaclass=M):
+            pass
+    """, "TypeError: class Z cannot define '__getattribute__' in the sandbox; use getattr(obj, name)"),
+    attack('metaclass-adds-class-property', 'pyjail: a __class__ property fools isinstance', """
+        class M(type):
+            def __new__(mcs, name, bases, ns):
+                ns['__cla' + 'ss__'] = property(lambda self: int)
+                return super().__new__(mcs, name, bases, ns)
+        class Z(metaclass=M):
+            pass
+    """, "TypeError: class Z cannot define '__class__' in the sandbox; use type(x) instead"),
+    attack('metaclass-adds-finalizer', 'pysandbox: finalizers run after a stop', """
+        class M(type):
+            def __new__(mcs, name, bases, ns):
+                ns['__d' + 'el__'] = lambda self: None
+                return super().__new__(mcs, name, bases, ns)
+        class Z(metaclass=M):
+            pass
+    """, "TypeError: class Z cannot define '__del__' in the sandbox; finalizers are not supported in the sandbox; use a with statement"),
+    attack('metaclass-adds-non-str-key', 'corral red team: a namespace key that is not a str', """
+        class K(str):
+            def __hash__(self):
+                return hash('__match_args__')
+            def __eq__(self, other):
+                return True
+        class M(type):
+            def __new__(mcs, name, bases, ns):
+                ns[K('x')] = ('_loop',)
+                return super().__new__(mcs, name, bases, ns)
+        class Z(metaclass=M):
+            pass
+    """, "TypeError: class Z cannot be made in the sandbox: its namespace has a key of type 'K'; attribute names are strings"),
+    attack('metaclass-mro-hides-taskgroup', 'corral red team: a stolen class mark and an mro() that hides asyncio.TaskGroup', _STEAL_MARK + """
+        class Hide(type):
+            def mro(cls):
+                return [cls, object]
+        G = Hide('G', (asyncio.TaskGroup,), {'__corral' + '_classmark__': stash[0]})
+        g = G()
+        asyncio.TaskGroup.__init__(g)
+        await asyncio.TaskGroup.__aenter__(g)
+        g._loop.call_later(0.5, print, 'later')
+    """, "TypeError: class Hide cannot define 'mro' in the sandbox: classes keep Python's method resolution order"),
+    attack('stolen-mark-after-its-statement', 'corral red team: the mark of a finished class statement marks nothing', _STEAL_MARK + """
+        T = type
+        Hide = T('Hide', (type,), {'mro': lambda cls: [cls, object]})
+        G = Hide('G', (asyncio.TaskGroup,), {'__corral' + '_classmark__': stash[0]})
+        g = G()
+        asyncio.TaskGroup.__init__(g)
+        await asyncio.TaskGroup.__aenter__(g)
+        g._loop
+    """, "TypeError: class Hide cannot define 'mro' in the sandbox: classes keep Python's method resolution order"),
+    attack('live-mark-on-a-class-with-hidden-bases', 'corral red team: a metaclass returns a class it made with the live mark', """
+        import asyncio
+        T = type
+        Hide = T('Hide', (type,), {'mro': lambda cls: [cls, object]})
+        class M(type):
+            def __new__(mcs, name, bases, ns):
+                return Hide('G', (asyncio.TaskGroup,), {'__corral' + '_classmark__': ns['__corral' + '_classmark__']})
+        class C(metaclass=M):
+            pass
+        g = C()
+        asyncio.TaskGroup.__init__(g)
+        await asyncio.TaskGroup.__aenter__(g)
+        g._loop
+    """, "TypeError: class Hide cannot define 'mro' in the sandbox: classes keep Python's method resolution order"),
+    attack('live-mark-in-init-subclass', 'corral red team: __init_subclass__ of a class made with the live mark reads a foreign private', """
+        import asyncio
+        class Base:
+            def __init_subclass__(cls):
+                cls.loop = cls._probe()
+        T = type
+        Hide = T('Hide', (type,), {'mro': lambda cls: [cls, Base, object]})
+        class M(type):
+            def __new__(mcs, name, bases, ns):
+                mark = ns['__corral' + '_classmark__']
+                Hide('G', (asyncio.TaskGroup, Base), {'__corral' + '_classmark__': mark, '_probe': classmethod(lambda c: c._loop)})
+                return super().__new__(mcs, name, bases, ns)
+        class C(metaclass=M):
+            pass
+    """, "TypeError: class Hide cannot define 'mro' in the sandbox: classes keep Python's method resolution order"),
+    attack('metaclass-made-by-type', 'corral red team: a metaclass made by calling type() has an unchecked namespace', """
+        T = type
+        Hide = T('Hide', (type,), {'mro': lambda cls: [cls, object]})
+        class G(metaclass=Hide):
+            pass
+    """, "TypeError: class Hide cannot define 'mro' in the sandbox: classes keep Python's method resolution order"),
+    attack('type-alias-getattribute', 'corral red team: type() under another name takes any namespace', """
+        import asyncio
+        T = type
+        X = T('X', (), {'__getattri' + 'bute__': lambda self, name: asyncio.Queue()})
+        X()._loop
+    """, "TypeError: class X cannot define '__getattribute__' in the sandbox; use getattr(obj, name)"),
+    attack('type-new-getattribute', 'corral red team: type.__new__ takes any namespace', """
+        import asyncio
+        X = type.__new__(type, 'X', (), {'__getattri' + 'bute__': lambda self, name: asyncio.Queue()})
+        X()._getters
+    """, "TypeError: class X cannot define '__getattribute__' in the sandbox; use getattr(obj, name)"),
+
     # ----- copy, dataclasses, functools, operator ------------------------------------------------
     attack('copy-foreign-dict', 'pysandbox: copy uses __reduce_ex__, which hands out __dict__', """
         import asyncio, copy
@@ -889,7 +1003,7 @@ ATTACKS: list[Attack] = [
         class E(metaclass=M):
             pass
         copy.copy(E())
-    """, "TypeError: copy: cannot restore the state of a 'type' object in the sandbox"),
+    """, "TypeError: class E cannot define '__reduce__' in the sandbox; " + PICKLE),
     attack('dataclass-field-name-dunder', 'corral: a mutated Field.name makes asdict read any attribute', """
         import dataclasses
         @dataclasses.dataclass
@@ -975,21 +1089,6 @@ ATTACKS: list[Attack] = [
         except* ValueError as group:
             group.exceptions[0].__traceback__
     """, dunder('__traceback__', TB)),
-    attack('finally-return-swallows', 'corral: return in finally swallows a stop', """
-        def f():
-            try:
-                while True:
-                    pass
-            finally:
-                return 1
-    """, "SyntaxError: 'return' directly in a 'finally' block is not allowed in the sandbox: it would swallow the exception being raised; move it after the try statement"),
-    attack('finally-break-swallows', 'corral', """
-        for i in range(3):
-            try:
-                pass
-            finally:
-                break
-    """, "SyntaxError: 'break' directly in a 'finally' block is not allowed in the sandbox: it would swallow the exception being raised; move it after the try statement"),
 
     # ----- the host-function boundary --------------------------------------------------------------
     attack('host-function-globals', 'smolagents: tools are functions of the host', """

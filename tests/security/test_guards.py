@@ -9,6 +9,7 @@ import pytest
 from corral.language import compile_script
 from corral.language.guards import MARK_NAME, guarded_getattr, is_script_class
 
+from .attacks import _LYING_KEY, _STEAL_MARK
 from .local import namespace, run_local
 
 
@@ -94,20 +95,21 @@ def test_a_metaclass_with_lying_hash_and_eq_does_not_share_a_cache_entry():
         ''')
 
 
+# A script can no longer make the lying classes below (see `namespace_refusal`); they are made
+# here, outside the script, to test the guards that stood before that rule on their own.
+
 def test_a_faked_class_does_not_pass_a_private_class_pattern():
     # a foreign object whose class says it is C: the pattern must not read its private attribute
-    assert local('''
-        import asyncio
+    import asyncio
+
+    holder: list[type] = []
+    fake = type('Q', (asyncio.Queue,), {'__class__': property(lambda self: holder[0])})
+    assert run_local(textwrap.dedent('''
         class C:
             __match_args__ = ('_getters',)
             def __init__(self):
                 self._getters = 'mine'
-        class M(type):
-            def __new__(mcs, name, bases, ns):
-                ns['__cl' + 'ass__'] = property(lambda self: C)
-                return super().__new__(mcs, name, bases, ns)
-        class Q(asyncio.Queue, metaclass=M):
-            pass
+        holder.append(C)
         def f(v):
             match v:
                 case C(getters):
@@ -115,24 +117,17 @@ def test_a_faked_class_does_not_pass_a_private_class_pattern():
                 case _:
                     return 'no match'
         (f(C()), f(Q()))
-    ''') == ('mine', 'no match')
+    '''), Q=fake, holder=holder) == ('mine', 'no match')
 
 
 def test_a_lying_instancecheck_still_reads_public_attributes_only():
-    assert local('''
-        class MM(type):
-            def __new__(mcs, name, bases, ns):
-                ns['__instance' + 'check__'] = lambda cls, other: True
-                return super().__new__(mcs, name, bases, ns)
-        class M(type, metaclass=MM):
-            pass
+    always = type('M', (type,), {'__instancecheck__': lambda cls, other: True})
+    assert run_local(textwrap.dedent('''
         class Other:
             x = 5
             _secret = 'private'
-        class P2(metaclass=M):
-            __match_args__ = ('x',)
-        class P3(metaclass=M):
-            __match_args__ = ('_secret',)
+        P2 = M('P2', (), {'__match_args__': ('x',)})
+        P3 = M('P3', (), {'__match_args__': ('_secret',)})
         match Other():
             case P2(x):
                 found = x
@@ -142,7 +137,51 @@ def test_a_lying_instancecheck_still_reads_public_attributes_only():
             case _:
                 leaked = None
         (found, leaked)
-    ''') == (5, None)
+    '''), M=always) == (5, None)
+
+
+def test_a_lying_match_args_key_is_read_from_the_checked_snapshot():
+    # the red team's lying key (attacks._LYING_KEY), made outside the script
+    scope: dict[str, object] = {}
+    exec(textwrap.dedent(_LYING_KEY) + textwrap.dedent('''
+        import asyncio
+        S = T('S', (int,), {K('__match_args__'): ('_getters', '_loop')})
+        Q = T('Q', (asyncio.Queue,), {'__class__': property(arm)})
+    '''), scope)
+    with pytest.raises(TypeError, match=r'^S\(\) accepts 1 positional sub-pattern \(2 given\)$'):
+        run_local('match Q(7):\n    case S(getters, loop):\n        loop\n', S=scope['S'], Q=scope['Q'])
+
+
+def test_a_class_statement_checks_the_class_its_metaclass_returns():
+    # the metaclass (not the script's code) makes a class with hidden bases and the live mark
+    import asyncio
+
+    class Hide(type):
+        def mro(cls):
+            return [cls, object]
+
+    class Meta(type):
+        def __new__(mcs, name, bases, ns):
+            return Hide('G', (asyncio.TaskGroup,), {MARK_NAME: ns[MARK_NAME]})
+
+    with pytest.raises(TypeError, match='^class G cannot be made in the sandbox: the metaclass of G changes its method resolution order$'):
+        run_local('class C(metaclass=Meta):\n    pass\n', Meta=Meta)
+
+
+def test_the_mark_of_a_finished_class_statement_marks_nothing():
+    import asyncio
+
+    scope = namespace()
+    compile_script(textwrap.dedent(_STEAL_MARK).strip() + '\n', '<script steal>').start(scope)
+    stash = scope['stash']
+    made = type('G', (asyncio.TaskGroup,), {MARK_NAME: stash[0]})
+    assert not is_script_class(made)
+
+
+def test_a_metaclass_made_by_calling_type_cannot_make_script_classes():
+    made = type('Made', (type,), {})
+    with pytest.raises(TypeError, match='^class C cannot be made in the sandbox: its metaclass Made was not made by a class statement; define the metaclass with a class statement$'):
+        run_local('class C(metaclass=Made):\n    pass\n', Made=made)
 
 
 def test_class_patterns_resolve_names_in_every_scope():

@@ -7,10 +7,11 @@
   CPython needs for its fast global lookups).
 - `getattr`, `hasattr`, `setattr`, `delattr`: the attribute rules of attribute syntax.
 - `type` is the real `type`, so `isinstance(x, type)`, `type(x) is int`, `class M(type)` and class
-  patterns work; the validator refuses `type(name, bases, namespace)` where it is written. (A class
-  built through a metaclass call is not registered as the script's class, so private names stay
-  refused on it, and everything that reads names from class data — class patterns, copy,
-  dataclasses — checks those names itself.)
+  patterns work; the validator refuses `type(name, bases, namespace)` where it is written. Every
+  class a script makes, whatever the way, passes one rule as it is made (`guards.namespace_refusal`);
+  only a class statement's class is registered as the script's, so private names stay refused on
+  one made by calling a metaclass, and everything that reads names from class data — class
+  patterns, copy, dataclasses — checks those names itself.
 - `dir` is offered: it returns names, which the rules above then judge.
 - `open` is the sandbox's (`hostio.open`): files under the host's mounts, read and written through
   the host. `print(..., file=f)` writes to `f` (a `StringIO`, an open file) as CPython does;

@@ -10,7 +10,12 @@ Rules (from `rules.py`):
   for a class) is the script's own or one of a few reviewed bases (`object` and the other
   builtin types, `Enum` and friends, `typing.Generic`/`Protocol`, `collections.UserDict` ...).
   `class Q(asyncio.Queue)` is the script's class, but `Q()._loop` is refused: the attribute would
-  come from asyncio.
+  come from asyncio;
+- classes: every class the script makes (a class statement, `type(...)` under any name,
+  `type.__new__`, a metaclass) passes one rule as CPython makes it (`namespace_refusal`: what a
+  class body may define, plain `str` names, Python's own method resolution order); a class
+  statement's class is registered as the script's when it also has a metaclass of the standard
+  library or of a class statement, and the mark of that statement (`class_refusal`, `build_class`).
 
 Written with care for hostile input: guards never call `isinstance` against a class the script
 controls, never hash or compare a script class (caches are keyed by `id` and checked by
@@ -26,6 +31,7 @@ import collections
 import collections.abc
 import contextlib
 import enum
+import re
 import sys
 import types
 import typing
@@ -33,20 +39,26 @@ from typing import Any
 
 from .facades import clock_method
 from .rules import (
+    CLASS_ASSIGN_DUNDERS,
     CLOCK_ATTRIBUTES,
+    DEFINABLE_DUNDERS,
     FILTERED_ATTRIBUTES,
     FORMAT_ATTRIBUTES,
     attribute_refusal,
+    dunder_hint,
+    is_dunder,
     is_private,
     normalize,
 )
-from .stop import SandboxStop, find_stop
+from .stop import SandboxStop, due, find_stop, raise_due
 from .strformat import safe_format
 
 __all__ = [
     'MARK',
     'MARK_NAME',
     'check_private',
+    'class_refusal',
+    'namespace_refusal',
     'guarded_delattr',
     'guarded_getattr',
     'guarded_setattr',
@@ -68,10 +80,41 @@ _orig_build_class = builtins.__build_class__
 _TPFLAGS_TYPE_SUBCLASS = 1 << 31
 _TPFLAGS_MATCH_SELF = 1 << 22
 _TPFLAGS_HEAPTYPE = 1 << 9
+_TPFLAGS_IMMUTABLETYPE = 1 << 8
 
 MARK_NAME = '__corral_classmark__'
-#: The value every script class body stores under MARK_NAME (see `rewrite.py`).
-MARK = type('ScriptClassMark', (), {'__slots__': (), '__repr__': lambda self: '<script class mark>'})()
+
+
+class _BuildToken:
+    """What a class body stores under MARK_NAME: one per class statement, good while it runs."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return '<script class mark>'
+
+
+#: The class statements being built, innermost last (see `build_class`).
+_building: list[_BuildToken] = []
+
+
+class _Mark:
+    """`__corral_mark__` in the script's builtins: every class body ends with
+    `__corral_classmark__ = __corral_mark__()` (see `rewrite.py`), which stores the token of the
+    class statement being built. A metaclass can read it out of the namespace, but it marks only
+    a class made while that statement runs, and only one that passes `class_refusal`."""
+
+    __slots__ = ()
+
+    def __call__(self) -> _BuildToken:
+        return _building[-1] if _building else _BuildToken()
+
+    def __repr__(self) -> str:
+        return '<script class mark>'
+
+
+#: Also how the sandbox knows a builtins namespace is a script's (`modules._owned`).
+MARK = _Mark()
 
 _script_classes: dict[int, type] = {}
 
@@ -85,8 +128,10 @@ def is_script_class(cls: type) -> bool:
     """A class created by a class statement of the script (or by a reviewed factory for it)."""
     if _script_classes.get(id(cls)) is cls:
         return True
-    # a class still being created (its __init_subclass__ or __set_name__ is running) carries the mark
-    return _type_dict(cls).get(MARK_NAME) is MARK
+    # a class still being created (its __init_subclass__ or __set_name__ is running) carries the
+    # token of a class statement still running, and must already pass the class rule
+    token = _type_dict(cls).get(MARK_NAME)
+    return token is not None and any(token is live for live in _building) and class_refusal(cls) is None
 
 
 def register_class(cls: type) -> None:
@@ -425,17 +470,226 @@ def clock_attribute(obj: Any, name: str) -> Any:
 # ----- classes ---------------------------------------------------------------------------------
 
 def build_class(func: Any, name: Any, /, *bases: Any, **kwds: Any) -> Any:
-    """`__build_class__`: build as CPython does, then register the class if the script's body made it.
+    """`__build_class__`: build as CPython does, then check the class and register it as the script's.
 
-    The body ends with `__corral_classmark__ = MARK` (see `rewrite.py`); a class whose own dict
-    holds the mark was made from that body's namespace. The mark is then removed. A metaclass
-    returning some other class (`metaclass=lambda *a: asyncio.Queue`) gets no registration.
+    The body ends by storing this statement's token (see `_Mark`); the class the metaclass returns
+    is the script's when its own dict holds that token (the token is then removed) and it passes
+    `class_refusal`, which raises TypeError otherwise. A metaclass returning some other class
+    (`metaclass=lambda *a: asyncio.Queue`) gets no registration.
     """
-    cls = _orig_build_class(func, name, *bases, **kwds)
-    if _is_class(cls) and _type_dict(cls).get(MARK_NAME) is MARK:
-        register_class(cls)
+    token = _BuildToken()
+    _building.append(token)
+    try:
+        cls = _orig_build_class(func, name, *bases, **kwds)
+    finally:
+        _building.remove(token)
+    if _is_class(cls) and _type_dict(cls).get(MARK_NAME) is token:
         _type_delattr(cls, MARK_NAME)
+        refusal = class_refusal(cls)
+        if refusal is not None:
+            _defang(cls)
+            raise TypeError(refusal)
+        _check_subclasses(cls)
+        register_class(cls)
     return cls
+
+
+#: Dunder names a class's dict may hold besides those a class body may define: what CPython and
+#: the standard library's metaclasses put there (ABCMeta, EnumType, NamedTuple, TypedDict, Generic).
+_CREATED_DUNDERS = frozenset({
+    '__module__', '__annotations__', '__orig_bases__', '__parameters__', '__abstractmethods__',
+    '__required_keys__', '__optional_keys__', '__total__', '__getnewargs__',
+})
+#: What the rewrite itself stores in a class body: the lookups of its class patterns (`__corral_t<N>__`).
+_REWRITE_NAME = re.compile(r'__corral_t[0-9]+__')
+_default_mro = type.__dict__['mro']
+_GetSet = types.GetSetDescriptorType
+
+
+def _protocol_hook_code() -> Any:
+    class _Probe(typing.Protocol):
+        pass
+
+    return _type_dict(_Probe)['__subclasshook__'].__code__
+
+
+_PROTOCOL_HOOK_CODE = _protocol_hook_code()
+
+
+def _metaclasses_before_scripts() -> frozenset[int]:
+    """The ids of every metaclass this interpreter has before any script runs (the standard
+    library's): the foreign metaclasses a script class may have. Taken when the first script
+    builtins are made (`make_guards`), after the sandbox's modules are loaded."""
+    subclasses = type.__dict__['__subclasses__']
+    found: dict[int, type] = {id(type): type}
+    pending = [type]
+    while pending:
+        for sub in subclasses(pending.pop()):
+            if id(sub) not in found:
+                found[id(sub)] = sub
+                pending.append(sub)
+    return frozenset(found)
+
+
+_FOREIGN_METACLASSES: frozenset[int] = frozenset()
+
+
+def class_refusal(cls: type) -> str | None:
+    """Why `cls` cannot be a script class, or None: `namespace_refusal`, and its metaclass is the
+    standard library's or a class statement's (one made by calling `type` could have dodged the
+    check: a base's `__init_subclass__` that does not call `super()` skips `_init_subclass`)."""
+    refusal = namespace_refusal(cls)
+    if refusal is not None:
+        return refusal
+    for meta in _type_mro(type(cls)):
+        if meta is not object and id(meta) not in _FOREIGN_METACLASSES and _script_classes.get(id(meta)) is not meta:
+            return (
+                f"class {_type_name(cls)} cannot be made in the sandbox: its metaclass {_type_name(meta)} was not made by a "
+                f'class statement; define the metaclass with a class statement'
+            )
+    return None
+
+
+def namespace_refusal(cls: type) -> str | None:
+    """Why the script may not make `cls`, or None. The one rule for every class a script makes,
+    by a class statement, `type(name, bases, namespace)` under any name, `type.__new__` or a
+    metaclass, whatever the metaclass did to the namespace:
+
+    - its dict holds the names a class body may define (`rules.DEFINABLE_DUNDERS`,
+      `CLASS_ASSIGN_DUNDERS`) and what CPython and the standard library's metaclasses add, all
+      of them plain `str`: no `__getattribute__`, `__class__`, `__del__`, `__instancecheck__` ...;
+    - Python's own method resolution order, for it and its metaclasses (a metaclass's `mro()`
+      could hide a foreign base from the guards), and no `mro` defined by a metaclass.
+    """
+    name = _type_name(cls)
+    is_metaclass = bool(_type_flags(cls) & _TPFLAGS_TYPE_SUBCLASS)
+    for key, value in _type_dict(cls).items():
+        if type(key) is not str:
+            return f"class {name} cannot be made in the sandbox: its namespace has a key of type '{_type_name(type(key))}'; attribute names are strings"
+        if _refused_key(key, value, is_metaclass):
+            if key == 'mro':
+                return f"class {name} cannot define 'mro' in the sandbox: classes keep Python's method resolution order"
+            hint = dunder_hint(key)
+            text = f"class {name} cannot define '{key}' in the sandbox"
+            return f'{text}; {hint}' if hint else text
+    current: type = cls
+    while current is not type:
+        mro = _type_mro(current)
+        default = _default_mro(current)
+        if len(mro) != len(default) or any(a is not b for a, b in zip(mro, default)):
+            return f"class {name} cannot be made in the sandbox: the metaclass of {_type_name(current)} changes its method resolution order"
+        current = type(current)
+    return None
+
+
+def _refused_key(key: str, value: Any, is_metaclass: bool) -> bool:
+    if key == 'mro':
+        return is_metaclass
+    if not is_dunder(key):
+        return False
+    if key in DEFINABLE_DUNDERS or key in CLASS_ASSIGN_DUNDERS or key in _CREATED_DUNDERS or _REWRITE_NAME.fullmatch(key):
+        return False
+    if key == MARK_NAME and type(value) is _BuildToken:  # a class statement still being built
+        return False
+    if key in ('__dict__', '__weakref__') and type(value) is _GetSet:
+        return False
+    return not (key == '__subclasshook__' and type(value) is types.FunctionType and value.__code__ is _PROTOCOL_HOOK_CODE)
+
+
+def _defang(cls: type) -> None:
+    """Take what the rule refuses out of a class the script may still hold (a `__set_name__` or
+    `__init_subclass__` ran before the refusal and can keep it): no finalizer, no lying attributes."""
+    import gc
+
+    is_metaclass = bool(_type_flags(cls) & _TPFLAGS_TYPE_SUBCLASS)
+    for key, value in list(_type_dict(cls).items()):
+        if type(key) is str and _refused_key(key, value, is_metaclass):
+            try:
+                _type_delattr(cls, key)
+            except (TypeError, AttributeError):  # `__class__`: type's own descriptor answers the delete
+                del gc.get_referents(_type_dict(cls))[0][key]
+                sys._clear_type_cache()
+
+
+def _check_subclasses(cls: type) -> None:
+    """A class's own `__init_subclass__` (a function in its dict) takes the place of
+    `_init_subclass` for its subclasses: it is wrapped, so they are checked all the same."""
+    own = _type_dict(cls).get('__init_subclass__')
+    if type(own) is not classmethod or getattr(own, '_corral_checked', False):
+        return
+
+    def __init_subclass__(sub: type, /, *args: Any, **kwargs: Any) -> None:
+        _check_made(sub)
+        own.__get__(None, sub)(*args, **kwargs)
+
+    checked = classmethod(__init_subclass__)
+    checked._corral_checked = True  # type: ignore[attr-defined]
+    _type_setattr(cls, '__init_subclass__', checked)
+
+
+_object_init_subclass = object.__dict__['__init_subclass__']
+_CORRAL = __file__.rpartition('/language/')[0] + '/'
+
+
+def _made_by_script() -> bool:
+    """Whether the class being made (in `_init_subclass`) is made by the script's own code, or by
+    the standard library on its behalf (`abc.ABCMeta(name, bases, ns)`), not by corral's."""
+    frame: Any = sys._getframe(3)
+    try:
+        while frame is not None:
+            filename = frame.f_code.co_filename
+            if filename.startswith('<script '):
+                return True
+            if filename.startswith(_CORRAL):
+                return False
+            frame = frame.f_back
+        return False
+    finally:
+        del frame
+
+
+def _check_made(cls: type) -> None:
+    if _made_by_script():
+        refusal = namespace_refusal(cls)
+        if refusal is not None:
+            _defang(cls)
+            raise TypeError(refusal)
+        _check_subclasses(cls)
+
+
+def _init_subclass(cls: type, /, *args: Any, **kwargs: Any) -> None:
+    """`object.__init_subclass__`, which CPython calls as it makes every class whose bases do not
+    define their own (and a base's own is wrapped to do the same, `_check_subclasses`): a class
+    the script makes must pass `namespace_refusal`. (A class statement's class is checked again,
+    with its metaclass, when the statement ends: see `build_class`.)"""
+    _check_made(cls)
+    _object_init_subclass.__get__(None, cls)(*args, **kwargs)
+
+
+def _install_class_rule() -> None:
+    """Put `_init_subclass` in `object`'s own dict, where CPython's `type.__new__` finds it for
+    every class (object's dict is read-only from Python: it is reached through the garbage
+    collector's view of its proxy), and drop the cached lookups of the old one."""
+    import gc
+
+    if object.__dict__['__init_subclass__'] is not _object_init_subclass:
+        return
+    (real,) = gc.get_referents(object.__dict__)
+    real['__init_subclass__'] = classmethod(_init_subclass)
+    sys._clear_type_cache()
+    # the classes that define their own `__init_subclass__` (random.Random's does not call
+    # super()) check their subclasses too; a type of C code cannot be changed (zoneinfo.ZoneInfo)
+    subclasses = type.__dict__['__subclasses__']
+    seen: set[int] = set()
+    pending: list[type] = [object]
+    while pending:
+        for cls in subclasses(pending.pop()):
+            if id(cls) in seen:
+                continue
+            seen.add(id(cls))
+            pending.append(cls)
+            if _type_flags(cls) & _TPFLAGS_HEAPTYPE and not _type_flags(cls) & _TPFLAGS_IMMUTABLETYPE:
+                _check_subclasses(cls)
 
 
 # ----- with ------------------------------------------------------------------------------------
@@ -464,7 +718,7 @@ class _With:
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> Any:
         suppress = self._exit(self._cm, exc_type, exc, tb)
-        if exc is not None and find_stop(exc) is not None:
+        if exc is not None and (due() is not None or find_stop(exc) is not None):
             return False
         return suppress
 
@@ -489,7 +743,7 @@ class _AsyncWith:
 
     async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> Any:
         suppress = await self._exit(self._cm, exc_type, exc, tb)
-        if exc is not None and find_stop(exc) is not None:
+        if exc is not None and (due() is not None or find_stop(exc) is not None):
             return False
         return suppress
 
@@ -504,9 +758,11 @@ _exception_cause = BaseException.__dict__['__cause__'].__get__
 
 
 def reraise_stop() -> None:
-    """First statement of every handler: a SandboxStop being handled is raised again, also one
-    that an exception raised in a `finally` block or an `__exit__` replaced (it is that
-    exception's context: `except ValueError` would otherwise handle the stop away)."""
+    """First statement of every handler: once the worker has raised a stop, it is raised again
+    here, whatever the handler caught (see `stop.py`). A stop the script holds and raised itself
+    (`raise task.exception()`) is raised again too, also when an exception raised in a `finally`
+    block or an `__exit__` replaced it (it is that exception's context)."""
+    raise_due()
     error = _exc_info()[1]
     seen = 0
     while error is not None and seen < 100:  # contexts can form a cycle; a stop is near the top
@@ -708,6 +964,11 @@ def make_guards(match_specs: list[tuple[tuple[str, ...], int, tuple[str, ...]]])
     import operator
 
     from .rewrite import INPLACE
+
+    global _FOREIGN_METACLASSES
+    if not _FOREIGN_METACLASSES:
+        _FOREIGN_METACLASSES = _metaclasses_before_scripts()
+        _install_class_rule()
 
     inplace = {f'__corral_{name}__': getattr(operator, name) for name in INPLACE.values()}
     return {

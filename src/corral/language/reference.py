@@ -49,7 +49,6 @@ Refused before the script runs (a `SyntaxError` naming the construct and what to
   below, and the attributes of frames, code, tracebacks, generators, coroutines and the event loop
   (`f_globals`, `co_code`, `tb_frame`, `gi_frame`, `cr_frame`, `ag_frame`, `get_loop`, ...);
 - `type(name, bases, namespace)`: write a class statement;
-- `return`, `break` or `continue` directly in a `finally` block;
 - a `match` pattern that reads `format`, `format_map`, `now`, `today` or `utcnow` (a class
   pattern's keyword, the dotted name of a value pattern or of a mapping pattern's key; a class's
   `__match_args__` naming one fails at run time): match without it and read the attribute in the

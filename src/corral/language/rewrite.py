@@ -14,7 +14,7 @@ Ordinary code is left alone, so it runs at CPython speed. After `validate`, the 
   `__exit__` cannot suppress a `SandboxStop`;
 - class patterns that read attributes (`case P(x, y)`, `case P(_x=v)`) to look their class up
   through `__corral_match__`, which checks `__match_args__` and the subject at match time;
-- every class body to end with `__corral_classmark__ = __corral_mark__`, which marks the class
+- every class body to end with `__corral_classmark__ = __corral_mark__()`, which marks the class
   as the script's own (see `guards.build_class`).
 
 The `__corral...` names live in the script's builtins; the validator refuses them in scripts.
@@ -111,7 +111,7 @@ class _Rewriter(NodeTransformer):
         anchor = node.body[-1] if node.body else node
         mark = ast.Assign(
             targets=[ast.copy_location(ast.Name(id='__corral_classmark__', ctx=ast.Store()), anchor)],
-            value=_name('__corral_mark__', anchor),
+            value=_call('__corral_mark__', anchor),
         )
         body.append(ast.copy_location(mark, anchor))
         node.body = [ast.copy_location(ast.Global(names=list(GUARD_NAMES)), node.body[0] if node.body else node), *body]

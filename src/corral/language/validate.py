@@ -18,8 +18,7 @@ What is refused (the tables are in `rules.py`):
   would turn every annotation into a string for something to evaluate later);
 - keyword sub-patterns (`case P(__class__=x)`) with refused names, and private attributes in value
   patterns (`case obj._x:`), which no guard can check;
-- `type(name, bases, namespace)`;
-- `return`, `break` and `continue` directly in a `finally` block (they would swallow a stop).
+- `type(name, bases, namespace)`.
 """
 
 from __future__ import annotations
@@ -112,8 +111,6 @@ class _Validator(NodeVisitor):
         self._lines = source.splitlines()
         # 'module', 'class' or 'function', innermost last
         self._scopes: list[str] = ['module']
-        # per function scope: a stack of 'finally' / 'loop' markers, innermost last
-        self._blocks: list[list[str]] = [[]]
 
     # ----- helpers -------------------------------------------------------------------------------
 
@@ -176,7 +173,6 @@ class _Validator(NodeVisitor):
             if default is not None:
                 self.visit(default)
         self._scopes.append('function')
-        self._blocks.append([])
         try:
             if isinstance(node, ast.Lambda):
                 self.visit(node.body)
@@ -185,7 +181,6 @@ class _Validator(NodeVisitor):
                     self.visit(statement)
         finally:
             self._scopes.pop()
-            self._blocks.pop()
 
     def _check_function_name(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         name = node.name
@@ -219,13 +214,11 @@ class _Validator(NodeVisitor):
         for item in [*node.decorator_list, *node.bases, *node.keywords]:
             self.visit(item)
         self._scopes.append('class')
-        self._blocks.append([])
         try:
             for statement in node.body:
                 self.visit(statement)
         finally:
             self._scopes.pop()
-            self._blocks.pop()
 
     def _visit_comprehension(self, node: ast.ListComp | ast.SetComp | ast.DictComp | ast.GeneratorExp) -> None:
         # the first iterable is evaluated in the enclosing scope; the rest in the comprehension's own
@@ -332,77 +325,12 @@ class _Validator(NodeVisitor):
         for name in node.names:
             self._check_plain_name(name, node, "name in 'nonlocal'")
 
-    # ----- exceptions and finally ----------------------------------------------------------------
+    # ----- exceptions ----------------------------------------------------------------------------
 
     def visit_ExceptHandler(self, node: ast.ExceptHandler) -> None:
         if node.name is not None:
             self._check_plain_name(node.name, node, 'exception name')
         self.generic_visit(node)
-
-    def _visit_try(self, node: ast.Try | ast.TryStar) -> None:
-        for statement in node.body:
-            self.visit(statement)
-        for handler in node.handlers:
-            self.visit(handler)
-        for statement in node.orelse:
-            self.visit(statement)
-        blocks = self._blocks[-1]
-        blocks.append('finally')
-        try:
-            for statement in node.finalbody:
-                self.visit(statement)
-        finally:
-            blocks.pop()
-
-    visit_Try = visit_TryStar = _visit_try
-
-    def _visit_loop(self, node: ast.For | ast.AsyncFor | ast.While) -> None:
-        if isinstance(node, ast.While):
-            self.visit(node.test)
-        else:
-            self.visit(node.target)
-            self.visit(node.iter)
-        blocks = self._blocks[-1]
-        blocks.append('loop')
-        try:
-            for statement in node.body:
-                self.visit(statement)
-        finally:
-            blocks.pop()
-        for statement in node.orelse:
-            self.visit(statement)
-
-    visit_For = visit_AsyncFor = visit_While = _visit_loop
-
-    def _check_jump(self, node: ast.stmt, keyword: str) -> None:
-        blocks = self._blocks[-1]
-        if keyword == 'return':
-            inside = 'finally' in blocks
-        else:  # break/continue leave the innermost loop: refused when a finally lies between
-            inside = False
-            for block in reversed(blocks):
-                if block == 'loop':
-                    break
-                if block == 'finally':
-                    inside = True
-                    break
-        if inside:
-            raise _Refused(
-                f"'{keyword}' directly in a 'finally' block is not allowed in the sandbox: it would swallow the "
-                f"exception being raised; move it after the try statement",
-                node,
-                self._span_of_word(node, keyword),
-            )
-
-    def visit_Return(self, node: ast.Return) -> None:
-        self._check_jump(node, 'return')
-        self.generic_visit(node)
-
-    def visit_Break(self, node: ast.Break) -> None:
-        self._check_jump(node, 'break')
-
-    def visit_Continue(self, node: ast.Continue) -> None:
-        self._check_jump(node, 'continue')
 
     # ----- match ---------------------------------------------------------------------------------
 

@@ -20,6 +20,7 @@ from typing import Any
 
 from ..channel import CALL, COMPILE, DONE, FAIL, FEED, OUTPUT, POLL_SECONDS, REPLY, FrameReader, ProtocolError, frame, poll
 from ..language import catalog, hostio
+from ..language import stop as stopping
 from ..language import EXCEPTIONS, CompiledScript, SandboxStop, compile_script, compile_unguarded, find_stop, import_module, make_builtins
 from ..values import pack, unpack
 
@@ -114,10 +115,11 @@ class Worker:
         self._script_name = 'main.py'
         self._modules: dict[str, types.ModuleType] = {}
         self._host_names: set[str] = set()
-        self._builtins = make_builtins(print=self._print, import_=self._import)
         hostio.install(self._call_sync)  # files, environment, clock and seed, through the host
-        self._compile_script = compile_script
-        if not guarded:  # the language layer skipped: plain Python, real builtins (see Pool(skip_layers=))
+        if guarded:
+            self._builtins = make_builtins(print=self._print, import_=self._import)
+            self._compile_script = compile_script
+        else:  # the language layer skipped: plain Python, real builtins (see Pool(skip_layers=))
             self._builtins = {**vars(builtins), 'print': self._print}
             self._compile_script = compile_unguarded
         self._globals: dict[str, Any] = {'__name__': '__main__', '__builtins__': self._builtins}
@@ -367,6 +369,7 @@ class Worker:
         if wall_time:
             signal.setitimer(signal.ITIMER_REAL, wall_time)
         failure: BaseException | None = None
+        value: Any = None
         try:
             if script.is_async or script.imports_asyncio or 'asyncio' in self._globals:
                 value = self._loop.run_until_complete(_FeedTask(self._run_async(script), loop=self._loop))
@@ -375,9 +378,13 @@ class Worker:
         except BaseException as error:  # the script's own exception, whatever its type
             failure = error
         finally:
-            if wall_time:
-                signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            stopping.release()
             self._pending_stop = None
+        if self._stops and not any(find_stop(failure) is own for own in self._stops):
+            # a stop was due: whatever the script did after it (ended, or raised something else),
+            # the feed ends with the limit
+            failure, value = self._stops[0], None
         self._end_leftover_tasks()
         if failure is not None:
             self._send_failure(failure)
@@ -390,10 +397,14 @@ class Worker:
             return
         self._sock.sendall(data)
 
-    def _stop(self, limit: str) -> SandboxStop:
-        """A stop for `limit`, remembered as this feed's own (see `_send_failure`)."""
+    def _stop(self, limit: str, frame: types.FrameType | None = None) -> SandboxStop:
+        """A stop for `limit`, to raise in the script (`frame` is where, if known): remembered as
+        this feed's own (see `_send_failure`), and due from now on (see `stop.py`); the stop
+        timer ticks every `stop.REPEAT_SECONDS` until the feed ends, to trace the script again."""
         stop = SandboxStop(limit)
         self._stops.append(stop)
+        stopping.enforce(stop, frame if frame is not None else sys._getframe(1), self._script_files)
+        signal.setitimer(signal.ITIMER_REAL, stopping.REPEAT_SECONDS, stopping.REPEAT_SECONDS)
         return stop
 
     def _send_failure(self, error: BaseException) -> None:
@@ -412,6 +423,8 @@ class Worker:
             return
         exc_type, template = _LIMIT_MESSAGES[limit]
         message = template.format(self._limits.get(limit))
+        if stop is not None:  # its traceback is where it was last raised; what it was raised over is noise
+            stop.__cause__ = stop.__context__ = None
         frames = self._format_traceback(stop if stop is not None else error).splitlines()
         while frames and not frames[-1].startswith(' '):  # the exception's own lines
             frames.pop()
@@ -419,15 +432,33 @@ class Worker:
         self._send([FAIL, 'limit', limit, message, display])
 
     def _on_stop_signal(self, signum: int, frame: types.FrameType | None) -> None:
-        """SIGALRM (wall time) and SIGXCPU (CPU time): stop the script, where that is safe."""
-        limit = 'cpu_time' if signum == signal.SIGXCPU else self._pending_stop or 'wall_time'
+        """SIGALRM (wall time, and the stop timer's ticks) and SIGXCPU (CPU time): stop the
+        script, where that is safe; once a stop is due, trace the script again and raise it again."""
+        if stopping.due() is not None:
+            stopping.rearm(frame)
+            if self._in_script(frame):
+                stopping.raise_due()
+            return
         filename = frame.f_code.co_filename if frame is not None else ''
+        limit = 'cpu_time' if signum == signal.SIGXCPU else self._pending_stop or 'wall_time'
         if filename.startswith(_SHIELDED):
             self._pending_stop = limit
             signal.setitimer(signal.ITIMER_REAL, _STOP_RETRY)
             return
         self._pending_stop = None
-        raise self._stop(limit)
+        raise self._stop(limit, frame)
+
+    def _in_script(self, frame: types.FrameType | None) -> bool:
+        """Whether `frame` is the script's, or code the script called (not the worker's or asyncio's
+        on the script's behalf: the event loop waiting in `selectors` is not)."""
+        while frame is not None:
+            filename = frame.f_code.co_filename
+            if filename in self._script_files:
+                return True
+            if filename.startswith(_SHIELDED):
+                return False
+            frame = frame.f_back
+        return False
 
     def _run(self, script: CompiledScript) -> Any:
         """Run a script without top-level `await`, and return its value."""
@@ -460,11 +491,12 @@ class Worker:
 
         Each is cancelled; one still running `_CANCEL_GRACE` seconds later (it swallowed the
         `CancelledError`, or it computes without awaiting) gets a `SandboxStop` at the point it
-        waits, or from the stop signal while it computes: no handler of the script can swallow
-        that. Callbacks queued as they end run here too, not in the next feed (a stop leaves the
-        loop with them still queued), and so does what the script left in reference cycles. The
-        feed's own outcome stands. Tasks or callbacks left after `_END_ATTEMPTS` rounds (each
-        stop unwinds one `finally` that awaits again) fail the feed and end the worker, and with
+        waits, or from the stop signal while it computes: once that stop is due no line of the
+        script runs (see `stop.py`); after a feed a stop ended, it is due from the start.
+        Callbacks queued as they end run here too, not in the next feed (a stop leaves the loop
+        with them still queued), and so does what the script left in reference cycles; the
+        timers the feed scheduled are cancelled. The feed's own outcome stands. Tasks or
+        callbacks left after `_END_ATTEMPTS` rounds fail the feed and end the worker, and with
         it the session; code a task runs in C past the stops ends the session too, the host
         killing the worker after `Limits.grace`.
         """
@@ -480,7 +512,11 @@ class Worker:
         for attempt in range(_END_ATTEMPTS):
             tasks = [task for task in asyncio.all_tasks(loop) if not task.done()]
             if not tasks and not loop._ready:  # type: ignore[attr-defined]
-                return  # nothing left, not even a callback queued as a task ended under a stop
+                break  # nothing left, not even a callback queued as a task ended under a stop
+            if attempt == 0 and self._stops:
+                # the feed ended by a stop (one raised in the event loop leaves the feed's task
+                # pending): the stop stays due, so the tasks end without running a line
+                stopping.enforce(self._stops[0], None, self._script_files)
             for task in tasks:
                 if attempt == 0:
                     task.cancel()
@@ -495,7 +531,11 @@ class Worker:
                 pass
             finally:
                 signal.setitimer(signal.ITIMER_REAL, 0)
+                stopping.release()
                 self._pending_stop = None
+        # timers the feed scheduled (an `asyncio.timeout` it entered and never left) end with it
+        for timer in loop._scheduled:  # type: ignore[attr-defined]
+            timer.cancel()
         if loop._ready or any(not task.done() for task in asyncio.all_tasks(loop)):  # type: ignore[attr-defined]  # they would run in the next feed
             message = f'tasks the script started did not end with its feed (cancelled, then stopped {_END_ATTEMPTS - 1} times); the session is over'
             self._send([FAIL, 'runtime', 'RuntimeError', message, f'RuntimeError: {message}'])
