@@ -17,6 +17,7 @@ from .errors import (
     SandboxSyntaxError,
     SandboxTypingError,
     SandboxWorkerError,
+    StubError,
 )
 from .host.external import ExternalModule
 from .host.os_access import Mount, OsAccess
@@ -44,6 +45,7 @@ __all__ = [
     'SandboxTypingError',
     'SandboxWorkerError',
     'Session',
+    'StubError',
     'SyncPool',
     'SyncSession',
 ]

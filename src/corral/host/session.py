@@ -24,10 +24,11 @@ from ..errors import (
     SandboxSyntaxError,
     SandboxTypingError,
     SandboxWorkerError,
+    StubError,
 )
 from ..limits import Limits
-from ..values import describe_type, pack, unpack
-from .external import ExternalModule, exception_payload, is_async_callable
+from ..values import UNPACKABLE_RESULT, describe_type, pack, unpack
+from .external import ExternalModule, exception_payload, is_async_callable, missing_functions
 from .os_access import Mount, OsAccess, SystemCalls
 from .workers import WorkerProcess
 
@@ -104,6 +105,7 @@ class Session:
         self._span_context: otel_context.Context | None = None
         self._call_tasks: set[asyncio.Task[None]] = set()
         self._system = _system_calls(os_access, mounts, random_seed)
+        self._lookup_checked = not type_check  # the stubs' functions against the first external_lookup
 
     @property
     def random_seed(self) -> int:
@@ -113,6 +115,8 @@ class Session:
     # ----- lifecycle -----------------------------------------------------------------------------
 
     async def __aenter__(self) -> Session:
+        if self._type_check:
+            await self._check_stubs()
         worker = await self._pool._take_worker(self.limits)
         loop = asyncio.get_running_loop()
         self._transport, _ = await loop.connect_accepted_socket(lambda: _Protocol(self), worker.sock)
@@ -121,6 +125,18 @@ class Session:
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
+
+    async def _check_stubs(self) -> None:
+        """Raise `StubError` for stubs ty finds errors in, or an external module's stub of a function
+        the module does not have: either would leave a script's use of it unchecked."""
+        for name, module in self._modules.items():
+            problem = missing_functions(module.stubs, module.functions, f'external module {name!r}')
+            if problem is not None:
+                raise StubError(problem)
+        modules = {name: module.stubs or '' for name, module in self._modules.items()}
+        diagnostics = await self._pool._type_checker().check_stubs(self._stubs, modules)
+        if diagnostics is not None:
+            raise StubError(f'ty finds errors in the stubs, which would leave their functions unchecked:\n{diagnostics}', diagnostics=diagnostics)
 
     async def aclose(self) -> None:
         """Kill the worker and end the session. Safe to call twice."""
@@ -171,9 +187,26 @@ class Session:
                 value = await self._feed(code, lookup, print_callback or _print_to_stdout)
             except SandboxError as error:
                 span.set_status(trace.Status(trace.StatusCode.ERROR, type(error).__name__))
+                self._remember_ran(code, error)
                 raise
             self._context.append(code)
             return value
+
+    def _remember_ran(self, code: str, error: SandboxError) -> None:
+        """Keep, as context of the next type check, the part of a failed script that ran: the names
+        it bound stay in the worker (see `typecheck.ran_part`)."""
+        if not self._type_check or self._dead is not None:
+            return
+        from ..typecheck import failing_line, ran_part  # as the pool does: loaded when checks are on
+
+        if isinstance(error, SandboxRuntimeError) and error.exc_type == 'TypeError' and error.message.startswith(UNPACKABLE_RESULT):
+            part = code  # it ran to its end
+        elif isinstance(error, (SandboxRuntimeError, SandboxLimitError)):
+            part = ran_part(code, failing_line(error.display(), self.script_name))
+        else:  # nothing ran
+            return
+        if part.strip():
+            self._context.append(part)
 
     async def _feed(self, code: str, lookup: dict[str, Callable[..., Any]], print_callback: PrintCallback) -> Any:
         limits = self.limits
@@ -191,6 +224,11 @@ class Session:
             diagnostics = await check
             if diagnostics is not None:
                 raise SandboxTypingError(diagnostics)
+            if not self._lookup_checked:
+                problem = missing_functions(self._stubs, lookup, 'the external_lookup of the first feed')
+                if problem is not None:
+                    raise StubError(problem)
+                self._lookup_checked = True
         functions = {name: is_async_callable(function) for name, function in lookup.items()}
         modules = {
             name: {fname: is_async_callable(f) for fname, f in module.functions.items()}

@@ -16,6 +16,7 @@ from ..errors import SandboxError, SandboxLimitError, SandboxRuntimeError, Sandb
 from ..host.os_access import Mount, OsAccess
 from ..host.session import Session
 from ..limits import Limits
+from ..values import UNPACKABLE_RESULT
 
 __all__ = [
     'CallRecord',
@@ -352,8 +353,6 @@ class ScriptOutcome:
     error: SandboxError | None = None
 
 
-_UNPACKABLE = 'the value of the last expression cannot leave the sandbox'
-
 #: Expression nodes whose evaluation calls nothing of the script's (no host calls, no side effects
 #: beyond attribute and item reads), so evaluating one a second time is safe.
 _PURE_NODES = (
@@ -428,7 +427,7 @@ async def run_script(session: Session, code: str, lookup: Mapping[str, Callable[
         elif ending.kind in ('other', 'empty') and outcome.value is None:
             outcome.note = 'The script did not end with an expression, so it has no value to return.'
     except SandboxRuntimeError as error:
-        if not (error.exc_type == 'TypeError' and error.message.startswith(_UNPACKABLE)):
+        if not (error.exc_type == 'TypeError' and error.message.startswith(UNPACKABLE_RESULT)):
             outcome.error = error
         elif ending.kind == 'expression' and ending.pure:
             fetch = ending.source
@@ -451,7 +450,7 @@ async def _fetch(session: Session, source: str) -> Any:
     try:
         return await session.feed_run(source, print_callback=_ignore)
     except SandboxRuntimeError as error:
-        if error.exc_type == 'TypeError' and error.message.startswith(_UNPACKABLE):
+        if error.exc_type == 'TypeError' and error.message.startswith(UNPACKABLE_RESULT):
             return _Repr(await session.feed_run(f'repr({source})', print_callback=_ignore))
         raise
 

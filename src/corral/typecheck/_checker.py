@@ -143,6 +143,8 @@ class TypeChecker:
     timeout: float = 60.0
     #: Idle folders kept for reuse.
     max_idle_slots: int = 4
+    #: Sets of stubs whose own diagnostics (`check_stubs`) are kept.
+    stub_checks_kept: int = 64
 
     def __init__(self) -> None:
         self._root: str | None = None
@@ -156,6 +158,7 @@ class TypeChecker:
         self._typeshed_bin: str | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._slots: set[_Slot] = set()
+        self._stub_checks: dict[tuple[str | None, tuple[tuple[str, str], ...]], asyncio.Task[str | None]] = {}
 
     # ------------------------------------------------------------------ setup
 
@@ -267,14 +270,7 @@ class TypeChecker:
             # names and types; their own diagnostics are dropped afterwards. The warm
             # server's quick check needs only those the new code depends on.
             quick_prefix, quick_offset = _joined(relevant_context(context, code))
-            if self._typeshed_bin != self._ty_bin:
-                # the sandbox's standard library stubs: built once per process, in a thread
-                assert self._ty_bin is not None
-                try:
-                    self._typeshed = await asyncio.to_thread(sandbox_typeshed, self._ty_bin)
-                except RuntimeError:  # not a ty binary we can read: ty's own typeshed, and its own errors
-                    self._typeshed = None
-                self._typeshed_bin = self._ty_bin
+            await self._load_typeshed()
             # the server gets the script's text with the request; only `ty check` reads its file
             changed = slot.sync({**wanted, script_name: slot.files.get(script_name, '')})
             server = self._serve(slot)
@@ -290,6 +286,65 @@ class TypeChecker:
         finally:
             self._release(slot, ok)
             _syntax.forget()  # no tree of this script is kept past its check
+
+    async def _load_typeshed(self) -> None:
+        """The sandbox's standard library stubs: built once per process, in a thread."""
+        if self._typeshed_bin != self._ty_bin:
+            assert self._ty_bin is not None
+            try:
+                self._typeshed = await asyncio.to_thread(sandbox_typeshed, self._ty_bin)
+            except RuntimeError:  # not a ty binary we can read: ty's own typeshed, and its own errors
+                self._typeshed = None
+            self._typeshed_bin = self._ty_bin
+
+    async def check_stubs(self, stubs: str | None, modules: Mapping[str, str] = {}) -> str | None:
+        """ty's diagnostics of the stub files themselves, or None when they have no error.
+
+        A stub ty cannot read (a misspelled import such as `from typing import Litteral`, an
+        undefined type, a syntax error) does not fail a script's check: the function it declares
+        is then left unchecked, silently. The text is ty's, with the files named as in a script's
+        diagnostics (`repl_type_stubs.pyi`, `<module>.pyi`). The answer for the same stubs is kept
+        (the last `stub_checks_kept` sets), so a pool's checkouts pay for it once.
+        """
+        key = (stubs, tuple(sorted(modules.items())))
+        task = self._stub_checks.get(key)
+        if task is not None and task.done() and not task.cancelled() and task.exception() is None:
+            return task.result()
+        if task is None:
+            task = self._stub_checks[key] = asyncio.get_running_loop().create_task(self._check_stubs(stubs, modules))
+            while len(self._stub_checks) > self.stub_checks_kept:
+                del self._stub_checks[next(iter(self._stub_checks))]
+        try:
+            return await asyncio.shield(task)  # shared: a cancelled checkout leaves it to the others
+        except RuntimeError:
+            if self._stub_checks.get(key) is task:
+                del self._stub_checks[key]
+            raise
+
+    async def _check_stubs(self, stubs: str | None, modules: Mapping[str, str]) -> str | None:
+        wanted = {_CONFIG_FILE: ''}
+        wanted.update(_module_files(modules, 'main.py'))
+        if stubs is not None:
+            wanted[f'{STUBS_MODULE}.pyi'] = stubs
+        if len(wanted) == 1:
+            return None
+        slot = self._acquire()
+        ok = False
+        try:
+            await self._load_typeshed()
+            slot.sync(wanted)
+            stdout = await self._run_ty(slot, '.')
+            ok = True
+        finally:
+            self._release(slot, ok)
+        if self._typeshed is not None:
+            stdlib = self._typeshed.stdlib
+            for root in sorted({stdlib, os.path.realpath(stdlib)}, key=len, reverse=True):
+                stdout = stdout.replace(root + os.sep, 'stdlib/')
+        diagnostics = [d for d in stdout.strip().split('\n\n') if d and not d.startswith(('Found ', 'All checks passed'))]
+        if not any(d.startswith(('error[', 'fatal[')) for d in diagnostics):
+            return None
+        return self._scrub('\n\n'.join(diagnostics), slot)
 
     async def _clean(
         self, server: TyServer, slot: _Slot, changed: list[str], text: str, code: str, offset: int, script_name: str, host_modules: frozenset[str]
