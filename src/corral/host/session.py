@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import contextvars
 import inspect
+import re
 import secrets
 import socket
 import sys
@@ -47,6 +48,8 @@ _tracer = trace.get_tracer('corral')
 _DECODE_BUDGET = 0.25
 _DECODE_RATE = 20e6
 _PEEK = int(socket.MSG_PEEK | socket.MSG_DONTWAIT)  # an int: or-ing the flags costs more than the call
+#: The first line of one of ty's diagnostics (`error[invalid-argument-type]: ...`): its rule name.
+_DIAGNOSTIC_HEADER = re.compile(r'^(?:error|warning|info)\[([a-z0-9-]+)\]: ', re.MULTILINE)
 _LIMIT_FIELDS = frozenset({'wall_time', 'cpu_time', 'output', 'host_calls', 'memory', 'recursion'})
 
 
@@ -255,14 +258,24 @@ class Session:
             self._lookup = {}
 
     async def _check_types(self, code: str) -> str | None:
-        with _tracer.start_as_current_span('type check'):
-            return await self._pool._type_checker().check(
+        """ty's diagnostics of `code`, or None; the `type check` span records the outcome:
+        `outcome` (`'passed'` or `'failed'`), and for a failure `diagnostics` (how many) and
+        `rules` (their rule names, e.g. `invalid-argument-type`, each once, in order)."""
+        with _tracer.start_as_current_span('type check') as span:
+            diagnostics = await self._pool._type_checker().check(
                 code,
                 script_name=self.script_name,
                 stubs=self._stubs,
                 modules={name: module.stubs or '' for name, module in self._modules.items()},
                 context=self._context,
             )
+            if span.is_recording():
+                if diagnostics is None:
+                    span.set_attribute('outcome', 'passed')
+                else:
+                    rules = _DIAGNOSTIC_HEADER.findall(diagnostics)
+                    span.set_attributes({'outcome': 'failed', 'diagnostics': len(rules), 'rules': list(dict.fromkeys(rules))})
+            return diagnostics
 
     async def _exchange(self, message: list[Any], *, timeout: float | None) -> Any:
         """Send `message` and wait for the worker's DONE (its value) or FAIL (raised).
