@@ -279,6 +279,24 @@ async def test_printed_output_goes_to_the_callback_in_order(session):
     assert seen == [('stdout', 'a 1\n'), ('call', 'x'), ('stdout', 'b')]
 
 
+async def test_writes_to_sys_stderr_reach_the_callback_as_stderr(session):
+    seen = []
+    code = (
+        'import sys, pprint\nprint("e", 1, file=sys.stderr)\nsys.stderr.write("w")\nsys.stderr.writelines(["x", "y"])\n'
+        'print("o", file=sys.stdout)\nsys.stdout.write("s")\npprint.pprint([1])\nprint("p")'
+    )
+    await session.feed_run(code, print_callback=lambda stream, text: seen.append((stream, text)))
+    assert seen == [
+        ('stderr', 'e 1\n'), ('stderr', 'w'), ('stderr', 'x'), ('stderr', 'y'),
+        ('stdout', 'o\n'), ('stdout', 's'), ('stdout', '[1]'), ('stdout', '\n'), ('stdout', 'p\n'),
+    ]
+
+
+async def test_by_default_stderr_writes_go_to_the_hosts_stderr(session, capsys):
+    await session.feed_run('import sys\nprint("out")\nprint("err", file=sys.stderr)')
+    assert capsys.readouterr() == ('out\n', 'err\n')
+
+
 async def test_a_worker_killed_mid_feed_ends_its_session_not_the_host(pool):
     async with pool.checkout() as session:
         def kill_me():

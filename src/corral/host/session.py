@@ -38,7 +38,8 @@ if TYPE_CHECKING:
 
 __all__ = ['Session', 'PrintCallback']
 
-#: Receives the script's printed text as `(stream, text)`; `stream` is `'stdout'`.
+#: Receives the script's printed text as `(stream, text)`; `stream` is `'stderr'` for what the script
+#: wrote to `sys.stderr` (`print(..., file=sys.stderr)`, `sys.stderr.write()`), `'stdout'` otherwise.
 PrintCallback = Callable[[str, str], None]
 
 _tracer = trace.get_tracer('corral')
@@ -59,8 +60,8 @@ def _tracing() -> bool:
     return not isinstance(trace.get_tracer_provider(), (trace.ProxyTracerProvider, trace.NoOpTracerProvider))
 
 
-def _print_to_stdout(stream: str, text: str) -> None:
-    sys.stdout.write(text)
+def _print_to_host(stream: str, text: str) -> None:
+    (sys.stderr if stream == 'stderr' else sys.stdout).write(text)
 
 
 class Session:
@@ -103,7 +104,7 @@ class Session:
         self._context: list[str] = []
         self._done: asyncio.Future[Any] | None = None
         self._lookup: Mapping[str, Callable[..., Any]] = {}
-        self._print: PrintCallback = _print_to_stdout
+        self._print: PrintCallback = _print_to_host
         self._calls = 0
         self._span_context: otel_context.Context | None = None
         self._call_tasks: set[asyncio.Task[None]] = set()
@@ -166,7 +167,8 @@ class Session:
 
         The value is None when the last statement is not an expression. `external_lookup` maps
         names the script can call to host functions, sync or async; `print_callback` receives the
-        script's printed output (default: the host's stdout).
+        script's printed output as `(stream, text)` (default: the host's stdout, and its stderr for
+        what the script wrote to `sys.stderr`).
 
         Raises `SandboxTypingError` (the check failed; nothing ran), `SandboxSyntaxError`,
         `SandboxRuntimeError` (an uncaught exception in the script), `SandboxLimitError`,
@@ -187,7 +189,7 @@ class Session:
             if span.is_recording():
                 span.set_attributes({'code': code, 'script_name': self.script_name})
             try:
-                value = await self._feed(code, lookup, print_callback or _print_to_stdout)
+                value = await self._feed(code, lookup, print_callback or _print_to_host)
             except SandboxError as error:
                 span.set_status(trace.Status(trace.StatusCode.ERROR, type(error).__name__))
                 self._remember_ran(code, error)

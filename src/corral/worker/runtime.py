@@ -20,6 +20,7 @@ from typing import Any
 
 from ..channel import CALL, COMPILE, DONE, FAIL, FEED, OUTPUT, POLL_SECONDS, REPLY, FrameReader, ProtocolError, frame, poll
 from ..language import catalog, hostio
+from ..language.facades import stderr as _STDERR
 from ..language import EXCEPTIONS, CompiledScript, SandboxStop, compile_script, compile_unguarded, find_stop, import_module, make_builtins
 from ..values import UNPACKABLE_RESULT, pack, unpack
 
@@ -278,7 +279,7 @@ class Worker:
         limit = self._limits.get('output')
         if limit is not None and self._output > limit:
             raise self._stop('output')
-        self._send([OUTPUT, 'stdout', text])
+        self._send([OUTPUT, 'stderr' if file is _STDERR else 'stdout', text])
 
     # ----- feeds ---------------------------------------------------------------------------------
 
