@@ -36,7 +36,7 @@ from .workers import WorkerProcess
 if TYPE_CHECKING:
     from .pool import Pool
 
-__all__ = ['Session', 'PrintCallback']
+__all__ = ['Session', 'PrintCallback', 'print_to_host']
 
 #: Receives the script's printed text as `(stream, text)`; `stream` is `'stderr'` for what the script
 #: wrote to `sys.stderr` (`print(..., file=sys.stderr)`, `sys.stderr.write()`), `'stdout'` otherwise.
@@ -60,7 +60,8 @@ def _tracing() -> bool:
     return not isinstance(trace.get_tracer_provider(), (trace.ProxyTracerProvider, trace.NoOpTracerProvider))
 
 
-def _print_to_host(stream: str, text: str) -> None:
+def print_to_host(stream: str, text: str) -> None:
+    """The default `PrintCallback`: the script's output to the host's stdout, or its stderr."""
     (sys.stderr if stream == 'stderr' else sys.stdout).write(text)
 
 
@@ -104,7 +105,7 @@ class Session:
         self._context: list[str] = []
         self._done: asyncio.Future[Any] | None = None
         self._lookup: Mapping[str, Callable[..., Any]] = {}
-        self._print: PrintCallback = _print_to_host
+        self._print: PrintCallback = print_to_host
         self._calls = 0
         self._span_context: otel_context.Context | None = None
         self._call_tasks: set[asyncio.Task[None]] = set()
@@ -189,7 +190,7 @@ class Session:
             if span.is_recording():
                 span.set_attributes({'code': code, 'script_name': self.script_name})
             try:
-                value = await self._feed(code, lookup, print_callback or _print_to_host)
+                value = await self._feed(code, lookup, print_callback or print_to_host)
             except SandboxError as error:
                 span.set_status(trace.Status(trace.StatusCode.ERROR, type(error).__name__))
                 self._remember_ran(code, error)

@@ -14,7 +14,7 @@ from typing import Any
 
 from ..errors import SandboxError, SandboxLimitError, SandboxRuntimeError, SandboxTypingError, SandboxWorkerError
 from ..host.os_access import Mount, OsAccess
-from ..host.session import Session
+from ..host.session import PrintCallback, Session
 from ..limits import Limits
 from ..values import UNPACKABLE_RESULT
 
@@ -404,12 +404,15 @@ class _Repr(str):
     """The repr of a value that has no form outside the sandbox."""
 
 
-async def run_script(session: Session, code: str, lookup: Mapping[str, Callable[..., Any]]) -> ScriptOutcome:
+async def run_script(
+    session: Session, code: str, lookup: Mapping[str, Callable[..., Any]], *, print_callback: PrintCallback | None = None
+) -> ScriptOutcome:
     """Run `code` in `session` and say what happened; sandbox errors are returned, not raised.
 
     When the script ends with an assignment, the assigned value is fetched with a second, side-effect
     free snippet. A last value that cannot leave the sandbox is fetched again as its `repr` when its
-    expression is side-effect free.
+    expression is side-effect free. What the script prints goes to `print_callback` when one is
+    given, and is otherwise kept in the outcome's `printed`.
     """
     printed: list[str] = []
 
@@ -420,7 +423,7 @@ async def run_script(session: Session, code: str, lookup: Mapping[str, Callable[
     ending = _ending(code)
     fetch: str | None = None
     try:
-        outcome.value = await session.feed_run(code, external_lookup=lookup, print_callback=on_print)
+        outcome.value = await session.feed_run(code, external_lookup=lookup, print_callback=print_callback or on_print)
         if ending.kind == 'assignment':
             fetch = ending.source
             outcome.note = f'The script ended with an assignment; the value returned is that of {ending.names}.'
