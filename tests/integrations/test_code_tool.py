@@ -273,3 +273,23 @@ async def test_a_kept_session_knows_the_variables_a_failed_script_bound(pool):
         assert calls == [0, 1, 2]
     finally:
         await tool.aclose()
+
+
+def test_a_tool_never_closed_closes_its_pool_when_its_event_loop_ends():
+    import subprocess
+    import sys
+
+    program = (
+        'import asyncio, corral\n'
+        'async def get_order(order_id: str) -> dict:\n'
+        '    """One order."""\n'
+        "    return {'id': order_id}\n"
+        "tool = corral.CodeTool({'get_order': get_order})\n"
+        'async def main(code):\n'
+        '    print(await tool.run(code))\n'
+        "asyncio.run(main(\"(await get_order('a'))['id']\"))\n"
+        'print(tool._pool)\n'
+        "asyncio.run(main('1 + 1'))\n"
+    )
+    done = subprocess.run([sys.executable, '-c', program], capture_output=True, text=True, timeout=120, check=False)
+    assert (done.stdout, done.stderr, done.returncode) == ("'a'\nNone\n2\n", '', 0)

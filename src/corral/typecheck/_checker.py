@@ -235,9 +235,15 @@ class TypeChecker:
                 python=os.path.join(self._root, 'env'),
                 typeshed=self._typeshed.root if self._typeshed is not None else None,
             )
-            await server.warm_up()
         except (RuntimeError, OSError):
             return  # checks keep using `ty check`
+        try:
+            await server.warm_up()
+        except BaseException as error:  # cancelled too (an event loop ending): its process is ended here
+            await asyncio.shield(server.aclose())
+            if isinstance(error, (RuntimeError, OSError)):
+                return
+            raise
         slot.server = server
 
     # ------------------------------------------------------------------ check
