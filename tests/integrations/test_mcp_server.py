@@ -157,6 +157,7 @@ async def test_in_process_server_and_its_session(pool):
                 "'A'\n\n(The script ended with an assignment; the value returned is that of `v`.)",
             )
             assert await run_code(client, 'v + v') == (False, "'AA'")
+            assert await run_code(client, 'class A: ...\nA') == (False, "<class '__main__.A'>")
     finally:
         await close()
 
