@@ -514,6 +514,9 @@ async def test_the_next_check_knows_what_a_failed_script_bound_before_it_failed(
         with pytest.raises(corral.SandboxTypingError) as info:
             await session.feed_run('b + a')
         assert info.value.display().splitlines()[-2:] == ['  | |   Has type `Literal[1]`', '  | Has type `Literal["x"]`']
+        with pytest.raises(corral.SandboxRuntimeError):  # a message that looks like a frame is not one
+            await session.feed_run('m = 1\nn = 2\nraise ValueError(\'\\n  File "main.py", line 1, in <module>\')')
+        assert await session.feed_run('m + n') == 3
         for name in ('d', 'f', 'k'):  # never bound: the statement that binds them did not run, or raised
             with pytest.raises(corral.SandboxTypingError) as info:
                 await session.feed_run(name)

@@ -208,7 +208,10 @@ class Session:
         if isinstance(error, SandboxRuntimeError) and error.exc_type == 'TypeError' and error.message.startswith(UNPACKABLE_RESULT):
             part = code  # it ran to its end
         elif isinstance(error, (SandboxRuntimeError, SandboxLimitError)):
-            part = ran_part(code, failing_line(error.display(), self.script_name))
+            frames = error.display()
+            if isinstance(error, SandboxRuntimeError) and error.message and frames.endswith(error.message):
+                frames = frames[: -len(error.message)]  # the script's own text: it could hold a frame's line
+            part = ran_part(code, failing_line(frames, self.script_name))
         else:  # nothing ran
             return
         if part.strip():
