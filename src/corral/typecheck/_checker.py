@@ -429,6 +429,7 @@ class TypeChecker:
         diagnostics = _render.parse_output(stdout)
         code_lines = _render.split_lines(code)
         scope: ModuleScope | None = None
+        typed_dicts: frozenset[str] | None = None
         kept: list[_render.Diagnostic] = []
         for diag in diagnostics:
             stripped = _render.strip_context(diag, script_name, offset)
@@ -447,6 +448,9 @@ class TypeChecker:
                 if scope.at_module_level(primary.line, primary.col):
                     continue
             _sandbox.annotate(stripped, host_modules, code_lines, script_name)
+            if typed_dicts is None:
+                typed_dicts = _sandbox.typed_dicts([text for rel, text in slot.files.items() if rel.endswith('.pyi')])
+            _sandbox.typed_dict_hint(stripped, typed_dicts)
             kept.append(stripped)
         # imports of standard library modules the sandbox does not offer (ty resolves them)
         reported = {
