@@ -187,9 +187,13 @@ class TypeChecker:
         return self._root
 
     def _acquire(self) -> _Slot:
-        root = self._setup()
         if self._free:
+            self._setup()
             return self._free.pop()
+        return self._new_slot()
+
+    def _new_slot(self) -> _Slot:
+        root = self._setup()
         self._count += 1
         path = os.path.join(root, f'check{self._count}')
         os.mkdir(path)
@@ -334,15 +338,15 @@ class TypeChecker:
             wanted[f'{STUBS_MODULE}.pyi'] = stubs
         if len(wanted) == 1:
             return None
-        slot = self._acquire()
-        ok = False
+        # a folder of its own: a slot's warm server would not hear of the files changed here
+        slot = self._new_slot()
+        self._slots.discard(slot)
         try:
             await self._load_typeshed()
             slot.sync(wanted)
             stdout = await self._run_ty(slot, '.')
-            ok = True
         finally:
-            self._release(slot, ok)
+            shutil.rmtree(slot.path, ignore_errors=True)
         if self._typeshed is not None:
             stdlib = self._typeshed.stdlib
             for root in sorted({stdlib, os.path.realpath(stdlib)}, key=len, reverse=True):
