@@ -5,8 +5,8 @@ import sys
 import textwrap
 
 
-def corral(*args, cwd):
-    done = subprocess.run([sys.executable, '-m', 'corral', *args], capture_output=True, text=True, cwd=cwd, timeout=120, check=False)
+def corral(*args, cwd, stdin=None):
+    done = subprocess.run([sys.executable, '-m', 'corral', *args], input=stdin, capture_output=True, text=True, cwd=cwd, timeout=120, check=False)
     return done.returncode, done.stdout, done.stderr
 
 
@@ -126,3 +126,60 @@ def test_an_unknown_layer_is_bad_usage(tmp_path):
         'corral run: error: argument --skip-layers: unknown layer(s) selinux; the layers are language, seccomp, userns, '
         'netns, mntns, pidns, utsns, ipcns, uid, rlimits, no_new_privs',
     )
+
+
+def test_a_script_from_standard_input(tmp_path):
+    assert corral('run', '-', cwd=tmp_path, stdin='1 +\n') == (
+        1, '', '  File "main.py", line 1\n    1 +\n       ^\nSyntaxError: invalid syntax\n'
+    )
+    assert corral('run', '-', cwd=tmp_path, stdin='import sys\nprint("out")\nprint("err", file=sys.stderr)\n6 * 7') == (0, 'out\n42\n', 'err\n')
+
+
+def test_a_script_ending_in_an_assignment_prints_the_value_as_the_tools_return_it(tmp_path):
+    assert corral('run', '-', cwd=tmp_path, stdin='xs = [1, 2]\ntotal, n = sum(xs), len(xs)\n') == (0, '(3, 2)\n', '')
+    assert corral('run', '-', '--type-check', cwd=tmp_path, stdin='class A: ...\nA') == (0, "<class '__main__.A'>\n", '')
+
+
+def test_limits(tmp_path):
+    code, out, err = corral('run', '-', '--limits', 'wall_time=0.5,memory=256MiB', cwd=tmp_path, stdin='while True:\n    pass')
+    assert (code, out, err.splitlines()[-1]) == (1, '', 'TimeoutError: the script ran past the wall_time limit of 0.5 seconds')
+    assert corral('run', '-', '--limits', 'output=10', '--limits', 'host_calls=none', cwd=tmp_path, stdin='print("x" * 20)')[2].endswith(
+        'OverflowError: the script printed more than the output limit of 10 bytes\n'
+    )
+    for spec, error in [
+        ('wall_time=x', "--limits: wall_time takes a number of seconds, or none; not 'x'"),
+        ('memory=3 parsecs', "--limits: memory takes a number of bytes, with an optional unit (KiB, MiB, GiB, KB, MB, GB), or none; not '3 parsecs'"),
+        ('recursion=none', '--limits: recursion cannot be turned off'),
+        ('host_calls=1.5', "--limits: host_calls takes a whole number; not '1.5'"),
+        ('speed=1', "--limits takes NAME=VALUE pairs separated by commas, NAME one of wall_time, memory, cpu_time, recursion, host_calls, output, grace; not 'speed=1'"),
+    ]:
+        assert corral('run', '-', '--limits', spec, cwd=tmp_path, stdin='1') == (2, '', f'corral: error: {error}\n')
+
+
+def test_parse_limits():
+    from corral.cli import parse_limits
+
+    assert parse_limits(['wall_time=5,memory=256MiB', 'output=1kb, cpu_time=none', 'wall_time=2.5']) == corral_limits(
+        wall_time=2.5, memory=256 * 1024**2, output=1000, cpu_time=None
+    )
+
+
+def corral_limits(**values):
+    from corral import Limits
+
+    return Limits(**values)
+
+
+def test_stubs_are_checked_without_type_check_and_must_fit_the_functions(tmp_path):
+    (tmp_path / 'api.pyi').write_text('def lookup(key: str) -> int: ...\n')
+    code, out, err = corral('run', '-', '--stubs', 'api.pyi', cwd=tmp_path, stdin='lookup(1)\n')
+    assert (code, out, err.splitlines()[0]) == (1, '', 'error[invalid-argument-type]: Argument to function `lookup` is incorrect')
+    assert corral('run', '-', '--stubs', 'api.pyi', cwd=tmp_path, stdin='lookup("k")\n') == (
+        2, '', 'corral: error: the stubs declare `lookup`, which the external_lookup of the first feed does not provide: add it, or remove its stub\n'
+    )
+    (tmp_path / 'bad.pyi').write_text('def lookup(key: Key) -> int: ...\n')
+    code, out, err = corral('run', '-', '--stubs', 'bad.pyi', cwd=tmp_path, stdin='1\n')
+    assert (code, out, err.splitlines()[:2]) == (2, '', [
+        'corral: error: ty finds errors in the stubs, which would leave their functions unchecked:',
+        'error[unresolved-reference]: Name `Key` used when not defined',
+    ])

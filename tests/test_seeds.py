@@ -2,6 +2,7 @@
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from typecheck.test_ty import BILLING_EXPECTED, ORDER_EXPECTED
@@ -27,3 +28,13 @@ def test_document_example_prints_what_the_document_shows(module, expected):
 def test_demo_command_is_the_code_tool_example():
     done = _run('-m', 'corral', 'demo')
     assert (done.stdout, done.returncode) == (CODE_TOOL_OUTPUT, 0)
+
+
+def test_the_readmes_use_example_runs_as_copied():
+    readme = (Path(__file__).parent.parent / 'README.md').read_text()
+    section = readme[readme.index('\n## Use\n'):]
+    example = section[section.index('```python\n') + len('```python\n'):section.index('\n```\n')]
+    done = _run('-c', example)
+    orders = "[{'id': 'a', 'status': 'shipped', 'items': 3}, {'id': 'b', 'status': 'shipped', 'items': 3}]"
+    type_error = 'The script did not run, because it has type errors:\n' + ORDER_EXPECTED.replace("'''", '"""')
+    assert (done.stdout, done.stderr, done.returncode) == (f'{orders}\n{type_error}\n', '', 0)

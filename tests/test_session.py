@@ -279,6 +279,24 @@ async def test_printed_output_goes_to_the_callback_in_order(session):
     assert seen == [('stdout', 'a 1\n'), ('call', 'x'), ('stdout', 'b')]
 
 
+async def test_writes_to_sys_stderr_reach_the_callback_as_stderr(session):
+    seen = []
+    code = (
+        'import sys, pprint\nprint("e", 1, file=sys.stderr)\nsys.stderr.write("w")\nsys.stderr.writelines(["x", "y"])\n'
+        'print("o", file=sys.stdout)\nsys.stdout.write("s")\npprint.pprint([1])\nprint("p")'
+    )
+    await session.feed_run(code, print_callback=lambda stream, text: seen.append((stream, text)))
+    assert seen == [
+        ('stderr', 'e 1\n'), ('stderr', 'w'), ('stderr', 'x'), ('stderr', 'y'),
+        ('stdout', 'o\n'), ('stdout', 's'), ('stdout', '[1]'), ('stdout', '\n'), ('stdout', 'p\n'),
+    ]
+
+
+async def test_by_default_stderr_writes_go_to_the_hosts_stderr(session, capsys):
+    await session.feed_run('import sys\nprint("out")\nprint("err", file=sys.stderr)')
+    assert capsys.readouterr() == ('out\n', 'err\n')
+
+
 async def test_a_worker_killed_mid_feed_ends_its_session_not_the_host(pool):
     async with pool.checkout() as session:
         def kill_me():
@@ -482,3 +500,83 @@ async def test_a_host_call_the_feed_left_behind_is_cancelled_and_the_session_goe
     assert await session.feed_run('import asyncio\nt = asyncio.create_task(fast())\n3', external_lookup={'fast': fast}) == 3
     await asyncio.sleep(0.05)
     assert await session.feed_run('2 + 3') == 5
+
+
+async def test_the_next_check_knows_what_a_failed_script_bound_before_it_failed(pool):
+    async with pool.checkout(type_check=True) as session:
+        with pytest.raises(corral.SandboxRuntimeError):
+            await session.feed_run('a = 1; b = "x"\nfor i in range(3):\n    c = [i]\n    i / 0\nd = 2')
+        with pytest.raises(corral.SandboxRuntimeError):
+            await session.feed_run('e = 3\nf = 1 / 0')
+        with pytest.raises(corral.SandboxRuntimeError):
+            await session.feed_run('def boom(function):\n    return 1 // 0\nh = 1\n@boom\ndef k(): ...')
+        assert await session.feed_run('(a, b, i, c, e, h)') == (1, 'x', 0, [0], 3, 1)
+        with pytest.raises(corral.SandboxTypingError) as info:
+            await session.feed_run('b + a')
+        assert info.value.display().splitlines()[-2:] == ['  | |   Has type `Literal[1]`', '  | Has type `Literal["x"]`']
+        with pytest.raises(corral.SandboxRuntimeError):  # a message that looks like a frame is not one
+            await session.feed_run('m = 1\nn = 2\nraise ValueError(\'\\n  File "main.py", line 1, in <module>\')')
+        assert await session.feed_run('m + n') == 3
+        for name in ('d', 'f', 'k'):  # never bound: the statement that binds them did not run, or raised
+            with pytest.raises(corral.SandboxTypingError) as info:
+                await session.feed_run(name)
+            assert info.value.display().splitlines()[0] == f'error[unresolved-reference]: Name `{name}` used when not defined'
+
+
+async def test_a_script_whose_value_cannot_leave_ran_whole_and_the_next_check_knows_it(pool):
+    async with pool.checkout(type_check=True) as session:
+        with pytest.raises(corral.SandboxRuntimeError) as info:
+            await session.feed_run('class A:\n    size = 2\nA')
+        assert info.value.message.startswith('the value of the last expression cannot leave the sandbox')
+        assert await session.feed_run('A.size') == 2
+
+
+async def test_stubs_with_errors_are_refused_at_checkout_with_tys_diagnostics(pool):
+    stubs = 'from typing import Litteral\n\ndef f(x: Litteral["a"]) -> Order: ...\n'
+    with pytest.raises(corral.StubError) as info:
+        async with pool.checkout(type_check=True, type_check_stubs=stubs):
+            pass
+    assert info.value.diagnostics == (
+        'error[import-not-found]: Module `typing` has no member `Litteral`\n'
+        ' --> repl_type_stubs.pyi:1:20\n'
+        '  |\n'
+        '1 | from typing import Litteral\n'
+        '  |                    ^^^^^^^^\n'
+        '\n'
+        'error[unresolved-reference]: Name `Order` used when not defined\n'
+        ' --> repl_type_stubs.pyi:3:28\n'
+        '  |\n'
+        '3 | def f(x: Litteral["a"]) -> Order: ...\n'
+        '  |                            ^^^^^'
+    )
+    assert str(info.value) == 'ty finds errors in the stubs, which would leave their functions unchecked:\n' + info.value.diagnostics
+    assert isinstance(info.value, ValueError) and not isinstance(info.value, corral.SandboxError)
+    module = corral.ExternalModule({'g': lambda: 1}, stubs='def g( -> int: ...\n')
+    with pytest.raises(corral.StubError) as info:
+        async with pool.checkout(type_check=True, external_modules={'billing': module}):
+            pass
+    assert info.value.diagnostics.splitlines()[:2] == ['error[invalid-syntax]: Expected `)`, found `->`', ' --> billing.pyi:1:8']
+    async with pool.checkout(type_check=False, type_check_stubs=stubs) as session:  # stubs unused: not checked
+        assert await session.feed_run('1') == 1
+
+
+async def test_a_stub_of_a_function_the_host_does_not_provide_is_refused(pool):
+    stubs = 'def f(x: int) -> int: ...\nasync def g() -> None: ...\nclass Order: ...\n'
+    async with pool.checkout(type_check=True, type_check_stubs=stubs) as session:
+        with pytest.raises(corral.SandboxTypingError):  # a script that fails the check runs nothing
+            await session.feed_run('f("x")')
+        with pytest.raises(corral.StubError) as info:
+            await session.feed_run('f(1)', external_lookup={'f': lambda x: x})
+        assert str(info.value) == 'the stubs declare `g`, which the external_lookup of the first feed does not provide: add it, or remove its stub'
+        assert info.value.diagnostics is None
+
+        async def g() -> None:
+            pass
+
+        assert await session.feed_run('f(1)', external_lookup={'f': lambda x: x, 'g': g}) == 1
+        assert await session.feed_run('2') == 2  # only the first feed that runs is compared
+    module = corral.ExternalModule({'g': lambda: 1}, stubs='def g() -> int: ...\ndef h() -> int: ...\ndef k() -> int: ...\n')
+    with pytest.raises(corral.StubError) as info:
+        async with pool.checkout(type_check=True, external_modules={'billing': module}):
+            pass
+    assert str(info.value) == "the stubs declare `h`, `k`, which external module 'billing' does not provide: add them, or remove their stub"

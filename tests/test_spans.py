@@ -40,6 +40,11 @@ async def main():
                 await session.feed_run('1 / 0')
             except corral.SandboxRuntimeError:
                 pass
+        async with pool.checkout(type_check=True, type_check_stubs=STUBS) as session:
+            try:
+                await session.feed_run('get_order(1)\\nfail(2)\\nfail(x)')
+            except corral.SandboxTypingError:
+                pass
 
 asyncio.run(main())
 print(json.dumps([
@@ -60,14 +65,18 @@ def test_feeds_host_calls_and_type_checks_make_spans():
     done = subprocess.run([sys.executable, '-c', APP], capture_output=True, text=True, timeout=120, check=True)
     spans = json.loads(done.stdout)
     names = sorted(span['name'] for span in spans)
-    assert names == ['call fail', 'call get_order', 'call get_order', 'run code', 'run code', 'tool call', 'type check']
+    assert names == ['call fail', 'call get_order', 'call get_order', 'run code', 'run code', 'run code', 'tool call', 'type check', 'type check']
     by_id = {span['id']: span for span in spans}
     tool_call = next(span for span in spans if span['name'] == 'tool call')
-    first_run, second_run = [span for span in spans if span['name'] == 'run code']
+    first_run, second_run, third_run = [span for span in spans if span['name'] == 'run code']
     assert first_run['parent'] == tool_call['id'] and second_run['parent'] is None
     assert first_run['attributes'] == {'code': "import asyncio\nawait asyncio.gather(get_order('o1'), get_order('o2'))\ntry:\n    fail()\nexcept ValueError:\n    pass\n", 'script_name': 'main.py'}
+    passed, failed = [span for span in spans if span['name'] == 'type check']
+    assert passed['attributes'] == {'outcome': 'passed'}
+    assert by_id[failed['parent']] is third_run
+    assert failed['attributes'] == {'outcome': 'failed', 'diagnostics': 5, 'rules': ['unused-awaitable', 'invalid-argument-type', 'too-many-positional-arguments', 'unresolved-reference']}
     for span in spans:
-        if span['name'] in ('call fail', 'call get_order', 'type check'):
+        if span['name'] in ('call fail', 'call get_order') or span is passed:
             assert by_id[span['parent']] is first_run
     fail = next(span for span in spans if span['name'] == 'call fail')
     assert fail['attributes'] == {'function': 'fail', 'args': '[]', 'kwargs': '{}'}

@@ -19,6 +19,7 @@ from .errors import (
     SandboxSyntaxError,
     SandboxTypingError,
     SandboxWorkerError,
+    StubError,
 )
 from .host.external import ExternalModule
 from .host.os_access import Mount, OsAccess
@@ -52,6 +53,7 @@ __all__ = [
     'SQLiteStore',
     'Session',
     'Store',
+    'StubError',
     'SyncPool',
     'SyncSession',
     'open_store',

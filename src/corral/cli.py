@@ -1,33 +1,38 @@
 """The `corral` command.
 
-    corral run SCRIPT [--stubs FILE.pyi] [--functions MODULE] [--type-check] [--skip-layers LAYER,...]
+    corral run SCRIPT|- [--stubs FILE.pyi] [--functions MODULE] [--type-check] [--limits NAME=VALUE,...] [--skip-layers LAYER,...]
     corral demo [--billing] [--skip-layers LAYER,...]
     corral mcp [--functions MODULE] [--upstream 'COMMAND ...'] [--transport stdio|http] [--skip-layers LAYER,...] ...
 
-`run` prints the repr of the script's result on stdout and exits 0; on a sandbox error it prints
-the error's display text on stderr and exits 1; bad usage exits 2. Every command refuses to run
-where a lockdown layer is missing (the display text of `SandboxInsecureError`, exit 1) unless
-`--skip-layers` names it.
+`run` prints the repr of the script's result on stdout (the assigned value when the script ends
+with an assignment, as the tools return it) and exits 0; on a sandbox error it prints the error's
+display text on stderr and exits 1; bad usage (and stubs that do not fit) exits 2. Every command
+refuses to run where a lockdown layer is missing (the display text of `SandboxInsecureError`,
+exit 1) unless `--skip-layers` names it.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import functools
 import importlib
 import importlib.util
 import inspect
 import os
+import re
 import runpy
 import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable
 
-from .errors import SandboxError, SandboxInsecureError
+from .errors import SandboxError, SandboxInsecureError, StubError
 from .host.pool import Pool
+from .host.session import print_to_host
 from .integrations._common import add_skip_layers
+from .limits import Limits
 from .values import safe_repr
 
 __all__ = ['main']
@@ -66,11 +71,59 @@ def public_functions(module: ModuleType) -> dict[str, Callable[..., Any]]:
     }
 
 
+#: Units of the sizes `--limits` takes (`memory=256MiB`): bytes per unit.
+_SIZE_UNITS = {'': 1, 'b': 1, 'kb': 1000, 'mb': 1000**2, 'gb': 1000**3, 'kib': 1024, 'mib': 1024**2, 'gib': 1024**3}
+_SIZES = ('memory', 'output')
+_SIZE_RE = re.compile(r'^\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*$', re.IGNORECASE)
+
+
+def parse_limits(specs: list[str]) -> Limits:
+    """`Limits` from `--limits` values, each `NAME=VALUE[,NAME=VALUE...]` (the later wins).
+
+    NAME is a field of `corral.Limits`; VALUE is a number of seconds (`wall_time`, `cpu_time`,
+    `grace`), of bytes with an optional unit (`memory`, `output`: `256MiB`, `1GB`, `4096`), a count
+    (`recursion`, `host_calls`), or `none` to turn the limit off. Raises `ValueError` naming what is wrong.
+    """
+    fields = {field.name: field for field in dataclasses.fields(Limits)}
+    values: dict[str, Any] = {}
+    for spec in specs:
+        for item in spec.split(','):
+            name, equals, text = (part.strip() for part in item.partition('='))
+            if not equals or name not in fields:
+                raise ValueError(f'--limits takes NAME=VALUE pairs separated by commas, NAME one of {", ".join(fields)}; not {item.strip()!r}')
+            annotation = str(fields[name].type)
+            if text.lower() == 'none':
+                if 'None' not in annotation:
+                    raise ValueError(f'--limits: {name} cannot be turned off')
+                values[name] = None
+                continue
+            match = _SIZE_RE.match(text)
+            unit = match[2].lower() if match else ''
+            if match is None or unit not in (_SIZE_UNITS if name in _SIZES else ('', 's')):
+                what = 'a number of bytes, with an optional unit (KiB, MiB, GiB, KB, MB, GB)' if name in _SIZES else 'a number' + (' of seconds' if 'float' in annotation or name == 'cpu_time' else '')
+                raise ValueError(f'--limits: {name} takes {what}, or none; not {text!r}')
+            number = float(match[1]) * (_SIZE_UNITS[unit] if name in _SIZES else 1)
+            if 'float' not in annotation and number != int(number):
+                raise ValueError(f'--limits: {name} takes a whole number; not {text!r}')
+            values[name] = number if 'float' in annotation else int(number)
+    return Limits(**values)
+
+
 async def _run(args: argparse.Namespace) -> int:
+    from .integrations._common import run_script, value_repr
+
+    if args.script == '-':
+        code, script_name = sys.stdin.read(), 'main.py'
+    else:
+        try:
+            code = Path(args.script).read_text()
+        except OSError as error:
+            raise _UsageError(f'cannot read {args.script}: {error.strerror}') from None
+        script_name = Path(args.script).name
     try:
-        code = Path(args.script).read_text()
-    except OSError as error:
-        raise _UsageError(f'cannot read {args.script}: {error.strerror}') from None
+        limits = parse_limits(args.limits)
+    except ValueError as error:
+        raise _UsageError(str(error)) from None
     functions: dict[str, Callable[..., Any]] = {}
     stubs = None
     if args.functions:
@@ -83,14 +136,20 @@ async def _run(args: argparse.Namespace) -> int:
             stubs = (stubs + '\n' if stubs else '') + Path(args.stubs).read_text()
         except OSError as error:
             raise _UsageError(f'cannot read {args.stubs}: {error.strerror}') from None
+    type_check = args.type_check or args.stubs is not None  # stubs are only read by the check
     try:
         async with Pool(warm_workers=0, skip_layers=args.skip_layers) as pool:
-            async with pool.checkout(type_check=args.type_check, type_check_stubs=stubs, script_name=Path(args.script).name) as session:
-                result = await session.feed_run(code, external_lookup=functions)
-    except SandboxError as error:
+            async with pool.checkout(type_check=type_check, type_check_stubs=stubs, script_name=script_name, limits=limits) as session:
+                outcome = await run_script(session, code, functions, print_callback=print_to_host)
+    except StubError as error:
+        raise _UsageError(str(error)) from None
+    except SandboxError as error:  # before any script ran: a lockdown layer missing
         print(error.display(), file=sys.stderr)
         return 1
-    print(safe_repr(result))
+    if outcome.error is not None:
+        print(outcome.error.display(), file=sys.stderr)
+        return 1
+    print(value_repr(outcome.value) if isinstance(outcome.value, str) else safe_repr(outcome.value))
     return 0
 
 
@@ -122,11 +181,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog='corral', description='Run Python scripts in a corral sandbox.')
     commands = parser.add_subparsers(dest='command', required=True)
     run = commands.add_parser('run', help='run a script and print the repr of its last expression')
-    run.add_argument('script', help='the Python script to run')
-    run.add_argument('--stubs', metavar='FILE.pyi', help='stubs of the host functions, for --type-check')
+    run.add_argument('script', help="the Python script to run ('-': read it from standard input)")
+    run.add_argument('--stubs', metavar='FILE.pyi', help='stubs of the host functions; the script is checked against them (implies --type-check)')
     run.add_argument('--functions', metavar='MODULE', help='module (dotted name or path) whose public functions the script may call')
     run.add_argument('--type-check', action='store_true', help='check the script with ty before running it')
     add_skip_layers(run)
+    run.add_argument(
+        '--limits', metavar='NAME=VALUE,...', action='append', default=[],
+        help='limits of the sandbox, e.g. wall_time=5,memory=256MiB (fields of corral.Limits; none turns one off)',
+    )
     demo = commands.add_parser('demo', help="run the documents' example: a run_code tool tested without a model")
     demo.add_argument('--billing', action='store_true', help='run the billing-module example instead')
     add_skip_layers(demo)

@@ -18,6 +18,7 @@ __all__ = [
     'SandboxStateError',
     'SandboxSessionBusyError',
     'SandboxStoreError',
+    'StubError',
 ]
 
 
@@ -122,3 +123,21 @@ class SandboxStoreError(SandboxError):
     `display()` says which, and where. Stores write atomically, so what was stored before the failed
     operation is intact: a state being written either replaced the old one whole or not at all.
     """
+
+
+class StubError(ValueError):
+    """The stubs a session was checked out with are wrong: a mistake of the application, not of the
+    script, so it is a `ValueError` and not a `SandboxError` (an application that sends every
+    `SandboxError`'s text to its model does not send this one).
+
+    Raised by `pool.checkout(type_check=True, ...)` when ty finds errors in the stub files themselves
+    (a misspelled import such as `from typing import Litteral`, an undefined type, a syntax error),
+    which would otherwise leave the functions they declare unchecked; `diagnostics` is ty's text.
+    Raised by the first `feed_run` that runs a script when `type_check_stubs` declares a function
+    that its `external_lookup` does not provide (and by checkout when an `ExternalModule`'s stubs
+    declare a function it does not have); `diagnostics` is then None.
+    """
+
+    def __init__(self, text: str, *, diagnostics: str | None = None) -> None:
+        super().__init__(text)
+        self.diagnostics = diagnostics

@@ -25,10 +25,13 @@ from typing import Any
 
 import msgpack
 
-__all__ = ['pack', 'unpack', 'safe_repr', 'host_default', 'sandbox_default', 'describe_type', 'MAX_FRAME']
+__all__ = ['pack', 'unpack', 'safe_repr', 'host_default', 'sandbox_default', 'describe_type', 'MAX_FRAME', 'UNPACKABLE_RESULT']
 
 #: Largest frame, in bytes, either side accepts (one message). A larger one is a protocol error.
 MAX_FRAME = 64 * 1024 * 1024
+
+#: How the `TypeError` begins that a script gets when it ran to its end and its value cannot cross.
+UNPACKABLE_RESULT = 'the value of the last expression cannot leave the sandbox'
 
 _TUPLE, _SET, _FROZENSET, _BIGINT, _DATETIME, _DATE, _TIME, _TIMEDELTA, _TIMEZONE = range(1, 10)
 

@@ -169,6 +169,12 @@ async def test_repl_state_is_per_run():
     )
 
 
+async def test_a_class_or_function_the_script_defined_comes_back_as_its_repr():
+    script = Script('class A: ...\nA', 'A.__name__')
+    result = await weather_agent(script.model).run('x')
+    assert answers(result.all_messages()) == ["<class '__main__.A'>", 'A']
+
+
 async def test_values_with_no_json_form_come_back_as_repr():
     script = Script('len', '{1, 2}', "import datetime\n[datetime.date(2024, 1, 2), b'\\xff', (1, 2)]")
     result = await weather_agent(script.model).run('x')

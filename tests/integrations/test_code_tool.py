@@ -227,3 +227,69 @@ def test_functions_given_as_a_list_are_refused_with_what_to_pass():
     with pytest.raises(TypeError) as info:
         CodeTool([get_order])
     assert str(info.value) == 'functions must map names to callables (a dict), not list: CodeTool({"get_order": get_order})'
+
+
+async def test_a_class_or_function_the_script_defined_comes_back_as_its_repr(pool):
+    tool = CodeTool({}, pool=pool)
+    assert await tool.run('class A: ...\nA') == "<class '__main__.A'>"
+    assert (await tool.run('def f():\n    return 1\nf')).startswith('<function f at 0x')
+    kept = CodeTool({}, pool=pool, keep_session=True)
+    try:
+        assert await kept.run('class B: ...\nb = B') == "<class '__main__.B'>\n\n(The script ended with an assignment; the value returned is that of `b`.)"
+        assert await kept.run('B.__name__') == "'B'"
+    finally:
+        await kept.aclose()
+
+
+async def test_a_kept_session_knows_the_variables_a_failed_script_bound(pool):
+    calls = []
+
+    async def fetch(n: int) -> dict[str, int]:
+        """One record."""
+        calls.append(n)
+        return {'n': n}
+
+    tool = CodeTool({'fetch': fetch}, pool=pool, keep_session=True)
+    try:
+        text = await tool.run('records = [await fetch(i) for i in range(3)]\ntotal = sum(r["n"] for r in records)\ntotal / 0')
+        assert text.endswith(
+            'ZeroDivisionError: division by zero\n\n'
+            'Before the failure, the script made 3 function calls; whatever they did has happened:\n'
+            "- fetch(0) returned {'n': 0}\n- fetch(1) returned {'n': 1}\n- fetch(2) returned {'n': 2}\n"
+            'Do not repeat a call that changed something.'
+        )
+        assert await tool.run('total + len(records)') == '6'
+        assert await tool.run('records[0]["n"] + "x"') == (
+            'The script did not run, because it has type errors:\n'
+            'error[unsupported-operator]: Unsupported `+` operation\n'
+            ' --> main.py:1:1\n'
+            '  |\n'
+            '1 | records[0]["n"] + "x"\n'
+            '  | ---------------^^^---\n'
+            '  | |                 |\n'
+            '  | |                 Has type `Literal["x"]`\n'
+            '  | Has type `int`'
+        )
+        assert calls == [0, 1, 2]
+    finally:
+        await tool.aclose()
+
+
+def test_a_tool_never_closed_closes_its_pool_when_its_event_loop_ends():
+    import subprocess
+    import sys
+
+    program = (
+        'import asyncio, corral\n'
+        'async def get_order(order_id: str) -> dict:\n'
+        '    """One order."""\n'
+        "    return {'id': order_id}\n"
+        "tool = corral.CodeTool({'get_order': get_order})\n"
+        'async def main(code):\n'
+        '    print(await tool.run(code))\n'
+        "asyncio.run(main(\"(await get_order('a'))['id']\"))\n"
+        'print(tool._pool)\n'
+        "asyncio.run(main('1 + 1'))\n"
+    )
+    done = subprocess.run([sys.executable, '-c', program], capture_output=True, text=True, timeout=120, check=False)
+    assert (done.stdout, done.stderr, done.returncode) == ("'a'\nNone\n2\n", '', 0)

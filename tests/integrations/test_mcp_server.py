@@ -128,7 +128,7 @@ async def test_streamable_http_server():
         stderr=subprocess.DEVNULL,
     )
     try:
-        for _ in range(200):
+        for _ in range(1200):  # a minute at the most
             try:
                 with socket.create_connection(('127.0.0.1', port), timeout=0.1):
                     break
@@ -157,6 +157,7 @@ async def test_in_process_server_and_its_session(pool):
                 "'A'\n\n(The script ended with an assignment; the value returned is that of `v`.)",
             )
             assert await run_code(client, 'v + v') == (False, "'AA'")
+            assert await run_code(client, 'class A: ...\nA') == (False, "<class '__main__.A'>")
     finally:
         await close()
 
@@ -210,3 +211,13 @@ def test_usage_errors(capsys):
     assert 'give --functions MODULE or --upstream COMMAND' in capsys.readouterr().err
     assert main(['--functions', 'no/such/file.py']) == 2
     assert 'corral mcp: --functions no/such/file.py: no such file: no/such/file.py' in capsys.readouterr().err
+
+
+async def test_upstream_servers_start_at_the_same_time_and_the_server_reports_its_version(tmp_path):
+    import importlib.metadata
+
+    rendezvous = HERE / 'rendezvous_server.py'
+    upstreams = [f'{sys.executable} {rendezvous} {name} {tmp_path} {other}' for name, other in (('east', 'west'), ('west', 'east'))]
+    async with Client(corral_mcp('--upstream', upstreams[0], '--upstream', upstreams[1])) as client:
+        assert client.server_info.version == importlib.metadata.version('corral')
+        assert await run_code(client, 'import asyncio\nawait asyncio.gather(east_name(), west_name())') == (False, "['east', 'west']")

@@ -516,3 +516,23 @@ async def test_syntax_error_at_end_of_file(checker: TypeChecker) -> None:
         '4 |\n'
         '  | ^'
     )
+
+
+async def test_a_dict_variable_passed_for_a_typed_dict_gets_how_to_pass_it(checker: TypeChecker) -> None:
+    stubs = 'from typing import TypedDict\n\nclass Order(TypedDict):\n    id: str\n    qty: int\n\ndef ship(order: Order) -> int: ...\ndef count(n: int) -> int: ...\n'
+    module = 'import typing\n\nclass Item(typing.TypedDict):\n    sku: str\n\ndef add(item: Item) -> None: ...\n'
+    code = "d = {'id': 'a', 'qty': 1}\nship(d)\nship({'id': 'a', 'qty': 1})\no: Order = {'id': 'a', 'qty': 1}\nship(o)\nfrom shop import add\ni = {'sku': 'x'}\nadd(i)\ncount({'n': 1})"
+    result = await checker.check(code, stubs=stubs, modules={'shop': module})
+    assert result is not None
+    hints = [line for line in result.splitlines() if 'is a TypedDict' in line]
+    assert hints == [
+        'info: `Order` is a TypedDict: a dict bound to a variable before the call is a plain `dict` to the checker; '
+        'annotate the variable (`x: Order = {...}`) or write the dict in the call',
+        'info: `Item` is a TypedDict: a dict bound to a variable before the call is a plain `dict` to the checker; '
+        'annotate the variable (`x: Item = {...}`) or write the dict in the call',
+    ]
+    assert [line for line in result.splitlines() if line.startswith('error[')] == [
+        'error[invalid-argument-type]: Argument to function `ship` is incorrect',
+        'error[invalid-argument-type]: Argument to function `add` is incorrect',
+        'error[invalid-argument-type]: Argument to function `count` is incorrect',
+    ]

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import ast
 import builtins
 import inspect
 from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ['ExternalModule', 'is_async_callable', 'exception_payload']
+__all__ = ['ExternalModule', 'is_async_callable', 'exception_payload', 'stub_functions', 'missing_functions']
 
 
 class ExternalModule:
@@ -54,3 +55,24 @@ def exception_payload(error: BaseException) -> list[Any]:
         if getattr(builtins, cls.__name__, None) is cls:
             return [cls.__name__, list(error.args)]
     return ['Exception', [str(error)]]
+
+
+def stub_functions(stubs: str) -> list[str]:
+    """The names of the functions `stubs` declares at its top level (`def`, `async def`), in order,
+    each once; [] when the text does not parse (the type check reports that)."""
+    try:
+        tree = ast.parse(stubs)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return []
+    names = [node.name for node in tree.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    return list(dict.fromkeys(names))
+
+
+def missing_functions(stubs: str | None, functions: Mapping[str, Callable[..., Any]], where: str) -> str | None:
+    """Why `stubs` do not fit `functions` (`where` names what should have them), or None when every
+    function the stubs declare is there: a script would pass the check and fail with a NameError."""
+    missing = [name for name in stub_functions(stubs or '') if name not in functions]
+    if not missing:
+        return None
+    names = ', '.join(f'`{name}`' for name in missing)
+    return f'the stubs declare {names}, which {where} does not provide: add {"them" if len(missing) > 1 else "it"}, or remove {"their" if len(missing) > 1 else "its"} stub'

@@ -124,6 +124,9 @@ class Pool:
           `PermissionError` in the script.
         - `random_seed`: the seed of the script's `random` (default: a fresh one, see
           `session.random_seed`); the same seed gives the same numbers.
+
+        With `type_check`, entering the session raises `StubError` when ty finds errors in the
+        stubs themselves, or an external module's stubs declare a function it does not have.
         """
         if self._closed:
             raise RuntimeError('the pool is closed')

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import contextvars
 import inspect
+import re
 import secrets
 import socket
 import sys
@@ -24,19 +25,21 @@ from ..errors import (
     SandboxSyntaxError,
     SandboxTypingError,
     SandboxWorkerError,
+    StubError,
 )
 from ..limits import Limits
-from ..values import describe_type, pack, unpack
-from .external import ExternalModule, exception_payload, is_async_callable
+from ..values import UNPACKABLE_RESULT, describe_type, pack, unpack
+from .external import ExternalModule, exception_payload, is_async_callable, missing_functions
 from .os_access import Mount, OsAccess, SystemCalls
 from .workers import WorkerProcess
 
 if TYPE_CHECKING:
     from .pool import Pool
 
-__all__ = ['Session', 'PrintCallback']
+__all__ = ['Session', 'PrintCallback', 'print_to_host']
 
-#: Receives the script's printed text as `(stream, text)`; `stream` is `'stdout'`.
+#: Receives the script's printed text as `(stream, text)`; `stream` is `'stderr'` for what the script
+#: wrote to `sys.stderr` (`print(..., file=sys.stderr)`, `sys.stderr.write()`), `'stdout'` otherwise.
 PrintCallback = Callable[[str, str], None]
 
 _tracer = trace.get_tracer('corral')
@@ -46,6 +49,8 @@ _tracer = trace.get_tracer('corral')
 _DECODE_BUDGET = 0.25
 _DECODE_RATE = 20e6
 _PEEK = int(socket.MSG_PEEK | socket.MSG_DONTWAIT)  # an int: or-ing the flags costs more than the call
+#: The first line of one of ty's diagnostics (`error[invalid-argument-type]: ...`): its rule name.
+_DIAGNOSTIC_HEADER = re.compile(r'^(?:error|warning|info)\[([a-z0-9-]+)\]: ', re.MULTILINE)
 _LIMIT_FIELDS = frozenset({'wall_time', 'cpu_time', 'output', 'host_calls', 'memory', 'recursion'})
 
 
@@ -55,8 +60,9 @@ def _tracing() -> bool:
     return not isinstance(trace.get_tracer_provider(), (trace.ProxyTracerProvider, trace.NoOpTracerProvider))
 
 
-def _print_to_stdout(stream: str, text: str) -> None:
-    sys.stdout.write(text)
+def print_to_host(stream: str, text: str) -> None:
+    """The default `PrintCallback`: the script's output to the host's stdout, or its stderr."""
+    (sys.stderr if stream == 'stderr' else sys.stdout).write(text)
 
 
 class Session:
@@ -99,11 +105,12 @@ class Session:
         self._context: list[str] = []
         self._done: asyncio.Future[Any] | None = None
         self._lookup: Mapping[str, Callable[..., Any]] = {}
-        self._print: PrintCallback = _print_to_stdout
+        self._print: PrintCallback = print_to_host
         self._calls = 0
         self._span_context: otel_context.Context | None = None
         self._call_tasks: set[asyncio.Task[None]] = set()
         self._system = _system_calls(os_access, mounts, random_seed)
+        self._lookup_checked = not type_check  # the stubs' functions against the first external_lookup
 
     @property
     def random_seed(self) -> int:
@@ -113,6 +120,8 @@ class Session:
     # ----- lifecycle -----------------------------------------------------------------------------
 
     async def __aenter__(self) -> Session:
+        if self._type_check:
+            await self._check_stubs()
         worker = await self._pool._take_worker(self.limits)
         loop = asyncio.get_running_loop()
         self._transport, _ = await loop.connect_accepted_socket(lambda: _Protocol(self), worker.sock)
@@ -121,6 +130,18 @@ class Session:
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
+
+    async def _check_stubs(self) -> None:
+        """Raise `StubError` for stubs ty finds errors in, or an external module's stub of a function
+        the module does not have: either would leave a script's use of it unchecked."""
+        for name, module in self._modules.items():
+            problem = missing_functions(module.stubs, module.functions, f'external module {name!r}')
+            if problem is not None:
+                raise StubError(problem)
+        modules = {name: module.stubs or '' for name, module in self._modules.items()}
+        diagnostics = await self._pool._type_checker().check_stubs(self._stubs, modules)
+        if diagnostics is not None:
+            raise StubError(f'ty finds errors in the stubs, which would leave their functions unchecked:\n{diagnostics}', diagnostics=diagnostics)
 
     async def aclose(self) -> None:
         """Kill the worker and end the session. Safe to call twice."""
@@ -147,7 +168,8 @@ class Session:
 
         The value is None when the last statement is not an expression. `external_lookup` maps
         names the script can call to host functions, sync or async; `print_callback` receives the
-        script's printed output (default: the host's stdout).
+        script's printed output as `(stream, text)` (default: the host's stdout, and its stderr for
+        what the script wrote to `sys.stderr`).
 
         Raises `SandboxTypingError` (the check failed; nothing ran), `SandboxCheckerError` (ty
         could not check it; nothing ran), `SandboxSyntaxError`, `SandboxRuntimeError` (an
@@ -170,12 +192,32 @@ class Session:
             if span.is_recording():
                 span.set_attributes({'code': code, 'script_name': self.script_name})
             try:
-                value = await self._feed(code, lookup, print_callback or _print_to_stdout)
+                value = await self._feed(code, lookup, print_callback or print_to_host)
             except SandboxError as error:
                 span.set_status(trace.Status(trace.StatusCode.ERROR, type(error).__name__))
+                self._remember_ran(code, error)
                 raise
             self._context.append(code)
             return value
+
+    def _remember_ran(self, code: str, error: SandboxError) -> None:
+        """Keep, as context of the next type check, the part of a failed script that ran: the names
+        it bound stay in the worker (see `typecheck.ran_part`)."""
+        if not self._type_check or self._dead is not None:
+            return
+        from ..typecheck import failing_line, ran_part  # as the pool does: loaded when checks are on
+
+        if isinstance(error, SandboxRuntimeError) and error.exc_type == 'TypeError' and error.message.startswith(UNPACKABLE_RESULT):
+            part = code  # it ran to its end
+        elif isinstance(error, (SandboxRuntimeError, SandboxLimitError)):
+            frames = error.display()
+            if isinstance(error, SandboxRuntimeError) and error.message and frames.endswith(error.message):
+                frames = frames[: -len(error.message)]  # the script's own text: it could hold a frame's line
+            part = ran_part(code, failing_line(frames, self.script_name))
+        else:  # nothing ran
+            return
+        if part.strip():
+            self._context.append(part)
 
     async def _feed(self, code: str, lookup: dict[str, Callable[..., Any]], print_callback: PrintCallback) -> Any:
         limits = self.limits
@@ -201,6 +243,11 @@ class Session:
             diagnostics = await check
             if diagnostics is not None:
                 raise SandboxTypingError(diagnostics)
+            if not self._lookup_checked:
+                problem = missing_functions(self._stubs, lookup, 'the external_lookup of the first feed')
+                if problem is not None:
+                    raise StubError(problem)
+                self._lookup_checked = True
         functions = {name: is_async_callable(function) for name, function in lookup.items()}
         modules = {
             name: {fname: is_async_callable(f) for fname, f in module.functions.items()}
@@ -227,8 +274,11 @@ class Session:
             self._lookup = {}
 
     async def _check_types(self, code: str) -> str | None:
-        with _tracer.start_as_current_span('type check'):
-            return await self._pool._type_checker().check(
+        """ty's diagnostics of `code`, or None; the `type check` span records the outcome:
+        `outcome` (`'passed'` or `'failed'`), and for a failure `diagnostics` (how many) and
+        `rules` (their rule names, e.g. `invalid-argument-type`, each once, in order)."""
+        with _tracer.start_as_current_span('type check') as span:
+            diagnostics = await self._pool._type_checker().check(
                 code,
                 script_name=self.script_name,
                 stubs=self._stubs,
@@ -237,6 +287,13 @@ class Session:
                 time_limit=self.limits.type_check_time,
                 memory=self.limits.type_check_memory,
             )
+            if span.is_recording():
+                if diagnostics is None:
+                    span.set_attribute('outcome', 'passed')
+                else:
+                    rules = _DIAGNOSTIC_HEADER.findall(diagnostics)
+                    span.set_attributes({'outcome': 'failed', 'diagnostics': len(rules), 'rules': list(dict.fromkeys(rules))})
+            return diagnostics
 
     async def _exchange(self, message: list[Any], *, timeout: float | None, limit: str = 'wall_time') -> Any:
         """Send `message` and wait for the worker's DONE (its value) or FAIL (raised).

@@ -16,9 +16,10 @@ from typing import Any
 
 from ..errors import SandboxError, SandboxLimitError, SandboxRuntimeError, SandboxTypingError, SandboxWorkerError
 from ..host.os_access import Mount, OsAccess
-from ..host.session import Session
+from ..host.session import PrintCallback, Session
 from ..limits import Limits
 from ..worker.zygote import LAYERS
+from ..values import UNPACKABLE_RESULT
 
 __all__ = [
     'add_skip_layers',
@@ -376,8 +377,6 @@ class ScriptOutcome:
     error: SandboxError | None = None
 
 
-_UNPACKABLE = 'the value of the last expression cannot leave the sandbox'
-
 #: Expression nodes whose evaluation calls nothing of the script's (no host calls, no side effects
 #: beyond attribute and item reads), so evaluating one a second time is safe.
 _PURE_NODES = (
@@ -429,12 +428,15 @@ class _Repr(str):
     """The repr of a value that has no form outside the sandbox."""
 
 
-async def run_script(session: Session, code: str, lookup: Mapping[str, Callable[..., Any]]) -> ScriptOutcome:
+async def run_script(
+    session: Session, code: str, lookup: Mapping[str, Callable[..., Any]], *, print_callback: PrintCallback | None = None
+) -> ScriptOutcome:
     """Run `code` in `session` and say what happened; sandbox errors are returned, not raised.
 
     When the script ends with an assignment, the assigned value is fetched with a second, side-effect
     free snippet. A last value that cannot leave the sandbox is fetched again as its `repr` when its
-    expression is side-effect free.
+    expression is side-effect free. What the script prints goes to `print_callback` when one is
+    given, and is otherwise kept in the outcome's `printed`.
     """
     printed: list[str] = []
 
@@ -445,14 +447,14 @@ async def run_script(session: Session, code: str, lookup: Mapping[str, Callable[
     ending = _ending(code)
     fetch: str | None = None
     try:
-        outcome.value = await session.feed_run(code, external_lookup=lookup, print_callback=on_print)
+        outcome.value = await session.feed_run(code, external_lookup=lookup, print_callback=print_callback or on_print)
         if ending.kind == 'assignment':
             fetch = ending.source
             outcome.note = f'The script ended with an assignment; the value returned is that of {ending.names}.'
         elif ending.kind in ('other', 'empty') and outcome.value is None:
             outcome.note = 'The script did not end with an expression, so it has no value to return.'
     except SandboxRuntimeError as error:
-        if not (error.exc_type == 'TypeError' and error.message.startswith(_UNPACKABLE)):
+        if not (error.exc_type == 'TypeError' and error.message.startswith(UNPACKABLE_RESULT)):
             outcome.error = error
         elif ending.kind == 'expression' and ending.pure:
             fetch = ending.source
@@ -475,7 +477,7 @@ async def _fetch(session: Session, source: str) -> Any:
     try:
         return await session.feed_run(source, print_callback=_ignore)
     except SandboxRuntimeError as error:
-        if error.exc_type == 'TypeError' and error.message.startswith(_UNPACKABLE):
+        if error.exc_type == 'TypeError' and error.message.startswith(UNPACKABLE_RESULT):
             return _Repr(await session.feed_run(f'repr({source})', print_callback=_ignore))
         raise
 

@@ -6,7 +6,7 @@ import asyncio
 import functools
 import inspect
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from typing import Any
 
 from ..host.external import ExternalModule, is_async_callable
@@ -57,7 +57,8 @@ class CodeTool:
     - `keep_session`: keep one sandbox across calls, so variables persist (the tool then takes a
       `restart` argument); by default every call starts from a fresh sandbox.
     - `pool`: the `corral.Pool` to check sessions out of; by default the tool makes its own, closed
-      by `aclose()` (or leaving `async with`).
+      by `aclose()` (or leaving `async with`), or else when its event loop ends (`asyncio.run`
+      returning): a tool made once, at import, serves every `asyncio.run` of the program.
     - `mounts`: host folders the script may use as files (`corral.Mount(host_dir, sandbox_path,
       mode)`; the default mode, `'overlay'`, keeps the script's writes in its session).
     - `os_access`: a `corral.OsAccess` granting environment variables, the clock, or files outside
@@ -126,6 +127,7 @@ class CodeTool:
         self._session: Session | None = None
         self._session_records: list[CallRecord] | None = None
         self._lock = asyncio.Lock()
+        self._closer: AsyncGenerator[None, None] | None = None
 
     # ----- tool definitions ----------------------------------------------------------------------
 
@@ -226,6 +228,8 @@ class CodeTool:
     async def _checkout(self, records: list[CallRecord]) -> Session:
         if self._pool is None:
             self._pool = Pool()
+            self._closer = _closing_at_loop_end(self)
+            await self._closer.asend(None)
         modules = {
             name: ExternalModule(
                 {fname: _recorded(f'{name}.{fname}', f, records) for fname, f in module.functions.items()},
@@ -258,6 +262,9 @@ class CodeTool:
         if self._own_pool and self._pool is not None:
             pool, self._pool = self._pool, None
             await pool.aclose()
+        closer, self._closer = self._closer, None
+        if closer is not None:
+            await closer.aclose()
 
     async def __aenter__(self) -> CodeTool:
         return self
@@ -267,6 +274,21 @@ class CodeTool:
 
     def __repr__(self) -> str:
         return f'CodeTool({sorted(self._functions)!r}, modules={sorted(self._modules)!r}, keep_session={self.keep_session})'
+
+
+async def _closing_at_loop_end(tool: CodeTool) -> AsyncGenerator[None, None]:
+    """Closes `tool` when its event loop shuts down, if nothing closed it before.
+
+    Started once (its first step registers it with the running loop), it waits at its `yield`;
+    `asyncio.run` closes the async generators still open before it closes the loop
+    (`loop.shutdown_asyncgens()`), and this one then closes the tool's pool: a pool left open
+    would end its subprocesses after the loop is gone ("Event loop is closed").
+    """
+    try:
+        yield
+    finally:
+        tool._closer = None  # `aclose` below must not wait for this generator, which is running it
+        await tool.aclose()
 
 
 def _recorded(name: str, function: Callable[..., Any], records: list[CallRecord]) -> Callable[..., Any]:

@@ -15,6 +15,7 @@ import argparse
 import collections
 import contextlib
 import importlib
+import importlib.metadata
 import importlib.util
 import inspect
 import os
@@ -27,6 +28,7 @@ from typing import Annotated, Any
 
 try:
     import anyio
+    import anyio.abc
     from mcp import Client
     from mcp.client.stdio import StdioServerParameters
     from mcp.server.mcpserver import Context, MCPServer
@@ -42,7 +44,7 @@ from ._common import add_skip_layers
 from .code_tool import CodeTool
 from .stubs import SchemaFunction, StubWriter, python_name
 
-__all__ = ['main', 'serve', 'build_server', 'connect_upstream', 'UpstreamTools', 'public_functions', 'load_module']
+__all__ = ['main', 'serve', 'build_server', 'connect_upstream', 'connect_upstreams', 'UpstreamTools', 'public_functions', 'load_module']
 
 
 # ----- host functions from a module ------------------------------------------------------------
@@ -153,16 +155,43 @@ def _content_value(block: Any) -> Any:
     return block.model_dump(mode='json', exclude_none=True, by_alias=True)
 
 
+def _upstream_parameters(command: str | Sequence[str]) -> StdioServerParameters:
+    argv = shlex.split(command) if isinstance(command, str) else list(command)
+    if not argv:
+        raise ValueError('an upstream command is empty')
+    return StdioServerParameters(command=argv[0], args=argv[1:], env=dict(os.environ))
+
+
 async def connect_upstream(stack: contextlib.AsyncExitStack, command: str | Sequence[str]) -> Client:
     """Start an MCP server command (`'python server.py'` or its argv) and connect to it over stdio.
 
     The server gets this process's environment; it stops when `stack` closes.
     """
-    argv = shlex.split(command) if isinstance(command, str) else list(command)
-    if not argv:
-        raise ValueError('an upstream command is empty')
-    parameters = StdioServerParameters(command=argv[0], args=argv[1:], env=dict(os.environ))
-    return await stack.enter_async_context(Client(parameters))
+    return await stack.enter_async_context(Client(_upstream_parameters(command)))
+
+
+async def connect_upstreams(group: anyio.abc.TaskGroup, commands: Sequence[str | Sequence[str]]) -> list[Client]:
+    """Start several MCP server commands at once and connect to each over stdio (see
+    `connect_upstream`); the clients, in the order of `commands`.
+
+    Each connection lives in a task of `group` (an anyio task group: a client is entered and left
+    in one task) and ends when the group's tasks are cancelled.
+    """
+    clients: list[Client | None] = [None] * len(commands)
+
+    async def hold(parameters: StdioServerParameters, *, task_status: anyio.abc.TaskStatus[Client] = anyio.TASK_STATUS_IGNORED) -> None:
+        async with Client(parameters) as client:
+            task_status.started(client)
+            await anyio.sleep_forever()
+
+    async def start(index: int, parameters: StdioServerParameters) -> None:
+        clients[index] = await group.start(hold, parameters)
+
+    parameters = [_upstream_parameters(command) for command in commands]
+    async with anyio.create_task_group() as starting:
+        for index, one in enumerate(parameters):
+            starting.start_soon(start, index, one)
+    return [client for client in clients if client is not None]
 
 
 # ----- the server ------------------------------------------------------------------------------
@@ -202,6 +231,14 @@ def _http_session(ctx: Context) -> Any:
     return headers.get('mcp-session-id') or object()
 
 
+def _version() -> str:
+    """corral's version, as installed (`importlib.metadata`), which the server reports to clients."""
+    try:
+        return importlib.metadata.version('corral')
+    except importlib.metadata.PackageNotFoundError:  # run from a source folder that is not installed
+        return '0+unknown'
+
+
 def build_server(
     *,
     functions: Mapping[str, Callable[..., Any]] | None = None,
@@ -227,7 +264,7 @@ def build_server(
 
     template = make()
     sessions = _Sessions(make)
-    server = MCPServer(name, instructions='Run Python scripts with the run_code tool; its description lists the functions a script can call.')
+    server = MCPServer(name, version=_version(), instructions='Run Python scripts with the run_code tool; its description lists the functions a script can call.')
 
     async def run_code(
         code: Annotated[str, Field(description='The Python script to run.')],
@@ -256,22 +293,38 @@ async def serve(
     skip_layers: Collection[str] = (),
 ) -> None:
     """Check the sandbox can be locked down (`SandboxInsecureError` if not: see
-    `Pool(skip_layers=...)`), connect to the upstream servers, then serve `run_code` until the
-    transport closes."""
+    `Pool(skip_layers=...)`), connect to the upstream servers (all at once), warm the sandbox and
+    the type checker, then serve `run_code` until the transport closes."""
     async with contextlib.AsyncExitStack() as stack:
         pool = await stack.enter_async_context(Pool(skip_layers=skip_layers))
         await pool.start()
+        background = await stack.enter_async_context(anyio.create_task_group())
+        stack.callback(background.cancel_scope.cancel)  # called first: the tasks end, then the group
+        stubs_known = anyio.Event()
+        stubs = ''
+
+        async def warm() -> None:
+            """Start what the first call needs while the upstreams and the client start: the zygote
+            and its workers, the checker's standard library stubs; then check the host functions'
+            stubs (a `StubError` ends the server) and run a script against them."""
+            await CodeTool({}, type_check=type_check, pool=pool).run('None')
+            await stubs_known.wait()
+            await CodeTool(host_functions, stubs=stubs, type_check=type_check, pool=pool).run('None')
+
+        background.start_soon(warm)
         writer = StubWriter()
         host_functions: dict[str, Callable[..., Any]] = {}
         for function_name, function in (functions or {}).items():
             host_functions[writer.add_python_function(function_name, function)] = function
         tools = UpstreamTools(writer)
-        for command in upstream:
-            await tools.add_server(await connect_upstream(stack, command))
+        for client in await connect_upstreams(background, upstream):
+            await tools.add_server(client)
         host_functions.update(tools.functions)
+        stubs = writer.render()
+        stubs_known.set()
         server, close = build_server(
             functions=host_functions,
-            stubs=writer.render(),
+            stubs=stubs,
             pool=pool,
             type_check=type_check,
             keep_session=keep_session,

@@ -102,7 +102,7 @@ def _wrap_print(target: Callable[..., None]) -> Callable[..., None]:
 
     def print(*values: Any, sep: str | None = ' ', end: str | None = '\n', file: Any = None, flush: bool = False) -> None:
         if file is None or file is _stdout or file is _stderr:
-            target(*values, sep=sep, end=end, file=None, flush=flush)
+            target(*values, sep=sep, end=end, file=file, flush=flush)  # the worker's print: which stream
             return
         # another file (a StringIO, an open file): written piece by piece, as CPython does
         if sep is None:

@@ -772,7 +772,7 @@ class _Output:
     def write(self, text: str, /) -> int:
         if not isinstance(text, str):
             raise TypeError(f'write() argument must be str, not {type(text).__name__}')
-        hostio.write_output(text)
+        hostio.write_output(text, self)
         return len(text)
 
     def writelines(self, lines: Any, /) -> None:

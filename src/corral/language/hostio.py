@@ -77,10 +77,11 @@ def set_output(print_function: Callable[..., None]) -> None:
     _output = print_function
 
 
-def write_output(text: str) -> None:
+def write_output(text: str, file: Any = None) -> None:
+    """Send `text` to the captured output; `file` is `sys.stderr`'s facade for text written there."""
     if _output is None:
         raise RuntimeError('the sandbox has no output channel')
-    _output(text, end='')
+    _output(text, end='', file=file)
 
 
 def call(name: str, *args: Any) -> Any:

@@ -184,6 +184,8 @@ class TypeChecker:
     #: Seconds after which a check's ty processes get the lowest CPU priority: a check of a
     #: model's script takes milliseconds, and one that runs on must not slow the others.
     demote_after: float = 1.0
+    #: Sets of stubs whose own diagnostics (`check_stubs`) are kept.
+    stub_checks_kept: int = 64
 
     def __init__(self) -> None:
         self._root: str | None = None
@@ -197,6 +199,7 @@ class TypeChecker:
         self._typeshed_bin: str | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._slots: set[_Slot] = set()
+        self._stub_checks: dict[tuple[str | None, tuple[tuple[str, str], ...]], asyncio.Task[str | None]] = {}
 
     # ------------------------------------------------------------------ setup
 
@@ -225,10 +228,14 @@ class TypeChecker:
         return self._root
 
     def _acquire(self, memory: int | None) -> _Slot:
-        root = self._setup()
+        self._setup()
         for index in range(len(self._free) - 1, -1, -1):
             if self._free[index].memory == memory:
                 return self._free.pop(index)
+        return self._new_slot(memory)
+
+    def _new_slot(self, memory: int | None) -> _Slot:
+        root = self._setup()
         self._count += 1
         path = os.path.join(root, f'check{self._count}')
         os.mkdir(path)
@@ -279,9 +286,15 @@ class TypeChecker:
             )
             if slot.demoted:
                 server.lower_priority()
-            await server.warm_up()
         except (RuntimeError, OSError):
             return  # checks keep using `ty check`
+        try:
+            await server.warm_up()
+        except BaseException as error:  # cancelled too (an event loop ending): its process is ended here
+            await asyncio.shield(server.aclose())
+            if isinstance(error, (RuntimeError, OSError)):
+                return
+            raise
         slot.server = server
 
     # ------------------------------------------------------------------ check
@@ -370,6 +383,55 @@ class TypeChecker:
         stdout = await self._run_ty(slot, script_name)
         return await self._postprocess(stdout, slot, script_name, code, offset, frozenset(modules))
 
+    async def check_stubs(self, stubs: str | None, modules: Mapping[str, str] = {}) -> str | None:
+        """ty's diagnostics of the stub files themselves, or None when they have no error.
+
+        A stub ty cannot read (a misspelled import such as `from typing import Litteral`, an
+        undefined type, a syntax error) does not fail a script's check: the function it declares
+        is then left unchecked, silently. The text is ty's, with the files named as in a script's
+        diagnostics (`repl_type_stubs.pyi`, `<module>.pyi`). The answer for the same stubs is kept
+        (the last `stub_checks_kept` sets), so a pool's checkouts pay for it once.
+        """
+        key = (stubs, tuple(sorted(modules.items())))
+        task = self._stub_checks.get(key)
+        if task is not None and task.done() and not task.cancelled() and task.exception() is None:
+            return task.result()
+        if task is None:
+            task = self._stub_checks[key] = asyncio.get_running_loop().create_task(self._check_stubs(stubs, modules))
+            while len(self._stub_checks) > self.stub_checks_kept:
+                del self._stub_checks[next(iter(self._stub_checks))]
+        try:
+            return await asyncio.shield(task)  # shared: a cancelled checkout leaves it to the others
+        except RuntimeError:
+            if self._stub_checks.get(key) is task:
+                del self._stub_checks[key]
+            raise
+
+    async def _check_stubs(self, stubs: str | None, modules: Mapping[str, str]) -> str | None:
+        wanted = {_CONFIG_FILE: ''}
+        wanted.update(_module_files(modules, 'main.py'))
+        if stubs is not None:
+            wanted[f'{STUBS_MODULE}.pyi'] = stubs
+        if len(wanted) == 1:
+            return None
+        # a folder of its own: a slot's warm server would not hear of the files changed here
+        slot = self._new_slot(None)
+        self._slots.discard(slot)
+        try:
+            await self._prepare()
+            slot.sync(wanted)
+            stdout = await self._run_ty(slot, '.')
+        finally:
+            shutil.rmtree(slot.path, ignore_errors=True)
+        if self._typeshed is not None:
+            stdlib = self._typeshed.stdlib
+            for root in sorted({stdlib, os.path.realpath(stdlib)}, key=len, reverse=True):
+                stdout = stdout.replace(root + os.sep, 'stdlib/')
+        diagnostics = [d for d in stdout.strip().split('\n\n') if d and not d.startswith(('Found ', 'All checks passed'))]
+        if not any(d.startswith(('error[', 'fatal[')) for d in diagnostics):
+            return None
+        return self._scrub('\n\n'.join(diagnostics), slot)
+
     async def _clean(
         self, server: TyServer, slot: _Slot, changed: list[str], text: str, code: str, offset: int, script_name: str, host_modules: frozenset[str]
     ) -> bool:
@@ -453,6 +515,7 @@ class TypeChecker:
         diagnostics = _render.parse_output(stdout)
         code_lines = _render.split_lines(code)
         scope: ModuleScope | None = None
+        typed_dicts: frozenset[str] | None = None
         kept: list[_render.Diagnostic] = []
         for diag in diagnostics:
             stripped = _render.strip_context(diag, script_name, offset)
@@ -471,6 +534,9 @@ class TypeChecker:
                 if scope.at_module_level(primary.line, primary.col):
                     continue
             _sandbox.annotate(stripped, host_modules, code_lines, script_name)
+            if typed_dicts is None:
+                typed_dicts = _sandbox.typed_dicts([text for rel, text in slot.files.items() if rel.endswith('.pyi')])
+            _sandbox.typed_dict_hint(stripped, typed_dicts)
             kept.append(stripped)
         # imports of standard library modules the sandbox does not offer (ty resolves them)
         reported = {

@@ -9,6 +9,9 @@
 - "Module `os` has no member `system`" gets `info: module 'os' has no attribute 'system' in the
   sandbox: ...` (`catalog.missing_member`, the text of the `AttributeError`).
 - "Name `eval` used when not defined" gets the text of the sandbox's `NameError` for it.
+- "Expected `Order`, found `dict[...]`" where `Order` is a `TypedDict` of the stubs gets how to
+  pass a dict built before the call (`typed_dict_hint`): PEP 589 has a type checker take a dict
+  bound to a plain variable as a `dict`, whatever its keys.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from ..language.builtins import UNAVAILABLE_BUILTINS
 from . import _render
 from ._syntax import nodes
 
-__all__ = ['annotate', 'unresolved_imports']
+__all__ = ['annotate', 'unresolved_imports', 'typed_dicts', 'typed_dict_hint']
 
 _IMPORT_RE = re.compile(r'^error\[import-not-found\]: Cannot resolve imported module `([^`]+)`$')
 _MEMBER_RE = re.compile(r'^error\[(?:unresolved-attribute|import-not-found|possibly-missing-attribute)\]: Module `([^`]+)` has no member `([^`]+)`$')
@@ -71,6 +74,39 @@ def annotate(diag: _render.Diagnostic, host_modules: Collection[str], code_lines
     if match and match.group(1) in UNAVAILABLE_BUILTINS:
         name = match.group(1)
         diag.blocks.append(_render.Block(title=[f'info: {name}() is not available in the sandbox; {UNAVAILABLE_BUILTINS[name]}']))
+
+
+_EXPECTED_TYPED_DICT_RE = re.compile(r'Expected `([A-Za-z_][A-Za-z0-9_]*)`, found `dict\[')
+
+
+def typed_dicts(stubs: Collection[str]) -> frozenset[str]:
+    """The names of the classes the stub texts define as `TypedDict`s (`class Order(TypedDict):`)."""
+    names = set()
+    for text in stubs:
+        tree = nodes(text)
+        for node in tree or ():
+            if isinstance(node, ast.ClassDef) and any(
+                (isinstance(base, ast.Name) and base.id == 'TypedDict') or (isinstance(base, ast.Attribute) and base.attr == 'TypedDict')
+                for base in node.bases
+            ):
+                names.add(node.name)
+    return frozenset(names)
+
+
+def typed_dict_hint(diag: _render.Diagnostic, names: Collection[str]) -> None:
+    """Add to an `invalid-argument-type` diagnostic that expected one of the `TypedDict`s `names`
+    and found a `dict` how a script passes one (in place)."""
+    if not names or not diag.header.startswith('error[invalid-argument-type]'):
+        return
+    for line in diag.raw:
+        match = _EXPECTED_TYPED_DICT_RE.search(line)
+        if match and match.group(1) in names:
+            name = match.group(1)
+            diag.blocks.append(_render.Block(title=[
+                f'info: `{name}` is a TypedDict: a dict bound to a variable before the call is a plain `dict` to the '
+                f'checker; annotate the variable (`x: {name} = {{...}}`) or write the dict in the call'
+            ]))
+            return
 
 
 def unresolved_imports(code: str, script_name: str, host_modules: Collection[str], reported: Collection[tuple[int, int]]) -> list[_render.Diagnostic]:

@@ -21,8 +21,9 @@ from typing import Any
 from ..channel import CALL, COMPILE, DONE, FAIL, FEED, OUTPUT, POLL_SECONDS, REPLY, FrameReader, ProtocolError, frame, poll
 from ..language import catalog, hostio
 from ..language import stop as stopping
+from ..language.facades import stderr as _STDERR
 from ..language import EXCEPTIONS, CompiledScript, SandboxStop, compile_script, compile_unguarded, find_stop, import_module, make_builtins
-from ..values import pack, unpack
+from ..values import UNPACKABLE_RESULT, pack, unpack
 
 __all__ = ['Worker', 'STDLIB_MODULES', 'PRELOAD_MODULES']
 
@@ -280,7 +281,7 @@ class Worker:
         limit = self._limits.get('output')
         if limit is not None and self._output > limit:
             raise self._stop('output')
-        self._send([OUTPUT, 'stdout', text])
+        self._send([OUTPUT, 'stderr' if file is _STDERR else 'stdout', text])
 
     # ----- feeds ---------------------------------------------------------------------------------
 
@@ -392,7 +393,7 @@ class Worker:
         try:
             data = frame(pack([DONE, value], side='sandbox'))
         except (TypeError, ValueError, RecursionError, ProtocolError) as error:
-            message = f'the value of the last expression cannot leave the sandbox: {error}'
+            message = f'{UNPACKABLE_RESULT}: {error}'
             self._send([FAIL, 'runtime', 'TypeError', message, f'TypeError: {message}'])
             return
         self._sock.sendall(data)
