@@ -330,7 +330,7 @@ class TypeChecker:
         try:
             await self._prepare()  # once per checker: not the script's time
             slot = self._acquire(memory)
-        except RuntimeError as exc:
+        except (RuntimeError, OSError) as exc:
             raise SandboxCheckerError(f'the type checker could not check the script, so it did not run: {exc}') from None
         ok = False
         demote = asyncio.get_running_loop().call_later(self.demote_after, slot.lower_priority)
@@ -345,7 +345,7 @@ class TypeChecker:
             raise SandboxLimitError(_TOO_SLOW.format(time_limit), limit='type_check_time', value=time_limit) from None
         except _OutOfMemory:
             raise SandboxLimitError(_TOO_LARGE.format(memory), limit='type_check_memory', value=memory) from None
-        except RuntimeError as exc:
+        except (RuntimeError, OSError) as exc:  # OSError: the checker's own folders (a full disk)
             raise SandboxCheckerError(f'the type checker could not check the script, so it did not run: {exc}') from None
         finally:
             demote.cancel()
