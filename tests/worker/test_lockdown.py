@@ -23,7 +23,6 @@ import resource
 import select
 import signal
 import socket
-import statistics
 import subprocess
 import termios
 import threading
@@ -778,26 +777,3 @@ def test_refuses_threads_bad_fds_and_a_second_call() -> None:
         'bad_fd': {'raised': 'ValueError', 'errno': None},
         'again': {'raised': 'RuntimeError', 'errno': None},
     }
-
-
-@needs_seccomp
-def test_lock_down_is_fast() -> None:
-    """lock_down() in a fresh fork takes well under 20 ms (median of 20; about 1 ms measured)."""
-
-    durations = []
-    for _ in range(20):
-        read_end, write_end = os.pipe()
-        pid = os.fork()
-        if pid == 0:
-            try:
-                started = time.perf_counter()
-                lock_down(keep_fds={write_end}, limits=LockdownLimits())
-                os.write(write_end, repr(time.perf_counter() - started).encode())
-            finally:
-                os._exit(0)
-        os.close(write_end)
-        with os.fdopen(read_end, 'rb') as reader:
-            data = reader.read()
-        os.waitpid(pid, 0)
-        durations.append(float(data))
-    assert statistics.median(durations) < 0.02
