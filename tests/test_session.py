@@ -116,6 +116,20 @@ async def test_runtime_error_shows_only_the_scripts_frames(session):
     )
 
 
+@pytest.mark.parametrize('end', ['', '\n'], ids=['no trailing newline', 'trailing newline'])
+async def test_carets_under_the_last_line_are_where_cpython_puts_them(session, end):
+    # models send scripts without a trailing newline: the carets stay under the failing part
+    with pytest.raises(corral.SandboxRuntimeError) as info:
+        await session.feed_run('x = 0\nprint(1 / x)' + end)
+    assert info.value.display() == (
+        'Traceback (most recent call last):\n'
+        '  File "main.py", line 2, in <module>\n'
+        '    print(1 / x)\n'
+        '          ~~^~~\n'
+        'ZeroDivisionError: division by zero'
+    )
+
+
 async def test_functions_from_an_earlier_feed_show_their_own_lines(session):
     await session.feed_run('\n\ndef fail():\n    raise ValueError("deep")\n')
     with pytest.raises(corral.SandboxRuntimeError) as info:

@@ -25,7 +25,7 @@ from ..errors import (
     SandboxTypingError,
     SandboxWorkerError,
 )
-from ..limits import Limits
+from ..limits import Limits, amount
 from ..values import describe_type, pack, unpack
 from .external import ExternalModule, exception_payload, is_async_callable
 from .os_access import Mount, OsAccess, SystemCalls
@@ -250,10 +250,10 @@ class Session:
                 task.cancel()
 
     def _on_deadline(self, timeout: float) -> None:
-        self._kill(f'the script ran past the wall_time limit of {timeout} s and did not stop')
+        self._kill(f"the script ran past the wall_time limit of {amount('wall_time', timeout)} and did not stop")
         self._fail(
             SandboxLimitError(
-                f'TimeoutError: the script ran past the wall_time limit of {timeout} seconds and was killed',
+                f"TimeoutError: the script ran past the wall_time limit of {amount('wall_time', timeout)} and was killed",
                 limit='wall_time',
                 value=timeout,
             )
@@ -331,7 +331,7 @@ class Session:
                 if exc_type not in _LIMIT_FIELDS:
                     raise ProtocolError(f'unknown limit {exc_type!r}')
                 if exc_type == 'cpu_time':  # the kernel kills the worker a second later
-                    self._kill(f'the script used more than the cpu_time limit of {self.limits.cpu_time} s')
+                    self._kill(f"the script used more than the cpu_time limit of {amount('cpu_time', self.limits.cpu_time)}")
                 self._done.set_exception(SandboxLimitError(display, limit=exc_type, value=getattr(self.limits, exc_type)))
             elif failure == 'runtime':
                 self._done.set_exception(SandboxRuntimeError(display, exc_type=exc_type, message=text))
@@ -353,7 +353,7 @@ class Session:
         limit = self.limits.host_calls
         self._calls += 1
         if limit is not None and self._calls > limit:  # the worker stops a script first: this one ignored it
-            raise ProtocolError(f'the worker made more than the host_calls limit of {limit} host calls')
+            raise ProtocolError(f"the worker made more than the host_calls limit of {amount('host_calls', limit)}")
         if function is None:
             self._reply_error(call_id, NameError(f'{name!r} is not a host function of this session'))
             return

@@ -15,7 +15,7 @@ from typing import Any
 from ..errors import SandboxError, SandboxLimitError, SandboxRuntimeError, SandboxTypingError, SandboxWorkerError
 from ..host.os_access import Mount, OsAccess
 from ..host.session import Session
-from ..limits import Limits
+from ..limits import Limits, amount
 
 __all__ = [
     'CallRecord',
@@ -187,12 +187,12 @@ def sandbox_limits_text(
     )
     bounds = []
     if limits.wall_time is not None:
-        bounds.append(f'run for at most {limits.wall_time:g} seconds')
+        bounds.append(f"run for at most {amount('wall_time', limits.wall_time)}")
     if limits.memory is not None:
         bounds.append(f'use at most {_size(limits.memory)} of memory')
     calls = max_calls if max_calls is not None else limits.host_calls
     if calls is not None:
-        bounds.append(f'make at most {calls} function calls')
+        bounds.append(f"make at most {calls} function call{'' if calls == 1 else 's'}")
     if limits.output is not None:
         bounds.append(f'print at most {_size(limits.output)}')
     if bounds:
