@@ -39,9 +39,9 @@ REFUSALS = [
      "SyntaxError: 'from json import *' is not supported in the sandbox; import the names you need: from json import name1, name2"),
     ('relative-import', 'from . import x',
      'SyntaxError: relative imports are not supported in the sandbox; import modules by their name'),
-    ('future-import', 'from __future__ import annotations',
-     "SyntaxError: 'from __future__ import annotations' is not supported in the sandbox: remove the line; annotations "
-     "work without it (quote a name that is defined later: x: 'MyClass')"),
+    ('future-import-late', 'x = 1\nfrom __future__ import annotations',
+     'SyntaxError: from __future__ imports must occur at the beginning of the file'),
+    ('future-import-unknown', 'from __future__ import braces', 'SyntaxError: not a chance'),
     ('dunder-class', '().__class__',
      "SyntaxError: attribute '__class__' cannot be read in the sandbox: names like __this__ are refused except a short list; use type(x) instead"),
     ('function-globals', 'def f(): pass\nf.__globals__',

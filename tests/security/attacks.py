@@ -561,8 +561,11 @@ ATTACKS: list[Attack] = [
     """, "SyntaxError: module '__main__' is not available in the sandbox"),
     attack('future-import', 'pyjail: future annotations make every annotation a string', """
         from __future__ import annotations
-    """, "SyntaxError: 'from __future__ import annotations' is not supported in the sandbox: remove the line; annotations "
-         "work without it (quote a name that is defined later: x: 'MyClass')"),
+        import typing
+        def f(x: __import__('os').system('touch MARKER')):
+            pass
+        typing.get_type_hints(f)
+    """, "SyntaxError: name '__import__' is not available in the sandbox: names like __this__ are refused; use an import statement"),
     attack('relative-import', 'pyjail', """
         from . import worker
     """, 'SyntaxError: relative imports are not supported in the sandbox; import modules by their name'),

@@ -8,6 +8,8 @@
 - `random` and `uuid.uuid4`: seeded once per session by the host;
 - `sys`: versions, limits, `stdout`/`stderr` writing to the captured output, `exit`;
 - `io`, `pprint`: `open` is the sandbox's, printing goes to the captured output;
+- `asyncio.run`: awaited on the feed's loop where the script's top level calls it (see
+  `top_level_run`), refused elsewhere as CPython refuses it in a running loop;
 - `zoneinfo`: the zones were loaded before the worker was locked down (`preload.py`).
 
 Every builder returns `(module name, {name: value})`; `modules.py` makes the facade module.
@@ -15,6 +17,7 @@ Every builder returns `(module name, {name: value})`; `modules.py` makes the fac
 
 from __future__ import annotations
 
+import asyncio as _asyncio
 import datetime
 import fnmatch as _fnmatch
 import glob as _glob_module
@@ -34,7 +37,7 @@ from typing import Any
 
 from . import hostio
 
-__all__ = ['BUILDERS', 'TextCalendar', 'clock_method', 'prcal', 'prmonth', 'reveal_type']
+__all__ = ['BUILDERS', 'TextCalendar', 'clock_method', 'prcal', 'prmonth', 'reveal_type', 'run', 'top_level_run']
 
 
 def _named(module: str, *functions: Any) -> None:
@@ -922,6 +925,36 @@ def _zoneinfo() -> dict[str, Any]:
         'ZoneInfoNotFoundError': zoneinfo.ZoneInfoNotFoundError,
         'available_timezones': available_timezones,
     }
+
+
+# ----- asyncio.run ---------------------------------------------------------------------------------
+
+_RUN_HINT = (
+    'the script already runs in an event loop: call asyncio.run(main()) at the top level of the script, '
+    'where the sandbox awaits it on that loop, or await the coroutine (await main())'
+)
+
+
+def run(main: Any, *, debug: bool | None = None) -> Any:
+    """`asyncio.run()` called anywhere but a statement of the script's top level (where the
+    rewrite awaits it on the feed's loop instead: `top_level_run`): the loop is already
+    running, as in CPython."""
+    if _asyncio.iscoroutine(main):
+        main.close()  # never awaited: no "coroutine was never awaited" warning
+    raise RuntimeError(f'asyncio.run() cannot be called from a running event loop: {_RUN_HINT}')
+
+
+def top_level_run(main: Any, *, debug: bool | None = None) -> Any:
+    """The coroutine `asyncio.run(main)` at the script's top level runs: the feed's task awaits
+    it, and the script gets its value. `debug` changes nothing (the loop is the worker's).
+    Raises ValueError for anything but a coroutine, with CPython's words."""
+    if not _asyncio.iscoroutine(main):
+        raise ValueError(f'a coroutine was expected, got {main!r}')
+    return main
+
+
+run.__module__ = top_level_run.__module__ = 'asyncio'
+top_level_run.__name__ = top_level_run.__qualname__ = 'run'
 
 
 #: Facades built here: module name -> a function returning the facade's names and values.

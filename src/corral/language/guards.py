@@ -31,7 +31,7 @@ import types
 import typing
 from typing import Any
 
-from .facades import clock_method
+from .facades import clock_method, run, top_level_run
 from .rules import (
     CLOCK_ATTRIBUTES,
     FILTERED_ATTRIBUTES,
@@ -703,6 +703,14 @@ def private_setattr(value: Any, obj: Any, name: str) -> None:
     setattr(obj, name, value)
 
 
+async def top_level_call(func: Any, /, *args: Any, **kwargs: Any) -> Any:
+    """`await __corral_run__(f, ...)` (rewritten from a top-level `f(...)` named `run`): the
+    sandbox's `asyncio.run` awaits its coroutine on the feed's loop; anything else is called."""
+    if func is run:
+        return await top_level_run(*args, **kwargs)
+    return func(*args, **kwargs)
+
+
 def make_guards(match_specs: list[tuple[tuple[str, ...], int, tuple[str, ...]]]) -> dict[str, Any]:
     """The `__corral...` names the rewritten code calls, for a builtins namespace."""
     import operator
@@ -721,6 +729,7 @@ def make_guards(match_specs: list[tuple[tuple[str, ...], int, tuple[str, ...]]])
         '__corral_with__': _With,
         '__corral_async_with__': _AsyncWith,
         '__corral_match__': _MatchResolver(match_specs),
+        '__corral_run__': top_level_call,
         '__corral_mark__': MARK,
         '__build_class__': build_class,
     }

@@ -15,7 +15,11 @@ Ordinary code is left alone, so it runs at CPython speed. After `validate`, the 
 - class patterns that read attributes (`case P(x, y)`, `case P(_x=v)`) to look their class up
   through `__corral_match__`, which checks `__match_args__` and the subject at match time;
 - every class body to end with `__corral_classmark__ = __corral_mark__`, which marks the class
-  as the script's own (see `guards.build_class`).
+  as the script's own (see `guards.build_class`);
+- a call of a function named `run` (`asyncio.run(main())`, `run(main())`) in the script's own
+  top level, outside comprehensions and lambdas, into `await __corral_run__(f, main())`: when `f`
+  is the sandbox's `asyncio.run`, the feed's task awaits the coroutine on its loop, as a script
+  run by CPython would run it on a new loop; any other `f` is called as written.
 
 The `__corral...` names live in the script's builtins; the validator refuses them in scripts.
 Line and column numbers are kept, so tracebacks point at the script's own lines.
@@ -30,7 +34,7 @@ from typing import Any
 from .rules import CLOCK_ATTRIBUTES, FORMAT_ATTRIBUTES, is_private
 from .walk import NodeTransformer
 
-__all__ = ['GUARD_NAMES', 'INPLACE', 'MATCH_SPECS', 'rewrite']
+__all__ = ['GUARD_NAMES', 'INPLACE', 'MATCH_SPECS', 'is_run_call', 'rewrite']
 
 #: AugAssign operators -> the `operator` function the rewrite calls for `x._y op= v`.
 INPLACE = {
@@ -44,13 +48,21 @@ INPLACE = {
 #: which could answer them with the script's own objects (found by a red-team pass).
 GUARD_NAMES = (
     '__corral_async_with__', '__corral_attrs__', '__corral_clock__', '__corral_format__', '__corral_getattr__',
-    '__corral_mark__', '__corral_match__', '__corral_setattr__', '__corral_stop__', '__corral_with__',
+    '__corral_mark__', '__corral_match__', '__corral_run__', '__corral_setattr__', '__corral_stop__', '__corral_with__',
     *sorted(f'__corral_{name}__' for name in INPLACE.values()),
 )
 
 #: Class patterns rewritten by `rewrite`: index -> (dotted path, positional count, keyword names).
 #: The worker's `__corral_match__` resolves `c<index>` from it. Grows with each compiled script.
 MATCH_SPECS: list[tuple[tuple[str, ...], int, tuple[str, ...]]] = []
+
+
+def is_run_call(node: ast.AST) -> bool:
+    """`run(...)` or `x.run(...)`: at the top level, the rewrite awaits it (see the module's docstring)."""
+    if not isinstance(node, ast.Call):
+        return False
+    func = node.func
+    return (isinstance(func, ast.Name) and func.id == 'run') or (isinstance(func, ast.Attribute) and func.attr == 'run')
 
 
 def rewrite(tree: ast.Module) -> ast.Module:
@@ -83,6 +95,7 @@ class _Rewriter(NodeTransformer):
         self._classes: list[str] = []
         self._thunks: list[ast.stmt] = []  # for the match statement being rewritten
         self._scopes: list[str] = ['module']
+        self._comprehensions = 0  # comprehensions around the node being rewritten
 
     def _mangle(self, name: str) -> str:
         """Private name mangling, as the compiler does it for attribute names in a class."""
@@ -159,6 +172,23 @@ class _Rewriter(NodeTransformer):
             return ast.copy_location(ast.Expr(value=call), node)
         self.generic_visit(node)
         return node
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        self.generic_visit(node)
+        if not (self._scopes == ['module'] and not self._comprehensions and is_run_call(node)):
+            return node
+        call = ast.Call(func=_name('__corral_run__', node), args=[node.func, *node.args], keywords=node.keywords)
+        return ast.copy_location(ast.Await(value=ast.copy_location(call, node)), node)
+
+    def _visit_comprehension(self, node: ast.AST) -> ast.AST:
+        self._comprehensions += 1
+        try:
+            self.generic_visit(node)
+        finally:
+            self._comprehensions -= 1
+        return node
+
+    visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = _visit_comprehension
 
     def _visit_scope(self, node: ast.AST) -> ast.AST:
         self._scopes.append('function')
