@@ -666,4 +666,47 @@ CASES = [
         tree = Node(1, [Node(2, [Node(3)]), Node(4)])
         (depth(tree), [f.type for f in dataclasses.fields(Node)])
     ''', (3, ['int', 'list[Node]', 'Node | None'])),
+    # ----- reflection on the script's own objects --------------------------------------------------------
+    case('class-and-qualname-of-objects', '''
+        class Outer:
+            class Inner:
+                pass
+        try:
+            {}['missing']
+        except Exception as e:
+            caught = e.__class__.__name__
+        (caught, type(Outer.Inner()).__qualname__, Outer.Inner().__class__.__qualname__, (1).__class__.__name__,
+         Outer.__class__.__name__)
+    ''', ('KeyError', 'Outer.Inner', 'Outer.Inner', 'int', 'type')),
+    case('instance-dict-and-vars', '''
+        import json
+        class Config:
+            def __init__(self, **options):
+                self.__dict__.update(options)
+                self._seen = True
+        c = Config(name='report', limit=3)
+        c.__dict__['extra'] = 1
+        d = vars(c)
+        d.setdefault('limit', 99)
+        d.pop('extra')
+        (c.name, c.limit, hasattr(c, 'extra'), json.dumps(vars(c), sort_keys=True), c.__dict__ == {'name': 'report', 'limit': 3, '_seen': True},
+         isinstance(d, dict), sorted(k for k in vars(Config) if not k.startswith('__')))
+    ''', ('report', 3, False, '{"_seen": true, "limit": 3, "name": "report"}', True, True, [])),
+    case('class-dict-lists-what-it-defines', '''
+        class Shape:
+            sides = 0
+            def area(self):
+                return 0
+        class Square(Shape):
+            sides = 4
+        (sorted(k for k in Square.__dict__ if not k.startswith('__')), 'area' in vars(Shape), Square.__dict__['sides'])
+    ''', (['sides'], True, 4)),
+    case('doc-in-class-body', '''
+        class Documented:
+            """What it is."""
+            summary = __doc__.upper()
+        class Plain:
+            summary = __doc__
+        (Documented.summary, Documented.__doc__, Plain.summary, Plain.__doc__)
+    ''', ('WHAT IT IS.', 'What it is.', None, None)),
 ]

@@ -150,7 +150,7 @@ def _run(code: str) -> Any:
     flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
     body = compile(tree, 'main.py', 'exec', flags=flags, dont_inherit=True)
     tail = compile(last, 'main.py', 'eval', flags=flags, dont_inherit=True) if last is not None else None
-    namespace: dict[str, Any] = {'__name__': '__main__'}
+    namespace: dict[str, Any] = {'__name__': '__main__', '__doc__': None}  # as a script without a docstring has
     if not (body.co_flags | (tail.co_flags if tail is not None else 0)) & 0x80:
         # no top-level await: run as CPython runs a script, with no event loop (asyncio.run works)
         eval(body, namespace)

@@ -6,6 +6,7 @@ Ordinary code is left alone, so it runs at CPython speed. After `validate`, the 
   and deletes into `__corral_attrs__(x)['_y'] = v` / `del __corral_attrs__(x)['_y']`, which
   keeps Python's evaluation order and works in any target position (tuples, `for`, `+=`);
 - `x.format` / `x.format_map` into `__corral_format__(x, 'format')`, a safe formatter for strings;
+- `x.__dict__` (a read) into `__corral_dict__(x)`, a guarded copy (see `guards.attribute_dict`);
 - `x.now` / `x.today` / `x.utcnow` into `__corral_clock__(x, 'now')`, which swaps the clock methods
   of `datetime.date` and its subclasses for the sandbox's (the clock is read through the host);
 - every `except` handler (and `except*`) to start with `__corral_stop__()`, which re-raises a
@@ -31,7 +32,7 @@ import ast
 import copy
 from typing import Any
 
-from .rules import CLOCK_ATTRIBUTES, FORMAT_ATTRIBUTES, is_private
+from .rules import CLOCK_ATTRIBUTES, DICT_ATTRIBUTE, FORMAT_ATTRIBUTES, is_private
 from .walk import NodeTransformer
 
 __all__ = ['GUARD_NAMES', 'INPLACE', 'MATCH_SPECS', 'is_run_call', 'rewrite']
@@ -47,7 +48,7 @@ INPLACE = {
 #: body declares them global: its namespace is whatever the metaclass's `__prepare__` returns,
 #: which could answer them with the script's own objects (found by a red-team pass).
 GUARD_NAMES = (
-    '__corral_async_with__', '__corral_attrs__', '__corral_clock__', '__corral_format__', '__corral_getattr__',
+    '__corral_async_with__', '__corral_attrs__', '__corral_clock__', '__corral_dict__', '__corral_format__', '__corral_getattr__',
     '__corral_mark__', '__corral_match__', '__corral_run__', '__corral_setattr__', '__corral_stop__', '__corral_with__',
     *sorted(f'__corral_{name}__' for name in INPLACE.values()),
 )
@@ -127,7 +128,10 @@ class _Rewriter(NodeTransformer):
             value=_name('__corral_mark__', anchor),
         )
         body.append(ast.copy_location(mark, anchor))
-        node.body = [ast.copy_location(ast.Global(names=list(GUARD_NAMES)), node.body[0] if node.body else node), *body]
+        declaration = ast.copy_location(ast.Global(names=list(GUARD_NAMES)), node.body[0] if node.body else node)
+        # after the docstring, which must stay the body's first statement to be the class's __doc__
+        docstring = body[:1] if body and _is_docstring(body[0]) else []
+        node.body = [*docstring, declaration, *body[len(docstring):]]
         return node
 
     def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
@@ -139,6 +143,8 @@ class _Rewriter(NodeTransformer):
                 return _call('__corral_getattr__', node, node.value, name)
             target = _call('__corral_attrs__', node, node.value)
             return ast.copy_location(ast.Subscript(value=target, slice=name, ctx=node.ctx), node)
+        if attr == DICT_ATTRIBUTE and isinstance(node.ctx, ast.Load):
+            return _call('__corral_dict__', node, node.value)
         if attr in FORMAT_ATTRIBUTES and isinstance(node.ctx, ast.Load):
             return _call('__corral_format__', node, node.value, _constant(attr, node))
         if attr in CLOCK_ATTRIBUTES and isinstance(node.ctx, ast.Load):
@@ -258,6 +264,10 @@ class _Rewriter(NodeTransformer):
         resolver = _name('__corral_match__', node.cls)
         node.cls = ast.copy_location(ast.Attribute(value=resolver, attr=f'c{index}', ctx=ast.Load()), node.cls)
         return node
+
+
+def _is_docstring(statement: ast.stmt) -> bool:
+    return isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant) and isinstance(statement.value.value, str)
 
 
 def _dotted(node: ast.expr) -> list[str] | None:

@@ -129,7 +129,7 @@ class Worker:
         if not guarded:  # the language layer skipped: plain Python, real builtins (see Pool(skip_layers=))
             self._builtins = {**vars(builtins), 'print': self._print}
             self._compile_script = compile_unguarded
-        self._globals: dict[str, Any] = {'__name__': '__main__', '__builtins__': self._builtins}
+        self._globals: dict[str, Any] = {'__name__': '__main__', '__doc__': None, '__builtins__': self._builtins}
         self._limits: dict[str, Any] = {}
         self._output = 0
         self._calls = 0
@@ -303,7 +303,7 @@ class Worker:
         """
         sock, namespace = self._sock, self._globals
         self._sock = _Discard()  # type: ignore[assignment]
-        self._globals = {'__name__': '__main__', '__builtins__': self._builtins}
+        self._globals = {'__name__': '__main__', '__doc__': None, '__builtins__': self._builtins}
         try:
             limits = {'wall_time': 60.0, 'recursion': 100, 'output': 1 << 20, 'host_calls': 1, 'memory': None, 'cpu_time': None}
             self._feed('def f(a, *, b=2):\n    return [a, {"k": (a, b)}, f"{a}"]\nf(1)', 'main.py', {}, {}, limits)
