@@ -709,4 +709,10 @@ CASES = [
             summary = __doc__
         (Documented.summary, Documented.__doc__, Plain.summary, Plain.__doc__)
     ''', ('WHAT IT IS.', 'What it is.', None, None)),
+    case('builtins-look-as-in-cpython', '''
+        import copy, os
+        (repr(print), repr(getattr), repr(open), repr(os.listdir), print.__name__, type(print).__name__,
+         copy.copy(print) is print, copy.deepcopy([open])[0] is open)
+    ''', ('<built-in function print>', '<built-in function getattr>', '<built-in function open>', '<built-in function listdir>',
+          'print', 'builtin_function_or_method', True, True)),
 ]

@@ -19,7 +19,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ['builtin_function', 'path_error']
+__all__ = ['BUILTIN_FUNCTION_TYPE', 'builtin_function', 'path_error']
 
 _object_getattribute = object.__getattribute__
 _object_setattr = object.__setattr__
@@ -62,6 +62,9 @@ class _BuiltinFunction:
 
 _BuiltinFunction.__name__ = _BuiltinFunction.__qualname__ = 'builtin_function_or_method'
 _BuiltinFunction.__module__ = 'builtins'
+
+#: The type of every stand-in (copied as itself, as `copy` copies a function).
+BUILTIN_FUNCTION_TYPE: type = _BuiltinFunction
 
 
 def builtin_function(function: Callable[..., Any], real: Callable[..., Any], *, signature: Callable[..., Any] | None = None) -> Any:
