@@ -65,9 +65,9 @@ _END_ATTEMPTS = 5
 #: own frames, its top level included, reach exactly `Limits.recursion`: the frames between
 #: (`start`, the task's step) less what the measure itself counts. Run plainly, run on the loop,
 #: run on the loop with top-level await; tests/test_limits.py pins the depth each reaches.
-_BELOW_SYNC = -3
-_BELOW_LOOP = -3
-_BELOW_AWAIT = -4
+_BELOW_SYNC = -2
+_BELOW_LOOP = -2
+_BELOW_AWAIT = -3
 
 #: What the model reads when a limit stops its script: `limit -> (exception name, message)`.
 #: `{}` is the limit's value with its unit (`limits.amount`).
@@ -556,22 +556,43 @@ def _run_until_done(loop: asyncio.AbstractEventLoop, tasks: list[asyncio.Task[An
             task.remove_done_callback(on_done)
 
 
+#: The code of the Python frames below the caller -> the interpreter's depth there (see `_recursion_depth`).
+_depths: dict[tuple[types.CodeType, ...], int] = {}
+_STOP_SIGNALS = {signal.SIGALRM, signal.SIGXCPU}
+
+
 def _recursion_depth() -> int:
     """The interpreter's recursion depth at the caller, as `sys.setrecursionlimit` measures it:
-    the lowest limit it accepts here (found by bisection; it refuses a limit at or below the
-    depth). The frames of `sys._getframe` miss the calls through C code, which count too."""
+    the lowest limit it accepts there (it refuses one at or below the depth). The frames of
+    `sys._getframe` miss the calls through C code, which count too; the worker's stack below a
+    feed has the same shape every time, so the depth is measured (by bisection, with the stop
+    signals held: a handler must not run under a limit that low) once per stack of code."""
+    codes = []
+    caller: types.FrameType | None = sys._getframe(1)
+    while caller is not None:
+        codes.append(caller.f_code)
+        caller = caller.f_back
+    frames = tuple(codes)
+    depth = _depths.get(frames)
+    if depth is not None:
+        return depth
     limit = sys.getrecursionlimit()
-    low, high = 1, max(limit, 1 << 16)
-    while low < high:
-        middle = (low + high) // 2
-        try:
-            sys.setrecursionlimit(middle)
-        except RecursionError:
-            low = middle + 1
-        else:
-            high = middle
-    sys.setrecursionlimit(limit)
-    return low
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+    try:
+        low, high = 1, max(limit, 1 << 16)
+        while low < high:
+            middle = (low + high) // 2
+            try:
+                sys.setrecursionlimit(middle)
+            except RecursionError:
+                low = middle + 1
+            else:
+                high = middle
+    finally:
+        sys.setrecursionlimit(limit)
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+    _depths[frames] = low - 1  # this function's own frame
+    return low - 1
 
 
 def _message(error: BaseException) -> str:
