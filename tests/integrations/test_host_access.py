@@ -106,7 +106,7 @@ async def test_os_access_environ():
             'The script failed: Traceback (most recent call last):\n'
             '  File "main.py", line 2, in <module>\n'
             "    [os.environ['REGION'], os.getenv('HOME'), open('/etc/hostname').read()]\n"
-            '                                               ^^^^^^^^^^^^^^^^^^^^^\n'
+            '                                              ^^^^^^^^^^^^^^^^^^^^^\n'
             "PermissionError: [Errno 13] Permission denied (the host has not granted file access; the host grants it "
             "with checkout(mounts=[Mount(host_dir, sandbox_path)])): '/etc/hostname'",
         ),
