@@ -26,6 +26,7 @@ scalars = st.one_of(
     st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(), st.binary(),
     st.datetimes(), st.dates(), st.times(), st.timedeltas(),
     st.datetimes(timezones=st.just(datetime.timezone.utc)),
+    st.decimals(allow_nan=False), st.uuids(),
 )
 hashables = st.recursive(scalars, lambda inner: st.one_of(st.tuples(inner, inner), st.frozensets(inner, max_size=3)), max_leaves=8)
 boundary_values = st.recursive(
@@ -55,6 +56,16 @@ def _types(value):
     if isinstance(value, dict):
         return (dict, sorted((repr(_types(k)), repr(_types(v))) for k, v in value.items()))
     return type(value)
+
+
+@pytest.mark.parametrize(
+    ('code', 'data', 'message'),
+    [(10, b'1.2.3', 'malformed Decimal in a frame'), (10, b'\xff', 'malformed Decimal in a frame'), (11, b'short', 'bytes is not a 16-char string')],
+    ids=['decimal-syntax', 'decimal-bytes', 'uuid-length'],
+)
+def test_a_malformed_decimal_or_uuid_is_a_value_error(code, data, message):
+    with pytest.raises(ValueError, match=message):
+        unpack(msgpack.packb(msgpack.ExtType(code, data)))
 
 
 @given(st.lists(st.binary(max_size=50), max_size=10), st.data())

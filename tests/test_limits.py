@@ -38,11 +38,11 @@ async def test_an_endless_loop_is_stopped_and_the_session_goes_on(limited):
         'Traceback (most recent call last):\n'
         '  File "main.py", line 2, in <module>\n'
         '    while True:\n'
-        'TimeoutError: the script ran past the wall_time limit of 1.0 seconds',
+        'TimeoutError: the script ran past the wall_time limit of 1 second',
         'Traceback (most recent call last):\n'
         '  File "main.py", line 3, in <module>\n'
         '    x += 1\n'
-        'TimeoutError: the script ran past the wall_time limit of 1.0 seconds',
+        'TimeoutError: the script ran past the wall_time limit of 1 second',
     )
     assert await limited.feed_run('x > 0') is True
 
@@ -62,12 +62,12 @@ async def test_an_endless_loop_is_stopped_and_the_session_goes_on(limited):
 async def test_a_script_cannot_swallow_its_stop(limited, code):
     error = await stopped(limited, code)
     assert error.limit == 'wall_time'
-    assert error.display().endswith('TimeoutError: the script ran past the wall_time limit of 1.0 seconds')
+    assert error.display().endswith('TimeoutError: the script ran past the wall_time limit of 1 second')
 
 
 async def test_catastrophic_regex_backtracking_is_stopped(limited):
     error = await stopped(limited, "import re\nre.match('(a+)+$', 'a' * 64 + 'b')")
-    assert error.display().endswith("    re.match('(a+)+$', 'a' * 64 + 'b')\nTimeoutError: the script ran past the wall_time limit of 1.0 seconds")
+    assert error.display().endswith("    re.match('(a+)+$', 'a' * 64 + 'b')\nTimeoutError: the script ran past the wall_time limit of 1 second")
     assert await limited.feed_run('1') == 1
 
 
@@ -75,7 +75,7 @@ async def test_catastrophic_regex_backtracking_is_stopped(limited):
 async def test_work_inside_c_code_is_killed_by_the_host(pool, code):
     async with pool.checkout(limits=FAST) as session:
         error = await stopped(session, code)
-        assert (error.limit, error.display()) == ('wall_time', 'TimeoutError: the script ran past the wall_time limit of 1.0 seconds and was killed')
+        assert (error.limit, error.display()) == ('wall_time', 'TimeoutError: the script ran past the wall_time limit of 1 second and was killed')
         with pytest.raises(corral.SandboxWorkerError):
             await session.feed_run('1')
     async with pool.checkout() as session:
@@ -104,6 +104,51 @@ async def test_deep_recursion_names_the_recursion_limit(limited):
     assert lines[-1] == 'RecursionError: maximum recursion depth exceeded: the recursion limit is 200 calls'
     assert lines[-2].startswith('  [Previous line repeated ')
     assert await limited.feed_run('def depth(n):\n    return 0 if n == 0 else 1 + depth(n - 1)\ndepth(150)') == 150
+
+
+_DEPTH = """
+reached = 0
+def down(n):
+    global reached
+    reached = n
+    down(n + 1)
+try:
+    down(1)
+except RecursionError:
+    pass
+reached
+"""
+
+
+@pytest.mark.parametrize('start', ['', 'import asyncio\n', 'import asyncio\nawait asyncio.sleep(0)\n'], ids=['plain', 'on the loop', 'top-level await'])
+@pytest.mark.parametrize('recursion', [50, 200])
+async def test_the_recursion_limit_counts_the_script_frames_exactly(pool, start, recursion):
+    # the top level is one frame: a function it calls goes recursion - 1 deep, however the script runs
+    async with pool.checkout(limits=dataclasses.replace(FAST, recursion=recursion)) as session:
+        assert await session.feed_run(start + _DEPTH) == recursion - 1
+        # a builtin that calls back into the script counts as the interpreter counts it: sorted's
+        # call, and its call of the key
+        assert await session.feed_run(start + _DEPTH.replace('down(1)', 'sorted([1], key=down)')) == recursion - 3
+
+
+@pytest.mark.parametrize(
+    ('limit', 'value', 'text'),
+    [
+        ('wall_time', 1, '1 second'), ('wall_time', 1.0, '1 second'), ('wall_time', 0.5, '0.5 seconds'),
+        ('cpu_time', 1, '1 second of CPU'), ('memory', 1, '1 byte'), ('output', 10_000, '10000 bytes'),
+        ('host_calls', 1, '1 host call'), ('recursion', 1, '1 call'), ('recursion', 200, '200 calls'),
+    ],
+)
+def test_a_limit_is_named_with_its_unit_singular_or_plural(limit, value, text):
+    assert corral.limits.amount(limit, value) == text
+
+
+async def test_a_one_second_limit_says_one_second(pool):
+    async with pool.checkout(limits=dataclasses.replace(FAST, wall_time=1, host_calls=1)) as session:
+        error = await stopped(session, 'while True:\n    pass')
+        assert error.display().endswith('TimeoutError: the script ran past the wall_time limit of 1 second')
+        error = await stopped(session, 'f()\nf()', external_lookup={'f': lambda: None})
+        assert error.display().endswith('RuntimeError: the script made more than the host_calls limit of 1 host call')
 
 
 async def test_printing_gigabytes_stops_at_the_output_limit(limited):
@@ -145,7 +190,7 @@ _SWALLOWS = 'import asyncio\nasync def h():\n    while True:\n        try:\n    
     'code, outcome',
     [
         # the feed's own task swallows the CancelledError that follows its stop
-        (_SWALLOWS + 'await h()', 'TimeoutError: the script ran past the wall_time limit of 1.0 seconds'),
+        (_SWALLOWS + 'await h()', 'TimeoutError: the script ran past the wall_time limit of 1 second'),
         # tasks left behind: one swallows its cancellation, one computes in a `finally`
         (_SWALLOWS + 't = asyncio.create_task(h())\nawait asyncio.sleep(0)\n1', 1),
         ('import asyncio\nasync def g():\n    try:\n        await asyncio.sleep(10)\n    finally:\n        while True:\n            pass\n'
@@ -155,7 +200,7 @@ _SWALLOWS = 'import asyncio\nasync def h():\n    while True:\n        try:\n    
          't = asyncio.create_task(k())\nawait asyncio.sleep(0)\n4', 4),
         # one computes without awaiting: it holds up the feed itself
         ('import asyncio\nasync def spin():\n    while True:\n        pass\nt = asyncio.create_task(spin())\nawait asyncio.sleep(0)\n2',
-         'TimeoutError: the script ran past the wall_time limit of 1.0 seconds'),
+         'TimeoutError: the script ran past the wall_time limit of 1 second'),
     ],
 )  # fmt: skip
 async def test_a_task_that_will_not_end_does_not_outlive_its_feed(patient, code, outcome):

@@ -3,6 +3,10 @@
 import asyncio
 import dataclasses
 import datetime
+import decimal
+import enum
+import pathlib
+import uuid
 import os
 import signal
 
@@ -116,6 +120,20 @@ async def test_runtime_error_shows_only_the_scripts_frames(session):
     )
 
 
+@pytest.mark.parametrize('end', ['', '\n'], ids=['no trailing newline', 'trailing newline'])
+async def test_carets_under_the_last_line_are_where_cpython_puts_them(session, end):
+    # models send scripts without a trailing newline: the carets stay under the failing part
+    with pytest.raises(corral.SandboxRuntimeError) as info:
+        await session.feed_run('x = 0\nprint(1 / x)' + end)
+    assert info.value.display() == (
+        'Traceback (most recent call last):\n'
+        '  File "main.py", line 2, in <module>\n'
+        '    print(1 / x)\n'
+        '          ~~^~~\n'
+        'ZeroDivisionError: division by zero'
+    )
+
+
 async def test_functions_from_an_earlier_feed_show_their_own_lines(session):
     await session.feed_run('\n\ndef fail():\n    raise ValueError("deep")\n')
     with pytest.raises(corral.SandboxRuntimeError) as info:
@@ -181,6 +199,7 @@ VALUES = [
     datetime.datetime(2026, 1, 2, 3, 4, 5, 6), datetime.datetime(2026, 1, 2, tzinfo=datetime.timezone.utc),
     datetime.date(2026, 11, 29), datetime.time(12, 30), datetime.timedelta(days=1, seconds=2, microseconds=3),
     datetime.timezone(datetime.timedelta(hours=-5)),
+    decimal.Decimal('1.10'), decimal.Decimal('-Infinity'), decimal.Decimal('-0E+3'), uuid.UUID('12345678-1234-5678-1234-567812345678'),
 ]
 
 
@@ -195,6 +214,31 @@ async def test_values_cross_both_ways_unchanged(session, value):
     result = await session.feed_run('v = echo(given())\n(v, type(v).__name__)', external_lookup={'echo': echo, 'given': lambda: value})
     assert result == (value, type(value).__name__)
     assert type(received[0]) is type(value) and received[0] == value
+
+
+async def test_enum_members_cross_as_their_values_and_paths_as_text(session):
+    class Status(enum.Enum):
+        SHIPPED = 'shipped'
+        HELD = (1, 'held')
+
+    received = []
+    lookup = {
+        'status': lambda: [Status.SHIPPED, Status.HELD, {Status.SHIPPED: pathlib.PurePosixPath('/srv/a.csv')}],
+        'report': lambda: pathlib.Path('/srv/reports'),
+        'send': received.append,
+    }
+    code = """
+import enum, pathlib
+class Level(enum.IntEnum):
+    LOW = 1
+class Kind(enum.Enum):
+    A = 'a'
+send([Level.LOW, Kind.A, pathlib.Path('/data/x.txt'), pathlib.PurePath('rel')])
+(status(), report(), type(report()).__name__)
+"""
+    assert await session.feed_run(code, external_lookup=lookup) == (['shipped', (1, 'held'), {'shipped': '/srv/a.csv'}], '/srv/reports', 'str')
+    assert received == [[1, 'a', '/data/x.txt', 'rel']]
+    assert [type(v) for v in received[0]] == [int, str, str, str]
 
 
 async def test_dataclass_and_pydantic_results_arrive_as_dicts(session):
@@ -220,7 +264,7 @@ async def test_a_host_result_that_cannot_cross_is_a_clear_error(session):
     assert info.value.display().splitlines()[-1] == (
         "TypeError: connect() returned a value of type 'Connection' that cannot enter the sandbox: a value of type "
         "'Connection' cannot cross the sandbox boundary; use None, bool, int, float, str, bytes, list, tuple, dict, "
-        'set, frozenset or datetime values'
+        'set, frozenset, datetime, Decimal or UUID values'
     )
 
 
@@ -239,7 +283,7 @@ async def test_a_script_argument_that_cannot_cross_is_a_clear_error(session):
         '  File "main.py", line 3, in <module>\n'
         '    send(Secret())\n'
         "TypeError: send() cannot be called with these arguments: a value of type 'Secret' cannot cross the sandbox "
-        'boundary; use None, bool, int, float, str, bytes, list, tuple, dict, set, frozenset or datetime values'
+        'boundary; use None, bool, int, float, str, bytes, list, tuple, dict, set, frozenset, datetime, Decimal or UUID values'
     )
 
 
@@ -248,8 +292,8 @@ async def test_a_result_that_cannot_leave_is_a_clear_error(session):
         await session.feed_run('def f():\n    pass\nf')
     assert info.value.display() == (
         "TypeError: the value of the last expression cannot leave the sandbox: a value of type 'function' cannot "
-        'cross the sandbox boundary; use None, bool, int, float, str, bytes, list, tuple, dict, set, frozenset or '
-        'datetime values'
+        'cross the sandbox boundary; use None, bool, int, float, str, bytes, list, tuple, dict, set, frozenset, '
+        'datetime, Decimal or UUID values'
     )
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ['Limits']
+__all__ = ['Limits', 'amount']
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,7 +18,11 @@ class Limits:
       `MemoryError` inside the script.
     - `cpu_time`: seconds of CPU the worker may use over the session's life (RLIMIT_CPU); past
       it the worker is stopped and the session ends.
-    - `recursion`: deepest Python call stack a script may reach (`RecursionError` past it).
+    - `recursion`: how deep the script's own calls may go (`RecursionError` past it), counted as
+      CPython counts its recursion depth, from the script's top level, which is one: each call
+      of a function is one more, and so is a call through C code (`sorted(xs, key=f)` is two:
+      `sorted`, and its call of `f`). `recursion=50` lets `def f(n): return f(n + 1)`, called
+      from the top level, go 49 calls deep.
     - `host_calls`: host function calls per feed; past it the call raises inside the script.
     - `output`: bytes of `print` output per feed; past it `print` raises inside the script.
     - `code_size`: bytes (UTF-8) of one script; a longer one is refused before it is checked or
@@ -44,3 +48,27 @@ class Limits:
     type_check_time: float | None = 10.0
     type_check_memory: int | None = 1024**3
     grace: float = 1.0
+
+
+#: The unit a limit counts, singular and plural, as its messages name it.
+_UNITS = {
+    'wall_time': ('second', 'seconds'),
+    'cpu_time': ('second of CPU', 'seconds of CPU'),
+    'grace': ('second', 'seconds'),
+    'memory': ('byte', 'bytes'),
+    'output': ('byte', 'bytes'),
+    'host_calls': ('host call', 'host calls'),
+    'recursion': ('call', 'calls'),
+}
+
+
+def amount(limit: str, value: float) -> str:
+    """`value` of `limit` with its unit, in words: `amount('wall_time', 1)` is '1 second',
+    `amount('wall_time', 2.5)` '2.5 seconds', `amount('memory', 1024)` '1024 bytes'.
+
+    A whole float is written as an int (`1.0` as `1`). Raises KeyError for an unknown limit.
+    """
+    singular, plural = _UNITS[limit]
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return f'{value} {singular if value == 1 else plural}'

@@ -3,8 +3,13 @@
 Values cross as msgpack with a few extension types, both ways:
 
     None, bool, int (any size), float, str, bytes, list, tuple, dict, set, frozenset,
-    datetime.datetime, datetime.date, datetime.time, datetime.timedelta, datetime.timezone
+    datetime.datetime, datetime.date, datetime.time, datetime.timedelta, datetime.timezone,
+    decimal.Decimal, uuid.UUID
 
+and, converted by the sender, an `enum.Enum` member as its value (its class is code, which never
+crosses; the script sees the value, as JSON would carry it) and a `pathlib.PurePath` as its `str`
+(a path names a place in the sender's files: the host's and the sandbox's differ, the sandbox
+seeing only its mounts, so the receiver gets the text to map, not an object to open).
 Anything else is refused with `TypeError` naming the type. The sender converts subclasses of
 these types to the exact built-in type first (a `str` subclass arrives as a plain `str`, a named
 tuple as a `tuple`), so the receiver only ever builds plain built-in objects and never runs code
@@ -19,7 +24,11 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import decimal
+import enum
+import pathlib
 import time
+import uuid
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -33,7 +42,7 @@ MAX_FRAME = 64 * 1024 * 1024
 #: How the `TypeError` begins that a script gets when it ran to its end and its value cannot cross.
 UNPACKABLE_RESULT = 'the value of the last expression cannot leave the sandbox'
 
-_TUPLE, _SET, _FROZENSET, _BIGINT, _DATETIME, _DATE, _TIME, _TIMEDELTA, _TIMEZONE = range(1, 10)
+_TUPLE, _SET, _FROZENSET, _BIGINT, _DATETIME, _DATE, _TIME, _TIMEDELTA, _TIMEZONE, _DECIMAL, _UUID = range(1, 12)
 
 
 def describe_type(value: object) -> str:
@@ -44,13 +53,14 @@ def describe_type(value: object) -> str:
 def _refuse(value: object) -> TypeError:
     return TypeError(
         f"a value of type '{describe_type(value)}' cannot cross the sandbox boundary; use None, bool, "
-        'int, float, str, bytes, list, tuple, dict, set, frozenset or datetime values'
+        'int, float, str, bytes, list, tuple, dict, set, frozenset, datetime, Decimal or UUID values'
     )
 
 
 #: Types msgpack packs through `default` (ext types, and ints past 64 bits).
 _EXTENSION_TYPES = frozenset({
     int, tuple, set, frozenset, datetime.datetime, datetime.date, datetime.time, datetime.timedelta, datetime.timezone,
+    decimal.Decimal, uuid.UUID,
 })
 #: The exact types that may cross; anything else goes through the side's conversion first.
 _BOUNDARY_TYPES = _EXTENSION_TYPES | {type(None), bool, float, str, bytes, list, dict}
@@ -80,6 +90,10 @@ def _make_default(convert: Callable[[Any], Any]) -> Callable[[Any], Any]:
             return msgpack.ExtType(_TIME, value.isoformat().encode())
         if t is datetime.timedelta:
             return msgpack.ExtType(_TIMEDELTA, _packb([value.days, value.seconds, value.microseconds], default))
+        if t is decimal.Decimal:
+            return msgpack.ExtType(_DECIMAL, str(value).encode())  # exact, NaN and infinities included
+        if t is uuid.UUID:
+            return msgpack.ExtType(_UUID, value.bytes)
         offset = value.utcoffset(None)  # datetime.timezone: the one type left
         return msgpack.ExtType(_TIMEZONE, _packb([offset.days, offset.seconds, offset.microseconds], default))
 
@@ -90,8 +104,17 @@ def _exact(value: Any) -> Any:
     """Convert an instance of a subclass of a boundary type to the exact built-in type.
 
     Uses the base type's own C methods (`str.__str__`, `dict.items`), so an override in the
-    subclass (`__str__`, `__iter__`, `keys`) is never called.
+    subclass (`__str__`, `__iter__`, `keys`) is never called. An enum member becomes its value
+    (read from its own dict, not through a `value` property), a path its text.
     """
+    if isinstance(value, enum.Enum):
+        return object.__getattribute__(value, '__dict__')['_value_']
+    if isinstance(value, pathlib.PurePath):
+        return pathlib.PurePath.__str__(value)
+    if isinstance(value, decimal.Decimal):
+        return decimal.Decimal(decimal.Decimal.__str__(value))
+    if isinstance(value, uuid.UUID):
+        return uuid.UUID(int=_uuid_int(value))
     if isinstance(value, bool):
         return bool(int.__index__(value))
     if isinstance(value, int):
@@ -119,6 +142,9 @@ def _exact(value: Any) -> Any:
     if isinstance(value, datetime.date):
         return datetime.date.fromordinal(datetime.date.toordinal(value))
     raise _refuse(value)
+
+
+_uuid_int = uuid.UUID.__dict__['int'].__get__  # the slot itself: a subclass's `int` property is not called
 
 
 def sandbox_default(value: Any) -> Any:
@@ -183,6 +209,10 @@ class _Decoder:
     def _ext_hook(self, code: int, data: bytes) -> Any:
         if code == _BIGINT:
             return int(data.decode(), 16)
+        if code == _UUID:
+            return uuid.UUID(bytes=data)  # ValueError unless 16 bytes
+        if code == _DECIMAL:
+            return _decimal(data)
         if code in (_DATETIME, _DATE, _TIME):
             text = data.decode()
             kind = {_DATETIME: datetime.datetime, _DATE: datetime.date, _TIME: datetime.time}[code]
@@ -201,6 +231,13 @@ class _Decoder:
         if code == _TIMEZONE:
             return datetime.timezone(datetime.timedelta(days=items[0], seconds=items[1], microseconds=items[2]))
         raise ValueError(f'unknown extension type {code} in a frame')
+
+
+def _decimal(data: bytes) -> decimal.Decimal:
+    try:
+        return decimal.Decimal(data.decode('ascii'))
+    except (UnicodeDecodeError, decimal.InvalidOperation):
+        raise ValueError('malformed Decimal in a frame') from None
 
 
 def pack(message: Any, *, side: str) -> bytes:

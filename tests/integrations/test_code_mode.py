@@ -111,7 +111,7 @@ async def test_runtime_error_then_its_fix():
             'The script failed: Traceback (most recent call last):\n'
             '  File "main.py", line 3, in <module>\n'
             "    w['temp_f'] / 0\n"
-            "     ~~~~~~~~~~~~^~~\n"
+            "    ~~~~~~~~~~~~^~~\n"
             'ZeroDivisionError: division by zero\n\n'
             'Before the failure, the script made 1 function call; whatever it did has happened:\n'
             "- get_weather(city='Oslo') returned {'city': 'Oslo', 'condition': 'sunny', 'temp_f': 72}\n"

@@ -187,13 +187,16 @@ async def test_tool_without_a_pool_makes_and_closes_its_own():
 
 
 async def test_results_that_cannot_enter_the_sandbox_are_converted(pool):
+    import ipaddress
+    import pathlib
     import uuid
 
     def ids() -> list:
-        return [uuid.UUID(int=1)]
+        return [uuid.UUID(int=1), ipaddress.ip_address('10.0.0.1'), pathlib.Path('/srv/a')]
 
+    # a UUID crosses as itself, a path as its text, anything else as its JSON form
     tool = CodeTool({'ids': ids}, pool=pool)
-    assert await tool.run('ids()') == "['00000000-0000-0000-0000-000000000001']"
+    assert await tool.run('ids()') == "[UUID('00000000-0000-0000-0000-000000000001'), '10.0.0.1', '/srv/a']"
 
 
 async def test_without_type_check(pool):

@@ -45,7 +45,7 @@ READ_ONLY_WRITE = (
     'The script failed: Traceback (most recent call last):\n'
     '  File "main.py", line 1, in <module>\n'
     "    open('/data/summary.txt', 'w').write('x')\n"
-    '     ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^\n'
+    '    ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^\n'
     "OSError: [Errno 30] Read-only file system: '/data/summary.txt'"
 )
 
@@ -106,7 +106,7 @@ async def test_os_access_environ():
             'The script failed: Traceback (most recent call last):\n'
             '  File "main.py", line 2, in <module>\n'
             "    [os.environ['REGION'], os.getenv('HOME'), open('/etc/hostname').read()]\n"
-            '                                               ^^^^^^^^^^^^^^^^^^^^^\n'
+            '                                              ^^^^^^^^^^^^^^^^^^^^^\n'
             "PermissionError: [Errno 13] Permission denied (the host has not granted file access; the host grants it "
             "with checkout(mounts=[Mount(host_dir, sandbox_path)])): '/etc/hostname'",
         ),
@@ -127,7 +127,7 @@ async def test_nothing_granted_by_default():
             'The script failed: Traceback (most recent call last):\n'
             '  File "main.py", line 2, in <module>\n'
             "    os.environ['REGION']\n"
-            '     ~~~~~~~~~~^^^^^^^^^^\n'
+            '    ~~~~~~~~~~^^^^^^^^^^\n'
             'PermissionError: the host has not granted access to environment variables; the host grants it with '
             'checkout(os_access=OsAccess(environ={...}))',
         ),
@@ -256,7 +256,7 @@ async def test_code_tool_with_a_mount(pool, reports):
         'The script failed: Traceback (most recent call last):\n'
         '  File "main.py", line 1, in <module>\n'
         "    open('/etc/passwd').read()\n"
-        '     ^^^^^^^^^^^^^^^^^^^\n'
+        '    ^^^^^^^^^^^^^^^^^^^\n'
         "PermissionError: [Errno 13] Permission denied (outside the folders the host mounted: /data): '/etc/passwd'"
     )
     assert '- Files under /data (read-only) are available. Other paths cannot be opened. Relative paths start at /data.' in tool.description

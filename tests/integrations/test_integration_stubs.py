@@ -2,7 +2,10 @@
 
 import dataclasses
 import datetime
+import decimal
 import enum
+import pathlib
+import uuid
 from typing import Literal, NotRequired, TypedDict
 
 import pytest
@@ -85,6 +88,41 @@ def move(p: Point, /, by: tuple[int, ...] = (1, 1)) -> Point:
 def untyped(a: Any, b: Any = 2) -> Any:
     ...
 '''
+
+
+class Size(enum.Enum):
+    SMALL = 1.5
+    PAIR = (2, 'x')
+
+
+def price(item: uuid.UUID, report: pathlib.Path, size: Size) -> decimal.Decimal: ...
+
+
+def test_values_are_stubbed_as_they_cross_the_boundary():
+    # Decimal and UUID as themselves, a path as its text, an enum member as its value
+    assert stubs_from_functions({'price': price}) == '''import decimal
+import uuid
+
+
+def price(item: uuid.UUID, report: str, size: float | tuple) -> decimal.Decimal:
+    ...
+'''
+
+
+@pytest.mark.asyncio
+async def test_values_arrive_as_their_stubs_say(pool):
+    import corral
+
+    async def lookup(item, report, size):
+        return [decimal.Decimal('9.99'), item, pathlib.Path(report) / 'q1.csv', Size.PAIR]
+
+    code = """
+import decimal, uuid
+price, item, path, size = await lookup(uuid.UUID(int=1), '/srv', 1.5)
+(price + decimal.Decimal('0.01'), item.version, path.upper(), size)
+"""
+    async with pool.checkout() as session:
+        assert await session.feed_run(code, external_lookup={'lookup': lookup}) == (decimal.Decimal('10.00'), None, '/SRV/Q1.CSV', (2, 'x'))
 
 
 def test_seed_000_stub_is_reproduced():

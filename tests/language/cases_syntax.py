@@ -585,4 +585,134 @@ CASES = [
             result.append('main')
         result
     ''', ['main']),
+    # ----- asyncio.run: the feed's loop awaits it where the top level calls it ------------------------
+    case('asyncio-run-last-statement', '''
+        import asyncio
+        async def fetch(n):
+            await asyncio.sleep(0)
+            return n * 2
+        async def main():
+            return list(await asyncio.gather(fetch(1), fetch(2)))
+        asyncio.run(main())
+    ''', [2, 4]),
+    case('asyncio-run-in-blocks-and-assignments', '''
+        import asyncio
+        from asyncio import run
+        import asyncio as aio
+        async def main(n=1):
+            print('main', n)
+            return n
+        if __name__ == '__main__':
+            asyncio.run(main())
+        values = [run(main(2)), aio.run(main(3), debug=False)]
+        for n in (4, 5):
+            values.append(asyncio.run(main(n)))
+        try:
+            values.append(asyncio.run(main(6)) + 1)
+        finally:
+            pass
+        values
+    ''', [2, 3, 4, 5, 7], output='main 1\nmain 2\nmain 3\nmain 4\nmain 5\nmain 6\n'),
+    case('asyncio-run-errors', '''
+        import asyncio
+        async def main():
+            raise KeyError('inner')
+        errors = []
+        try:
+            asyncio.run(5)
+        except ValueError as e:
+            errors.append(str(e))
+        try:
+            asyncio.run()
+        except TypeError as e:
+            errors.append(str(e))
+        try:
+            asyncio.run(main())
+        except KeyError as e:
+            errors.append(repr(e))
+        errors
+    ''', ['a coroutine was expected, got 5', "run() missing 1 required positional argument: 'main'", "KeyError('inner')"]),
+    case('asyncio-run-in-a-function', '''
+        import asyncio
+        async def main():
+            return 1
+        def sync_entry():
+            return asyncio.run(main())
+        sync_entry()
+    ''', raises=(
+        'RuntimeError: asyncio.run() cannot be called from a running event loop: the script already runs in an event '
+        'loop: call asyncio.run(main()) at the top level of the script, where the sandbox awaits it on that loop, or '
+        'await the coroutine (await main())'
+    ), sandbox_only=True),
+    case('asyncio-run-other-functions-named-run', '''
+        class Job:
+            def run(self, x):
+                return x * 2
+        def run(x):
+            return x + 1
+        (Job().run(4), run(1))
+    ''', (8, 2)),
+    case('future-annotations', '''
+        """A docstring may come first."""
+        from __future__ import annotations
+        import dataclasses
+        @dataclasses.dataclass
+        class Node:
+            value: int
+            children: list[Node] = dataclasses.field(default_factory=list)
+            parent: Node | None = None
+        def depth(node: Node) -> int:
+            return 1 + max((depth(child) for child in node.children), default=0)
+        tree = Node(1, [Node(2, [Node(3)]), Node(4)])
+        (depth(tree), [f.type for f in dataclasses.fields(Node)])
+    ''', (3, ['int', 'list[Node]', 'Node | None'])),
+    # ----- reflection on the script's own objects --------------------------------------------------------
+    case('class-and-qualname-of-objects', '''
+        class Outer:
+            class Inner:
+                pass
+        try:
+            {}['missing']
+        except Exception as e:
+            caught = e.__class__.__name__
+        (caught, type(Outer.Inner()).__qualname__, Outer.Inner().__class__.__qualname__, (1).__class__.__name__,
+         Outer.__class__.__name__)
+    ''', ('KeyError', 'Outer.Inner', 'Outer.Inner', 'int', 'type')),
+    case('instance-dict-and-vars', '''
+        import json
+        class Config:
+            def __init__(self, **options):
+                self.__dict__.update(options)
+                self._seen = True
+        c = Config(name='report', limit=3)
+        c.__dict__['extra'] = 1
+        d = vars(c)
+        d.setdefault('limit', 99)
+        d.pop('extra')
+        (c.name, c.limit, hasattr(c, 'extra'), json.dumps(vars(c), sort_keys=True), c.__dict__ == {'name': 'report', 'limit': 3, '_seen': True},
+         isinstance(d, dict), sorted(k for k in vars(Config) if not k.startswith('__')))
+    ''', ('report', 3, False, '{"_seen": true, "limit": 3, "name": "report"}', True, True, [])),
+    case('class-dict-lists-what-it-defines', '''
+        class Shape:
+            sides = 0
+            def area(self):
+                return 0
+        class Square(Shape):
+            sides = 4
+        (sorted(k for k in Square.__dict__ if not k.startswith('__')), 'area' in vars(Shape), Square.__dict__['sides'])
+    ''', (['sides'], True, 4)),
+    case('doc-in-class-body', '''
+        class Documented:
+            """What it is."""
+            summary = __doc__.upper()
+        class Plain:
+            summary = __doc__
+        (Documented.summary, Documented.__doc__, Plain.summary, Plain.__doc__)
+    ''', ('WHAT IT IS.', 'What it is.', None, None)),
+    case('builtins-look-as-in-cpython', '''
+        import copy, os
+        (repr(print), repr(getattr), repr(open), repr(os.listdir), print.__name__, type(print).__name__,
+         copy.copy(print) is print, copy.deepcopy([open])[0] is open)
+    ''', ('<built-in function print>', '<built-in function getattr>', '<built-in function open>', '<built-in function listdir>',
+          'print', 'builtin_function_or_method', True, True)),
 ]

@@ -3,7 +3,7 @@
 A case is a small script and what it must give: the value of its last expression (as it crosses
 the sandbox boundary: `values.pack`/`unpack`, so a named tuple is a tuple), the exception it must
 raise (`'ValueError: message'`), and what it prints. In CPython the script runs with top-level
-await, in a fresh namespace and event loop, with stdout and stderr captured together (the sandbox
+await (in a fresh event loop when it uses it), in a fresh namespace, with stdout and stderr captured together (the sandbox
 merges them into its captured output); cases that use files run in a copy of `FILES`, which the
 sandbox sees as its working folder (a mount).
 """
@@ -150,7 +150,11 @@ def _run(code: str) -> Any:
     flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
     body = compile(tree, 'main.py', 'exec', flags=flags, dont_inherit=True)
     tail = compile(last, 'main.py', 'eval', flags=flags, dont_inherit=True) if last is not None else None
-    namespace: dict[str, Any] = {'__name__': '__main__'}
+    namespace: dict[str, Any] = {'__name__': '__main__', '__doc__': None}  # as a script without a docstring has
+    if not (body.co_flags | (tail.co_flags if tail is not None else 0)) & 0x80:
+        # no top-level await: run as CPython runs a script, with no event loop (asyncio.run works)
+        eval(body, namespace)
+        return eval(tail, namespace) if tail is not None else None
 
     async def main() -> Any:
         result = eval(body, namespace)

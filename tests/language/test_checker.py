@@ -94,7 +94,7 @@ AGREEMENT = [
     ('import numpy', 'error[import-not-found]: Cannot resolve imported module `numpy`', 'ModuleNotFoundError: ' + catalog.missing_module('numpy')),
     ('import json.decoder', 'error[import-not-found]: Cannot resolve imported module `json.decoder`', 'ModuleNotFoundError: ' + catalog.missing_module('json.decoder')),
     ('import os\nos.system("ls")', 'error[unresolved-attribute]: Module `os` has no member `system`', 'AttributeError: ' + catalog.missing_member('os', 'system')),
-    ('import asyncio\nasyncio.run(None)', 'error[unresolved-attribute]: Module `asyncio` has no member `run`', 'AttributeError: ' + catalog.missing_member('asyncio', 'run')),
+    ('import asyncio\nasyncio.get_event_loop()', 'error[unresolved-attribute]: Module `asyncio` has no member `get_event_loop`', 'AttributeError: ' + catalog.missing_member('asyncio', 'get_event_loop')),
     ('import time\ntime.localtime()', 'error[unresolved-attribute]: Module `time` has no member `localtime`', 'AttributeError: ' + catalog.missing_member('time', 'localtime')),
     ('import random\nrandom.SystemRandom()', 'error[unresolved-attribute]: Module `random` has no member `SystemRandom`', 'AttributeError: ' + catalog.missing_member('random', 'SystemRandom')),
     ('import json\njson.decoder', 'warning[possibly-missing-submodule]: Submodule `decoder` might not have been imported', 'AttributeError: ' + catalog.missing_member('json', 'decoder')),

@@ -39,11 +39,18 @@ REFUSALS = [
      "SyntaxError: 'from json import *' is not supported in the sandbox; import the names you need: from json import name1, name2"),
     ('relative-import', 'from . import x',
      'SyntaxError: relative imports are not supported in the sandbox; import modules by their name'),
-    ('future-import', 'from __future__ import annotations',
-     "SyntaxError: 'from __future__ import annotations' is not supported in the sandbox: remove the line; annotations "
-     "work without it (quote a name that is defined later: x: 'MyClass')"),
-    ('dunder-class', '().__class__',
-     "SyntaxError: attribute '__class__' cannot be read in the sandbox: names like __this__ are refused except a short list; use type(x) instead"),
+    ('future-import-late', 'x = 1\nfrom __future__ import annotations',
+     'SyntaxError: from __future__ imports must occur at the beginning of the file'),
+    ('future-import-unknown', 'from __future__ import braces', 'SyntaxError: not a chance'),
+    ('dunder-class-store', 'class A: pass\nA().__class__ = int',
+     "SyntaxError: attribute '__class__' cannot be assigned in the sandbox: names like __this__ are refused except a short list; use type(x) instead"),
+    ('dunder-bases', '().__class__.__bases__',
+     "SyntaxError: attribute '__bases__' cannot be read in the sandbox: names like __this__ are refused except a short list; use type(x).mro()"),
+    ('dict-of-foreign-object', 'import json\njson.__dict__',
+     "AttributeError: the __dict__ of module objects cannot be read in the sandbox: only objects and classes the script defines show theirs; read the attributes by name"),
+    ('asyncio-run-in-a-function', 'import asyncio\nasync def main():\n    return 1\ndef f():\n    return asyncio.run(main())\nf()',
+     'RuntimeError: asyncio.run() cannot be called from a running event loop: the script already runs in an event loop: call '
+     'asyncio.run(main()) at the top level of the script, where the sandbox awaits it on that loop, or await the coroutine (await main())'),
     ('function-globals', 'def f(): pass\nf.__globals__',
      "SyntaxError: attribute '__globals__' cannot be read in the sandbox: names like __this__ are refused except a short list; function internals are not available in the sandbox"),
     ('generator-frame', 'g = (x for x in [1])\ng.gi_frame',
@@ -56,8 +63,8 @@ REFUSALS = [
      "SyntaxError: name '__builtins__' is not available in the sandbox: names like __this__ are refused; call builtins by their name"),
     ('import-dunder', "__import__('os')",
      "SyntaxError: name '__import__' is not available in the sandbox: names like __this__ are refused; use an import statement"),
-    ('getattr-dunder', "getattr(1, '__cla' + 'ss__')",
-     "AttributeError: attribute '__class__' cannot be read in the sandbox: names like __this__ are refused except a short list; use type(x) instead"),
+    ('getattr-dunder', "getattr(1, '__sub' + 'classes__')",
+     "AttributeError: attribute '__subclasses__' cannot be read in the sandbox: names like __this__ are refused except a short list; class hierarchies cannot be walked in the sandbox"),
     ('private-foreign', 'import asyncio\nasyncio.Queue()._queue',
      "AttributeError: attribute '_queue' is private: the sandbox allows names starting with '_' only on objects of classes the script defines (Queue objects are not); use the public API"),
     # ----- builtins ----------------------------------------------------------------------------------
@@ -66,7 +73,7 @@ REFUSALS = [
     ('compile', "compile('1', 's', 'eval')", f'NameError: compile() is not available in the sandbox; {CODE}'),
     ('globals', 'globals()', 'NameError: globals() is not available in the sandbox; use your variables directly, or keep values in a dict'),
     ('locals', 'locals()', 'NameError: locals() is not available in the sandbox; use your variables directly, or keep values in a dict'),
-    ('vars', 'vars()', 'NameError: vars() is not available in the sandbox; read attributes by name, or use dataclasses.asdict(obj)'),
+    ('vars', 'vars()', 'NameError: vars() without an argument is not available in the sandbox; use your variables directly, or keep values in a dict'),
     ('input', 'input()', 'NameError: input() is not available in the sandbox; a script cannot read input; use the host functions you were given'),
     ('breakpoint', 'breakpoint()', 'NameError: breakpoint() is not available in the sandbox; debuggers are not available in the sandbox'),
     ('help', 'help(len)', 'NameError: help() is not available in the sandbox; help is not available in the sandbox'),
@@ -150,7 +157,7 @@ async def test_refusal(pool, code: str, expected: str) -> None:
         with pytest.raises((corral.SandboxSyntaxError, corral.SandboxRuntimeError)) as info:
             await session.feed_run(textwrap.dedent(code), print_callback=lambda stream, text: None)
     last = info.value.display().rstrip('\n').splitlines()[-1]
-    if not expected.startswith(('SyntaxError', 'NameError', 'AttributeError', 'ImportError', 'ModuleNotFoundError', 'PermissionError', 'TypeError')):
+    if not expected.startswith(('SyntaxError', 'NameError', 'AttributeError', 'ImportError', 'ModuleNotFoundError', 'PermissionError', 'TypeError', 'RuntimeError')):
         expected = 'AttributeError: ' + expected
     assert last == expected
 

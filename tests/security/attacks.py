@@ -109,6 +109,7 @@ FUNC = 'function internals are not available in the sandbox'
 METHOD = 'method internals are not available in the sandbox'
 TB = 'tracebacks are not available to scripts; an uncaught exception shows its traceback to the host'
 MRO = 'use type(x).mro()'
+HIER = 'class hierarchies cannot be walked in the sandbox'
 PICKLE = 'pickling is not available in the sandbox; use copy.copy or copy.deepcopy'
 def no_module(name: str) -> str:
     return 'ModuleNotFoundError: ' + missing_module(name)
@@ -128,10 +129,10 @@ ATTACKS: list[Attack] = [
         for c in ().__class__.__bases__[0].__subclasses__():
             if c.__name__ == '_wrap_close':
                 c.__init__.__globals__['system']('touch MARKER')
-    """, dunder('__class__', CLASS)),
+    """, dunder('__bases__', MRO)),
     attack('subclass-walk-list-mro', 'pyjail', """
         [].__class__.__mro__[-1].__subclasses__()
-    """, dunder('__class__', CLASS)),
+    """, dunder('__mro__', MRO)),
     attack('object-subclasses', 'pyjail', """
         object.__subclasses__()
     """, dunder('__subclasses__', 'class hierarchies cannot be walked in the sandbox')),
@@ -147,8 +148,8 @@ ATTACKS: list[Attack] = [
         getattr(base, '__subcl' + 'asses__')()
     """, dunder('__subclasses__', 'class hierarchies cannot be walked in the sandbox', syntax=False)),
     attack('getattr-class', 'smolagents advisory', """
-        getattr((), '__class__')
-    """, dunder('__class__', CLASS, syntax=False)),
+        getattr(getattr((), '__class__'), '__subclasses__')()
+    """, dunder('__subclasses__', HIER, syntax=False)),
     attack('getattr-concat-bases', 'RestrictedPython guarded getattr bypass attempts', """
         name = ''.join(['__', 'bas', 'es__'])
         getattr(int, name)
@@ -202,8 +203,8 @@ ATTACKS: list[Attack] = [
     attack('dict-of-object', 'pyjail', """
         class A:
             pass
-        A.__dict__
-    """, dunder('__dict__', 'read the attributes by name, or use dataclasses.asdict(x)')),
+        A.__dict__['__dict__']
+    """, "KeyError: '__dict__'"),
     attack('getattribute-unbound', 'pyjail: object.__getattribute__(x, name)', """
         object.__getattribute__((), '__class__')
     """, dunder('__getattribute__', 'use getattr(obj, name)')),
@@ -215,7 +216,7 @@ ATTACKS: list[Attack] = [
     """, dunder('__getattribute__', 'use getattr(obj, name)')),
     attack('vars-builtin', 'pyjail', """
         vars()['__builtins__']
-    """, 'NameError: vars() is not available in the sandbox; read attributes by name, or use dataclasses.asdict(obj)'),
+    """, 'NameError: vars() without an argument is not available in the sandbox; use your variables directly, or keep values in a dict'),
     attack('globals-builtin', 'pyjail', """
         globals()['__builtins__']
     """, 'NameError: globals() is not available in the sandbox; use your variables directly, or keep values in a dict'),
@@ -256,8 +257,8 @@ ATTACKS: list[Attack] = [
     """, 'SyntaxError: type() with three arguments (creating a class) is not supported in the sandbox; write a class statement instead'),
     attack('type-alias-class-body-still-checked', 'pyjail: type() through an alias; its lambdas are still validated', """
         t = type
-        X = t('X', (), {'leak': lambda self: self.__class__})
-    """, dunder('__class__', CLASS)),
+        X = t('X', (), {'leak': lambda self: self.__class__.__subclasses__()})
+    """, dunder('__subclasses__', HIER)),
     attack('build-class-name', 'pyjail', """
         __build_class__
     """, "SyntaxError: name '__build_class__' is not available in the sandbox: names like __this__ are refused; use a class statement"),
@@ -304,10 +305,10 @@ ATTACKS: list[Attack] = [
     """, dunder('__init__', syntax=False, store=True)),
     attack('comprehension-class', 'pyjail: inside a comprehension', """
         [c for c in ().__class__.__mro__]
-    """, dunder('__class__', CLASS)),
+    """, dunder('__mro__', MRO)),
     attack('fstring-class', 'pyjail: f-string expressions', """
         f'{().__class__.__base__}'
-    """, dunder('__class__', CLASS)),
+    """, dunder('__base__', MRO)),
     attack('method-func-globals', 'pyjail', """
         class A:
             def m(self):
@@ -328,23 +329,23 @@ ATTACKS: list[Attack] = [
         ｆ = lambda: 0
         ｆ.__globals__
     """, dunder('__globals__', FUNC)),
-    attack('nfkc-fullwidth-underscores', 'pyjail: _＿class_＿ normalises to __class__', """
-        ()._＿class_＿
-    """, dunder('__class__', CLASS)),
+    attack('nfkc-fullwidth-underscores', 'pyjail: _＿subclasses_＿ normalises to __subclasses__', """
+        int._＿subclasses_＿
+    """, dunder('__subclasses__', HIER)),
     attack('nfkc-builtins-name', 'pyjail', """
         _＿builtins_＿
     """, "SyntaxError: name '__builtins__' is not available in the sandbox: names like __this__ are refused; call builtins by their name"),
     attack('nfkc-getattr-string', 'pyjail: a string is not normalised by getattr, but the guard normalises it', """
-        getattr((), '\\uff3f\\uff3fclass\\uff3f\\uff3f')
-    """, dunder('__class__', CLASS, syntax=False)),
+        getattr(int, '\\uff3f\\uff3fsubclasses\\uff3f\\uff3f')
+    """, dunder('__subclasses__', HIER, syntax=False)),
     attack('nfkc-italic-format', 'pyjail: mathematical italic letters in an attribute name', """
-        '{0.__class__}'.𝘧𝘰𝘳𝘮𝘢𝘵(1)
-    """, 'AttributeError: str.format() field {0.__class__}: ' + _DUNDER.format('__class__') + '; ' + CLASS),
+        '{0.__globals__}'.𝘧𝘰𝘳𝘮𝘢𝘵(1)
+    """, 'AttributeError: str.format() field {0.__globals__}: ' + _DUNDER.format('__globals__') + '; ' + FUNC),
 
     # ----- format strings --------------------------------------------------------------------------
     attack('format-class', 'RestrictedPython format guard; pyjail', """
-        '{0.__class__}'.format(1)
-    """, 'AttributeError: str.format() field {0.__class__}: ' + _DUNDER.format('__class__') + '; ' + CLASS),
+        '{0.__globals__}'.format(1)
+    """, 'AttributeError: str.format() field {0.__globals__}: ' + _DUNDER.format('__globals__') + '; ' + FUNC),
     attack('format-globals', 'RestrictedPython CVE-2023-41039', """
         def f():
             pass
@@ -357,35 +358,35 @@ ATTACKS: list[Attack] = [
         '{0.__init__.__globals__[__builtins__]}'.format(A())
     """, 'AttributeError: str.format() field {0.__init__.__globals__[__builtins__]}: ' + _DUNDER.format('__globals__') + '; ' + FUNC),
     attack('format-unbound', 'pyjail: str.format as an unbound method', """
-        str.format('{0.__class__}', 1)
-    """, 'AttributeError: str.format() field {0.__class__}: ' + _DUNDER.format('__class__') + '; ' + CLASS),
+        str.format('{0.__globals__}', 1)
+    """, 'AttributeError: str.format() field {0.__globals__}: ' + _DUNDER.format('__globals__') + '; ' + FUNC),
     attack('format-map', 'RestrictedPython CVE-2023-41039: format_map', """
-        '{x.__class__}'.format_map({'x': 1})
-    """, 'AttributeError: str.format() field {x.__class__}: ' + _DUNDER.format('__class__') + '; ' + CLASS),
+        '{x.__globals__}'.format_map({'x': 1})
+    """, 'AttributeError: str.format() field {x.__globals__}: ' + _DUNDER.format('__globals__') + '; ' + FUNC),
     attack('format-through-getattr', 'RestrictedPython', """
-        getattr('{0.__class__}', 'format')(1)
-    """, 'AttributeError: str.format() field {0.__class__}: ' + _DUNDER.format('__class__') + '; ' + CLASS),
+        getattr('{0.__globals__}', 'format')(1)
+    """, 'AttributeError: str.format() field {0.__globals__}: ' + _DUNDER.format('__globals__') + '; ' + FUNC),
     attack('format-str-subclass', 'pyjail: a str subclass inherits the unguarded method', """
         class S(str):
             pass
-        S('{0.__class__}').format(1)
-    """, 'AttributeError: str.format() field {0.__class__}: ' + _DUNDER.format('__class__') + '; ' + CLASS),
+        S('{0.__globals__}').format(1)
+    """, 'AttributeError: str.format() field {0.__globals__}: ' + _DUNDER.format('__globals__') + '; ' + FUNC),
     attack('format-through-super', 'pyjail: super() reaches str.format past an override', """
         class S(str):
             def format(self, *a):
                 return 'safe'
-        super(S, S('{0.__class__}')).format(1)
-    """, 'AttributeError: str.format() field {0.__class__}: ' + _DUNDER.format('__class__') + '; ' + CLASS),
+        super(S, S('{0.__globals__}')).format(1)
+    """, 'AttributeError: str.format() field {0.__globals__}: ' + _DUNDER.format('__globals__') + '; ' + FUNC),
     attack('format-methodcaller', 'pyjail', """
         import operator
-        operator.methodcaller('format', 1)('{0.__class__}')
-    """, 'AttributeError: str.format() field {0.__class__}: ' + _DUNDER.format('__class__') + '; ' + CLASS),
+        operator.methodcaller('format', 1)('{0.__globals__}')
+    """, 'AttributeError: str.format() field {0.__globals__}: ' + _DUNDER.format('__globals__') + '; ' + FUNC),
     attack('format-map-builtin', 'pyjail: map(str.format, ...)', """
-        list(map(str.format, ['{0.__class__}'], [1]))
-    """, 'AttributeError: str.format() field {0.__class__}: ' + _DUNDER.format('__class__') + '; ' + CLASS),
+        list(map(str.format, ['{0.__globals__}'], [1]))
+    """, 'AttributeError: str.format() field {0.__globals__}: ' + _DUNDER.format('__globals__') + '; ' + FUNC),
     attack('format-nested-spec', 'pyjail: a field inside the format spec', """
-        '{0:{1.__class__}}'.format(1, 2)
-    """, 'AttributeError: str.format() field {1.__class__}: ' + _DUNDER.format('__class__') + '; ' + CLASS),
+        '{0:{1.__globals__}}'.format(1, 2)
+    """, 'AttributeError: str.format() field {1.__globals__}: ' + _DUNDER.format('__globals__') + '; ' + FUNC),
     attack('format-private-foreign', 'RestrictedPython: private attributes in format', """
         import asyncio
         '{0._queue}'.format(asyncio.Queue())
@@ -601,8 +602,11 @@ ATTACKS: list[Attack] = [
     """, "SyntaxError: module '__main__' is not available in the sandbox"),
     attack('future-import', 'pyjail: future annotations make every annotation a string', """
         from __future__ import annotations
-    """, "SyntaxError: 'from __future__ import annotations' is not supported in the sandbox: remove the line; annotations "
-         "work without it (quote a name that is defined later: x: 'MyClass')"),
+        import typing
+        def f(x: __import__('os').system('touch MARKER')):
+            pass
+        typing.get_type_hints(f)
+    """, "SyntaxError: name '__import__' is not available in the sandbox: names like __this__ are refused; use an import statement"),
     attack('relative-import', 'pyjail', """
         from . import worker
     """, 'SyntaxError: relative imports are not supported in the sandbox; import modules by their name'),
@@ -660,7 +664,10 @@ ATTACKS: list[Attack] = [
         class D:
             def __set_name__(self, owner, name):
                 self.ns = owner.__dict__
-    """, dunder('__dict__', 'read the attributes by name, or use dataclasses.asdict(x)')),
+        class A:
+            d = D()
+        A.d.ns['__corral_classmark__']
+    """, "KeyError: '__corral_classmark__'"),
     attack('init-subclass-bases', 'pyjail', """
         class Base:
             def __init_subclass__(cls):
@@ -694,9 +701,9 @@ ATTACKS: list[Attack] = [
     # ----- match class patterns --------------------------------------------------------------------
     attack('match-keyword-class', 'pyjail: keyword patterns read attributes', """
         match ():
-            case object(__class__=c):
+            case object(__globals__=c):
                 c
-    """, 'SyntaxError: class pattern keyword: ' + _DUNDER.format('__class__') + '; ' + CLASS),
+    """, 'SyntaxError: class pattern keyword: ' + _DUNDER.format('__globals__') + '; ' + FUNC),
     attack('match-args-dunder', 'pyjail: __match_args__ names a refused attribute', """
         class C:
             __match_args__ = ('__globals__',)
@@ -771,7 +778,7 @@ ATTACKS: list[Attack] = [
         match S('x'):
             case S(d):
                 d
-    """, "TypeError: class pattern S(...) would read attribute '__dict__' cannot be read in the sandbox: names like __this__ are refused except a short list; read the attributes by name, or use dataclasses.asdict(x) (named in S.__match_args__)"),
+    """, "TypeError: class pattern S(...) would read attribute '__dict__' cannot be read in the sandbox: names like __this__ are refused except a short list; only x.__dict__ or vars(x) reads it, on objects of the script's classes; read the attributes by name, or use dataclasses.asdict(x) (named in S.__match_args__)"),
     attack('match-args-from-metaclass', 'corral red team: CPython finds __match_args__ on the metaclass too', """
         class M(type):
             __match_args__ = ('format',)
@@ -1009,9 +1016,9 @@ ATTACKS: list[Attack] = [
         @dataclasses.dataclass
         class P:
             x: int = 0
-        dataclasses.fields(P)[0].name = '__class__'
+        dataclasses.fields(P)[0].name = '__globals__'
         dataclasses.asdict(P())
-    """, dunder('__class__', CLASS, syntax=False)),
+    """, dunder('__globals__', FUNC, syntax=False)),
     attack('dataclass-replace-foreign-private', 'corral: replace() reads fields by name', """
         import asyncio, dataclasses
         @dataclasses.dataclass
@@ -1054,20 +1061,20 @@ ATTACKS: list[Attack] = [
     """, "TypeError: cached_property in the sandbox works on objects of the script's own classes, not 'Queue'"),
     attack('attrgetter-class', 'pyjail: operator.attrgetter', """
         import operator
-        operator.attrgetter('__class__')(1)
-    """, "AttributeError: attrgetter('__class__'): " + _DUNDER.format('__class__') + '; ' + CLASS),
+        operator.attrgetter('__globals__')(1)
+    """, "AttributeError: attrgetter('__globals__'): " + _DUNDER.format('__globals__') + '; ' + FUNC),
     attack('attrgetter-dotted', 'pyjail', """
         import operator
-        operator.attrgetter('real.__class__')(1)
-    """, "AttributeError: attrgetter('real.__class__'): " + _DUNDER.format('__class__') + '; ' + CLASS),
+        operator.attrgetter('real.__globals__')(1)
+    """, "AttributeError: attrgetter('real.__globals__'): " + _DUNDER.format('__globals__') + '; ' + FUNC),
     attack('attrgetter-private', 'RestrictedPython', """
         import asyncio, operator
         operator.attrgetter('_getters')(asyncio.Queue())
     """, private('_getters', 'Queue objects')),
     attack('attrgetter-sorted-key', 'pyjail', """
         import operator
-        sorted([1, 2], key=operator.attrgetter('__class__'))
-    """, "AttributeError: attrgetter('__class__'): " + _DUNDER.format('__class__') + '; ' + CLASS),
+        sorted([1, 2], key=operator.attrgetter('__globals__'))
+    """, "AttributeError: attrgetter('__globals__'): " + _DUNDER.format('__globals__') + '; ' + FUNC),
     attack('methodcaller-reduce', 'pyjail', """
         import operator
         operator.methodcaller('__reduce_ex__', 2)(())
@@ -1110,6 +1117,76 @@ ATTACKS: list[Attack] = [
         get_data.__kwdefaults__
     """, dunder('__kwdefaults__'), host=True),
     attack('host-result-is-data', 'corral: host results are plain data', """
-        get_data().__class__
-    """, dunder('__class__', CLASS), host=True),
+        get_data().__class__.__subclasses__()
+    """, dunder('__subclasses__', HIER), host=True),
+    # ----- x.__dict__ and vars(x): a guarded copy of the script's own objects' attributes -----------------
+    attack('dict-write-foreign-private', 'corral: __dict__ writes take the store rules', """
+        import asyncio
+        class Q(asyncio.Queue):
+            pass
+        Q().__dict__['_loop'] = None
+    """, "AttributeError: attribute '_loop' is private: Q derives from Queue, a class the script did not define, so the "
+         "sandbox refuses names starting with '_' on it; use the public API"),
+    attack('dict-read-foreign-private', 'corral: __dict__ lists what getattr may read', """
+        import asyncio
+        class Q(asyncio.Queue):
+            pass
+        vars(Q())['_queue']
+    """, "KeyError: '_queue'"),
+    attack('dict-write-dunder', 'corral: __dict__.update cannot set what assignment cannot', """
+        class A:
+            pass
+        A().__dict__.update({'__getattr__': lambda self, name: name})
+    """, dunder('__getattr__', syntax=False, store=True)),
+    attack('dict-of-class-through-getattr', 'corral: the __dict__ descriptor hands out real dicts', """
+        class A:
+            pass
+        getattr(A, '__dict__')['__dict__']
+    """, "KeyError: '__dict__'"),
+    attack('dict-class-mark-in-init-subclass', 'corral: a class being made holds the sandbox mark', """
+        class Base:
+            def __init_subclass__(cls):
+                Base.seen = dict(vars(cls))
+        class C(Base):
+            pass
+        Base.seen['__corral_classmark__']
+    """, "KeyError: '__corral_classmark__'"),
+    attack('vars-of-module', 'pyjail: vars(module) walks a module', """
+        import os
+        vars(os)['_exit']
+    """, 'TypeError: vars(): the __dict__ of module objects cannot be read in the sandbox: only objects and classes the '
+         'script defines show theirs; read the attributes by name'),
+    attack('vars-of-builtin-stand-in', 'corral: print is the worker\'s own function', """
+        vars(print)
+    """, 'TypeError: vars(): the __dict__ of builtin_function_or_method objects cannot be read in the sandbox: only '
+         'objects and classes the script defines show theirs; read the attributes by name'),
+    attack('dict-of-function', 'pyjail: a function\'s __dict__', """
+        def f():
+            pass
+        f.__dict__
+    """, 'AttributeError: the __dict__ of function objects cannot be read in the sandbox: only objects and classes the '
+         'script defines show theirs; read the attributes by name'),
+    attack('stand-in-made-by-the-script', 'corral: type(print) wraps a function of choice', """
+        type(print)(len, len)
+    """, "TypeError: cannot create 'builtin_function_or_method' instances"),
+    attack('stand-in-private', 'corral: the C function behind a stand-in', """
+        getattr(open, '_real')
+    """, "AttributeError: attribute '_real' is private: the sandbox allows names starting with '_' only on objects of "
+         "classes the script defines (builtin_function_or_method objects are not); use the public API"),
+    attack('class-store', 'pyjail: __class__ assignment changes an object\'s type', """
+        class A:
+            pass
+        a = A()
+        a.__class__ = type(print)
+    """, dunder('__class__', CLASS, store=True)),
+    attack('asyncio-run-nested', 'corral: asyncio.run away from the top level', """
+        import asyncio
+        async def g():
+            return 1
+        def f():
+            return asyncio.run(g())
+        f()
+    """, 'RuntimeError: asyncio.run() cannot be called from a running event loop: the script already runs in an event '
+         'loop: call asyncio.run(main()) at the top level of the script, where the sandbox awaits it on that loop, or '
+         'await the coroutine (await main())'),
 ]

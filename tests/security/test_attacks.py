@@ -48,27 +48,27 @@ async def test_syntax_refusal_points_at_the_name(pool):
     assert error.display() == (
         '  File "main.py", line 2\n'
         '    value = ().__class__.__bases__\n'
-        '               ^^^^^^^^^\n'
-        "SyntaxError: attribute '__class__' cannot be read in the sandbox: names like __this__ are refused except "
-        'a short list; use type(x) instead'
+        '                         ^^^^^^^^^\n'
+        "SyntaxError: attribute '__bases__' cannot be read in the sandbox: names like __this__ are refused except "
+        'a short list; use type(x).mro()'
     )
 
 
 async def test_runtime_refusal_shows_the_script_line_only(pool):
-    error = await refusal(pool, "name = '__cl' + 'ass__'\ngetattr((), name)\n")
+    error = await refusal(pool, "name = '__glo' + 'bals__'\ngetattr(len, name)\n")
     assert error.display() == (
         'Traceback (most recent call last):\n'
         '  File "main.py", line 2, in <module>\n'
-        '    getattr((), name)\n'
-        "AttributeError: attribute '__class__' cannot be read in the sandbox: names like __this__ are refused "
-        'except a short list; use type(x) instead'
+        '    getattr(len, name)\n'
+        "AttributeError: attribute '__globals__' cannot be read in the sandbox: names like __this__ are refused "
+        'except a short list; function internals are not available in the sandbox'
     )
 
 
 async def test_refused_names_read_as_missing_with_a_default(pool):
     from .helpers import run
 
-    code = "(getattr((), '__class__', 'default'), hasattr((), '__class__'), hasattr(print, '__self__'), hasattr([], 'append'))"
+    code = "(getattr((), '__bases__', 'default'), hasattr((), '__bases__'), hasattr(print, '__self__'), hasattr([], 'append'))"
     assert await run(pool, code) == ('default', False, False, True)
 
 

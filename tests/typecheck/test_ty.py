@@ -118,6 +118,15 @@ async def test_context_variable_type_and_line_numbers(checker: TypeChecker) -> N
     )
 
 
+async def test_future_imports_open_the_file_wherever_the_snippet_stands(checker: TypeChecker) -> None:
+    # each feed ran as a file of its own: its `from __future__` import is valid where it opens that feed
+    code = 'from __future__ import annotations\ndef f(n: Later) -> Later:\n    return n\nclass Later:\n    pass\n'
+    assert await checker.check(code, context=['x = 1']) is None
+    assert await checker.check('x + 1', context=['x = 1', code]) is None
+    result = await checker.check('from __future__ import annotations\ny: str = x', context=['x = 1'])
+    assert result is not None and ' --> main.py:2:10' in result  # the script's own line numbers
+
+
 async def test_context_variable_is_usable(checker: TypeChecker) -> None:
     assert await checker.check('x + 1', context=['x = 1']) is None
 

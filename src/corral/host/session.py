@@ -27,7 +27,7 @@ from ..errors import (
     SandboxWorkerError,
     StubError,
 )
-from ..limits import Limits
+from ..limits import Limits, amount
 from ..values import UNPACKABLE_RESULT, describe_type, pack, unpack
 from .external import ExternalModule, exception_payload, is_async_callable, missing_functions
 from .os_access import Mount, OsAccess, SystemCalls
@@ -321,11 +321,11 @@ class Session:
 
     def _on_deadline(self, timeout: float, limit: str) -> None:
         if limit == 'type_check_time':
-            self._kill(f'the worker took longer than the type_check_time limit of {timeout} s to compile a script')
-            text = f'compiling the script took longer than the type_check_time limit of {timeout} seconds; the script did not run and the sandbox was stopped'
+            self._kill(f"the worker took longer than the type_check_time limit of {amount(limit, timeout)} to compile a script")
+            text = f"compiling the script took longer than the type_check_time limit of {amount(limit, timeout)}; the script did not run and the sandbox was stopped"
         else:
-            self._kill(f'the script ran past the wall_time limit of {timeout} s and did not stop')
-            text = f'TimeoutError: the script ran past the wall_time limit of {timeout} seconds and was killed'
+            self._kill(f"the script ran past the wall_time limit of {amount(limit, timeout)} and did not stop")
+            text = f"TimeoutError: the script ran past the wall_time limit of {amount(limit, timeout)} and was killed"
         self._fail(SandboxLimitError(text, limit=limit, value=timeout))
 
     def _send(self, message: list[Any]) -> None:
@@ -400,7 +400,7 @@ class Session:
                 if exc_type not in _LIMIT_FIELDS:
                     raise ProtocolError(f'unknown limit {exc_type!r}')
                 if exc_type == 'cpu_time':  # the kernel kills the worker a second later
-                    self._kill(f'the script used more than the cpu_time limit of {self.limits.cpu_time} s')
+                    self._kill(f"the script used more than the cpu_time limit of {amount('cpu_time', self.limits.cpu_time)}")
                 self._done.set_exception(SandboxLimitError(display, limit=exc_type, value=getattr(self.limits, exc_type)))
             elif failure == 'runtime':
                 self._done.set_exception(SandboxRuntimeError(display, exc_type=exc_type, message=text))
@@ -422,7 +422,7 @@ class Session:
         limit = self.limits.host_calls
         self._calls += 1
         if limit is not None and self._calls > limit:  # the worker stops a script first: this one ignored it
-            raise ProtocolError(f'the worker made more than the host_calls limit of {limit} host calls')
+            raise ProtocolError(f"the worker made more than the host_calls limit of {amount('host_calls', limit)}")
         if function is None:
             self._reply_error(call_id, NameError(f'{name!r} is not a host function of this session'))
             return

@@ -8,16 +8,19 @@ import argparse
 import ast
 import dataclasses
 import datetime
+import decimal
 import enum
 import math
+import pathlib
 import reprlib
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..errors import SandboxError, SandboxLimitError, SandboxRuntimeError, SandboxTypingError, SandboxWorkerError
 from ..host.os_access import Mount, OsAccess
 from ..host.session import PrintCallback, Session
-from ..limits import Limits
+from ..limits import Limits, amount
 from ..worker.zygote import LAYERS
 from ..values import UNPACKABLE_RESULT
 
@@ -208,16 +211,16 @@ def sandbox_limits_text(
         )
     lines.append(
         '- Values passed to and returned by the functions are plain data: None, bool, int, float, str, '
-        'bytes, list, tuple, dict, set, and datetime values.'
+        'bytes, list, tuple, dict, set, datetime, Decimal and UUID values (an enum arrives as its value, a path as str).'
     )
     bounds = []
     if limits.wall_time is not None:
-        bounds.append(f'run for at most {limits.wall_time:g} seconds')
+        bounds.append(f"run for at most {amount('wall_time', limits.wall_time)}")
     if limits.memory is not None:
         bounds.append(f'use at most {_size(limits.memory)} of memory')
     calls = max_calls if max_calls is not None else limits.host_calls
     if calls is not None:
-        bounds.append(f'make at most {calls} function calls')
+        bounds.append(f"make at most {calls} function call{'' if calls == 1 else 's'}")
     if limits.output is not None:
         bounds.append(f'print at most {_size(limits.output)}')
     if bounds:
@@ -535,18 +538,21 @@ def value_repr(value: Any) -> str:
     return str(value) if isinstance(value, _Repr) else repr(value)
 
 
-_PLAIN = (type(None), bool, int, float, str, bytes)
+_PLAIN = (type(None), bool, int, float, str, bytes, decimal.Decimal, uuid.UUID)
 _DATETIMES = (datetime.date, datetime.time, datetime.timedelta, datetime.timezone)
 
 
 def sandbox_value(value: Any) -> Any:
     """`value` made of what can enter the sandbox, for a host call's result.
 
-    Dataclasses and pydantic models become dicts, enums their values, a `ToolReturn`-like wrapper
-    is not unwrapped here; any other object becomes its JSON form (a UUID its string), or its repr.
+    Dataclasses and pydantic models become dicts, enums their values, paths their text (as
+    `corral.values` sends them), a `ToolReturn`-like wrapper is not unwrapped here; any other
+    object becomes its JSON form, or its repr. Decimals and UUIDs cross as themselves.
     """
     if isinstance(value, _PLAIN) or isinstance(value, _DATETIMES):
         return value
+    if isinstance(value, pathlib.PurePath):
+        return str(value)
     if isinstance(value, enum.Enum):
         return sandbox_value(value.value)
     if isinstance(value, Mapping):

@@ -16,13 +16,16 @@ from __future__ import annotations
 import collections.abc
 import dataclasses
 import datetime
+import decimal
 import enum
 import inspect
 import json
 import keyword
+import pathlib
 import re
 import types
 import typing
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -36,7 +39,9 @@ def stubs_from_functions(mapping: Mapping[str, Callable[..., Any]]) -> str:
 
     Names are made valid identifiers with `python_name`. Types the sandbox cannot hold become
     `Any`; `TypedDict`s, dataclasses and pydantic models become `TypedDict` definitions (they
-    reach the script as dicts); enums become `Literal`s of their values.
+    reach the script as dicts); enums become `Literal`s of their values (or their values' types),
+    paths `str`; `Decimal` and `UUID` stay themselves (`decimal.Decimal`, `uuid.UUID`), as each
+    crosses the boundary (see the README's "Values that cross the boundary").
 
         >>> async def get_order(order_id: str) -> dict:
         ...     '''Return one order.'''
@@ -266,6 +271,12 @@ class StubWriter:
         if tp in _DATETIME_TYPES:
             self._modules.add('datetime')
             return f'datetime.{tp.__name__}'
+        if tp in _VALUE_TYPES:  # they cross as themselves (see corral.values)
+            module, name = _VALUE_TYPES[tp]
+            self._modules.add(module)
+            return name
+        if isinstance(tp, type) and issubclass(tp, pathlib.PurePath):
+            return 'str'  # a path crosses as its text
         if origin is not None:
             name = _GENERIC_NAMES.get(origin)
             if name is None:
@@ -285,7 +296,8 @@ class StubWriter:
                 if values and all(isinstance(v, (str, int, bool)) for v in values):
                     self._typing.add('Literal')
                     return 'Literal[' + ', '.join(repr(v) for v in values) + ']'
-                return self._any()
+                # a member crosses as its value: the types of the values
+                return _union(self._python_type(type(v), hint) for v in values) if values else self._any()
             if _is_typeddict(tp):
                 return self._python_typeddict(tp)
             if dataclasses.is_dataclass(tp):
@@ -556,6 +568,9 @@ _BUILTIN_NAMES: dict[Any, str] = {
 }
 
 _DATETIME_TYPES = (datetime.datetime, datetime.date, datetime.time, datetime.timedelta, datetime.timezone)
+
+#: Other types that cross the boundary as themselves: type -> (module to import, name in a stub).
+_VALUE_TYPES: dict[Any, tuple[str, str]] = {decimal.Decimal: ('decimal', 'decimal.Decimal'), uuid.UUID: ('uuid', 'uuid.UUID')}
 
 _GENERIC_NAMES: dict[Any, str] = {
     list: 'list', dict: 'dict', set: 'set', frozenset: 'frozenset', tuple: 'tuple', type: 'type',

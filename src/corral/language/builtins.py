@@ -1,11 +1,15 @@
 """The builtins a script sees: an allow-list, guarded reflection, corral's own `print` and `__import__`.
 
-- Left out: `eval`, `exec`, `compile`, `globals`, `locals`, `vars`, `breakpoint`, `input`, `help`,
+- Left out: `eval`, `exec`, `compile`, `globals`, `locals`, `breakpoint`, `input`, `help`,
   `memoryview`, `exit`/`quit`. Each name holds a
   stand-in whose use raises `NameError` saying the builtin is not available in the sandbox (a
   missing name would raise a plain NameError; a stand-in keeps the builtins an exact dict, which
   CPython needs for its fast global lookups).
-- `getattr`, `hasattr`, `setattr`, `delattr`: the attribute rules of attribute syntax.
+- `getattr`, `hasattr`, `setattr`, `delattr`: the attribute rules of attribute syntax; `vars(x)`
+  is `x.__dict__`, a guarded copy (`guards.attribute_dict`), and `vars()` is refused.
+- `getattr`, `hasattr`, `setattr`, `delattr`, `vars`, `print` and `open` are the sandbox's own, dressed as
+  CPython's built-in functions (`native.py`): `<built-in function print>`, and CPython's words for
+  arguments that do not bind.
 - `type` is the real `type`, so `isinstance(x, type)`, `type(x) is int`, `class M(type)` and class
   patterns work; the validator refuses `type(name, bases, namespace)` where it is written. Every
   class a script makes, whatever the way, passes one rule as it is made (`guards.namespace_refusal`);
@@ -35,9 +39,11 @@ from .guards import (
     guarded_getattr,
     guarded_hasattr,
     guarded_setattr,
+    guarded_vars,
     make_guards,
     unavailable,
 )
+from .native import builtin_function
 from .rewrite import MATCH_SPECS
 
 __all__ = ['EXCEPTIONS', 'SAFE_BUILTINS', 'UNAVAILABLE_BUILTINS', 'make_builtins']
@@ -68,7 +74,6 @@ UNAVAILABLE_BUILTINS: dict[str, str] = {
     'compile': _CODE,
     'globals': _SCOPE,
     'locals': _SCOPE,
-    'vars': 'read attributes by name, or use dataclasses.asdict(obj)',
     'input': 'a script cannot read input; use the host functions you were given',
     'breakpoint': 'debuggers are not available in the sandbox',
     'help': 'help is not available in the sandbox',
@@ -78,16 +83,25 @@ UNAVAILABLE_BUILTINS: dict[str, str] = {
 }
 
 
+# dressed as CPython's built-in functions: their repr, names and argument errors (see native.py)
+_GETATTR = builtin_function(guarded_getattr, builtins.getattr, signature=lambda object, name, default=None, /: None)
+_HASATTR = builtin_function(guarded_hasattr, builtins.hasattr)
+_SETATTR = builtin_function(guarded_setattr, builtins.setattr)
+_DELATTR = builtin_function(guarded_delattr, builtins.delattr)
+_VARS = builtin_function(guarded_vars, builtins.vars, signature=lambda object=None, /: None)
+
+
 def make_builtins(*, print: Callable[..., None], import_: Callable[..., Any]) -> dict[str, Any]:
     """A fresh builtins namespace for one session."""
     namespace: dict[str, Any] = {name: unavailable(name, hint) for name, hint in UNAVAILABLE_BUILTINS.items()}
     namespace.update((name, getattr(builtins, name)) for name in SAFE_BUILTINS)
     namespace.update(EXCEPTIONS)
     namespace.update(
-        getattr=guarded_getattr,
-        hasattr=guarded_hasattr,
-        setattr=guarded_setattr,
-        delattr=guarded_delattr,
+        getattr=_GETATTR,
+        hasattr=_HASATTR,
+        setattr=_SETATTR,
+        delattr=_DELATTR,
+        vars=_VARS,
         print=_wrap_print(print),
         open=hostio.open,
         __import__=_wrap_import(import_),
@@ -97,10 +111,14 @@ def make_builtins(*, print: Callable[..., None], import_: Callable[..., Any]) ->
     return namespace
 
 
-def _wrap_print(target: Callable[..., None]) -> Callable[..., None]:
-    """The worker's print as a plain function (a bound method would carry the worker in `__self__`)."""
+def _wrap_print(target: Callable[..., None]) -> Any:
+    """The worker's print as CPython's built-in `print` (a bound method would carry the worker in `__self__`)."""
 
     def print(*values: Any, sep: str | None = ' ', end: str | None = '\n', file: Any = None, flush: bool = False) -> None:
+        if sep is not None and not isinstance(sep, str):
+            raise TypeError(f'sep must be None or a string, not {type(sep).__name__}')
+        if end is not None and not isinstance(end, str):
+            raise TypeError(f'end must be None or a string, not {type(end).__name__}')
         if file is None or file is _stdout or file is _stderr:
             target(*values, sep=sep, end=end, file=file, flush=flush)  # the worker's print: which stream
             return
@@ -109,10 +127,6 @@ def _wrap_print(target: Callable[..., None]) -> Callable[..., None]:
             sep = ' '
         if end is None:
             end = '\n'
-        if not isinstance(sep, str):
-            raise TypeError(f'sep must be None or a string, not {type(sep).__name__}')
-        if not isinstance(end, str):
-            raise TypeError(f'end must be None or a string, not {type(end).__name__}')
         write = file.write
         for index, value in enumerate(values):
             if index:
@@ -122,7 +136,7 @@ def _wrap_print(target: Callable[..., None]) -> Callable[..., None]:
         if flush:
             file.flush()
 
-    return print
+    return builtin_function(print, builtins.print)
 
 
 def _wrap_import(target: Callable[..., Any]) -> Callable[..., Any]:

@@ -111,7 +111,7 @@ MEMBER_HINTS: dict[tuple[str, str], str] = {
     ('uuid', 'uuid1'): 'uuid1 reads the machine\'s network address; use uuid.uuid4()',
     ('uuid', 'getnode'): 'it reads the machine\'s network address',
     **{('asyncio', name): _LOOP for name in (
-        'get_event_loop', 'get_running_loop', 'new_event_loop', 'run', 'set_event_loop', 'Runner',
+        'get_event_loop', 'get_running_loop', 'new_event_loop', 'set_event_loop', 'Runner',
         'get_event_loop_policy', 'set_event_loop_policy', 'AbstractEventLoop')},
     **{('asyncio', name): _THREADS for name in ('to_thread', 'run_coroutine_threadsafe', 'wrap_future')},
     **{('asyncio', name): _PROCESSES for name in ('create_subprocess_exec', 'create_subprocess_shell', 'subprocess')},
@@ -135,7 +135,9 @@ MEMBER_HINTS: dict[tuple[str, str], str] = {
 #: What a module's facade does differently from CPython's module (for the docs).
 MODULE_NOTES: dict[str, str] = {
     'asyncio': (
-        'the script runs in an event loop already: top-level `await` works, and `gather` (with '
+        'the script runs in an event loop already: top-level `await` works, `asyncio.run(main())` in a statement '
+        'of the top level awaits `main()` on that loop and gives its value (elsewhere it raises `RuntimeError`, as '
+        'in a running loop), and `gather` (with '
         '`return_exceptions=True`), `create_task`, `TaskGroup`, `Semaphore`, `as_completed`, `wait_for`, `timeout` '
         'and `sleep` run on it; no access to the loop itself, threads, subprocesses or streams'
     ),

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from .rewrite import rewrite
+from .rewrite import is_run_call, rewrite
 from .validate import validate
 from .walk import child_nodes
 
@@ -62,8 +62,8 @@ def compile_script(source: str, filename: str) -> CompiledScript:
         validate(tree, source, filename)
         top = _TopLevel(tree, source, filename)
         tree = rewrite(tree)
-        module = ast.Module(body=[top.wrap(tree, _names(tree))], type_ignores=[])
-        code = compile(module, filename, 'exec', dont_inherit=True)
+        module = ast.Module(body=top.wrap(tree, _names(tree)), type_ignores=[])
+        code = _compile(module, source, filename)
         return CompiledScript(next(c for c in code.co_consts if isinstance(c, types.CodeType)), top.imports_asyncio)
     finally:
         if collecting:
@@ -80,12 +80,24 @@ def compile_unguarded(source: str, filename: str) -> CompiledScript:
     gc.disable()
     try:
         tree = ast.parse(source, filename, 'exec')
-        top = _TopLevel(tree, source, filename)
-        code = compile(ast.Module(body=[top.wrap(tree, _names(tree))], type_ignores=[]), filename, 'exec', dont_inherit=True)
+        top = _TopLevel(tree, source, filename, rewrites_run=False)
+        code = _compile(ast.Module(body=top.wrap(tree, _names(tree)), type_ignores=[]), source, filename)
         return CompiledScript(next(c for c in code.co_consts if isinstance(c, types.CodeType)), top.imports_asyncio)
     finally:
         if collecting:
             gc.enable()
+
+
+def _compile(module: ast.Module, source: str, filename: str) -> types.CodeType:
+    """`compile()`; a SyntaxError it raises (a misplaced or unknown `__future__` feature) gets its
+    line's text, which CPython reads from the script's file and a script does not have."""
+    try:
+        return compile(module, filename, 'exec', dont_inherit=True)
+    except SyntaxError as error:
+        lines = source.splitlines()
+        if error.text is None and error.lineno is not None and 0 < error.lineno <= len(lines):
+            error.text = lines[error.lineno - 1] + '\n'
+        raise
 
 
 def _top_level(tree: ast.Module) -> Iterator[ast.AST]:
@@ -107,15 +119,16 @@ def _top_level(tree: ast.Module) -> Iterator[ast.AST]:
 
 
 class _TopLevel:
-    """One pass over the script's own scope, before the rewrite: is it async, does it import
-    asyncio, and does it use what a function allows but a module does not (`return`, `yield`,
+    """One pass over the script's own scope, before the rewrite: is it async (top-level `await`,
+    or a `run(...)` call the rewrite awaits), does it import asyncio, and does it use what a function allows but a module does not (`return`, `yield`,
     `nonlocal`: a SyntaxError, as Python words it)."""
 
-    def __init__(self, tree: ast.Module, source: str, filename: str) -> None:
+    def __init__(self, tree: ast.Module, source: str, filename: str, *, rewrites_run: bool = True) -> None:
+        self.rewrites_run = rewrites_run  # the rewrite awaits top-level `run(...)` calls
         self.is_async = False
         self.imports_asyncio = False
         for node in _top_level(tree):
-            if isinstance(node, (ast.Await, ast.AsyncFor, ast.AsyncWith)) or (isinstance(node, ast.comprehension) and node.is_async):
+            if isinstance(node, (ast.Await, ast.AsyncFor, ast.AsyncWith)) or (isinstance(node, ast.comprehension) and node.is_async) or (self.rewrites_run and is_run_call(node)):
                 self.is_async = True
             elif isinstance(node, ast.Import):
                 self.imports_asyncio |= any(alias.name.partition('.')[0] == 'asyncio' for alias in node.names)
@@ -133,9 +146,12 @@ class _TopLevel:
                 end = (node.end_col_offset or 0) + 1
                 raise SyntaxError(message, (filename, node.lineno, node.col_offset + 1, text, node.end_lineno, end))
 
-    def wrap(self, tree: ast.Module, names: set[str]) -> ast.stmt:
-        """`[async] def <module>(): global <every name>; <body>; return <last expression>`."""
-        body = [_plain_assignment(statement) for statement in tree.body]
+    def wrap(self, tree: ast.Module, names: set[str]) -> list[ast.stmt]:
+        """`[async] def <module>(): global <every name>; <body>; return <last expression>`, after
+        the script's leading `from __future__ import ...` statements, which stay at the top of the
+        module: their flags apply to the code in it (a later one is CPython's SyntaxError)."""
+        futures, statements = _leading_futures(tree.body)
+        body = [_plain_assignment(statement) for statement in statements]
         if body and isinstance(body[-1], ast.Expr):
             body[-1] = ast.copy_location(ast.Return(value=body[-1].value), body[-1])
         start = {'lineno': 1, 'col_offset': 0, 'end_lineno': 1, 'end_col_offset': 0}
@@ -145,7 +161,22 @@ class _TopLevel:
             body = [ast.Pass(**start)]
         kind = ast.AsyncFunctionDef if self.is_async else ast.FunctionDef
         arguments = ast.arguments(posonlyargs=[], args=[], vararg=None, kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=[])
-        return kind(name='<module>', args=arguments, body=body, decorator_list=[], returns=None, type_comment=None, **start)
+        return [*futures, kind(name='<module>', args=arguments, body=body, decorator_list=[], returns=None, type_comment=None, **start)]
+
+
+def _leading_futures(body: list[ast.stmt]) -> tuple[list[ast.stmt], list[ast.stmt]]:
+    """The `from __future__` imports that open the script (after its docstring, if any), and the rest."""
+    futures: list[ast.stmt] = []
+    rest: list[ast.stmt] = []
+    leading = True
+    for index, statement in enumerate(body):
+        if leading and isinstance(statement, ast.ImportFrom) and statement.module == '__future__' and not statement.level:
+            futures.append(statement)
+            continue
+        docstring = index == 0 and isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant) and isinstance(statement.value.value, str)
+        leading = leading and docstring
+        rest.append(statement)
+    return futures, rest
 
 
 def _plain_assignment(statement: ast.stmt) -> ast.stmt:

@@ -23,6 +23,7 @@ import uuid
 from typing import Any
 
 from .guards import guarded_setattr, is_script_class, private_refusal
+from .native import BUILTIN_FUNCTION_TYPE
 from .rules import attribute_refusal, normalize
 
 __all__ = ['Error', 'copy', 'deepcopy']
@@ -40,7 +41,7 @@ _ATOMIC_TYPES = (
     type(None), type(Ellipsis), type(NotImplemented), int, float, bool, complex, str, bytes, range,
     types.FunctionType, types.BuiltinFunctionType, types.MethodDescriptorType, types.WrapperDescriptorType,
     property, slice, re.Pattern, decimal.Decimal, fractions.Fraction, datetime.date, datetime.datetime,
-    datetime.time, datetime.timedelta, datetime.timezone, uuid.UUID,
+    datetime.time, datetime.timedelta, datetime.timezone, uuid.UUID, BUILTIN_FUNCTION_TYPE,
 )
 _ATOMIC = {id(cls): cls for cls in _ATOMIC_TYPES}
 

@@ -8,6 +8,8 @@
 - `random` and `uuid.uuid4`: seeded once per session by the host;
 - `sys`: versions, limits, `stdout`/`stderr` writing to the captured output, `exit`;
 - `io`, `pprint`: `open` is the sandbox's, printing goes to the captured output;
+- `asyncio.run`: awaited on the feed's loop where the script's top level calls it (see
+  `top_level_run`), refused elsewhere as CPython refuses it in a running loop;
 - `zoneinfo`: the zones were loaded before the worker was locked down (`preload.py`).
 
 Every builder returns `(module name, {name: value})`; `modules.py` makes the facade module.
@@ -15,10 +17,12 @@ Every builder returns `(module name, {name: value})`; `modules.py` makes the fac
 
 from __future__ import annotations
 
+import asyncio as _asyncio
 import datetime
 import fnmatch as _fnmatch
 import glob as _glob_module
 import io
+import operator
 import os
 import pathlib
 import posixpath
@@ -33,8 +37,9 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from . import hostio
+from .native import builtin_function, path_error
 
-__all__ = ['BUILDERS', 'TextCalendar', 'clock_method', 'prcal', 'prmonth', 'reveal_type']
+__all__ = ['BUILDERS', 'TextCalendar', 'clock_method', 'prcal', 'prmonth', 'reveal_type', 'run', 'top_level_run']
 
 
 def _named(module: str, *functions: Any) -> None:
@@ -54,16 +59,28 @@ def _stat_result(info: list[Any]) -> os.stat_result:
     return os.stat_result((mode, 0, 0, 1, 0, 0, size, mtime, mtime, mtime))
 
 
+def _path(value: Any, function: str, argument: str = 'path', *, fd: bool = False, none: bool = False) -> str:
+    """A path argument of `os.<function>`, or CPython's TypeError for its type (`fd`: CPython's
+    function also takes a file descriptor, which the sandbox has none of; `none`: None is '.')."""
+    if value is None and none:
+        return '.'
+    if isinstance(value, (str, bytes)) or hasattr(type(value), '__fspath__'):
+        return hostio.fspath(value)
+    if fd and isinstance(value, int):
+        raise PermissionError(f'{function}() of a file descriptor is not available in the sandbox; use a path')
+    raise path_error(value, function, argument, fd=fd, none=none)
+
+
 def stat(path: Any, *, dir_fd: Any = None, follow_symlinks: bool = True) -> os.stat_result:
     """Status of a file or folder (`st_mode`, `st_size`, `st_mtime` ...)."""
     if dir_fd is not None:
         raise PermissionError('stat() with dir_fd is not available in the sandbox')
-    return _stat_result(hostio.stat(path))
+    return _stat_result(hostio.stat(_path(path, 'stat', fd=True)))
 
 
 def lstat(path: Any, *, dir_fd: Any = None) -> os.stat_result:
     """As `stat()`: the sandbox has no symbolic links."""
-    return stat(path, dir_fd=dir_fd)
+    return stat(_path(path, 'lstat'), dir_fd=dir_fd)
 
 
 def getcwd() -> str:
@@ -71,9 +88,9 @@ def getcwd() -> str:
     return hostio.getcwd()
 
 
-def listdir(path: Any = '.') -> list[str]:
-    """Names of the entries of a folder, sorted."""
-    return [entry[0] for entry in hostio.scandir(path)]
+def listdir(path: Any = None) -> list[str]:
+    """Names of the entries of a folder (None: the working folder), sorted."""
+    return [entry[0] for entry in hostio.scandir(_path(path, 'listdir', fd=True, none=True))]
 
 
 class DirEntry:
@@ -133,9 +150,9 @@ class _ScandirIterator:
 _ScandirIterator.__name__ = _ScandirIterator.__qualname__ = 'ScandirIterator'
 
 
-def scandir(path: Any = '.') -> _ScandirIterator:
+def scandir(path: Any = None) -> _ScandirIterator:
     """The entries of a folder (`DirEntry` objects with `name`, `path`, `is_dir()` ...), sorted."""
-    folder = hostio.fspath(path)
+    folder = _path(path, 'scandir', fd=True, none=True)
     return _ScandirIterator([DirEntry(folder, info) for info in hostio.scandir(folder)])
 
 
@@ -162,7 +179,9 @@ def walk(top: Any, topdown: bool = True, onerror: Callable[[OSError], Any] | Non
 
 def mkdir(path: Any, mode: int = 0o777, *, dir_fd: Any = None) -> None:
     """Make a folder (its parent must exist)."""
-    hostio.call('os.mkdir', hostio.fspath(path), False, False)
+    folder = _path(path, 'mkdir')
+    operator.index(mode)  # CPython's TypeError for a mode that is not an integer
+    hostio.call('os.mkdir', folder, False, False)
 
 
 def makedirs(name: Any, mode: int = 0o777, exist_ok: bool = False) -> None:
@@ -172,17 +191,17 @@ def makedirs(name: Any, mode: int = 0o777, exist_ok: bool = False) -> None:
 
 def remove(path: Any, *, dir_fd: Any = None) -> None:
     """Delete a file."""
-    hostio.call('os.remove', hostio.fspath(path))
+    hostio.call('os.remove', _path(path, 'remove'))
 
 
 def unlink(path: Any, *, dir_fd: Any = None) -> None:
     """Delete a file."""
-    hostio.call('os.remove', hostio.fspath(path))
+    hostio.call('os.remove', _path(path, 'unlink'))
 
 
 def rmdir(path: Any, *, dir_fd: Any = None) -> None:
     """Delete an empty folder."""
-    hostio.call('os.rmdir', hostio.fspath(path))
+    hostio.call('os.rmdir', _path(path, 'rmdir'))
 
 
 def removedirs(name: Any) -> None:
@@ -201,12 +220,12 @@ def removedirs(name: Any) -> None:
 
 def rename(src: Any, dst: Any, *, src_dir_fd: Any = None, dst_dir_fd: Any = None) -> None:
     """Rename a file or folder."""
-    hostio.call('os.rename', hostio.fspath(src), hostio.fspath(dst), True)
+    hostio.call('os.rename', _path(src, 'rename', 'src'), _path(dst, 'rename', 'dst'), True)
 
 
 def replace(src: Any, dst: Any, *, src_dir_fd: Any = None, dst_dir_fd: Any = None) -> None:
     """Rename a file or folder, replacing the target."""
-    hostio.call('os.rename', hostio.fspath(src), hostio.fspath(dst), True)
+    hostio.call('os.rename', _path(src, 'replace', 'src'), _path(dst, 'replace', 'dst'), True)
 
 
 _named('os', stat, lstat, getcwd, listdir, scandir, walk, mkdir, makedirs, remove, unlink, rmdir, removedirs, rename, replace, DirEntry)
@@ -219,7 +238,7 @@ _ScandirIterator.__module__ = 'os'
 def exists(path: Any) -> bool:
     """Whether a file or folder exists."""
     try:
-        hostio.stat(path)
+        hostio.stat(_path(path, 'stat', fd=True))
     except (OSError, ValueError):
         return False
     return True
@@ -228,7 +247,7 @@ def exists(path: Any) -> bool:
 def isfile(path: Any) -> bool:
     """Whether a file exists."""
     try:
-        return hostio.stat(path)[0] == 'file'
+        return hostio.stat(_path(path, 'stat', fd=True))[0] == 'file'
     except (OSError, ValueError):
         return False
 
@@ -236,7 +255,7 @@ def isfile(path: Any) -> bool:
 def isdir(path: Any) -> bool:
     """Whether a folder exists."""
     try:
-        return hostio.stat(path)[0] == 'dir'
+        return hostio.stat(_path(path, 'stat', fd=True))[0] == 'dir'
     except (OSError, ValueError):
         return False
 
@@ -248,22 +267,22 @@ def islink(path: Any) -> bool:
 
 def getsize(filename: Any) -> int:
     """The size of a file, in bytes."""
-    return hostio.stat(filename)[1]
+    return hostio.stat(_path(filename, 'stat', fd=True))[1]
 
 
 def getmtime(filename: Any) -> float:
     """The time a file was last modified (seconds since the epoch)."""
-    return hostio.stat(filename)[2]
+    return hostio.stat(_path(filename, 'stat', fd=True))[2]
 
 
 def getatime(filename: Any) -> float:
     """As `getmtime()`."""
-    return hostio.stat(filename)[2]
+    return hostio.stat(_path(filename, 'stat', fd=True))[2]
 
 
 def getctime(filename: Any) -> float:
     """As `getmtime()`."""
-    return hostio.stat(filename)[2]
+    return hostio.stat(_path(filename, 'stat', fd=True))[2]
 
 
 def abspath(path: Any) -> Any:
@@ -332,9 +351,10 @@ def _os() -> dict[str, Any]:
         'F_OK': os.F_OK, 'R_OK': os.R_OK, 'W_OK': os.W_OK, 'X_OK': os.X_OK,
         'fspath': os.fspath, 'fsencode': os.fsencode, 'fsdecode': os.fsdecode, 'PathLike': os.PathLike,
         'error': OSError, 'stat_result': os.stat_result, 'DirEntry': DirEntry, 'strerror': os.strerror,
-        'getcwd': getcwd, 'listdir': listdir, 'scandir': scandir, 'walk': walk, 'stat': stat, 'lstat': lstat,
-        'mkdir': mkdir, 'makedirs': makedirs, 'remove': remove, 'unlink': unlink, 'rmdir': rmdir,
-        'removedirs': removedirs, 'rename': rename, 'replace': replace,
+        # the functions CPython writes in C are dressed as its built-in functions (see native.py)
+        **{function.__name__: builtin_function(function, getattr(os, function.__name__)) for function in (
+            getcwd, listdir, scandir, stat, lstat, mkdir, remove, unlink, rmdir, rename, replace)},
+        'walk': walk, 'makedirs': makedirs, 'removedirs': removedirs,
         'getenv': hostio.getenv, 'environ': hostio.environ,
         'path': stdlib_module('os.path'),
     }
@@ -922,6 +942,36 @@ def _zoneinfo() -> dict[str, Any]:
         'ZoneInfoNotFoundError': zoneinfo.ZoneInfoNotFoundError,
         'available_timezones': available_timezones,
     }
+
+
+# ----- asyncio.run ---------------------------------------------------------------------------------
+
+_RUN_HINT = (
+    'the script already runs in an event loop: call asyncio.run(main()) at the top level of the script, '
+    'where the sandbox awaits it on that loop, or await the coroutine (await main())'
+)
+
+
+def run(main: Any, *, debug: bool | None = None) -> Any:
+    """`asyncio.run()` called anywhere but a statement of the script's top level (where the
+    rewrite awaits it on the feed's loop instead: `top_level_run`): the loop is already
+    running, as in CPython."""
+    if _asyncio.iscoroutine(main):
+        main.close()  # never awaited: no "coroutine was never awaited" warning
+    raise RuntimeError(f'asyncio.run() cannot be called from a running event loop: {_RUN_HINT}')
+
+
+def top_level_run(main: Any, *, debug: bool | None = None) -> Any:
+    """The coroutine `asyncio.run(main)` at the script's top level runs: the feed's task awaits
+    it, and the script gets its value. `debug` changes nothing (the loop is the worker's).
+    Raises ValueError for anything but a coroutine, with CPython's words."""
+    if not _asyncio.iscoroutine(main):
+        raise ValueError(f'a coroutine was expected, got {main!r}')
+    return main
+
+
+run.__module__ = top_level_run.__module__ = 'asyncio'
+top_level_run.__name__ = top_level_run.__qualname__ = 'run'
 
 
 #: Facades built here: module name -> a function returning the facade's names and values.

@@ -37,11 +37,12 @@ import types
 import typing
 from typing import Any
 
-from .facades import clock_method
+from .facades import clock_method, run, top_level_run
 from .rules import (
     CLASS_ASSIGN_DUNDERS,
     CLOCK_ATTRIBUTES,
     DEFINABLE_DUNDERS,
+    DICT_ATTRIBUTE,
     FILTERED_ATTRIBUTES,
     FORMAT_ATTRIBUTES,
     attribute_refusal,
@@ -278,11 +279,11 @@ def check_private(obj: Any, name: str) -> None:
 
 # ----- names arriving as strings ---------------------------------------------------------------
 
-def _as_name(name: Any, function: str) -> str:
+def _as_name(name: Any) -> str:
     if type(name) is str:
         return name
     if not issubclass(type(name), str):
-        raise TypeError(f'{function}(): attribute name must be string, not {_type_name(type(name))!r}')
+        raise TypeError(f'attribute name must be string, not {_type_name(type(name))!r}')  # CPython's words
     return _str_str(name)  # a plain str copy: a subclass cannot lie to the checks below
 
 
@@ -290,19 +291,30 @@ def _refusal(obj: Any, name: str, *, store: bool) -> str | None:
     checked = normalize(name)
     if is_private(checked):
         return private_refusal(obj, checked)
+    if checked == DICT_ATTRIBUTE and not store:
+        return None  # read as a guarded copy: see attribute_dict
     return attribute_refusal(checked, store=store)
 
 
-def guarded_getattr(obj: Any, name: Any, *default: Any) -> Any:
+_NO_DEFAULT: Any = object()
+
+
+def guarded_getattr(obj: Any, name: Any, default: Any = _NO_DEFAULT, /) -> Any:
     """`getattr` with the sandbox's attribute rules; a refused name behaves as a missing attribute."""
-    if len(default) > 1:
-        raise TypeError(f'getattr expected at most 3 arguments, got {2 + len(default)}')
-    name = _as_name(name, 'getattr')
+    default = () if default is _NO_DEFAULT else (default,)
+    name = _as_name(name)
     refusal = _refusal(obj, name, store=False)
     if refusal is not None:
         if default:
             return default[0]
         raise AttributeError(refusal)
+    if normalize(name) == DICT_ATTRIBUTE:
+        try:
+            return attribute_dict(obj)
+        except AttributeError:
+            if default:
+                return default[0]
+            raise
     value = getattr(obj, name, *default)
     if name in FORMAT_ATTRIBUTES:
         return filter_format(value)
@@ -311,23 +323,23 @@ def guarded_getattr(obj: Any, name: Any, *default: Any) -> Any:
     return value
 
 
-def guarded_hasattr(obj: Any, name: Any) -> bool:
-    name = _as_name(name, 'hasattr')
+def guarded_hasattr(obj: Any, name: Any, /) -> bool:
+    name = _as_name(name)
     if _refusal(obj, name, store=False) is not None:
         return False
     return hasattr(obj, name)
 
 
-def guarded_setattr(obj: Any, name: Any, value: Any) -> None:
-    name = _as_name(name, 'setattr')
+def guarded_setattr(obj: Any, name: Any, value: Any, /) -> None:
+    name = _as_name(name)
     refusal = _refusal(obj, name, store=True)
     if refusal is not None:
         raise AttributeError(refusal)
     setattr(obj, name, value)
 
 
-def guarded_delattr(obj: Any, name: Any) -> None:
-    name = _as_name(name, 'delattr')
+def guarded_delattr(obj: Any, name: Any, /) -> None:
+    name = _as_name(name)
     refusal = _refusal(obj, name, store=True)
     if refusal is not None:
         raise AttributeError(refusal)
@@ -338,6 +350,126 @@ guarded_getattr.__name__ = guarded_getattr.__qualname__ = 'getattr'
 guarded_hasattr.__name__ = guarded_hasattr.__qualname__ = 'hasattr'
 guarded_setattr.__name__ = guarded_setattr.__qualname__ = 'setattr'
 guarded_delattr.__name__ = guarded_delattr.__qualname__ = 'delattr'
+
+
+# ----- x.__dict__ and vars(x) ------------------------------------------------------------------
+
+_object_getattribute_ = object.__getattribute__
+_dict_setitem = dict.__setitem__
+_dict_delitem = dict.__delitem__
+_dict_pop = dict.pop
+
+
+class _AttributeDict(dict):  # type: ignore[type-arg]
+    """`x.__dict__` / `vars(x)` of an object of the script's classes: a dict of the attributes
+    the script may read by name, whose changes also go to the object's own dict, each name
+    checked by the rules of `setattr` (a copy: the object's dict itself never reaches a script,
+    nor a name the rules refuse; a change made to the object later does not show here)."""
+
+    __slots__ = ('_target',)
+
+    def __setitem__(self, name: Any, value: Any) -> None:
+        name = _as_name(name)
+        refusal = _refusal(self._target, name, store=True)
+        if refusal is not None:
+            raise AttributeError(refusal)
+        _object_getattribute_(self._target, '__dict__')[name] = value
+        _dict_setitem(self, name, value)
+
+    def __delitem__(self, name: Any) -> None:
+        name = _as_name(name)
+        refusal = _refusal(self._target, name, store=True)
+        if refusal is not None:
+            raise AttributeError(refusal)
+        _dict_delitem(self, name)
+        _object_getattribute_(self._target, '__dict__').pop(name, None)
+
+    def update(self, other: Any = (), /, **kwargs: Any) -> None:
+        items = other.keys() if hasattr(other, 'keys') else None
+        pairs = [(key, other[key]) for key in items] if items is not None else list(other)
+        for key, value in [*pairs, *kwargs.items()]:
+            self[key] = value
+
+    def __ior__(self, other: Any) -> Any:
+        self.update(other)
+        return self
+
+    def setdefault(self, name: Any, default: Any = None, /) -> Any:
+        if name not in self:
+            self[name] = default
+        return dict.__getitem__(self, name)
+
+    def pop(self, name: Any, *default: Any) -> Any:
+        if name not in self:
+            return _dict_pop(self, name, *default)
+        value = dict.__getitem__(self, name)
+        del self[name]
+        return value
+
+    def popitem(self) -> tuple[Any, Any]:
+        if not self:
+            raise KeyError('popitem(): dictionary is empty')
+        name = next(reversed(list(dict.keys(self))))
+        return name, self.pop(name)
+
+    def clear(self) -> None:
+        for name in list(dict.keys(self)):
+            del self[name]
+
+
+_AttributeDict.__name__ = _AttributeDict.__qualname__ = 'dict'
+_AttributeDict.__module__ = 'builtins'
+
+
+def attribute_dict(obj: Any, *, function: str | None = None) -> Any:
+    """`x.__dict__` (rewritten, and `getattr(x, '__dict__')`) or `vars(x)` (`function='vars'`).
+
+    An object of a script class gets an `_AttributeDict`; a script class gets a read-only
+    mapping of what it defines (CPython's is a read-only `mappingproxy` too); anything else is
+    refused, as before, with AttributeError (TypeError for vars, as CPython's for an object
+    without a `__dict__`).
+    """
+    if _is_class(obj):
+        if not is_script_class(obj):
+            raise _dict_refusal(obj, function)
+        names = {key: value for key, value in _type_dict(obj).items() if _listed(obj, key)}
+        return types.MappingProxyType(names)
+    if not is_script_class(type(obj)):
+        raise _dict_refusal(obj, function)
+    try:
+        own = _object_getattribute_(obj, '__dict__')
+    except AttributeError:
+        if function is not None:
+            raise TypeError(f'{function}() argument must have __dict__ attribute') from None
+        raise
+    view = _AttributeDict({key: value for key, value in own.items() if _listed(obj, key)})
+    _object_setattr_(view, '_target', obj)
+    return view
+
+
+_object_setattr_ = object.__setattr__
+
+
+def _listed(obj: Any, key: Any) -> bool:
+    """Whether a key of `obj`'s dict shows in its `__dict__`: a name the script may read by name.
+    Never `__dict__` itself: a class's is the descriptor that hands out its objects' real dicts."""
+    return type(key) is str and normalize(key) != DICT_ATTRIBUTE and _refusal(obj, key, store=False) is None
+
+
+def _dict_refusal(obj: Any, function: str | None) -> BaseException:
+    what = f'{_type_name(obj)} (a class the script did not define)' if _is_class(obj) else f'{_type_name(type(obj))} objects'
+    text = (
+        f"the __dict__ of {what} cannot be read in the sandbox: only objects and classes the script defines show "
+        f'theirs; read the attributes by name'
+    )
+    return TypeError(f'{function}(): {text}') if function is not None else AttributeError(text)
+
+
+def guarded_vars(obj: Any = _NO_DEFAULT, /) -> Any:
+    """`vars(x)`: as `x.__dict__`; `vars()` (the caller's variables) is not available."""
+    if obj is _NO_DEFAULT:
+        raise NameError('vars() without an argument is not available in the sandbox; use your variables directly, or keep values in a dict', name='vars')
+    return attribute_dict(obj, function='vars')
 
 
 # ----- private attribute syntax: x._y ----------------------------------------------------------
@@ -959,6 +1091,14 @@ def private_setattr(value: Any, obj: Any, name: str) -> None:
     setattr(obj, name, value)
 
 
+async def top_level_call(func: Any, /, *args: Any, **kwargs: Any) -> Any:
+    """`await __corral_run__(f, ...)` (rewritten from a top-level `f(...)` named `run`): the
+    sandbox's `asyncio.run` awaits its coroutine on the feed's loop; anything else is called."""
+    if func is run:
+        return await top_level_run(*args, **kwargs)
+    return func(*args, **kwargs)
+
+
 def make_guards(match_specs: list[tuple[tuple[str, ...], int, tuple[str, ...]]]) -> dict[str, Any]:
     """The `__corral...` names the rewritten code calls, for a builtins namespace."""
     import operator
@@ -977,11 +1117,13 @@ def make_guards(match_specs: list[tuple[tuple[str, ...], int, tuple[str, ...]]])
         '__corral_getattr__': private_getattr,
         '__corral_attrs__': _AttributeTarget,
         '__corral_format__': format_attribute,
+        '__corral_dict__': attribute_dict,
         '__corral_clock__': clock_attribute,
         '__corral_stop__': reraise_stop,
         '__corral_with__': _With,
         '__corral_async_with__': _AsyncWith,
         '__corral_match__': _MatchResolver(match_specs),
+        '__corral_run__': top_level_call,
         '__corral_mark__': MARK,
         '__build_class__': build_class,
     }

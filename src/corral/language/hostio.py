@@ -27,6 +27,8 @@ import weakref
 from collections.abc import Callable, Iterator, MutableMapping
 from typing import Any
 
+from .native import builtin_function
+
 __all__ = [
     'PREFIX',
     'SYSTEM_CALLS',
@@ -283,7 +285,7 @@ def flush_open_files() -> None:
             pass
 
 
-def open(
+def _open(
     file: Any,
     mode: str = 'r',
     buffering: int = -1,
@@ -303,13 +305,15 @@ def open(
     if opener is not None:
         raise PermissionError('open() with an opener is not available in the sandbox; open files by their path')
     if not isinstance(mode, str):
-        raise TypeError(f'open() argument \'mode\' must be str, not {type(mode).__name__}')
+        raise TypeError(f"open() argument 'mode' must be str, not {_argument_type(mode)}")
     if not isinstance(buffering, int):
         raise TypeError(f"'{type(buffering).__name__}' object cannot be interpreted as an integer")
     if encoding is not None and not isinstance(encoding, str):
-        raise TypeError(f"open() argument 'encoding' must be str or None, not {type(encoding).__name__}")
+        raise TypeError(f"open() argument 'encoding' must be str or None, not {_argument_type(encoding)}")
     if errors is not None and not isinstance(errors, str):
-        raise TypeError(f"open() argument 'errors' must be str or None, not {type(errors).__name__}")
+        raise TypeError(f"open() argument 'errors' must be str or None, not {_argument_type(errors)}")
+    if newline is not None and not isinstance(newline, str):
+        raise TypeError(f"open() argument 'newline' must be str or None, not {_argument_type(newline)}")
     modes = set(mode)
     if modes - set('axrwb+t') or len(mode) > len(modes):
         raise ValueError(f'invalid mode: {mode!r}')
@@ -361,6 +365,16 @@ def open(
     wrapper = io.TextIOWrapper(raw, encoding=encoding or 'utf-8', errors=errors, newline=newline)
     wrapper.mode = mode  # type: ignore[misc]
     return wrapper
+
+
+_open.__name__ = _open.__qualname__ = 'open'
+#: `open()`, dressed as CPython's built-in function (see `native.py`); `io.open` is the same object.
+open = builtin_function(_open, io.open)
+
+
+def _argument_type(value: Any) -> str:
+    """How CPython's argument parser names a wrong argument's type (None as `None`)."""
+    return 'None' if value is None else type(value).__name__
 
 
 def _read(path: str) -> bytes:

@@ -5,8 +5,9 @@ else its public non-module names), never a module inside it (no `json.decoder`, 
 never a private name. Some modules are narrowed or wrapped, because parts of them reflect on
 objects by name or hand out the worker's own machinery:
 
-- asyncio: an allow-list (tasks, gather, sleep, timeouts, queues, locks ...); no event loop
-  access, no subprocesses, streams, threads or policies;
+- asyncio: an allow-list (tasks, gather, sleep, timeouts, queues, locks ...); `run` awaits its
+  coroutine where the script's top level calls it (`facades.run`); no event loop access, no
+  subprocesses, streams, threads or policies;
 - operator: `attrgetter` and `methodcaller` read attributes through the sandbox's rules;
 - functools: `update_wrapper`/`wraps` copy only names and docs; `singledispatch` refuses string
   annotations (it would `eval` them); `cached_property` is a reviewed re-implementation;
@@ -52,7 +53,7 @@ from .guards import (
     register_class,
 )
 from .catalog import STDLIB_MODULES, missing_member, missing_module
-from .facades import BUILDERS, TextCalendar, prcal, prmonth, register_random, reveal_type, uuid4
+from .facades import BUILDERS, TextCalendar, prcal, prmonth, register_random, reveal_type, run, uuid4
 from .rules import (
     CLASS_ASSIGN_DUNDERS,
     DEFINABLE_DUNDERS,
@@ -68,7 +69,7 @@ _ASYNCIO = (
     'CancelledError', 'Condition', 'Event', 'Future', 'IncompleteReadError', 'InvalidStateError', 'LifoQueue',
     'LimitOverrunError', 'Lock', 'PriorityQueue', 'Queue', 'QueueEmpty', 'QueueFull', 'Semaphore', 'Task',
     'TaskGroup', 'Timeout', 'TimeoutError', 'all_tasks', 'as_completed', 'create_task', 'current_task',
-    'ensure_future', 'gather', 'iscoroutine', 'iscoroutinefunction', 'isfuture', 'shield', 'sleep', 'timeout',
+    'ensure_future', 'gather', 'iscoroutine', 'iscoroutinefunction', 'isfuture', 'run', 'shield', 'sleep', 'timeout',
     'timeout_at', 'wait', 'wait_for',
 )
 
@@ -559,6 +560,7 @@ _REPLACEMENTS: dict[str, dict[str, Any]] = {
     'uuid': {'uuid4': uuid4},
     'calendar': {'TextCalendar': TextCalendar, 'prmonth': prmonth, 'prcal': prcal},
     'typing': {'reveal_type': reveal_type},
+    'asyncio': {'run': run},
 }
 
 _ = asyncio  # imported so the allow-list above is checked against a loaded module

@@ -41,21 +41,43 @@ imports persist between the scripts of one session.
 """
 
 _REFUSED = """\
-Refused before the script runs (a `SyntaxError` naming the construct and what to write instead):
+`asyncio.run(main())` in a statement of the script's top level (also in an `if`, `for` or `try`
+there) awaits `main()` on the feed's event loop and gives its value; `from __future__ import
+annotations` (and the other features) may open a script, as in CPython. `x.__class__` is
+`type(x)`. `x.__dict__` and `vars(x)` of the script's own objects are a copy of the attributes a
+script may read by name, whose changes go to the object under the rules of `setattr` (a later
+change to the object does not show in it); a script class's is a read-only copy of what it
+defines.
 
-- `from module import *`: import the names you need;
-- relative imports and `from __future__ import ...`;
-- attributes and names that reach interpreter internals: names like `__this__` except the ones
-  below, and the attributes of frames, code, tracebacks, generators, coroutines and the event loop
-  (`f_globals`, `co_code`, `tb_frame`, `gi_frame`, `cr_frame`, `ag_frame`, `get_loop`, ...);
-- `type(name, bases, namespace)`: write a class statement;
-- a `match` pattern that reads `format`, `format_map`, `now`, `today` or `utcnow` (a class
-  pattern's keyword, the dotted name of a value pattern or of a mapping pattern's key; a class's
-  `__match_args__` naming one fails at run time): match without it and read the attribute in the
-  case body.
+Refused, and why:
 
-Names starting with `_` may be used on the script's own objects and classes only (at run time,
-reading one on another object raises `AttributeError` saying so).
+- before the script runs (a `SyntaxError` naming the construct and what to write instead):
+  - `from module import *`: modules are facades of their public names; import the names you need;
+  - relative imports: a script is not part of a package;
+  - names like `__this__` except the ones below, as attributes, variables, arguments or imports:
+    they walk class hierarchies (`__bases__`, `__mro__`, `__subclasses__`), reach function and
+    method internals (`__globals__`, `__code__`, `__closure__`, `__self__`), the builtins as an
+    object (`__builtins__`, `__import__`) or the object model's hooks (`__getattribute__`,
+    `__setattr__`, `__del__`), which is how escapes from Python sandboxes begin; assigning
+    `__class__` or `__dict__` is refused with them;
+  - the attributes of frames, code, tracebacks, generators, coroutines and the event loop
+    (`f_globals`, `co_code`, `tb_frame`, `gi_frame`, `cr_frame`, `ag_frame`, `get_loop`, ...):
+    they reach the worker's own frames and loop;
+  - `type(name, bases, namespace)` written out: write a class statement (the sandbox knows the
+    classes its class statements make as the script's own);
+  - a `match` pattern that reads `format`, `format_map`, `now`, `today` or `utcnow`, or a private
+    attribute in a value pattern (a class pattern's keyword, the dotted name of a value pattern or
+    of a mapping pattern's key; a class's `__match_args__` naming one fails at run time): a pattern
+    reads attributes with no sandbox code in between; match without it and read the attribute in
+    the case body;
+- at run time:
+  - names starting with `_` on objects and classes the script did not define (`AttributeError`
+    saying so): they are the private state of the sandbox's and the standard library's objects;
+  - `x.__dict__` and `vars(x)` of objects the script did not define (modules, functions, the
+    standard library's objects): their real namespaces; read the attributes by name;
+  - `asyncio.run()` anywhere else (in a function): the script already runs in an event loop, as
+    in CPython when a loop is running (`RuntimeError`); call it at the top level, or `await`;
+  - the builtins and module members listed below as not available, each with its reason.
 """
 
 
@@ -117,13 +139,16 @@ def render() -> str:
         '',
         '## Builtins',
         '',
-        f'Functions and types: {_code_list({*SAFE_BUILTINS, "getattr", "hasattr", "setattr", "delattr", "print", "open"} - {"None", "True", "False", "Ellipsis", "NotImplemented"})}.',
+        f'Functions and types: {_code_list({*SAFE_BUILTINS, "getattr", "hasattr", "setattr", "delattr", "vars", "print", "open"} - {"None", "True", "False", "Ellipsis", "NotImplemented"})}.',
         '',
-        'Constants: `None`, `True`, `False`, `Ellipsis`, `NotImplemented`, `__name__` (`\'__main__\'`), `__debug__`.',
+        'Constants: `None`, `True`, `False`, `Ellipsis`, `NotImplemented`, `__name__` (`\'__main__\'`), `__debug__`, `__doc__` (None; a class body\'s own docstring in a class body).',
         '',
         f'Exceptions: {_code_list(EXCEPTIONS)}.',
         '',
-        '`getattr`, `hasattr`, `setattr` and `delattr` follow the attribute rules above. `print` writes',
+        '`getattr`, `hasattr`, `setattr` and `delattr` follow the attribute rules above; `vars(x)` is',
+        '`x.__dict__` (above), and `vars()` is not available. These, `print` and `open` look and fail as',
+        'CPython\'s built-in functions do (`<built-in function print>`, CPython\'s words for arguments',
+        'that do not fit). `print` writes',
         'to the captured output (`file=` another object writes there). `open` opens files under the',
         'host\'s mounts (see below).',
         '',

@@ -6,6 +6,7 @@ Ordinary code is left alone, so it runs at CPython speed. After `validate`, the 
   and deletes into `__corral_attrs__(x)['_y'] = v` / `del __corral_attrs__(x)['_y']`, which
   keeps Python's evaluation order and works in any target position (tuples, `for`, `+=`);
 - `x.format` / `x.format_map` into `__corral_format__(x, 'format')`, a safe formatter for strings;
+- `x.__dict__` (a read) into `__corral_dict__(x)`, a guarded copy (see `guards.attribute_dict`);
 - `x.now` / `x.today` / `x.utcnow` into `__corral_clock__(x, 'now')`, which swaps the clock methods
   of `datetime.date` and its subclasses for the sandbox's (the clock is read through the host);
 - every `except` handler (and `except*`) to start with `__corral_stop__()`, which re-raises a
@@ -15,7 +16,11 @@ Ordinary code is left alone, so it runs at CPython speed. After `validate`, the 
 - class patterns that read attributes (`case P(x, y)`, `case P(_x=v)`) to look their class up
   through `__corral_match__`, which checks `__match_args__` and the subject at match time;
 - every class body to end with `__corral_classmark__ = __corral_mark__()`, which marks the class
-  as the script's own (see `guards.build_class`).
+  as the script's own (see `guards.build_class`);
+- a call of a function named `run` (`asyncio.run(main())`, `run(main())`) in the script's own
+  top level, outside comprehensions and lambdas, into `await __corral_run__(f, main())`: when `f`
+  is the sandbox's `asyncio.run`, the feed's task awaits the coroutine on its loop, as a script
+  run by CPython would run it on a new loop; any other `f` is called as written.
 
 The `__corral...` names live in the script's builtins; the validator refuses them in scripts.
 Line and column numbers are kept, so tracebacks point at the script's own lines.
@@ -27,10 +32,10 @@ import ast
 import copy
 from typing import Any
 
-from .rules import CLOCK_ATTRIBUTES, FORMAT_ATTRIBUTES, is_private
+from .rules import CLOCK_ATTRIBUTES, DICT_ATTRIBUTE, FORMAT_ATTRIBUTES, is_private
 from .walk import NodeTransformer
 
-__all__ = ['GUARD_NAMES', 'INPLACE', 'MATCH_SPECS', 'rewrite']
+__all__ = ['GUARD_NAMES', 'INPLACE', 'MATCH_SPECS', 'is_run_call', 'rewrite']
 
 #: AugAssign operators -> the `operator` function the rewrite calls for `x._y op= v`.
 INPLACE = {
@@ -43,14 +48,22 @@ INPLACE = {
 #: body declares them global: its namespace is whatever the metaclass's `__prepare__` returns,
 #: which could answer them with the script's own objects (found by a red-team pass).
 GUARD_NAMES = (
-    '__corral_async_with__', '__corral_attrs__', '__corral_clock__', '__corral_format__', '__corral_getattr__',
-    '__corral_mark__', '__corral_match__', '__corral_setattr__', '__corral_stop__', '__corral_with__',
+    '__corral_async_with__', '__corral_attrs__', '__corral_clock__', '__corral_dict__', '__corral_format__', '__corral_getattr__',
+    '__corral_mark__', '__corral_match__', '__corral_run__', '__corral_setattr__', '__corral_stop__', '__corral_with__',
     *sorted(f'__corral_{name}__' for name in INPLACE.values()),
 )
 
 #: Class patterns rewritten by `rewrite`: index -> (dotted path, positional count, keyword names).
 #: The worker's `__corral_match__` resolves `c<index>` from it. Grows with each compiled script.
 MATCH_SPECS: list[tuple[tuple[str, ...], int, tuple[str, ...]]] = []
+
+
+def is_run_call(node: ast.AST) -> bool:
+    """`run(...)` or `x.run(...)`: at the top level, the rewrite awaits it (see the module's docstring)."""
+    if not isinstance(node, ast.Call):
+        return False
+    func = node.func
+    return (isinstance(func, ast.Name) and func.id == 'run') or (isinstance(func, ast.Attribute) and func.attr == 'run')
 
 
 def rewrite(tree: ast.Module) -> ast.Module:
@@ -83,6 +96,7 @@ class _Rewriter(NodeTransformer):
         self._classes: list[str] = []
         self._thunks: list[ast.stmt] = []  # for the match statement being rewritten
         self._scopes: list[str] = ['module']
+        self._comprehensions = 0  # comprehensions around the node being rewritten
 
     def _mangle(self, name: str) -> str:
         """Private name mangling, as the compiler does it for attribute names in a class."""
@@ -114,7 +128,10 @@ class _Rewriter(NodeTransformer):
             value=_call('__corral_mark__', anchor),
         )
         body.append(ast.copy_location(mark, anchor))
-        node.body = [ast.copy_location(ast.Global(names=list(GUARD_NAMES)), node.body[0] if node.body else node), *body]
+        declaration = ast.copy_location(ast.Global(names=list(GUARD_NAMES)), node.body[0] if node.body else node)
+        # after the docstring, which must stay the body's first statement to be the class's __doc__
+        docstring = body[:1] if body and _is_docstring(body[0]) else []
+        node.body = [*docstring, declaration, *body[len(docstring):]]
         return node
 
     def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
@@ -126,6 +143,8 @@ class _Rewriter(NodeTransformer):
                 return _call('__corral_getattr__', node, node.value, name)
             target = _call('__corral_attrs__', node, node.value)
             return ast.copy_location(ast.Subscript(value=target, slice=name, ctx=node.ctx), node)
+        if attr == DICT_ATTRIBUTE and isinstance(node.ctx, ast.Load):
+            return _call('__corral_dict__', node, node.value)
         if attr in FORMAT_ATTRIBUTES and isinstance(node.ctx, ast.Load):
             return _call('__corral_format__', node, node.value, _constant(attr, node))
         if attr in CLOCK_ATTRIBUTES and isinstance(node.ctx, ast.Load):
@@ -159,6 +178,23 @@ class _Rewriter(NodeTransformer):
             return ast.copy_location(ast.Expr(value=call), node)
         self.generic_visit(node)
         return node
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        self.generic_visit(node)
+        if not (self._scopes == ['module'] and not self._comprehensions and is_run_call(node)):
+            return node
+        call = ast.Call(func=_name('__corral_run__', node), args=[node.func, *node.args], keywords=node.keywords)
+        return ast.copy_location(ast.Await(value=ast.copy_location(call, node)), node)
+
+    def _visit_comprehension(self, node: ast.AST) -> ast.AST:
+        self._comprehensions += 1
+        try:
+            self.generic_visit(node)
+        finally:
+            self._comprehensions -= 1
+        return node
+
+    visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = _visit_comprehension
 
     def _visit_scope(self, node: ast.AST) -> ast.AST:
         self._scopes.append('function')
@@ -228,6 +264,10 @@ class _Rewriter(NodeTransformer):
         resolver = _name('__corral_match__', node.cls)
         node.cls = ast.copy_location(ast.Attribute(value=resolver, attr=f'c{index}', ctx=ast.Load()), node.cls)
         return node
+
+
+def _is_docstring(statement: ast.stmt) -> bool:
+    return isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant) and isinstance(statement.value.value, str)
 
 
 def _dotted(node: ast.expr) -> list[str] | None:

@@ -20,6 +20,7 @@ __all__ = [
     'CLASS_ASSIGN_DUNDERS',
     'CLOCK_ATTRIBUTES',
     'DEFINABLE_DUNDERS',
+    'DICT_ATTRIBUTE',
     'FILTERED_ATTRIBUTES',
     'FORMAT_ATTRIBUTES',
     'INTERNAL_NAMES',
@@ -61,12 +62,13 @@ FORMAT_ATTRIBUTES = frozenset({'format', 'format_map'})
 CLOCK_ATTRIBUTES = frozenset({'now', 'today', 'utcnow'})
 FILTERED_ATTRIBUTES = FORMAT_ATTRIBUTES | CLOCK_ATTRIBUTES
 
-#: Dunder attributes a script may read: protocol methods, names and docs, and what
+#: Dunder attributes a script may read: protocol methods, names and docs, `__class__` (what
+#: `type(x)` gives, but for an object that says otherwise, which is the script's own), and what
 #: `super().__init__()`, `super().__new__(cls)`, `super().__post_init__()`, exception chaining and
 #: `Enum.__members__` need.
 READ_DUNDERS: frozenset[str] = _PROTOCOL | {
     '__init__', '__new__', '__post_init__', '__init_subclass__',
-    '__name__', '__qualname__', '__doc__', '__module__',
+    '__name__', '__qualname__', '__doc__', '__module__', '__class__',
     '__cause__', '__context__', '__suppress_context__', '__notes__', '__members__',
 }
 
@@ -83,8 +85,14 @@ DEFINABLE_DUNDERS: frozenset[str] = _PROTOCOL | {
 #: Other dunders a class body may assign.
 CLASS_ASSIGN_DUNDERS: frozenset[str] = frozenset({'__slots__', '__match_args__', '__hash__', '__doc__'})
 
-#: Dunder names (variables) a script may read: `if __name__ == '__main__':`.
-NAME_DUNDERS: frozenset[str] = frozenset({'__name__', '__debug__'})
+#: Dunder names (variables) a script may read: `if __name__ == '__main__':`, and `__doc__`
+#: (None, a class body's own docstring in a class body, as in CPython).
+NAME_DUNDERS: frozenset[str] = frozenset({'__name__', '__debug__', '__doc__'})
+
+#: Read as `x.__dict__` or `vars(x)`, a copy of the attributes a script may read by name, whose
+#: changes go to the object through the store rules (`guards.attribute_dict`); the real dict of
+#: an object never reaches a script.
+DICT_ATTRIBUTE = '__dict__'
 
 
 def _internal_names() -> frozenset[str]:
@@ -113,7 +121,7 @@ INTERNAL_NAMES: frozenset[str] = _internal_names()
 
 _HINTS = {
     '__class__': 'use type(x) instead',
-    '__dict__': 'read the attributes by name, or use dataclasses.asdict(x)',
+    '__dict__': 'only x.__dict__ or vars(x) reads it, on objects of the script\'s classes; read the attributes by name, or use dataclasses.asdict(x)',
     '__subclasses__': 'class hierarchies cannot be walked in the sandbox',
     '__bases__': 'use type(x).mro()',
     '__base__': 'use type(x).mro()',

@@ -6,7 +6,8 @@ the worker on every feed; it is one pass over the AST, so it costs little next t
 
 What is refused (the tables are in `rules.py`):
 
-- attributes named like `__this__`, except `READ_DUNDERS` (reads) and `STORE_DUNDERS` (stores);
+- attributes named like `__this__`, except `READ_DUNDERS` (reads), `STORE_DUNDERS` (stores) and
+  a read of `x.__dict__` (which the rewrite turns into a guarded copy);
 - attribute names of frames, code, tracebacks, generators and coroutines (`f_globals`, `co_code`,
   `tb_frame`, `gi_frame`, `cr_frame`, `ag_frame` ...) and of the event loop (`get_loop`), whatever
   the object;
@@ -14,11 +15,12 @@ What is refused (the tables are in `rules.py`):
   `__this__` (`__builtins__`, `__import__`, `__class__`, anything `__corral...`), except
   `__name__`; a class body may define the dunder methods of `DEFINABLE_DUNDERS` and assign
   `CLASS_ASSIGN_DUNDERS`;
-- `from x import *`, relative imports and `from __future__ import ...` (future annotations
-  would turn every annotation into a string for something to evaluate later);
+- `from x import *` and relative imports (`from __future__ import annotations` is allowed: an
+  annotation string is something a script could write anyway, and nothing the sandbox offers
+  evaluates one: no `typing.get_type_hints`, `singledispatch` refuses them);
 - keyword sub-patterns (`case P(__class__=x)`) with refused names, and private attributes in value
   patterns (`case obj._x:`), which no guard can check;
-- `type(name, bases, namespace)`.
+- `type(name, bases, namespace)` written out (three arguments; it teaches the class statement).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import ast
 from .rules import (
     CLASS_ASSIGN_DUNDERS,
     DEFINABLE_DUNDERS,
+    DICT_ATTRIBUTE,
     FILTERED_ATTRIBUTES,
     NAME_DUNDERS,
     attribute_refusal,
@@ -265,6 +268,8 @@ class _Validator(NodeVisitor):
     def visit_Attribute(self, node: ast.Attribute) -> None:
         self.visit(node.value)  # report the first refused name in evaluation order
         store = not isinstance(node.ctx, ast.Load)
+        if node.attr == DICT_ATTRIBUTE and not store:
+            return  # rewritten: a copy, see guards.attribute_dict
         refusal = attribute_refusal(node.attr, store=store)
         if refusal is not None:
             raise _Refused(refusal, node, self._span_of_suffix(node, node.attr))
@@ -272,8 +277,10 @@ class _Validator(NodeVisitor):
     def visit_Call(self, node: ast.Call) -> None:
         func = node.func
         if isinstance(func, ast.Name) and func.id == 'type':
+            # only the call that certainly is one: any other shape (`type(**kw)`, `type(a, b)`)
+            # runs, as a call of `type` under another name does, and gets CPython's TypeError
             starred = any(isinstance(arg, ast.Starred) for arg in node.args)
-            if len(node.args) >= 2 or starred or node.keywords:
+            if len(node.args) == 3 and not starred:
                 raise _Refused(
                     'type() with three arguments (creating a class) is not supported in the sandbox; '
                     'write a class statement instead',
@@ -294,12 +301,7 @@ class _Validator(NodeVisitor):
         if node.level:
             raise _Refused('relative imports are not supported in the sandbox; import modules by their name', node)
         if node.module == '__future__':
-            names = ', '.join(alias.name for alias in node.names)
-            raise _Refused(
-                f"'from __future__ import {names}' is not supported in the sandbox: remove the line; annotations work "
-                f"without it (quote a name that is defined later: x: 'MyClass')",
-                node,
-            )
+            return  # compiled, never run: CPython refuses an unknown feature or a late one (see compile.py)
         for part in (node.module or '').split('.'):
             self._check_module_part(part, node)
         for alias in node.names:

@@ -91,6 +91,27 @@ def _joined(snippets: Sequence[str]) -> tuple[str, int]:
     return prefix, prefix.count('\n')
 
 
+_FUTURE_LINE = re.compile(r'^from[ \t]+__future__[ \t]+import[ \t]+([\w, \t]+?)[ \t]*(#.*)?$', re.MULTILINE)
+
+
+def _with_futures(prefix: str, offset: int, code: str) -> tuple[str, int]:
+    """`prefix + code` and the code's first line, with every one-line `from __future__ import`
+    of both moved to a line of its own at the top of the file, where Python wants them (each
+    snippet ran as a file of its own): their lines stay, blank, so every line keeps its number."""
+    if '__future__' not in prefix and '__future__' not in code:
+        return prefix + code, offset
+    features: dict[str, None] = {}
+
+    def blank(match: re.Match[str]) -> str:
+        features.update(dict.fromkeys(name.strip() for name in match.group(1).split(',') if name.strip()))
+        return ''
+
+    text = _FUTURE_LINE.sub(blank, prefix) + _FUTURE_LINE.sub(blank, code)
+    if not features:
+        return prefix + code, offset
+    return f'from __future__ import {", ".join(features)}\n' + text, offset + 1
+
+
 def _module_files(modules: Mapping[str, str], script_name: str) -> dict[str, str]:
     """Map module stubs to file paths (``a`` -> ``a.pyi``, ``a.b`` -> ``a/b.pyi``
     with ``a/__init__.pyi``)."""
@@ -376,10 +397,11 @@ class TypeChecker:
         # the server gets the script's text with the request; only `ty check` reads its file
         changed = slot.sync({**wanted, script_name: slot.files.get(script_name, '')})
         server = self._serve(slot)
-        if server is not None and await self._clean(server, slot, changed, quick_prefix + code, code, quick_offset, script_name, frozenset(modules)):
+        quick_text, quick_offset = _with_futures(quick_prefix, quick_offset, code)
+        if server is not None and await self._clean(server, slot, changed, quick_text, code, quick_offset, script_name, frozenset(modules)):
             return None
-        prefix, offset = _joined(context)
-        slot.sync({**wanted, script_name: prefix + code})
+        text, offset = _with_futures(*_joined(context), code)
+        slot.sync({**wanted, script_name: text})
         stdout = await self._run_ty(slot, script_name)
         return await self._postprocess(stdout, slot, script_name, code, offset, frozenset(modules))
 

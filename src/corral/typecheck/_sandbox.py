@@ -123,7 +123,7 @@ def unresolved_imports(code: str, script_name: str, host_modules: Collection[str
             for alias in node.names:
                 if not allowed_module(alias.name, host_modules):
                     found.append((alias.lineno, alias.col_offset, alias.name, None))
-        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module and node.module != '__future__':
             if not allowed_module(node.module, host_modules):
                 position = _module_position(lines, node)
                 if position is not None:

@@ -23,6 +23,7 @@ from ..language import catalog, hostio
 from ..language import stop as stopping
 from ..language.facades import stderr as _STDERR
 from ..language import EXCEPTIONS, CompiledScript, SandboxStop, compile_script, compile_unguarded, find_stop, import_module, make_builtins
+from ..limits import amount
 from ..values import UNPACKABLE_RESULT, pack, unpack
 
 __all__ = ['Worker', 'STDLIB_MODULES', 'PRELOAD_MODULES']
@@ -62,15 +63,23 @@ _STOP_RETRY = 0.005
 #: Seconds the tasks a feed left behind have to end after they are cancelled, and again after they are stopped.
 _CANCEL_GRACE = 0.1
 _END_ATTEMPTS = 5
+#: Added to the depth `_recursion_depth` measures in `_run` / `_run_async` so that a script's
+#: own frames, its top level included, reach exactly `Limits.recursion`: the frames between
+#: (`start`, the task's step) less what the measure itself counts. Run plainly, run on the loop,
+#: run on the loop with top-level await; tests/test_limits.py pins the depth each reaches.
+_BELOW_SYNC = -2
+_BELOW_LOOP = -2
+_BELOW_AWAIT = -3
 
 #: What the model reads when a limit stops its script: `limit -> (exception name, message)`.
+#: `{}` is the limit's value with its unit (`limits.amount`).
 _LIMIT_MESSAGES = {
-    'wall_time': ('TimeoutError', 'the script ran past the wall_time limit of {} seconds'),
-    'cpu_time': ('TimeoutError', 'the script used more than the cpu_time limit of {} seconds of CPU'),
-    'output': ('OverflowError', 'the script printed more than the output limit of {} bytes'),
-    'host_calls': ('RuntimeError', 'the script made more than the host_calls limit of {} host calls'),
-    'memory': ('MemoryError', 'the script went past the memory limit of {} bytes'),
-    'recursion': ('RecursionError', 'maximum recursion depth exceeded: the recursion limit is {} calls'),
+    'wall_time': ('TimeoutError', 'the script ran past the wall_time limit of {}'),
+    'cpu_time': ('TimeoutError', 'the script used more than the cpu_time limit of {}'),
+    'output': ('OverflowError', 'the script printed more than the output limit of {}'),
+    'host_calls': ('RuntimeError', 'the script made more than the host_calls limit of {}'),
+    'memory': ('MemoryError', 'the script went past the memory limit of {}'),
+    'recursion': ('RecursionError', 'maximum recursion depth exceeded: the recursion limit is {}'),
 }
 
 
@@ -123,7 +132,7 @@ class Worker:
         else:  # the language layer skipped: plain Python, real builtins (see Pool(skip_layers=))
             self._builtins = {**vars(builtins), 'print': self._print}
             self._compile_script = compile_unguarded
-        self._globals: dict[str, Any] = {'__name__': '__main__', '__builtins__': self._builtins}
+        self._globals: dict[str, Any] = {'__name__': '__main__', '__doc__': None, '__builtins__': self._builtins}
         self._limits: dict[str, Any] = {}
         self._output = 0
         self._calls = 0
@@ -297,7 +306,7 @@ class Worker:
         """
         sock, namespace = self._sock, self._globals
         self._sock = _Discard()  # type: ignore[assignment]
-        self._globals = {'__name__': '__main__', '__builtins__': self._builtins}
+        self._globals = {'__name__': '__main__', '__doc__': None, '__builtins__': self._builtins}
         try:
             limits = {'wall_time': 60.0, 'recursion': 100, 'output': 1 << 20, 'host_calls': 1, 'memory': None, 'cpu_time': None}
             self._feed('def f(a, *, b=2):\n    return [a, {"k": (a, b)}, f"{a}"]\nf(1)', 'main.py', {}, {}, limits)
@@ -350,7 +359,10 @@ class Worker:
                 message = f'the sandbox could not compile this script ({type(error).__name__}: {error}); write it another way'
                 self._send([FAIL, 'syntax', 'SyntaxError', message, f'SyntaxError: {message}'])
                 return None
-            linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
+            lines = code.splitlines(True)
+            if lines and not lines[-1].endswith('\n'):
+                lines[-1] += '\n'  # as linecache reads a file: traceback's carets count on the line's newline
+            linecache.cache[filename] = (len(code), None, lines, filename)
             self._script_files.add(filename)
             if len(self._scripts) >= _SCRIPT_CACHE:
                 del self._scripts[next(iter(self._scripts))]
@@ -423,7 +435,7 @@ class Worker:
             self._send([FAIL, 'runtime', type(error).__name__, _message(error), self._format_traceback(error)])
             return
         exc_type, template = _LIMIT_MESSAGES[limit]
-        message = template.format(self._limits.get(limit))
+        message = template.format(amount(limit, self._limits.get(limit)))
         if stop is not None:  # its traceback is where it was last raised; what it was raised over is noise
             stop.__cause__ = stop.__context__ = None
         frames = self._format_traceback(stop if stop is not None else error).splitlines()
@@ -463,7 +475,7 @@ class Worker:
 
     def _run(self, script: CompiledScript) -> Any:
         """Run a script without top-level `await`, and return its value."""
-        self._limit_recursion()
+        self._limit_recursion(_BELOW_SYNC)
         try:
             return script.start(self._globals)
         finally:
@@ -471,21 +483,20 @@ class Worker:
 
     async def _run_async(self, script: CompiledScript) -> Any:
         """Run a script with top-level `await` on the worker's event loop, and return its value."""
-        self._limit_recursion()
+        self._limit_recursion(_BELOW_AWAIT if script.is_async else _BELOW_LOOP)
         try:
             result = script.start(self._globals)
             return await result if script.is_async else result
         finally:
             hostio.flush_open_files()
 
-    def _limit_recursion(self) -> None:
-        """Let the script's own frames go `recursion` deep, counted from the caller's frame."""
-        depth = 0
-        caller = sys._getframe()
-        while caller is not None:
-            depth += 1
-            caller = caller.f_back
-        sys.setrecursionlimit(depth + self._limits.get('recursion', 500))
+    def _limit_recursion(self, below: int) -> None:
+        """Let the script's own frames go exactly `recursion` deep: its top level and the calls
+        under it, counted as the interpreter counts depth (a frame, or a call through C code).
+
+        `below` is one of the `_BELOW_...` adjustments, for how the script is started.
+        """
+        sys.setrecursionlimit(_recursion_depth() + below + self._limits.get('recursion', 500))
 
     def _end_leftover_tasks(self) -> None:
         """Tasks the script started and did not await end with its feed.
@@ -584,6 +595,45 @@ def _run_until_done(loop: asyncio.AbstractEventLoop, tasks: list[asyncio.Task[An
         timer.cancel()
         for task in pending:
             task.remove_done_callback(on_done)
+
+
+#: The code of the Python frames below the caller -> the interpreter's depth there (see `_recursion_depth`).
+_depths: dict[tuple[types.CodeType, ...], int] = {}
+_STOP_SIGNALS = {signal.SIGALRM, signal.SIGXCPU}
+
+
+def _recursion_depth() -> int:
+    """The interpreter's recursion depth at the caller, as `sys.setrecursionlimit` measures it:
+    the lowest limit it accepts there (it refuses one at or below the depth). The frames of
+    `sys._getframe` miss the calls through C code, which count too; the worker's stack below a
+    feed has the same shape every time, so the depth is measured (by bisection, with the stop
+    signals held: a handler must not run under a limit that low) once per stack of code."""
+    codes = []
+    caller: types.FrameType | None = sys._getframe(1)
+    while caller is not None:
+        codes.append(caller.f_code)
+        caller = caller.f_back
+    frames = tuple(codes)
+    depth = _depths.get(frames)
+    if depth is not None:
+        return depth
+    limit = sys.getrecursionlimit()
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+    try:
+        low, high = 1, max(limit, 1 << 16)
+        while low < high:
+            middle = (low + high) // 2
+            try:
+                sys.setrecursionlimit(middle)
+            except RecursionError:
+                low = middle + 1
+            else:
+                high = middle
+    finally:
+        sys.setrecursionlimit(limit)
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+    _depths[frames] = low - 1  # this function's own frame
+    return low - 1
 
 
 def _message(error: BaseException) -> str:
