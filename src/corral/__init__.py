@@ -18,6 +18,7 @@ from .errors import (
     SandboxTypingError,
     SandboxWorkerError,
 )
+from .host.deferred import Deferred, PendingCall, SandboxPaused
 from .host.external import ExternalModule
 from .host.os_access import Mount, OsAccess
 from .integrations.code_tool import CodeTool
@@ -28,15 +29,18 @@ from .limits import Limits
 
 __all__ = [
     'CodeTool',
+    'Deferred',
     'ExternalModule',
     'Limits',
     'Mount',
     'OsAccess',
+    'PendingCall',
     'Pool',
     'PrintCallback',
     'SandboxError',
     'SandboxInsecureError',
     'SandboxLimitError',
+    'SandboxPaused',
     'SandboxRuntimeError',
     'SandboxSessionBusyError',
     'SandboxStateError',

@@ -18,7 +18,7 @@ import types
 from collections import deque
 from typing import Any
 
-from ..channel import CALL, COMPILE, DONE, FAIL, FEED, OUTPUT, POLL_SECONDS, REPLY, FrameReader, ProtocolError, frame, poll
+from ..channel import CALL, COMPILE, DONE, FAIL, FEED, OUTPUT, PAUSE, REPLY, WAIT, WAKE, FrameReader, ProtocolError, frame, poll
 from ..language import catalog, hostio
 from ..language import EXCEPTIONS, CompiledScript, SandboxStop, compile_script, compile_unguarded, find_stop, import_module, make_builtins
 from ..values import pack, unpack
@@ -39,17 +39,16 @@ _SCRIPT_CACHE = 64
 
 
 class _SpinningSelector(selectors.EpollSelector):
-    """An epoll selector that polls (`channel.poll`) before it sleeps, so a host function that
-    answers at once is answered while the worker is still awake."""
+    """The event loop's selector: the loop watches no file of its own; when it has nothing to run
+    it asks the host for its next input (`wait`, the worker's `_wait`), so that every reply and
+    every timer enters the worker at a point the host records (see `corral.channel`)."""
+
+    wait: Any = None
 
     def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
-        if timeout is not None and timeout <= 0:
-            return super().select(timeout)
-        start = time.perf_counter()
-        ready = poll(lambda: super(_SpinningSelector, self).select(0), POLL_SECONDS if timeout is None else min(POLL_SECONDS, timeout))
-        if ready:
-            return ready
-        return super().select(None if timeout is None else max(0.0, timeout - (time.perf_counter() - start)))
+        if (timeout is None or timeout > 0) and self.wait is not None:
+            self.wait(timeout)
+        return []
 
 
 #: Code of these folders (the worker's own, asyncio's) is never interrupted by a stop: a stop that
@@ -106,9 +105,12 @@ class Worker:
         self._reader = FrameReader()
         self._inbox: deque[list[Any]] = deque()
         self._futures: dict[int, asyncio.Future[Any]] = {}
-        self._sync_call: int | None = None  # the sync host call waiting for its reply
-        self._sync_reply: list[Any] | None = None
         self._next_call = 0
+        self._clock = 0.0  # the event loop's time: it moves only as the host's WAKE messages say
+        loop.time = self._loop_time  # type: ignore[method-assign]
+        selector = getattr(loop, '_selector', None)
+        if isinstance(selector, _SpinningSelector):
+            selector.wait = self._wait
         self._feeds = 0
         self._script_files: set[str] = set()
         self._script_name = 'main.py'
@@ -134,9 +136,6 @@ class Worker:
         """Take `sock` as the channel to the host (once, in the forked worker)."""
         self._sock = sock
         self._fd = sock.fileno()
-        # Replies to async host calls arrive while the loop runs; between feeds the worker reads
-        # the channel itself, so the registration can stay for the session's life.
-        self._loop.add_reader(self._fd, self._on_readable)
 
     # ----- channel -------------------------------------------------------------------------------
 
@@ -171,28 +170,46 @@ class Worker:
         except BlockingIOError:
             return None
 
-    def _dispatch_replies(self) -> None:
-        """Hand queued REPLY messages to the calls waiting for them.
+    def _next_message(self) -> list[Any]:
+        """The host's next message, in a feed: what answers the CALL or WAIT just sent.
 
-        A reply to a call nobody waits for any more (its task was cancelled when its feed ended,
-        or a stop interrupted the sync call) is dropped.
+        A PAUSE (the host holds the feed on a deferred call, maybe for days) stops the wall_time
+        timer; the answer that ends the pause starts it again, the feed's whole wall_time afresh.
         """
-        inbox = self._inbox
-        while inbox and inbox[0][0] == REPLY:
-            _, call_id, ok, value = inbox.popleft()
-            future = self._futures.pop(call_id, None)
-            if future is not None:
-                if not future.cancelled():
-                    if ok:
-                        future.set_result(value)
-                    else:
-                        future.set_exception(_host_exception(value))
-            elif call_id == self._sync_call:
-                self._sync_reply = [ok, value]
+        paused = False
+        while True:
+            while not self._inbox:
+                self._receive(block=True)
+            message = self._inbox.popleft()
+            if message[0] != PAUSE:
+                break
+            paused = True
+            signal.setitimer(signal.ITIMER_REAL, 0)
+        if paused and self._limits.get('wall_time'):
+            signal.setitimer(signal.ITIMER_REAL, self._limits['wall_time'])
+        return message
 
-    def _on_readable(self) -> None:
-        if self._receive(block=False):
-            self._dispatch_replies()
+    def _wait(self, timeout: float | None) -> None:
+        """The event loop has nothing to run until a reply or its next timer (`timeout` seconds
+        of its clock away): ask the host, which answers with one WAKE, and take it in."""
+        self._send([WAIT, None if timeout is None else float(timeout)])
+        message = self._next_message()
+        if message[0] != WAKE or len(message) != 5:
+            raise ProtocolError('expected a WAKE message from the host')
+        _, seconds, call_id, ok, value = message
+        if type(seconds) is not float or seconds < 0.0 or (timeout is None and call_id is None) or (timeout is not None and seconds > timeout):
+            raise ProtocolError('malformed WAKE message from the host')
+        self._clock += seconds
+        if call_id is not None:
+            future = self._futures.pop(call_id, None)
+            if future is not None and not future.cancelled():  # None: a call of a task that was cancelled
+                if ok:
+                    future.set_result(value)
+                else:
+                    future.set_exception(_host_exception(value))
+
+    def _loop_time(self) -> float:
+        return self._clock
 
     # ----- host functions ------------------------------------------------------------------------
 
@@ -202,11 +219,11 @@ class Worker:
         if limit is not None and self._calls > limit:
             raise self._stop('host_calls')
         call_id = self._next_call
-        self._next_call += 1
         try:
             data = frame(pack([CALL, call_id, name, list(args), kwargs], side='sandbox'))
         except (TypeError, ValueError, RecursionError, ProtocolError) as error:
             raise TypeError(f'{name}() cannot be called with these arguments: {error}') from None
+        self._next_call += 1  # ids the host sees are consecutive
         self._sock.sendall(data)
         return call_id
 
@@ -216,16 +233,11 @@ class Worker:
         return await future
 
     def _call_sync(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        self._sync_call = self._start_call(name, args, kwargs)
-        try:
-            while self._sync_reply is None:
-                self._receive(block=True)
-                self._dispatch_replies()
-                if self._inbox and self._inbox[0][0] != REPLY:
-                    raise ProtocolError('unexpected message from the host during a call')
-            ok, value = self._sync_reply
-        finally:
-            self._sync_call = self._sync_reply = None
+        call_id = self._start_call(name, args, kwargs)
+        message = self._next_message()
+        if message[0] != REPLY or len(message) != 4 or message[1] != call_id:
+            raise ProtocolError('unexpected message from the host during a call')
+        _, _, ok, value = message
         if ok:
             return value
         raise _host_exception(value)
@@ -309,8 +321,6 @@ class Worker:
                 while not self._inbox:
                     self._receive(block=True)
                 message = self._inbox.popleft()
-                if message[0] == REPLY:  # to a host call of a task that ended with the last feed
-                    continue
                 if message[0] == FEED and len(message) == 6:
                     self._feed(*message[1:])
                 elif message[0] == COMPILE and len(message) == 3:
