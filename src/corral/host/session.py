@@ -864,11 +864,14 @@ class Session:
                 raise SandboxStateError(f'the session state could not be replayed: feed {index + 1} did not run as recorded ({error})') from None
             finally:
                 self._replay = self._replaying = None
-            if self._dead is not None:
-                raise SandboxStateError(f'the session state could not be replayed: feed {index + 1} did not run as recorded ({self._dead})')
-            if outcome != recorded.outcome or (outcome != OPEN and record.trace != recorded.trace):
-                self._diverged(f'it ended {outcome!r} where the record has {recorded.outcome!r}' if outcome != recorded.outcome else 'its calls and waits differ from the record')
-                raise SandboxStateError(f'the session state could not be replayed: feed {index + 1} did not run as recorded ({self._dead})')
+            why = None
+            if outcome != recorded.outcome:
+                why = f'it ended {outcome!r} where the record has {recorded.outcome!r}'
+            elif outcome != OPEN and (record.trace != recorded.trace or record.calls != recorded.calls):
+                why = 'its host calls and waits differ from the record'
+            if why is not None:
+                self._kill(why)
+                raise SandboxStateError(f'the session state could not be replayed: feed {index + 1} went another way than the recorded run: {why}')
 
     def _restore_pause(self, state: SessionState) -> None:
         for call_id, function, args, kwargs, payload in state.pending:
@@ -891,8 +894,8 @@ class Session:
         self._deliver(call_id, payload)
 
     def _diverged(self, why: str) -> None:
-        self._kill(f'the replay went another way than the recorded run: {why}')
-        self._fail(SandboxStateError(f'the session state could not be replayed: the replay went another way than the recorded run: {why}'))
+        self._kill(f'its replay went another way than the recorded run: {why}')
+        self._fail(SandboxStateError(f'the session state could not be replayed: feed {len(self._journal)} went another way than the recorded run: {why}'))
 
     async def _store_state(self) -> None:
         """Write a stored session's state to the pool's store (nothing for an ephemeral session)."""
