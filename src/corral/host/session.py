@@ -567,9 +567,16 @@ class Session:
             raise ProtocolError(f'unknown message kind {kind!r}')
 
     def _end_of_feed(self) -> None:
-        """The worker ended the feed: a replayed feed must have used all its recorded inputs."""
+        """The worker ended the feed: a replayed feed must have used all its recorded inputs, and
+        a WAIT a stop cut short gets its answer (an empty WAKE) all the same."""
         if self._replay is not None and self._replay:
             self._diverged('it ended before taking in all the messages recorded for it')
+        if self._waiting is not None:
+            self._waiting = None
+            if self._tick is not None:
+                self._tick.cancel()
+                self._tick = None
+            self._write(_EMPTY_WAKE)
 
     def _on_broken(self, reason: str) -> None:
         """The worker died or sent something against the rules: kill it, fail the feed."""
@@ -910,6 +917,7 @@ class Session:
 _TIMED = frozenset({'wall_time', 'cpu_time'})
 _SECONDS = struct.Struct('>d')  # the seconds of a WAKE, at bytes 3-10 of its payload (after 0x95 0x09 0xcb)
 _PAUSE = pack([PAUSE], side='host')
+_EMPTY_WAKE = pack([WAKE, 0.0, None, True, None], side='host')
 
 
 def _discard_output(stream: str, text: str) -> None:

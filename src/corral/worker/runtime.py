@@ -106,6 +106,8 @@ class Worker:
         self._inbox: deque[list[Any]] = deque()
         self._futures: dict[int, asyncio.Future[Any]] = {}
         self._next_call = 0
+        self._asking = False  # a WAIT was sent and its WAKE not yet taken in
+        self._asked: float | None = None  # its timeout
         self._clock = 0.0  # the event loop's time: it moves only as the host's WAKE messages say
         loop.time = self._loop_time  # type: ignore[method-assign]
         selector = getattr(loop, '_selector', None)
@@ -136,6 +138,8 @@ class Worker:
         """Take `sock` as the channel to the host (once, in the forked worker)."""
         self._sock = sock
         self._fd = sock.fileno()
+        # where `_wait` sleeps (see `_next_message`): the loop's epoll instance, which serves nothing else
+        self._loop._selector.register(self._fd, selectors.EVENT_READ)  # type: ignore[attr-defined]
 
     # ----- channel -------------------------------------------------------------------------------
 
@@ -170,16 +174,21 @@ class Worker:
         except BlockingIOError:
             return None
 
-    def _next_message(self) -> list[Any]:
+    def _next_message(self, *, stoppable: bool = False) -> list[Any]:
         """The host's next message, in a feed: what answers the CALL or WAIT just sent.
 
         A PAUSE (the host holds the feed on a deferred call, maybe for days) stops the wall_time
         timer; the answer that ends the pause starts it again, the feed's whole wall_time afresh.
+        `stoppable`: sleep in the standard library's selector, where a stop (wall_time) may be
+        raised, having read nothing; elsewhere in the worker's code a stop waits (see `_SHIELDED`).
         """
         paused = False
         while True:
             while not self._inbox:
-                self._receive(block=True)
+                if not stoppable:
+                    self._receive(block=True)
+                elif not self._receive(block=False) and not poll(lambda: self._receive(block=False)):
+                    selectors.EpollSelector.select(self._loop._selector)  # type: ignore[attr-defined]  # stdlib code: a stop may land here
             message = self._inbox.popleft()
             if message[0] != PAUSE:
                 break
@@ -191,14 +200,28 @@ class Worker:
 
     def _wait(self, timeout: float | None) -> None:
         """The event loop has nothing to run until a reply or its next timer (`timeout` seconds
-        of its clock away): ask the host, which answers with one WAKE, and take it in."""
-        self._send([WAIT, None if timeout is None else float(timeout)])
-        message = self._next_message()
-        if message[0] != WAKE or len(message) != 5:
+        of its clock away): ask the host, which answers with one WAKE, and take it in.
+
+        A stop raised while the worker sleeps leaves the WAIT asked: the host answers it all the
+        same (at the latest when the feed ends), and the next wait takes that answer.
+        """
+        if not self._asking:
+            self._send([WAIT, None if timeout is None else float(timeout)])
+            self._asking, self._asked = True, timeout
+        message = self._next_message(stoppable=True)
+        if message[0] != WAKE:
             raise ProtocolError('expected a WAKE message from the host')
-        _, seconds, call_id, ok, value = message
-        if type(seconds) is not float or seconds < 0.0 or (timeout is None and call_id is None) or (timeout is not None and seconds > timeout):
+        self._take_wake(message)
+
+    def _take_wake(self, message: list[Any]) -> None:
+        """Take in the host's answer to the WAIT asked: move the clock on, hand over the reply."""
+        if len(message) != 5 or not self._asking:
             raise ProtocolError('malformed WAKE message from the host')
+        _, seconds, call_id, ok, value = message
+        timeout = self._asked
+        if type(seconds) is not float or seconds < 0.0 or (timeout is not None and seconds > timeout) or (timeout is None and call_id is None and seconds):
+            raise ProtocolError('malformed WAKE message from the host')
+        self._asking = False
         self._clock += seconds
         if call_id is not None:
             future = self._futures.pop(call_id, None)
@@ -235,6 +258,9 @@ class Worker:
     def _call_sync(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         call_id = self._start_call(name, args, kwargs)
         message = self._next_message()
+        while message[0] == WAKE:  # the answer to a WAIT a stop cut short
+            self._take_wake(message)
+            message = self._next_message()
         if message[0] != REPLY or len(message) != 4 or message[1] != call_id:
             raise ProtocolError('unexpected message from the host during a call')
         _, _, ok, value = message
@@ -321,7 +347,9 @@ class Worker:
                 while not self._inbox:
                     self._receive(block=True)
                 message = self._inbox.popleft()
-                if message[0] == FEED and len(message) == 6:
+                if message[0] == WAKE:  # the answer to a WAIT a stop cut short, sent as its feed ended
+                    self._take_wake(message)
+                elif message[0] == FEED and len(message) == 6:
                     self._feed(*message[1:])
                 elif message[0] == COMPILE and len(message) == 3:
                     if self._compile(*message[1:]) is not None:
