@@ -12,6 +12,8 @@ Every message is a list whose first item is its kind:
     worker -> host   [CALL, call_id, name, args, kwargs]  name is 'f' or 'module.f'
                      [OUTPUT, stream, text]
                      [WAIT, timeout]                      nothing to run until a reply or `timeout`
+                     [TIMED]                              before DONE/FAIL: tasks the feed left had to be
+                                                          stopped by time, at points no replay reproduces
                      [DONE, value]
                      [FAIL, kind, exc_type, message, display]   kind: 'syntax' or 'runtime'
                      [FAIL, 'limit', limit, message, display]   limit: a field of `Limits`
@@ -39,14 +41,14 @@ from typing import TypeVar
 
 from .values import MAX_FRAME
 
-__all__ = ['FEED', 'COMPILE', 'REPLY', 'CALL', 'OUTPUT', 'DONE', 'FAIL', 'WAIT', 'WAKE', 'PAUSE', 'POLL_SECONDS', 'ProtocolError', 'frame', 'poll', 'FrameReader']
+__all__ = ['FEED', 'COMPILE', 'REPLY', 'CALL', 'OUTPUT', 'DONE', 'FAIL', 'WAIT', 'WAKE', 'PAUSE', 'TIMED', 'POLL_SECONDS', 'ProtocolError', 'frame', 'poll', 'FrameReader']
 
 _T = TypeVar('_T')
 
 #: Seconds a side polls the channel before it sleeps waiting for the other (see `poll`).
 POLL_SECONDS = 0.0002
 
-FEED, REPLY, CALL, OUTPUT, DONE, FAIL, COMPILE, WAIT, WAKE, PAUSE = range(1, 11)
+FEED, REPLY, CALL, OUTPUT, DONE, FAIL, COMPILE, WAIT, WAKE, PAUSE, TIMED = range(1, 12)
 
 _HEADER = struct.Struct('>I')
 

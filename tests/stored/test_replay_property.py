@@ -95,12 +95,12 @@ async def check(feeds, later, second_dump):
             await original.feed_run('import asyncio, random, uuid')
             for code, _ in feeds:
                 await outcome(original, code)
-            await loaded.load_session(original.dump())
+            await loaded.load_session(await original.dump())
             sessions = [original, loaded]
             reads = '[' + ', '.join(read for _, read in feeds) + ']'
             for index, code in enumerate([*later, reads]):
                 if index == second_dump:
-                    await reloaded.load_session(loaded.dump())
+                    await reloaded.load_session(await loaded.dump())
                     sessions.append(reloaded)
                 results = [await outcome(session, code) for session in sessions]
                 assert results == [results[0]] * len(sessions), code

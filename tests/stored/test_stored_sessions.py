@@ -80,7 +80,7 @@ async def fetch(n):
 async def test_a_loaded_session_has_every_variable_function_class_and_import_and_goes_on_as_the_original(pool):
     async with pool.checkout(random_seed=7) as original:
         await original.feed_run(SETUP, external_lookup={'fetch': fetch})
-        state = original.dump()
+        state = await original.dump()
         expected = await original.feed_run(REST)
     async with pool.checkout() as loaded:
         await loaded.load_session(state)
@@ -92,7 +92,7 @@ async def test_a_loaded_session_has_every_variable_function_class_and_import_and
 async def test_loading_one_state_twice_gives_two_independent_sessions(pool):
     async with pool.checkout() as original:
         await original.feed_run('items = [1]')
-        state = original.dump()
+        state = await original.dump()
     async with pool.checkout() as a, pool.checkout() as b:
         await a.load_session(state)
         await b.load_session(state)
@@ -110,7 +110,7 @@ async def test_no_host_function_runs_again_on_load(pool):
 
     async with pool.checkout() as original:
         await original.feed_run('a = record(1)\nb = record(2)', external_lookup={'record': record})
-        state = original.dump()
+        state = await original.dump()
     async with pool.checkout() as loaded:
         await loaded.load_session(state)
         assert await loaded.feed_run('a + b') == 3
@@ -121,7 +121,7 @@ async def test_a_feed_that_failed_part_way_keeps_its_partial_effects_after_a_loa
     async with pool.checkout() as original:
         with pytest.raises(corral.SandboxRuntimeError):
             await original.feed_run('done = 1\nraise ValueError("half way")\nnever = 2')
-        state = original.dump()
+        state = await original.dump()
     async with pool.checkout() as loaded:
         await loaded.load_session(state)
         assert await loaded.feed_run('done') == 1
@@ -152,7 +152,7 @@ except TimeoutError:
 '''
     async with pool.checkout() as original:
         result = await original.feed_run(code, external_lookup={'slow': slow})
-        state = original.dump()
+        state = await original.dump()
     assert result == ([2, 3, 'timer', 1], True)
     async with pool.checkout() as loaded:
         await loaded.load_session(state)
@@ -168,7 +168,7 @@ async def test_overlay_writes_come_back_and_other_mounts_must_be_given_again(poo
     mounts = [corral.Mount(data, '/data'), corral.Mount(out, '/out', mode='read-write')]
     async with pool.checkout(mounts=mounts) as original:
         await original.feed_run('open("/data/new.txt", "w").write("overlay")\nopen("/out/o.txt", "w").write("host side")')
-        state = original.dump()
+        state = await original.dump()
     assert (out / 'o.txt').read_text() == 'host side' and not (data / 'new.txt').exists()
     async with pool.checkout(mounts=mounts) as loaded:
         await loaded.load_session(state)
@@ -207,7 +207,7 @@ async def test_a_deferred_call_pauses_the_feed_and_resume_goes_on_without_callin
         assert info.value.calls == [corral.PendingCall(call_id=2, function='approve_async', args=['send'], kwargs={}, payload={'approve': 'send'})]
         assert str(info.value) == 'the script is paused waiting on approve_async() [call 2]; answer with session.resume()'
         assert session.paused
-        state = session.dump()
+        state = await session.dump()
         with pytest.raises(RuntimeError, match='paused'):
             await session.feed_run('1')
         assert await session.resume({2: 'sent'}) == [10, [20, 'sent'], 30]
@@ -236,7 +236,7 @@ async def test_a_sync_deferred_call_and_a_second_pause(pool):
         with pytest.raises(corral.SandboxPaused) as second:
             await session.resume({call.call_id: 1})
         assert [c.args for c in second.value.calls] == [['two']]
-        state = session.dump()
+        state = await session.dump()
     async with pool.checkout() as loaded:
         await loaded.load_session(state)
         with pytest.raises(KeyError):
@@ -281,7 +281,7 @@ async def test_a_stored_feed_stopped_by_wall_time_is_undone_and_an_ephemeral_one
         with pytest.raises(corral.SandboxLimitError):
             await ephemeral.feed_run('x = 2\nwhile True:\n    pass')
         with pytest.raises(corral.SandboxStateError) as info:
-            ephemeral.dump()
+            await ephemeral.dump()
     assert str(info.value) == (
         'this session cannot be dumped: feed 1 was stopped by the wall_time limit at a point no replay can reproduce, '
         'so its state would not replay exactly'
@@ -293,10 +293,36 @@ async def test_a_feed_stopped_by_a_limit_its_steps_reach_replays_to_the_same_poi
     async with pool.checkout(limits=limits) as original:
         with pytest.raises(corral.SandboxLimitError):
             await original.feed_run('got = []\nfor i in range(5):\n    got.append(f(i))', external_lookup={'f': lambda i: i})
-        state = original.dump()
+        state = await original.dump()
     async with pool.checkout(limits=limits) as loaded:
         await loaded.load_session(state)
         assert await loaded.feed_run('got') == [0, 1]
+
+
+async def test_checkout_options_of_stored_sessions_are_checked(pool):
+    with pytest.raises(ValueError) as info:
+        pool.checkout(session_id='abc', ephemeral=True)
+    assert str(info.value) == 'a session_id names a stored session: do not pass ephemeral=True with it'
+    with pytest.raises(ValueError) as info:
+        pool.checkout(fork=True)
+    assert str(info.value) == 'fork=True needs the session_id of the stored session to fork'
+    async with pool.checkout() as session:
+        assert session.session_id is None
+        await session.feed_run('x = 1')
+        with pytest.raises(RuntimeError) as runtime:
+            await session.load_session(await session.dump())
+    assert str(runtime.value) == 'load_session needs a freshly checked-out session; this one has run feeds'
+
+
+async def test_time_monotonic_and_perf_counter_come_back_the_same_after_a_load(pool):
+    async with pool.checkout() as original:
+        await original.feed_run('import time\nstamps = [time.monotonic(), time.perf_counter_ns()]\ntime.sleep(0.01)\nstamps.append(time.perf_counter())')
+        state = await original.dump()
+        stamps = await original.feed_run('stamps')
+    assert stamps[2] - stamps[0] >= 0.01
+    async with pool.checkout() as loaded:
+        await loaded.load_session(state)
+        assert await loaded.feed_run('stamps') == stamps
 
 
 # ----- states refused --------------------------------------------------------------------------
@@ -304,7 +330,7 @@ async def test_a_feed_stopped_by_a_limit_its_steps_reach_replays_to_the_same_poi
 async def dumped(pool, code='x = 1'):
     async with pool.checkout() as session:
         await session.feed_run(code)
-        return session.dump()
+        return await session.dump()
 
 
 async def load_error(pool, state, **options):
@@ -346,7 +372,7 @@ async def test_tampered_truncated_oversized_foreign_and_wrong_version_states_are
         async with other.checkout() as session:
             await session.feed_run('x = "y" * 1000')
             with pytest.raises(corral.SandboxStateError, match=r'^the session state is \d+ bytes, over the quota of \d+ bytes .*it was not dumped$'):
-                session.dump()
+                await session.dump()
     # signed with the right key but malformed inside: refused, never executed
     assert await load_error(pool, resign(msgpack.packb({'feeds': 'nope'}))) == "the session state is malformed ('fingerprint')"
 
@@ -361,7 +387,7 @@ async def test_a_signed_record_that_does_not_replay_is_refused(pool):
     )
     async with pool.checkout() as session:
         await session.feed_run('x = f()', external_lookup={'f': lambda: 1})
-        state = session.dump()
+        state = await session.dump()
     plain = msgpack.unpackb(state[14:-32])
     plain['feeds'][0][4] = ['g']
     assert await load_error(pool, resign(msgpack.packb(plain))) == (
@@ -374,7 +400,7 @@ async def test_a_signed_record_that_does_not_replay_is_refused(pool):
 async def test_a_state_loads_in_another_process(pool, tmp_path):
     async with pool.checkout() as session:
         await session.feed_run(SETUP, external_lookup={'fetch': fetch})
-        (tmp_path / 'state').write_bytes(session.dump())
+        (tmp_path / 'state').write_bytes(await session.dump())
         expected = await session.feed_run(REST)
     pool._state_key_option = KEY
     lines = child('load', str(tmp_path / 'state'), REST)
@@ -391,7 +417,7 @@ async def test_a_paused_call_resumes_in_another_process_without_calling_anything
 
         with pytest.raises(corral.SandboxPaused):
             await session.feed_run('a = await fetch(1)\nb = approve("send")\nc = await fetch(2)\n[a, b, c]', external_lookup={'fetch': fetch, 'approve': approve})
-        (tmp_path / 'state').write_bytes(session.dump())
+        (tmp_path / 'state').write_bytes(await session.dump())
     assert child('resume', str(tmp_path / 'state'), 'yes') == ["[10, 'yes', 20]", "calls ['fetch 2']"]
 
 
@@ -420,3 +446,60 @@ def test_a_stored_session_survives_its_host_process_killed_between_feeds(tmp_pat
     lines = child('feeds', store, session_id, stdin='x\nx.append(2)\n')
     assert lines == [session_id, f'{session_id} {x!r}', f'{session_id} None', 'calls []']
     assert child('feeds', store, session_id, stdin='len(x)\n') == [session_id, f'{session_id} 3', 'calls []']
+
+
+def test_the_readme_example_of_stored_sessions_runs():
+    readme = (Path(__file__).parents[2] / 'README.md').read_text()
+    start = readme.index('```python\n', readme.index('### Stored sessions')) + len('```python\n')
+    code = readme[start : readme.index('```', start)]
+    env = {**os.environ, 'PYTHONPATH': os.pathsep.join(sys.path)}
+    done = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, env=env, timeout=120)
+    assert (done.returncode, done.stdout) == (0, "[3, 'sent']\n"), done.stderr
+
+
+def test_the_sync_session_dumps_loads_and_resumes():
+    def approve():
+        raise corral.Deferred('ok?')
+
+    with corral.SyncPool(state_key=KEY) as pool:
+        with pool.checkout() as session:
+            with pytest.raises(corral.SandboxPaused) as info:
+                session.feed_run('a = 1\nb = approve()\n[a, b]', external_lookup={'approve': approve})
+            state = session.dump()
+        with pool.checkout() as loaded:
+            loaded.load_session(state)
+            assert loaded.resume({info.value.calls[0].call_id: 2}) == [1, 2]
+
+
+async def test_a_timer_pending_in_a_paused_feed_runs_after_its_resume(pool):
+    def approve():
+        raise corral.Deferred()
+
+    code = 'import asyncio\nasync def ask():\n    return approve()\nasync def late():\n    await asyncio.sleep(0.2)\n    return "timer"\nawait asyncio.gather(ask(), late())'
+    async with pool.checkout() as session:
+        with pytest.raises(corral.SandboxPaused) as info:
+            await session.feed_run(code, external_lookup={'approve': approve})
+        state = await session.dump()
+        assert await session.resume({info.value.calls[0].call_id: 'yes'}) == ['yes', 'timer']  # the timer is set again
+    async with pool.checkout() as loaded:
+        await loaded.load_session(state)
+        assert await loaded.resume({info.value.calls[0].call_id: 'no'}) == ['no', 'timer']
+
+
+async def test_a_feed_whose_leftover_tasks_had_to_be_stopped_is_not_dumped_and_undone_when_stored(pool):
+    code = (
+        'import asyncio\nasync def stubborn():\n    while True:\n        try:\n            await asyncio.sleep(10)\n'
+        '        except BaseException:\n            pass\nx = 2\nt = asyncio.create_task(stubborn())\nawait asyncio.sleep(0)\n1'
+    )
+    async with pool.checkout() as ephemeral:
+        assert await ephemeral.feed_run(code) == 1
+        with pytest.raises(corral.SandboxStateError) as info:
+            await ephemeral.dump()
+    assert str(info.value) == (
+        'this session cannot be dumped: feed 1 was stopped by time (tasks it left running ignored their cancellation) '
+        'at a point no replay can reproduce, so its state would not replay exactly'
+    )
+    async with pool.checkout(ephemeral=False) as stored:
+        await stored.feed_run('x = 1')
+        assert await stored.feed_run(code) == 1
+        assert await stored.feed_run('x') == 1

@@ -43,7 +43,7 @@ class Lease:
             await asyncio.sleep(self.ttl / 3)
             try:
                 await self.store.renew(self.session_id, holder=self.holder, ttl=self.ttl, tenant=self.tenant)
-            except (SandboxError, OSError) as error:
+            except Exception as error:  # noqa: BLE001 - any store's failure: the session stops storing, and says why
                 self.lost = error
                 return
 
@@ -55,5 +55,5 @@ class Lease:
         with contextlib.suppress(asyncio.CancelledError):
             await self._task
         self._task = None
-        with contextlib.suppress(SandboxError, OSError):
+        with contextlib.suppress(SandboxError, OSError):  # unreleased, the lease expires after its TTL
             await self.store.release(self.session_id, holder=self.holder, tenant=self.tenant)

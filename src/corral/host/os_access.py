@@ -472,6 +472,7 @@ class SystemCalls:
             'os.getenv': self._getenv,
             'os.environ': self._environ,
             'clock.now': self._now,
+            'clock.monotonic': time.monotonic_ns,
             'random.seed': self._seed,
         }
 

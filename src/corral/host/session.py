@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 
-from ..channel import CALL, COMPILE, DONE, FAIL, FEED, OUTPUT, PAUSE, POLL_SECONDS, REPLY, WAIT, WAKE, FrameReader, ProtocolError, frame, poll
+from ..channel import CALL, COMPILE, DONE, FAIL, FEED, OUTPUT, PAUSE, POLL_SECONDS, REPLY, TIMED, WAIT, WAKE, FrameReader, ProtocolError, frame, poll
 from ..errors import (
     SandboxError,
     SandboxLimitError,
@@ -131,6 +131,7 @@ class Session:
         self._waiting: tuple[float, float | None] | None = None  # (since, timeout) of the worker's WAIT
         self._tick: asyncio.TimerHandle | None = None
         self._paused = False
+        self._timed = False  # the worker said the feed's end depended on time (TIMED)
         self._unreplayable: str | None = None
         # a replay (load_session): the inputs of the feed being replayed, and whether live answers may follow them
         self._replay: deque[list[Any]] | None = None
@@ -296,11 +297,14 @@ class Session:
         blocked = self._blocked
 
         def go_on() -> None:
+            if self._waiting is not None:  # the script's clock did not run while it was paused
+                self._waiting = (perf_counter(), self._waiting[1])
             if sync_answer is not None:
                 self._deliver(blocked, sync_answer)  # type: ignore[arg-type]
             else:
                 self._offer()
             self._check_pause()
+            self._arm_tick()
 
         return await self._settle(self._exchange_with(go_on, timeout=self.limits.wall_time))
 
@@ -332,6 +336,10 @@ class Session:
         if record is not None:
             self._close_record(record, None)
             self._context.append(record.code)
+            if record.outcome == STOPPED:
+                if not self.ephemeral and self._replaying is None:
+                    await self._roll_back(record)
+                return value
             await self._store_state()
         return value
 
@@ -342,13 +350,17 @@ class Session:
         self._answers.clear()
         self._blocked = self._waiting = None
         record.trace = self._trace.digest()
-        if error is None:
+        timed, self._timed = self._timed, False
+        if error is None and not timed:
             record.outcome = FEED_DONE
-        elif isinstance(error, (SandboxRuntimeError, SandboxSyntaxError)) or (isinstance(error, SandboxLimitError) and error.limit not in _TIMED):
+        elif not timed and (isinstance(error, (SandboxRuntimeError, SandboxSyntaxError)) or (isinstance(error, SandboxLimitError) and error.limit not in _TIMED)):
             record.outcome = FAILED  # a replay reaches the same point and fails there too
         else:
             record.outcome = STOPPED
-            what = f'the {error.limit} limit' if isinstance(error, SandboxLimitError) else type(error).__name__
+            if timed:
+                what = 'time (tasks it left running ignored their cancellation)'
+            else:
+                what = f'the {error.limit} limit' if isinstance(error, SandboxLimitError) else type(error).__name__
             record.why = f'feed {self._journal.index(record) + 1} was stopped by {what} at a point no replay can reproduce'
             if self.ephemeral:
                 self._unreplayable = record.why
@@ -538,6 +550,9 @@ class Session:
                 raise ProtocolError('malformed WAIT message')
             self._trace.update(b'W')
             self._on_wait(timeout)
+        elif kind == TIMED:
+            _shape(message, 1)
+            self._timed = True
         elif kind == OUTPUT:
             _, stream, text = _shape(message, 3)
             if not isinstance(text, str) or stream not in ('stdout', 'stderr'):
@@ -728,8 +743,13 @@ class Session:
             self._offer()
             return
         self._check_pause()
-        if not self._paused and timeout is not None:
-            self._tick = asyncio.get_running_loop().call_later(timeout, self._on_tick)
+        self._arm_tick()
+
+    def _arm_tick(self) -> None:
+        """Answer the worker's WAIT with its timer when no reply comes before it."""
+        if self._waiting is not None and self._waiting[1] is not None and self._tick is None and not self._paused:
+            since, timeout = self._waiting
+            self._tick = asyncio.get_running_loop().call_later(max(0.0, since + timeout - perf_counter()), self._on_tick)
 
     def _offer(self) -> None:
         """Hand the waiting worker the first async answer, with the seconds its clock moves on."""
@@ -767,8 +787,8 @@ class Session:
 
     # ----- dump and load -------------------------------------------------------------------------
 
-    def dump(self) -> bytes:
-        """The session's state as signed bytes, to load with `load_session` in any process that
+    async def dump(self) -> bytes:
+        """The session's state as signed bytes (awaited, as pydantic-monty's `dump` is), to load with `load_session` in any process that
         has a pool with the same state key and host functions (see the README, "Stored sessions").
 
         The state holds the journal of the session's feeds (their code and every value that came in
@@ -777,6 +797,9 @@ class Session:
         state is over the pool's `max_state_bytes`, or when a feed of this session was stopped by
         a time limit (wall_time, cpu_time) at a point no replay could reproduce.
         """
+        return self._dump()
+
+    def _dump(self) -> bytes:
         if self._done is not None:
             raise RuntimeError('cannot dump a session while a feed runs; await it first')
         if self._unreplayable is not None:
@@ -910,7 +933,7 @@ class Session:
             return
         if self._lease.lost is not None:
             raise SandboxStateError(f'the session {self.session_id} was not stored: its lease was lost ({self._lease.lost})')
-        await self._lease.store.put(self.session_id, self.dump(), holder=self._lease.holder)
+        await self._lease.store.put(self.session_id, self._dump(), holder=self._lease.holder)
 
 
 #: Limits that stop a script at a point no replay reproduces (time, not the script's own steps).

@@ -18,7 +18,7 @@ import types
 from collections import deque
 from typing import Any
 
-from ..channel import CALL, COMPILE, DONE, FAIL, FEED, OUTPUT, PAUSE, REPLY, WAIT, WAKE, FrameReader, ProtocolError, frame, poll
+from ..channel import CALL, COMPILE, DONE, FAIL, FEED, OUTPUT, PAUSE, REPLY, TIMED, WAIT, WAKE, FrameReader, ProtocolError, frame, poll
 from ..language import catalog, hostio
 from ..language import EXCEPTIONS, CompiledScript, SandboxStop, compile_script, compile_unguarded, find_stop, import_module, make_builtins
 from ..values import pack, unpack
@@ -38,7 +38,7 @@ _DONTWAIT = int(socket.MSG_DONTWAIT)
 _SCRIPT_CACHE = 64
 
 
-class _SpinningSelector(selectors.EpollSelector):
+class _HostSelector(selectors.EpollSelector):
     """The event loop's selector: the loop watches no file of its own; when it has nothing to run
     it asks the host for its next input (`wait`, the worker's `_wait`), so that every reply and
     every timer enters the worker at a point the host records (see `corral.channel`)."""
@@ -111,7 +111,7 @@ class Worker:
         self._clock = 0.0  # the event loop's time: it moves only as the host's WAKE messages say
         loop.time = self._loop_time  # type: ignore[method-assign]
         selector = getattr(loop, '_selector', None)
-        if isinstance(selector, _SpinningSelector):
+        if isinstance(selector, _HostSelector):
             selector.wait = self._wait
         self._feeds = 0
         self._script_files: set[str] = set()
@@ -515,10 +515,12 @@ class Worker:
         # feed's allocations start a collection: the young generations always (the session's
         # long-lived objects are not walked), all of them while an async generator is alive.
         gc.collect(2 if loop._asyncgens else 1)  # type: ignore[attr-defined]
+        timed = False  # a task outlived its cancellation, or a stop ended one: where depends on time
         for attempt in range(_END_ATTEMPTS):
             tasks = [task for task in asyncio.all_tasks(loop) if not task.done()]
             if not tasks and not loop._ready:  # type: ignore[attr-defined]
-                return  # nothing left, not even a callback queued as a task ended under a stop
+                break  # nothing left, not even a callback queued as a task ended under a stop
+            timed = timed or attempt > 0
             for task in tasks:
                 if attempt == 0:
                     task.cancel()
@@ -529,11 +531,13 @@ class Worker:
             signal.setitimer(signal.ITIMER_REAL, _CANCEL_GRACE)
             try:
                 _run_until_done(loop, tasks, _CANCEL_GRACE)
-            except (SystemExit, KeyboardInterrupt):  # a task ended by a stop (or raising these): the loop passes it on
-                pass
+            except (SystemExit, KeyboardInterrupt) as error:  # a task ended by a stop (or raising these): the loop passes it on
+                timed = timed or find_stop(error) is not None
             finally:
                 signal.setitimer(signal.ITIMER_REAL, 0)
                 self._pending_stop = None
+        if timed:
+            self._send([TIMED])
         if loop._ready or any(not task.done() for task in asyncio.all_tasks(loop)):  # type: ignore[attr-defined]  # they would run in the next feed
             message = f'tasks the script started did not end with its feed (cancelled, then stopped {_END_ATTEMPTS - 1} times); the session is over'
             self._send([FAIL, 'runtime', 'RuntimeError', message, f'RuntimeError: {message}'])
@@ -610,7 +614,7 @@ def prepare_worker(*, guarded: bool = True) -> Worker:
     faults (writes to pages shared with the zygote, each copied: about 1.3 ms of a worker's start,
     measured); inherited, they cost a few.
     """
-    loop = asyncio.SelectorEventLoop(_SpinningSelector())
+    loop = asyncio.SelectorEventLoop(_HostSelector())
     asyncio.set_event_loop(loop)
     return Worker(loop, guarded=guarded)
 
