@@ -503,3 +503,13 @@ async def test_a_feed_whose_leftover_tasks_had_to_be_stopped_is_not_dumped_and_u
         await stored.feed_run('x = 1')
         assert await stored.feed_run(code) == 1
         assert await stored.feed_run('x') == 1
+
+
+async def test_an_undone_feed_takes_its_overlay_writes_with_it(pool, tmp_path):
+    (tmp_path / 'data').mkdir()
+    mount = corral.Mount(tmp_path / 'data', '/data')
+    async with pool.checkout(ephemeral=False, mounts=mount, limits=corral.Limits(wall_time=0.3)) as stored:
+        await stored.feed_run('open("/data/a.txt", "w").write("kept")')
+        with pytest.raises(corral.SandboxLimitError):
+            await stored.feed_run('open("/data/b.txt", "w").write("undone")\nwhile True:\n    pass')
+        assert await stored.feed_run('import os\nsorted(os.listdir("/data"))') == ['a.txt']

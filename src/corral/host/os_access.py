@@ -494,11 +494,14 @@ class SystemCalls:
         }
 
     def restore_overlay(self, overlay: dict[str, list[Any]]) -> None:
-        """Put back overlay writes that `overlay()` returned, into the overlay mounts of the same paths.
+        """Set the overlay mounts' writes to what `overlay()` returned, by sandbox path.
 
         Raises `ValueError` when data does not have `overlay()`'s shape or names a mount that is not an overlay here.
         """
         views = {view.path: view for view in self._mounts if view.mode == 'overlay'}
+        for view in views.values():  # what the overlay held before is replaced
+            self.overlay_bytes -= sum(len(data) for data, _ in view._files.values())
+            view._files, view._dirs, view._deleted = {}, {}, set()
         for path, (files, dirs, deleted) in overlay.items():
             view = views.get(path)
             if view is None:

@@ -141,6 +141,7 @@ class Session:
         self.session_id: str | None = session_id
         self._fork = fork
         self._lease: Lease | None = None
+        self._overlay: dict[str, list[Any]] = {}  # a stored session's overlay writes before its feed
 
     @property
     def random_seed(self) -> int:
@@ -236,6 +237,8 @@ class Session:
         if self._paused:
             raise RuntimeError('this session is paused on deferred host calls: answer them with session.resume() first')
         lookup = _checked_lookup(external_lookup)
+        if not self.ephemeral:
+            self._overlay = self._system.overlay()  # what the feed leaves if it is undone (see `_roll_back`)
         spans = _tracer.start_as_current_span('run code') if _tracing() else contextlib.nullcontext(trace.INVALID_SPAN)
         with spans as span:
             if span.is_recording():
@@ -371,6 +374,7 @@ class Session:
         session ends (the store still has the state)."""
         self._journal.remove(stopped)
         self._kill(stopped.why)
+        self._system.restore_overlay(self._overlay)
         state = self._state()
         self._journal, self._context, self._next_call = [], [], 0
         try:
@@ -859,6 +863,7 @@ class Session:
                 )
         try:
             self._system.restore_overlay(state.overlay)
+            self._overlay = self._system.overlay()
         except (ValueError, TypeError) as error:
             raise SandboxStateError(f'the session state is malformed ({error})') from None
         self._system.seed = state.seed

@@ -12,7 +12,6 @@ import selectors
 import signal
 import socket
 import sys
-import time
 import traceback
 import types
 from collections import deque
