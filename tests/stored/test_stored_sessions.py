@@ -513,3 +513,14 @@ async def test_an_undone_feed_takes_its_overlay_writes_with_it(pool, tmp_path):
         with pytest.raises(corral.SandboxLimitError):
             await stored.feed_run('open("/data/b.txt", "w").write("undone")\nwhile True:\n    pass')
         assert await stored.feed_run('import os\nsorted(os.listdir("/data"))') == ['a.txt']
+
+
+async def test_the_type_check_context_comes_back(pool):
+    async with pool.checkout(type_check=True) as original:
+        await original.feed_run('count: int = 2')
+        state = await original.dump()
+    async with pool.checkout(type_check=True) as loaded:
+        await loaded.load_session(state)
+        assert await loaded.feed_run('count + 1') == 3  # without the context, ty reports `count` unresolved
+        with pytest.raises(corral.SandboxTypingError):
+            await loaded.feed_run('count.upper()')
