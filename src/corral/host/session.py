@@ -433,7 +433,10 @@ class Session:
         self._trace = hashlib.blake2b(digest_size=16)
         self._record = record
         self._journal.append(record)
-        return await self._exchange_with(lambda: self._write(record.feed), timeout=self.limits.wall_time)
+        payloads = [record.feed]
+        if self._replay:  # the worker takes in one message per request, in order: send them all at once
+            payloads += [payload for _, payload in self._replay]
+        return await self._exchange_with(lambda: self._write(*payloads), timeout=self.limits.wall_time)
 
     async def _check_types(self, code: str) -> str | None:
         with _tracer.start_as_current_span('type check'):
@@ -489,9 +492,9 @@ class Session:
             )
         )
 
-    def _write(self, payload: bytes) -> None:
+    def _write(self, *payloads: bytes) -> None:
         assert self._transport is not None
-        self._transport.write(frame(payload))
+        self._transport.write(b''.join(map(frame, payloads)))
         self._poll_briefly()
 
     def _poll_briefly(self) -> None:
@@ -916,7 +919,8 @@ class Session:
             raise ValueError('the blocked call is not pending')
 
     def _serve_replay(self, call_id: int) -> None:
-        """Answer the worker's request (sync call `call_id`, or a WAIT when -1) from the record."""
+        """Check the worker's request (sync call `call_id`, or a WAIT when -1) against the record,
+        whose answer went to the worker with the feed's FEED, and journal it."""
         if not self._replay:
             self._diverged(f'it asked for {"a reply to call " + str(call_id) if call_id >= 0 else "its next reply or timer"} past the end of the record')
             return
@@ -924,9 +928,11 @@ class Session:
         if recorded_id != call_id:
             self._diverged(f'it asked for {"a reply to call " + str(call_id) if call_id >= 0 else "its next reply or timer"} where the record answers {"call " + str(recorded_id) if recorded_id >= 0 else "a wait"}')
             return
-        if call_id < 0:
-            self._waiting = (perf_counter(), None)
-        self._deliver(call_id, payload)
+        record = self._record
+        assert record is not None
+        record.inputs.append([recorded_id, payload])  # sent with the FEED (see `_run_feed`)
+        if call_id >= 0:
+            self._blocked = None
 
     def _diverged(self, why: str) -> None:
         self._kill(f'its replay went another way than the recorded run: {why}')
