@@ -7,6 +7,7 @@ import contextlib
 import contextvars
 import hashlib
 import inspect
+import re
 import secrets
 import socket
 import struct
@@ -564,14 +565,18 @@ class Session:
             _, stream, text = _shape(message, 3)
             if not isinstance(text, str) or stream not in ('stdout', 'stderr'):
                 raise ProtocolError('malformed OUTPUT message')
+            self._witness(text.encode('utf-8', 'surrogatepass'))
             self._print(stream, text)
         elif kind == DONE:
+            value = _shape(message, 2)[1]
+            self._witness(pack(value, side='host'))
             self._end_of_feed()
-            self._done.set_result(_shape(message, 2)[1])
+            self._done.set_result(value)
         elif kind == FAIL:
             _, failure, exc_type, text, display = _shape(message, 5)
             if not all(isinstance(item, str) for item in (failure, exc_type, text, display)):
                 raise ProtocolError('malformed FAIL message')
+            self._witness(display.encode('utf-8', 'surrogatepass'))
             self._end_of_feed()
             if failure == 'syntax':
                 self._done.set_exception(SandboxSyntaxError(display))
@@ -587,6 +592,12 @@ class Session:
                 raise ProtocolError(f'unknown failure kind {failure!r}')
         else:
             raise ProtocolError(f'unknown message kind {kind!r}')
+
+    def _witness(self, data: bytes) -> None:
+        """Fold what the feed printed or ended with into its trace, so a replay that prints or
+        returns something else is refused. Memory addresses (`0x7f...`, in default reprs) differ
+        from process to process and are left out."""
+        self._trace.update(_ADDRESS.sub(b'0x', data))
 
     def _end_of_feed(self) -> None:
         """The worker ended the feed: a replayed feed must have used all its recorded inputs, and
@@ -906,7 +917,7 @@ class Session:
             if outcome != recorded.outcome:
                 why = f'it ended {outcome!r} where the record has {recorded.outcome!r}'
             elif outcome != OPEN and (record.trace != recorded.trace or record.calls != recorded.calls):
-                why = 'its host calls and waits differ from the record'
+                why = 'its host calls, waits, output or value differ from the record'
             if why is not None:
                 self._kill(why)
                 raise SandboxStateError(f'the session state could not be replayed: feed {index + 1} went another way than the recorded run: {why}')
@@ -951,6 +962,7 @@ class Session:
 _TIMED = frozenset({'wall_time', 'cpu_time'})
 _SECONDS = struct.Struct('>d')  # the seconds of a WAKE, at bytes 3-10 of its payload (after 0x95 0x09 0xcb)
 _PAUSE = pack([PAUSE], side='host')
+_ADDRESS = re.compile(rb'0x[0-9a-fA-F]+')
 _EMPTY_WAKE = pack([WAKE, 0.0, None, True, None], side='host')
 
 
