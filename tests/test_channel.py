@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import corral
-from corral.channel import CALL, DONE, FAIL, OUTPUT, FrameReader, ProtocolError, frame
+from corral.channel import CALL, DONE, FAIL, OUTPUT, WAIT, FrameReader, ProtocolError, frame
 from corral.host.workers import WorkerProcess
 from corral.values import MAX_FRAME, pack, unpack
 
@@ -141,6 +141,10 @@ HOSTILE = {
     'unknown extension type': frame(msgpack.packb([DONE, msgpack.ExtType(77, b'')])),
     'oversized frame header': struct.pack('>I', MAX_FRAME + 1),
     'deep nesting': frame(b'\x91' * 100_000 + b'\xc0'),
+    'WAIT with a text timeout': _message(WAIT, 'soon'),
+    'WAIT with a negative timeout': _message(WAIT, -1.0),
+    'a second WAIT before its answer': _message(WAIT, None) + _message(WAIT, None),
+    'CALL with an id out of order': _message(CALL, 7, 'f', [], {}),
 }
 
 

@@ -161,13 +161,3 @@ async def test_closing_the_pool_ends_its_sessions_and_checkouts_still_waiting():
             await asyncio.sleep(0.01)
     assert info.value.display().endswith('the worker process exited; check out a new session')
     await open_session.aclose()
-
-
-async def test_a_session_that_would_be_stored_is_refused_not_dropped():
-    async with corral.Pool() as pool:
-        with pytest.raises(NotImplementedError) as info:
-            pool.checkout(ephemeral=False)
-    assert str(info.value) == (
-        'corral cannot store sessions yet: pass ephemeral=True (the default); '
-        'a session keeps its variables for as long as it is checked out'
-    )

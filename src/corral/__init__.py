@@ -21,6 +21,7 @@ from .errors import (
     SandboxWorkerError,
     StubError,
 )
+from .host.deferred import Deferred, PendingCall, SandboxPaused
 from .host.external import ExternalModule
 from .host.os_access import Mount, OsAccess
 from .integrations.code_tool import CodeTool
@@ -32,10 +33,12 @@ from .store import PostgresStore, SQLiteStore, Store, open_store
 
 __all__ = [
     'CodeTool',
+    'Deferred',
     'ExternalModule',
     'Limits',
     'Mount',
     'OsAccess',
+    'PendingCall',
     'Pool',
     'PostgresStore',
     'PrintCallback',
@@ -43,6 +46,7 @@ __all__ = [
     'SandboxError',
     'SandboxInsecureError',
     'SandboxLimitError',
+    'SandboxPaused',
     'SandboxRuntimeError',
     'SandboxSessionBusyError',
     'SandboxStateError',

@@ -6,8 +6,14 @@ Every message is a list whose first item is its kind:
     host -> worker   [FEED, code, script_name, functions, modules, limits]
                      [COMPILE, code, script_name]         answered by DONE (None) or FAIL
                      [REPLY, call_id, ok, value]          ok False: value is [exc_type, args]
+                     [WAKE, seconds, call_id, ok, value]  answers a WAIT: a reply (call_id an int)
+                                                          or a timer due (call_id None)
+                     [PAUSE]                              the feed is paused on a deferred call
     worker -> host   [CALL, call_id, name, args, kwargs]  name is 'f' or 'module.f'
                      [OUTPUT, stream, text]
+                     [WAIT, timeout]                      nothing to run until a reply or `timeout`
+                     [TIMED]                              before DONE/FAIL: tasks the feed left had to be
+                                                          stopped by time, at points no replay reproduces
                      [DONE, value]
                      [FAIL, kind, exc_type, message, display]   kind: 'syntax' or 'runtime'
                      [FAIL, 'limit', limit, message, display]   limit: a field of `Limits`
@@ -17,6 +23,12 @@ such a mapping; `limits` holds the limits the worker enforces itself (`wall_time
 `output`, `host_calls`, `memory`, `cpu_time`, as in `Limits`). Both sides bound frames by `values.MAX_FRAME`; the host treats anything else a
 worker sends (a bad length, bad msgpack, an unknown kind, a wrong shape) as a broken worker.
 Each side polls the channel for `POLL_SECONDS` before it sleeps on it (`poll`).
+
+Replies to async host calls are pulled, never pushed: a worker whose event loop has nothing to run
+sends WAIT (with the seconds until its next timer, or None) and takes in exactly one WAKE, which
+also moves the loop's clock on by `seconds`. A sync call's REPLY comes right after its CALL. So
+every message that reaches a worker answers a request it made, at a point its own inputs fix, and
+the host's log of what it sent (the session's journal) replays the session exactly.
 """
 
 from __future__ import annotations
@@ -29,14 +41,14 @@ from typing import TypeVar
 
 from .values import MAX_FRAME
 
-__all__ = ['FEED', 'COMPILE', 'REPLY', 'CALL', 'OUTPUT', 'DONE', 'FAIL', 'POLL_SECONDS', 'ProtocolError', 'frame', 'poll', 'FrameReader']
+__all__ = ['FEED', 'COMPILE', 'REPLY', 'CALL', 'OUTPUT', 'DONE', 'FAIL', 'WAIT', 'WAKE', 'PAUSE', 'TIMED', 'POLL_SECONDS', 'ProtocolError', 'frame', 'poll', 'FrameReader']
 
 _T = TypeVar('_T')
 
 #: Seconds a side polls the channel before it sleeps waiting for the other (see `poll`).
 POLL_SECONDS = 0.0002
 
-FEED, REPLY, CALL, OUTPUT, DONE, FAIL, COMPILE = range(1, 8)
+FEED, REPLY, CALL, OUTPUT, DONE, FAIL, COMPILE, WAIT, WAKE, PAUSE, TIMED = range(1, 12)
 
 _HEADER = struct.Struct('>I')
 

@@ -472,8 +472,52 @@ class SystemCalls:
             'os.getenv': self._getenv,
             'os.environ': self._environ,
             'clock.now': self._now,
+            'clock.monotonic': time.monotonic_ns,
             'random.seed': self._seed,
         }
+
+    def mounts(self) -> list[list[str]]:
+        """`[sandbox_path, mode]` of each mount, longest path first."""
+        return [[view.path, view.mode] for view in self._mounts]
+
+    def overlay(self) -> dict[str, list[Any]]:
+        """The overlay writes of each overlay mount: `{sandbox_path: [files, dirs, deleted]}`, with
+        `files` as `[[path, data, mtime], ...]`, `dirs` as `[[path, mtime], ...]`, paths relative to the mount."""
+        return {
+            view.path: [
+                [[rel, data, mtime] for rel, (data, mtime) in sorted(view._files.items())],
+                [[rel, mtime] for rel, mtime in sorted(view._dirs.items())],
+                sorted(view._deleted),
+            ]
+            for view in self._mounts
+            if view.mode == 'overlay'
+        }
+
+    def restore_overlay(self, overlay: dict[str, list[Any]]) -> None:
+        """Set the overlay mounts' writes to what `overlay()` returned, by sandbox path.
+
+        Raises `ValueError` when data does not have `overlay()`'s shape or names a mount that is not an overlay here.
+        """
+        views = {view.path: view for view in self._mounts if view.mode == 'overlay'}
+        for view in views.values():  # what the overlay held before is replaced
+            self.overlay_bytes -= sum(len(data) for data, _ in view._files.values())
+            view._files, view._dirs, view._deleted = {}, {}, set()
+        for path, (files, dirs, deleted) in overlay.items():
+            view = views.get(path)
+            if view is None:
+                raise ValueError(f'no overlay mount at {path!r}')
+            for rel, data, mtime in files:
+                if not (isinstance(rel, str) and isinstance(data, bytes) and isinstance(mtime, float)):
+                    raise ValueError('malformed overlay file')
+                view._files[rel] = (data, mtime)
+                self.overlay_bytes += len(data)
+            for rel, mtime in dirs:
+                if not (isinstance(rel, str) and isinstance(mtime, float)):
+                    raise ValueError('malformed overlay folder')
+                view._dirs[rel] = mtime
+            if not all(isinstance(rel, str) for rel in deleted):
+                raise ValueError('malformed overlay deletion')
+            view._deleted.update(deleted)
 
     def call(self, name: str, args: list[Any]) -> list[Any]:
         handler = self._handlers.get(name)

@@ -9,11 +9,13 @@ from typing import TYPE_CHECKING
 from ..limits import Limits
 from ..worker.zygote import LAYERS
 from .external import ExternalModule
+from .journal import MAX_STATE_BYTES
 from .os_access import Mount, OsAccess
 from .session import Session
 from .workers import WorkerProcess, Zygote
 
 if TYPE_CHECKING:
+    from ..store import Store
     from ..typecheck import TypeChecker
 
 __all__ = ['Pool']
@@ -36,6 +38,12 @@ class Pool:
     `'rlimits'`, `'no_new_privs'`). `'language'` turns off the language guard: only for measuring
     what the other layers block on their own.
 
+    Stored sessions (`checkout(ephemeral=False)`, `checkout(session_id=...)`) live in `store`: a
+    `Store`, a URL (`'sqlite:///path.db'`, `'postgresql://...'`), or by default the embedded SQLite
+    store. States (`session.dump()`) are signed with `state_key` (HMAC-SHA256; default: the
+    store's key) and refused past `max_state_bytes`. A stored session's lease lasts `lease_ttl`
+    seconds past its holder's last renewal.
+
     Creating a pool starts nothing; the zygote (a warm Python process that forks workers) starts
     on the first checkout. After each checkout the pool forks replacements in the background so
     that `warm_workers` idle workers wait for the next checkouts. Every session gets a worker of
@@ -46,14 +54,32 @@ class Pool:
                 result = await session.feed_run(code, external_lookup=TOOLS)
     """
 
-    def __init__(self, *, warm_workers: int = 2, skip_layers: Collection[str] = ()) -> None:
+    def __init__(
+        self,
+        *,
+        warm_workers: int = 2,
+        skip_layers: Collection[str] = (),
+        store: Store | str | None = None,
+        state_key: bytes | None = None,
+        max_state_bytes: int = MAX_STATE_BYTES,
+        lease_ttl: float = 30.0,
+    ) -> None:
         if warm_workers < 0:
             raise ValueError('warm_workers must be 0 or more')
         unknown = set(skip_layers) - set(LAYERS)
         if unknown:
             raise ValueError(f'unknown lockdown layer(s) {sorted(unknown)}; the layers are {list(LAYERS)}')
+        if state_key is not None and (not isinstance(state_key, bytes) or len(state_key) < 16):
+            raise ValueError('state_key must be bytes, at least 16 of them (HMAC-SHA256 wants a key as long as its 32-byte output)')
+        if max_state_bytes <= 0 or lease_ttl <= 0:
+            raise ValueError('max_state_bytes and lease_ttl must be positive')
         self.warm_workers = warm_workers
         self.skip_layers = frozenset(skip_layers)
+        self.max_state_bytes = max_state_bytes
+        self.lease_ttl = lease_ttl
+        self._store_option = store
+        self._store: Store | None = None
+        self._state_key_option = state_key
         self._zygote = Zygote(self.skip_layers)
         self._idle: list[WorkerProcess] = []
         self._refill: asyncio.Task[None] | None = None
@@ -94,6 +120,9 @@ class Pool:
         if self._checker is not None:
             await self._checker.aclose()
             self._checker = None
+        if self._store is not None and self._store is not self._store_option:
+            await self._store.close()  # a store the pool opened itself (from a URL, or the default)
+        self._store = None
 
     def checkout(
         self,
@@ -101,7 +130,9 @@ class Pool:
         type_check: bool = False,
         type_check_stubs: str | None = None,
         external_modules: Mapping[str, ExternalModule] | None = None,
-        ephemeral: bool = True,
+        ephemeral: bool | None = None,
+        session_id: str | None = None,
+        fork: bool = False,
         limits: Limits | None = None,
         script_name: str = 'main.py',
         os_access: OsAccess | None = None,
@@ -113,40 +144,67 @@ class Pool:
         - `type_check`: check every script with ty before it runs, against `type_check_stubs`
           (the stub text of `external_lookup` functions, usable without import) and the stubs of
           `external_modules` (name -> `ExternalModule`, imported by that name).
-        - `ephemeral`: the session is not stored when it closes. Storing sessions is not built
-          yet: `ephemeral=False` raises `NotImplementedError` rather than drop the session.
+        - `ephemeral=False`: a stored session. It gets `session.session_id` and is written to the
+          pool's store after every feed that completes (and when a feed pauses), so killing the
+          host process between feeds loses nothing. The default (`None`) is ephemeral, unless
+          `session_id` is given.
+        - `session_id`: resume that stored session, same id, in any process using the same store;
+          with `fork=True`, start a new stored session from its state instead. Checking out a
+          session another holder has raises `SandboxSessionBusyError` (the holder's lease lasts
+          `lease_ttl` seconds past its last renewal); an unknown id raises `SandboxStateError`.
         - `limits`: the session's `Limits` (default `Limits()`).
         - `script_name`: the file name tracebacks and diagnostics show.
         - `mounts`: host folders the script may use as files (`Mount(host_dir, sandbox_path,
-          mode='overlay' | 'read-only' | 'read-write')`; overlay writes stay in the session).
+          mode='overlay' | 'read-only' | 'read-write')`; overlay writes stay in the session, and
+          travel with its dumped state).
         - `os_access`: an `OsAccess` granting environment variables, the clock, and files outside
           the mounts. Without it, `os.environ`, `datetime.now()` and `time.time()` raise
           `PermissionError` in the script.
         - `random_seed`: the seed of the script's `random` (default: a fresh one, see
-          `session.random_seed`); the same seed gives the same numbers.
+          `session.random_seed`); the same seed gives the same numbers. A loaded state brings its own.
 
         With `type_check`, entering the session raises `StubError` when ty finds errors in the
         stubs themselves, or an external module's stubs declare a function it does not have.
         """
         if self._closed:
             raise RuntimeError('the pool is closed')
-        if not ephemeral:
-            raise NotImplementedError(
-                'corral cannot store sessions yet: pass ephemeral=True (the default); '
-                'a session keeps its variables for as long as it is checked out'
-            )
+        if session_id is not None and ephemeral:
+            raise ValueError('a session_id names a stored session: do not pass ephemeral=True with it')
+        if fork and session_id is None:
+            raise ValueError('fork=True needs the session_id of the stored session to fork')
+        if session_id is not None and not isinstance(session_id, str):
+            raise TypeError(f'session_id must be a str, not {type(session_id).__name__}')
         return Session(
             self,
             type_check=type_check,
             type_check_stubs=type_check_stubs,
             external_modules=external_modules,
-            ephemeral=ephemeral,
+            ephemeral=ephemeral if ephemeral is not None else session_id is None,
             limits=limits,
             script_name=script_name,
             os_access=os_access,
             mounts=mounts,
             random_seed=random_seed,
+            session_id=session_id,
+            fork=fork,
         )
+
+    def _get_store(self) -> Store:
+        """The pool's store: the one given, one opened from the URL given, or the embedded default."""
+        if self._store is None:
+            if self._store_option is None or isinstance(self._store_option, str):
+                from ..store import open_store
+
+                self._store = open_store(self._store_option)
+            else:
+                self._store = self._store_option
+        return self._store
+
+    def _state_key(self) -> bytes:
+        """The key states are signed with: `state_key`, or the store's default key."""
+        if self._state_key_option is None:
+            self._state_key_option = self._get_store().default_state_key()
+        return self._state_key_option
 
     def _type_checker(self) -> TypeChecker:
         if self._checker is None:

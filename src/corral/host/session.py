@@ -5,11 +5,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import hashlib
 import inspect
 import re
 import secrets
 import socket
+import struct
 import sys
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
@@ -17,11 +20,12 @@ from typing import TYPE_CHECKING, Any
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 
-from ..channel import CALL, COMPILE, DONE, FAIL, FEED, OUTPUT, POLL_SECONDS, REPLY, FrameReader, ProtocolError, frame, poll
+from ..channel import CALL, COMPILE, DONE, FAIL, FEED, OUTPUT, PAUSE, POLL_SECONDS, REPLY, TIMED, WAIT, WAKE, FrameReader, ProtocolError, frame, poll
 from ..errors import (
     SandboxError,
     SandboxLimitError,
     SandboxRuntimeError,
+    SandboxStateError,
     SandboxSyntaxError,
     SandboxTypingError,
     SandboxWorkerError,
@@ -29,7 +33,11 @@ from ..errors import (
 )
 from ..limits import Limits, amount
 from ..values import UNPACKABLE_RESULT, describe_type, pack, unpack
+from .deferred import Deferred, PendingCall, SandboxPaused
 from .external import ExternalModule, exception_payload, is_async_callable, missing_functions
+from .journal import DONE as FEED_DONE
+from .journal import FAILED, OPEN, STOPPED, FeedRecord, SessionState, fingerprint, open_state, seal
+from .lease import Lease
 from .os_access import Mount, OsAccess, SystemCalls
 from .workers import WorkerProcess
 
@@ -70,6 +78,10 @@ class Session:
 
     Use it as an async context manager (`async with pool.checkout() as session:`); leaving the
     block kills the worker, which is never reused for another session.
+
+    A session keeps a journal of what entered its worker (see `corral.host.journal`): `dump()`
+    seals it into signed bytes, `load_session()` replays them in a fresh session, and a stored
+    session (`pool.checkout(ephemeral=False)`) is written to the pool's store after every feed.
     """
 
     def __init__(
@@ -85,6 +97,8 @@ class Session:
         os_access: OsAccess | None = None,
         mounts: Mount | Sequence[Mount] | None = None,
         random_seed: int | None = None,
+        session_id: str | None = None,
+        fork: bool = False,
     ) -> None:
         for name, module in (external_modules or {}).items():
             if not isinstance(module, ExternalModule):
@@ -111,22 +125,80 @@ class Session:
         self._call_tasks: set[asyncio.Task[None]] = set()
         self._system = _system_calls(os_access, mounts, random_seed)
         self._lookup_checked = not type_check  # the stubs' functions against the first external_lookup
+        # the journal, and the feed in flight (see corral.channel: replies are pulled by the worker)
+        self._journal: list[FeedRecord] = []
+        self._record: FeedRecord | None = None
+        self._trace = hashlib.blake2b(digest_size=16)
+        self._asyncs: dict[str, bool] = {}  # host function name -> async, as the worker was told
+        self._next_call = 0  # the worker's next call id
+        self._answers: deque[tuple[int, bytes]] = deque()  # async replies the worker has not asked for yet
+        self._running: set[int] = set()  # async host calls in flight
+        self._deferred: dict[int, PendingCall] = {}
+        self._blocked: int | None = None  # the sync call the worker waits on
+        self._waiting: tuple[float, float | None] | None = None  # (since, timeout) of the worker's WAIT
+        self._tick: asyncio.TimerHandle | None = None
+        self._paused = False
+        self._timed = False  # the worker said the feed's end depended on time (TIMED)
+        self._unreplayable: str | None = None
+        # a replay (load_session): the inputs of the feed being replayed, and whether live answers may follow them
+        self._replay: deque[list[Any]] | None = None
+        self._replaying: FeedRecord | None = None
+        self._replay_final = False
+        # a stored session
+        self.session_id: str | None = session_id
+        self._fork = fork
+        self._lease: Lease | None = None
+        self._overlay: dict[str, list[Any]] = {}  # a stored session's overlay writes before its feed
 
     @property
     def random_seed(self) -> int:
         """The seed of the script's `random` module (and `uuid.uuid4`): the same seed, the same numbers."""
         return self._system.seed
 
+    @property
+    def paused(self) -> bool:
+        """Whether the session's feed is paused on deferred calls (`SandboxPaused`); `resume()` goes on."""
+        return self._paused
+
     # ----- lifecycle -----------------------------------------------------------------------------
 
     async def __aenter__(self) -> Session:
         if self._type_check:
             await self._check_stubs()
+        try:
+            if not self.ephemeral:
+                await self._open_stored()
+            else:
+                await self._start_worker()
+        except BaseException:
+            await self.aclose()
+            raise
+        return self
+
+    async def _start_worker(self) -> None:
         worker = await self._pool._take_worker(self.limits)
         loop = asyncio.get_running_loop()
         self._transport, _ = await loop.connect_accepted_socket(lambda: _Protocol(self), worker.sock)
         self._worker = worker
-        return self
+
+    async def _open_stored(self) -> None:
+        """Take the lease of the stored session (a new one, the one named, or a fork of it) and its state."""
+        store = self._pool._get_store()
+        source = self.session_id
+        state: bytes | None = None
+        if source is not None and self._fork:
+            state = await store.get(source)
+            source = None
+        if source is None:
+            self.session_id = secrets.token_hex(16)
+        self._lease = Lease(store, self.session_id, ttl=self._pool.lease_ttl)  # type: ignore[arg-type]
+        await self._lease.acquire()
+        if source is not None:
+            state = await store.get(source)
+        await self._start_worker()
+        if state is not None:
+            await self._load(state)
+        await self._store_state()
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
@@ -144,9 +216,11 @@ class Session:
             raise StubError(f'ty finds errors in the stubs, which would leave their functions unchecked:\n{diagnostics}', diagnostics=diagnostics)
 
     async def aclose(self) -> None:
-        """Kill the worker and end the session. Safe to call twice."""
+        """Kill the worker and end the session (a stored session stays in the store). Safe to call twice."""
         for task in list(self._call_tasks):
             task.cancel()
+        if self._tick is not None:
+            self._tick.cancel()
         if self._worker is not None:
             if self._transport is not None:
                 self._transport.abort()
@@ -154,6 +228,9 @@ class Session:
             self._worker = None
         if self._dead is None:
             self._dead = 'the session is closed'
+        if self._lease is not None:
+            lease, self._lease = self._lease, None
+            await lease.release()
 
     # ----- running -------------------------------------------------------------------------------
 
@@ -175,30 +252,162 @@ class Session:
         could not check it; nothing ran), `SandboxSyntaxError`, `SandboxRuntimeError` (an
         uncaught exception in the script), `SandboxLimitError` (`code_size`, `type_check_time`
         and `type_check_memory` before anything ran; the others while it ran),
-        `SandboxWorkerError` (the worker died; the session is over).
+        `SandboxWorkerError` (the worker died; the session is over), `SandboxPaused` (a host
+        function raised `Deferred`: answer with `resume()`).
         """
         if not isinstance(code, str):
             raise TypeError(f'code must be a str, not {type(code).__name__}')
-        if self._worker is None or self._dead is not None:
-            raise SandboxWorkerError(f'this session cannot run scripts: {self._dead or "it is not entered"}; check out a new session')
-        if self._done is not None:
-            raise RuntimeError('feed_run is already running on this session; await it before the next one')
-        lookup = dict(external_lookup or {})
-        for name, function in lookup.items():
-            if not callable(function):
-                raise TypeError(f'external_lookup[{name!r}] is not callable: {type(function).__name__}')
+        self._check_usable()
+        if self._paused:
+            raise RuntimeError('this session is paused on deferred host calls: answer them with session.resume() first')
+        lookup = _checked_lookup(external_lookup)
+        if not self.ephemeral:
+            self._overlay = self._system.overlay()  # what the feed leaves if it is undone (see `_roll_back`)
         spans = _tracer.start_as_current_span('run code') if _tracing() else contextlib.nullcontext(trace.INVALID_SPAN)
         with spans as span:
             if span.is_recording():
                 span.set_attributes({'code': code, 'script_name': self.script_name})
             try:
-                value = await self._feed(code, lookup, print_callback or print_to_host)
+                return await self._settle(self._feed(code, lookup, print_callback or print_to_host))
             except SandboxError as error:
                 span.set_status(trace.Status(trace.StatusCode.ERROR, type(error).__name__))
                 self._remember_ran(code, error)
                 raise
-            self._context.append(code)
-            return value
+
+    async def resume(
+        self,
+        values: Mapping[int, Any] | None = None,
+        *,
+        errors: Mapping[int, BaseException] | None = None,
+        external_lookup: Mapping[str, Callable[..., Any]] | None = None,
+        print_callback: PrintCallback | None = None,
+    ) -> Any:
+        """Answer deferred calls of the paused feed and go on with it: its value, as `feed_run` returns it.
+
+        `values` maps a `PendingCall.call_id` to the value its function returns; `errors` to the
+        exception it raises (in the script, as the nearest built-in exception, as for any host
+        function). Answers enter the script in the order of their call ids. Calls left unanswered
+        stay pending: the feed pauses again (`SandboxPaused`) when it needs them. After
+        `load_session` or `checkout(session_id=...)`, pass `external_lookup` (and
+        `print_callback`) again for the calls the rest of the feed makes; on the session that
+        paused, its feed's are kept unless given.
+
+        Raises `RuntimeError` when the session is not paused, `KeyError` for a call id that is not
+        pending, and what `feed_run` raises.
+        """
+        self._check_usable()
+        if not self._paused:
+            raise RuntimeError('this session is not paused: resume() answers the deferred calls of a paused feed')
+        values, errors = dict(values or {}), dict(errors or {})
+        unknown = sorted((set(values) | set(errors)) - set(self._deferred))
+        if unknown:
+            raise KeyError(f'call id(s) {unknown} are not pending; the pending calls are {sorted(self._deferred)}')
+        both = sorted(set(values) & set(errors))
+        if both:
+            raise ValueError(f'call id(s) {both} are given both a value and an error')
+        for error in errors.values():
+            if not isinstance(error, BaseException):
+                raise TypeError(f'errors must map call ids to exceptions, not {type(error).__name__}')
+        if external_lookup is not None:
+            self._lookup = {**_checked_lookup(external_lookup), **self._module_lookup()}
+        if print_callback is not None:
+            self._print = print_callback
+        sync_answer: bytes | None = None
+        for call_id in sorted((*values, *errors)):
+            call = self._deferred.pop(call_id)
+            ok, value = (False, exception_payload(errors[call_id])) if call_id in errors else (True, values[call_id])
+            payload = self._answer(call_id, call.function, ok, value, sync=call_id == self._blocked)
+            if call_id == self._blocked:
+                sync_answer = payload
+            else:
+                self._answers.append((call_id, payload))
+        self._paused = False
+        blocked = self._blocked
+
+        def go_on() -> None:
+            if self._waiting is not None:  # the script's clock did not run while it was paused
+                self._waiting = (perf_counter(), self._waiting[1])
+            if sync_answer is not None:
+                self._deliver(blocked, sync_answer)  # type: ignore[arg-type]
+            else:
+                self._offer()
+            self._check_pause()
+            self._arm_tick()
+
+        return await self._settle(self._exchange_with(go_on, timeout=self.limits.wall_time))
+
+    def _check_usable(self) -> None:
+        if self._worker is None or self._dead is not None:
+            raise SandboxWorkerError(f'this session cannot run scripts: {self._dead or "it is not entered"}; check out a new session')
+        if self._done is not None:
+            raise RuntimeError('feed_run is already running on this session; await it before the next one')
+
+    async def _settle(self, run: Any) -> Any:
+        """Await a feed (or its resumption) and keep the journal and the store up to date with how it ended."""
+        try:
+            value = await run
+        except SandboxPaused:
+            await self._store_state()
+            raise
+        except BaseException as error:
+            record = self._record
+            if record is not None:
+                self._close_record(record, error)
+                if self._replaying is not None:
+                    raise
+                if record.outcome == STOPPED and not self.ephemeral:
+                    await self._roll_back(record)
+                elif record.outcome == FAILED:
+                    await self._store_state()
+            raise
+        record = self._record
+        if record is not None:
+            self._close_record(record, None)
+            self._context.append(record.code)
+            if record.outcome == STOPPED:
+                if not self.ephemeral and self._replaying is None:
+                    await self._roll_back(record)
+                return value
+            await self._store_state()
+        return value
+
+    def _close_record(self, record: FeedRecord, error: BaseException | None) -> None:
+        self._record = None
+        self._lookup = {}
+        self._deferred.clear()
+        self._answers.clear()
+        self._blocked = self._waiting = None
+        record.trace = self._trace.digest()
+        timed, self._timed = self._timed, False
+        if error is None and not timed:
+            record.outcome = FEED_DONE
+        elif not timed and (isinstance(error, (SandboxRuntimeError, SandboxSyntaxError)) or (isinstance(error, SandboxLimitError) and error.limit not in _TIMED)):
+            record.outcome = FAILED  # a replay reaches the same point and fails there too
+        else:
+            record.outcome = STOPPED
+            if timed:
+                what = 'time (tasks it left running ignored their cancellation)'
+            else:
+                what = f'the {error.limit} limit' if isinstance(error, SandboxLimitError) else type(error).__name__
+            record.why = f'feed {self._journal.index(record) + 1} was stopped by {what} at a point no replay can reproduce'
+            if self.ephemeral:
+                self._unreplayable = record.why
+
+    async def _roll_back(self, stopped: FeedRecord) -> None:
+        """A stored session's feed stopped by a time limit (or a dead worker): go back to the state
+        before that feed, as the store has it, replayed in a new worker. When that fails too, the
+        session ends (the store still has the state)."""
+        self._journal.remove(stopped)
+        self._kill(stopped.why)
+        self._system.restore_overlay(self._overlay)
+        state = self._state()
+        self._journal, self._context, self._next_call = [], [], 0
+        try:
+            await self._start_worker()
+            self._dead = None
+            await self._replay_state(state)
+        except (SandboxError, OSError, RuntimeError) as error:
+            self._kill(f'{stopped.why}, and going back to the state before it failed ({error})')
 
     def _remember_ran(self, code: str, error: SandboxError) -> None:
         """Keep, as context of the next type check, the part of a failed script that ran: the names
@@ -253,12 +462,9 @@ class Session:
             name: {fname: is_async_callable(f) for fname, f in module.functions.items()}
             for name, module in self._modules.items()
         }
-        for name, module in self._modules.items():
-            for fname, function in module.functions.items():
-                lookup[f'{name}.{fname}'] = function
+        lookup.update(self._module_lookup())
         self._lookup = lookup
         self._print = print_callback
-        self._calls = 0
         self._span_context = otel_context.get_current()
         worker_limits = {
             'wall_time': limits.wall_time,
@@ -268,10 +474,26 @@ class Session:
             'memory': limits.memory,
             'cpu_time': limits.cpu_time,
         }
-        try:
-            return await self._exchange([FEED, code, self.script_name, functions, modules, worker_limits], timeout=limits.wall_time)
-        finally:
-            self._lookup = {}
+        payload = pack([FEED, code, self.script_name, functions, modules, worker_limits], side='host')
+        return await self._run_feed(FeedRecord(payload, code, self._next_call), functions, modules)
+
+    def _module_lookup(self) -> dict[str, Callable[..., Any]]:
+        return {f'{name}.{fname}': function for name, module in self._modules.items() for fname, function in module.functions.items()}
+
+    async def _run_feed(self, record: FeedRecord, functions: dict[str, bool], modules: dict[str, dict[str, bool]]) -> Any:
+        """Send a feed's FEED message, journaled, and wait for its value."""
+        self._asyncs = dict(functions)
+        for name, members in modules.items():
+            for fname, is_async in members.items():
+                self._asyncs[f'{name}.{fname}'] = is_async
+        self._calls = 0
+        self._trace = hashlib.blake2b(digest_size=16)
+        self._record = record
+        self._journal.append(record)
+        payloads = [record.feed]
+        if self._replay:  # the worker takes in one message per request, in order: send them all at once
+            payloads += [payload for _, payload in self._replay]
+        return await self._exchange_with(lambda: self._write(*payloads), timeout=self.limits.wall_time)
 
     async def _check_types(self, code: str) -> str | None:
         """ty's diagnostics of `code`, or None; the `type check` span records the outcome:
@@ -296,7 +518,13 @@ class Session:
             return diagnostics
 
     async def _exchange(self, message: list[Any], *, timeout: float | None, limit: str = 'wall_time') -> Any:
-        """Send `message` and wait for the worker's DONE (its value) or FAIL (raised).
+        """Send `message` and wait for the worker's DONE (its value) or FAIL (raised)."""
+        payload = pack(message, side='host')
+        return await self._exchange_with(lambda: self._write(payload), timeout=timeout, limit=limit)
+
+    async def _exchange_with(self, start: Callable[[], None], *, timeout: float | None, limit: str = 'wall_time') -> Any:
+        """Call `start` (it sends what sets the worker going) and wait for the worker's DONE (its
+        value), FAIL (raised) or a pause (`SandboxPaused`, raised).
 
         The worker stops a script at `timeout` seconds itself; one that has not answered
         `Limits.grace` seconds later is killed, and the session ends (`limit` names the limit
@@ -307,7 +535,7 @@ class Session:
         done = self._done = loop.create_future()
         deadline = None if timeout is None else loop.call_later(timeout + self.limits.grace, self._on_deadline, timeout, limit)
         try:
-            self._send(message)
+            start()
             return await done
         except asyncio.CancelledError:
             self._kill('a feed was cancelled while the script ran')
@@ -316,8 +544,13 @@ class Session:
             if deadline is not None:
                 deadline.cancel()
             self._done = None
-            for task in list(self._call_tasks):  # calls of tasks the worker cancelled as the feed ended
-                task.cancel()
+            if not self._paused:
+                if self._tick is not None:
+                    self._tick.cancel()
+                    self._tick = None
+                for task in list(self._call_tasks):  # calls of tasks the worker cancelled as the feed ended
+                    task.cancel()
+                self._running.clear()
 
     def _on_deadline(self, timeout: float, limit: str) -> None:
         if limit == 'type_check_time':
@@ -328,9 +561,9 @@ class Session:
             text = f"TimeoutError: the script ran past the wall_time limit of {amount(limit, timeout)} and was killed"
         self._fail(SandboxLimitError(text, limit=limit, value=timeout))
 
-    def _send(self, message: list[Any]) -> None:
+    def _write(self, *payloads: bytes) -> None:
         assert self._transport is not None
-        self._transport.write(frame(pack(message, side='host')))
+        self._transport.write(b''.join(map(frame, payloads)))
         self._poll_briefly()
 
     def _poll_briefly(self) -> None:
@@ -366,7 +599,7 @@ class Session:
             self._worker.kill()
             self._worker = None
 
-    def _fail(self, error: SandboxError) -> None:
+    def _fail(self, error: BaseException) -> None:
         if self._done is not None and not self._done.done():
             self._done.set_exception(error)
 
@@ -382,18 +615,37 @@ class Session:
             _, call_id, name, args, kwargs = _shape(message, 5)
             if not (isinstance(call_id, int) and isinstance(name, str) and isinstance(args, list) and isinstance(kwargs, dict)):
                 raise ProtocolError('malformed CALL message')
-            self._start_call(call_id, name, args, kwargs)
+            if call_id != self._next_call or self._blocked is not None:
+                raise ProtocolError('a CALL message out of order')
+            self._next_call += 1
+            self._trace.update(b'C' + name.encode('utf-8', 'surrogatepass') + b'\x00')
+            self._on_call(call_id, name, args, kwargs)
+        elif kind == WAIT:
+            _, timeout = _shape(message, 2)
+            if not (timeout is None or (type(timeout) is float and timeout >= 0.0)) or self._waiting is not None or self._blocked is not None:
+                raise ProtocolError('malformed WAIT message')
+            self._trace.update(b'W')
+            self._on_wait(timeout)
+        elif kind == TIMED:
+            _shape(message, 1)
+            self._timed = True
         elif kind == OUTPUT:
             _, stream, text = _shape(message, 3)
             if not isinstance(text, str) or stream not in ('stdout', 'stderr'):
                 raise ProtocolError('malformed OUTPUT message')
+            self._witness(text.encode('utf-8', 'surrogatepass'))
             self._print(stream, text)
         elif kind == DONE:
-            self._done.set_result(_shape(message, 2)[1])
+            value = _shape(message, 2)[1]
+            self._witness(pack(value, side='host'))
+            self._end_of_feed()
+            self._done.set_result(value)
         elif kind == FAIL:
             _, failure, exc_type, text, display = _shape(message, 5)
             if not all(isinstance(item, str) for item in (failure, exc_type, text, display)):
                 raise ProtocolError('malformed FAIL message')
+            self._witness(display.encode('utf-8', 'surrogatepass'))
+            self._end_of_feed()
             if failure == 'syntax':
                 self._done.set_exception(SandboxSyntaxError(display))
             elif failure == 'limit':
@@ -409,6 +661,24 @@ class Session:
         else:
             raise ProtocolError(f'unknown message kind {kind!r}')
 
+    def _witness(self, data: bytes) -> None:
+        """Fold what the feed printed or ended with into its trace, so a replay that prints or
+        returns something else is refused. Memory addresses (`0x7f...`, in default reprs) differ
+        from process to process and are left out."""
+        self._trace.update(_ADDRESS.sub(b'0x', data))
+
+    def _end_of_feed(self) -> None:
+        """The worker ended the feed: a replayed feed must have used all its recorded inputs, and
+        a WAIT a stop cut short gets its answer (an empty WAKE) all the same."""
+        if self._replay is not None and self._replay:
+            self._diverged('it ended before taking in all the messages recorded for it')
+        if self._waiting is not None:
+            self._waiting = None
+            if self._tick is not None:
+                self._tick.cancel()
+                self._tick = None
+            self._write(_EMPTY_WAKE)
+
     def _on_broken(self, reason: str) -> None:
         """The worker died or sent something against the rules: kill it, fail the feed."""
         self._kill(reason)
@@ -416,7 +686,30 @@ class Session:
 
     # ----- host calls ----------------------------------------------------------------------------
 
-    def _start_call(self, call_id: int, name: str, args: list[Any], kwargs: dict[str, Any]) -> None:
+    def _on_call(self, call_id: int, name: str, args: list[Any], kwargs: dict[str, Any]) -> None:
+        sync = name.startswith(SYSTEM_PREFIX) or not self._asyncs.get(name, False)
+        if sync:
+            self._blocked = call_id
+        record = self._record
+        assert record is not None
+        recorded = self._replaying
+        if recorded is not None and call_id - recorded.first_call < len(recorded.calls):  # answered from the record
+            if recorded.calls[call_id - recorded.first_call] != name:
+                self._diverged(f'call {call_id} is to {_shown(name)}() where the record has {_shown(recorded.calls[call_id - recorded.first_call])}()')
+                return
+            record.calls.append(name)
+            if sync and (self._replay or not self._replay_final):
+                self._serve_replay(call_id)
+            elif sync:  # the call a paused feed waits on
+                self._check_pause()
+            return
+        if self._replay is not None and not self._replay_final:
+            self._diverged(f'it made a call the record does not have ({_shown(name)}())')
+            return
+        record.calls.append(name)
+        self._start_call(call_id, name, args, kwargs, sync)
+
+    def _start_call(self, call_id: int, name: str, args: list[Any], kwargs: dict[str, Any], sync: bool) -> None:
         """Run a host call: a sync function right here, an async one in a task of its own."""
         function = self._system_function(name) if name.startswith(SYSTEM_PREFIX) else self._lookup.get(name)
         limit = self.limits.host_calls
@@ -424,7 +717,7 @@ class Session:
         if limit is not None and self._calls > limit:  # the worker stops a script first: this one ignored it
             raise ProtocolError(f"the worker made more than the host_calls limit of {amount('host_calls', limit)}")
         if function is None:
-            self._reply_error(call_id, NameError(f'{name!r} is not a host function of this session'))
+            self._reply(call_id, name, False, exception_payload(NameError(f'{name!r} is not a host function of this session')), sync)
             return
         if _tracing():
             span = _tracer.start_span(f'call {name}', context=self._span_context)
@@ -434,20 +727,23 @@ class Session:
         else:  # the call still runs in the feed's context (a remote parent span, baggage)
             span = trace.INVALID_SPAN
             token = otel_context.attach(self._span_context or otel_context.Context())
+        call = (call_id, name, args, kwargs, sync)
         try:
             try:
                 result = function(*args, **kwargs)
             except (Exception, SystemExit, KeyboardInterrupt) as error:  # a host function's exit is the script's error
-                self._call_failed(span, call_id, error)
+                self._call_failed(span, call, error)
                 return
             if inspect.isawaitable(result):
-                task = asyncio.get_running_loop().create_task(self._await_call(call_id, name, span, result), context=contextvars.copy_context())
+                self._running.add(call_id)
+                task = asyncio.get_running_loop().create_task(self._await_call(call, span, result), context=contextvars.copy_context())
                 self._call_tasks.add(task)
                 task.add_done_callback(self._call_tasks.discard)
                 return
         finally:
             otel_context.detach(token)
-        self._call_returned(span, call_id, name, result)
+        span.end()
+        self._reply(call_id, name, True, result, sync)
 
     def _system_function(self, name: str) -> Callable[..., Any]:
         """A system call (files, environment, clock, seed): answered from the session's OsAccess."""
@@ -458,41 +754,300 @@ class Session:
 
         return system_call
 
-    async def _await_call(self, call_id: int, name: str, span: trace.Span, awaitable: Any) -> None:
+    async def _await_call(self, call: tuple[int, str, list[Any], dict[str, Any], bool], span: trace.Span, awaitable: Any) -> None:
         try:
             result = await awaitable
         except (Exception, SystemExit, KeyboardInterrupt) as error:
-            self._call_failed(span, call_id, error)
+            self._running.discard(call[0])
+            self._call_failed(span, call, error)
         else:
-            self._call_returned(span, call_id, name, result)
+            self._running.discard(call[0])
+            span.end()
+            self._reply(call[0], call[1], True, result, call[4])
 
-    def _call_failed(self, span: trace.Span, call_id: int, error: BaseException) -> None:
+    def _call_failed(self, span: trace.Span, call: tuple[int, str, list[Any], dict[str, Any], bool], error: BaseException) -> None:
+        call_id, name, args, kwargs, sync = call
+        if isinstance(error, Deferred):
+            span.set_attribute('deferred', True)
+            span.end()
+            self._deferred[call_id] = PendingCall(call_id, name, args, kwargs, error.payload)
+            self._check_pause()
+            return
         span.record_exception(error)
         span.set_status(trace.Status(trace.StatusCode.ERROR, type(error).__name__))
         span.end()
-        self._reply_error(call_id, error)
+        self._reply(call_id, name, False, exception_payload(error), sync)
 
-    def _call_returned(self, span: trace.Span, call_id: int, name: str, result: Any) -> None:
-        span.end()
+    def _answer(self, call_id: int, name: str, ok: bool, value: Any, *, sync: bool) -> bytes:
+        """The payload answering call `call_id`: a REPLY (sync), or a WAKE whose seconds `_offer` fills in."""
+        head = [REPLY, call_id] if sync else [WAKE, 0.0, call_id]
         try:
-            payload = frame(pack([REPLY, call_id, True, result], side='host'))
-        except (TypeError, ValueError, RecursionError, ProtocolError) as error:  # ProtocolError: too large
-            short = name.rpartition('.')[2]
-            self._reply_error(call_id, TypeError(f'{short}() returned a value of type {describe_type(result)!r} that cannot enter the sandbox: {error}'))
+            payload = pack([*head, ok, value], side='host')
+            frame(payload)  # too large: ProtocolError
+        except (TypeError, ValueError, RecursionError, ProtocolError) as error:
+            if ok:
+                short = name.rpartition('.')[2]
+                error = TypeError(f'{short}() returned a value of type {describe_type(value)!r} that cannot enter the sandbox: {error}')
+                return self._answer(call_id, name, False, exception_payload(error), sync=sync)
+            payload = pack([*head, False, [value[0], [str(item) for item in value[1]]]], side='host')
+        return payload
+
+    def _reply(self, call_id: int, name: str, ok: bool, value: Any, sync: bool) -> None:
+        payload = self._answer(call_id, name, ok, value, sync=sync)
+        if sync:
+            if self._transport is not None and not self._transport.is_closing():
+                self._deliver(call_id, payload)
             return
-        if self._transport is not None and not self._transport.is_closing():
-            self._transport.write(payload)
-            self._poll_briefly()
+        self._answers.append((call_id, payload))
+        self._offer()
+        self._check_pause()
 
-    def _reply_error(self, call_id: int, error: BaseException) -> None:
-        payload = exception_payload(error)
-        try:
-            data = frame(pack([REPLY, call_id, False, payload], side='host'))
-        except (TypeError, ValueError):
-            data = frame(pack([REPLY, call_id, False, [payload[0], [str(error)]]], side='host'))
+    # ----- what the worker takes in: answers to its CALLs and WAITs, journaled --------------------
+
+    def _deliver(self, call_id: int, payload: bytes) -> None:
+        """Send the worker the answer to its request (a REPLY to sync call `call_id`, or a WAKE
+        when `call_id` is -1) and journal it."""
+        record = self._record
+        assert record is not None
+        record.inputs.append([call_id, payload])
+        if call_id >= 0:
+            self._blocked = None
+        else:
+            self._waiting = None
+            if self._tick is not None:
+                self._tick.cancel()
+                self._tick = None
         if self._transport is not None and not self._transport.is_closing():
-            self._transport.write(data)
-            self._poll_briefly()
+            self._write(payload)
+
+    def _on_wait(self, timeout: float | None) -> None:
+        if self._replay is not None and (self._replay or not self._replay_final):
+            self._serve_replay(-1)
+            return
+        self._waiting = (perf_counter(), timeout)
+        if self._answers:
+            self._offer()
+            return
+        self._check_pause()
+        self._arm_tick()
+
+    def _arm_tick(self) -> None:
+        """Answer the worker's WAIT with its timer when no reply comes before it."""
+        if self._waiting is not None and self._waiting[1] is not None and self._tick is None and not self._paused:
+            since, timeout = self._waiting
+            self._tick = asyncio.get_running_loop().call_later(max(0.0, since + timeout - perf_counter()), self._on_tick)
+
+    def _offer(self) -> None:
+        """Hand the waiting worker the first async answer, with the seconds its clock moves on."""
+        if self._waiting is None or not self._answers or self._paused:
+            return
+        since, timeout = self._waiting
+        seconds = perf_counter() - since
+        if timeout is not None:
+            seconds = min(seconds, timeout)
+        _, payload = self._answers.popleft()
+        self._deliver(-1, payload[:3] + _SECONDS.pack(seconds) + payload[11:])
+
+    def _on_tick(self) -> None:
+        """The worker's next timer is due and no answer came first."""
+        self._tick = None
+        if self._waiting is not None and not self._paused:
+            self._deliver(-1, pack([WAKE, self._waiting[1], None, True, None], side='host'))
+
+    def _check_pause(self) -> None:
+        """Pause the feed when the worker waits on deferred calls only, and no other call is in flight."""
+        if not self._deferred or self._running or self._paused or self._done is None or self._done.done():
+            return
+        if self._blocked is not None:
+            if self._blocked not in self._deferred:
+                return
+        elif self._waiting is None or self._answers:
+            return
+        self._paused = True
+        if self._tick is not None:
+            self._tick.cancel()
+            self._tick = None
+        if self._transport is not None and not self._transport.is_closing():
+            self._write(_PAUSE)
+        self._done.set_exception(SandboxPaused([self._deferred[call_id] for call_id in sorted(self._deferred)]))
+
+    # ----- dump and load -------------------------------------------------------------------------
+
+    async def dump(self) -> bytes:
+        """The session's state as signed bytes (awaited, as pydantic-monty's `dump` is), to load with `load_session` in any process that
+        has a pool with the same state key and host functions (see the README, "Stored sessions").
+
+        The state holds the journal of the session's feeds (their code and every value that came in
+        from outside), the overlay writes of its mounts, its random seed, and a paused feed's
+        pending calls. Raises `RuntimeError` while a feed runs, `SandboxStateError` when the
+        state is over the pool's `max_state_bytes`, or when a feed of this session was stopped by
+        a time limit (wall_time, cpu_time) at a point no replay could reproduce.
+        """
+        return self._dump()
+
+    def _dump(self) -> bytes:
+        if self._done is not None:
+            raise RuntimeError('cannot dump a session while a feed runs; await it first')
+        if self._unreplayable is not None:
+            raise SandboxStateError(f'this session cannot be dumped: {self._unreplayable}, so its state would not replay exactly')
+        return seal(self._state(), self._pool._state_key(), quota=self._pool.max_state_bytes)
+
+    def _state(self) -> SessionState:
+        pending = []
+        for call in (self._deferred[call_id] for call_id in sorted(self._deferred)):
+            try:
+                pending.append([call.call_id, call.function, pack(call.args, side='host'), pack(call.kwargs, side='host'), pack(call.payload, side='host')])
+            except (TypeError, ValueError) as error:
+                raise SandboxStateError(f'the payload of the Deferred raised by {_shown(call.function)}() cannot be stored: {error}') from None
+        return SessionState(
+            fingerprint=self._fingerprint(),
+            seed=self._system.seed,
+            script_name=self.script_name,
+            feeds=list(self._journal),
+            mounts=self._system.mounts(),
+            overlay=self._system.overlay(),
+            pending=pending,
+            answers=[[call_id, payload] for call_id, payload in self._answers] if self._paused else [],
+            blocked=self._blocked if self._paused and self._blocked is not None else -1,
+        )
+
+    def _fingerprint(self) -> bytes:
+        return fingerprint(self._stubs, {name: (module.stubs, list(module.functions)) for name, module in self._modules.items()})
+
+    async def load_session(self, state: bytes) -> None:
+        """Load a state that `dump()` made into this freshly checked-out session.
+
+        The session's feeds are replayed in its worker, their host calls answered from the state,
+        so every variable, function, class and import comes back and no host function runs again.
+        Give the new checkout the same `type_check_stubs`, `external_modules` and mounts (the
+        overlay writes come from the state; read-only and read-write mounts must be given again).
+        A state of a paused session comes back paused: answer it with `resume()`.
+
+        Raises `SandboxStateError` for a state that is oversized, not a state, truncated, altered
+        or signed with another key, of another format version, made for other host functions,
+        missing a mount, or that does not replay as it ran; `RuntimeError` when this session has
+        run feeds already.
+        """
+        self._check_usable()
+        if self._journal or self._paused:
+            raise RuntimeError('load_session needs a freshly checked-out session; this one has run feeds')
+        await self._load(state)
+        await self._store_state()
+
+    async def _load(self, data: bytes) -> None:
+        state = open_state(data, self._pool._state_key(), quota=self._pool.max_state_bytes, expected=self._fingerprint())
+        have = {path: mode for path, mode in self._system.mounts()}
+        for path, mode in state.mounts:
+            if have.get(path) != mode:
+                raise SandboxStateError(
+                    f'the session state uses the {mode} mount at {path}, which this checkout does not have: '
+                    f'pass checkout(mounts=Mount(<host folder>, {path!r}, mode={mode!r}))'
+                )
+        try:
+            self._system.restore_overlay(state.overlay)
+            self._overlay = self._system.overlay()
+        except (ValueError, TypeError) as error:
+            raise SandboxStateError(f'the session state is malformed ({error})') from None
+        self._system.seed = state.seed
+        self.script_name = state.script_name
+        await self._replay_state(state)
+
+    async def _replay_state(self, state: SessionState) -> None:
+        """Replay each feed of `state` in this session's worker, answering from its record."""
+        for index, recorded in enumerate(state.feeds):
+            final = recorded.outcome == OPEN
+            if final:
+                try:
+                    self._restore_pause(state)
+                except (ValueError, TypeError) as error:
+                    raise SandboxStateError(f'the session state is malformed ({error})') from None
+            try:
+                message = unpack(recorded.feed)
+                _, code, _, functions, modules, _ = message
+            except (ValueError, TypeError) as error:
+                raise SandboxStateError(f'the session state is malformed ({error})') from None
+            self._replay, self._replaying, self._replay_final = deque(recorded.inputs), recorded, final
+            self._print = _discard_output
+            record = FeedRecord(recorded.feed, code, self._next_call)
+            try:
+                await self._settle(self._run_feed(record, functions, modules))
+                outcome = FEED_DONE
+            except SandboxPaused:
+                outcome = OPEN
+            except (SandboxRuntimeError, SandboxSyntaxError, SandboxLimitError) as error:
+                outcome = FAILED if record.outcome == FAILED else type(error).__name__
+            except SandboxWorkerError as error:
+                self._kill(str(error))
+                raise SandboxStateError(f'the session state could not be replayed: feed {index + 1} did not run as recorded ({error})') from None
+            finally:
+                self._replay = self._replaying = None
+            why = None
+            if outcome != recorded.outcome:
+                why = f'it ended {outcome!r} where the record has {recorded.outcome!r}'
+            elif outcome != OPEN and (record.trace != recorded.trace or record.calls != recorded.calls):
+                why = 'its host calls, waits, output or value differ from the record'
+            if why is not None:
+                self._kill(why)
+                raise SandboxStateError(f'the session state could not be replayed: feed {index + 1} went another way than the recorded run: {why}')
+
+    def _restore_pause(self, state: SessionState) -> None:
+        for call_id, function, args, kwargs, payload in state.pending:
+            self._deferred[call_id] = PendingCall(call_id, function, unpack(args), unpack(kwargs), unpack(payload))
+        self._answers = deque((call_id, payload) for call_id, payload in state.answers)
+        if state.blocked >= 0 and state.blocked not in self._deferred:
+            raise ValueError('the blocked call is not pending')
+
+    def _serve_replay(self, call_id: int) -> None:
+        """Check the worker's request (sync call `call_id`, or a WAIT when -1) against the record,
+        whose answer went to the worker with the feed's FEED, and journal it."""
+        if not self._replay:
+            self._diverged(f'it asked for {"a reply to call " + str(call_id) if call_id >= 0 else "its next reply or timer"} past the end of the record')
+            return
+        recorded_id, payload = self._replay.popleft()
+        if recorded_id != call_id:
+            self._diverged(f'it asked for {"a reply to call " + str(call_id) if call_id >= 0 else "its next reply or timer"} where the record answers {"call " + str(recorded_id) if recorded_id >= 0 else "a wait"}')
+            return
+        record = self._record
+        assert record is not None
+        record.inputs.append([recorded_id, payload])  # sent with the FEED (see `_run_feed`)
+        if call_id >= 0:
+            self._blocked = None
+
+    def _diverged(self, why: str) -> None:
+        self._kill(f'its replay went another way than the recorded run: {why}')
+        self._fail(SandboxStateError(f'the session state could not be replayed: feed {len(self._journal)} went another way than the recorded run: {why}'))
+
+    async def _store_state(self) -> None:
+        """Write a stored session's state to the pool's store (nothing for an ephemeral session)."""
+        if self._lease is None or self.session_id is None or self._replaying is not None:
+            return
+        if self._lease.lost is not None:
+            raise SandboxStateError(f'the session {self.session_id} was not stored: its lease was lost ({self._lease.lost})')
+        await self._lease.store.put(self.session_id, self._dump(), holder=self._lease.holder)
+
+
+#: Limits that stop a script at a point no replay reproduces (time, not the script's own steps).
+_TIMED = frozenset({'wall_time', 'cpu_time'})
+_SECONDS = struct.Struct('>d')  # the seconds of a WAKE, at bytes 3-10 of its payload (after 0x95 0x09 0xcb)
+_PAUSE = pack([PAUSE], side='host')
+_ADDRESS = re.compile(rb'0x[0-9a-fA-F]+')
+_EMPTY_WAKE = pack([WAKE, 0.0, None, True, None], side='host')
+
+
+def _discard_output(stream: str, text: str) -> None:
+    """A replay's prints: the user saw them when the feed first ran."""
+
+
+def _shown(name: str) -> str:
+    return name.replace(SYSTEM_PREFIX, '')
+
+
+def _checked_lookup(external_lookup: Mapping[str, Callable[..., Any]] | None) -> dict[str, Callable[..., Any]]:
+    lookup = dict(external_lookup or {})
+    for name, function in lookup.items():
+        if not callable(function):
+            raise TypeError(f'external_lookup[{name!r}] is not callable: {type(function).__name__}')
+    return lookup
 
 
 #: The first character of a system call's name (`corral.language.hostio.PREFIX`).
@@ -522,14 +1077,24 @@ def _shape(message: list[Any], length: int) -> list[Any]:
 
 
 class _Protocol(asyncio.Protocol):
-    """Reads frames from a worker's channel and hands decoded messages to its session."""
+    """Reads frames from a worker's channel and hands decoded messages to its session.
+
+    Once the session has moved on to another worker (a stored session rolled back after a stop),
+    the old channel's last events are ignored.
+    """
 
     def __init__(self, session: Session) -> None:
         self._session = session
         self._reader = FrameReader()
+        self._transport: asyncio.BaseTransport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = transport
 
     def data_received(self, data: bytes) -> None:
         session = self._session
+        if session._transport is not self._transport:
+            return
         session._heard = perf_counter()
         try:
             for payload in self._reader.feed(data):
@@ -538,5 +1103,5 @@ class _Protocol(asyncio.Protocol):
             session._on_broken(f'it sent a malformed message ({type(error).__name__}: {error})')
 
     def connection_lost(self, exc: Exception | None) -> None:
-        if self._session._dead is None:
+        if self._session._dead is None and self._session._transport is self._transport:
             self._session._on_broken('the worker process exited')

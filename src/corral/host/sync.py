@@ -93,3 +93,27 @@ class SyncSession:
     ) -> Any:
         """Run `code` and return the value of its last expression; raises what `Session.feed_run` raises."""
         return self._pool._run(self._session.feed_run(code, external_lookup=external_lookup, print_callback=print_callback))
+
+    @property
+    def session_id(self) -> str | None:
+        """The stored session's id (`Session.session_id`); None for an ephemeral session."""
+        return self._session.session_id
+
+    def dump(self) -> bytes:
+        """The session's signed state; see `Session.dump`."""
+        return self._pool._run(self._session.dump())
+
+    def load_session(self, state: bytes) -> None:
+        """Load a dumped state into this fresh session; see `Session.load_session`."""
+        self._pool._run(self._session.load_session(state))
+
+    def resume(
+        self,
+        values: Mapping[int, Any] | None = None,
+        *,
+        errors: Mapping[int, BaseException] | None = None,
+        external_lookup: Mapping[str, Callable[..., Any]] | None = None,
+        print_callback: PrintCallback | None = None,
+    ) -> Any:
+        """Answer the paused feed's deferred calls and go on; see `Session.resume`."""
+        return self._pool._run(self._session.resume(values, errors=errors, external_lookup=external_lookup, print_callback=print_callback))

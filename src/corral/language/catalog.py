@@ -147,7 +147,8 @@ MODULE_NOTES: dict[str, str] = {
     ),
     'time': (
         '`time()`, `time_ns()` and `gmtime()`/`strftime()` without a time read the clock through the host; '
-        '`monotonic`, `perf_counter`, `process_time` and `sleep` run in the sandbox (for timing code); '
+        '`monotonic` and `perf_counter` read the host\'s monotonic clock (so a stored session replays them); '
+        '`process_time` and `sleep` run in the sandbox; '
         'there is no local time zone (`localtime`, `mktime`)'
     ),
     'random': (

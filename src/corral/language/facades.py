@@ -2,7 +2,7 @@
 
 - `os`, `os.path`, `pathlib`, `glob`: path arithmetic as on Linux, file operations through the
   host (see `hostio`); the sandbox has no symbolic links, file descriptors or processes;
-- `time`: `time()` reads the clock through the host, `monotonic`/`perf_counter`/`sleep` run here;
+- `time`: `time()`, `monotonic()` and `perf_counter()` read the clocks through the host (a replay reads them from the journal), `sleep` runs here;
 - `datetime`'s clock (`now`, `today`, `utcnow`): `clock_method`, used by the guards (the classes
   are CPython's own, so the methods are swapped where a script reads them);
 - `random` and `uuid.uuid4`: seeded once per session by the host;
@@ -624,14 +624,34 @@ def strftime(format: str, t: Any = None) -> str:
     return _time.strftime(format, t)
 
 
-_named('time', time, time_ns, gmtime, strftime)
+def monotonic() -> float:
+    """Seconds of the host's monotonic clock (`perf_counter` is the same clock)."""
+    return hostio.monotonic_ns() / 1e9
+
+
+def monotonic_ns() -> int:
+    """Nanoseconds of the host's monotonic clock."""
+    return hostio.monotonic_ns()
+
+
+def perf_counter() -> float:
+    """Seconds of the host's monotonic clock, for measuring intervals."""
+    return hostio.monotonic_ns() / 1e9
+
+
+def perf_counter_ns() -> int:
+    """Nanoseconds of the host's monotonic clock, for measuring intervals."""
+    return hostio.monotonic_ns()
+
+
+_named('time', time, time_ns, gmtime, strftime, monotonic, monotonic_ns, perf_counter, perf_counter_ns)
 
 
 def _time_module() -> dict[str, Any]:
     return {
         'time': time, 'time_ns': time_ns, 'gmtime': gmtime, 'strftime': strftime,
-        'monotonic': _time.monotonic, 'monotonic_ns': _time.monotonic_ns,
-        'perf_counter': _time.perf_counter, 'perf_counter_ns': _time.perf_counter_ns,
+        'monotonic': monotonic, 'monotonic_ns': monotonic_ns,
+        'perf_counter': perf_counter, 'perf_counter_ns': perf_counter_ns,
         'process_time': _time.process_time, 'process_time_ns': _time.process_time_ns,
         'sleep': _time.sleep, 'strptime': _time.strptime, 'struct_time': _time.struct_time,
     }

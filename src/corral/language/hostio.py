@@ -35,6 +35,7 @@ __all__ = [
     'call',
     'flush_open_files',
     'install',
+    'monotonic_ns',
     'now',
     'open',
     'session_seed',
@@ -57,6 +58,7 @@ SYSTEM_CALLS = {
     'os.getenv': 'name',
     'os.environ': '',
     'clock.now': '',
+    'clock.monotonic': '',
     'random.seed': '',
 }
 
@@ -139,6 +141,15 @@ def now() -> datetime.datetime:
     value = call('clock.now')
     if type(value) is not datetime.datetime or value.tzinfo is None:
         raise RuntimeError('the host answered the clock with something other than an aware datetime')
+    return value
+
+
+def monotonic_ns() -> int:
+    """Nanoseconds of the host's monotonic clock. Read through the host, as every value that
+    changes from run to run is, so a session replayed from its journal reads the same values."""
+    value = call('clock.monotonic')
+    if type(value) is not int:
+        raise RuntimeError('the host answered the monotonic clock with something other than an int')
     return value
 
 

@@ -12,13 +12,12 @@ import selectors
 import signal
 import socket
 import sys
-import time
 import traceback
 import types
 from collections import deque
 from typing import Any
 
-from ..channel import CALL, COMPILE, DONE, FAIL, FEED, OUTPUT, POLL_SECONDS, REPLY, FrameReader, ProtocolError, frame, poll
+from ..channel import CALL, COMPILE, DONE, FAIL, FEED, OUTPUT, PAUSE, REPLY, TIMED, WAIT, WAKE, FrameReader, ProtocolError, frame, poll
 from ..language import catalog, hostio
 from ..language import stop as stopping
 from ..language.facades import stderr as _STDERR
@@ -41,18 +40,17 @@ _DONTWAIT = int(socket.MSG_DONTWAIT)
 _SCRIPT_CACHE = 64
 
 
-class _SpinningSelector(selectors.EpollSelector):
-    """An epoll selector that polls (`channel.poll`) before it sleeps, so a host function that
-    answers at once is answered while the worker is still awake."""
+class _HostSelector(selectors.EpollSelector):
+    """The event loop's selector: the loop watches no file of its own; when it has nothing to run
+    it asks the host for its next input (`wait`, the worker's `_wait`), so that every reply and
+    every timer enters the worker at a point the host records (see `corral.channel`)."""
+
+    wait: Any = None
 
     def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
-        if timeout is not None and timeout <= 0:
-            return super().select(timeout)
-        start = time.perf_counter()
-        ready = poll(lambda: super(_SpinningSelector, self).select(0), POLL_SECONDS if timeout is None else min(POLL_SECONDS, timeout))
-        if ready:
-            return ready
-        return super().select(None if timeout is None else max(0.0, timeout - (time.perf_counter() - start)))
+        if (timeout is None or timeout > 0) and self.wait is not None:
+            self.wait(timeout)
+        return []
 
 
 #: Code of these folders (the worker's own, asyncio's) is never interrupted by a stop: a stop that
@@ -117,9 +115,14 @@ class Worker:
         self._reader = FrameReader()
         self._inbox: deque[list[Any]] = deque()
         self._futures: dict[int, asyncio.Future[Any]] = {}
-        self._sync_call: int | None = None  # the sync host call waiting for its reply
-        self._sync_reply: list[Any] | None = None
         self._next_call = 0
+        self._asking = False  # a WAIT was sent and its WAKE not yet taken in
+        self._asked: float | None = None  # its timeout
+        self._clock = 0.0  # the event loop's time: it moves only as the host's WAKE messages say
+        loop.time = self._loop_time  # type: ignore[method-assign]
+        selector = getattr(loop, '_selector', None)
+        if isinstance(selector, _HostSelector):
+            selector.wait = self._wait
         self._feeds = 0
         self._script_files: set[str] = set()
         self._script_name = 'main.py'
@@ -146,9 +149,8 @@ class Worker:
         """Take `sock` as the channel to the host (once, in the forked worker)."""
         self._sock = sock
         self._fd = sock.fileno()
-        # Replies to async host calls arrive while the loop runs; between feeds the worker reads
-        # the channel itself, so the registration can stay for the session's life.
-        self._loop.add_reader(self._fd, self._on_readable)
+        # where `_wait` sleeps (see `_next_message`): the loop's epoll instance, which serves nothing else
+        self._loop._selector.register(self._fd, selectors.EVENT_READ)  # type: ignore[attr-defined]
 
     # ----- channel -------------------------------------------------------------------------------
 
@@ -183,28 +185,65 @@ class Worker:
         except BlockingIOError:
             return None
 
-    def _dispatch_replies(self) -> None:
-        """Hand queued REPLY messages to the calls waiting for them.
+    def _next_message(self, *, stoppable: bool = False) -> list[Any]:
+        """The host's next message, in a feed: what answers the CALL or WAIT just sent.
 
-        A reply to a call nobody waits for any more (its task was cancelled when its feed ended,
-        or a stop interrupted the sync call) is dropped.
+        A PAUSE (the host holds the feed on a deferred call, maybe for days) stops the wall_time
+        timer; the answer that ends the pause starts it again, the feed's whole wall_time afresh.
+        `stoppable`: sleep in the standard library's selector, where a stop (wall_time) may be
+        raised, having read nothing; elsewhere in the worker's code a stop waits (see `_SHIELDED`).
         """
-        inbox = self._inbox
-        while inbox and inbox[0][0] == REPLY:
-            _, call_id, ok, value = inbox.popleft()
-            future = self._futures.pop(call_id, None)
-            if future is not None:
-                if not future.cancelled():
-                    if ok:
-                        future.set_result(value)
-                    else:
-                        future.set_exception(_host_exception(value))
-            elif call_id == self._sync_call:
-                self._sync_reply = [ok, value]
+        paused = False
+        while True:
+            while not self._inbox:
+                if not stoppable:
+                    self._receive(block=True)
+                elif not self._receive(block=False) and not poll(lambda: self._receive(block=False)):
+                    selectors.EpollSelector.select(self._loop._selector)  # type: ignore[attr-defined]  # stdlib code: a stop may land here
+            message = self._inbox.popleft()
+            if message[0] != PAUSE:
+                break
+            paused = True
+            signal.setitimer(signal.ITIMER_REAL, 0)
+        if paused and self._limits.get('wall_time'):
+            signal.setitimer(signal.ITIMER_REAL, self._limits['wall_time'])
+        return message
 
-    def _on_readable(self) -> None:
-        if self._receive(block=False):
-            self._dispatch_replies()
+    def _wait(self, timeout: float | None) -> None:
+        """The event loop has nothing to run until a reply or its next timer (`timeout` seconds
+        of its clock away): ask the host, which answers with one WAKE, and take it in.
+
+        A stop raised while the worker sleeps leaves the WAIT asked: the host answers it all the
+        same (at the latest when the feed ends), and the next wait takes that answer.
+        """
+        if not self._asking:
+            self._send([WAIT, None if timeout is None else float(timeout)])
+            self._asking, self._asked = True, timeout
+        message = self._next_message(stoppable=True)
+        if message[0] != WAKE:
+            raise ProtocolError('expected a WAKE message from the host')
+        self._take_wake(message)
+
+    def _take_wake(self, message: list[Any]) -> None:
+        """Take in the host's answer to the WAIT asked: move the clock on, hand over the reply."""
+        if len(message) != 5 or not self._asking:
+            raise ProtocolError('malformed WAKE message from the host')
+        _, seconds, call_id, ok, value = message
+        timeout = self._asked
+        if type(seconds) is not float or seconds < 0.0 or (timeout is not None and seconds > timeout) or (timeout is None and call_id is None and seconds):
+            raise ProtocolError('malformed WAKE message from the host')
+        self._asking = False
+        self._clock += seconds
+        if call_id is not None:
+            future = self._futures.pop(call_id, None)
+            if future is not None and not future.cancelled():  # None: a call of a task that was cancelled
+                if ok:
+                    future.set_result(value)
+                else:
+                    future.set_exception(_host_exception(value))
+
+    def _loop_time(self) -> float:
+        return self._clock
 
     # ----- host functions ------------------------------------------------------------------------
 
@@ -214,11 +253,11 @@ class Worker:
         if limit is not None and self._calls > limit:
             raise self._stop('host_calls')
         call_id = self._next_call
-        self._next_call += 1
         try:
             data = frame(pack([CALL, call_id, name, list(args), kwargs], side='sandbox'))
         except (TypeError, ValueError, RecursionError, ProtocolError) as error:
             raise TypeError(f'{name}() cannot be called with these arguments: {error}') from None
+        self._next_call += 1  # ids the host sees are consecutive
         self._sock.sendall(data)
         return call_id
 
@@ -228,16 +267,14 @@ class Worker:
         return await future
 
     def _call_sync(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        self._sync_call = self._start_call(name, args, kwargs)
-        try:
-            while self._sync_reply is None:
-                self._receive(block=True)
-                self._dispatch_replies()
-                if self._inbox and self._inbox[0][0] != REPLY:
-                    raise ProtocolError('unexpected message from the host during a call')
-            ok, value = self._sync_reply
-        finally:
-            self._sync_call = self._sync_reply = None
+        call_id = self._start_call(name, args, kwargs)
+        message = self._next_message()
+        while message[0] == WAKE:  # the answer to a WAIT a stop cut short
+            self._take_wake(message)
+            message = self._next_message()
+        if message[0] != REPLY or len(message) != 4 or message[1] != call_id:
+            raise ProtocolError('unexpected message from the host during a call')
+        _, _, ok, value = message
         if ok:
             return value
         raise _host_exception(value)
@@ -321,9 +358,9 @@ class Worker:
                 while not self._inbox:
                     self._receive(block=True)
                 message = self._inbox.popleft()
-                if message[0] == REPLY:  # to a host call of a task that ended with the last feed
-                    continue
-                if message[0] == FEED and len(message) == 6:
+                if message[0] == WAKE:  # the answer to a WAIT a stop cut short, sent as its feed ended
+                    self._take_wake(message)
+                elif message[0] == FEED and len(message) == 6:
                     self._feed(*message[1:])
                 elif message[0] == COMPILE and len(message) == 3:
                     if self._compile(*message[1:]) is not None:
@@ -521,6 +558,7 @@ class Worker:
         # feed's allocations start a collection: the young generations always (the session's
         # long-lived objects are not walked), all of them while an async generator is alive.
         gc.collect(2 if loop._asyncgens else 1)  # type: ignore[attr-defined]
+        timed = False  # a task outlived its cancellation, or a stop ended one: where depends on time
         for attempt in range(_END_ATTEMPTS):
             tasks = [task for task in asyncio.all_tasks(loop) if not task.done()]
             if not tasks and not loop._ready:  # type: ignore[attr-defined]
@@ -529,6 +567,7 @@ class Worker:
                 # the feed ended by a stop (one raised in the event loop leaves the feed's task
                 # pending): the stop stays due, so the tasks end without running a line
                 stopping.enforce(self._stops[0], None, self._script_files)
+            timed = timed or attempt > 0
             for task in tasks:
                 if attempt == 0:
                     task.cancel()
@@ -539,8 +578,8 @@ class Worker:
             signal.setitimer(signal.ITIMER_REAL, _CANCEL_GRACE)
             try:
                 _run_until_done(loop, tasks, _CANCEL_GRACE)
-            except (SystemExit, KeyboardInterrupt):  # a task ended by a stop (or raising these): the loop passes it on
-                pass
+            except (SystemExit, KeyboardInterrupt) as error:  # a task ended by a stop (or raising these): the loop passes it on
+                timed = timed or find_stop(error) is not None
             finally:
                 signal.setitimer(signal.ITIMER_REAL, 0)
                 stopping.release()
@@ -548,6 +587,8 @@ class Worker:
         # timers the feed scheduled (an `asyncio.timeout` it entered and never left) end with it
         for timer in loop._scheduled:  # type: ignore[attr-defined]
             timer.cancel()
+        if timed:
+            self._send([TIMED])
         if loop._ready or any(not task.done() for task in asyncio.all_tasks(loop)):  # type: ignore[attr-defined]  # they would run in the next feed
             message = f'tasks the script started did not end with its feed (cancelled, then stopped {_END_ATTEMPTS - 1} times); the session is over'
             self._send([FAIL, 'runtime', 'RuntimeError', message, f'RuntimeError: {message}'])
@@ -663,7 +704,7 @@ def prepare_worker(*, guarded: bool = True) -> Worker:
     faults (writes to pages shared with the zygote, each copied: about 1.3 ms of a worker's start,
     measured); inherited, they cost a few.
     """
-    loop = asyncio.SelectorEventLoop(_SpinningSelector())
+    loop = asyncio.SelectorEventLoop(_HostSelector())
     asyncio.set_event_loop(loop)
     return Worker(loop, guarded=guarded)
 

@@ -1,0 +1,198 @@
+#!/usr/bin/env python
+"""Stored sessions, side by side with pydantic-monty: dump and load, replay, stored feeds.
+
+    python bench/sessions.py            # 1, 10 and 50 feeds, 5 repetitions each
+    python bench/sessions.py --quick    # 1 and 10 feeds, 2 repetitions
+
+Prints a Markdown table of medians (min–max) and the ratios corral / monty:
+
+- dump and load_session of a session of 1, 10 and 50 feeds of an agent-like script (five host
+  calls gathered, a loop over their results, a class), time and size;
+- what a load costs against what the feeds cost when they ran: wall time (the host calls took
+  a millisecond each; a replay answers them from the record) and CPU time (host process plus
+  worker, from /proc/<pid>/schedstat);
+- a feed of a stored session (written to the store after every feed) against an ephemeral one.
+
+corral's state is a journal replayed in a fresh worker; monty's is a copy of its heap. So corral's
+load grows with the work the feeds did, monty's with the size of what they left behind.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import sys
+import tempfile
+import time
+from typing import Any
+
+import corral
+
+try:
+    from pydantic_monty import AsyncMonty
+except ImportError:  # benchmark-only dependency: `pip install -e '.[bench]'`
+    AsyncMonty = None
+
+KEY = b'bench-state-key-0123456789abcdef'
+
+FEED = """
+import asyncio
+orders = await asyncio.gather(*[get_order(f'o{I}-{k}') for k in range(5)])
+class Summary:
+    def __init__(self, items):
+        self.items = items
+    def total(self):
+        return sum(o['items'] for o in self.items)
+s{I} = Summary(orders)
+shipped{I} = [o['id'] for o in orders if o['status'] == 'shipped']
+report = {'feed': {I}, 'total': s{I}.total(), 'shipped': len(shipped{I})}
+report
+"""
+
+
+async def get_order(order_id: str) -> dict[str, Any]:
+    await asyncio.sleep(0.001)  # a host call that takes a millisecond
+    return {'id': order_id, 'status': 'shipped' if len(order_id) % 2 else 'open', 'items': len(order_id)}
+
+
+TOOLS = {'get_order': get_order}
+
+
+def feed(i: int) -> str:
+    return FEED.replace('{I}', str(i))
+
+
+def cpu_ns(pid: int) -> int:
+    """Nanoseconds process `pid` has run on a CPU (the first field of /proc/<pid>/schedstat)."""
+    with open(f'/proc/{pid}/schedstat') as f:
+        return int(f.read().split()[0])
+
+
+def host_cpu_ns() -> int:
+    return time.process_time_ns()
+
+
+async def corral_round(pool: corral.Pool, feeds: int) -> dict[str, float]:
+    async with pool.checkout() as session:
+        pid = session._worker.pid
+        cpu0, host0, t0 = cpu_ns(pid), host_cpu_ns(), time.perf_counter()
+        for i in range(feeds):
+            await session.feed_run(feed(i), external_lookup=TOOLS)
+        ran = time.perf_counter() - t0
+        ran_cpu = cpu_ns(pid) - cpu0 + host_cpu_ns() - host0
+        t0 = time.perf_counter()
+        state = await session.dump()
+        dumped = time.perf_counter() - t0
+    async with pool.checkout() as loaded:
+        pid = loaded._worker.pid
+        cpu0, host0, t0 = cpu_ns(pid), host_cpu_ns(), time.perf_counter()
+        await loaded.load_session(state)
+        load = time.perf_counter() - t0
+        load_cpu = cpu_ns(pid) - cpu0 + host_cpu_ns() - host0
+        assert (await loaded.feed_run('report'))['feed'] == feeds - 1
+    return {'dump': dumped, 'load': load, 'size': len(state), 'ran': ran, 'ran_cpu': ran_cpu / 1e9, 'load_cpu': load_cpu / 1e9}
+
+
+async def monty_round(pool: Any, feeds: int) -> dict[str, float]:
+    async with pool.checkout() as session:
+        t0 = time.perf_counter()
+        for i in range(feeds):
+            await session.feed_run(feed(i), external_lookup=TOOLS)
+        ran = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        state = await session.dump()
+        dumped = time.perf_counter() - t0
+    async with pool.checkout() as loaded:
+        t0 = time.perf_counter()
+        await loaded.load_session(state)
+        load = time.perf_counter() - t0
+        assert (await loaded.feed_run('report'))['feed'] == feeds - 1
+    return {'dump': dumped, 'load': load, 'size': len(state), 'ran': ran}
+
+
+async def stored_feed_cost(pool: corral.Pool, feeds: int) -> dict[str, float]:
+    """Median seconds of a feed in an ephemeral session and in a stored one, each `feeds` long."""
+    times: dict[str, list[float]] = {'ephemeral': [], 'stored': []}
+    for kind in ('ephemeral', 'stored'):
+        async with pool.checkout(ephemeral=kind == 'ephemeral') as session:
+            for i in range(feeds):
+                t0 = time.perf_counter()
+                await session.feed_run(feed(i), external_lookup=TOOLS)
+                times[kind].append(time.perf_counter() - t0)
+    return {kind: statistics.median(values) for kind, values in times.items()}
+
+
+def cell(values: list[float], scale: float = 1.0, unit: str = 'ms') -> str:
+    med = statistics.median(values) * scale
+    return f'{med:.2f} {unit} ({min(values) * scale:.2f}–{max(values) * scale:.2f})'
+
+
+async def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument('--quick', action='store_true')
+    args = parser.parse_args(argv)
+    sizes, reps = ((1, 10), 2) if args.quick else ((1, 10, 50), 5)
+    with tempfile.TemporaryDirectory() as folder:
+        store = _store(folder)
+        async with corral.Pool(state_key=KEY, store=store) as pool:
+            monty = AsyncMonty() if AsyncMonty is not None else None
+            if monty is not None:
+                await monty.__aenter__()
+            try:
+                rows = []
+                for feeds in sizes:
+                    results: dict[str, list[dict[str, float]]] = {'corral': [], 'monty': []}
+                    for rep in range(reps):
+                        order = ['corral', 'monty'] if rep % 2 == 0 else ['monty', 'corral']
+                        for side in order:
+                            if side == 'corral':
+                                results['corral'].append(await corral_round(pool, feeds))
+                            elif monty is not None:
+                                results['monty'].append(await monty_round(monty, feeds))
+                    rows.append((feeds, results))
+                    print(f'{feeds} feeds done', file=sys.stderr)
+                costs = [await stored_feed_cost(pool, 10) for _ in range(reps)] if store is not None else []
+            finally:
+                if monty is not None:
+                    await monty.__aexit__(None, None, None)
+    print('| feeds | measure | corral | monty | corral / monty |')
+    print('| --- | --- | --- | --- | --- |')
+    for feeds, results in rows:
+        c, m = results['corral'], results['monty']
+        for key, label, scale, unit in (('dump', 'dump', 1e3, 'ms'), ('load', 'load_session', 1e3, 'ms'), ('size', 'state size', 1 / 1024, 'KiB')):
+            cv = [r[key] for r in c]
+            mv = [r[key] for r in m]
+            ratio = f'{statistics.median(cv) / statistics.median(mv):.2f}×' if mv else '—'
+            print(f'| {feeds} | {label} | {cell(cv, scale, unit)} | {cell(mv, scale, unit) if mv else "not installed"} | {ratio} |')
+    print()
+    print('| feeds | the feeds ran (wall) | load_session (wall) | load / ran, wall | the feeds ran (CPU, host + worker) | load_session (CPU) | load / ran, CPU |')
+    print('| --- | --- | --- | --- | --- | --- | --- |')
+    for feeds, results in rows:
+        c = results['corral']
+        ran, load = [r['ran'] for r in c], [r['load'] for r in c]
+        ran_cpu, load_cpu = [r['ran_cpu'] for r in c], [r['load_cpu'] for r in c]
+        print(
+            f'| {feeds} | {cell(ran, 1e3)} | {cell(load, 1e3)} | {statistics.median(load) / statistics.median(ran):.2f}× '
+            f'| {cell(ran_cpu, 1e3)} | {cell(load_cpu, 1e3)} | {statistics.median(load_cpu) / statistics.median(ran_cpu):.2f}× |'
+        )
+    print()
+    if costs:
+        eph, sto = [c['ephemeral'] for c in costs], [c['stored'] for c in costs]
+        print(f'A feed (of a 10-feed session): ephemeral {cell(eph, 1e3)}, stored {cell(sto, 1e3)}: '
+              f'{statistics.median(sto) / statistics.median(eph):.2f}× ({(statistics.median(sto) - statistics.median(eph)) * 1e3:.2f} ms added)')
+    else:
+        print('A stored feed: corral.store is not available in this build; not measured.')
+
+
+def _store(folder: str) -> Any:
+    try:
+        from corral.store import open_store
+    except ImportError:
+        return None
+    return open_store(f'sqlite:///{os.path.join(folder, "sessions.db")}')
+
+
+if __name__ == '__main__':
+    asyncio.run(main())

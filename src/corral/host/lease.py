@@ -1,0 +1,59 @@
+"""The lease a process holds on a stored session while it has it checked out."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import secrets
+from typing import TYPE_CHECKING
+
+from ..errors import SandboxError
+
+if TYPE_CHECKING:
+    from ..store import Store
+
+__all__ = ['Lease']
+
+
+class Lease:
+    """Holds `session_id` in `store` for one checkout: acquired, renewed every third of `ttl`
+    seconds while held, released at close. A holder that dies stops renewing, and the lease
+    expires `ttl` seconds later, so a crashed process does not lock a session forever.
+
+    `lost` is the error of a renewal that failed (the store was unreachable past the TTL, or
+    another holder took the expired lease): the session then refuses to store its state.
+    """
+
+    def __init__(self, store: Store, session_id: str, *, ttl: float, tenant: str = '') -> None:
+        self.store = store
+        self.session_id = session_id
+        self.holder = secrets.token_hex(16)
+        self.ttl = ttl
+        self.tenant = tenant
+        self.lost: BaseException | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    async def acquire(self) -> None:
+        """Take the lease; raises `SandboxSessionBusyError` while another holder has it."""
+        await self.store.acquire(self.session_id, holder=self.holder, ttl=self.ttl, tenant=self.tenant)
+        self._task = asyncio.get_running_loop().create_task(self._renew())
+
+    async def _renew(self) -> None:
+        while True:
+            await asyncio.sleep(self.ttl / 3)
+            try:
+                await self.store.renew(self.session_id, holder=self.holder, ttl=self.ttl, tenant=self.tenant)
+            except Exception as error:  # noqa: BLE001 - any store's failure: the session stops storing, and says why
+                self.lost = error
+                return
+
+    async def release(self) -> None:
+        """Stop renewing and give the lease back. Safe to call twice."""
+        if self._task is None:
+            return
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+        self._task = None
+        with contextlib.suppress(SandboxError, OSError):  # unreleased, the lease expires after its TTL
+            await self.store.release(self.session_id, holder=self.holder, tenant=self.tenant)

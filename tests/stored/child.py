@@ -1,0 +1,57 @@
+"""A host process of its own, for the tests that load, resume or kill sessions across processes.
+
+    python child.py load STATE_FILE CODE          load the state, run CODE, print repr of its value
+    python child.py resume STATE_FILE VALUE       load a paused state, resume its one pending call with VALUE
+    python child.py feeds STORE_DIR [SESSION_ID]  check out a stored session; run each line of stdin
+                                                  as a feed, printing `session_id value` after each
+"""
+
+import asyncio
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+import corral  # noqa: E402
+from dir_store import DirStore  # noqa: E402
+
+KEY = b'test-state-key-0123456789abcdef!'
+CALLS: list[str] = []
+
+
+def approve(what: str) -> str:
+    CALLS.append(what)
+    raise corral.Deferred({'approve': what})
+
+
+async def fetch(n: int) -> int:
+    CALLS.append(f'fetch {n}')
+    return n * 10
+
+
+TOOLS = {'approve': approve, 'fetch': fetch}
+
+
+async def main() -> None:
+    command, *rest = sys.argv[1:]
+    store = DirStore(rest[0]) if command == 'feeds' else None
+    async with corral.Pool(state_key=KEY, warm_workers=0, store=store, lease_ttl=1.0) as pool:
+        if command == 'load':
+            async with pool.checkout() as session:
+                await session.load_session(Path(rest[0]).read_bytes())
+                print(repr(await session.feed_run(rest[1], external_lookup=TOOLS)))
+        elif command == 'resume':
+            async with pool.checkout() as session:
+                await session.load_session(Path(rest[0]).read_bytes())
+                (pending,) = session._deferred.values()
+                print(repr(await session.resume({pending.call_id: rest[1]}, external_lookup=TOOLS)))
+        elif command == 'feeds':
+            async with pool.checkout(ephemeral=False, session_id=rest[1] if len(rest) > 1 else None) as session:
+                print(session.session_id, flush=True)
+                for line in sys.stdin:
+                    value = await session.feed_run(line.replace('\\n', '\n'), external_lookup=TOOLS)
+                    print(session.session_id, repr(value), flush=True)
+    print('calls', CALLS)
+
+
+asyncio.run(main())

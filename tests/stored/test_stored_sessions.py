@@ -1,0 +1,541 @@
+"""Stored sessions: dump and load, pause and resume, the store, and states refused."""
+
+import asyncio
+import hashlib
+import hmac
+import os
+import signal
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import msgpack
+import pytest
+
+import corral
+from corral.host.journal import FORMAT_VERSION
+
+from .dir_store import DirStore
+
+KEY = b'test-state-key-0123456789abcdef!'
+CHILD = str(Path(__file__).parent / 'child.py')
+
+
+@pytest.fixture
+async def pool(tmp_path):
+    async with corral.Pool(state_key=KEY, store=DirStore(tmp_path / 'store')) as pool:
+        yield pool
+
+
+def child(*args: str, stdin: str | None = None) -> list[str]:
+    env = {**os.environ, 'PYTHONPATH': os.pathsep.join(sys.path)}
+    done = subprocess.run([sys.executable, CHILD, *args], input=stdin, capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.splitlines()
+
+
+SETUP = '''
+import asyncio, json, random, uuid
+from dataclasses import dataclass
+
+@dataclass
+class Point:
+    x: int
+    y: int
+    def norm(self):
+        return abs(self.x) + abs(self.y)
+
+def counter():
+    n = 0
+    def step():
+        nonlocal n
+        n += 1
+        return n
+    return step
+
+def numbers():
+    yield 1
+    yield 2
+    yield 3
+
+tick = counter()
+tick()
+gen = numbers()
+first = next(gen)
+token = uuid.uuid4().hex
+r = random.random()
+fetched = await asyncio.gather(fetch(1), fetch(2), fetch(3))
+'''
+
+REST = '(Point(1, -2).norm(), tick(), next(gen), token == token, random.random(), uuid.uuid4().hex, fetched, json.dumps({"a": 1}))'
+
+
+async def fetch(n):
+    await asyncio.sleep(0.01 * (4 - n))  # replies arrive last-called first
+    return n * 10
+
+
+async def test_a_loaded_session_has_every_variable_function_class_and_import_and_goes_on_as_the_original(pool):
+    async with pool.checkout(random_seed=7) as original:
+        await original.feed_run(SETUP, external_lookup={'fetch': fetch})
+        state = await original.dump()
+        expected = await original.feed_run(REST)
+    async with pool.checkout() as loaded:
+        await loaded.load_session(state)
+        assert loaded.random_seed == 7
+        assert await loaded.feed_run(REST) == expected
+    assert expected[:4] == (3, 2, 2, True) and expected[6:] == ([10, 20, 30], '{"a": 1}')
+
+
+async def test_loading_one_state_twice_gives_two_independent_sessions(pool):
+    async with pool.checkout() as original:
+        await original.feed_run('items = [1]')
+        state = await original.dump()
+    async with pool.checkout() as a, pool.checkout() as b:
+        await a.load_session(state)
+        await b.load_session(state)
+        await a.feed_run('items.append(2)')
+        assert await a.feed_run('items') == [1, 2]
+        assert await b.feed_run('items') == [1]
+
+
+async def test_no_host_function_runs_again_on_load(pool):
+    calls = []
+
+    def record(n):
+        calls.append(n)
+        return n
+
+    async with pool.checkout() as original:
+        await original.feed_run('a = record(1)\nb = record(2)', external_lookup={'record': record})
+        state = await original.dump()
+    async with pool.checkout() as loaded:
+        await loaded.load_session(state)
+        assert await loaded.feed_run('a + b') == 3
+    assert calls == [1, 2]
+
+
+async def test_a_feed_that_failed_part_way_keeps_its_partial_effects_after_a_load(pool):
+    async with pool.checkout() as original:
+        with pytest.raises(corral.SandboxRuntimeError):
+            await original.feed_run('done = 1\nraise ValueError("half way")\nnever = 2')
+        state = await original.dump()
+    async with pool.checkout() as loaded:
+        await loaded.load_session(state)
+        assert await loaded.feed_run('done') == 1
+        with pytest.raises(corral.SandboxRuntimeError, match="name 'never' is not defined"):
+            await loaded.feed_run('never')
+
+
+async def test_sleeps_wait_for_timeouts_and_replies_in_any_order_replay_exactly(pool):
+    async def slow(n, delay):
+        await asyncio.sleep(delay)
+        return n
+
+    code = '''
+import asyncio
+order = []
+async def job(n, delay):
+    order.append(await slow(n, delay))
+async def late():
+    await asyncio.sleep(0.03)
+    order.append('timer')
+await asyncio.gather(job(1, 0.05), job(2, 0.0), late(), job(3, 0.02))
+try:
+    await asyncio.wait_for(slow(4, 1.0), timeout=0.02)
+    timed_out = False
+except TimeoutError:
+    timed_out = True
+(order, timed_out)
+'''
+    async with pool.checkout() as original:
+        result = await original.feed_run(code, external_lookup={'slow': slow})
+        state = await original.dump()
+    assert sorted(map(str, result[0])) == ['1', '2', '3', 'timer'] and result[1] is True  # the live order is the machine's
+    async with pool.checkout() as loaded:
+        await loaded.load_session(state)
+        assert await loaded.feed_run('(order, timed_out)') == result
+
+
+async def test_overlay_writes_come_back_and_other_mounts_must_be_given_again(pool, tmp_path):
+    data = tmp_path / 'data'
+    data.mkdir()
+    (data / 'in.txt').write_text('host')
+    out = tmp_path / 'out'
+    out.mkdir()
+    mounts = [corral.Mount(data, '/data'), corral.Mount(out, '/out', mode='read-write')]
+    async with pool.checkout(mounts=mounts) as original:
+        await original.feed_run('open("/data/new.txt", "w").write("overlay")\nopen("/out/o.txt", "w").write("host side")')
+        state = await original.dump()
+    assert (out / 'o.txt').read_text() == 'host side' and not (data / 'new.txt').exists()
+    async with pool.checkout(mounts=mounts) as loaded:
+        await loaded.load_session(state)
+        assert await loaded.feed_run('[open("/data/new.txt").read(), open("/data/in.txt").read()]') == ['overlay', 'host']
+    async with pool.checkout(mounts=mounts[:1]) as missing:
+        with pytest.raises(corral.SandboxStateError) as info:
+            await missing.load_session(state)
+    assert str(info.value) == (
+        "the session state uses the read-write mount at /out, which this checkout does not have: "
+        "pass checkout(mounts=Mount(<host folder>, '/out', mode='read-write'))"
+    )
+
+
+async def test_a_deferred_call_pauses_the_feed_and_resume_goes_on_without_calling_anything_twice(pool):
+    calls = []
+
+    async def fetch(n):
+        calls.append(n)
+        await asyncio.sleep(0.01)
+        return n * 10
+
+    def approve(what):
+        calls.append(what)
+        raise corral.Deferred({'approve': what})
+
+    tools = {'fetch': fetch, 'approve': approve}
+    code = 'import asyncio\nbefore = await fetch(1)\nboth = await asyncio.gather(fetch(2), approve_async("send"))\n[before, both, await fetch(3)]'
+
+    async def approve_async(what):
+        approve(what)
+
+    tools['approve_async'] = approve_async
+    async with pool.checkout() as session:
+        with pytest.raises(corral.SandboxPaused) as info:
+            await session.feed_run(code, external_lookup=tools)
+        assert info.value.calls == [corral.PendingCall(call_id=2, function='approve_async', args=['send'], kwargs={}, payload={'approve': 'send'})]
+        assert str(info.value) == 'the script is paused waiting on approve_async() [call 2]; answer with session.resume()'
+        assert session.paused
+        state = await session.dump()
+        with pytest.raises(RuntimeError, match='paused'):
+            await session.feed_run('1')
+        assert await session.resume({2: 'sent'}) == [10, [20, 'sent'], 30]
+    assert calls == [1, 2, 'send', 3]
+    async with pool.checkout() as loaded:  # the same pause, answered with an error this time
+        await loaded.load_session(state)
+        assert loaded.paused
+        with pytest.raises(corral.SandboxRuntimeError) as failed:
+            await loaded.resume(errors={2: PermissionError('denied by a person')}, external_lookup=tools)
+        assert failed.value.display().endswith('PermissionError: denied by a person')
+        assert await loaded.feed_run('before') == 10
+    assert calls == [1, 2, 'send', 3]
+
+
+async def test_a_sync_deferred_call_and_a_second_pause(pool):
+    asked = []
+
+    def approve(what):
+        asked.append(what)
+        raise corral.Deferred()
+
+    async with pool.checkout() as session:
+        with pytest.raises(corral.SandboxPaused) as first:
+            await session.feed_run('a = approve("one")\nb = approve("two")\n[a, b]', external_lookup={'approve': approve})
+        (call,) = first.value.calls
+        with pytest.raises(corral.SandboxPaused) as second:
+            await session.resume({call.call_id: 1})
+        assert [c.args for c in second.value.calls] == [['two']]
+        state = await session.dump()
+    async with pool.checkout() as loaded:
+        await loaded.load_session(state)
+        with pytest.raises(KeyError):
+            await loaded.resume({call.call_id: 1})
+        assert await loaded.resume({second.value.calls[0].call_id: 2}) == [1, 2]
+    assert asked == ['one', 'two']
+
+
+async def test_stored_sessions_resume_by_id_fork_and_refuse_a_second_holder(pool):
+    async with pool.checkout(ephemeral=False) as session:
+        session_id = session.session_id
+        assert isinstance(session_id, str)
+        await session.feed_run('x = 1')
+        with pytest.raises(corral.SandboxSessionBusyError):
+            async with pool.checkout(session_id=session_id):
+                pass
+        async with pool.checkout(session_id=session_id, fork=True) as fork:
+            assert fork.session_id != session_id
+            await fork.feed_run('x = 100')
+    async with pool.checkout(session_id=session_id) as resumed:
+        assert resumed.session_id == session_id
+        assert await resumed.feed_run('x') == 1
+        await resumed.feed_run('x += 1')
+    async with pool.checkout(session_id=session_id) as again:
+        assert await again.feed_run('x') == 2
+    async with pool.checkout(session_id=fork.session_id) as forked:
+        assert await forked.feed_run('x') == 100
+    with pytest.raises(corral.SandboxStateError) as info:
+        async with pool.checkout(session_id='nope'):
+            pass
+    assert str(info.value) == "no stored session with id 'nope'"
+
+
+async def test_a_stored_feed_stopped_by_wall_time_is_undone_and_an_ephemeral_one_cannot_be_dumped(pool):
+    limits = corral.Limits(wall_time=0.3)
+    async with pool.checkout(ephemeral=False, limits=limits) as stored:
+        await stored.feed_run('x = 1')
+        with pytest.raises(corral.SandboxLimitError):
+            await stored.feed_run('x = 2\nwhile True:\n    pass')
+        assert await stored.feed_run('x') == 1
+    async with pool.checkout(limits=limits) as ephemeral:
+        with pytest.raises(corral.SandboxLimitError):
+            await ephemeral.feed_run('x = 2\nwhile True:\n    pass')
+        with pytest.raises(corral.SandboxStateError) as info:
+            await ephemeral.dump()
+    assert str(info.value) == (
+        'this session cannot be dumped: feed 1 was stopped by the wall_time limit at a point no replay can reproduce, '
+        'so its state would not replay exactly'
+    )
+
+
+async def test_a_feed_stopped_by_a_limit_its_steps_reach_replays_to_the_same_point(pool):
+    limits = corral.Limits(host_calls=2)
+    async with pool.checkout(limits=limits) as original:
+        with pytest.raises(corral.SandboxLimitError):
+            await original.feed_run('got = []\nfor i in range(5):\n    got.append(f(i))', external_lookup={'f': lambda i: i})
+        state = await original.dump()
+    async with pool.checkout(limits=limits) as loaded:
+        await loaded.load_session(state)
+        assert await loaded.feed_run('got') == [0, 1]
+
+
+async def test_checkout_options_of_stored_sessions_are_checked(pool):
+    with pytest.raises(ValueError) as info:
+        pool.checkout(session_id='abc', ephemeral=True)
+    assert str(info.value) == 'a session_id names a stored session: do not pass ephemeral=True with it'
+    with pytest.raises(ValueError) as info:
+        pool.checkout(fork=True)
+    assert str(info.value) == 'fork=True needs the session_id of the stored session to fork'
+    async with pool.checkout() as session:
+        assert session.session_id is None
+        await session.feed_run('x = 1')
+        with pytest.raises(RuntimeError) as runtime:
+            await session.load_session(await session.dump())
+    assert str(runtime.value) == 'load_session needs a freshly checked-out session; this one has run feeds'
+
+
+async def test_time_monotonic_and_perf_counter_come_back_the_same_after_a_load(pool):
+    async with pool.checkout() as original:
+        await original.feed_run('import time\nstamps = [time.monotonic(), time.perf_counter_ns()]\ntime.sleep(0.01)\nstamps.append(time.perf_counter())')
+        state = await original.dump()
+        stamps = await original.feed_run('stamps')
+    assert stamps[2] - stamps[0] >= 0.01
+    async with pool.checkout() as loaded:
+        await loaded.load_session(state)
+        assert await loaded.feed_run('stamps') == stamps
+
+
+# ----- states refused --------------------------------------------------------------------------
+
+async def dumped(pool, code='x = 1'):
+    async with pool.checkout() as session:
+        await session.feed_run(code)
+        return await session.dump()
+
+
+async def load_error(pool, state, **options):
+    async with pool.checkout(**options) as session:
+        with pytest.raises(corral.SandboxStateError) as info:
+            await session.load_session(state)
+        return str(info.value)
+
+
+def resign(body_state: bytes, version: int = FORMAT_VERSION, key: bytes = KEY) -> bytes:
+    head = struct.pack('>8sHI', b'CORRAL\x00S', version, len(body_state))
+    return head + body_state + hmac.new(key, head + body_state, hashlib.sha256).digest()
+
+
+async def test_tampered_truncated_oversized_foreign_and_wrong_version_states_are_refused(pool, tmp_path):
+    state = await dumped(pool)
+    body = state[14:-32]
+    tampered = bytearray(state)
+    tampered[20] ^= 1
+    assert await load_error(pool, bytes(tampered)) == (
+        "the session state was altered, or signed with another key: its signature does not match this pool's state key"
+    )
+    assert await load_error(pool, state[:-5]) == f'the session state is truncated: {len(state) - 5} of its {len(state)} bytes'
+    assert await load_error(pool, state[:9]) == 'the session state is truncated: 9 bytes, shorter than its header'
+    assert await load_error(pool, state + b'x') == 'the session state was altered: 1 bytes follow its signature'
+    assert await load_error(pool, b'{"x": 1}') == 'these bytes are not a corral session state (they do not start with its magic bytes)'
+    assert await load_error(pool, resign(body, version=FORMAT_VERSION + 1)) == (
+        f'the session state has format version {FORMAT_VERSION + 1}; this corral reads version {FORMAT_VERSION} only'
+    )
+    module = corral.ExternalModule({'f': lambda: 1}, stubs='def f() -> int: ...')
+    assert await load_error(pool, state, external_modules={'tools': module}) == (
+        "the session state was made for other host functions: the names and stubs of this pool's external functions "
+        'and modules (type_check_stubs, external_modules) differ from those it was dumped with'
+    )
+    async with corral.Pool(state_key=b'another-key-0123456789abcdef', max_state_bytes=len(state) - 1) as other:
+        assert await load_error(other, state) == (
+            f'the session state is {len(state)} bytes, over the quota of {len(state) - 1} bytes (Pool(max_state_bytes=...)); it was not loaded'
+        )
+        async with other.checkout() as session:
+            await session.feed_run('x = "y" * 1000')
+            with pytest.raises(corral.SandboxStateError, match=r'^the session state is \d+ bytes, over the quota of \d+ bytes .*it was not dumped$'):
+                await session.dump()
+    # signed with the right key but malformed inside: refused, never executed
+    assert await load_error(pool, resign(msgpack.packb({'feeds': 'nope'}))) == "the session state is malformed ('fingerprint')"
+
+
+async def test_a_signed_record_that_does_not_replay_is_refused(pool):
+    state = await dumped(pool, 'x = 1')
+    plain = msgpack.unpackb(state[14:-32])
+    plain['feeds'][0][4] = ['f']  # the record claims a host call the script never makes
+    assert await load_error(pool, resign(msgpack.packb(plain))) == (
+        'the session state could not be replayed: feed 1 went another way than the recorded run: '
+        'its host calls, waits, output or value differ from the record'
+    )
+    async with pool.checkout() as session:
+        await session.feed_run('x = f()', external_lookup={'f': lambda: 1})
+        state = await session.dump()
+    plain = msgpack.unpackb(state[14:-32])
+    plain['feeds'][0][4] = ['g']
+    assert await load_error(pool, resign(msgpack.packb(plain))) == (
+        'the session state could not be replayed: feed 1 went another way than the recorded run: call 0 is to f() where the record has g()'
+    )
+
+
+# ----- across processes --------------------------------------------------------------------------
+
+async def test_a_state_loads_in_another_process(pool, tmp_path):
+    async with pool.checkout() as session:
+        await session.feed_run(SETUP, external_lookup={'fetch': fetch})
+        (tmp_path / 'state').write_bytes(await session.dump())
+        expected = await session.feed_run(REST)
+    pool._state_key_option = KEY
+    lines = child('load', str(tmp_path / 'state'), REST)
+    assert lines == [repr(expected), 'calls []']
+
+
+async def test_a_paused_call_resumes_in_another_process_without_calling_anything_twice(tmp_path):
+    async with corral.Pool(state_key=KEY) as pool, pool.checkout() as session:
+        async def fetch(n):
+            return n * 10
+
+        def approve(what):
+            raise corral.Deferred({'approve': what})
+
+        with pytest.raises(corral.SandboxPaused):
+            await session.feed_run('a = await fetch(1)\nb = approve("send")\nc = await fetch(2)\n[a, b, c]', external_lookup={'fetch': fetch, 'approve': approve})
+        (tmp_path / 'state').write_bytes(await session.dump())
+    assert child('resume', str(tmp_path / 'state'), 'yes') == ["[10, 'yes', 20]", "calls ['fetch 2']"]
+
+
+def test_a_stored_session_survives_its_host_process_killed_between_feeds(tmp_path):
+    store = str(tmp_path / 'store')
+    env = {**os.environ, 'PYTHONPATH': os.pathsep.join(sys.path)}
+    process = subprocess.Popen([sys.executable, CHILD, 'feeds', store], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+    session_id = process.stdout.readline().strip()
+    process.stdin.write('import random\\nx = [await fetch(1), random.random()]\n')
+    process.stdin.flush()
+    assert process.stdout.readline() == f'{session_id} None\n'
+    process.send_signal(signal.SIGKILL)  # between feeds: no close, no release of the lease
+    process.wait()
+
+    async def check_out():
+        async with corral.Pool(state_key=KEY, store=DirStore(store)) as pool:
+            with pytest.raises(corral.SandboxSessionBusyError):  # the dead holder's lease (1 s) still runs
+                async with pool.checkout(session_id=session_id):
+                    pass
+            async with pool.checkout(session_id=session_id, fork=True) as fork:  # a fork needs no lease of it
+                return await fork.feed_run('x')
+
+    x = asyncio.run(check_out())
+    assert x[0] == 10
+    time.sleep(1.1)  # the lease expires: a process that died does not lock its session forever
+    lines = child('feeds', store, session_id, stdin='x\nx.append(2)\n')
+    assert lines == [session_id, f'{session_id} {x!r}', f'{session_id} None', 'calls []']
+    assert child('feeds', store, session_id, stdin='len(x)\n') == [session_id, f'{session_id} 3', 'calls []']
+
+
+def test_the_readme_example_of_stored_sessions_runs():
+    readme = (Path(__file__).parents[2] / 'README.md').read_text()
+    start = readme.index('```python\n', readme.index('### Stored sessions')) + len('```python\n')
+    code = readme[start : readme.index('```', start)]
+    env = {**os.environ, 'PYTHONPATH': os.pathsep.join(sys.path)}
+    done = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, env=env, timeout=120)
+    assert (done.returncode, done.stdout) == (0, "[3, 'sent']\n"), done.stderr
+
+
+def test_the_sync_session_dumps_loads_and_resumes():
+    def approve():
+        raise corral.Deferred('ok?')
+
+    with corral.SyncPool(state_key=KEY) as pool:
+        with pool.checkout() as session:
+            with pytest.raises(corral.SandboxPaused) as info:
+                session.feed_run('a = 1\nb = approve()\n[a, b]', external_lookup={'approve': approve})
+            state = session.dump()
+        with pool.checkout() as loaded:
+            loaded.load_session(state)
+            assert loaded.resume({info.value.calls[0].call_id: 2}) == [1, 2]
+
+
+async def test_a_timer_pending_in_a_paused_feed_runs_after_its_resume(pool):
+    def approve():
+        raise corral.Deferred()
+
+    code = 'import asyncio\nasync def ask():\n    return approve()\nasync def late():\n    await asyncio.sleep(0.2)\n    return "timer"\nawait asyncio.gather(ask(), late())'
+    async with pool.checkout() as session:
+        with pytest.raises(corral.SandboxPaused) as info:
+            await session.feed_run(code, external_lookup={'approve': approve})
+        state = await session.dump()
+        assert await session.resume({info.value.calls[0].call_id: 'yes'}) == ['yes', 'timer']  # the timer is set again
+    async with pool.checkout() as loaded:
+        await loaded.load_session(state)
+        assert await loaded.resume({info.value.calls[0].call_id: 'no'}) == ['no', 'timer']
+
+
+async def test_a_feed_whose_leftover_tasks_had_to_be_stopped_is_not_dumped_and_undone_when_stored(pool):
+    code = (
+        'import asyncio\nasync def stubborn():\n    while True:\n        try:\n            await asyncio.sleep(10)\n'
+        '        except BaseException:\n            pass\nx = 2\nt = asyncio.create_task(stubborn())\nawait asyncio.sleep(0)\n1'
+    )
+    async with pool.checkout() as ephemeral:
+        assert await ephemeral.feed_run(code) == 1
+        with pytest.raises(corral.SandboxStateError) as info:
+            await ephemeral.dump()
+    assert str(info.value) == (
+        'this session cannot be dumped: feed 1 was stopped by time (tasks it left running ignored their cancellation) '
+        'at a point no replay can reproduce, so its state would not replay exactly'
+    )
+    async with pool.checkout(ephemeral=False) as stored:
+        await stored.feed_run('x = 1')
+        assert await stored.feed_run(code) == 1
+        assert await stored.feed_run('x') == 1
+
+
+async def test_an_undone_feed_takes_its_overlay_writes_with_it(pool, tmp_path):
+    (tmp_path / 'data').mkdir()
+    mount = corral.Mount(tmp_path / 'data', '/data')
+    async with pool.checkout(ephemeral=False, mounts=mount, limits=corral.Limits(wall_time=0.3)) as stored:
+        await stored.feed_run('open("/data/a.txt", "w").write("kept")')
+        with pytest.raises(corral.SandboxLimitError):
+            await stored.feed_run('open("/data/b.txt", "w").write("undone")\nwhile True:\n    pass')
+        assert await stored.feed_run('import os\nsorted(os.listdir("/data"))') == ['a.txt']
+
+
+async def test_the_type_check_context_comes_back(pool):
+    async with pool.checkout(type_check=True) as original:
+        await original.feed_run('count: int = 2')
+        state = await original.dump()
+    async with pool.checkout(type_check=True) as loaded:
+        await loaded.load_session(state)
+        assert await loaded.feed_run('count + 1') == 3  # without the context, ty reports `count` unresolved
+        with pytest.raises(corral.SandboxTypingError):
+            await loaded.feed_run('count.upper()')
+
+
+async def test_a_replay_that_prints_or_returns_something_else_is_refused_and_addresses_do_not_count(pool):
+    async with pool.checkout() as session:
+        await session.feed_run('class A:\n    pass\na = A()\nprint(a)\nrepr(a)', print_callback=lambda stream, text: None)
+        state = await session.dump()
+    async with pool.checkout() as loaded:  # the object's address differs in the new worker: no matter
+        await loaded.load_session(state)
+        assert (await loaded.feed_run('repr(a)')).startswith('<__main__.A object at 0x')
+    plain = msgpack.unpackb(state[14:-32])
+    plain['feeds'][0][5] = b'x' * 16  # a trace of another run
+    assert await load_error(pool, resign(msgpack.packb(plain))) == (
+        'the session state could not be replayed: feed 1 went another way than the recorded run: '
+        'its host calls, waits, output or value differ from the record'
+    )

@@ -1,0 +1,30 @@
+"""Smoke test of bench/sessions.py: one round of each measurement on a one-feed session, so CI
+catches a broken benchmark. No timing is asserted; the monty round runs only when pydantic-monty
+(the `bench` extra) is installed."""
+
+import importlib.util
+import pathlib
+import sys
+
+import pytest
+
+import corral
+
+_PATH = pathlib.Path(__file__).resolve().parent.parent / 'bench' / 'sessions.py'
+spec = importlib.util.spec_from_file_location('corral_bench_sessions', _PATH)
+bench = importlib.util.module_from_spec(spec)
+sys.modules[spec.name] = bench
+spec.loader.exec_module(bench)
+
+
+async def test_a_corral_round_dumps_and_loads():
+    async with corral.Pool(state_key=bench.KEY) as pool:
+        result = await bench.corral_round(pool, 1)
+    assert sorted(result) == ['dump', 'load', 'load_cpu', 'ran', 'ran_cpu', 'size']
+
+
+@pytest.mark.skipif(bench.AsyncMonty is None, reason='pydantic-monty is not installed')
+async def test_a_monty_round_dumps_and_loads():
+    async with bench.AsyncMonty() as pool:
+        result = await bench.monty_round(pool, 1)
+    assert sorted(result) == ['dump', 'load', 'ran', 'size']
