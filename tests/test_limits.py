@@ -228,6 +228,16 @@ async def test_a_timer_a_feed_scheduled_ends_with_it(patient):
     assert await patient.feed_run('import asyncio\nawait asyncio.sleep(0.2)\nt.expired()') is False
 
 
+async def test_a_finalizer_that_computes_for_ever_is_stopped_at_the_end_of_its_feed(patient):
+    # a generator left in a reference cycle is finalized as the feed ends, outside the feed's
+    # wall_time: its `finally` ran on until the host killed the worker
+    code = (
+        'def g():\n    try:\n        yield\n    finally:\n        while True:\n            pass\n'
+        'it = g()\nnext(it)\nbox = [it]\nbox.append(box)\ndel it, box\n1'
+    )
+    assert (await patient.feed_run(code), await patient.feed_run('2')) == (1, 2)
+
+
 async def test_a_stopped_tasks_callbacks_run_in_its_own_feed_not_the_next(patient):
     # The task's `finally` awaits again, so only a stop ends it; the callbacks queued as it ends
     # (the script's own, asyncio's) run in the feed that left it, and the next feeds run whole.

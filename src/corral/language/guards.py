@@ -59,12 +59,12 @@ __all__ = [
     'MARK_NAME',
     'check_private',
     'class_refusal',
-    'namespace_refusal',
     'guarded_delattr',
     'guarded_getattr',
     'guarded_setattr',
     'is_script_class',
     'make_guards',
+    'namespace_refusal',
     'private_refusal',
     'register_class',
 ]

@@ -24,7 +24,7 @@ import types
 from collections.abc import Container
 from typing import Any
 
-__all__ = ['REPEAT_SECONDS', 'SandboxStop', 'due', 'enforce', 'find_stop', 'is_stop', 'rearm', 'release']
+__all__ = ['REPEAT_SECONDS', 'SandboxStop', 'due', 'enforce', 'find_stop', 'is_stop', 'raise_due', 'rearm', 'release']
 
 #: How often the worker's stop timer re-arms the trace while a stop is due (seconds).
 REPEAT_SECONDS = 0.002

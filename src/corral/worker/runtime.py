@@ -543,8 +543,8 @@ class Worker:
         waits, or from the stop signal while it computes: once that stop is due no line of the
         script runs (see `stop.py`); after a feed a stop ended, it is due from the start.
         Callbacks queued as they end run here too, not in the next feed (a stop leaves the loop
-        with them still queued), and so does what the script left in reference cycles; the
-        timers the feed scheduled are cancelled. The feed's own outcome stands. Tasks or
+        with them still queued), and so does what the script left in reference cycles (under the
+        stop signal too); the timers the feed scheduled are cancelled. The feed's own outcome stands. Tasks or
         callbacks left after `_END_ATTEMPTS` rounds fail the feed and end the worker, and with
         it the session; code a task runs in C past the stops ends the session too, the host
         killing the worker after `Limits.grace`.
@@ -557,7 +557,14 @@ class Worker:
         # `finally`, an async generator's `aclose()` task) run in this feed, not whenever a later
         # feed's allocations start a collection: the young generations always (the session's
         # long-lived objects are not walked), all of them while an async generator is alive.
-        gc.collect(2 if loop._asyncgens else 1)  # type: ignore[attr-defined]
+        # Their code runs under the stop signal, as the tasks' does below.
+        signal.setitimer(signal.ITIMER_REAL, _CANCEL_GRACE)
+        try:
+            gc.collect(2 if loop._asyncgens else 1)  # type: ignore[attr-defined]
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            stopping.release()
+            self._pending_stop = None
         timed = False  # a task outlived its cancellation, or a stop ended one: where depends on time
         for attempt in range(_END_ATTEMPTS):
             tasks = [task for task in asyncio.all_tasks(loop) if not task.done()]
