@@ -2,7 +2,7 @@
 
     python child.py load STATE_FILE CODE          load the state, run CODE, print repr of its value
     python child.py resume STATE_FILE VALUE       load a paused state, resume its one pending call with VALUE
-    python child.py feeds STORE_DIR [SESSION_ID]  check out a stored session; run each line of stdin
+    python child.py feeds STORE_DB [SESSION_ID]   check out a stored session; run each line of stdin
                                                   as a feed, printing `session_id value` after each
 """
 
@@ -10,10 +10,7 @@ import asyncio
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-import corral  # noqa: E402
-from dir_store import DirStore  # noqa: E402
+import corral
 
 KEY = b'test-state-key-0123456789abcdef!'
 CALLS: list[str] = []
@@ -34,7 +31,7 @@ TOOLS = {'approve': approve, 'fetch': fetch}
 
 async def main() -> None:
     command, *rest = sys.argv[1:]
-    store = DirStore(rest[0]) if command == 'feeds' else None
+    store = f'sqlite:///{rest[0]}' if command == 'feeds' else None
     async with corral.Pool(state_key=KEY, warm_workers=0, store=store, lease_ttl=1.0) as pool:
         if command == 'load':
             async with pool.checkout() as session:

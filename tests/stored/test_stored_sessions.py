@@ -17,7 +17,6 @@ import pytest
 import corral
 from corral.host.journal import FORMAT_VERSION
 
-from .dir_store import DirStore
 
 KEY = b'test-state-key-0123456789abcdef!'
 CHILD = str(Path(__file__).parent / 'child.py')
@@ -25,7 +24,7 @@ CHILD = str(Path(__file__).parent / 'child.py')
 
 @pytest.fixture
 async def pool(tmp_path):
-    async with corral.Pool(state_key=KEY, store=DirStore(tmp_path / 'store')) as pool:
+    async with corral.Pool(state_key=KEY, store=f'sqlite:///{tmp_path}/store.db') as pool:
         yield pool
 
 
@@ -422,7 +421,7 @@ async def test_a_paused_call_resumes_in_another_process_without_calling_anything
 
 
 def test_a_stored_session_survives_its_host_process_killed_between_feeds(tmp_path):
-    store = str(tmp_path / 'store')
+    store = str(tmp_path / 'store.db')
     env = {**os.environ, 'PYTHONPATH': os.pathsep.join(sys.path)}
     process = subprocess.Popen([sys.executable, CHILD, 'feeds', store], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
     session_id = process.stdout.readline().strip()
@@ -433,7 +432,7 @@ def test_a_stored_session_survives_its_host_process_killed_between_feeds(tmp_pat
     process.wait()
 
     async def check_out():
-        async with corral.Pool(state_key=KEY, store=DirStore(store)) as pool:
+        async with corral.Pool(state_key=KEY, store=f'sqlite:///{store}') as pool:
             with pytest.raises(corral.SandboxSessionBusyError):  # the dead holder's lease (1 s) still runs
                 async with pool.checkout(session_id=session_id):
                     pass
