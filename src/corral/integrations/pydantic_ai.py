@@ -31,7 +31,7 @@ try:
     from pydantic_ai import UserPromptNode
     from pydantic_ai.capabilities import AbstractCapability
     from pydantic_ai.exceptions import AgentRunError, ApprovalRequired, CallDeferred, ModelRetry, ToolFailed, UserError
-    from pydantic_ai.messages import ToolCallPart, ToolReturn, ToolReturnPart
+    from pydantic_ai.messages import ModelMessage, ModelRequest, ToolCallPart, ToolReturn, ToolReturnPart
     from pydantic_ai.tool_manager import ToolManager
     from pydantic_ai.run import AgentRunResult
     from pydantic_ai.tools import (
@@ -237,6 +237,7 @@ class _RunState:
         self._pool = pool
         # a pool given a store keeps the sessions there, so a script can pause on a call that waits
         self.stored = pool is not None and pool._store_option is not None
+        self._continued = False  # whether the run's first session was chosen (see `get_session`)
         self._os_access = os_access
         self._mounts = tuple(mounts)
         self._own_pool: Pool | None = None
@@ -244,10 +245,26 @@ class _RunState:
         self.stubs: str | None = None
         self.lock = asyncio.Lock()
 
-    async def get_session(self, *, stubs: str, type_check: bool, limits: Limits | None, session_id: str | None = None) -> Session:
-        """The run's session: the one open, else a new one, or the stored session `session_id`."""
+    async def get_session(
+        self,
+        *,
+        stubs: str,
+        type_check: bool,
+        limits: Limits | None,
+        session_id: str | None = None,
+        messages: Sequence[ModelMessage] = (),
+    ) -> Session:
+        """The run's session: the one open, else a new one, or the stored session `session_id`.
+
+        The first session of a run with a store forks the stored session of the latest `run_code`
+        return in `messages` (the message history), so the conversation's variables come back.
+        """
+        fork_from: str | None = None
         if session_id is not None:
             await self.reset()
+        elif not self._continued and self.stored:
+            fork_from = _latest_session(messages)
+        self._continued = True
         if self.session is None:
             self.stubs = stubs
             pool = self._pool
@@ -261,8 +278,9 @@ class _RunState:
                 limits=limits,
                 os_access=self._os_access,
                 mounts=self._mounts,
-                ephemeral=False if session_id is not None else not self.stored,
-                session_id=session_id,
+                ephemeral=False if session_id or fork_from else not self.stored,
+                session_id=session_id or fork_from,
+                fork=fork_from is not None,
             )
             try:
                 await session.__aenter__()
@@ -409,6 +427,7 @@ class CodeModeToolset(WrapperToolset[AgentDepsT]):
                 type_check=self.type_check,
                 limits=self.limits,
                 session_id=None if resume is None else resume['session_id'],
+                messages=ctx.messages,
             )
             calls = _Calls(
                 parent_id=ctx.tool_call_id or RUN_CODE,
@@ -455,14 +474,31 @@ class CodeModeToolset(WrapperToolset[AgentDepsT]):
         if restarted:
             extras['restarted'] = restarted
         content = {'result': value, **extras} if extras else value
-        return ToolReturn(return_value=content, metadata={'tool_calls': calls.parts, 'tool_returns': calls.returns})
+        metadata = {'tool_calls': calls.parts, 'tool_returns': calls.returns}
+        if session.session_id is not None:
+            metadata[_SESSION] = session.session_id  # the next run of the conversation forks it
+        return ToolReturn(return_value=content, metadata=metadata)
 
 
 #: `DeferredToolRequests.metadata` key of a paused `run_code` call, and `ToolApproved` metadata key of its resumption
 _PAUSED = 'corral_paused'
 _RESUME = 'corral_resume'
+#: `run_code` return metadata key: the stored session the script ran in
+_SESSION = 'corral_session_id'
 #: the tool call id a call of a paused script is asked for by: `<run_code call id>__corral-<session id>-<call id>`
 _INNER_ID = re.compile(r'(?P<parent>.+)__corral-(?P<session>[0-9a-f]+)-(?P<call>[0-9]+)')
+
+
+def _latest_session(messages: Sequence[ModelMessage]) -> str | None:
+    """The stored session of the latest `run_code` return in `messages`, if any."""
+    for message in reversed(messages):
+        if isinstance(message, ModelRequest):
+            for part in reversed(message.parts):
+                if isinstance(part, ToolReturnPart) and part.tool_name == RUN_CODE and isinstance(part.metadata, dict):
+                    session_id = part.metadata.get(_SESSION)
+                    if isinstance(session_id, str):
+                        return session_id
+    return None
 
 
 def _inner_id(parent_id: str, session_id: str, call_id: int) -> str:
