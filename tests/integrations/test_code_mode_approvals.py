@@ -212,3 +212,27 @@ async def test_without_a_store_a_call_that_needs_approval_is_refused_as_before()
         )
     ]
     assert made == ['count_inbox']
+
+
+async def test_answers_naming_a_call_or_session_the_script_does_not_wait_on_are_refused(pool):
+    from pydantic_ai.exceptions import UserError
+
+    from corral import SandboxStateError
+
+    made: list[Any] = []
+    agent = mail_agent(Script(SEND), pool, made)
+    first = await agent.run('x')
+    (request,) = first.output.approvals
+    match = INNER_ID.fullmatch(request.tool_call_id)
+    other_call = f'call_1__corral-{match["session"]}-7'
+    with pytest.raises(UserError) as info:
+        await agent.run(message_history=first.all_messages(), deferred_tool_results=DeferredToolResults(approvals={other_call: True}))
+    assert str(info.value) == 'deferred tool results answer calls the paused script does not wait on: [7]'
+    other_session = f'call_1__corral-{"0" * 32}-{match["call"]}'
+    with pytest.raises(SandboxStateError) as info:
+        await agent.run(message_history=first.all_messages(), deferred_tool_results=DeferredToolResults(approvals={other_session: True}))
+    assert str(info.value) == f"no stored session with id {'0' * 32!r}"
+    # Nothing ran, and the script still waits: the right answer resumes it.
+    second = await agent.run(message_history=first.all_messages(), deferred_tool_results=DeferredToolResults(approvals={request.tool_call_id: True}))
+    assert answers(second.new_messages()) == [[3, 'sent to a@b.c']]
+    assert made == ['count_inbox', 'send_email a@b.c']
