@@ -10,6 +10,8 @@ from their JSON schemas are in the `run_code` description and type-check every s
 from the script goes through Pydantic AI's own tool machinery (argument validation, capability
 hooks, usage limits, approvals), so a tool behaves the same whether the model calls it directly or
 from code. Variables persist between `run_code` calls of one agent run; `restart: true` resets them.
+With a pool that has a store, scripts pause on calls that wait for a person's approval, and the
+variables persist across the runs of a conversation (see `CodeMode`'s `pool`).
 
 The script has no files, environment variables or clock unless granted:
 
@@ -112,6 +114,11 @@ class CodeMode(AbstractCapability[AgentDepsT]):
     - `type_check`: check every script against the tools' stubs before it runs.
     - `limits`: the sandbox's `corral.Limits` (wall time, memory, output ...).
     - `pool`: a `corral.Pool` to check sandboxes out of; by default each agent run makes its own.
+      A pool given a store (`Pool(store=...)`) keeps the sessions there: a call from a script to a
+      tool that needs approval or is deferred then pauses the script, and the run ends with
+      `DeferredToolRequests` naming that call (its tool and arguments); the next run's
+      `deferred_tool_results` resume it from that call, in any process using the store. And the
+      next run of a conversation (given its message history) starts from a fork of its session.
     - `os_access`: a `corral.OsAccess` granting the script environment variables (`environ=`), the
       clock (`clock=True`), or files outside the mounts.
     - `mount`: one `corral.Mount(host_dir, sandbox_path, mode)` or several: host folders the script
