@@ -236,3 +236,25 @@ async def test_answers_naming_a_call_or_session_the_script_does_not_wait_on_are_
     second = await agent.run(message_history=first.all_messages(), deferred_tool_results=DeferredToolResults(approvals={request.tool_call_id: True}))
     assert answers(second.new_messages()) == [[3, 'sent to a@b.c']]
     assert made == ['count_inbox', 'send_email a@b.c']
+
+
+async def test_a_handler_that_approves_the_paused_run_code_call_itself_is_refused(pool):
+    from pydantic_ai.capabilities import HandleDeferredToolCalls
+    from pydantic_ai.exceptions import UserError
+
+    seen: list[list[str]] = []
+
+    def approve_run_code_only(ctx: Any, requests: DeferredToolRequests) -> DeferredToolResults:
+        seen.append([part.tool_name for part in requests.approvals])
+        return DeferredToolResults(approvals={part.tool_call_id: True for part in requests.approvals if part.tool_name == 'run_code'})
+
+    made: list[Any] = []
+    agent = mail_agent(Script(SEND), pool, made)
+    with pytest.raises(UserError) as info:
+        await agent.run('x', capabilities=[HandleDeferredToolCalls(handler=approve_run_code_only)])
+    assert str(info.value) == (
+        'run_code was answered as a whole while its script waits on calls; answer those calls '
+        '(the approvals and calls of the DeferredToolRequests), not run_code'
+    )
+    assert seen == [['send_email'], ['run_code']]
+    assert made == ['count_inbox']  # the script did not run again

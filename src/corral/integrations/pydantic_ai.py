@@ -245,6 +245,7 @@ class _RunState:
         # a pool given a store keeps the sessions there, so a script can pause on a call that waits
         self.stored = pool is not None and pool._store_option is not None
         self._continued = False  # whether the run's first session was chosen (see `get_session`)
+        self.paused: set[str] = set()  # the tool call ids of `run_code` calls whose scripts paused in this run
         self._os_access = os_access
         self._mounts = tuple(mounts)
         self._own_pool: Pool | None = None
@@ -420,6 +421,12 @@ class CodeModeToolset(WrapperToolset[AgentDepsT]):
         resume = (ctx.tool_call_metadata or {}).get(_RESUME) if ctx.tool_call_approved else None
         async with state.lock:
             restarted: str | None = None
+            if resume is None and ctx.tool_call_id in state.paused:
+                # A handler answered the paused `run_code` call itself, not the calls its script waits on.
+                raise UserError(
+                    'run_code was answered as a whole while its script waits on calls; answer those calls '
+                    '(the approvals and calls of the DeferredToolRequests), not run_code'
+                )
             if resume is not None:
                 if not state.stored:
                     raise UserError('run_code was given answers for a paused script, but CodeMode has no store: give it pool=Pool(store=...)')
@@ -456,6 +463,7 @@ class CodeModeToolset(WrapperToolset[AgentDepsT]):
                 if calls.fatal is not None:
                     raise calls.fatal from None
                 await state.reset()  # stored as it paused; the next run checks it out again, here or elsewhere
+                state.paused.add(ctx.tool_call_id or RUN_CODE)
                 raise _pause(ctx.tool_call_id or RUN_CODE, session.session_id, paused.calls) from None
             if calls.fatal is not None:
                 raise calls.fatal
