@@ -64,6 +64,21 @@ async def test_an_approved_call_runs_and_the_script_goes_on_without_repeating_ea
     ]
 
 
+async def test_the_same_answers_given_twice_do_not_run_the_call_twice(pool):
+    from pydantic_ai.exceptions import UserError
+
+    made: list[Any] = []
+    agent = mail_agent(Script(SEND), pool, made)
+    first = await agent.run('x')
+    (request,) = first.output.approvals
+    results = DeferredToolResults(approvals={request.tool_call_id: True})
+    await agent.run(message_history=first.all_messages(), deferred_tool_results=results)
+    with pytest.raises(UserError) as info:
+        await agent.run(message_history=first.all_messages(), deferred_tool_results=results)
+    assert str(info.value) == f'deferred tool results answer calls the paused script does not wait on: [{INNER_ID.fullmatch(request.tool_call_id)["call"]}]'
+    assert made == ['count_inbox', 'send_email a@b.c']
+
+
 async def test_a_denied_call_raises_permission_error_with_the_denial_message(pool):
     made: list[Any] = []
     code = (

@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import re
 import typing
 from collections.abc import Callable, Sequence
-import re
 from dataclasses import KW_ONLY, dataclass, field, replace
 from typing import Any
 
