@@ -160,6 +160,13 @@ class Session:
         """Whether the session's feed is paused on deferred calls (`SandboxPaused`); `resume()` goes on."""
         return self._paused
 
+    @property
+    def pending_calls(self) -> list[PendingCall]:
+        """The deferred calls a paused feed waits on, by call id (as `SandboxPaused.calls` listed them);
+        empty when the session is not paused. After `checkout(session_id=...)` of a paused session,
+        this is what `resume()` answers."""
+        return [self._deferred[call_id] for call_id in sorted(self._deferred)] if self._paused else []
+
     # ----- lifecycle -----------------------------------------------------------------------------
 
     async def __aenter__(self) -> Session:

@@ -432,14 +432,21 @@ class _Repr(str):
 
 
 async def run_script(
-    session: Session, code: str, lookup: Mapping[str, Callable[..., Any]], *, print_callback: PrintCallback | None = None
+    session: Session,
+    code: str,
+    lookup: Mapping[str, Callable[..., Any]],
+    *,
+    answers: tuple[Mapping[int, Any], Mapping[int, BaseException]] | None = None,
+    print_callback: PrintCallback | None = None,
 ) -> ScriptOutcome:
     """Run `code` in `session` and say what happened; sandbox errors are returned, not raised.
 
     When the script ends with an assignment, the assigned value is fetched with a second, side-effect
     free snippet. A last value that cannot leave the sandbox is fetched again as its `repr` when its
     expression is side-effect free. What the script prints goes to `print_callback` when one is
-    given, and is otherwise kept in the outcome's `printed`.
+    given, and is otherwise kept in the outcome's `printed`. With `answers` (values and errors by
+    call id), `code` is the paused feed of `session`, which goes on with them (`session.resume`).
+    `SandboxPaused` is raised.
     """
     printed: list[str] = []
 
@@ -450,7 +457,11 @@ async def run_script(
     ending = _ending(code)
     fetch: str | None = None
     try:
-        outcome.value = await session.feed_run(code, external_lookup=lookup, print_callback=print_callback or on_print)
+        if answers is None:
+            outcome.value = await session.feed_run(code, external_lookup=lookup, print_callback=print_callback or on_print)
+        else:
+            values, errors = answers
+            outcome.value = await session.resume(values, errors=errors, external_lookup=lookup, print_callback=print_callback or on_print)
         if ending.kind == 'assignment':
             fetch = ending.source
             outcome.note = f'The script ended with an assignment; the value returned is that of {ending.names}.'

@@ -10,6 +10,8 @@ from their JSON schemas are in the `run_code` description and type-check every s
 from the script goes through Pydantic AI's own tool machinery (argument validation, capability
 hooks, usage limits, approvals), so a tool behaves the same whether the model calls it directly or
 from code. Variables persist between `run_code` calls of one agent run; `restart: true` resets them.
+With a pool that has a store, scripts pause on calls that wait for a person's approval, and the
+variables persist across the runs of a conversation (see `CodeMode`'s `pool`).
 
 The script has no files, environment variables or clock unless granted:
 
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import re
 import typing
 from collections.abc import Callable, Sequence
 from dataclasses import KW_ONLY, dataclass, field, replace
@@ -27,11 +30,24 @@ from typing import Any
 
 try:
     from pydantic import TypeAdapter, ValidationError
+    from pydantic_ai import UserPromptNode
     from pydantic_ai.capabilities import AbstractCapability
     from pydantic_ai.exceptions import AgentRunError, ApprovalRequired, CallDeferred, ModelRetry, ToolFailed, UserError
-    from pydantic_ai.messages import ToolCallPart, ToolReturn, ToolReturnPart
+    from pydantic_ai.messages import ModelMessage, ModelRequest, ToolCallPart, ToolReturn, ToolReturnPart
     from pydantic_ai.tool_manager import ToolManager
-    from pydantic_ai.tools import AgentDepsT, RunContext, ToolDefinition, ToolDenied, ToolSelector, matches_tool_selector
+    from pydantic_ai.run import AgentRunResult
+    from pydantic_ai.tools import (
+        AgentDepsT,
+        DeferredToolRequests,
+        DeferredToolResult,
+        DeferredToolResults,
+        RunContext,
+        ToolApproved,
+        ToolDefinition,
+        ToolDenied,
+        ToolSelector,
+        matches_tool_selector,
+    )
     from pydantic_ai.toolsets import AbstractToolset, FunctionToolset, WrapperToolset
     from pydantic_ai.toolsets.abstract import ToolsetTool
 except ImportError as _error:  # pragma: no cover - depends on the installed extras
@@ -40,6 +56,7 @@ except ImportError as _error:  # pragma: no cover - depends on the installed ext
     ) from _error
 from typing_extensions import NotRequired, TypedDict
 
+from ..host.deferred import Deferred, PendingCall, SandboxPaused
 from ..host.os_access import Mount, OsAccess
 from ..host.pool import Pool
 from ..host.session import Session
@@ -97,6 +114,11 @@ class CodeMode(AbstractCapability[AgentDepsT]):
     - `type_check`: check every script against the tools' stubs before it runs.
     - `limits`: the sandbox's `corral.Limits` (wall time, memory, output ...).
     - `pool`: a `corral.Pool` to check sandboxes out of; by default each agent run makes its own.
+      A pool given a store (`Pool(store=...)`) keeps the sessions there: a call from a script to a
+      tool that needs approval or is deferred then pauses the script, and the run ends with
+      `DeferredToolRequests` naming that call (its tool and arguments); the next run's
+      `deferred_tool_results` resume it from that call, in any process using the store. And the
+      next run of a conversation (given its message history) starts from a fork of its session.
     - `os_access`: a `corral.OsAccess` granting the script environment variables (`environ=`), the
       clock (`clock=True`), or files outside the mounts.
     - `mount`: one `corral.Mount(host_dir, sandbox_path, mode)` or several: host folders the script
@@ -163,6 +185,23 @@ class CodeMode(AbstractCapability[AgentDepsT]):
 
         return code_mode_catalog
 
+    async def before_node_run(self, ctx: RunContext[AgentDepsT], *, node: Any) -> Any:
+        # Answers to the calls a paused script waits on go to the `run_code` call that resumes it.
+        if isinstance(node, UserPromptNode) and node.deferred_tool_results is not None:
+            results = _route_answers(node.deferred_tool_results)
+            if results is not node.deferred_tool_results:
+                return replace(node, deferred_tool_results=results)
+        return node
+
+    async def after_run(self, ctx: RunContext[AgentDepsT], *, result: AgentRunResult[Any]) -> AgentRunResult[Any]:
+        # A paused `run_code` call is shown as the calls its script waits on.
+        if isinstance(result.output, DeferredToolRequests):
+            requests = _inner_requests(result.output)
+            if requests is not result.output:
+                result = copy.copy(result)
+                result.output = requests
+        return result
+
     def get_wrapper_toolset(self, toolset: AbstractToolset[AgentDepsT]) -> AbstractToolset[AgentDepsT] | None:
         return CodeModeToolset(
             wrapped=toolset,
@@ -203,6 +242,10 @@ class _RunState:
 
     def __init__(self, pool: Pool | None, *, os_access: OsAccess | None = None, mounts: Sequence[Mount] = ()) -> None:
         self._pool = pool
+        # a pool given a store keeps the sessions there, so a script can pause on a call that waits
+        self.stored = pool is not None and pool._store_option is not None
+        self._continued = False  # whether the run's first session was chosen (see `get_session`)
+        self.paused: set[str] = set()  # the tool call ids of `run_code` calls whose scripts paused in this run
         self._os_access = os_access
         self._mounts = tuple(mounts)
         self._own_pool: Pool | None = None
@@ -210,7 +253,26 @@ class _RunState:
         self.stubs: str | None = None
         self.lock = asyncio.Lock()
 
-    async def get_session(self, *, stubs: str, type_check: bool, limits: Limits | None) -> Session:
+    async def get_session(
+        self,
+        *,
+        stubs: str,
+        type_check: bool,
+        limits: Limits | None,
+        session_id: str | None = None,
+        messages: Sequence[ModelMessage] = (),
+    ) -> Session:
+        """The run's session: the one open, else a new one, or the stored session `session_id`.
+
+        The first session of a run with a store forks the stored session of the latest `run_code`
+        return in `messages` (the message history), so the conversation's variables come back.
+        """
+        fork_from: str | None = None
+        if session_id is not None:
+            await self.reset()
+        elif not self._continued and self.stored:
+            fork_from = _latest_session(messages)
+        self._continued = True
         if self.session is None:
             self.stubs = stubs
             pool = self._pool
@@ -224,6 +286,9 @@ class _RunState:
                 limits=limits,
                 os_access=self._os_access,
                 mounts=self._mounts,
+                ephemeral=False if session_id or fork_from else not self.stored,
+                session_id=session_id or fork_from,
+                fork=fork_from is not None,
             )
             try:
                 await session.__aenter__()
@@ -353,15 +418,31 @@ class CodeModeToolset(WrapperToolset[AgentDepsT]):
         parent = ctx.tool_manager
         if parent is None:
             raise UserError('run_code needs the run context of an agent run step (ctx.tool_manager is not set)')
+        resume = (ctx.tool_call_metadata or {}).get(_RESUME) if ctx.tool_call_approved else None
         async with state.lock:
             restarted: str | None = None
-            if tool_args.get('restart'):
+            if resume is None and ctx.tool_call_id in state.paused:
+                # A handler answered the paused `run_code` call itself, not the calls its script waits on.
+                raise UserError(
+                    'run_code was answered as a whole while its script waits on calls; answer those calls '
+                    '(the approvals and calls of the DeferredToolRequests), not run_code'
+                )
+            if resume is not None:
+                if not state.stored:
+                    raise UserError('run_code was given answers for a paused script, but CodeMode has no store: give it pool=Pool(store=...)')
+            elif tool_args.get('restart'):
                 await state.reset()
             elif state.session is not None and state.stubs != tool.stubs:
                 # The session type-checks against the stubs it started with: new tools need a new one.
                 await state.reset()
                 restarted = 'The functions available changed, so the sandbox started again: variables from earlier calls are gone.'
-            session = await state.get_session(stubs=tool.stubs, type_check=self.type_check, limits=self.limits)
+            session = await state.get_session(
+                stubs=tool.stubs,
+                type_check=self.type_check,
+                limits=self.limits,
+                session_id=None if resume is None else resume['session_id'],
+                messages=ctx.messages,
+            )
             calls = _Calls(
                 parent_id=ctx.tool_call_id or RUN_CODE,
                 limit=self.max_tool_calls,
@@ -369,9 +450,21 @@ class CodeModeToolset(WrapperToolset[AgentDepsT]):
                 manager=ToolManager[AgentDepsT](
                     toolset=self.wrapped, root_capability=parent.root_capability, ctx=ctx, tools=tool.wrapped_tools
                 ),
+                pausable=session.session_id is not None,
             )
             lookup = {py_name: calls.host_function(tool_name, function) for py_name, (tool_name, function) in tool.functions.items()}
-            outcome = await run_script(session, tool_args['code'], lookup)
+            try:
+                if resume is None:
+                    outcome = await run_script(session, tool_args['code'], lookup)
+                else:
+                    answers = await calls.answer(resume['session_id'], session.pending_calls, resume['answers'], resume['metadata'])
+                    outcome = await run_script(session, tool_args['code'], lookup, answers=answers)
+            except SandboxPaused as paused:
+                if calls.fatal is not None:
+                    raise calls.fatal from None
+                await state.reset()  # stored as it paused; the next run checks it out again, here or elsewhere
+                state.paused.add(ctx.tool_call_id or RUN_CODE)
+                raise _pause(ctx.tool_call_id or RUN_CODE, session.session_id, paused.calls) from None
             if calls.fatal is not None:
                 raise calls.fatal
             if outcome.error is not None:
@@ -396,7 +489,107 @@ class CodeModeToolset(WrapperToolset[AgentDepsT]):
         if restarted:
             extras['restarted'] = restarted
         content = {'result': value, **extras} if extras else value
-        return ToolReturn(return_value=content, metadata={'tool_calls': calls.parts, 'tool_returns': calls.returns})
+        metadata = {'tool_calls': calls.parts, 'tool_returns': calls.returns}
+        if session.session_id is not None:
+            metadata[_SESSION] = session.session_id  # the next run of the conversation forks it
+        return ToolReturn(return_value=content, metadata=metadata)
+
+
+#: `DeferredToolRequests.metadata` key of a paused `run_code` call, and `ToolApproved` metadata key of its resumption
+_PAUSED = 'corral_paused'
+_RESUME = 'corral_resume'
+#: `run_code` return metadata key: the stored session the script ran in
+_SESSION = 'corral_session_id'
+#: the tool call id a call of a paused script is asked for by: `<run_code call id>__corral-<session id>-<call id>`
+_INNER_ID = re.compile(r'(?P<parent>.+)__corral-(?P<session>[0-9a-f]+)-(?P<call>[0-9]+)')
+
+
+def _latest_session(messages: Sequence[ModelMessage]) -> str | None:
+    """The stored session of the latest `run_code` return in `messages`, if any."""
+    for message in reversed(messages):
+        if isinstance(message, ModelRequest):
+            for part in reversed(message.parts):
+                if isinstance(part, ToolReturnPart) and part.tool_name == RUN_CODE and isinstance(part.metadata, dict):
+                    session_id = part.metadata.get(_SESSION)
+                    if isinstance(session_id, str):
+                        return session_id
+    return None
+
+
+def _inner_id(parent_id: str, session_id: str, call_id: int) -> str:
+    return f'{parent_id}__corral-{session_id}-{call_id}'
+
+
+def _pause(parent_id: str, session_id: str | None, pending: list[PendingCall]) -> ApprovalRequired | CallDeferred:
+    """What a `run_code` call whose script paused raises: its pending calls, for `CodeMode.after_run`
+    to show as the deferred calls they are (the session id is in their tool call ids)."""
+    assert session_id is not None  # only stored sessions pause (`_Calls.pausable`)
+    inner = [
+        {
+            'tool_call_id': _inner_id(parent_id, session_id, call.call_id),
+            'tool_name': call.payload['tool_name'],
+            'args': call.payload['args'],
+            'kind': call.payload['kind'],
+            'metadata': call.payload['metadata'],
+        }
+        for call in pending
+    ]
+    metadata = {_PAUSED: inner}
+    if any(call['kind'] == 'approval' for call in inner):
+        return ApprovalRequired(metadata=metadata)
+    return CallDeferred(metadata=metadata)
+
+
+def _inner_requests(requests: DeferredToolRequests) -> DeferredToolRequests:
+    """`requests` with each paused `run_code` call replaced by the calls its script waits on, by their
+    tool names and arguments (what an approval UI shows): `send_email(to=..., body=...)`."""
+    paused = {
+        part.tool_call_id
+        for part in (*requests.approvals, *requests.calls)
+        if part.tool_name == RUN_CODE and _PAUSED in (requests.metadata.get(part.tool_call_id) or {})
+    }
+    if not paused:
+        return requests
+    approvals = [part for part in requests.approvals if part.tool_call_id not in paused]
+    calls = [part for part in requests.calls if part.tool_call_id not in paused]
+    metadata = {key: value for key, value in requests.metadata.items() if key not in paused}
+    for parent_id in paused:
+        for inner in requests.metadata[parent_id][_PAUSED]:
+            part = ToolCallPart(tool_name=inner['tool_name'], args=inner['args'], tool_call_id=inner['tool_call_id'])
+            (approvals if inner['kind'] == 'approval' else calls).append(part)
+            if inner['metadata']:
+                metadata[part.tool_call_id] = inner['metadata']
+    return replace(requests, approvals=approvals, calls=calls, metadata=metadata)
+
+
+def _route_answers(results: DeferredToolResults) -> DeferredToolResults:
+    """`results` with the answers to calls of paused scripts gathered into a `ToolApproved` of each
+    paused `run_code` call, whose metadata carries them (read back in `CodeModeToolset.call_tool`)."""
+    resumed: dict[str, dict[str, Any]] = {}
+    kept = DeferredToolResults(
+        approvals=dict(results.approvals),
+        calls=dict(results.calls),
+        metadata=dict(results.metadata),
+        answered_by=dict(results.answered_by),
+    )
+    for tool_call_id, result in results.to_tool_call_results().items():
+        match = _INNER_ID.fullmatch(tool_call_id)
+        if match is None:
+            continue
+        kept.approvals.pop(tool_call_id, None)
+        kept.calls.pop(tool_call_id, None)
+        entry = resumed.setdefault(match['parent'], {'session_id': match['session'], 'answers': {}, 'metadata': {}})
+        if entry['session_id'] != match['session']:
+            raise UserError(f'deferred tool results name two sessions for the run_code call {match["parent"]!r}')
+        call_id = int(match['call'])
+        entry['answers'][call_id] = result
+        entry['metadata'][call_id] = kept.metadata.pop(tool_call_id, None)
+    if not resumed:
+        return results
+    for parent_id, entry in resumed.items():
+        kept.approvals[parent_id] = ToolApproved()
+        kept.metadata[parent_id] = {_RESUME: entry}
+    return kept
 
 
 def _stays_native(ctx: RunContext[Any], tool_def: ToolDefinition) -> bool:
@@ -449,8 +642,10 @@ def _unwrap_tool_return(annotation: Any) -> Any:
 class _Calls:
     """The tool calls of one `run_code` call, made through Pydantic AI's tool manager."""
 
-    def __init__(self, *, parent_id: str, limit: int, ctx: RunContext[Any], manager: ToolManager[Any]) -> None:
+    def __init__(self, *, parent_id: str, limit: int, ctx: RunContext[Any], manager: ToolManager[Any], pausable: bool = False) -> None:
         self.parent_id = parent_id
+        #: a call that needs approval or runs outside the agent pauses the script (a stored session)
+        self.pausable = pausable
         self.limit = limit
         self.ctx = ctx
         self.manager = manager
@@ -487,17 +682,66 @@ class _Calls:
                 self.fatal = error
                 raise RuntimeError(f'{tool_name}() was not called: {error}') from None
 
-    async def call(self, tool_name: str, arguments: dict[str, Any]) -> Any:
+    async def answer(
+        self, session_id: str, pending: list[PendingCall], answers: dict[int, DeferredToolResult], metadata: dict[int, Any]
+    ) -> tuple[dict[int, Any], dict[int, BaseException]]:
+        """The values and errors the paused script's calls get from a person's (or a system's) answers.
+
+        An approved call runs now, through the tool manager; a denied one raises `PermissionError`
+        with the denial's message; a deferred call's result is its value. Calls not answered (or
+        whose approved tool deferred again) stay pending.
+        """
+        waiting = {call.call_id: call for call in pending}
+        unknown = sorted(set(answers) - set(waiting))
+        if unknown:
+            raise UserError(f'deferred tool results answer calls the paused script does not wait on: {unknown}')
+        values: dict[int, Any] = {}
+        errors: dict[int, BaseException] = {}
+        for call_id, result in sorted(answers.items()):
+            payload = waiting[call_id].payload
+            tool_name, arguments = payload['tool_name'], payload['args']
+            tool_call_id = _inner_id(self.parent_id, session_id, call_id)
+            try:
+                if isinstance(result, ToolApproved):
+                    args = result.override_args if result.override_args is not None else arguments
+                    values[call_id] = await self.call(tool_name, args, approved=True, metadata=metadata.get(call_id), tool_call_id=tool_call_id)
+                elif isinstance(result, ToolDenied):
+                    self.records.append(CallRecord(tool_name, arguments, 'refused'))
+                    raise PermissionError(f'{tool_name}() was denied: {result.message}')
+                elif isinstance(result, ModelRetry):
+                    raise ValueError(result.message)
+                elif isinstance(result, ToolFailed):
+                    raise RuntimeError(str(result))
+                else:
+                    value = result.return_value if isinstance(result, ToolReturn) else result
+                    record = CallRecord(tool_name, arguments, 'returned', value)
+                    self.records.append(record)
+                    values[call_id] = sandbox_value(value)
+            except Deferred:
+                continue  # the approved tool deferred again: the script waits on
+            except Exception as error:  # noqa: BLE001 - the script gets the error, as from any host function
+                errors[call_id] = error
+        return values, errors
+
+    async def call(
+        self,
+        tool_name: str,
+        arguments: dict[str, Any],
+        *,
+        approved: bool = False,
+        metadata: Any = None,
+        tool_call_id: str | None = None,
+    ) -> Any:
         self._check_limits(tool_name)
         self.count += 1
-        call_id = f'{self.parent_id}__{self.count}'
+        call_id = tool_call_id or f'{self.parent_id}__{self.count}'
         part = ToolCallPart(tool_name=tool_name, args=arguments, tool_call_id=call_id)
         self.parts[call_id] = part
         record = CallRecord(tool_name, arguments)
         self.records.append(record)
         self.running += 1
         try:
-            result = await self.manager.handle_call(part, wrap_validation_errors=False)
+            result = await self.manager.handle_call(part, approved=approved, metadata=metadata, wrap_validation_errors=False)
         except ValidationError as error:
             record.outcome = 'refused'
             raise TypeError(_validation_text(tool_name, error)) from None
@@ -508,6 +752,11 @@ class _Calls:
             record.outcome, record.detail = 'raised', f'RuntimeError: {error}'
             raise RuntimeError(str(error)) from None
         except (ApprovalRequired, CallDeferred) as error:
+            kind = 'approval' if isinstance(error, ApprovalRequired) else 'external'
+            if self.pausable:
+                record.outcome = 'refused'  # not run yet: the script pauses until it is answered
+                self.parts.pop(call_id)
+                raise Deferred({'tool_name': tool_name, 'args': arguments, 'kind': kind, 'metadata': error.metadata}) from None
             if isinstance(error, ApprovalRequired):
                 message = f'{tool_name}() needs approval before it runs, and calls made from run_code cannot be approved on this agent'
             else:
