@@ -489,7 +489,9 @@ class CodeModeToolset(WrapperToolset[AgentDepsT]):
         if restarted:
             extras['restarted'] = restarted
         content = {'result': value, **extras} if extras else value
-        metadata = {'tool_calls': calls.parts, 'tool_returns': calls.returns}
+        # returns in the order of their calls, as gathered calls may end in any order
+        returns = {call_id: calls.returns[call_id] for call_id in calls.parts if call_id in calls.returns}
+        metadata = {'tool_calls': calls.parts, 'tool_returns': returns}
         if session.session_id is not None:
             metadata[_SESSION] = session.session_id  # the next run of the conversation forks it
         return ToolReturn(return_value=content, metadata=metadata)
