@@ -490,7 +490,7 @@ class CodeModeToolset(WrapperToolset[AgentDepsT]):
             extras['restarted'] = restarted
         content = {'result': value, **extras} if extras else value
         # returns in the order of their calls, as gathered calls may end in any order
-        returns = {call_id: calls.returns[call_id] for call_id in calls.parts if call_id in calls.returns}
+        returns = {**{call_id: calls.returns[call_id] for call_id in calls.parts if call_id in calls.returns}, **calls.returns}
         metadata = {'tool_calls': calls.parts, 'tool_returns': returns}
         if session.session_id is not None:
             metadata[_SESSION] = session.session_id  # the next run of the conversation forks it
