@@ -59,6 +59,9 @@ _UNITS = {
     'output': ('byte', 'bytes'),
     'host_calls': ('host call', 'host calls'),
     'recursion': ('call', 'calls'),
+    'code_size': ('byte', 'bytes'),
+    'type_check_time': ('second', 'seconds'),
+    'type_check_memory': ('byte', 'bytes'),
 }
 
 
