@@ -25,6 +25,7 @@ from .host.pool import Pool
 from .host.session import PrintCallback, Session
 from .host.sync import SyncPool, SyncSession
 from .limits import Limits
+from .values import bounded_repr
 
 __all__ = [
     'CodeTool',
@@ -46,4 +47,5 @@ __all__ = [
     'Session',
     'SyncPool',
     'SyncSession',
+    'bounded_repr',
 ]

@@ -24,7 +24,7 @@ from typing import Any, Callable
 
 from .errors import SandboxError
 from .host.pool import Pool
-from .values import safe_repr
+from .values import bounded_repr
 
 __all__ = ['main']
 
@@ -86,7 +86,7 @@ async def _run(args: argparse.Namespace) -> int:
             except SandboxError as error:
                 print(error.display(), file=sys.stderr)
                 return 1
-    print(safe_repr(result))
+    print(bounded_repr(result))
     return 0
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import collections
+import concurrent.futures
 import contextlib
 import contextvars
 import inspect
@@ -26,7 +28,7 @@ from ..errors import (
     SandboxWorkerError,
 )
 from ..limits import Limits
-from ..values import describe_type, pack, unpack
+from ..values import Decoder, ValueLimitError, bounded_repr, describe_type, host_default, measure, pack
 from .external import ExternalModule, exception_payload, is_async_callable
 from .os_access import Mount, OsAccess, SystemCalls
 from .workers import WorkerProcess
@@ -41,12 +43,16 @@ PrintCallback = Callable[[str, str], None]
 
 _tracer = trace.get_tracer('corral')
 
-#: Seconds the host may spend rebuilding the sets and dicts of one message from a worker: a base,
-#: and more for a larger message at a rate (bytes per second) well below a real rebuild's.
-_DECODE_BUDGET = 0.25
-_DECODE_RATE = 20e6
+#: Frames up to this many bytes are decoded as they arrive, on the event loop (a few milliseconds
+#: at most); larger ones in a thread (`_Protocol`).
+_INLINE_FRAME = 64 * 1024
+#: Items of a host function's result measured and packed on the event loop; a larger one is
+#: measured and packed in the decoding thread.
+_INLINE_ITEMS = 10_000
+#: Items of a message beyond `Limits.value_items`: the message's own list and its other fields.
+_ENVELOPE_ITEMS = 64
 _PEEK = int(socket.MSG_PEEK | socket.MSG_DONTWAIT)  # an int: or-ing the flags costs more than the call
-_LIMIT_FIELDS = frozenset({'wall_time', 'cpu_time', 'output', 'host_calls', 'memory', 'recursion'})
+_LIMIT_FIELDS = frozenset({'wall_time', 'cpu_time', 'output', 'host_calls', 'memory', 'recursion', 'value_items', 'value_size'})
 
 
 def _tracing() -> bool:
@@ -210,6 +216,8 @@ class Session:
             'host_calls': limits.host_calls,
             'memory': limits.memory,
             'cpu_time': limits.cpu_time,
+            'value_items': limits.value_items,
+            'value_size': limits.value_size,
         }
         try:
             return await self._exchange([FEED, code, self.script_name, functions, modules, worker_limits], timeout=limits.wall_time)
@@ -360,7 +368,7 @@ class Session:
         if _tracing():
             span = _tracer.start_span(f'call {name}', context=self._span_context)
             if span.is_recording():
-                span.set_attributes({'function': name, 'args': repr(args)[:1000], 'kwargs': repr(kwargs)[:1000]})
+                span.set_attributes({'function': name, 'args': bounded_repr(args, limit=1000), 'kwargs': bounded_repr(kwargs, limit=1000)})
             token = otel_context.attach(trace.set_span_in_context(span, self._span_context))
         else:  # the call still runs in the feed's context (a remote parent span, baggage)
             span = trace.INVALID_SPAN
@@ -404,26 +412,67 @@ class Session:
         self._reply_error(call_id, error)
 
     def _call_returned(self, span: trace.Span, call_id: int, name: str, result: Any) -> None:
-        span.end()
-        try:
-            payload = frame(pack([REPLY, call_id, True, result], side='host'))
-        except (TypeError, ValueError, RecursionError, ProtocolError) as error:  # ProtocolError: too large
-            short = name.rpartition('.')[2]
-            self._reply_error(call_id, TypeError(f'{short}() returned a value of type {describe_type(result)!r} that cannot enter the sandbox: {error}'))
-            return
-        if self._transport is not None and not self._transport.is_closing():
-            self._transport.write(payload)
-            self._poll_briefly()
+        """Send a host function's result to the worker, or the error that says why it cannot enter.
 
-    def _reply_error(self, call_id: int, error: BaseException) -> None:
-        payload = exception_payload(error)
+        A result of up to `_INLINE_ITEMS` items (and `_INLINE_FRAME` bytes) is measured and packed
+        here, on the event loop; a larger one in the decoding thread, so that neither blocks the
+        loop for long.
+        """
+        span.end()
+        limits = self.limits
+        small = [limit if limit is not None and limit < inline else inline for limit, inline in ((limits.value_items, _INLINE_ITEMS), (limits.value_size, _INLINE_FRAME))]
         try:
-            data = frame(pack([REPLY, call_id, False, payload], side='host'))
-        except (TypeError, ValueError):
-            data = frame(pack([REPLY, call_id, False, [payload[0], [str(error)]]], side='host'))
+            payload = self._encode_result(call_id, name, result, *small)
+        except _LargeResult:
+            task = asyncio.get_running_loop().create_task(self._send_large_result(call_id, name, result))
+            self._call_tasks.add(task)
+            task.add_done_callback(self._call_tasks.discard)
+            return
+        self._write_reply(payload)
+
+    async def _send_large_result(self, call_id: int, name: str, result: Any) -> None:
+        limits = self.limits
+        try:
+            payload = await asyncio.get_running_loop().run_in_executor(
+                _decoding_thread(), self._encode_result, call_id, name, result, limits.value_items, limits.value_size
+            )
+        except Exception as error:  # a conversion of the host's (a model's `model_dump`) failed
+            payload = self._error_reply(call_id, error)
+        self._write_reply(payload)
+
+    def _encode_result(self, call_id: int, name: str, result: Any, items: int | None, size: int | None) -> bytes:
+        """The REPLY frame of a result, or of the error it gets. Raises `_LargeResult` when the
+        result is larger than `items` or `size` but those are not the session's limits."""
+        short = name.rpartition('.')[2]
+        try:
+            measure(result, items=items, size=size, subject=f'the value {short}() returned', crossing='enter the sandbox', convert=host_default)
+            return frame(pack([REPLY, call_id, True, result], side='host'))
+        except ValueLimitError as error:
+            if error.value != getattr(self.limits, error.limit):
+                raise _LargeResult from None
+            return self._error_reply(call_id, OverflowError(str(error)))
+        except (TypeError, ValueError, RecursionError, ProtocolError) as error:  # ProtocolError: too large
+            return self._error_reply(call_id, TypeError(f'{short}() returned a value of type {describe_type(result)!r} that cannot enter the sandbox: {error}'))
+
+    def _write_reply(self, data: bytes) -> None:
         if self._transport is not None and not self._transport.is_closing():
             self._transport.write(data)
             self._poll_briefly()
+
+    def _reply_error(self, call_id: int, error: BaseException) -> None:
+        self._write_reply(self._error_reply(call_id, error))
+
+    @staticmethod
+    def _error_reply(call_id: int, error: BaseException) -> bytes:
+        payload = exception_payload(error)
+        try:
+            return frame(pack([REPLY, call_id, False, payload], side='host'))
+        except (TypeError, ValueError):
+            return frame(pack([REPLY, call_id, False, [payload[0], [str(error)]]], side='host'))
+
+
+class _LargeResult(Exception):
+    """A host function's result is too large to measure and pack on the event loop."""
 
 
 #: The first character of a system call's name (`corral.language.hostio.PREFIX`).
@@ -453,21 +502,116 @@ def _shape(message: list[Any], length: int) -> list[Any]:
 
 
 class _Protocol(asyncio.Protocol):
-    """Reads frames from a worker's channel and hands decoded messages to its session."""
+    """Reads frames from a worker's channel and hands decoded messages to its session, in order.
+
+    Each message is decoded against the session's `value_items` and `value_size` limits (with
+    room for the message's own fields; the size with a factor of 2, as a worker's objects may
+    take less room than the host's copies). A frame of up to `_INLINE_FRAME` bytes is decoded as
+    it arrives. A larger one is decoded in the decoding thread, a step at a time, while the event
+    loop goes on: reading from the worker pauses until it is done, and frames that arrived with it
+    wait their turn.
+    """
 
     def __init__(self, session: Session) -> None:
         self._session = session
         self._reader = FrameReader()
+        self._transport: asyncio.Transport | None = None
+        self._backlog: collections.deque[bytes] | None = None  # frames behind one being decoded in the thread
+        self._lost = False  # the channel closed while frames waited
+        self._decoding: asyncio.Task[None] | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = transport  # type: ignore[assignment]
 
     def data_received(self, data: bytes) -> None:
-        session = self._session
-        session._heard = perf_counter()
+        self._session._heard = perf_counter()
         try:
-            for payload in self._reader.feed(data):
-                session._on_message(unpack(payload, budget=_DECODE_BUDGET + len(payload) / _DECODE_RATE))
-        except Exception as error:  # anything a worker sends is untrusted: a bad frame ends it
-            session._on_broken(f'it sent a malformed message ({type(error).__name__}: {error})')
+            payloads = self._reader.feed(data)
+        except ProtocolError as error:
+            self._broken(error)
+            return
+        if self._backlog is not None:
+            self._backlog.extend(payloads)
+            return
+        self._backlog = collections.deque(payloads)
+        self._drain()
+
+    def _drain(self) -> None:
+        """Handle the waiting frames until one must be decoded in the thread, or none is left."""
+        backlog = self._backlog
+        assert backlog is not None
+        while backlog:
+            payload = backlog.popleft()
+            if len(payload) > _INLINE_FRAME:
+                assert self._transport is not None
+                self._transport.pause_reading()
+                self._decoding = asyncio.get_running_loop().create_task(self._decode_in_thread(payload))
+                return
+            try:
+                message = self._decoder(len(payload)).decode(payload)
+            except Exception as error:
+                self._broken(error)
+                return
+            if not self._deliver(message):
+                return
+        self._backlog = None
+        if self._lost:
+            self._session._on_broken('the worker process exited')
+
+    async def _decode_in_thread(self, payload: bytes) -> None:
+        decoder = self._decoder(len(payload))
+        try:
+            message = await asyncio.get_running_loop().run_in_executor(_decoding_thread(), decoder.decode_in_steps, payload)
+        except Exception as error:
+            self._broken(error)
+            return
+        finally:
+            self._decoding = None
+        if not self._deliver(message):
+            return
+        if self._transport is not None and not self._transport.is_closing():
+            self._transport.resume_reading()
+        self._drain()
+
+    def _decoder(self, length: int) -> Decoder:
+        limits = self._session.limits
+        items = None if limits.value_items is None else limits.value_items + _ENVELOPE_ITEMS
+        size = None if limits.value_size is None else 2 * limits.value_size + length
+        return Decoder(items=items, size=size)
+
+    def _deliver(self, message: Any) -> bool:
+        """Hand a message to the session; False when it broke the channel's rules."""
+        if self._session._dead is not None:  # killed while the message was decoded
+            return False
+        try:
+            self._session._on_message(message)
+        except Exception as error:
+            self._broken(error)
+            return False
+        return True
+
+    def _broken(self, error: Exception) -> None:
+        """Anything a worker sends is untrusted: a bad frame ends it."""
+        self._backlog = None
+        self._session._on_broken(f'it sent a malformed message ({type(error).__name__}: {error})')
 
     def connection_lost(self, exc: Exception | None) -> None:
-        if self._session._dead is None:
+        if self._backlog is not None:  # the frames before the end come first
+            self._lost = True
+        elif self._session._dead is None:
             self._session._on_broken('the worker process exited')
+
+
+_decoder_executor: concurrent.futures.ThreadPoolExecutor | None = None
+
+
+def _decoding_thread() -> concurrent.futures.ThreadPoolExecutor:
+    """The one thread that decodes large frames of every session (made when first needed).
+
+    One thread, so that the event loop's thread shares the GIL with at most one other: the
+    decoding steps (`values.Decoder.decode_in_steps`) hand it back at Python's switch interval.
+    """
+    global _decoder_executor
+    if _decoder_executor is None:
+        _decoder_executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix='corral-decode')
+    return _decoder_executor

@@ -21,7 +21,7 @@ from typing import Any
 from ..channel import CALL, COMPILE, DONE, FAIL, FEED, OUTPUT, POLL_SECONDS, REPLY, FrameReader, ProtocolError, frame, poll
 from ..language import catalog, hostio
 from ..language import EXCEPTIONS, CompiledScript, SandboxStop, compile_script, compile_unguarded, find_stop, import_module, make_builtins
-from ..values import pack, unpack
+from ..values import ValueLimitError, measure, pack, unpack
 
 __all__ = ['Worker', 'STDLIB_MODULES', 'PRELOAD_MODULES']
 
@@ -203,8 +203,12 @@ class Worker:
             raise self._stop('host_calls')
         call_id = self._next_call
         self._next_call += 1
+        arguments = [list(args), kwargs]
         try:
-            data = frame(pack([CALL, call_id, name, list(args), kwargs], side='sandbox'))
+            self._measure(arguments, f'the call to {name}()')
+            data = frame(pack([CALL, call_id, name, *arguments], side='sandbox'))
+        except ValueLimitError as error:
+            raise OverflowError(str(error)) from None
         except (TypeError, ValueError, RecursionError, ProtocolError) as error:
             raise TypeError(f'{name}() cannot be called with these arguments: {error}') from None
         self._sock.sendall(data)
@@ -296,7 +300,10 @@ class Worker:
         self._sock = _Discard()  # type: ignore[assignment]
         self._globals = {'__name__': '__main__', '__builtins__': self._builtins}
         try:
-            limits = {'wall_time': 60.0, 'recursion': 100, 'output': 1 << 20, 'host_calls': 1, 'memory': None, 'cpu_time': None}
+            limits = {
+                'wall_time': 60.0, 'recursion': 100, 'output': 1 << 20, 'host_calls': 1, 'memory': None, 'cpu_time': None,
+                'value_items': 1000, 'value_size': 1 << 20,
+            }
             self._feed('def f(a, *, b=2):\n    return [a, {"k": (a, b)}, f"{a}"]\nf(1)', 'main.py', {}, {}, limits)
         finally:
             self._sock, self._globals = sock, namespace
@@ -383,12 +390,21 @@ class Worker:
             self._send_failure(failure)
             return
         try:
+            self._measure(value, 'the result')
             data = frame(pack([DONE, value], side='sandbox'))
+        except ValueLimitError as error:
+            self._send([FAIL, 'limit', error.limit, str(error), f'OverflowError: {error}'])
+            return
         except (TypeError, ValueError, RecursionError, ProtocolError) as error:
             message = f'the value of the last expression cannot leave the sandbox: {error}'
             self._send([FAIL, 'runtime', 'TypeError', message, f'TypeError: {message}'])
             return
         self._sock.sendall(data)
+
+    def _measure(self, value: Any, subject: str) -> None:
+        """Check a value before it leaves the sandbox (`values.measure`, with the feed's limits)."""
+        limits = self._limits
+        measure(value, items=limits.get('value_items'), size=limits.get('value_size'), subject=subject, crossing='leave the sandbox')
 
     def _stop(self, limit: str) -> SandboxStop:
         """A stop for `limit`, remembered as this feed's own (see `_send_failure`)."""
