@@ -367,7 +367,7 @@ async def test_a_compile_past_the_type_check_time_limit_ends_the_session(pool):
         with pytest.raises(corral.SandboxWorkerError) as info:
             await session.feed_run('1')
         assert info.value.display() == (
-            'this session cannot run scripts: the worker took longer than the type_check_time limit of 0.01 s to compile a script; '
+            'this session cannot run scripts: the worker took longer than the type_check_time limit of 0.01 seconds to compile a script; '
             'check out a new session'
         )
 
