@@ -5,12 +5,8 @@ never crashes or hangs. The "worker" here is the test itself, on the far end of 
 """
 
 import asyncio
-import contextlib
 import datetime
-import os
-import socket
 import struct
-import subprocess
 
 import msgpack
 import pytest
@@ -19,8 +15,8 @@ from hypothesis import strategies as st
 
 import corral
 from corral.channel import CALL, DONE, FAIL, OUTPUT, WAIT, FrameReader, ProtocolError, frame
-from corral.host.workers import WorkerProcess
 from corral.values import MAX_FRAME, pack, unpack
+from security.helpers import fake_worker_session
 
 scalars = st.one_of(
     st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(), st.binary(),
@@ -93,28 +89,6 @@ def test_unpack_of_garbage_raises_a_value_error_or_returns_plain_data(data):
         unpack(data)
     except (ValueError, TypeError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError, UnicodeDecodeError, OverflowError):
         pass
-
-
-@contextlib.asynccontextmanager
-async def fake_worker_session(pool, wall_time):
-    """A session whose "worker" is the test: yields (session, the worker's end of the channel)."""
-    host_end, worker_end = socket.socketpair()
-    host_end.setblocking(False)
-    sleeper = subprocess.Popen(['sleep', '60'])
-    process = WorkerProcess(os.pidfd_open(sleeper.pid), host_end)
-
-    async def take(limits):
-        return process
-
-    original = pool._take_worker
-    pool._take_worker = take
-    try:
-        async with pool.checkout(limits=corral.Limits(wall_time=wall_time)) as session:
-            yield session, worker_end
-    finally:
-        pool._take_worker = original
-        worker_end.close()
-        sleeper.wait(timeout=5)
 
 
 @pytest.fixture

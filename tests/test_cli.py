@@ -151,7 +151,7 @@ def test_limits(tmp_path):
         ('memory=3 parsecs', "--limits: memory takes a number of bytes, with an optional unit (KiB, MiB, GiB, KB, MB, GB), or none; not '3 parsecs'"),
         ('recursion=none', '--limits: recursion cannot be turned off'),
         ('host_calls=1.5', "--limits: host_calls takes a whole number; not '1.5'"),
-        ('speed=1', "--limits takes NAME=VALUE pairs separated by commas, NAME one of wall_time, memory, cpu_time, recursion, host_calls, output, code_size, type_check_time, type_check_memory, grace; not 'speed=1'"),
+        ('speed=1', "--limits takes NAME=VALUE pairs separated by commas, NAME one of wall_time, memory, cpu_time, recursion, host_calls, output, code_size, type_check_time, type_check_memory, value_items, value_size, grace; not 'speed=1'"),
     ]:
         assert corral('run', '-', '--limits', spec, cwd=tmp_path, stdin='1') == (2, '', f'corral: error: {error}\n')
 
@@ -161,6 +161,9 @@ def test_parse_limits():
 
     assert parse_limits(['wall_time=5,memory=256MiB', 'output=1kb, cpu_time=none', 'wall_time=2.5']) == corral_limits(
         wall_time=2.5, memory=256 * 1024**2, output=1000, cpu_time=None
+    )
+    assert parse_limits(['value_items=5000,value_size=2MiB,code_size=1KiB,type_check_memory=none']) == corral_limits(
+        value_items=5000, value_size=2 * 1024**2, code_size=1024, type_check_memory=None
     )
 
 

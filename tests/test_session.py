@@ -449,24 +449,28 @@ async def test_a_host_result_nested_too_deep_or_too_large_is_the_scripts_type_er
 
     with pytest.raises(corral.SandboxRuntimeError) as info:
         await session.feed_run('deep()', external_lookup={'deep': deep})
-    assert info.value.display().splitlines()[-1].startswith("TypeError: deep() returned a value of type 'tuple' that cannot enter the sandbox: ")
+    assert info.value.display().splitlines()[-1] == (
+        "TypeError: deep() returned a value of type 'tuple' that cannot enter the sandbox: the value deep() returned is "
+        'nested more than 100 levels deep'
+    )
     with pytest.raises(corral.SandboxRuntimeError) as info:
         await session.feed_run('huge()', external_lookup={'huge': lambda: 'x' * (65 * 1024**2)})
     assert info.value.display().splitlines()[-1] == (
-        "TypeError: huge() returned a value of type 'str' that cannot enter the sandbox: message of 68157449 bytes "
-        'is larger than the limit of 67108864 bytes'
+        'OverflowError: the value huge() returned takes 68,157,489 bytes; at most 67,108,864 may enter the sandbox '
+        '(the value_size limit)'
     )
     assert await session.feed_run('1') == 1
 
 
-async def test_a_result_larger_than_a_frame_is_the_scripts_type_error(session):
-    with pytest.raises(corral.SandboxRuntimeError) as info:
-        await session.feed_run("'x' * (65 * 1024**2)")
-    assert info.value.display() == (
-        'TypeError: the value of the last expression cannot leave the sandbox: message of 68157447 bytes is larger '
-        'than the limit of 67108864 bytes'
-    )
-    assert await session.feed_run('2') == 2
+async def test_a_result_larger_than_a_frame_is_the_scripts_type_error(pool):
+    async with pool.checkout(limits=corral.Limits(value_size=None)) as session:
+        with pytest.raises(corral.SandboxRuntimeError) as info:
+            await session.feed_run("'x' * (65 * 1024**2)")
+        assert info.value.display() == (
+            'TypeError: the value of the last expression cannot leave the sandbox: message of 68157447 bytes is larger '
+            'than the limit of 67108864 bytes'
+        )
+        assert await session.feed_run('2') == 2
 
 
 async def test_sets_whose_hashes_collide_cannot_stall_the_host(pool):
@@ -475,8 +479,8 @@ async def test_sets_whose_hashes_collide_cannot_stall_the_host(pool):
         with pytest.raises(corral.SandboxWorkerError) as info:
             await session.feed_run('[S] * 20')
         assert info.value.display() == (
-            'the sandbox worker stopped: it sent a malformed message (ValueError: rebuilding a set of the message took '
-            'too long (its items collide in their hashes)); check out a new session'
+            'the sandbox worker stopped: it sent a malformed message (ValueError: more than 32 items of a set of the '
+            'message share one hash); check out a new session'
         )
     async with pool.checkout() as session:
         assert await session.feed_run('{i: {i} for i in range(3)}') == {0: {0}, 1: {1}, 2: {2}}

@@ -30,6 +30,7 @@ from .host.session import PrintCallback, Session
 from .host.sync import SyncPool, SyncSession
 from .limits import Limits
 from .store import PostgresStore, SQLiteStore, Store, open_store
+from .values import bounded_repr
 
 __all__ = [
     'CodeTool',
@@ -60,5 +61,6 @@ __all__ = [
     'StubError',
     'SyncPool',
     'SyncSession',
+    'bounded_repr',
     'open_store',
 ]

@@ -33,7 +33,7 @@ from .host.pool import Pool
 from .host.session import print_to_host
 from .integrations._common import add_skip_layers
 from .limits import Limits
-from .values import safe_repr
+from .values import bounded_repr
 
 __all__ = ['main']
 
@@ -73,7 +73,7 @@ def public_functions(module: ModuleType) -> dict[str, Callable[..., Any]]:
 
 #: Units of the sizes `--limits` takes (`memory=256MiB`): bytes per unit.
 _SIZE_UNITS = {'': 1, 'b': 1, 'kb': 1000, 'mb': 1000**2, 'gb': 1000**3, 'kib': 1024, 'mib': 1024**2, 'gib': 1024**3}
-_SIZES = ('memory', 'output')
+_SIZES = ('memory', 'output', 'code_size', 'type_check_memory', 'value_size')
 _SIZE_RE = re.compile(r'^\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*$', re.IGNORECASE)
 
 
@@ -81,8 +81,8 @@ def parse_limits(specs: list[str]) -> Limits:
     """`Limits` from `--limits` values, each `NAME=VALUE[,NAME=VALUE...]` (the later wins).
 
     NAME is a field of `corral.Limits`; VALUE is a number of seconds (`wall_time`, `cpu_time`,
-    `grace`), of bytes with an optional unit (`memory`, `output`: `256MiB`, `1GB`, `4096`), a count
-    (`recursion`, `host_calls`), or `none` to turn the limit off. Raises `ValueError` naming what is wrong.
+    `grace`), of bytes with an optional unit (`memory`, `output`, `code_size`, `type_check_memory`,
+    `value_size`: `256MiB`, `1GB`, `4096`), a count (`recursion`, `host_calls`, `value_items`), or `none` to turn the limit off. Raises `ValueError` naming what is wrong.
     """
     fields = {field.name: field for field in dataclasses.fields(Limits)}
     values: dict[str, Any] = {}
@@ -149,7 +149,7 @@ async def _run(args: argparse.Namespace) -> int:
     if outcome.error is not None:
         print(outcome.error.display(), file=sys.stderr)
         return 1
-    print(value_repr(outcome.value) if isinstance(outcome.value, str) else safe_repr(outcome.value))
+    print(value_repr(outcome.value) if isinstance(outcome.value, str) else bounded_repr(outcome.value))
     return 0
 
 

@@ -34,6 +34,15 @@ class Limits:
       Not counted in `wall_time`, which starts when the script does.
     - `type_check_memory`: bytes of heap (RLIMIT_DATA: private writable memory) of each ty process
       checking the script; past it ty is stopped and the script does not run.
+    - `value_items`: items in one value that crosses the boundary (the script's result, the
+      arguments of a host call, a host function's result): every item of every list, tuple, set
+      and frozenset and every entry of every dict, each reference counted as the copy it becomes
+      (`[[]] * 1000` is a thousand lists on the other side). Past it the value is refused: the
+      result with `SandboxLimitError`, a host call's arguments or result with an `OverflowError`
+      inside the script. Counted by the sender before packing and again by the host while it
+      decodes, so it also bounds what the host builds from one message.
+    - `value_size`: bytes such a value takes once decoded (its objects' `sys.getsizeof`, each
+      reference counted as its copy); past it, refused as for `value_items`.
     - `grace`: seconds the host waits, after a limit, before it kills a worker that ignores it;
       it also covers ending the tasks a feed left behind (up to half a second).
     """
@@ -47,6 +56,8 @@ class Limits:
     code_size: int | None = 128 * 1024
     type_check_time: float | None = 10.0
     type_check_memory: int | None = 1024**3
+    value_items: int | None = 1_000_000
+    value_size: int | None = 64 * 1024**2
     grace: float = 1.0
 
 
@@ -62,6 +73,8 @@ _UNITS = {
     'code_size': ('byte', 'bytes'),
     'type_check_time': ('second', 'seconds'),
     'type_check_memory': ('byte', 'bytes'),
+    'value_items': ('item', 'items'),
+    'value_size': ('byte', 'bytes'),
 }
 
 

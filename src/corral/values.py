@@ -1,4 +1,4 @@
-"""What may cross the sandbox boundary, and how it is encoded.
+"""What may cross the sandbox boundary, how it is encoded, and how much of it may cross.
 
 Values cross as msgpack with a few extension types, both ways:
 
@@ -18,6 +18,14 @@ that came from the other side. Datetimes keep a fixed UTC offset: a `zoneinfo` z
 
 On the host, results of host functions may also be dataclass instances and pydantic models;
 they are converted to dicts (`dataclasses.asdict`, `model_dump()`) before encoding.
+
+How much crosses is bounded twice. The sender measures a value before packing it (`measure`):
+its items, its decoded size and its depth, counted as the receiver will build it (every reference
+is a copy of its own there: `[[]] * 1000` becomes a thousand lists), and refuses a value that
+contains itself. The receiver counts again while it decodes (`Decoder`), so a sender that skips
+its own check cannot make it build more than the limits allow. Tuples, sets and frozensets are
+arrays whose first item is a marker, so one decoder walks every container kind, and nesting is
+counted across all of them.
 """
 
 from __future__ import annotations
@@ -26,23 +34,47 @@ import dataclasses
 import datetime
 import decimal
 import enum
+import gc
+import itertools
+import operator
 import pathlib
-import time
+import struct
+import sys
 import uuid
-from collections.abc import Callable, Iterable
+from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 import msgpack
 
-__all__ = ['pack', 'unpack', 'safe_repr', 'host_default', 'sandbox_default', 'describe_type', 'MAX_FRAME', 'UNPACKABLE_RESULT']
+__all__ = [
+    'pack', 'unpack', 'measure', 'Decoder', 'ValueLimitError', 'bounded_repr', 'host_default', 'sandbox_default',
+    'cut_text', 'describe_type', 'MAX_FRAME', 'MAX_DEPTH', 'REPR_LIMIT', 'UNPACKABLE_RESULT',
+]
 
 #: Largest frame, in bytes, either side accepts (one message). A larger one is a protocol error.
 MAX_FRAME = 64 * 1024 * 1024
+
+#: Deepest nesting of containers (of every kind together) in one value that crosses.
+MAX_DEPTH = 100
+
+#: Characters of the longest repr the host makes of a sandbox value (`bounded_repr`).
+REPR_LIMIT = 100_000
 
 #: How the `TypeError` begins that a script gets when it ran to its end and its value cannot cross.
 UNPACKABLE_RESULT = 'the value of the last expression cannot leave the sandbox'
 
 _TUPLE, _SET, _FROZENSET, _BIGINT, _DATETIME, _DATE, _TIME, _TIMEDELTA, _TIMEZONE, _DECIMAL, _UUID = range(1, 12)
+_MARKS = (_TUPLE, _SET, _FROZENSET)
+_DURATION = struct.Struct('>iii')  # days, seconds, microseconds of a timedelta or a UTC offset
+
+#: Containers up to this length are measured with a plain loop (`measure`).
+_SHORT = 32
+#: Items of one set or dict that may share a hash: more and rebuilding it costs quadratic time.
+_MAX_COLLISIONS = 32
+#: Items handled by one C call while decoding: a thread decoding a large message lets the GIL go
+#: between such steps, so the event loop's thread waits for no more than one of them.
+_STEP = 8192
 
 
 def describe_type(value: object) -> str:
@@ -57,16 +89,21 @@ def _refuse(value: object) -> TypeError:
     )
 
 
-#: Types msgpack packs through `default` (ext types, and ints past 64 bits).
+#: Types msgpack packs through `default` (ext types, marked arrays, and ints past 64 bits).
 _EXTENSION_TYPES = frozenset({
     int, tuple, set, frozenset, datetime.datetime, datetime.date, datetime.time, datetime.timedelta, datetime.timezone,
     decimal.Decimal, uuid.UUID,
 })
 #: The exact types that may cross; anything else goes through the side's conversion first.
 _BOUNDARY_TYPES = _EXTENSION_TYPES | {type(None), bool, float, str, bytes, list, dict}
+_CONTAINER_TYPES = frozenset({list, tuple, dict, set, frozenset})
+_SCALAR_TYPES = _BOUNDARY_TYPES - _CONTAINER_TYPES
+_MARK_BYTES = {code: msgpack.ExtType(code, b'') for code in _MARKS}
 
 
 def _make_default(convert: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    tuple_mark, set_mark, frozenset_mark = (_MARK_BYTES[code] for code in _MARKS)
+
     def default(value: Any) -> Any:
         t = type(value)
         if t not in _BOUNDARY_TYPES:  # a subclass (a named tuple, say) or a host type: convert first
@@ -77,11 +114,11 @@ def _make_default(convert: Callable[[Any], Any]) -> Callable[[Any], Any]:
         if t is int:  # only reached when it does not fit in 64 bits
             return msgpack.ExtType(_BIGINT, format(value, 'x').encode())
         if t is tuple:
-            return msgpack.ExtType(_TUPLE, _packb(list(value), default))
+            return [tuple_mark, *value]
         if t is set:
-            return msgpack.ExtType(_SET, _packb(list(value), default))
+            return [set_mark, *value]
         if t is frozenset:
-            return msgpack.ExtType(_FROZENSET, _packb(list(value), default))
+            return [frozenset_mark, *value]
         if t is datetime.datetime:
             return msgpack.ExtType(_DATETIME, value.isoformat().encode())
         if t is datetime.date:
@@ -89,13 +126,13 @@ def _make_default(convert: Callable[[Any], Any]) -> Callable[[Any], Any]:
         if t is datetime.time:
             return msgpack.ExtType(_TIME, value.isoformat().encode())
         if t is datetime.timedelta:
-            return msgpack.ExtType(_TIMEDELTA, _packb([value.days, value.seconds, value.microseconds], default))
+            return msgpack.ExtType(_TIMEDELTA, _DURATION.pack(value.days, value.seconds, value.microseconds))
         if t is decimal.Decimal:
             return msgpack.ExtType(_DECIMAL, str(value).encode())  # exact, NaN and infinities included
         if t is uuid.UUID:
             return msgpack.ExtType(_UUID, value.bytes)
         offset = value.utcoffset(None)  # datetime.timezone: the one type left
-        return msgpack.ExtType(_TIMEZONE, _packb([offset.days, offset.seconds, offset.microseconds], default))
+        return msgpack.ExtType(_TIMEZONE, _DURATION.pack(offset.days, offset.seconds, offset.microseconds))
 
     return default
 
@@ -166,47 +203,310 @@ _SANDBOX_DEFAULT = _make_default(sandbox_default)
 _HOST_DEFAULT = _make_default(host_default)
 
 
+# ----- measuring a value before it is packed -----------------------------------------------------
+
+
+class ValueLimitError(ValueError):
+    """A value has more items, or a larger decoded size, than may cross the boundary.
+
+    `limit` is the `Limits` field (`'value_items'` or `'value_size'`), `value` its setting.
+    """
+
+    def __init__(self, message: str, *, limit: str, value: int) -> None:
+        super().__init__(message)
+        self.limit = limit
+        self.value = value
+
+
+def _elements(container: Any) -> Any:
+    """The items of an exact container type, a dict's keys and values in turn."""
+    if type(container) is dict:
+        return list(itertools.chain.from_iterable(dict.items(container)))
+    return container
+
+
+def measure(
+    value: Any, *, items: int | None, size: int | None, subject: str, crossing: str, convert: Callable[[Any], Any] = sandbox_default
+) -> None:
+    """Check that `value` may cross, before it is packed; raise if it may not.
+
+    Counts what the receiver will build: every item of every list, tuple, set and frozenset and
+    every entry of every dict (`items`), and the bytes of all the objects (`size`, as
+    `sys.getsizeof` gives them), each reference counted as the copy it becomes. `subject` names
+    the value in the error (`'the result'`), `crossing` the direction (`'leave the sandbox'`).
+    A container referenced many times is walked once; the walk stops at the first limit passed.
+
+    Raises `ValueLimitError` past `items` or `size` (None: no limit), `ValueError` for a value that
+    contains itself or is nested deeper than `MAX_DEPTH`, and `convert`'s `TypeError` for a
+    value of a type that may not cross.
+    """
+    root = value if type(value) in _BOUNDARY_TYPES else convert(value)
+    walk = _Walk(items, size, subject, crossing, convert)
+    own = sys.getsizeof(root)
+    if type(root) not in _CONTAINER_TYPES:
+        walk.check(0, own, exact=True)
+        return
+    count, total, _ = walk.container(root, value, 1, own)
+    walk.check(count, own + total, exact=True)
+
+
+class _Walk:
+    """One `measure`: the subtrees measured so far, by the id of the object (`memo`), and the
+    containers being walked (`path`)."""
+
+    __slots__ = ('items', 'size', 'subject', 'crossing', 'convert', 'memo', 'path')
+
+    def __init__(self, items: int | None, size: int | None, subject: str, crossing: str, convert: Callable[[Any], Any]) -> None:
+        self.items, self.size, self.subject, self.crossing, self.convert = items, size, subject, crossing, convert
+        self.memo: dict[int, tuple[int, int, int]] = {}
+        self.path: set[int] = set()
+
+    def check(self, count: int, total: int, *, exact: bool = False) -> None:
+        at_least = '' if exact else 'at least '
+        if self.items is not None and count > self.items:
+            raise ValueLimitError(
+                f'{self.subject} has {at_least}{count:,} items; at most {self.items:,} may {self.crossing} (the value_items limit)',
+                limit='value_items',
+                value=self.items,
+            )
+        if self.size is not None and total > self.size:
+            raise ValueLimitError(
+                f'{self.subject} takes {at_least}{total:,} bytes; at most {self.size:,} may {self.crossing} (the value_size limit)',
+                limit='value_size',
+                value=self.size,
+            )
+
+    def container(self, container: Any, original: Any, depth: int, own: int) -> tuple[int, int, int]:
+        """(items, bytes, levels) below `container`, an exact container type made from `original`
+        at `depth`; `own` its own bytes, counted by its parent, here only to check the limits."""
+        key = id(original)
+        known = self.memo.get(key)
+        if known is not None:
+            if depth + known[2] - 1 > MAX_DEPTH:
+                raise ValueError(f'{self.subject} is nested more than {MAX_DEPTH} levels deep')
+            return known
+        if key in self.path:
+            raise ValueError('the value contains a reference to itself')
+        if depth > MAX_DEPTH:
+            raise ValueError(f'{self.subject} is nested more than {MAX_DEPTH} levels deep')
+        count = len(container)
+        self.check(count, own)
+        elements = _elements(container)
+        if count <= _SHORT:  # a plain loop costs less than the passes below
+            total = 0
+            others = []
+            for element in elements:
+                if type(element) in _SCALAR_TYPES:
+                    total += sys.getsizeof(element)
+                else:
+                    others.append(element)
+            repeats = [(element, 1) for element in others]
+        else:  # each pass in C; a container referenced many times is measured once
+            scalar = list(map(_SCALAR_TYPES.__contains__, map(type, elements)))
+            total = sum(map(sys.getsizeof, itertools.compress(elements, scalar)))
+            others = list(itertools.compress(elements, map(operator.not_, scalar)))
+            if others and all(map(operator.is_, others, itertools.repeat(others[0]))):  # `[x] * n`
+                repeats = [(others[0], len(others))]
+            else:
+                distinct = dict(zip(map(id, others), others))
+                repeats = [(distinct[identity], times) for identity, times in Counter(map(id, others)).items()]
+        self.check(count, own + total)
+        levels = 1
+        if others:
+            self.path.add(key)
+            for element, times in repeats:
+                converted = element if type(element) in _BOUNDARY_TYPES else self.convert(element)
+                element_size = sys.getsizeof(converted)
+                total += element_size * times
+                if type(converted) in _CONTAINER_TYPES:
+                    below, below_size, below_levels = self.container(converted, element, depth + 1, element_size)
+                    count += below * times
+                    total += below_size * times
+                    levels = max(levels, below_levels + 1)
+                self.check(count, own + total)
+            self.path.discard(key)
+        self.memo[key] = result = (count, total, levels)
+        return result
+
+
 def _packb(value: Any, default: Callable[[Any], Any]) -> bytes:
     return msgpack.packb(value, default=default, strict_types=True, use_bin_type=True)
 
 
-class _Decoder:
-    """Decodes one message; with a `budget`, rebuilds sets and dicts under a time limit.
+def pack(message: Any, *, side: str) -> bytes:
+    """Encode one message as msgpack bytes.
 
-    Hashes of ints, floats and tuples are not randomised, so a worker can send a set (or dict)
-    whose items all collide: rebuilding it costs time quadratic in its size, on the host's event
-    loop. With a budget (seconds for the whole message), sets and dicts are filled item by item,
-    checking the clock, and a message that takes longer is refused with `ValueError`.
+    `side` is `'host'` or `'sandbox'`: the sender, which decides the conversions allowed (see the
+    module docstring). Raises `TypeError` for a value that may not cross, `ValueError` for data
+    nested deeper than msgpack's packer allows (about a thousand levels, every container kind
+    counted). A value is measured (`measure`) before it is put in a message, which keeps it to
+    `MAX_DEPTH`.
+    """
+    return _packb(message, _HOST_DEFAULT if side == 'host' else _SANDBOX_DEFAULT)
+
+
+# ----- decoding ----------------------------------------------------------------------------------
+
+
+class _Mark:
+    """The first item of an array that stands for a tuple, set or frozenset: made anew for each
+    marker read, so the decoder can tell that each one it made was used where it belongs."""
+
+    __slots__ = ('code',)
+
+    def __init__(self, code: int) -> None:
+        self.code = code
+
+
+class Decoder:
+    """Decodes one message, counting what it builds against the receiver's limits.
+
+    `items` and `size` (None: no limit) bound the items and the bytes of the objects built, as
+    `measure` counts them, for the whole message; past either, `ValueLimitError`. No container
+    longer than `items` is allocated at all. Sets and dicts whose items share hashes (rebuilding
+    them costs quadratic time: hashes of ints, floats and tuples are not randomised) are refused
+    with `ValueError` before they are built. Anything malformed raises `ValueError` or another
+    exception of msgpack's or of the built-in types; none runs code of the sender's.
+
+    `decode(data)` decodes a whole frame at once; `decode_in_steps(data)` feeds it to msgpack a
+    `_STEP`-sized piece at a time, so that no single C call runs long: made to run in a thread
+    while the event loop goes on in another.
     """
 
-    __slots__ = ('_deadline',)
+    __slots__ = ('_items', '_size', '_max_items', '_max_size', '_marks', '_counting')
 
-    def __init__(self, budget: float | None) -> None:
-        self._deadline = None if budget is None else time.monotonic() + budget
+    def __init__(self, *, items: int | None = None, size: int | None = None) -> None:
+        self._items = 0
+        self._size = 0
+        self._max_items = items
+        self._max_size = size
+        self._marks = 0
+        self._counting = items is not None or size is not None
 
-    def unpackb(self, data: bytes) -> Any:
-        if self._deadline is None:
-            return msgpack.unpackb(data, ext_hook=self._ext_hook, strict_map_key=False, raw=False, use_list=True)
-        return msgpack.unpackb(
-            data, ext_hook=self._ext_hook, object_pairs_hook=self._dict, strict_map_key=False, raw=False, use_list=True
-        )
+    def _options(self, length: int) -> dict[str, Any]:
+        longest = min(length, self._max_items) if self._max_items is not None else length
+        return {
+            'list_hook': self._list,
+            'object_pairs_hook': self._dict,
+            'ext_hook': self._ext,
+            'strict_map_key': False,
+            'raw': False,
+            'use_list': True,
+            'max_str_len': length,
+            'max_bin_len': length,
+            'max_ext_len': length,
+            'max_array_len': longest,
+            'max_map_len': longest,
+        }
 
-    def _fill(self, container: Any, add: Callable[[Any], None], items: Iterable[Any]) -> Any:
-        deadline = self._deadline
-        for index, item in enumerate(items):
-            add(item)
-            if deadline is not None and index & 255 == 255 and time.monotonic() > deadline:
-                raise ValueError(
-                    f'rebuilding a {type(container).__name__} of the message took too long (its items collide '
-                    'in their hashes)'
-                )
-        return container
+    def decode(self, data: bytes) -> Any:
+        """The message in `data`, decoded in one call."""
+        return self._finish(msgpack.unpackb(data, **self._options(len(data))))
+
+    def decode_in_steps(self, data: bytes) -> Any:
+        """The message in `data`, decoded `_STEP` bytes at a time.
+
+        The cyclic garbage collector is paused meanwhile (if it was on): it would walk every
+        container built so far, again and again, as the message adds up to `items` of them
+        (measured: a million empty lists decode in a sixth of the time without it). What a message
+        builds has no cycles; the collector's next run sees it.
+        """
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            return self._decode_in_steps(data)
+        finally:
+            if collecting:
+                gc.enable()
+
+    def _decode_in_steps(self, data: bytes) -> Any:
+        unpacker = msgpack.Unpacker(max_buffer_size=len(data), **self._options(len(data)))
+        view = memoryview(data)
+        for start in range(0, len(data), _STEP):
+            unpacker.feed(view[start : start + _STEP])
+            try:
+                message = unpacker.unpack()
+            except msgpack.OutOfData:
+                continue
+            if start + _STEP < len(data):
+                raise ValueError('a frame holds more than one message')
+            return self._finish(message)
+        raise ValueError('a frame ends inside its message')
+
+    def _finish(self, message: Any) -> Any:
+        if self._marks:
+            raise ValueError('a tuple or set marker out of place in a frame')
+        self._count(0, sys.getsizeof(message))
+        return message
+
+    def _count(self, items: int, size: int) -> None:
+        self._items += items
+        self._size += size
+        if self._max_items is not None and self._items > self._max_items:
+            raise ValueLimitError(
+                f'a message has more than {self._max_items:,} items', limit='value_items', value=self._max_items
+            )
+        if self._max_size is not None and self._size > self._max_size:
+            raise ValueLimitError(
+                f'a message takes more than {self._max_size:,} bytes decoded', limit='value_size', value=self._max_size
+            )
+
+    def _count_items(self, elements: list[Any]) -> None:
+        if not self._counting:
+            return
+        if len(elements) <= _STEP:
+            self._count(len(elements), sum(map(sys.getsizeof, elements)))
+            return
+        for start in range(0, len(elements), _STEP):
+            part = elements[start : start + _STEP]
+            self._count(len(part), sum(map(sys.getsizeof, part)))
+
+    def _list(self, elements: list[Any]) -> Any:
+        if not elements:
+            return elements
+        if type(elements[0]) is not _Mark:
+            self._count_items(elements)
+            return elements
+        code = elements[0].code
+        self._marks -= 1
+        del elements[0]
+        self._count_items(elements)
+        if code == _TUPLE:
+            return tuple(elements)
+        self._check_hashes(elements, 'set')
+        result: set[Any] = set()
+        for start in range(0, len(elements), _STEP):
+            result.update(elements[start : start + _STEP])
+        return result if code == _SET else frozenset(result)
 
     def _dict(self, pairs: list[tuple[Any, Any]]) -> dict[Any, Any]:
+        for start in range(0, len(pairs) if self._counting else 0, _STEP):
+            part = pairs[start : start + _STEP]
+            self._count(len(part), sum(map(sys.getsizeof, itertools.chain.from_iterable(part))))
+        self._check_hashes(list(map(operator.itemgetter(0), pairs)), 'dict')
         result: dict[Any, Any] = {}
-        return self._fill(result, lambda pair: result.__setitem__(*pair), pairs)
+        for start in range(0, len(pairs), _STEP):
+            result.update(pairs[start : start + _STEP])
+        return result
 
-    def _ext_hook(self, code: int, data: bytes) -> Any:
+    @staticmethod
+    def _check_hashes(keys: list[Any], kind: str) -> None:
+        """Refuse keys of which more than `_MAX_COLLISIONS` share a hash (distinct keys rarely
+        share one by chance; equal ones, which a sender never puts in one set, count too)."""
+        if len(keys) <= _MAX_COLLISIONS:
+            return
+        counts: Counter[int] = Counter()
+        for start in range(0, len(keys), _STEP):
+            counts.update(map(hash, keys[start : start + _STEP]))
+        if len(counts) < len(keys) and max(counts.values()) > _MAX_COLLISIONS:
+            raise ValueError(f'more than {_MAX_COLLISIONS} items of a {kind} of the message share one hash')
+
+    def _ext(self, code: int, data: bytes) -> Any:
+        if code in _MARKS:
+            if data:
+                raise ValueError('a tuple or set marker with data in a frame')
+            self._marks += 1
+            return _Mark(code)
         if code == _BIGINT:
             return int(data.decode(), 16)
         if code == _UUID:
@@ -217,19 +517,10 @@ class _Decoder:
             text = data.decode()
             kind = {_DATETIME: datetime.datetime, _DATE: datetime.date, _TIME: datetime.time}[code]
             return kind.fromisoformat(text)
-        items = self.unpackb(data)
-        if code == _TUPLE:
-            return tuple(items)
-        if code == _SET:
-            result: set[Any] = set()
-            return self._fill(result, result.add, items)
-        if code == _FROZENSET:
-            seen: set[Any] = set()
-            return frozenset(self._fill(seen, seen.add, items))
-        if code == _TIMEDELTA:
-            return datetime.timedelta(days=items[0], seconds=items[1], microseconds=items[2])
-        if code == _TIMEZONE:
-            return datetime.timezone(datetime.timedelta(days=items[0], seconds=items[1], microseconds=items[2]))
+        if code in (_TIMEDELTA, _TIMEZONE):
+            days, seconds, microseconds = _DURATION.unpack(data)
+            duration = datetime.timedelta(days=days, seconds=seconds, microseconds=microseconds)
+            return duration if code == _TIMEDELTA else datetime.timezone(duration)
         raise ValueError(f'unknown extension type {code} in a frame')
 
 
@@ -240,41 +531,98 @@ def _decimal(data: bytes) -> decimal.Decimal:
         raise ValueError('malformed Decimal in a frame') from None
 
 
-def pack(message: Any, *, side: str) -> bytes:
-    """Encode one message as msgpack bytes.
+def unpack(data: bytes, *, items: int | None = None, size: int | None = None) -> Any:
+    """Decode one message in one call (see `Decoder` for the limits and the errors raised)."""
+    return Decoder(items=items, size=size).decode(data)
 
-    `side` is `'host'` or `'sandbox'`: the sender, which decides the conversions allowed (see the
-    module docstring). Raises `TypeError` for a value that may not cross, `ValueError` for data
-    nested deeper than msgpack's limit (512 levels).
+
+# ----- showing a value ---------------------------------------------------------------------------
+
+
+class _Full(Exception):
+    """The repr being made has reached its limit."""
+
+
+class _ReprWriter:
+    """Writes the repr of a value piece by piece, stopping once it holds `limit` characters."""
+
+    __slots__ = ('parts', 'length', 'limit', 'open')
+
+    def __init__(self, limit: int) -> None:
+        self.open: set[int] = set()  # ids of the containers being written, as repr() shows a cycle
+        self.parts: list[str] = []
+        self.length = 0
+        self.limit = limit
+
+    def write(self, text: str) -> None:
+        self.parts.append(text)
+        self.length += len(text)
+        if self.length > self.limit:
+            raise _Full
+
+    def value(self, value: Any, depth: int) -> None:
+        t = type(value)
+        if t in (list, tuple, set, frozenset, dict):
+            if depth >= MAX_DEPTH or id(value) in self.open:
+                self.write('[...]' if t is list else '(...)' if t is tuple else '{...}')
+                return
+            self.open.add(id(value))
+            self.container(value, t, depth)
+            self.open.discard(id(value))
+        elif t is str or t is bytes:
+            self.write(repr(value[: self.limit - self.length + 1]))
+        elif t is int and value.bit_length() > 14_000:  # past Python's int-to-str limit of 4300 digits
+            self.write(f'<int of {value.bit_length()} bits>')
+        else:
+            try:
+                text = repr(value)
+            except Exception:
+                text = f'<{describe_type(value)}>'
+            self.write(text[: self.limit - self.length + 1])
+
+    def container(self, value: Any, t: type, depth: int) -> None:
+        if t is dict:
+            self.write('{')
+            for index, (key, item) in enumerate(value.items()):
+                if index:
+                    self.write(', ')
+                self.value(key, depth + 1)
+                self.write(': ')
+                self.value(item, depth + 1)
+            self.write('}')
+            return
+        if not value and t in (set, frozenset):
+            self.write(f'{t.__name__}()')
+            return
+        opening, closing = {list: ('[', ']'), tuple: ('(', ',)' if len(value) == 1 else ')'), set: ('{', '}'), frozenset: ('frozenset({', '})')}[t]
+        self.write(opening)
+        for index, item in enumerate(value):
+            if index:
+                self.write(', ')
+            self.value(item, depth + 1)
+        self.write(closing)
+
+
+def bounded_repr(value: Any, *, limit: int = REPR_LIMIT) -> str:
+    """The repr of a value that came out of the sandbox, at most about `limit` characters; never raises.
+
+    The same text as `repr(value)` when that is no longer than `limit`; otherwise its first
+    `limit` characters and a note that says it was cut. Ints past Python's int-to-str limit
+    (4300 digits) show as `<int of N bits>`, containers nested past `MAX_DEPTH` as `[...]`, and
+    an object whose own repr raises as `<type>`.
     """
-    return _packb(message, _HOST_DEFAULT if side == 'host' else _SANDBOX_DEFAULT)
-
-
-def unpack(data: bytes, *, budget: float | None = None) -> Any:
-    """Decode one message. Raises `ValueError` (or a subclass) for malformed data.
-
-    `budget`: seconds the sets and dicts of the message may take to rebuild (see `_Decoder`);
-    the host gives one for every message from a worker.
-    """
-    return _Decoder(budget).unpackb(data)
-
-
-def safe_repr(value: Any) -> str:
-    """`repr(value)`, except that an int too long for Python's int-to-str limit (4300 digits by
-    default, `sys.get_int_max_str_digits()`) shows as `<int of N bits>` instead of raising."""
+    writer = _ReprWriter(limit)
     try:
-        return repr(value)
-    except ValueError:
+        writer.value(value, 0)
+    except _Full:
         pass
-    if isinstance(value, int) and not isinstance(value, bool):
-        return f'<int of {value.bit_length()} bits>'
-    if isinstance(value, list):
-        return '[' + ', '.join(map(safe_repr, value)) + ']'
-    if isinstance(value, tuple):
-        return '(' + ', '.join(map(safe_repr, value)) + (',)' if len(value) == 1 else ')')
-    if isinstance(value, dict):
-        return '{' + ', '.join(f'{safe_repr(k)}: {safe_repr(v)}' for k, v in value.items()) + '}'
-    if isinstance(value, (set, frozenset)):
-        inner = ', '.join(map(safe_repr, value))
-        return f'{{{inner}}}' if type(value) is set else f'frozenset({{{inner}}})'
-    return f'<{type(value).__name__}>'
+    except Exception as error:  # RecursionError, MemoryError: still a text
+        return f'<{describe_type(value)} that cannot be shown: {type(error).__name__}>'
+    return cut_text(''.join(writer.parts), limit)
+
+
+def cut_text(text: str, limit: int = REPR_LIMIT) -> str:
+    """`text` when it has at most `limit` characters, else its first `limit` and a note that it was cut."""
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f'... (cut at {limit:,} characters)'

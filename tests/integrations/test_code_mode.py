@@ -114,7 +114,7 @@ async def test_runtime_error_then_its_fix():
             "    ~~~~~~~~~~~~^~~\n"
             'ZeroDivisionError: division by zero\n\n'
             'Before the failure, the script made 1 function call; whatever it did has happened:\n'
-            "- get_weather(city='Oslo') returned {'city': 'Oslo', 'condition': 'sunny', 'temp_f': 72}\n"
+            "- get_weather(city='Oslo') returned {'city': 'Oslo', 'temp_f': 72, 'condition': 'sunny'}\n"
             'Do not repeat a call that changed something.\n\n'
             'Printed before the failure:\n'
             'got Oslo',
@@ -434,7 +434,7 @@ async def test_max_tool_calls_per_script():
         'RuntimeError: a script may make at most 2 tool calls, and this one tried to make more; '
         'make fewer calls per script (filter first, or split the work across run_code calls)'
     )
-    assert "- get_weather(city='b') returned {'city': 'b', 'condition': 'sunny', 'temp_f': 72}" in retry[1]
+    assert "- get_weather(city='b') returned {'city': 'b', 'temp_f': 72, 'condition': 'sunny'}" in retry[1]
 
 
 async def test_usage_limits_end_the_run():

@@ -77,7 +77,7 @@ async def test_runtime_error_lists_the_calls_that_ran(tool):
         "    cancel(o['id'])\n"
         'ValueError: order o7 has shipped\n\n'
         'Before the failure, the script made 2 function calls; whatever they did has happened:\n'
-        "- get_order('o7') returned {'id': 'o7', 'items': 3, 'status': 'shipped'}\n"
+        "- get_order('o7') returned {'id': 'o7', 'status': 'shipped', 'items': 3}\n"
         "- cancel('o7') raised ValueError: order o7 has shipped\n"
         'Do not repeat a call that changed something.\n\n'
         'Printed before the failure:\n'

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import pathlib
-from collections.abc import Callable
+import socket
+import subprocess
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import corral
+from corral.host.workers import WorkerProcess
 
 
 async def run(pool: corral.Pool, code: str, lookup: dict[str, Callable[..., Any]] | None = None, **checkout: Any) -> Any:
@@ -31,3 +36,25 @@ def marker_path(tmp_path: pathlib.Path) -> pathlib.Path:
     path = tmp_path / 'corral-escaped'
     assert not path.exists()
     return path
+
+
+@contextlib.asynccontextmanager
+async def fake_worker_session(pool: corral.Pool, wall_time: float) -> AsyncIterator[tuple[corral.Session, socket.socket]]:
+    """A session whose "worker" is the test: yields (session, the worker's end of the channel)."""
+    host_end, worker_end = socket.socketpair()
+    host_end.setblocking(False)
+    sleeper = subprocess.Popen(['sleep', '60'])
+    process = WorkerProcess(os.pidfd_open(sleeper.pid), host_end)
+
+    async def take(limits):
+        return process
+
+    original = pool._take_worker
+    pool._take_worker = take
+    try:
+        async with pool.checkout(limits=corral.Limits(wall_time=wall_time)) as session:
+            yield session, worker_end
+    finally:
+        pool._take_worker = original
+        worker_end.close()
+        sleeper.wait(timeout=5)

@@ -538,3 +538,44 @@ async def test_a_replay_that_prints_or_returns_something_else_is_refused_and_add
         'the session state could not be replayed: feed 1 went another way than the recorded run: '
         'its host calls, waits, output or value differ from the record'
     )
+
+
+async def test_large_host_results_packed_off_the_loop_are_journaled_and_replay(pool):
+    calls = []
+
+    async def rows(n):
+        calls.append(n)
+        return list(range(n))
+
+    def texts(n):
+        calls.append(n)
+        return [str(i) for i in range(n)]
+
+    async def approve(what):
+        raise corral.Deferred()
+
+    tools = {'rows': rows, 'texts': texts, 'approve': approve}
+    code = (
+        'import asyncio\n'
+        'big, ok = await asyncio.gather(rows(50_000), approve("x"))\n'
+        'strings = texts(30_000)\n'
+        'try:\n'
+        '    texts(200_000)\n'
+        'except OverflowError as error:\n'
+        '    refused = str(error)\n'
+        '[len(big), big[-1], ok, len(strings), strings[-1], refused]'
+    )
+    expected = [
+        50_000, 49_999, 'yes', 30_000, '29999',
+        'the value texts() returned has at least 200,000 items; at most 100,000 may enter the sandbox (the value_items limit)',
+    ]
+    async with pool.checkout(limits=corral.Limits(value_items=100_000)) as session:
+        with pytest.raises(corral.SandboxPaused) as info:
+            await session.feed_run(code, external_lookup=tools)
+        assert [call.function for call in info.value.calls] == ['approve']
+        assert await session.resume({info.value.calls[0].call_id: 'yes'}) == expected
+        state = await session.dump()
+    async with pool.checkout(limits=corral.Limits(value_items=100_000)) as loaded:
+        await loaded.load_session(state)
+        assert await loaded.feed_run('[len(big), big[-1], ok, len(strings), strings[-1], refused]') == expected
+    assert calls == [50_000, 30_000, 200_000]

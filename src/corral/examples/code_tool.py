@@ -1,4 +1,4 @@
-from corral import SandboxError as MontyError, SandboxTypingError as MontyTypingError
+from corral import SandboxError as MontyError, SandboxTypingError as MontyTypingError, bounded_repr
 
 from corral import logfire
 
@@ -31,4 +31,4 @@ async def run_code(code: str) -> str:
         return f'The script did not run, because it has type errors:\n{e.display()}'
     except MontyError as e:
         return f'The script failed: {e}'
-    return repr(result)
+    return bounded_repr(result)

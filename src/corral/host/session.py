@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import contextvars
+import functools
 import hashlib
 import inspect
 import re
@@ -32,7 +34,7 @@ from ..errors import (
     StubError,
 )
 from ..limits import Limits, amount
-from ..values import UNPACKABLE_RESULT, describe_type, pack, unpack
+from ..values import UNPACKABLE_RESULT, Decoder, ValueLimitError, bounded_repr, describe_type, host_default, measure, pack, unpack
 from .deferred import Deferred, PendingCall, SandboxPaused
 from .external import ExternalModule, exception_payload, is_async_callable, missing_functions
 from .journal import DONE as FEED_DONE
@@ -52,14 +54,18 @@ PrintCallback = Callable[[str, str], None]
 
 _tracer = trace.get_tracer('corral')
 
-#: Seconds the host may spend rebuilding the sets and dicts of one message from a worker: a base,
-#: and more for a larger message at a rate (bytes per second) well below a real rebuild's.
-_DECODE_BUDGET = 0.25
-_DECODE_RATE = 20e6
+#: Frames up to this many bytes are decoded as they arrive, on the event loop (a few milliseconds
+#: at most); larger ones in a thread (`_Protocol`).
+_INLINE_FRAME = 64 * 1024
+#: Items of a host function's result measured and packed on the event loop; a larger one is
+#: measured and packed in the decoding thread.
+_INLINE_ITEMS = 10_000
+#: Items of a message beyond `Limits.value_items`: the message's own list and its other fields.
+_ENVELOPE_ITEMS = 64
 _PEEK = int(socket.MSG_PEEK | socket.MSG_DONTWAIT)  # an int: or-ing the flags costs more than the call
 #: The first line of one of ty's diagnostics (`error[invalid-argument-type]: ...`): its rule name.
 _DIAGNOSTIC_HEADER = re.compile(r'^(?:error|warning|info)\[([a-z0-9-]+)\]: ', re.MULTILINE)
-_LIMIT_FIELDS = frozenset({'wall_time', 'cpu_time', 'output', 'host_calls', 'memory', 'recursion'})
+_LIMIT_FIELDS = frozenset({'wall_time', 'cpu_time', 'output', 'host_calls', 'memory', 'recursion', 'value_items', 'value_size'})
 
 
 def _tracing() -> bool:
@@ -480,6 +486,8 @@ class Session:
             'host_calls': limits.host_calls,
             'memory': limits.memory,
             'cpu_time': limits.cpu_time,
+            'value_items': limits.value_items,
+            'value_size': limits.value_size,
         }
         payload = pack([FEED, code, self.script_name, functions, modules, worker_limits], side='host')
         return await self._run_feed(FeedRecord(payload, code, self._next_call), functions, modules)
@@ -729,7 +737,7 @@ class Session:
         if _tracing():
             span = _tracer.start_span(f'call {name}', context=self._span_context)
             if span.is_recording():
-                span.set_attributes({'function': name, 'args': repr(args)[:1000], 'kwargs': repr(kwargs)[:1000]})
+                span.set_attributes({'function': name, 'args': bounded_repr(args, limit=1000), 'kwargs': bounded_repr(kwargs, limit=1000)})
             token = otel_context.attach(trace.set_span_in_context(span, self._span_context))
         else:  # the call still runs in the feed's context (a remote parent span, baggage)
             span = trace.INVALID_SPAN
@@ -785,22 +793,70 @@ class Session:
         span.end()
         self._reply(call_id, name, False, exception_payload(error), sync)
 
-    def _answer(self, call_id: int, name: str, ok: bool, value: Any, *, sync: bool) -> bytes:
-        """The payload answering call `call_id`: a REPLY (sync), or a WAKE whose seconds `_offer` fills in."""
+    def _answer(
+        self, call_id: int, name: str, ok: bool, value: Any, *, sync: bool, items: int | None = None, size: int | None = None
+    ) -> bytes:
+        """The payload answering call `call_id`: a REPLY (sync), or a WAKE whose seconds `_offer` fills in.
+
+        A result (`ok`) is measured first (`values.measure`) against `items` and `size`; past the
+        session's `value_items` or `value_size` it is answered with an `OverflowError`, a result
+        that cannot cross with a `TypeError`. Raises `_LargeResult` when the result is larger
+        than `items` or `size` but those are not the session's limits.
+        """
         head = [REPLY, call_id] if sync else [WAKE, 0.0, call_id]
+        short = name.rpartition('.')[2]
         try:
+            if ok:
+                measure(value, items=items, size=size, subject=f'the value {short}() returned', crossing='enter the sandbox', convert=host_default)
             payload = pack([*head, ok, value], side='host')
             frame(payload)  # too large: ProtocolError
+        except ValueLimitError as error:
+            if error.value != getattr(self.limits, error.limit):
+                raise _LargeResult from None
+            return self._answer(call_id, name, False, exception_payload(OverflowError(str(error))), sync=sync)
         except (TypeError, ValueError, RecursionError, ProtocolError) as error:
             if ok:
-                short = name.rpartition('.')[2]
                 error = TypeError(f'{short}() returned a value of type {describe_type(value)!r} that cannot enter the sandbox: {error}')
                 return self._answer(call_id, name, False, exception_payload(error), sync=sync)
             payload = pack([*head, False, [value[0], [str(item) for item in value[1]]]], side='host')
         return payload
 
     def _reply(self, call_id: int, name: str, ok: bool, value: Any, sync: bool) -> None:
-        payload = self._answer(call_id, name, ok, value, sync=sync)
+        """Answer call `call_id` with a host function's result (`ok`) or error payload.
+
+        A result of up to `_INLINE_ITEMS` items (and `_INLINE_FRAME` bytes) is measured and packed
+        here, on the event loop; a larger one in the decoding thread (`_reply_large`), so that
+        neither blocks the loop for long.
+        """
+        if not ok:
+            self._send_answer(call_id, self._answer(call_id, name, False, value, sync=sync), sync)
+            return
+        limits = self.limits
+        items, size = (limit if limit is not None and limit < inline else inline for limit, inline in ((limits.value_items, _INLINE_ITEMS), (limits.value_size, _INLINE_FRAME)))
+        try:
+            payload = self._answer(call_id, name, True, value, sync=sync, items=items, size=size)
+        except _LargeResult:
+            self._running.add(call_id)  # in flight until it is packed: the feed does not pause meanwhile
+            task = asyncio.get_running_loop().create_task(self._reply_large(call_id, name, value, sync))
+            self._call_tasks.add(task)
+            task.add_done_callback(self._call_tasks.discard)
+            return
+        self._send_answer(call_id, payload, sync)
+
+    async def _reply_large(self, call_id: int, name: str, result: Any, sync: bool) -> None:
+        limits = self.limits
+        try:
+            payload = await asyncio.get_running_loop().run_in_executor(
+                _decoding_thread(), functools.partial(self._answer, call_id, name, True, result, sync=sync, items=limits.value_items, size=limits.value_size)
+            )
+        except Exception as error:  # a conversion of the host's (a model's `model_dump`) failed
+            payload = self._answer(call_id, name, False, exception_payload(error), sync=sync)
+        finally:
+            self._running.discard(call_id)
+        self._send_answer(call_id, payload, sync)
+
+    def _send_answer(self, call_id: int, payload: bytes, sync: bool) -> None:
+        """A sync call's REPLY goes to the worker now; an async call's answer waits for its WAIT."""
         if sync:
             if self._transport is not None and not self._transport.is_closing():
                 self._deliver(call_id, payload)
@@ -1057,6 +1113,10 @@ def _checked_lookup(external_lookup: Mapping[str, Callable[..., Any]] | None) ->
     return lookup
 
 
+class _LargeResult(Exception):
+    """A host function's result is too large to measure and pack on the event loop."""
+
+
 #: The first character of a system call's name (`corral.language.hostio.PREFIX`).
 SYSTEM_PREFIX = '\x00'
 
@@ -1084,31 +1144,128 @@ def _shape(message: list[Any], length: int) -> list[Any]:
 
 
 class _Protocol(asyncio.Protocol):
-    """Reads frames from a worker's channel and hands decoded messages to its session.
+    """Reads frames from a worker's channel and hands decoded messages to its session, in order.
+
+    Each message is decoded against the session's `value_items` and `value_size` limits (with
+    room for the message's own fields; the size with a factor of 2, as a worker's objects may
+    take less room than the host's copies). A frame of up to `_INLINE_FRAME` bytes is decoded as
+    it arrives. A larger one is decoded in the decoding thread, a step at a time, while the event
+    loop goes on: reading from the worker pauses until it is done, and frames that arrived with it
+    wait their turn.
 
     Once the session has moved on to another worker (a stored session rolled back after a stop),
-    the old channel's last events are ignored.
+    the old channel's last events, and messages of it still being decoded, are ignored.
     """
 
     def __init__(self, session: Session) -> None:
         self._session = session
         self._reader = FrameReader()
-        self._transport: asyncio.BaseTransport | None = None
+        self._transport: asyncio.Transport | None = None
+        self._backlog: deque[bytes] | None = None  # frames behind one being decoded in the thread
+        self._lost = False  # the channel closed while frames waited
+        self._decoding: asyncio.Task[None] | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self._transport = transport
+        self._transport = transport  # type: ignore[assignment]
+
+    def _current(self) -> bool:
+        """Whether this channel is still the session's (not one it left behind in a rollback)."""
+        return self._session._transport is self._transport
 
     def data_received(self, data: bytes) -> None:
-        session = self._session
-        if session._transport is not self._transport:
+        if not self._current():
             return
-        session._heard = perf_counter()
+        self._session._heard = perf_counter()
         try:
-            for payload in self._reader.feed(data):
-                session._on_message(unpack(payload, budget=_DECODE_BUDGET + len(payload) / _DECODE_RATE))
-        except Exception as error:  # anything a worker sends is untrusted: a bad frame ends it
-            session._on_broken(f'it sent a malformed message ({type(error).__name__}: {error})')
+            payloads = self._reader.feed(data)
+        except ProtocolError as error:
+            self._broken(error)
+            return
+        if self._backlog is not None:
+            self._backlog.extend(payloads)
+            return
+        self._backlog = deque(payloads)
+        self._drain()
+
+    def _drain(self) -> None:
+        """Handle the waiting frames until one must be decoded in the thread, or none is left."""
+        backlog = self._backlog
+        assert backlog is not None
+        while backlog:
+            payload = backlog.popleft()
+            if len(payload) > _INLINE_FRAME:
+                assert self._transport is not None
+                self._transport.pause_reading()
+                self._decoding = asyncio.get_running_loop().create_task(self._decode_in_thread(payload))
+                return
+            try:
+                message = self._decoder(len(payload)).decode(payload)
+            except Exception as error:
+                self._broken(error)
+                return
+            if not self._deliver(message):
+                return
+        self._backlog = None
+        if self._lost and self._session._dead is None and self._current():
+            self._session._on_broken('the worker process exited')
+
+    async def _decode_in_thread(self, payload: bytes) -> None:
+        decoder = self._decoder(len(payload))
+        try:
+            message = await asyncio.get_running_loop().run_in_executor(_decoding_thread(), decoder.decode_in_steps, payload)
+        except Exception as error:
+            self._broken(error)
+            return
+        finally:
+            self._decoding = None
+        if not self._deliver(message):
+            return
+        if self._transport is not None and not self._transport.is_closing():
+            self._transport.resume_reading()
+        self._drain()
+
+    def _decoder(self, length: int) -> Decoder:
+        limits = self._session.limits
+        items = None if limits.value_items is None else limits.value_items + _ENVELOPE_ITEMS
+        size = None if limits.value_size is None else 2 * limits.value_size + length
+        return Decoder(items=items, size=size)
+
+    def _deliver(self, message: Any) -> bool:
+        """Hand a message to the session; False when it broke the channel's rules, or when the
+        session was killed or moved on to another worker while the message was decoded."""
+        if self._session._dead is not None or not self._current():
+            self._backlog = None
+            return False
+        try:
+            self._session._on_message(message)
+        except Exception as error:
+            self._broken(error)
+            return False
+        return True
+
+    def _broken(self, error: Exception) -> None:
+        """Anything a worker sends is untrusted: a bad frame ends it."""
+        self._backlog = None
+        if self._current():
+            self._session._on_broken(f'it sent a malformed message ({type(error).__name__}: {error})')
 
     def connection_lost(self, exc: Exception | None) -> None:
-        if self._session._dead is None and self._session._transport is self._transport:
+        if self._backlog is not None:  # the frames before the end come first
+            self._lost = True
+        elif self._session._dead is None and self._current():
             self._session._on_broken('the worker process exited')
+
+
+_decoder_executor: concurrent.futures.ThreadPoolExecutor | None = None
+
+
+def _decoding_thread() -> concurrent.futures.ThreadPoolExecutor:
+    """The one thread that decodes large frames of every session (made when first needed).
+
+    One thread, so that the event loop's thread shares the GIL with at most one other: the
+    decoding steps (`values.Decoder.decode_in_steps`) hand it back at Python's switch interval.
+    """
+    global _decoder_executor
+    if _decoder_executor is None:
+        _decoder_executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix='corral-decode')
+    return _decoder_executor

@@ -12,7 +12,6 @@ import decimal
 import enum
 import math
 import pathlib
-import reprlib
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -22,7 +21,7 @@ from ..host.os_access import Mount, OsAccess
 from ..host.session import PrintCallback, Session
 from ..limits import Limits, amount
 from ..worker.zygote import LAYERS
-from ..values import UNPACKABLE_RESULT
+from ..values import MAX_DEPTH, REPR_LIMIT, UNPACKABLE_RESULT, bounded_repr, cut_text
 
 __all__ = [
     'add_skip_layers',
@@ -321,24 +320,25 @@ class CallRecord:
     detail: Any = None
 
 
-_short = reprlib.Repr()
-_short.maxstring = 80
-_short.maxother = 80
-_short.maxlist = _short.maxtuple = _short.maxdict = _short.maxset = 5
-_short.maxlevel = 3
+#: Characters of the repr of one argument or result in a call summary.
+_SHORT = 80
+
+
+def _short(value: Any) -> str:
+    return bounded_repr(value, limit=_SHORT)
 
 
 def _call_text(record: CallRecord) -> str:
     args = record.arguments
     if isinstance(args, Mapping):
-        shown = ', '.join(f'{key}={_short.repr(value)}' for key, value in args.items())
+        shown = ', '.join(f'{key}={_short(value)}' for key, value in args.items())
     elif isinstance(args, tuple) and len(args) == 2 and isinstance(args[1], Mapping):
-        positional = [_short.repr(value) for value in args[0]]
-        shown = ', '.join(positional + [f'{key}={_short.repr(value)}' for key, value in args[1].items()])
+        positional = [_short(value) for value in args[0]]
+        shown = ', '.join(positional + [f'{key}={_short(value)}' for key, value in args[1].items()])
     else:
-        shown = _short.repr(args)
+        shown = _short(args)
     if record.outcome == 'returned':
-        result = f'returned {_short.repr(record.detail)}'
+        result = f'returned {_short(record.detail)}'
     elif record.outcome == 'raised':
         result = f'raised {record.detail}'
     else:
@@ -487,13 +487,20 @@ async def run_script(
 
 
 async def _fetch(session: Session, source: str) -> Any:
-    """The value of a side-effect free expression, as its repr when it cannot leave the sandbox."""
+    """The value of a side-effect free expression, as its repr when it cannot leave the sandbox;
+    when that repr fails too (a value nested past the recursion limit), the error that says why
+    the value cannot leave, not the failure of a `repr()` the script never called."""
     try:
         return await session.feed_run(source, print_callback=_ignore)
     except SandboxRuntimeError as error:
-        if error.exc_type == 'TypeError' and error.message.startswith(UNPACKABLE_RESULT):
+        if not (error.exc_type == 'TypeError' and error.message.startswith(UNPACKABLE_RESULT)):
+            raise
+        try:
             return _Repr(await session.feed_run(f'repr({source})', print_callback=_ignore))
-        raise
+        except SandboxError as failure:
+            if ends_session(failure):
+                raise
+            raise error from None
 
 
 def _ignore(stream: str, text: str) -> None:
@@ -530,23 +537,43 @@ def json_form(value: Any) -> Any:
     """`value` with every part that has no JSON form replaced by its repr.
 
     JSON forms: None, bool, int, finite float, str, lists (tuples become lists) and dicts with
-    str, int or float keys.
+    str, int or float keys. A value whose repr is longer than `values.REPR_LIMIT` characters
+    becomes that repr, cut there (`value_repr`), so what reaches a model is bounded.
     """
+    shown = value_repr(value)
+    if len(shown) > REPR_LIMIT:
+        return shown
+    return _json_form(value, 0)
+
+
+def _json_form(value: Any, depth: int) -> Any:
     if isinstance(value, _Repr):
         return str(value)
-    if value is None or isinstance(value, (bool, int, str)):
+    if value is None or isinstance(value, (bool, str)):
         return value
+    if isinstance(value, int):
+        return value if value.bit_length() <= 64 else bounded_repr(value)
     if isinstance(value, float):
         return value if math.isfinite(value) else repr(value)
+    if depth >= MAX_DEPTH:
+        return bounded_repr(value)
     if isinstance(value, (list, tuple)):
-        return [json_form(item) for item in value]
+        return [_json_form(item, depth + 1) for item in value]
     if isinstance(value, dict):
-        return {(key if isinstance(key, (str, int, float)) and not isinstance(key, bool) else repr(key)): json_form(item) for key, item in value.items()}
-    return repr(value)
+        return {
+            (key if isinstance(key, (str, int, float)) and not isinstance(key, bool) else bounded_repr(key)): _json_form(item, depth + 1)
+            for key, item in value.items()
+        }
+    return bounded_repr(value)
 
 
 def value_repr(value: Any) -> str:
-    return str(value) if isinstance(value, _Repr) else repr(value)
+    """The text a model reads for a script's value: its repr (or, for a value that has no form
+    outside the sandbox, the repr the sandbox made of it), at most about `values.REPR_LIMIT`
+    characters (`values.bounded_repr`); never raises."""
+    if isinstance(value, _Repr):
+        return cut_text(str.__str__(value))
+    return bounded_repr(value)
 
 
 _PLAIN = (type(None), bool, int, float, str, bytes, decimal.Decimal, uuid.UUID)

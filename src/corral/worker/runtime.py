@@ -23,7 +23,7 @@ from ..language import stop as stopping
 from ..language.facades import stderr as _STDERR
 from ..language import EXCEPTIONS, CompiledScript, SandboxStop, compile_script, compile_unguarded, find_stop, import_module, make_builtins
 from ..limits import amount
-from ..values import UNPACKABLE_RESULT, pack, unpack
+from ..values import UNPACKABLE_RESULT, ValueLimitError, measure, pack, unpack
 
 __all__ = ['Worker', 'STDLIB_MODULES', 'PRELOAD_MODULES']
 
@@ -253,8 +253,12 @@ class Worker:
         if limit is not None and self._calls > limit:
             raise self._stop('host_calls')
         call_id = self._next_call
+        arguments = [list(args), kwargs]
         try:
-            data = frame(pack([CALL, call_id, name, list(args), kwargs], side='sandbox'))
+            self._measure(arguments, f'the call to {name}()')
+            data = frame(pack([CALL, call_id, name, *arguments], side='sandbox'))
+        except ValueLimitError as error:
+            raise OverflowError(str(error)) from None
         except (TypeError, ValueError, RecursionError, ProtocolError) as error:
             raise TypeError(f'{name}() cannot be called with these arguments: {error}') from None
         self._next_call += 1  # ids the host sees are consecutive
@@ -345,7 +349,10 @@ class Worker:
         self._sock = _Discard()  # type: ignore[assignment]
         self._globals = {'__name__': '__main__', '__doc__': None, '__builtins__': self._builtins}
         try:
-            limits = {'wall_time': 60.0, 'recursion': 100, 'output': 1 << 20, 'host_calls': 1, 'memory': None, 'cpu_time': None}
+            limits = {
+                'wall_time': 60.0, 'recursion': 100, 'output': 1 << 20, 'host_calls': 1, 'memory': None, 'cpu_time': None,
+                'value_items': 1000, 'value_size': 1 << 20,
+            }
             self._feed('def f(a, *, b=2):\n    return [a, {"k": (a, b)}, f"{a}"]\nf(1)', 'main.py', {}, {}, limits)
         finally:
             self._sock, self._globals = sock, namespace
@@ -440,12 +447,21 @@ class Worker:
             self._send_failure(failure)
             return
         try:
+            self._measure(value, 'the result')
             data = frame(pack([DONE, value], side='sandbox'))
+        except ValueLimitError as error:
+            self._send([FAIL, 'limit', error.limit, str(error), f'OverflowError: {error}'])
+            return
         except (TypeError, ValueError, RecursionError, ProtocolError) as error:
             message = f'{UNPACKABLE_RESULT}: {error}'
             self._send([FAIL, 'runtime', 'TypeError', message, f'TypeError: {message}'])
             return
         self._sock.sendall(data)
+
+    def _measure(self, value: Any, subject: str) -> None:
+        """Check a value before it leaves the sandbox (`values.measure`, with the feed's limits)."""
+        limits = self._limits
+        measure(value, items=limits.get('value_items'), size=limits.get('value_size'), subject=subject, crossing='leave the sandbox')
 
     def _stop(self, limit: str, frame: types.FrameType | None = None) -> SandboxStop:
         """A stop for `limit`, to raise in the script (`frame` is where, if known): remembered as
