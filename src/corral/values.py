@@ -225,6 +225,31 @@ def _elements(container: Any) -> Any:
     return container
 
 
+#: Items of the largest value `measure` counts without its full walk.
+_QUICK_ITEMS = 64
+
+
+def _quick(value: Any, depth: int) -> tuple[int, int] | None:
+    """(items, bytes) of a small value of exact boundary types, at most 3 containers deep and
+    `_QUICK_ITEMS` items in all, counted as `measure` counts them; None for any other value (it
+    gets the full walk, which also finds a value that contains itself)."""
+    t = type(value)
+    if t in _SCALAR_TYPES:
+        return 0, sys.getsizeof(value)
+    if t not in _CONTAINER_TYPES or depth == 3 or len(value) > _QUICK_ITEMS:
+        return None
+    count, total = len(value), sys.getsizeof(value)
+    for element in _elements(value):
+        below = _quick(element, depth + 1)
+        if below is None:
+            return None
+        count += below[0]
+        total += below[1]
+        if count > _QUICK_ITEMS:
+            return None
+    return count, total
+
+
 def measure(
     value: Any, *, items: int | None, size: int | None, subject: str, crossing: str, convert: Callable[[Any], Any] = sandbox_default
 ) -> None:
@@ -240,6 +265,9 @@ def measure(
     contains itself or is nested deeper than `MAX_DEPTH`, and `convert`'s `TypeError` for a
     value of a type that may not cross.
     """
+    quick = _quick(value, 0)
+    if quick is not None and (items is None or quick[0] <= items) and (size is None or quick[1] <= size):
+        return  # a small plain value, as most host-call arguments are: within the limits
     root = value if type(value) in _BOUNDARY_TYPES else convert(value)
     walk = _Walk(items, size, subject, crossing, convert)
     own = sys.getsizeof(root)

@@ -8,8 +8,11 @@ from __future__ import annotations
 import sys
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from corral.integrations._common import json_form, value_repr
+from corral import values
 from corral.values import REPR_LIMIT, Decoder, ValueLimitError, bounded_repr, measure, pack
 
 
@@ -71,3 +74,31 @@ def test_code_tool_and_code_mode_texts_are_bounded():
         deep = [deep]
     assert json_form(deep) == json_form(deep)  # no RecursionError
     assert str(json_form(deep)).count('[') == 100 + 100 + 1
+
+
+_SCALARS = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20) | st.binary(max_size=20)
+_SMALL = st.recursive(
+    _SCALARS,
+    lambda inner: st.lists(inner, max_size=6) | st.tuples(inner, inner) | st.dictionaries(st.text(max_size=5), inner, max_size=4),
+    max_leaves=40,
+)
+
+
+@given(_SMALL)
+def test_the_quick_count_of_a_small_value_is_the_full_walks(value):
+    """`measure` lets small plain values through on a quick count: it must be the full walk's count."""
+    quick = values._quick(value, 0)
+    walk = values._Walk(None, None, 'the value', 'cross', values.sandbox_default)
+    own = sys.getsizeof(value)
+    if type(value) in values._CONTAINER_TYPES:
+        count, total, _ = walk.container(value, value, 1, own)
+        expected = (count, own + total)
+    else:
+        expected = (0, own)
+    assert quick is None or quick == expected
+
+
+def test_a_small_value_past_a_limit_gets_the_full_walks_error():
+    with pytest.raises(ValueLimitError) as raised:
+        measure([1, 2, 3], items=2, size=None, subject='the result', crossing='leave the sandbox')
+    assert str(raised.value) == 'the result has at least 3 items; at most 2 may leave the sandbox (the value_items limit)'
