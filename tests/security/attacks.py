@@ -755,6 +755,17 @@ ATTACKS: list[Attack] = [
             case text.format:
                 pass
     """, "SyntaxError: a value pattern cannot read attribute 'format' in the sandbox; bind it to a variable and compare in a guard: case v if v == ..."),
+    attack('match-value-dict', "corral red team: a value pattern hands a facade module's real __dict__ (its __loader__, __spec__) to __eq__", """
+        import json
+        class Capture:
+            def __eq__(self, other):
+                other['__loader__']
+                return False
+            __hash__ = None
+        match Capture():
+            case json.__dict__:
+                pass
+    """, "SyntaxError: a value pattern cannot read attribute '__dict__' in the sandbox; bind it to a variable and compare in a guard: case v if v == ..."),
     attack('match-keyword-clock', 'corral red team: a keyword pattern on a class subject reads datetime.now', """
         import datetime
         match datetime.datetime:

@@ -358,10 +358,11 @@ class _Validator(NodeVisitor):
 
     def _check_pattern_value(self, value: ast.expr) -> None:
         """A value pattern, or a mapping pattern's key: a dotted name read with no guard, so no
-        private or filtered attribute."""
+        private or filtered attribute, and no `__dict__` (elsewhere rewritten into a guarded copy,
+        which a pattern cannot be)."""
         current = value
         while isinstance(current, ast.Attribute):
-            if is_private(current.attr) or current.attr in FILTERED_ATTRIBUTES:
+            if is_private(current.attr) or current.attr in FILTERED_ATTRIBUTES or current.attr == DICT_ATTRIBUTE:
                 kind = 'private attribute' if is_private(current.attr) else 'attribute'
                 raise _Refused(
                     f"a value pattern cannot read {kind} '{current.attr}' in the sandbox; "
