@@ -400,3 +400,17 @@ def test_an_ordinary_user_uses_the_default_store():
         os.chown(home, uid, uid)
         text = as_another_user(uid, lambda: asyncio.run(scenario(home)), {'HOME': home})
     assert text == 'no error'
+
+
+async def test_stores_opening_a_new_database_at_once_all_switch_it_to_wal(tmp_path):
+    """Six stores' first writes to one new file, twenty times over: SQLite refuses the switch to
+    WAL at once (SQLITE_BUSY, no busy handler) while another connection is making the same
+    switch, which failed a store's first write as if the file had stayed locked."""
+    for round_ in range(20):
+        url = f'sqlite://{tmp_path}/new{round_}.db'
+        stores = [corral.open_store(url) for _ in range(6)]
+        try:
+            await asyncio.gather(*(store.put(f's{i}', b'x', holder='h') for i, store in enumerate(stores)))
+            assert await stores[0].list() == [f's{i}' for i in range(6)]
+        finally:
+            await asyncio.gather(*(store.close() for store in stores))

@@ -335,7 +335,7 @@ class SQLiteStore:
             path, timeout=self.busy_timeout, isolation_level=None, check_same_thread=False, cached_statements=32
         )
         try:
-            connection.execute('PRAGMA journal_mode = WAL')
+            _until_free(connection, 'PRAGMA journal_mode = WAL', self.busy_timeout)
             connection.execute('PRAGMA synchronous = FULL')
             # After a checkpoint, cut the write-ahead log back to 64 MiB: without a limit it keeps the
             # size of the largest state ever written.
@@ -370,6 +370,23 @@ class SQLiteStore:
         else:
             text = f'{where} failed ({name or type(error).__name__}): {error}. What was stored before is kept'
         return SandboxStoreError(text)
+
+
+def _until_free(connection: sqlite3.Connection, statement: str, seconds: float) -> None:
+    """Execute `statement`, trying again for up to `seconds` while SQLite answers SQLITE_BUSY at
+    once: a switch to WAL needs the file to itself, and when other connections open a new
+    database at the same moment SQLite refuses it without calling the busy handler."""
+    import sqlite3
+
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            connection.execute(statement)
+            return
+        except sqlite3.OperationalError as error:
+            if not getattr(error, 'sqlite_errorname', '').startswith('SQLITE_BUSY') or time.monotonic() > deadline:
+                raise
+        time.sleep(0.005)
 
 
 def _create_private_file(path: Path) -> None:
