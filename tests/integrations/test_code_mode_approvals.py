@@ -17,7 +17,7 @@ import pytest
 pytest.importorskip('pydantic_ai')
 
 from pydantic_ai import DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDenied
-from pydantic_ai.messages import ModelMessagesTypeAdapter, ToolCallPart
+from pydantic_ai.messages import ModelMessagesTypeAdapter
 
 from .approval_agent import approval_pool, mail_agent
 from .scripted_model import Script, answers

@@ -111,8 +111,6 @@ def price(item: uuid.UUID, report: str, size: float | tuple) -> decimal.Decimal:
 
 @pytest.mark.asyncio
 async def test_values_arrive_as_their_stubs_say(pool):
-    import corral
-
     async def lookup(item, report, size):
         return [decimal.Decimal('9.99'), item, pathlib.Path(report) / 'q1.csv', Size.PAIR]
 

@@ -263,7 +263,7 @@ def test_full_disk_loses_nothing(tmp_path):
     unshare = ['unshare', '--mount', '--propagation', 'private']
     if os.geteuid() != 0:
         unshare[1:1] = ['--user', '--map-root-user']
-    command = [*unshare, 'sh', '-c', f'mount -t tmpfs -o size=1m none "$1" && exec "$2" -c "$3" "$1"', 'sh',
+    command = [*unshare, 'sh', '-c', 'mount -t tmpfs -o size=1m none "$1" && exec "$2" -c "$3" "$1"', 'sh',
                str(directory), sys.executable, _FULL_DISK]
     result = subprocess.run(command, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
