@@ -159,6 +159,26 @@ async def test_syntax_error_shows_the_line_and_a_caret(session):
     )
 
 
+@pytest.mark.parametrize(
+    ('code', 'display'),
+    [
+        ('x = "\ud800"', '  File "main.py", line 1\n    x = "\\ud800"\n         ^\n'),
+        ('a = 1\n    é = "é\udcff" + 1', '  File "main.py", line 2\n    é = "é\\udcff" + 1\n          ^\n'),
+        ('# \udfff', '  File "main.py", line 1\n    # \\udfff\n      ^\n'),
+    ],
+)
+async def test_a_lone_surrogate_in_the_script_is_a_syntax_error_that_shows_its_escape(session, code, display):
+    # A JSON string's "\ud800" escape decodes to a lone surrogate, which no UTF-8 source can hold.
+    char = next(c for c in code if 0xD800 <= ord(c) <= 0xDFFF)
+    with pytest.raises(corral.SandboxSyntaxError) as caught:
+        await session.feed_run(code)
+    assert caught.value.display() == display + (
+        f"SyntaxError: the script holds a lone surrogate, U+{ord(char):04X}, which is not a character; "
+        f"inside a string, write it as the escape '\\u{ord(char):04x}'"
+    )
+    assert await session.feed_run('1 + 1') == 2
+
+
 async def test_script_name_names_the_file(pool):
     async with pool.checkout(script_name='agent.py') as session:
         with pytest.raises(corral.SandboxRuntimeError) as info:

@@ -79,6 +79,31 @@ def print_to_host(stream: str, text: str) -> None:
     (sys.stderr if stream == 'stderr' else sys.stdout).write(text)
 
 
+def _escape_surrogates(text: str) -> str:
+    return re.sub('[\ud800-\udfff]', lambda match: f'\\u{ord(match[0]):04x}', text)
+
+
+def _refuse_surrogates(code: str, script_name: str) -> None:
+    """Raise `SandboxSyntaxError` if `code` holds a lone surrogate (U+D800..U+DFFF on its own, as a
+    JSON string's `\\ud800` escape decodes): it is not a character, so no UTF-8 source, and no
+    compiler, can hold it. The display points at it as Python points at a syntax error."""
+    try:
+        code.encode('utf-8')
+    except UnicodeEncodeError as error:
+        start = code.rfind('\n', 0, error.start) + 1
+        end = code.find('\n', error.start)
+        shown = _escape_surrogates(code[start : len(code) if end < 0 else end].lstrip())
+        before = _escape_surrogates(code[start : error.start].lstrip())
+        char = code[error.start]
+        raise SandboxSyntaxError(
+            f'  File "{script_name}", line {code.count(chr(10), 0, error.start) + 1}\n'
+            f'    {shown}\n'
+            f'    {" " * len(before)}^\n'
+            f'SyntaxError: the script holds a lone surrogate, U+{ord(char):04X}, which is not a character; '
+            f"inside a string, write it as the escape '\\u{ord(char):04x}'"
+        ) from None
+
+
 class Session:
     """A checked-out sandbox: a worker of its own, whose variables persist between feeds.
 
@@ -443,6 +468,8 @@ class Session:
 
     async def _feed(self, code: str, lookup: dict[str, Callable[..., Any]], print_callback: PrintCallback) -> Any:
         limits = self.limits
+        if not code.isascii():
+            _refuse_surrogates(code, self.script_name)
         if limits.code_size is not None and len(code) * 4 > limits.code_size:  # else short enough
             size = len(code.encode('utf-8', 'surrogatepass'))
             if size > limits.code_size:
