@@ -648,3 +648,18 @@ async def test_a_stub_of_a_function_the_host_does_not_provide_is_refused(pool):
         async with pool.checkout(type_check=True, external_modules={'billing': module}):
             pass
     assert str(info.value) == "the stubs declare `h`, `k`, which external module 'billing' does not provide: add them, or remove their stub"
+
+
+async def test_alive_says_whether_the_session_can_run_another_feed(pool):
+    session = pool.checkout(limits=corral.Limits(wall_time=0.5))
+    assert session.alive is False  # not entered
+    async with session:
+        assert session.alive is True
+        with pytest.raises(corral.SandboxLimitError):
+            await session.feed_run('while True: pass')  # stopped at wall_time: the worker lives on
+        assert session.alive is True
+    assert session.alive is False
+    async with pool.checkout(limits=corral.Limits(wall_time=10, cpu_time=1)) as session:
+        with pytest.raises(corral.SandboxLimitError):
+            await session.feed_run('while True: pass')  # the kernel kills the worker
+        assert session.alive is False

@@ -296,3 +296,43 @@ def test_a_tool_never_closed_closes_its_pool_when_its_event_loop_ends():
     )
     done = subprocess.run([sys.executable, '-c', program], capture_output=True, text=True, timeout=120, check=False)
     assert (done.stdout, done.stderr, done.returncode) == ("'a'\nNone\n2\n", '', 0)
+
+
+async def test_a_kept_session_keeps_its_variables_after_a_limit_the_script_was_stopped_at(pool):
+    # wall_time and memory stop the script and leave the worker up; only a killed worker restarts.
+    tool = CodeTool({}, pool=pool, keep_session=True, limits=corral.Limits(wall_time=0.5, memory=64 * 2**20))
+    try:
+        await tool.run('x = 5')
+        assert await tool.run('while True: pass') == (
+            'The script failed: Traceback (most recent call last):\n'
+            '  File "main.py", line 1, in <module>\n'
+            '    while True: pass\n'
+            'TimeoutError: the script ran past the wall_time limit of 0.5 seconds'
+        )
+        assert await tool.run('x') == '5'
+        assert await tool.run('b = bytearray(200 * 2**20)') == (
+            'The script failed: Traceback (most recent call last):\n'
+            '  File "main.py", line 1, in <module>\n'
+            '    b = bytearray(200 * 2**20)\n'
+            '        ^^^^^^^^^^^^^^^^^^^^^^\n'
+            'MemoryError: the script went past the memory limit of 67108864 bytes'
+        )
+        assert await tool.run('x') == '5'
+    finally:
+        await tool.aclose()
+
+
+async def test_a_kept_session_whose_worker_was_killed_says_the_sandbox_restarted(pool):
+    tool = CodeTool({}, pool=pool, keep_session=True, limits=corral.Limits(wall_time=10, cpu_time=1))
+    try:
+        await tool.run('x = 5')
+        assert await tool.run('while True: pass') == (
+            'The script failed: Traceback (most recent call last):\n'
+            '  File "main.py", line 1, in <module>\n'
+            '    while True: pass\n'
+            'TimeoutError: the script used more than the cpu_time limit of 1 second of CPU\n\n'
+            'The sandbox was restarted: variables from earlier calls are gone.'
+        )
+        assert (await tool.run('x')).startswith('The script did not run, because it has type errors:\nerror[unresolved-reference]: Name `x`')
+    finally:
+        await tool.aclose()

@@ -187,6 +187,14 @@ class Session:
         return self._system.seed
 
     @property
+    def alive(self) -> bool:
+        """Whether the session can run another feed: False before it is entered, after it is closed,
+        and once its worker was killed (a `memory` or `cpu_time` limit, a script that did not stop at
+        `wall_time`, a dead worker: the error said so). A stored session whose feed a time limit
+        stopped goes back to its state before that feed and stays alive."""
+        return self._worker is not None and self._dead is None
+
+    @property
     def paused(self) -> bool:
         """Whether the session's feed is paused on deferred calls (`SandboxPaused`); `resume()` goes on."""
         return self._paused

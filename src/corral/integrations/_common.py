@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ..errors import SandboxError, SandboxLimitError, SandboxRuntimeError, SandboxTypingError, SandboxWorkerError
+from ..errors import SandboxError, SandboxRuntimeError, SandboxTypingError
 from ..host.os_access import Mount, OsAccess
 from ..host.session import PrintCallback, Session
 from ..limits import Limits, amount
@@ -35,7 +35,6 @@ __all__ = [
     'error_text',
     'describe_calls',
     'json_form',
-    'ends_session',
 ]
 
 # ----- the description -------------------------------------------------------------------------
@@ -497,8 +496,8 @@ async def _fetch(session: Session, source: str) -> Any:
             raise
         try:
             return _Repr(await session.feed_run(f'repr({source})', print_callback=_ignore))
-        except SandboxError as failure:
-            if ends_session(failure):
+        except SandboxError:
+            if not session.alive:
                 raise
             raise error from None
 
@@ -514,13 +513,6 @@ def _type_in(message: str) -> str:
         return 'a value'
     end = message.find("'", start + len(marker))
     return f'{message[start + len(marker):end]} object'
-
-
-def ends_session(error: SandboxError) -> bool:
-    """Whether the session is over after `error` (its worker was killed)."""
-    return isinstance(error, SandboxWorkerError) or (
-        isinstance(error, SandboxLimitError) and error.limit in ('wall_time', 'memory')
-    )
 
 
 def error_text(error: SandboxError) -> str:

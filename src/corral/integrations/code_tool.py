@@ -17,7 +17,6 @@ from ..limits import Limits
 from ._common import (
     CallRecord,
     describe_calls,
-    ends_session,
     error_text,
     mount_list,
     run_code_description,
@@ -214,7 +213,7 @@ class CodeTool:
                 text += '\n\n' + summary
             if outcome.printed:
                 text += '\n\nPrinted before the failure:\n' + outcome.printed.rstrip('\n')
-            if keep and ends_session(outcome.error):
+            if keep and not session.alive:
                 await self._close_session()
                 text += '\n\nThe sandbox was restarted: variables from earlier calls are gone.'
             return text, False

@@ -65,7 +65,6 @@ from ._common import (
     CallRecord,
     catalog_instructions,
     describe_calls,
-    ends_session,
     error_text,
     json_form,
     mount_list,
@@ -476,7 +475,7 @@ class CodeModeToolset(WrapperToolset[AgentDepsT]):
                     text += '\n\nPrinted before the failure:\n' + outcome.printed.rstrip('\n')
                 if restarted:
                     text += '\n\n' + restarted
-                if ends_session(outcome.error):
+                if not session.alive:
                     await state.reset()
                     text += '\n\nThe sandbox was restarted: variables from earlier run_code calls are gone.'
                 raise ModelRetry(text)
