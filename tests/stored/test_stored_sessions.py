@@ -579,3 +579,76 @@ async def test_large_host_results_packed_off_the_loop_are_journaled_and_replay(p
         await loaded.load_session(state)
         assert await loaded.feed_run('[len(big), big[-1], ok, len(strings), strings[-1], refused]') == expected
     assert calls == [50_000, 30_000, 200_000]
+
+
+IDENTITY_SETUP = '''
+import asyncio
+
+class Task:
+    def __init__(self, n):
+        self.n = n
+    def run(self):
+        return self.n
+
+class Other:
+    pass
+
+class Third(Other, Exception):
+    pass
+
+def first():
+    pass
+
+def second():
+    pass
+
+async def job(n):
+    await asyncio.sleep(0)
+    return n
+
+tasks = {Task(c) for c in 'abcdefghijklmnopqrstuvwxyz'}
+sentinels = {object(): i for i in range(20)}
+functions = {first, second, lambda: 1, lambda: 2, Task.run, Other.__init__}
+classes = {Task, Other, type(Task('x')), Third}
+methods = {t.run for t in tasks}
+running = {asyncio.ensure_future(job(i)) for i in range(10)}
+done, pending = await asyncio.wait(running)
+kept = [Task(i) for i in range(5)]
+by_id = sorted(kept, key=id)
+text = repr(kept[0])
+ids = [id(t) for t in kept]
+print(kept[1], first, id(kept[2]))
+'''
+
+IDENTITY_READ = (
+    '([t.n for t in tasks], list(sentinels.values()), [f.__name__ for f in functions], [c.__name__ for c in classes], '
+    '[m() for m in methods], [t.result() for t in done], [t.n for t in by_id], text, repr(kept[1]), repr(first), ids, '
+    '[id(t) for t in kept], [hash(t) for t in kept], id(kept[0]) < id(kept[1]), sorted(kept, key=id) == by_id, '
+    '[id(t) >> 4 == hash(t) for t in kept], [t.n for t in {Task(i) for i in range(40)}], [repr(o) for o in sentinels][:3])'
+)
+
+
+async def test_ids_identity_hashes_and_default_reprs_come_back_the_same_after_a_load(pool):
+    """Sets of the script's objects, functions, classes, bound methods and tasks keep their order,
+    and `id()` and default reprs their values, in a worker whose allocations went another way."""
+    printed = []
+    async with pool.checkout() as original:
+        await original.feed_run(IDENTITY_SETUP, print_callback=lambda stream, text: printed.append(text))
+        state = await original.dump()
+        expected = await original.feed_run(IDENTITY_READ)
+    assert printed == ['<__main__.Task object at 0x7f0000000480> <function first at 0x7f0000000340> 139637976728720\n']
+    assert expected[7:10] == ('<__main__.Task object at 0x7f0000000470>', '<__main__.Task object at 0x7f0000000480>', '<function first at 0x7f0000000340>')
+    assert expected[10] == [0x7F0000000470 + 16 * i for i in range(5)] == expected[11] and expected[12] == [(0x7F0000000470 >> 4) + i for i in range(5)]
+    assert expected[13:16] == (True, True, [True] * 5) and expected[17] == [f'<object object at 0x7f00000002{i}0>' for i in range(3)]
+    async with pool.checkout() as never_stored:  # another session running the same feeds: the same values
+        await never_stored.feed_run(IDENTITY_SETUP, print_callback=lambda stream, text: None)
+        assert await never_stored.feed_run(IDENTITY_READ) == expected
+    for _ in range(3):
+        async with pool.checkout() as loaded:
+            await loaded.load_session(state)
+            assert await loaded.feed_run(IDENTITY_READ) == expected
+    async with pool.checkout(ephemeral=False) as stored:
+        await stored.feed_run(IDENTITY_SETUP, print_callback=lambda stream, text: None)
+        session_id = stored.session_id
+    async with pool.checkout(session_id=session_id) as resumed:
+        assert await resumed.feed_run(IDENTITY_READ) == expected

@@ -18,7 +18,7 @@ from collections import deque
 from typing import Any
 
 from ..channel import CALL, COMPILE, DONE, FAIL, FEED, OUTPUT, PAUSE, REPLY, TIMED, WAIT, WAKE, FrameReader, ProtocolError, frame, poll
-from ..language import catalog, hostio
+from ..language import catalog, hostio, identity
 from ..language import stop as stopping
 from ..language.facades import stderr as _STDERR
 from ..language import EXCEPTIONS, CompiledScript, SandboxStop, compile_script, compile_unguarded, find_stop, import_module, make_builtins
@@ -729,13 +729,17 @@ def prepare_worker(*, guarded: bool = True) -> Worker:
     """
     loop = asyncio.SelectorEventLoop(_HostSelector())
     asyncio.set_event_loop(loop)
-    return Worker(loop, guarded=guarded)
+    worker = Worker(loop, guarded=guarded)
+    if guarded:
+        identity.install()  # ids, identity hashes and default reprs a replay gives back
+    return worker
 
 
 def run_worker(worker: Worker, sock: socket.socket, lock_down: Any = None) -> None:
     """Entry point of a forked worker: renew the inherited event loop's fds, lock down, serve, exit."""
     loop = worker._loop
     _renew_loop_fds(loop)
+    identity.activate()
     worker.attach(sock)
     if lock_down is not None:
         keep = {sock.fileno(), loop._selector.fileno(), loop._ssock.fileno(), loop._csock.fileno()}  # type: ignore[attr-defined]
