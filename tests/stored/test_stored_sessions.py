@@ -652,3 +652,79 @@ async def test_ids_identity_hashes_and_default_reprs_come_back_the_same_after_a_
         session_id = stored.session_id
     async with pool.checkout(session_id=session_id) as resumed:
         assert await resumed.feed_run(IDENTITY_READ) == expected
+
+
+async def test_a_replay_does_not_run_under_wall_time_and_what_follows_its_pause_does(pool):
+    """A slow machine (here the worker stopped for longer than wall_time and grace, in the middle of
+    a replayed feed) does not fail a load; the live part of a replayed paused feed has its wall_time."""
+    limits = corral.Limits(wall_time=1.0)
+    tools = {'step': lambda n: n}
+    code = 'a = step(1)\nfor i in range(1_000_000):\n    pass\nb = step(2)\na + b'
+    async with pool.checkout(limits=limits) as original:
+        await original.feed_run(code, external_lookup=tools)
+        state = await original.dump()
+    async with pool.checkout(limits=limits) as loaded:
+        pid, serve = loaded._worker.pid, loaded._serve_replay
+        going_on = asyncio.get_running_loop().create_future()
+
+        def stalled(call_id):  # the worker, in the loop by now, is stopped for longer than wall_time and grace
+            if call_id == 0:
+                os.kill(pid, signal.SIGSTOP)
+                asyncio.get_running_loop().call_later(3.0, lambda: (os.kill(pid, signal.SIGCONT), going_on.set_result(None)))
+            serve(call_id)
+
+        loaded._serve_replay = stalled
+        await loaded.load_session(state)
+        await going_on
+        assert await loaded.feed_run('a + b') == 3
+
+    def approve(what):
+        raise corral.Deferred()
+
+    limits = corral.Limits(wall_time=1.0, grace=5.0)  # a busy machine: the worker stops the script itself
+    async with pool.checkout(limits=limits) as original:
+        with pytest.raises(corral.SandboxPaused) as paused:
+            await original.feed_run('x = approve("go")\nwhile x:\n    pass', external_lookup={'approve': approve})
+        state = await original.dump()
+    async with pool.checkout(limits=limits) as loaded:
+        await loaded.load_session(state)
+        with pytest.raises(corral.SandboxLimitError) as stopped:
+            await loaded.resume({paused.value.calls[0].call_id: True})
+        assert stopped.value.limit == 'wall_time'
+        assert str(stopped.value).splitlines()[-1] == 'TimeoutError: the script ran past the wall_time limit of 1 second'
+
+
+async def test_prints_before_a_pause_reach_the_callback_and_those_after_it_arrive_once_after_a_load(pool, tmp_path, capsys):
+    def approve(what):
+        raise corral.Deferred()
+
+    code = 'print("before")\nx = approve("go")\nprint("after", x)\nprint("more", file=sys.stderr)\nx'
+    code = 'import sys\n' + code
+    printed = []
+    async with pool.checkout() as original:
+        with pytest.raises(corral.SandboxPaused) as paused:
+            await original.feed_run(code, external_lookup={'approve': approve}, print_callback=lambda stream, text: printed.append((stream, text)))
+        assert printed == [('stdout', 'before\n')]
+        state = await original.dump()
+    (call,) = paused.value.calls
+    async with pool.checkout() as loaded:
+        await loaded.load_session(state)
+        assert printed == [('stdout', 'before\n')]
+        assert await loaded.resume({call.call_id: 'yes'}, print_callback=lambda stream, text: printed.append((stream, text))) == 'yes'
+    assert printed == [('stdout', 'before\n'), ('stdout', 'after yes\n'), ('stderr', 'more\n')]
+    async with pool.checkout() as loaded:  # no print_callback given again: the default one, the host's stdout and stderr
+        await loaded.load_session(state)
+        assert await loaded.resume({call.call_id: 'no'}) == 'no'
+    assert capsys.readouterr() == ('after no\n', 'more\n')
+    path = tmp_path / 'state'
+    path.write_bytes(state)
+    assert child('resume', str(path), 'later') == ['after later', "'later'", 'calls []']  # in another process, nothing called again
+    async with pool.checkout(ephemeral=False) as stored:
+        with pytest.raises(corral.SandboxPaused):
+            await stored.feed_run(code, external_lookup={'approve': approve}, print_callback=lambda stream, text: None)
+        session_id = stored.session_id
+    capsys.readouterr()
+    async with pool.checkout(session_id=session_id) as resumed:
+        (call,) = resumed.pending_calls
+        assert await resumed.resume({call.call_id: 'stored'}) == 'stored'
+    assert capsys.readouterr() == ('after stored\n', 'more\n')

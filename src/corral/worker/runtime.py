@@ -189,7 +189,8 @@ class Worker:
         """The host's next message, in a feed: what answers the CALL or WAIT just sent.
 
         A PAUSE (the host holds the feed on a deferred call, maybe for days) stops the wall_time
-        timer; the answer that ends the pause starts it again, the feed's whole wall_time afresh.
+        timer; the answer that ends the pause starts it again, the feed's whole wall_time afresh
+        (a replayed feed's timer starts there too: see `_feed`).
         `stoppable`: sleep in the standard library's selector, where a stop (wall_time) may be
         raised, having read nothing; elsewhere in the worker's code a stop waits (see `_SHIELDED`).
         """
@@ -414,6 +415,9 @@ class Worker:
         return script
 
     def _feed(self, code: str, script_name: str, functions: dict[str, bool], modules: dict[str, dict[str, bool]], limits: dict[str, Any]) -> None:
+        """Run one feed. `limits` holds the session's limits; with `replay` set (the host replays a
+        stored session's journal) its wall_time timer does not run until the feed's pause, when the
+        host holds it on a deferred call: what follows the pause runs live, under wall_time."""
         script = self._compile(code, script_name)
         if script is None:
             return
@@ -423,7 +427,7 @@ class Worker:
         self._output = self._calls = 0
         self._stops.clear()
         wall_time = limits.get('wall_time')
-        if wall_time:
+        if wall_time and not limits.get('replay'):  # a replayed feed: none until its pause, if it has one
             signal.setitimer(signal.ITIMER_REAL, wall_time)
         failure: BaseException | None = None
         value: Any = None
