@@ -62,15 +62,16 @@ _NOT_COUNTED = frozenset(map(_real_id, (types.ModuleType, types.BuiltinFunctionT
 
 
 class _Number(weakref.ref):  # type: ignore[type-arg]
-    """The number of a live object that can have weak references; the entry goes when it dies."""
+    """The number of a live object that can have weak references; the entry goes when it dies.
+    `hashed`: its identity hash is the number (it is counted: see `_counted`)."""
 
-    __slots__ = ('key', 'number')
+    __slots__ = ('key', 'number', 'hashed')
 
 
 class _Kept:
     """The number of an object that cannot have weak references: the entry keeps it alive."""
 
-    __slots__ = ('key', 'number', 'obj')
+    __slots__ = ('key', 'number', 'hashed', 'obj')
 
 
 _entries: dict[int, Any] = {}  # the object's address -> its _Number or _Kept
@@ -90,13 +91,13 @@ def _old_gone(ref: _OldRef) -> None:
         del _old[ref.key]
 
 
-def _number(obj: Any) -> int:
-    """The object's number, handed out now if it has none."""
+def _entry(obj: Any) -> Any:
+    """The object's entry, with a number handed out now if it has none."""
     global _counter
     key = _real_id(obj)
     entry = _entries.get(key)
     if entry is not None:
-        return entry.number
+        return entry
     _counter += 1
     try:
         entry = _Number(obj, _forget)
@@ -105,13 +106,14 @@ def _number(obj: Any) -> int:
         entry.obj = obj
     entry.key = key
     entry.number = _counter
+    entry.hashed = False
     _entries[key] = entry
-    return _counter
+    return entry
 
 
 def sandbox_id(obj: Any, /) -> int:
     """The sandbox's `id()`: an int unique among the live objects, the same on every replay."""
-    return _BASE + 16 * _number(obj)
+    return _BASE + 16 * _entry(obj).number
 
 
 def count_class(cls: type) -> None:
@@ -158,14 +160,19 @@ def _remember_old(obj: Any, key: int) -> None:
 
 
 def _identity_hash(self: Any) -> int:
+    entry = _entries.get(_real_id(self))
+    if entry is not None and entry.hashed:  # hashed before: the same number
+        return (_BASE >> 4) + entry.number
     if _counted(self):
-        return (_BASE >> 4) + _number(self)
+        entry = _entry(self)
+        entry.hashed = True
+        return (_BASE >> 4) + entry.number
     return _object_hash(self)
 
 
 def _class_hash(self: Any) -> int:
     if _real_id(self) in _classes:
-        return (_BASE >> 4) + _number(self)
+        return (_BASE >> 4) + _entry(self).number
     return _type_hash(self)
 
 
