@@ -728,3 +728,44 @@ async def test_prints_before_a_pause_reach_the_callback_and_those_after_it_arriv
         (call,) = resumed.pending_calls
         assert await resumed.resume({call.call_id: 'stored'}) == 'stored'
     assert capsys.readouterr() == ('after stored\n', 'more\n')
+
+
+KINDS_SETUP = '''
+import abc
+class M(type):
+    pass
+class A(metaclass=M):
+    pass
+class B(abc.ABC):
+    pass
+class S:
+    __slots__ = ('x',)
+    def __init__(self, x):
+        self.x = x
+class E(Exception):
+    pass
+class H:
+    def __eq__(self, other):
+        return self is other
+    def __hash__(self):
+        return super().__hash__()
+def gen(n):
+    yield n
+things = {A, B, M, S, E, H, gen}
+slotted = {S(i) for i in range(20)}
+errors = {E(i) for i in range(20)}
+hs = {H(): i for i in range(20)}
+gens = {gen(i): i for i in range(5)}
+'''
+KINDS_READ = '([getattr(c, "__name__") for c in things], [s.x for s in slotted], [e.args[0] for e in errors], list(hs.values()), [repr(g) for g in gens][:2], repr(A()))'
+
+
+async def test_identity_values_of_metaclass_abc_slotted_exception_and_generator_objects_come_back(pool):
+    async with pool.checkout() as original:
+        await original.feed_run(KINDS_SETUP)
+        state = await original.dump()
+        expected = await original.feed_run(KINDS_READ)
+    assert expected[4:] == (['<generator object gen at 0x7f0000000470>', '<generator object gen at 0x7f0000000480>'], '<__main__.A object at 0x7f00000004f0>')
+    async with pool.checkout() as loaded:
+        await loaded.load_session(state)
+        assert await loaded.feed_run(KINDS_READ) == expected

@@ -32,14 +32,16 @@ alive once its identity was asked for.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import gc
 import sys
 import types
 import weakref
+from collections.abc import Iterator
 from typing import Any
 
-__all__ = ['activate', 'count_class', 'install', 'sandbox_id']
+__all__ = ['activate', 'count_class', 'install', 'sandbox_id', 'uncounted']
 
 #: The first id handed out, less 16: ids look like the addresses of a 64-bit heap.
 _BASE = 0x7F0000000000
@@ -326,3 +328,15 @@ def activate() -> None:
     """Count from now on (in a forked worker, before its first feed)."""
     global _active
     _active = True
+
+
+@contextlib.contextmanager
+def uncounted() -> Iterator[None]:
+    """Hand out no numbers meanwhile: for the worker's own work that a journal does not record
+    (compiling a script whose type check may then fail, so that its feed never runs)."""
+    global _active
+    active, _active = _active, False
+    try:
+        yield
+    finally:
+        _active = active

@@ -390,7 +390,8 @@ class Worker:
         if script is None:
             filename = f'<script {self._feeds + 1}>'
             try:
-                script = self._compile_script(code, filename)
+                with identity.uncounted():  # a COMPILE whose feed never runs is not in the journal
+                    script = self._compile_script(code, filename)
             except SyntaxError as error:
                 error.filename = script_name
                 display = ''.join(traceback.format_exception_only(SyntaxError, error)).rstrip('\n')
