@@ -1214,6 +1214,17 @@ ATTACKS: list[Attack] = [
                 pass
         vars(type(A().f).__hash__)
     """, "TypeError: vars(): the __dict__ of function objects cannot be read in the sandbox: only objects and classes the script defines show theirs; read the attributes by name"),
+    attack('identity-method-hash-on-a-liar', 'corral issue: an identity function handed an object that answers any attribute', """
+        class A:
+            def f(self):
+                pass
+            def __getattr__(self, name):
+                return 1
+        type(A().f).__hash__(A())
+    """, "TypeError: descriptor '__hash__' requires a 'method' object but received a 'A'"),
+    attack('identity-function-repr-on-another-type', 'corral issue: identity functions', """
+        type(lambda: 0).__repr__(5)
+    """, "TypeError: descriptor '__repr__' requires a 'function' object but received a 'int'"),
     attack('asyncio-run-nested', 'corral: asyncio.run away from the top level', """
         import asyncio
         async def g():

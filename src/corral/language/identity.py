@@ -59,7 +59,6 @@ _method_hash = types.MethodType.__hash__
 _type_module = type.__dict__['__module__'].__get__
 _type_qualname = type.__dict__['__qualname__'].__get__
 _GENERATORS = (types.GeneratorType, types.CoroutineType, types.AsyncGeneratorType)
-_generator_reprs = {kind: kind.__repr__ for kind in _GENERATORS}
 _NOT_COUNTED = frozenset(map(_real_id, (types.ModuleType, types.BuiltinFunctionType, types.MethodWrapperType, types.CodeType)))
 
 
@@ -179,6 +178,8 @@ def _class_hash(self: Any) -> int:
 
 
 def _bound_hash(self: Any) -> int:
+    if type(self) is not types.MethodType:  # `MethodType.__hash__(x)`: CPython's TypeError
+        return _method_hash(self)
     owner, function = self.__self__, self.__func__
     if _counted(owner) or _counted(function):
         return hash((sandbox_id(owner), function))
@@ -198,16 +199,20 @@ def _function_identity_repr(self: Any) -> str:
     own = _slot_wrappers.get(_real_id(self))
     if own is not None:  # one of this module's: shown as the slot wrapper it stands in for
         return own
-    if not _counted(self):
+    if type(self) is not types.FunctionType or not _counted(self):  # CPython's (its TypeError for another type)
         return _function_repr(self)
     return f'<function {self.__qualname__} at {sandbox_id(self):#x}>'
 
 
-def _generator_identity_repr(self: Any) -> str:
-    kind = type(self)
-    if not _counted(self):
-        return _generator_reprs[kind](self)
-    return f'<{kind.__name__} object {self.__qualname__} at {sandbox_id(self):#x}>'
+def _generator_identity_repr(kind: type) -> Any:
+    real = kind.__repr__
+
+    def __repr__(self: Any) -> str:
+        if type(self) is not kind or not _counted(self):
+            return real(self)
+        return f'<{kind.__name__} object {self.__qualname__} at {sandbox_id(self):#x}>'
+
+    return __repr__
 
 
 _slot_wrappers: dict[int, str] = {}
@@ -304,7 +309,7 @@ def install() -> None:
         (types.MethodType, '__hash__', _dressed(_bound_hash, types.MethodType, '__hash__'), _TP_HASH, hash_slot),
         (types.FunctionType, '__repr__', _dressed(_function_identity_repr, types.FunctionType, '__repr__'), _TP_REPR, repr_slot),
     ]
-    overrides += [(kind, '__repr__', _dressed(_generator_identity_repr, kind, '__repr__'), _TP_REPR, repr_slot) for kind in _GENERATORS]
+    overrides += [(kind, '__repr__', _dressed(_generator_identity_repr(kind), kind, '__repr__'), _TP_REPR, repr_slot) for kind in _GENERATORS]
     for cls, name, function, index, generic in overrides:
         (namespace,) = gc.get_referents(cls.__dict__)
         namespace[name] = function
