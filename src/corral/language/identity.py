@@ -100,9 +100,9 @@ def _entry(obj: Any) -> Any:
     if entry is not None:
         return entry
     _counter += 1
-    try:
+    if type(obj).__weakrefoffset__:  # it can have weak references
         entry = _Number(obj, _forget)
-    except TypeError:
+    else:
         entry = _Kept()
         entry.obj = obj
     entry.key = key
@@ -151,11 +151,10 @@ class _OldRef(weakref.ref):  # type: ignore[type-arg]
 
 
 def _remember_old(obj: Any, key: int) -> None:
-    try:
-        ref = _OldRef(obj, _old_gone)
-    except TypeError:
+    if not type(obj).__weakrefoffset__:
         _old[key] = obj  # kept alive: its address is never another object's
         return
+    ref = _OldRef(obj, _old_gone)
     ref.key = key
     _old[key] = ref
 
