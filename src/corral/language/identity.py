@@ -46,7 +46,7 @@ __all__ = ['activate', 'count_class', 'install', 'sandbox_id', 'uncounted']
 #: The first id handed out, less 16: ids look like the addresses of a 64-bit heap.
 _BASE = 0x7F0000000000
 
-_TP_REPR = 11  # the index of `tp_repr` among the pointer-sized fields of a `PyTypeObject` (CPython 3.11-3.13)
+_TP_REPR = 11  # the index of `tp_repr` among the pointer-sized fields of a `PyTypeObject` (`install` checks the layout)
 _TP_HASH = 15  # and of `tp_hash`
 _SCRIPT = '<script '  # how the worker names the code of a script (`runtime.Worker._compile`)
 
@@ -79,7 +79,7 @@ _entries: dict[int, Any] = {}  # the object's address -> its _Number or _Kept
 _counter = 0
 _active = False
 _old: dict[int, Any] = {}  # addresses of objects hashed before `activate`: CPython's hash for their life
-_classes: dict[int, type] = {}  # classes the script made: they and their instances are counted
+_classes: dict[int, type] = {}  # classes the script made, counted (and kept: their addresses are never reused)
 
 
 def _forget(ref: _Number) -> None:
@@ -118,7 +118,8 @@ def sandbox_id(obj: Any, /) -> int:
 
 
 def count_class(cls: type) -> None:
-    """Count `cls` (a class the script made) and its instances, from now on."""
+    """Count `cls`, a class the script made: its own identity from now on (its instances, like
+    every object made in the session, are counted anyway)."""
     _classes[_real_id(cls)] = cls
 
 
@@ -189,8 +190,11 @@ def _identity_repr(self: Any) -> str:
     if not _counted(self):
         return _object_repr(self)
     kind = type(self)
-    module, qualname = _type_module(kind), _type_qualname(kind)
-    name = qualname if module == 'builtins' or type(module) is not str else f'{module}.{qualname}'
+    module, qualname = _type_module(kind), str.__str__(_type_qualname(kind))
+    if not isinstance(module, str):  # as CPython: a module that is not a str is left out
+        return f'<{qualname} object at {sandbox_id(self):#x}>'
+    module = str.__str__(module)  # a str subclass's own methods do not run
+    name = qualname if module == 'builtins' else f'{module}.{qualname}'
     return f'<{name} object at {sandbox_id(self):#x}>'
 
 
