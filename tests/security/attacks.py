@@ -1190,6 +1190,41 @@ ATTACKS: list[Attack] = [
         a = A()
         a.__class__ = type(print)
     """, dunder('__class__', CLASS, store=True)),
+    # ----- the sandbox's identity values (ids, identity hashes, default reprs from a counter) ------
+    attack('identity-hash-globals', 'corral issue: object.__hash__ is the sandbox\'s own function', """
+        object.__hash__.__globals__['_entries']
+    """, dunder('__globals__', FUNC)),
+    attack('identity-repr-closure-getattr', 'corral issue: identity functions', """
+        getattr(type(lambda: 0).__repr__, '__clo' + 'sure__')
+    """, dunder('__closure__', FUNC, syntax=False)),
+    attack('identity-class-hash-code', 'corral issue: identity functions', """
+        h = type.__hash__
+        getattr(h, '__co' + 'de__')
+    """, dunder('__code__', FUNC, syntax=False)),
+    attack('identity-id-stand-in', 'corral issue: the sandbox id', """
+        getattr(id, '_function')
+    """, "AttributeError: attribute '_function' is private: the sandbox allows names starting with '_' only on objects of "
+         "classes the script defines (builtin_function_or_method objects are not); use the public API"),
+    attack('identity-hash-replaced', 'corral issue: a script swapping the identity hash for its own', """
+        setattr(object, '__hash__', lambda self: 0)
+    """, "AttributeError: attribute '__hash__' cannot be assigned in the sandbox: names like __this__ are refused except a short list"),
+    attack('identity-method-hash-vars', 'corral issue: identity functions', """
+        class A:
+            def f(self):
+                pass
+        vars(type(A().f).__hash__)
+    """, "TypeError: vars(): the __dict__ of function objects cannot be read in the sandbox: only objects and classes the script defines show theirs; read the attributes by name"),
+    attack('identity-method-hash-on-a-liar', 'corral issue: an identity function handed an object that answers any attribute', """
+        class A:
+            def f(self):
+                pass
+            def __getattr__(self, name):
+                return 1
+        type(A().f).__hash__(A())
+    """, "TypeError: descriptor '__hash__' requires a 'method' object but received a 'A'"),
+    attack('identity-function-repr-on-another-type', 'corral issue: identity functions', """
+        type(lambda: 0).__repr__(5)
+    """, "TypeError: descriptor '__repr__' requires a 'function' object but received a 'int'"),
     attack('asyncio-run-nested', 'corral: asyncio.run away from the top level', """
         import asyncio
         async def g():

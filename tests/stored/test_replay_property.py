@@ -2,7 +2,9 @@
 
 Generated scripts mix what makes a journal hard: host calls gathered with replies arriving in a
 random order, sleeps racing them, `wait_for` timeouts close to their call's delay, classes,
-closures, generators, random numbers and feeds that fail part way. The feeds before the dump put
+closures, generators, random numbers, feeds that fail part way, and values of object identity
+(sets and dict keys of the script's objects, `object()` sentinels, functions, lambdas, classes and
+bound methods, `id()`, default reprs, sorting by id). The feeds before the dump put
 the order things happened in into variables; after the load, both sessions run the same feeds
 (whose results do not depend on timing) and must give the same values, variables included.
 """
@@ -26,7 +28,7 @@ async def delay(n, seconds):
 @st.composite
 def before_dump(draw, i):
     """A feed whose values record the order of replies and timers; and the expression that reads them."""
-    kind = draw(st.sampled_from(['order', 'race', 'wait_for', 'objects', 'random', 'failure']))
+    kind = draw(st.sampled_from(['order', 'race', 'wait_for', 'objects', 'random', 'failure', 'identity']))
     if kind == 'order':
         pairs = draw(st.lists(st.tuples(st.integers(0, 9), DELAYS), min_size=2, max_size=4))
         code = f'o{i} = []\nasync def w{i}(n, d):\n    o{i}.append(await delay(n, d))\nawait asyncio.gather(*(w{i}(n, d) for n, d in {pairs!r}))'
@@ -54,14 +56,43 @@ def before_dump(draw, i):
         return code, f'[c{i}.get(), f{i}(1), next(g{i}), first{i}]'
     if kind == 'random':
         return f'r{i} = [random.random() for _ in range({n})] + [uuid.uuid4().hex]', f'r{i}'
+    if kind == 'identity':
+        return identity(draw, i, n)
     return f'fl{i} = {n}\nraise ValueError("boom {i}")\nfl{i} = 0', f'fl{i}'
+
+
+def identity(draw, i, n):
+    """A feed whose values depend on object identity; and the expression that reads them."""
+    size = draw(st.integers(2, 40))
+    garbage = draw(st.integers(0, 3000))  # objects made and dropped first: other addresses, the same ids
+    code = (
+        f'junk{i} = [[j] for j in range({garbage})]\ndel junk{i}\n'
+        f'class K{i}:\n    def __init__(self, v):\n        self.v = v\n    def m(self):\n        return self.v\n'
+        f'def named{i}():\n    return "named"\n'
+        f'ks{i} = [K{i}(v) for v in range({size})]\n'
+        f'set{i} = set(ks{i})\n'
+        f'sentinels{i} = {{object(): v for v in range({n})}}\n'
+        f'callables{i} = {{named{i}: "f", K{i}: "class", K{i}.m: "unbound", (lambda: 0): "lambda", ks{i}[0].m: "bound"}}\n'
+        f'bound{i} = {{k.m for k in ks{i}}}\n'
+        f'by_id{i} = [k.v for k in sorted(ks{i}, key=id, reverse=True)]\n'
+        f'ids{i} = [id(k) - id(ks{i}[0]) for k in set{i}]\n'
+        f'print(ks{i}[0], named{i})\nshown{i} = [repr(k) for k in list(set{i})[:3]] + [repr(named{i})]'
+    )
+    read = (
+        f'[[k.v for k in set{i}], list(sentinels{i}.values()), list(callables{i}.values()), [m() for m in bound{i}], '
+        f'by_id{i}, ids{i}, shown{i}, [hash(k) == id(k) >> 4 for k in set{i}], [k.v for k in {{K{i}(v) for v in range({size})}}]]'
+    )
+    return code, read
 
 
 @st.composite
 def after_dump(draw, i):
     """A feed whose value does not depend on timing."""
-    kind = draw(st.sampled_from(['gather', 'random', 'failure', 'class']))
+    kind = draw(st.sampled_from(['gather', 'random', 'failure', 'class', 'identity']))
     n = draw(st.integers(1, 5))
+    if kind == 'identity':  # the script's objects made after the load are numbered alike too
+        code, read = identity(draw, 100 + i, n)
+        return f'{code}\n{read}'
     if kind == 'gather':
         delays = draw(st.lists(DELAYS, min_size=1, max_size=3))
         return f'await asyncio.gather(*(delay(k, d) for k, d in enumerate({delays!r})))'

@@ -579,3 +579,193 @@ async def test_large_host_results_packed_off_the_loop_are_journaled_and_replay(p
         await loaded.load_session(state)
         assert await loaded.feed_run('[len(big), big[-1], ok, len(strings), strings[-1], refused]') == expected
     assert calls == [50_000, 30_000, 200_000]
+
+
+IDENTITY_SETUP = '''
+import asyncio
+
+class Task:
+    def __init__(self, n):
+        self.n = n
+    def run(self):
+        return self.n
+
+class Other:
+    pass
+
+class Third(Other, Exception):
+    pass
+
+def first():
+    pass
+
+def second():
+    pass
+
+async def job(n):
+    await asyncio.sleep(0)
+    return n
+
+tasks = {Task(c) for c in 'abcdefghijklmnopqrstuvwxyz'}
+sentinels = {object(): i for i in range(20)}
+functions = {first, second, lambda: 1, lambda: 2, Task.run, Other.__init__}
+classes = {Task, Other, type(Task('x')), Third}
+methods = {t.run for t in tasks}
+running = {asyncio.ensure_future(job(i)) for i in range(10)}
+done, pending = await asyncio.wait(running)
+kept = [Task(i) for i in range(5)]
+by_id = sorted(kept, key=id)
+text = repr(kept[0])
+ids = [id(t) for t in kept]
+print(kept[1], first, id(kept[2]))
+'''
+
+IDENTITY_READ = (
+    '([t.n for t in tasks], list(sentinels.values()), [f.__name__ for f in functions], [c.__name__ for c in classes], '
+    '[m() for m in methods], [t.result() for t in done], [t.n for t in by_id], text, repr(kept[1]), repr(first), ids, '
+    '[id(t) for t in kept], [hash(t) for t in kept], id(kept[0]) < id(kept[1]), sorted(kept, key=id) == by_id, '
+    '[id(t) >> 4 == hash(t) for t in kept], [t.n for t in {Task(i) for i in range(40)}], [repr(o) for o in sentinels][:3])'
+)
+
+
+async def test_ids_identity_hashes_and_default_reprs_come_back_the_same_after_a_load(pool):
+    """Sets of the script's objects, functions, classes, bound methods and tasks keep their order,
+    and `id()` and default reprs their values, in a worker whose allocations went another way."""
+    printed = []
+    async with pool.checkout() as original:
+        await original.feed_run(IDENTITY_SETUP, print_callback=lambda stream, text: printed.append(text))
+        state = await original.dump()
+        expected = await original.feed_run(IDENTITY_READ)
+    assert printed == ['<__main__.Task object at 0x7f0000000480> <function first at 0x7f0000000340> 139637976728720\n']
+    assert expected[7:10] == ('<__main__.Task object at 0x7f0000000470>', '<__main__.Task object at 0x7f0000000480>', '<function first at 0x7f0000000340>')
+    assert expected[10] == [0x7F0000000470 + 16 * i for i in range(5)] == expected[11] and expected[12] == [(0x7F0000000470 >> 4) + i for i in range(5)]
+    assert expected[13:16] == (True, True, [True] * 5) and expected[17] == [f'<object object at 0x7f00000002{i}0>' for i in range(3)]
+    async with pool.checkout() as never_stored:  # another session running the same feeds: the same values
+        await never_stored.feed_run(IDENTITY_SETUP, print_callback=lambda stream, text: None)
+        assert await never_stored.feed_run(IDENTITY_READ) == expected
+    for _ in range(3):
+        async with pool.checkout() as loaded:
+            await loaded.load_session(state)
+            assert await loaded.feed_run(IDENTITY_READ) == expected
+    async with pool.checkout(ephemeral=False) as stored:
+        await stored.feed_run(IDENTITY_SETUP, print_callback=lambda stream, text: None)
+        session_id = stored.session_id
+    async with pool.checkout(session_id=session_id) as resumed:
+        assert await resumed.feed_run(IDENTITY_READ) == expected
+
+
+async def test_a_replay_does_not_run_under_wall_time_and_what_follows_its_pause_does(pool):
+    """A slow machine (here the worker stopped for longer than wall_time and grace, in the middle of
+    a replayed feed) does not fail a load; the live part of a replayed paused feed has its wall_time."""
+    limits = corral.Limits(wall_time=1.0)
+    tools = {'step': lambda n: n}
+    code = 'a = step(1)\nfor i in range(1_000_000):\n    pass\nb = step(2)\na + b'
+    async with pool.checkout(limits=limits) as original:
+        await original.feed_run(code, external_lookup=tools)
+        state = await original.dump()
+    async with pool.checkout(limits=limits) as loaded:
+        pid, serve = loaded._worker.pid, loaded._serve_replay
+        going_on = asyncio.get_running_loop().create_future()
+
+        def stalled(call_id):  # the worker, in the loop by now, is stopped for longer than wall_time and grace
+            if call_id == 0:
+                os.kill(pid, signal.SIGSTOP)
+                asyncio.get_running_loop().call_later(3.0, lambda: (os.kill(pid, signal.SIGCONT), going_on.set_result(None)))
+            serve(call_id)
+
+        loaded._serve_replay = stalled
+        await loaded.load_session(state)
+        await going_on
+        assert await loaded.feed_run('a + b') == 3
+
+    def approve(what):
+        raise corral.Deferred()
+
+    limits = corral.Limits(wall_time=1.0, grace=5.0)  # a busy machine: the worker stops the script itself
+    async with pool.checkout(limits=limits) as original:
+        with pytest.raises(corral.SandboxPaused) as paused:
+            await original.feed_run('x = approve("go")\nwhile x:\n    pass', external_lookup={'approve': approve})
+        state = await original.dump()
+    async with pool.checkout(limits=limits) as loaded:
+        await loaded.load_session(state)
+        with pytest.raises(corral.SandboxLimitError) as stopped:
+            await loaded.resume({paused.value.calls[0].call_id: True})
+        assert stopped.value.limit == 'wall_time'
+        assert str(stopped.value).splitlines()[-1] == 'TimeoutError: the script ran past the wall_time limit of 1 second'
+
+
+async def test_prints_before_a_pause_reach_the_callback_and_those_after_it_arrive_once_after_a_load(pool, tmp_path, capsys):
+    def approve(what):
+        raise corral.Deferred()
+
+    code = 'print("before")\nx = approve("go")\nprint("after", x)\nprint("more", file=sys.stderr)\nx'
+    code = 'import sys\n' + code
+    printed = []
+    async with pool.checkout() as original:
+        with pytest.raises(corral.SandboxPaused) as paused:
+            await original.feed_run(code, external_lookup={'approve': approve}, print_callback=lambda stream, text: printed.append((stream, text)))
+        assert printed == [('stdout', 'before\n')]
+        state = await original.dump()
+    (call,) = paused.value.calls
+    async with pool.checkout() as loaded:
+        await loaded.load_session(state)
+        assert printed == [('stdout', 'before\n')]
+        assert await loaded.resume({call.call_id: 'yes'}, print_callback=lambda stream, text: printed.append((stream, text))) == 'yes'
+    assert printed == [('stdout', 'before\n'), ('stdout', 'after yes\n'), ('stderr', 'more\n')]
+    async with pool.checkout() as loaded:  # no print_callback given again: the default one, the host's stdout and stderr
+        await loaded.load_session(state)
+        assert await loaded.resume({call.call_id: 'no'}) == 'no'
+    assert capsys.readouterr() == ('after no\n', 'more\n')
+    path = tmp_path / 'state'
+    path.write_bytes(state)
+    assert child('resume', str(path), 'later') == ['after later', "'later'", 'calls []']  # in another process, nothing called again
+    async with pool.checkout(ephemeral=False) as stored:
+        with pytest.raises(corral.SandboxPaused):
+            await stored.feed_run(code, external_lookup={'approve': approve}, print_callback=lambda stream, text: None)
+        session_id = stored.session_id
+    capsys.readouterr()
+    async with pool.checkout(session_id=session_id) as resumed:
+        (call,) = resumed.pending_calls
+        assert await resumed.resume({call.call_id: 'stored'}) == 'stored'
+    assert capsys.readouterr() == ('after stored\n', 'more\n')
+
+
+KINDS_SETUP = '''
+import abc
+class M(type):
+    pass
+class A(metaclass=M):
+    pass
+class B(abc.ABC):
+    pass
+class S:
+    __slots__ = ('x',)
+    def __init__(self, x):
+        self.x = x
+class E(Exception):
+    pass
+class H:
+    def __eq__(self, other):
+        return self is other
+    def __hash__(self):
+        return super().__hash__()
+def gen(n):
+    yield n
+things = {A, B, M, S, E, H, gen}
+slotted = {S(i) for i in range(20)}
+errors = {E(i) for i in range(20)}
+hs = {H(): i for i in range(20)}
+gens = {gen(i): i for i in range(5)}
+'''
+KINDS_READ = '([getattr(c, "__name__") for c in things], [s.x for s in slotted], [e.args[0] for e in errors], list(hs.values()), [repr(g) for g in gens][:2], repr(A()))'
+
+
+async def test_identity_values_of_metaclass_abc_slotted_exception_and_generator_objects_come_back(pool):
+    async with pool.checkout() as original:
+        await original.feed_run(KINDS_SETUP)
+        state = await original.dump()
+        expected = await original.feed_run(KINDS_READ)
+    assert expected[4:] == (['<generator object gen at 0x7f0000000470>', '<generator object gen at 0x7f0000000480>'], '<__main__.A object at 0x7f00000004f0>')
+    async with pool.checkout() as loaded:
+        await loaded.load_session(state)
+        assert await loaded.feed_run(KINDS_READ) == expected

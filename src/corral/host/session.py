@@ -530,8 +530,14 @@ class Session:
     def _module_lookup(self) -> dict[str, Callable[..., Any]]:
         return {f'{name}.{fname}': function for name, module in self._modules.items() for fname, function in module.functions.items()}
 
-    async def _run_feed(self, record: FeedRecord, functions: dict[str, bool], modules: dict[str, dict[str, bool]]) -> Any:
-        """Send a feed's FEED message, journaled, and wait for its value."""
+    async def _run_feed(
+        self, record: FeedRecord, functions: dict[str, bool], modules: dict[str, dict[str, bool]], *, replay: bytes | None = None
+    ) -> Any:
+        """Send a feed's FEED message, journaled, and wait for its value.
+
+        `replay`: the FEED the worker gets for a journaled feed replayed (see `_replay_state`),
+        which runs with no wall_time limit, on either side.
+        """
         self._asyncs = dict(functions)
         for name, members in modules.items():
             for fname, is_async in members.items():
@@ -540,10 +546,10 @@ class Session:
         self._trace = hashlib.blake2b(digest_size=16)
         self._record = record
         self._journal.append(record)
-        payloads = [record.feed]
+        payloads = [record.feed if replay is None else replay]
         if self._replay:  # the worker takes in one message per request, in order: send them all at once
             payloads += [payload for _, payload in self._replay]
-        return await self._exchange_with(lambda: self._write(*payloads), timeout=self.limits.wall_time)
+        return await self._exchange_with(lambda: self._write(*payloads), timeout=self.limits.wall_time if replay is None else None)
 
     async def _check_types(self, code: str) -> str | None:
         """ty's diagnostics of `code`, or None; the `type check` span records the outcome:
@@ -1061,14 +1067,17 @@ class Session:
                     raise SandboxStateError(f'the session state is malformed ({error})') from None
             try:
                 message = unpack(recorded.feed)
-                _, code, _, functions, modules, _ = message
+                _, code, _, functions, modules, limits = message
+                # no wall_time while it replays: the machine may be slower, and the feed did not
+                # run past it (a feed that did is not in a journal: see `_close_record`)
+                replay = pack([*message[:5], {**limits, 'replay': True}], side='host')
             except (ValueError, TypeError) as error:
                 raise SandboxStateError(f'the session state is malformed ({error})') from None
             self._replay, self._replaying, self._replay_final = deque(recorded.inputs), recorded, final
             self._print = _discard_output
             record = FeedRecord(recorded.feed, code, self._next_call)
             try:
-                await self._settle(self._run_feed(record, functions, modules))
+                await self._settle(self._run_feed(record, functions, modules, replay=replay))
                 outcome = FEED_DONE
             except SandboxPaused:
                 outcome = OPEN
@@ -1087,6 +1096,9 @@ class Session:
             if why is not None:
                 self._kill(why)
                 raise SandboxStateError(f'the session state could not be replayed: feed {index + 1} went another way than the recorded run: {why}')
+        # what a paused feed prints after its resume goes where a feed's output goes by default
+        # (or to resume's print_callback); the replay's output was printed when the feed first ran
+        self._print = print_to_host
 
     def _restore_pause(self, state: SessionState) -> None:
         for call_id, function, args, kwargs, payload in state.pending:

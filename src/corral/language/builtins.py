@@ -16,6 +16,8 @@
   only a class statement's class is registered as the script's, so private names stay refused on
   one made by calling a metaclass, and everything that reads names from class data — class
   patterns, copy, dataclasses — checks those names itself.
+- `id` is the sandbox's (`identity.sandbox_id`): numbers a replay of a stored session gives back,
+  where CPython's are memory addresses.
 - `dir` is offered: it returns names, which the rules above then judge.
 - `open` is the sandbox's (`hostio.open`): files under the host's mounts, read and written through
   the host. `print(..., file=f)` writes to `f` (a `StringIO`, an open file) as CPython does;
@@ -31,7 +33,7 @@ import builtins
 from collections.abc import Callable
 from typing import Any
 
-from . import hostio
+from . import hostio, identity
 from .facades import stderr as _stderr
 from .facades import stdout as _stdout
 from .guards import (
@@ -89,6 +91,7 @@ _HASATTR = builtin_function(guarded_hasattr, builtins.hasattr)
 _SETATTR = builtin_function(guarded_setattr, builtins.setattr)
 _DELATTR = builtin_function(guarded_delattr, builtins.delattr)
 _VARS = builtin_function(guarded_vars, builtins.vars, signature=lambda object=None, /: None)
+_ID = builtin_function(identity.sandbox_id, builtins.id)
 
 
 def make_builtins(*, print: Callable[..., None], import_: Callable[..., Any]) -> dict[str, Any]:
@@ -102,6 +105,7 @@ def make_builtins(*, print: Callable[..., None], import_: Callable[..., Any]) ->
         setattr=_SETATTR,
         delattr=_DELATTR,
         vars=_VARS,
+        id=_ID,
         print=_wrap_print(print),
         open=hostio.open,
         __import__=_wrap_import(import_),

@@ -37,6 +37,7 @@ import types
 import typing
 from typing import Any
 
+from . import identity
 from .facades import clock_method, run, top_level_run
 from .rules import (
     CLASS_ASSIGN_DUNDERS,
@@ -137,6 +138,7 @@ def is_script_class(cls: type) -> bool:
 
 def register_class(cls: type) -> None:
     _script_classes[id(cls)] = cls
+    identity.count_class(cls)
 
 
 # ----- reviewed bases --------------------------------------------------------------------------
@@ -782,6 +784,7 @@ def _made_by_script() -> bool:
 
 def _check_made(cls: type) -> None:
     if _made_by_script():
+        identity.count_class(cls)  # from its first hash on, before a `__set_name__` or metaclass could take one
         refusal = namespace_refusal(cls)
         if refusal is not None:
             _defang(cls)

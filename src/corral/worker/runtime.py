@@ -18,7 +18,7 @@ from collections import deque
 from typing import Any
 
 from ..channel import CALL, COMPILE, DONE, FAIL, FEED, OUTPUT, PAUSE, REPLY, TIMED, WAIT, WAKE, FrameReader, ProtocolError, frame, poll
-from ..language import catalog, hostio
+from ..language import catalog, hostio, identity
 from ..language import stop as stopping
 from ..language.facades import stderr as _STDERR
 from ..language import EXCEPTIONS, CompiledScript, SandboxStop, compile_script, compile_unguarded, find_stop, import_module, make_builtins
@@ -189,7 +189,8 @@ class Worker:
         """The host's next message, in a feed: what answers the CALL or WAIT just sent.
 
         A PAUSE (the host holds the feed on a deferred call, maybe for days) stops the wall_time
-        timer; the answer that ends the pause starts it again, the feed's whole wall_time afresh.
+        timer; the answer that ends the pause starts it again, the feed's whole wall_time afresh
+        (a replayed feed's timer starts there too: see `_feed`).
         `stoppable`: sleep in the standard library's selector, where a stop (wall_time) may be
         raised, having read nothing; elsewhere in the worker's code a stop waits (see `_SHIELDED`).
         """
@@ -389,7 +390,8 @@ class Worker:
         if script is None:
             filename = f'<script {self._feeds + 1}>'
             try:
-                script = self._compile_script(code, filename)
+                with identity.uncounted():  # a COMPILE whose feed never runs is not in the journal
+                    script = self._compile_script(code, filename)
             except SyntaxError as error:
                 error.filename = script_name
                 display = ''.join(traceback.format_exception_only(SyntaxError, error)).rstrip('\n')
@@ -414,6 +416,9 @@ class Worker:
         return script
 
     def _feed(self, code: str, script_name: str, functions: dict[str, bool], modules: dict[str, dict[str, bool]], limits: dict[str, Any]) -> None:
+        """Run one feed. `limits` holds the session's limits; with `replay` set (the host replays a
+        stored session's journal) its wall_time timer does not run until the feed's pause, when the
+        host holds it on a deferred call: what follows the pause runs live, under wall_time."""
         script = self._compile(code, script_name)
         if script is None:
             return
@@ -423,7 +428,7 @@ class Worker:
         self._output = self._calls = 0
         self._stops.clear()
         wall_time = limits.get('wall_time')
-        if wall_time:
+        if wall_time and not limits.get('replay'):  # a replayed feed: none until its pause, if it has one
             signal.setitimer(signal.ITIMER_REAL, wall_time)
         failure: BaseException | None = None
         value: Any = None
@@ -729,13 +734,17 @@ def prepare_worker(*, guarded: bool = True) -> Worker:
     """
     loop = asyncio.SelectorEventLoop(_HostSelector())
     asyncio.set_event_loop(loop)
-    return Worker(loop, guarded=guarded)
+    worker = Worker(loop, guarded=guarded)
+    if guarded:
+        identity.install()  # ids, identity hashes and default reprs a replay gives back
+    return worker
 
 
 def run_worker(worker: Worker, sock: socket.socket, lock_down: Any = None) -> None:
     """Entry point of a forked worker: renew the inherited event loop's fds, lock down, serve, exit."""
     loop = worker._loop
     _renew_loop_fds(loop)
+    identity.activate()
     worker.attach(sock)
     if lock_down is not None:
         keep = {sock.fileno(), loop._selector.fileno(), loop._ssock.fileno(), loop._csock.fileno()}  # type: ignore[attr-defined]
