@@ -185,7 +185,8 @@ class Session:
         # what a stored session's state may hold (`Pool(max_state_bytes)`), less a reserve for what
         # comes in after a stop; its size is counted as it grows (`_journal_bytes`, the overlay's)
         self._quota = None if ephemeral else pool.max_state_bytes
-        self._room = 0 if self._quota is None else self._quota - min(_RESERVE, self._quota // 4)
+        self._room = 0 if self._quota is None else self._quota - min(_RESERVE, self._quota // 4)  # for a script
+        self._input_room = 0 if self._quota is None else self._room - min(_HEADROOM, self._quota // 16)  # for what comes in
         self._fixed_bytes = ENVELOPE_BYTES + 1024 + len(script_name) + sum(len(path) + len(mode) + 16 for path, mode in self._system.mounts())
         self._journal_bytes = 0
         self._stopping = False  # a stop for max_state_bytes went to the worker in this feed
@@ -543,7 +544,7 @@ class Session:
             worker_limits['max_state_bytes'] = self._quota
         payload = pack([FEED, code, self.script_name, functions, modules, worker_limits], side='host')
         record = FeedRecord(payload, code, self._next_call)
-        if self._over(feed_size(record)):
+        if self._over(feed_size(record), self._room):
             raise SandboxLimitError(
                 f"OverflowError: the session's stored state would grow past the max_state_bytes limit of {self._quota} bytes "
                 '(Pool(max_state_bytes=...)) with this script; it was not run',
@@ -936,7 +937,7 @@ class Session:
         when `call_id` is -1) and journal it."""
         record = self._record
         assert record is not None
-        if self._over(input_size(payload)):  # a stored session's state would pass its quota: stop the feed here
+        if self._over(input_size(payload), self._input_room):  # a stored session's state would pass its quota: stop the feed here
             payload = self._stop_payload(call_id)
         record.inputs.append([call_id, payload])
         self._journal_bytes += input_size(payload)
@@ -993,7 +994,7 @@ class Session:
                 return
         elif self._waiting is None or self._answers:
             return
-        if self._over(self._pause_bytes()):  # a stored session could not store the pause: stop the feed instead
+        if self._over(self._pause_bytes(), self._input_room):  # a stored session could not store the pause: stop the feed instead
             self._deliver(-1 if self._blocked is None else self._blocked, self._stop_payload(-1 if self._blocked is None else self._blocked))
             return
         self._paused = True
@@ -1191,14 +1192,18 @@ class Session:
 
     # ----- a stored session's size ---------------------------------------------------------------
 
-    def _over(self, growth: int) -> bool:
-        """Whether `growth` more bytes would take a stored session's state past its quota (less the
-        reserve for what comes in after a stop); always False for an ephemeral session."""
-        return self._quota is not None and self._fixed_bytes + self._journal_bytes + self._system.overlay_bytes + growth > self._room
+    def _over(self, growth: int, room: int) -> bool:
+        """Whether `growth` more bytes would take a stored session's state past `room` (its quota
+        less what is kept for later: `_room`, `_input_room`); always False for an ephemeral session.
+
+        A new script may use the room up to `_room`; what comes in while a script runs, up to
+        `_input_room`, so that after a stop short scripts still run (reading what the stopped one
+        left); the overlay, up to `_OVERLAY_MARGIN` less, so that its ENOSPC error can come in."""
+        return self._quota is not None and self._fixed_bytes + self._journal_bytes + self._system.overlay_bytes + growth > room
 
     def _overlay_room(self) -> tuple[int, str]:
         """What a stored session's overlay may hold: `SystemCalls.room`."""
-        room = self._room - self._fixed_bytes - self._journal_bytes
+        room = self._input_room - min(_OVERLAY_MARGIN, self._quota // 64) - self._fixed_bytes - self._journal_bytes  # type: ignore[operator]
         if room >= OVERLAY_LIMIT:
             return OVERLAY_LIMIT, f"the session's files hold at most {OVERLAY_LIMIT} bytes"
         return room, f"the session's stored state would grow past the max_state_bytes limit of {self._quota} bytes (Pool(max_state_bytes=...))"
@@ -1228,6 +1233,10 @@ class Session:
 #: comes in after a stop for max_state_bytes: the stop itself, and the calls the worker made
 #: before it took the stop in (at most `Limits.host_calls`, each its name's bytes).
 _RESERVE = 256 * 1024
+#: ... and this many (or a sixteenth of its quota) for short scripts after a stop.
+_HEADROOM = 64 * 1024
+#: ... and its overlay this many less (or a 64th of its quota), for the ENOSPC errors of writes past it.
+_OVERLAY_MARGIN = 4 * 1024
 _STOP_VALUE = [STOP, ['max_state_bytes']]
 #: A stored session writes its full state again when the records appended since the last one hold
 #: more bytes than it (and than this), or there are this many of them.
