@@ -42,8 +42,8 @@ class Pool:
     Stored sessions (`checkout(ephemeral=False)`, `checkout(session_id=...)`) live in `store`: a
     `Store`, a URL (`'sqlite:///path.db'`, `'postgresql://...'`), or by default the embedded SQLite
     store. States (`session.dump()`) are signed with `state_key` (HMAC-SHA256; default: the
-    store's key) and refused past `max_state_bytes`. A stored session's lease lasts `lease_ttl`
-    seconds past its holder's last renewal.
+    store's key) and refused past `max_state_bytes`; a stored session's state never grows past it
+    (see `checkout`). A stored session's lease lasts `lease_ttl` seconds past its holder's last renewal.
 
     Creating a pool starts nothing; the zygote (a warm Python process that forks workers) starts
     on the first checkout. After each checkout the pool forks replacements in the background so
