@@ -290,3 +290,39 @@ def test_has_store_says_whether_the_pool_was_given_a_store(tmp_path):
     assert corral.Pool().has_store is False
     assert corral.Pool(store=f'sqlite:///{tmp_path}/s.db').has_store is True
     assert corral.Pool(store=corral.SQLiteStore(tmp_path / 's.db')).has_store is True
+
+
+async def test_a_paused_feed_stored_then_resumed_in_another_checkout_replaces_its_open_record(pool, url):
+    def approve():
+        raise corral.Deferred()
+
+    async with pool.checkout(ephemeral=False) as session:
+        await session.feed_run('a = 1')
+        with pytest.raises(corral.SandboxPaused):
+            await session.feed_run('b = approve()\nc = b + 1', external_lookup={'approve': approve})
+        session_id = session.session_id
+    async with pool.checkout(session_id=session_id) as session:
+        (call,) = session.pending_calls
+        await session.resume({call.call_id: 41})
+    _, generation, records = await Rows(url).read('', session_id)
+    assert generation == 4 and len(records) == 3  # the feed, its pause, and its end
+    async with pool.checkout(session_id=session_id) as session:
+        assert not session.paused
+        assert await session.feed_run('(a, b, c)') == (1, 41, 42)
+
+
+async def test_records_never_pass_a_small_quota(url, tmp_path):
+    """A file rewritten by each feed is in each record: records must be compacted before they add
+    up past the quota, or the session could not be loaded."""
+    quota = 150_000
+    (tmp_path / 'data').mkdir()
+    mount = corral.Mount(tmp_path / 'data', '/data')
+    async with corral.Pool(state_key=KEY, store=url, warm_workers=0, max_state_bytes=quota) as pool:
+        async with pool.checkout(ephemeral=False, mounts=mount) as session:
+            for i in range(5):
+                await session.feed_run(f'open("/data/f.txt", "w").write("{i}" * 40_000)')
+            session_id = session.session_id
+        _, _, records = await Rows(url).read('', session_id)
+        assert sum(len(record) for _, record in records) <= quota // 2
+        async with pool.checkout(session_id=session_id, mounts=mount) as session:
+            assert await session.feed_run('import os\nos.path.getsize("/data/f.txt")') == 40_000

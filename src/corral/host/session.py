@@ -1174,7 +1174,8 @@ class Session:
             start = self._stored - 1 if self._stored_open else self._stored
             record = StateRecord(start, state.feeds[start:], overlay_changes(self._stored_overlay, state.overlay), state.pending, state.answers, state.blocked)
             data = seal_record(record, key, binding=binding, previous=chain.mac)
-            if chain.records < _COMPACT_RECORDS and chain.record_bytes + len(data) <= max(chain.state_bytes, _COMPACT_BYTES):
+            compact_at = max(chain.state_bytes, min(_COMPACT_BYTES, self._pool.max_state_bytes // 2))  # records never pass the quota
+            if chain.records < _COMPACT_RECORDS and chain.record_bytes + len(data) <= compact_at:
                 await lease.store.append(self.session_id, data, holder=lease.holder, generation=generation, tenant=self.tenant)
                 chain.generation, chain.mac = generation, mac_of(data)
                 chain.record_bytes += len(data)
@@ -1239,7 +1240,7 @@ _HEADROOM = 64 * 1024
 _OVERLAY_MARGIN = 4 * 1024
 _STOP_VALUE = [STOP, ['max_state_bytes']]
 #: A stored session writes its full state again when the records appended since the last one hold
-#: more bytes than it (and than this), or there are this many of them.
+#: more bytes than it (and than this, or half its quota if less), or there are this many of them.
 _COMPACT_BYTES = 256 * 1024
 _COMPACT_RECORDS = 256
 
