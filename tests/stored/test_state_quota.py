@@ -192,3 +192,34 @@ async def test_an_ephemeral_session_is_not_stopped(tmp_path):
             assert await session.feed_run('len(fetch())', external_lookup={'fetch': lambda: 'x' * (2 * MiB)}) == 2 * MiB
             with pytest.raises(corral.SandboxStateError, match=r'over the quota of 1048576 bytes .*it was not dumped$'):
                 await session.dump()
+
+
+async def test_the_size_a_stored_session_counts_bounds_its_sealed_state(tmp_path):
+    """The quota holds because the size counted as the state grows is never below the size of
+    the state sealed: checked on a session with a bit of everything."""
+    (tmp_path / 'data').mkdir()
+    url = f'sqlite:///{tmp_path}/store.db'
+
+    async def fetch(n):
+        return {'n': n, 'text': 'é' * n, 'items': list(range(n))}
+
+    def approve(what):
+        raise corral.Deferred({'what': what})
+
+    tools = {'fetch': fetch, 'approve': approve}
+    feeds = [
+        'import asyncio, random, time\nrows = await asyncio.gather(*[fetch(i) for i in range(20)])',
+        'import os\nos.mkdir("/data/d")\nopen("/data/d/f.txt", "w").write("x" * 5000)\nos.remove("/data/d/f.txt")',
+        'await asyncio.sleep(0.01)\nstamp = time.monotonic()\nr = random.random()',
+        'try:\n    fetch_all = [await fetch(i) for i in range(3)]\n    raise ValueError("half")\nexcept ValueError:\n    pass',
+        'asked = approve("x" * 1000)',
+    ]
+    async with corral.Pool(state_key=KEY, store=url, warm_workers=0) as pool:
+        async with pool.checkout(ephemeral=False, mounts=corral.Mount(tmp_path / 'data', '/data')) as session:
+            for code in feeds:
+                try:
+                    await session.feed_run(code, external_lookup=tools)
+                except corral.SandboxPaused:
+                    pass
+                counted = session._fixed_bytes + session._journal_bytes + session._system.overlay_bytes + session._pause_bytes()
+                assert len(await session.dump()) <= counted

@@ -64,7 +64,6 @@ __all__ = [
     'open_state',
     'open_stored',
     'overlay_changes',
-    'state_size',
 ]
 
 #: The format of the state this corral writes and reads. Bump it whenever the journal's meaning
@@ -81,8 +80,8 @@ _HEADER = struct.Struct('>8sHI')
 _MAC = 32
 #: Bytes of the envelope around a body: the header and the MAC.
 ENVELOPE_BYTES = _HEADER.size + _MAC
-#: Bytes a msgpack item may take around its content (a type byte and up to 4 bytes of length): the
-#: bound `state_size` counts per item.
+#: Bytes a msgpack item may take around its content (a type byte and up to 4 bytes of length): what
+#: `feed_size`, `input_size` and `call_size` count per item.
 _ITEM = 5
 
 #: A feed's outcome, as its record keeps it.
@@ -462,22 +461,9 @@ def _apply_overlay_changes(overlay: dict[str, list[Any]], changes: Any) -> dict[
     return result
 
 
-def state_size(state: SessionState) -> int:
-    """Bytes at most that `seal` makes of `state` but for its overlay's file data (which
-    `SystemCalls.overlay_bytes` counts): a bound, counted as a stored session's state grows (see
-    `feed_size` and `input_size`)."""
-    size = ENVELOPE_BYTES + 512 + sum(feed_size(record) for record in state.feeds)
-    for files, dirs, deleted in state.overlay.values():
-        size += sum(len(rel) + 2 * _ITEM + 9 for rel, _, _ in files) + sum(len(rel) + _ITEM + 9 for rel, _ in dirs)
-        size += sum(len(rel) + _ITEM for rel in deleted) + 3 * _ITEM
-    for call_id, function, args, kwargs, payload in state.pending:
-        size += len(function) + len(args) + len(kwargs) + len(payload) + 6 * _ITEM + 9
-    size += sum(input_size(payload) for _, payload in state.answers)
-    return size + sum(len(path) + len(mode) + 3 * _ITEM for path, mode in state.mounts)
-
-
 def feed_size(record: FeedRecord) -> int:
-    """Bytes at most a feed's record takes in a sealed state."""
+    """Bytes at most a feed's record takes in a sealed state: a stored session counts its state's
+    size as it grows with these three, bounding what `seal` makes of it."""
     return (
         len(record.feed) + len(record.code.encode('utf-8', 'surrogatepass')) + len(record.trace) + 8 * _ITEM + 9
         + sum(input_size(payload) for _, payload in record.inputs)
