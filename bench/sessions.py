@@ -114,18 +114,46 @@ async def monty_round(pool: Any, feeds: int) -> dict[str, float]:
 
 
 async def stored_feed_cost(pool: corral.Pool, feeds: int) -> dict[str, float]:
-    """Seconds of the last tenth of the feeds (at least 5) of a session `feeds` long, ephemeral and
-    stored (median): what one more feed costs once the session has that many behind it."""
+    """What a late feed costs (the median of the last tenth of the feeds, at least 5) of a session
+    `feeds` long: seconds ephemeral and stored, and of the stored one the bytes written to the
+    store and the seconds spent writing them (a machine under load disturbs the seconds, never the bytes)."""
     times: dict[str, list[float]] = {'ephemeral': [], 'stored': []}
+    written: list[int] = []
+    writing: list[float] = []
+    store = pool._get_store()
     tail = max(5, feeds // 10)
-    for kind in ('ephemeral', 'stored'):
-        async with pool.checkout(ephemeral=kind == 'ephemeral') as session:
-            for i in range(feeds):
-                t0 = time.perf_counter()
-                await session.feed_run(feed(i), external_lookup=TOOLS)
-                if i >= feeds - tail:
-                    times[kind].append(time.perf_counter() - t0)
-    return {kind: statistics.median(values) for kind, values in times.items()}
+
+    def counted(method: Any) -> Any:
+        async def write(session_id: str, data: bytes, **options: Any) -> None:
+            t0 = time.perf_counter()
+            await method(session_id, data, **options)
+            writing[-1] += time.perf_counter() - t0
+            written[-1] += len(data)
+
+        return write
+
+    originals = {name: getattr(store, name) for name in ('put', 'append') if hasattr(store, name)}
+    for name, method in originals.items():
+        setattr(store, name, counted(method))
+    try:
+        for kind in ('ephemeral', 'stored'):
+            async with pool.checkout(ephemeral=kind == 'ephemeral') as session:
+                for i in range(feeds):
+                    written.append(0)
+                    writing.append(0.0)
+                    t0 = time.perf_counter()
+                    await session.feed_run(feed(i), external_lookup=TOOLS)
+                    if i >= feeds - tail:
+                        times[kind].append(time.perf_counter() - t0)
+    finally:
+        for name in originals:
+            delattr(store, name)
+    late_writes = written[-tail:]
+    return {
+        **{kind: statistics.median(values) for kind, values in times.items()},
+        'bytes': statistics.median(late_writes),
+        'write': statistics.median(writing[-tail:]),
+    }
 
 
 def cell(values: list[float], scale: float = 1.0, unit: str = 'ms') -> str:
@@ -184,13 +212,14 @@ async def main(argv: list[str] | None = None) -> None:
             f'| {cell(ran_cpu, 1e3)} | {cell(load_cpu, 1e3)} | {statistics.median(load_cpu) / statistics.median(ran_cpu):.2f}× |'
         )
     print()
-    print('| session length (feeds) | a late feed, ephemeral | a late feed, stored | stored / ephemeral | added |')
-    print('| --- | --- | --- | --- | --- |')
+    print('| session length (feeds) | a late feed, ephemeral | a late feed, stored | stored / ephemeral | added | written to the store | writing it |')
+    print('| --- | --- | --- | --- | --- | --- | --- |')
     for length, samples in costs.items():
         eph, sto = [c['ephemeral'] for c in samples], [c['stored'] for c in samples]
+        size, write = [c['bytes'] for c in samples], [c['write'] for c in samples]
         print(
             f'| {length} | {cell(eph, 1e3)} | {cell(sto, 1e3)} | {statistics.median(sto) / statistics.median(eph):.2f}× '
-            f'| {(statistics.median(sto) - statistics.median(eph)) * 1e3:.2f} ms |'
+            f'| {(statistics.median(sto) - statistics.median(eph)) * 1e3:.2f} ms | {cell(size, 1 / 1024, "KiB")} | {cell(write, 1e3)} |'
         )
 
 
