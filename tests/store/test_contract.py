@@ -439,3 +439,30 @@ async def test_a_process_killed_in_the_middle_of_a_put_loses_nothing(store, back
     assert stored.state == letter * (8 << 20)  # one whole state, never a torn one
     await store.put('s1', b'after', holder='writer', generation=stored.generation + 1)
     assert (await store.get('s1')).state == b'after'
+
+
+async def test_an_append_writes_the_record_not_the_state(store, backend):
+    """What the database writes for an append: its log grows by the record, not by the state
+    (SQLite's write-ahead log, PostgreSQL's WAL)."""
+    import sqlite3
+
+    import asyncpg
+
+    state = os.urandom(8 << 20)
+    await store.put('s1', state, holder='h', generation=1)
+    if backend.name == 'sqlite':
+        path = backend.url.removeprefix('sqlite://')
+        with sqlite3.connect(path) as db:
+            db.execute('PRAGMA wal_checkpoint(TRUNCATE)')
+        await store.append('s1', b'r' * 10_000, holder='h', generation=2)
+        written = os.path.getsize(path + '-wal')
+    else:
+        db = await asyncpg.connect(backend.url)
+        try:
+            before = await db.fetchval('SELECT pg_current_wal_insert_lsn()')
+            await store.append('s1', b'r' * 10_000, holder='h', generation=2)
+            written = await db.fetchval('SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), $1)', before)
+        finally:
+            await db.close()
+    assert written < 1 << 20
+    assert await store.get('s1') == corral.StoredState(state, [b'r' * 10_000], 2)

@@ -47,18 +47,29 @@ class Rows:
             await db.close()
 
     async def read(self, tenant: str, session_id: str) -> tuple[bytes, int, list[tuple[int, bytes]]]:
-        ((state, generation),) = await self._sql('SELECT state, generation FROM corral_sessions WHERE tenant = $1 AND session_id = $2', tenant, session_id)
-        records = await self._sql('SELECT generation, record FROM corral_records WHERE tenant = $1 AND session_id = $2 ORDER BY generation', tenant, session_id)
+        key = (tenant, session_id)
+        ((state,),) = await self._sql('SELECT state FROM corral_sessions WHERE tenant = $1 AND session_id = $2', *key)
+        ((generation,),) = await self._sql(f'SELECT generation FROM {self._generations} WHERE tenant = $1 AND session_id = $2', *key)
+        records = await self._sql('SELECT generation, record FROM corral_records WHERE tenant = $1 AND session_id = $2 ORDER BY generation', *key)
         return bytes(state), generation, [(number, bytes(record)) for number, record in records]
 
     async def write(self, tenant: str, session_id: str, state: bytes, generation: int, records: list[tuple[int, bytes]]) -> None:
         """Make the rows of `(tenant, session_id)` these, whether or not the session was stored."""
-        await self._sql('DELETE FROM corral_sessions WHERE tenant = $1 AND session_id = $2', tenant, session_id)
-        await self._sql('DELETE FROM corral_records WHERE tenant = $1 AND session_id = $2', tenant, session_id)
-        now = 'now()' if not self.url.startswith('sqlite') else '0'
-        await self._sql(f'INSERT INTO corral_sessions (tenant, session_id, state, updated, generation) VALUES ($1, $2, $3, {now}, $4)', tenant, session_id, state, generation)
+        key = (tenant, session_id)
+        for table in ('corral_sessions', 'corral_generations', 'corral_records'):
+            if table != 'corral_generations' or self._generations == table:
+                await self._sql(f'DELETE FROM {table} WHERE tenant = $1 AND session_id = $2', *key)
+        if self._generations == 'corral_generations':  # SQLite keeps the generation in a table of its own
+            await self._sql('INSERT INTO corral_sessions (tenant, session_id, state, updated) VALUES ($1, $2, $3, 0)', *key, state)
+            await self._sql('INSERT INTO corral_generations (tenant, session_id, generation) VALUES ($1, $2, $3)', *key, generation)
+        else:
+            await self._sql('INSERT INTO corral_sessions (tenant, session_id, state, updated, generation) VALUES ($1, $2, $3, now(), $4)', *key, state, generation)
         for number, record in records:
-            await self._sql('INSERT INTO corral_records (tenant, session_id, generation, record) VALUES ($1, $2, $3, $4)', tenant, session_id, number, record)
+            await self._sql('INSERT INTO corral_records (tenant, session_id, generation, record) VALUES ($1, $2, $3, $4)', *key, number, record)
+
+    @property
+    def _generations(self) -> str:
+        return 'corral_generations' if self.url.startswith('sqlite') else 'corral_sessions'
 
 
 @pytest.fixture(params=['sqlite', 'postgres'])

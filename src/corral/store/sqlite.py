@@ -37,17 +37,23 @@ __all__ = ['SQLiteStore', 'default_database_path']
 
 _T = TypeVar('_T')
 
-# The state, the records appended to it and the lease live in three tables because SQLite rewrites a
-# whole row on UPDATE: neither an append nor a lease renewal may rewrite a state of tens of MB.
+# The state, its generation, the records appended to it and the lease live in four tables because
+# SQLite rewrites a whole row (its blob included) on UPDATE: neither an append, which moves the
+# generation on, nor a lease renewal may rewrite a state of tens of MB.
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS corral_sessions (
     tenant TEXT NOT NULL,
     session_id TEXT NOT NULL,
     state BLOB NOT NULL,
     updated REAL NOT NULL,
-    generation INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (tenant, session_id)
 );
+CREATE TABLE IF NOT EXISTS corral_generations (
+    tenant TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    generation INTEGER NOT NULL,
+    PRIMARY KEY (tenant, session_id)
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS corral_records (
     tenant TEXT NOT NULL,
     session_id TEXT NOT NULL,
@@ -188,11 +194,11 @@ class SQLiteStore:
                 _refuse_other_holder(db, key, holder, now)
                 _compare_generation(db, key, generation)
                 db.execute(
-                    'INSERT INTO corral_sessions (tenant, session_id, state, updated, generation) VALUES (?, ?, ?, ?, ?) '
-                    'ON CONFLICT (tenant, session_id) DO UPDATE SET state = excluded.state, updated = excluded.updated, '
-                    'generation = excluded.generation',
-                    (*key, state, now, generation),
+                    'INSERT INTO corral_sessions (tenant, session_id, state, updated) VALUES (?, ?, ?, ?) '
+                    'ON CONFLICT (tenant, session_id) DO UPDATE SET state = excluded.state, updated = excluded.updated',
+                    (*key, state, now),
                 )
+                _set_generation(db, key, generation)
                 db.execute('DELETE FROM corral_records WHERE tenant = ? AND session_id = ?', key)
 
         await self._run(put)
@@ -214,10 +220,7 @@ class SQLiteStore:
                     'INSERT INTO corral_records (tenant, session_id, generation, record) VALUES (?, ?, ?, ?)',
                     (*key, generation, record),
                 )
-                db.execute(
-                    'UPDATE corral_sessions SET generation = ?, updated = ? WHERE tenant = ? AND session_id = ?',
-                    (generation, now, *key),
-                )
+                _set_generation(db, key, generation)
 
         await self._run(append)
 
@@ -229,7 +232,11 @@ class SQLiteStore:
         def get(db: sqlite3.Connection) -> StoredState:
             db.execute('BEGIN')  # one snapshot of both tables (WAL: it waits for no writer)
             try:
-                row = db.execute('SELECT state, generation FROM corral_sessions WHERE tenant = ? AND session_id = ?', key).fetchone()
+                row = db.execute(
+                    'SELECT s.state, coalesce(g.generation, 0) FROM corral_sessions s LEFT JOIN corral_generations g '
+                    'ON g.tenant = s.tenant AND g.session_id = s.session_id WHERE s.tenant = ? AND s.session_id = ?',
+                    key,
+                ).fetchone()
                 if row is None:
                     raise not_found_error(key[1])
                 records = db.execute(
@@ -296,6 +303,7 @@ class SQLiteStore:
                 _refuse_other_holder(db, key, holder, time.time())
                 db.execute('DELETE FROM corral_sessions WHERE tenant = ? AND session_id = ?', key)
                 db.execute('DELETE FROM corral_records WHERE tenant = ? AND session_id = ?', key)
+                db.execute('DELETE FROM corral_generations WHERE tenant = ? AND session_id = ?', key)
                 db.execute('DELETE FROM corral_leases WHERE tenant = ? AND session_id = ?', key)
 
         await self._run(delete)
@@ -394,9 +402,6 @@ class SQLiteStore:
                         for statement in _SCHEMA.split(';'):
                             if statement.strip():
                                 connection.execute(statement)
-                        columns = [row[1] for row in connection.execute('PRAGMA table_info(corral_sessions)')]
-                        if 'generation' not in columns:  # a database of a corral before generations
-                            connection.execute('ALTER TABLE corral_sessions ADD COLUMN generation INTEGER NOT NULL DEFAULT 0')
                     self._schema_ready = True
         except BaseException:
             connection.close()
@@ -486,11 +491,23 @@ class _write_transaction:
 def _compare_generation(db: sqlite3.Connection, key: tuple[str, str], generation: int) -> int:
     """The session's stored generation (0: not stored); `SandboxSessionBusyError` unless it is
     `generation - 1`."""
-    row = db.execute('SELECT generation FROM corral_sessions WHERE tenant = ? AND session_id = ?', key).fetchone()
+    row = db.execute(
+        'SELECT g.generation FROM corral_sessions s JOIN corral_generations g '
+        'ON g.tenant = s.tenant AND g.session_id = s.session_id WHERE s.tenant = ? AND s.session_id = ?',
+        key,
+    ).fetchone()
     stored = 0 if row is None else row[0]
     if stored != generation - 1:
         raise conflict_error(key[1], stored, generation)
     return stored
+
+
+def _set_generation(db: sqlite3.Connection, key: tuple[str, str], generation: int) -> None:
+    db.execute(
+        'INSERT INTO corral_generations (tenant, session_id, generation) VALUES (?, ?, ?) '
+        'ON CONFLICT (tenant, session_id) DO UPDATE SET generation = excluded.generation',
+        (*key, generation),
+    )
 
 
 def _refuse_other_holder(
