@@ -30,8 +30,9 @@ __all__ = ['PostgresStore']
 
 _T = TypeVar('_T')
 
-# Three tables, as in the SQLite store: neither an append nor a lease renewal touches the row of a
-# large state (an UPDATE writes a new version of the whole row; a large state is TOASTed, and kept).
+# Three tables: a lease renewal never touches the row of a large state, and an append moves the
+# generation on in it without writing the state again (a large value is TOASTed, and an UPDATE
+# that leaves it alone keeps it where it is).
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS corral_sessions (
     tenant text NOT NULL,
@@ -81,8 +82,8 @@ class PostgresStore:
         await store.acquire('s1', holder=token, ttl=30)
 
     `dsn` is a `postgresql://` (or `postgres://`) URL as libpq reads it. The store keeps a pool of
-    `min_size` to `max_size` connections (asyncpg), opened on first use, and creates its two tables
-    (`corral_sessions`, `corral_leases`) then if they are missing, under an advisory lock so that
+    `min_size` to `max_size` connections (asyncpg), opened on first use, and creates its tables
+    (`corral_sessions`, `corral_records`, `corral_leases`) then if they are missing, under an advisory lock so that
     replicas starting together do not collide. Lease times use the database server's clock
     (`now()`), so machines whose clocks disagree still agree on who holds a lease; a lease is taken
     by a conditional upsert, so of two holders racing for it exactly one wins.

@@ -230,7 +230,7 @@ class SQLiteStore:
         key = (check_tenant(tenant), check_session_id(session_id))
 
         def get(db: sqlite3.Connection) -> StoredState:
-            db.execute('BEGIN')  # one snapshot of both tables (WAL: it waits for no writer)
+            db.execute('BEGIN')  # one snapshot of the tables (WAL: it waits for no writer)
             try:
                 row = db.execute(
                     'SELECT s.state, coalesce(g.generation, 0) FROM corral_sessions s LEFT JOIN corral_generations g '
