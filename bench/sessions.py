@@ -11,7 +11,8 @@ Prints a Markdown table of medians (min–max) and the ratios corral / monty:
 - what a load costs against what the feeds cost when they ran: wall time (the host calls took
   a millisecond each; a replay answers them from the record) and CPU time (host process plus
   worker, from /proc/<pid>/schedstat);
-- a feed of a stored session (written to the store after every feed) against an ephemeral one.
+- a feed of a stored session (written to the store after every feed) against an ephemeral one,
+  late in sessions of 10, 50 and 500 feeds (`--stored-only` measures this alone).
 
 corral's state is a journal replayed in a fresh worker; monty's is a copy of its heap. So corral's
 load grows with the work the feeds did, monty's with the size of what they left behind.
@@ -113,15 +114,46 @@ async def monty_round(pool: Any, feeds: int) -> dict[str, float]:
 
 
 async def stored_feed_cost(pool: corral.Pool, feeds: int) -> dict[str, float]:
-    """Median seconds of a feed in an ephemeral session and in a stored one, each `feeds` long."""
+    """What a late feed costs (the median of the last tenth of the feeds, at least 5) of a session
+    `feeds` long: seconds ephemeral and stored, and of the stored one the bytes written to the
+    store and the seconds spent writing them (a machine under load disturbs the seconds, never the bytes)."""
     times: dict[str, list[float]] = {'ephemeral': [], 'stored': []}
-    for kind in ('ephemeral', 'stored'):
-        async with pool.checkout(ephemeral=kind == 'ephemeral') as session:
-            for i in range(feeds):
-                t0 = time.perf_counter()
-                await session.feed_run(feed(i), external_lookup=TOOLS)
-                times[kind].append(time.perf_counter() - t0)
-    return {kind: statistics.median(values) for kind, values in times.items()}
+    written: list[int] = []
+    writing: list[float] = []
+    store = pool._get_store()
+    tail = max(5, feeds // 10)
+
+    def counted(method: Any) -> Any:
+        async def write(session_id: str, data: bytes, **options: Any) -> None:
+            t0 = time.perf_counter()
+            await method(session_id, data, **options)
+            writing[-1] += time.perf_counter() - t0
+            written[-1] += len(data)
+
+        return write
+
+    originals = {name: getattr(store, name) for name in ('put', 'append') if hasattr(store, name)}
+    for name, method in originals.items():
+        setattr(store, name, counted(method))
+    try:
+        for kind in ('ephemeral', 'stored'):
+            async with pool.checkout(ephemeral=kind == 'ephemeral') as session:
+                for i in range(feeds):
+                    written.append(0)
+                    writing.append(0.0)
+                    t0 = time.perf_counter()
+                    await session.feed_run(feed(i), external_lookup=TOOLS)
+                    if i >= feeds - tail:
+                        times[kind].append(time.perf_counter() - t0)
+    finally:
+        for name in originals:
+            delattr(store, name)
+    late_writes = written[-tail:]
+    return {
+        **{kind: statistics.median(values) for kind, values in times.items()},
+        'bytes': statistics.median(late_writes),
+        'write': statistics.median(writing[-tail:]),
+    }
 
 
 def cell(values: list[float], scale: float = 1.0, unit: str = 'ms') -> str:
@@ -132,6 +164,7 @@ def cell(values: list[float], scale: float = 1.0, unit: str = 'ms') -> str:
 async def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('--quick', action='store_true')
+    parser.add_argument('--stored-only', action='store_true', help='only the stored feed against the ephemeral one')
     args = parser.parse_args(argv)
     sizes, reps = ((1, 10), 2) if args.quick else ((1, 10, 50), 5)
     with tempfile.TemporaryDirectory() as folder:
@@ -142,7 +175,7 @@ async def main(argv: list[str] | None = None) -> None:
                 await monty.__aenter__()
             try:
                 rows = []
-                for feeds in sizes:
+                for feeds in () if args.stored_only else sizes:
                     results: dict[str, list[dict[str, float]]] = {'corral': [], 'monty': []}
                     for rep in range(reps):
                         order = ['corral', 'monty'] if rep % 2 == 0 else ['monty', 'corral']
@@ -153,7 +186,8 @@ async def main(argv: list[str] | None = None) -> None:
                                 results['monty'].append(await monty_round(monty, feeds))
                     rows.append((feeds, results))
                     print(f'{feeds} feeds done', file=sys.stderr)
-                costs = [await stored_feed_cost(pool, 10) for _ in range(reps)] if store is not None else []
+                lengths = (10, 50) if args.quick else (10, 50, 500)
+                costs = {n: [await stored_feed_cost(pool, n) for _ in range(1 if n >= 500 else reps)] for n in lengths}
             finally:
                 if monty is not None:
                     await monty.__aexit__(None, None, None)
@@ -178,19 +212,20 @@ async def main(argv: list[str] | None = None) -> None:
             f'| {cell(ran_cpu, 1e3)} | {cell(load_cpu, 1e3)} | {statistics.median(load_cpu) / statistics.median(ran_cpu):.2f}× |'
         )
     print()
-    if costs:
-        eph, sto = [c['ephemeral'] for c in costs], [c['stored'] for c in costs]
-        print(f'A feed (of a 10-feed session): ephemeral {cell(eph, 1e3)}, stored {cell(sto, 1e3)}: '
-              f'{statistics.median(sto) / statistics.median(eph):.2f}× ({(statistics.median(sto) - statistics.median(eph)) * 1e3:.2f} ms added)')
-    else:
-        print('A stored feed: corral.store is not available in this build; not measured.')
+    print('| session length (feeds) | a late feed, ephemeral | a late feed, stored | stored / ephemeral | added | written to the store | writing it |')
+    print('| --- | --- | --- | --- | --- | --- | --- |')
+    for length, samples in costs.items():
+        eph, sto = [c['ephemeral'] for c in samples], [c['stored'] for c in samples]
+        size, write = [c['bytes'] for c in samples], [c['write'] for c in samples]
+        print(
+            f'| {length} | {cell(eph, 1e3)} | {cell(sto, 1e3)} | {statistics.median(sto) / statistics.median(eph):.2f}× '
+            f'| {(statistics.median(sto) - statistics.median(eph)) * 1e3:.2f} ms | {cell(size, 1 / 1024, "KiB")} | {cell(write, 1e3)} |'
+        )
 
 
 def _store(folder: str) -> Any:
-    try:
-        from corral.store import open_store
-    except ImportError:
-        return None
+    from corral.store import open_store
+
     return open_store(f'sqlite:///{os.path.join(folder, "sessions.db")}')
 
 

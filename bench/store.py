@@ -1,6 +1,6 @@
 #!/usr/bin/env python
-"""Latency of the session stores: put and get of a 10 KB and a 10 MB state, and a lease's acquire
-and release, on the SQLite store (a file in a temporary directory) and the PostgreSQL store (a
+"""Latency of the session stores: put and get of a 10 KB and a 10 MB state, an append of a 10 KB
+record to the 10 MB state (what a stored feed writes), and a lease's acquire and release, on the SQLite store (a file in a temporary directory) and the PostgreSQL store (a
 server this script starts on loopback, as the tests do, or `--postgres URL`).
 
     python bench/store.py            # 200 repetitions of the small operations, 20 of the 10 MB ones
@@ -46,19 +46,31 @@ async def measure(stores: dict[str, corral.Store], repetitions: dict[str, int]) 
         await call()
         samples.setdefault(operation, {}).setdefault(name, []).append(time.perf_counter() - start)
 
+    generations: dict[tuple[str, str], int] = {}
+
+    def write(name: str, store: corral.Store, session_id: str, data: bytes, *, append: bool = False) -> Awaitable[None]:
+        generation = generations[name, session_id] = generations.get((name, session_id), 0) + 1
+        if append:
+            return store.append(session_id, data, holder='bench', generation=generation)
+        return store.put(session_id, data, holder='bench', generation=generation)
+
     for label, size in SIZES.items():
         state = os.urandom(size)
         session_id = 'bench-' + label.replace(' ', '')
-        for store in stores.values():  # warm up: connections open, tables made, the row exists
-            await store.put(session_id, state, holder='bench')
+        for name, store in stores.items():  # warm up: connections open, tables made, the row exists
+            await write(name, store, session_id, state)
             await store.get(session_id)
         for repetition in range(repetitions[label]):
             order = list(stores.items())
             if repetition % 2:
                 order.reverse()
             for name, store in order:
-                await sample(f'put {label}', name, lambda: store.put(session_id, state, holder='bench'))
+                await sample(f'put {label}', name, lambda: write(name, store, session_id, state))
                 await sample(f'get {label}', name, lambda: store.get(session_id))
+    record = os.urandom(SIZES['10 KB'])
+    for repetition in range(repetitions['10 KB']):
+        for name, store in stores.items():
+            await sample('append 10 KB to 10 MB', name, lambda: write(name, store, 'bench-10MB', record, append=True))
     for repetition in range(repetitions['10 KB']):
         for name, store in stores.items():
             await sample('acquire + release', name, lambda: _lease(store))

@@ -28,3 +28,10 @@ async def test_a_monty_round_dumps_and_loads():
     async with bench.AsyncMonty() as pool:
         result = await bench.monty_round(pool, 1)
     assert sorted(result) == ['dump', 'load', 'ran', 'size']
+
+
+async def test_the_stored_feed_cost_counts_what_a_late_feed_writes(tmp_path):
+    async with corral.Pool(state_key=bench.KEY, store=f'sqlite:///{tmp_path}/s.db') as pool:
+        result = await bench.stored_feed_cost(pool, 6)
+    assert sorted(result) == ['bytes', 'ephemeral', 'stored', 'write']
+    assert 0 < result['bytes'] < 4096  # a late feed appends its record, not the session

@@ -29,7 +29,7 @@ from .host.pool import Pool
 from .host.session import PrintCallback, Session
 from .host.sync import SyncPool, SyncSession
 from .limits import Limits
-from .store import PostgresStore, SQLiteStore, Store, open_store
+from .store import PostgresStore, SQLiteStore, Store, StoredState, open_store
 from .values import bounded_repr
 
 __all__ = [
@@ -58,6 +58,7 @@ __all__ = [
     'SQLiteStore',
     'Session',
     'Store',
+    'StoredState',
     'StubError',
     'SyncPool',
     'SyncSession',

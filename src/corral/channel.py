@@ -9,6 +9,8 @@ Every message is a list whose first item is its kind:
                      [WAKE, seconds, call_id, ok, value]  answers a WAIT: a reply (call_id an int)
                                                           or a timer due (call_id None)
                      [PAUSE]                              the feed is paused on a deferred call
+                     a REPLY or WAKE whose value is [STOP, [limit]] (ok False) stops the feed there
+                     for `limit`, a limit the host counts (`max_state_bytes`)
     worker -> host   [CALL, call_id, name, args, kwargs]  name is 'f' or 'module.f'
                      [OUTPUT, stream, text]
                      [WAIT, timeout]                      nothing to run until a reply or `timeout`
@@ -41,7 +43,7 @@ from typing import TypeVar
 
 from .values import MAX_FRAME
 
-__all__ = ['FEED', 'COMPILE', 'REPLY', 'CALL', 'OUTPUT', 'DONE', 'FAIL', 'WAIT', 'WAKE', 'PAUSE', 'TIMED', 'POLL_SECONDS', 'ProtocolError', 'frame', 'poll', 'FrameReader']
+__all__ = ['FEED', 'COMPILE', 'REPLY', 'CALL', 'OUTPUT', 'DONE', 'FAIL', 'WAIT', 'WAKE', 'PAUSE', 'TIMED', 'STOP', 'POLL_SECONDS', 'ProtocolError', 'frame', 'poll', 'FrameReader']
 
 _T = TypeVar('_T')
 
@@ -49,6 +51,9 @@ _T = TypeVar('_T')
 POLL_SECONDS = 0.0002
 
 FEED, REPLY, CALL, OUTPUT, DONE, FAIL, COMPILE, WAIT, WAKE, PAUSE, TIMED = range(1, 12)
+#: The exception name of a host answer that stops the feed for a limit the host counts; no
+#: exception a host function raises has it (a name starts with a letter).
+STOP = '\x00stop'
 
 _HEADER = struct.Struct('>I')
 

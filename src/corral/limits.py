@@ -75,6 +75,7 @@ _UNITS = {
     'type_check_memory': ('byte', 'bytes'),
     'value_items': ('item', 'items'),
     'value_size': ('byte', 'bytes'),
+    'max_state_bytes': ('byte', 'bytes'),  # a pool's, not a session's (`Pool(max_state_bytes=...)`)
 }
 
 

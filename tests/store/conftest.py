@@ -45,7 +45,7 @@ async def drop_tables(url: str) -> None:
     """An empty PostgreSQL database for the next test: the store creates its tables again."""
     connection = await asyncpg.connect(url)
     try:
-        await connection.execute('DROP TABLE IF EXISTS corral_sessions, corral_leases')
+        await connection.execute('DROP TABLE IF EXISTS corral_sessions, corral_records, corral_leases')
     finally:
         await connection.close()
 

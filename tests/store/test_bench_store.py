@@ -32,9 +32,9 @@ async def test_bench_store_runs(tmp_path, postgres_server):
     finally:
         for store in stores.values():
             await store.close()
-    operations = ['put 10 KB', 'get 10 KB', 'put 10 MB', 'get 10 MB', 'acquire + release']
+    operations = ['put 10 KB', 'get 10 KB', 'put 10 MB', 'get 10 MB', 'append 10 KB to 10 MB', 'acquire + release']
     assert list(samples) == operations
     assert all(len(samples[op][name]) == 1 for op in operations for name in stores)
     table = bench.render(samples).splitlines()
     assert table[0] == '| operation | sqlite | postgres | ratio (postgres/sqlite) |'
-    assert [line.split(' | ')[0] for line in table[2:7]] == [f'| {op}' for op in operations]
+    assert [line.split(' | ')[0] for line in table[2:8]] == [f'| {op}' for op in operations]

@@ -22,23 +22,94 @@ LOST = (
 )
 
 
+CONFLICT = (
+    "the stored session 's1' was written by another holder since this one loaded it "
+    '(the store is at generation {stored}; this write follows generation {follows}): '
+    'nothing was written; check the session out again'
+)
+
+
 async def test_put_get_round_trip(store):
-    await store.put('s1', b'first', holder='h1')
-    assert await store.get('s1') == b'first'
-    await store.put('s1', bytearray(b'second'), holder='h1')
-    assert await store.get('s1') == b'second'
-    await store.put('s2', memoryview(b'\x00\xff' * 3), holder='h1')
-    assert await store.get('s2') == b'\x00\xff' * 3
-    await store.put('s3', b'', holder='h1')
-    assert await store.get('s3') == b''
+    await store.put('s1', b'first', holder='h1', generation=1)
+    assert await store.get('s1') == corral.StoredState(b'first', [], 1)
+    await store.put('s1', bytearray(b'second'), holder='h1', generation=2)
+    assert await store.get('s1') == corral.StoredState(b'second', [], 2)
+    await store.put('s2', memoryview(b'\x00\xff' * 3), holder='h1', generation=1)
+    assert (await store.get('s2')).state == b'\x00\xff' * 3
+    await store.put('s3', b'', holder='h1', generation=1)
+    assert (await store.get('s3')).state == b''
+
+
+async def test_records_append_in_order_and_a_put_replaces_them(store):
+    await store.put('s1', b'full', holder='h1', generation=1)
+    await store.append('s1', b'r2', holder='h1', generation=2)
+    await store.append('s1', bytearray(b'r3'), holder='h1', generation=3)
+    assert await store.get('s1') == corral.StoredState(b'full', [b'r2', b'r3'], 3)
+    await store.put('s1', b'compacted', holder='h1', generation=4)
+    assert await store.get('s1') == corral.StoredState(b'compacted', [], 4)
+    await store.append('s1', b'r5', holder='h1', generation=5)
+    assert await store.get('s1') == corral.StoredState(b'compacted', [b'r5'], 5)
+
+
+async def test_every_write_is_a_compare_and_set_on_the_generation(store):
+    """Two writers that loaded the same generation: the second write is refused, whole, and names
+    both generations; so neither loses the other's feed."""
+    await store.put('s1', b'full', holder='h1', generation=1)
+    await store.append('s1', b'a', holder='h1', generation=2)
+    for attempt, stored, follows in [
+        (store.append('s1', b'b', holder='h2', generation=2), 2, 1),  # loaded generation 1, as the first did
+        (store.append('s1', b'b', holder='h2', generation=4), 2, 3),  # a generation skipped
+        (store.put('s1', b'other', holder='h2', generation=2), 2, 1),
+        (store.put('s1', b'other', holder='h2', generation=1), 2, 0),  # "a new session" where one is stored
+    ]:
+        with pytest.raises(corral.SandboxSessionBusyError) as info:
+            await attempt
+        assert info.value.display() == CONFLICT.format(stored=stored, follows=follows)
+    assert await store.get('s1') == corral.StoredState(b'full', [b'a'], 2)
+    with pytest.raises(corral.SandboxSessionBusyError) as info:
+        await store.put('new', b'x', holder='h1', generation=3)  # not stored: it is at generation 0
+    assert info.value.display() == CONFLICT.format(stored=0, follows=2).replace("'s1'", "'new'")
+    with pytest.raises(corral.SandboxStateError) as missing:
+        await store.append('new', b'x', holder='h1', generation=1)
+    assert missing.value.display() == "no stored session with id 'new'"
+    assert await store.list() == ['s1']
+
+
+async def test_two_writers_racing_on_one_generation_one_wins(store, backend):
+    await store.put('s1', b'full', holder='h', generation=1)
+    async with backend.open() as other:
+        outcomes = await asyncio.gather(
+            *(s.append('s1', bytes([i]), holder='h', generation=2) for i, s in enumerate([store, other] * 4)),
+            return_exceptions=True,
+        )
+    assert sum(outcome is None for outcome in outcomes) == 1
+    assert all(isinstance(o, corral.SandboxSessionBusyError) for o in outcomes if o is not None)
+    stored = await store.get('s1')
+    assert stored.generation == 2 and len(stored.records) == 1
+
+
+async def test_malformed_generations_are_refused(store):
+    for generation, kind, text in [
+        (0, ValueError, 'generation must be from 1 to 2**62; got 0'),
+        (-1, ValueError, 'generation must be from 1 to 2**62; got -1'),
+        (1 << 63, ValueError, f'generation must be from 1 to 2**62; got {1 << 63}'),
+        (True, TypeError, 'generation must be an int, not bool'),
+        ('1', TypeError, 'generation must be an int, not str'),
+    ]:
+        for call in (store.put('s1', b'x', holder='h', generation=generation), store.append('s1', b'x', holder='h', generation=generation)):
+            with pytest.raises(kind) as info:
+                await call
+            assert str(info.value) == text
+    assert await store.list() == []
 
 
 async def test_large_state_round_trip(store, backend):
     state = os.urandom(24 << 20)  # states may be tens of MB
-    await store.put('big', state, holder='h1')
-    assert await store.get('big') == state
+    await store.put('big', state, holder='h1', generation=1)
+    await store.append('big', state[:1 << 20], holder='h1', generation=2)
+    assert await store.get('big') == corral.StoredState(state, [state[:1 << 20]], 2)
     async with backend.open() as other:  # read back by another store, as by another process
-        assert await other.get('big') == state
+        assert (await other.get('big')).state == state
 
 
 async def test_get_of_absent_session(store):
@@ -50,37 +121,39 @@ async def test_get_of_absent_session(store):
 async def test_list_is_sorted_and_holds_stored_sessions_only(store):
     assert await store.list() == []
     for session_id in ['b', 'a:2', 'A', 'a.1', 'a-0', '_z']:
-        await store.put(session_id, b'x', holder='h')
+        await store.put(session_id, b'x', holder='h', generation=1)
     await store.acquire('leased-only', holder='h', ttl=60)  # a lease without a state is not a stored session
     assert await store.list() == ['A', '_z', 'a-0', 'a.1', 'a:2', 'b']
 
 
 async def test_a_live_lease_refuses_other_holders(store):
     await store.acquire('s1', holder='h1', ttl=1000)
-    await store.put('s1', b'first', holder='h1')
+    await store.put('s1', b'first', holder='h1', generation=1)
     for attempt in (
         store.acquire('s1', holder='h2', ttl=5),
-        store.put('s1', b'x', holder='h2'),
+        store.put('s1', b'x', holder='h2', generation=2),
+        store.append('s1', b'x', holder='h2', generation=2),
         store.delete('s1', holder='h2'),
         store.delete('s1'),
     ):
         with pytest.raises(corral.SandboxSessionBusyError) as info:
             await attempt
         assert info.value.display() == BUSY_1000
-    assert await store.get('s1') == b'first'
-    await store.put('s1', b'mine', holder='h1')  # the holder writes
+    assert (await store.get('s1')).state == b'first'
+    await store.put('s1', b'mine', holder='h1', generation=2)  # the holder writes
+    await store.append('s1', b'more', holder='h1', generation=3)
     await store.acquire('s1', holder='h1', ttl=1000)  # and takes it again: extends it
-    assert await store.get('s1') == b'mine'
+    assert await store.get('s1') == corral.StoredState(b'mine', [b'more'], 3)
 
 
 async def test_put_without_any_lease(store):
-    await store.put('s1', b'x', holder='h1')
-    await store.put('s1', b'y', holder='h2')
-    assert await store.get('s1') == b'y'
+    await store.put('s1', b'x', holder='h1', generation=1)
+    await store.put('s1', b'y', holder='h2', generation=2)
+    assert (await store.get('s1')).state == b'y'
 
 
 async def test_an_expired_lease_is_taken_over(store):
-    await store.put('s1', b'old', holder='h1')
+    await store.put('s1', b'old', holder='h1', generation=1)
     await store.acquire('s1', holder='h1', ttl=0.2)
     await asyncio.sleep(0.4)
     await store.acquire('s1', holder='h2', ttl=1000)
@@ -88,15 +161,15 @@ async def test_an_expired_lease_is_taken_over(store):
         await store.renew('s1', holder='h1', ttl=10)
     assert info.value.display() == LOST
     with pytest.raises(corral.SandboxSessionBusyError) as info:
-        await store.put('s1', b'stale', holder='h1')
+        await store.put('s1', b'stale', holder='h1', generation=2)
     assert info.value.display() == BUSY_1000
-    assert await store.get('s1') == b'old'
+    assert (await store.get('s1')).state == b'old'
 
 
 async def test_an_expired_lease_still_lets_its_holder_write_until_taken_over(store):
     await store.acquire('s1', holder='h1', ttl=0.1)
     await asyncio.sleep(0.3)
-    await store.put('s1', b'late', holder='h2')  # nobody has a live lease
+    await store.put('s1', b'late', holder='h2', generation=1)  # nobody has a live lease
     await store.renew('s1', holder='h1', ttl=1000)  # nobody took it over: the holder keeps it
     with pytest.raises(corral.SandboxSessionBusyError):
         await store.acquire('s1', holder='h2', ttl=5)
@@ -131,8 +204,9 @@ async def test_release(store):
 
 
 async def test_delete(store):
-    await store.put('s1', b'x', holder='h1')
-    await store.put('s2', b'y', holder='h1')
+    await store.put('s1', b'x', holder='h1', generation=1)
+    await store.append('s1', b'r', holder='h1', generation=2)
+    await store.put('s2', b'y', holder='h1', generation=1)
     await store.acquire('s1', holder='h1', ttl=1000)
     with pytest.raises(corral.SandboxSessionBusyError) as info:
         await store.delete('s1')
@@ -146,14 +220,17 @@ async def test_delete(store):
     with pytest.raises(corral.SandboxStateError) as info:
         await store.delete('s1', holder='h2')
     assert info.value.display() == "no stored session with id 's1'"
+    await store.put('s1', b'again', holder='h2', generation=1)  # its records went with it too
+    assert await store.get('s1') == corral.StoredState(b'again', [], 1)
     await store.delete('s2')
-    assert await store.list() == []
+    assert await store.list() == ['s1']
 
 
 async def test_tenants_never_see_each_other(store):
-    await store.put('s1', b'tenant a', holder='h1', tenant='a')
+    await store.put('s1', b'tenant a', holder='h1', tenant='a', generation=1)
+    await store.append('s1', b'record a', holder='h1', tenant='a', generation=2)
     await store.acquire('s1', holder='h1', ttl=1000, tenant='a')
-    await store.put('only-a', b'x', holder='h1', tenant='a')
+    await store.put('only-a', b'x', holder='h1', tenant='a', generation=1)
 
     async def error_text(call):
         with pytest.raises(corral.SandboxStateError) as info:
@@ -165,25 +242,27 @@ async def test_tenants_never_see_each_other(store):
     assert await error_text(store.get('s1', tenant='b')) == "no stored session with id 's1'"
     assert await error_text(store.get('s1')) == "no stored session with id 's1'"  # the '' tenant too
     assert await error_text(store.delete('s1', tenant='b')) == "no stored session with id 's1'"
+    assert await error_text(store.append('never', b'x', holder='h2', tenant='b', generation=1)) == "no stored session with id 'never'"
+    assert await error_text(store.append('s1', b'x', holder='h2', tenant='b', generation=1)) == "no stored session with id 's1'"
     assert await store.list(tenant='b') == []
     assert await store.list() == []
-    # Its lease does not exist for tenant b either: b takes a lease of its own, as on an absent id.
+    # Its lease and its generation do not exist for tenant b either: b starts a session of its own, as on an absent id.
     await store.acquire('s1', holder='h2', ttl=1000, tenant='b')
-    await store.put('s1', b'tenant b', holder='h2', tenant='b')
+    await store.put('s1', b'tenant b', holder='h2', tenant='b', generation=1)
     assert await store.list(tenant='b') == ['s1']
     # And tenant a is untouched.
-    assert await store.get('s1', tenant='a') == b'tenant a'
+    assert await store.get('s1', tenant='a') == corral.StoredState(b'tenant a', [b'record a'], 2)
     assert await store.list(tenant='a') == ['only-a', 's1']
     await store.renew('s1', holder='h1', ttl=1000, tenant='a')
     await store.delete('s1', tenant='b', holder='h2')
-    assert await store.get('s1', tenant='a') == b'tenant a'
+    assert await store.get('s1', tenant='a') == corral.StoredState(b'tenant a', [b'record a'], 2)
 
 
 async def test_ids_match_exactly(store):
     """No wildcard, no case folding, no joining of tenant and id: every near miss is another session."""
-    await store.put('a_b', b'underscore', holder='h')
-    await store.put('S1', b'upper', holder='h')
-    await store.put('b:c', b'tenant a', holder='h', tenant='a')
+    await store.put('a_b', b'underscore', holder='h', generation=1)
+    await store.put('S1', b'upper', holder='h', generation=1)
+    await store.put('b:c', b'tenant a', holder='h', tenant='a', generation=1)
     for session_id, tenant in [('aXb', ''), ('a.b', ''), ('s1', ''), ('c', 'a:b'), ('a:b:c', ''), ('b:c', 'A')]:
         with pytest.raises(corral.SandboxStateError) as info:
             await store.get(session_id, tenant=tenant)
@@ -191,7 +270,7 @@ async def test_ids_match_exactly(store):
     await store.acquire('a_b', holder='h', ttl=1000)
     await store.acquire('aXb', holder='other', ttl=1000)  # not the same lease
     assert await store.list(tenant='a:b') == []
-    assert await store.get('b:c', tenant='a') == b'tenant a'
+    assert (await store.get('b:c', tenant='a')).state == b'tenant a'
 
 
 INVALID_IDS = [
@@ -211,10 +290,11 @@ RULE = '1 to 128 characters, each an ASCII letter, a digit or one of "_.:-"'
 async def test_malformed_ids_are_refused(store, value, shown):
     for kind, call in [
         ('session_id', lambda: store.get(value)),
-        ('session_id', lambda: store.put(value, b'x', holder='h')),
+        ('session_id', lambda: store.put(value, b'x', holder='h', generation=1)),
+        ('session_id', lambda: store.append(value, b'x', holder='h', generation=1)),
         ('session_id', lambda: store.acquire(value, holder='h', ttl=1)),
         ('holder', lambda: store.acquire('s1', holder=value, ttl=1)),
-        ('holder', lambda: store.put('s1', b'x', holder=value)),
+        ('holder', lambda: store.put('s1', b'x', holder=value, generation=1)),
         ('tenant', lambda: store.list(tenant=value)),
         ('tenant', lambda: store.get('s1', tenant=value)),
     ]:
@@ -223,14 +303,15 @@ async def test_malformed_ids_are_refused(store, value, shown):
         with pytest.raises(ValueError) as info:
             await call()
         assert str(info.value) == f'{kind} must be {RULE}; got {shown}'
-    await store.put('x' * 128, b'the longest id', holder='h' * 128, tenant='t' * 128)
+    await store.put('x' * 128, b'the longest id', holder='h' * 128, tenant='t' * 128, generation=1)
     assert await store.list(tenant='t' * 128) == ['x' * 128]
 
 
 async def test_malformed_arguments_are_refused(store):
     cases = [
         (store.get(7), TypeError, 'session_id must be a str, not int'),
-        (store.put('s1', 'text', holder='h'), TypeError, 'state must be bytes, not str'),
+        (store.put('s1', 'text', holder='h', generation=1), TypeError, 'state must be bytes, not str'),
+        (store.append('s1', 7, holder='h', generation=1), TypeError, 'state must be bytes, not int'),
         (store.acquire('s1', holder='h', ttl=0), ValueError, 'ttl must be a finite number of seconds above 0; got 0'),
         (store.acquire('s1', holder='h', ttl=-1.5), ValueError, 'ttl must be a finite number of seconds above 0; got -1.5'),
         (store.renew('s1', holder='h', ttl=float('nan')), ValueError, 'ttl must be a finite number of seconds above 0; got nan'),
@@ -248,7 +329,7 @@ async def test_malformed_arguments_are_refused(store):
 
 async def test_closed_store(backend):
     store = backend.open()
-    await store.put('s1', b'x', holder='h')
+    await store.put('s1', b'x', holder='h', generation=1)
     await store.close()
     with pytest.raises(RuntimeError) as info:
         await store.get('s1')
@@ -259,7 +340,7 @@ async def test_closed_store(backend):
 async def test_schema_created_once_by_stores_starting_together(backend):
     stores = [backend.open() for _ in range(5)]
     try:
-        await asyncio.gather(*(s.put(f's{i}', b'x', holder='h') for i, s in enumerate(stores)))
+        await asyncio.gather(*(s.put(f's{i}', b'x', holder='h', generation=1) for i, s in enumerate(stores)))
         assert await stores[0].list() == ['s0', 's1', 's2', 's3', 's4']
     finally:
         await asyncio.gather(*(s.close() for s in stores))
@@ -335,7 +416,7 @@ _WRITER = textwrap.dedent(
         async with corral.open_store(url) as store:
             for i in range(1000):
                 letter = b'AB'[i % 2:i % 2 + 1]
-                await store.put('s1', letter * (8 << 20), holder='writer')
+                await store.put('s1', letter * (8 << 20), holder='writer', generation=i + 2)
                 print(i, flush=True)
 
     asyncio.run(main(sys.argv[1]))
@@ -344,7 +425,7 @@ _WRITER = textwrap.dedent(
 
 
 async def test_a_process_killed_in_the_middle_of_a_put_loses_nothing(store, backend):
-    await store.put('s1', b'A' * (8 << 20), holder='writer')
+    await store.put('s1', b'A' * (8 << 20), holder='writer', generation=1)
     writer = subprocess.Popen([sys.executable, '-c', _WRITER, backend.url], stdout=subprocess.PIPE, text=True)
     try:
         for _ in range(3):  # some puts done, the next one under way
@@ -352,8 +433,36 @@ async def test_a_process_killed_in_the_middle_of_a_put_loses_nothing(store, back
     finally:
         writer.kill()
         writer.wait()
-    state = await store.get('s1')
-    assert len(state) == 8 << 20
-    assert state in (b'A' * (8 << 20), b'B' * (8 << 20))  # one whole state, never a torn one
-    await store.put('s1', b'after', holder='writer')
-    assert await store.get('s1') == b'after'
+    stored = await store.get('s1')
+    assert len(stored.state) == 8 << 20
+    letter = b'B' if stored.generation % 2 and stored.generation > 1 else b'A'  # the writer's i-th put is generation i + 2
+    assert stored.state == letter * (8 << 20)  # one whole state, never a torn one
+    await store.put('s1', b'after', holder='writer', generation=stored.generation + 1)
+    assert (await store.get('s1')).state == b'after'
+
+
+async def test_an_append_writes_the_record_not_the_state(store, backend):
+    """What the database writes for an append: its log grows by the record, not by the state
+    (SQLite's write-ahead log, PostgreSQL's WAL)."""
+    import sqlite3
+
+    import asyncpg
+
+    state = os.urandom(8 << 20)
+    await store.put('s1', state, holder='h', generation=1)
+    if backend.name == 'sqlite':
+        path = backend.url.removeprefix('sqlite://')
+        with sqlite3.connect(path) as db:
+            db.execute('PRAGMA wal_checkpoint(TRUNCATE)')
+        await store.append('s1', b'r' * 10_000, holder='h', generation=2)
+        written = os.path.getsize(path + '-wal')
+    else:
+        db = await asyncpg.connect(backend.url)
+        try:
+            before = await db.fetchval('SELECT pg_current_wal_insert_lsn()')
+            await store.append('s1', b'r' * 10_000, holder='h', generation=2)
+            written = await db.fetchval('SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), $1)', before)
+        finally:
+            await db.close()
+    assert written < 1 << 20
+    assert await store.get('s1') == corral.StoredState(state, [b'r' * 10_000], 2)

@@ -59,14 +59,14 @@ def test_no_default_state_key():
 async def test_connection_lost_in_the_middle_of_a_put_loses_nothing(postgres_server):
     await drop_tables(postgres_server.url)
     async with PostgresStore(postgres_server.url) as store:
-        await store.put('s1', b'old', holder='h')
+        await store.put('s1', b'old', holder='h', generation=1)
         admin = await asyncpg.connect(postgres_server.url)
         try:
             async with admin.transaction():
                 # Hold the row so that the put below waits in the middle of its transaction, its
                 # 5 MB sent, until its connection is cut.
                 await admin.execute("SELECT 1 FROM corral_sessions WHERE session_id = 's1' FOR UPDATE")
-                put = asyncio.create_task(store.put('s1', os.urandom(5 << 20), holder='h'))
+                put = asyncio.create_task(store.put('s1', os.urandom(5 << 20), holder='h', generation=2))
                 pid = None
                 for _ in range(400):
                     pid = await admin.fetchval(
@@ -86,42 +86,42 @@ async def test_connection_lost_in_the_middle_of_a_put_loses_nothing(postgres_ser
             'terminating connection due to administrator command); '
             'a write in flight was committed whole or not at all'
         )
-        assert await store.get('s1') == b'old'  # the next call has a new connection, and the old state
+        assert (await store.get('s1')).state == b'old'  # the next call has a new connection, and the old state
 
 
 async def test_server_gone_and_back(postgres_server):
     await drop_tables(postgres_server.url)
     async with PostgresStore(postgres_server.url, connect_timeout=5) as store:
-        await store.put('s1', b'kept', holder='h')
+        await store.put('s1', b'kept', holder='h', generation=1)
         postgres_server.stop()
         try:
             await asyncio.sleep(0.2)  # the pool hears its connections close
             with pytest.raises(corral.SandboxStoreError) as info:
-                await store.put('s1', b'new', holder='h')
+                await store.put('s1', b'new', holder='h', generation=2)
             assert info.value.display() == f'cannot reach {where(postgres_server)}: connection refused'
         finally:
             postgres_server.start(same_port=True)
-        assert await store.get('s1') == b'kept'
-        await store.put('s1', b'new', holder='h')
-        assert await store.get('s1') == b'new'
+        assert (await store.get('s1')).state == b'kept'
+        await store.put('s1', b'new', holder='h', generation=2)
+        assert (await store.get('s1')).state == b'new'
 
 
 async def test_a_server_that_does_not_answer_in_time(postgres_server):
     await drop_tables(postgres_server.url)
     async with PostgresStore(postgres_server.url, command_timeout=0.5) as store:
-        await store.put('s1', b'old', holder='h')
+        await store.put('s1', b'old', holder='h', generation=1)
         admin = await asyncpg.connect(postgres_server.url)
         try:
             async with admin.transaction():
                 await admin.execute("SELECT 1 FROM corral_sessions WHERE session_id = 's1' FOR UPDATE")
                 with pytest.raises(corral.SandboxStoreError) as info:
-                    await store.put('s1', b'new', holder='h')  # waits for the row past its command_timeout
+                    await store.put('s1', b'new', holder='h', generation=2)  # waits for the row past its command_timeout
         finally:
             await admin.close()
         assert info.value.display() == (
             f'{where(postgres_server)} did not answer in time (connect_timeout 10 s, command_timeout 0.5 s); '
             'a write in flight was committed whole or not at all'
         )
-        assert await store.get('s1') == b'old'
-        await store.put('s1', b'new', holder='h')
-        assert await store.get('s1') == b'new'
+        assert (await store.get('s1')).state == b'old'
+        await store.put('s1', b'new', holder='h', generation=2)
+        assert (await store.get('s1')).state == b'new'

@@ -56,7 +56,7 @@ def as_another_user(uid: int, call, environ: dict[str, str]) -> str:
 async def test_database_file_is_private_and_in_wal_mode(tmp_path):
     path = tmp_path / 'sessions.db'
     async with SQLiteStore(path) as store:
-        await store.put('s1', b'x', holder='h')
+        await store.put('s1', b'x', holder='h', generation=1)
         assert mode(path) == 0o600
         assert mode(tmp_path / 'sessions.db-wal') == 0o600  # SQLite gives its WAL the database's mode
     with sqlite3.connect(path) as db:
@@ -194,7 +194,7 @@ async def test_missing_directory_is_not_created(tmp_path):
     path = tmp_path / 'typo' / 'sessions.db'
     async with SQLiteStore(path) as store:
         with pytest.raises(corral.SandboxStoreError) as info:
-            await store.put('s1', b'x', holder='h')
+            await store.put('s1', b'x', holder='h', generation=1)
     assert info.value.display() == f'cannot create the session store {path}: No such file or directory'
     assert not path.parent.exists()
 
@@ -202,21 +202,21 @@ async def test_missing_directory_is_not_created(tmp_path):
 async def test_a_write_waits_for_another_process_then_gives_up(tmp_path):
     path = tmp_path / 's.db'
     async with SQLiteStore(path, busy_timeout=0.2) as store:
-        await store.put('s1', b'old', holder='h')
+        await store.put('s1', b'old', holder='h', generation=1)
         blocker = sqlite3.connect(path, isolation_level=None)
         blocker.execute('BEGIN IMMEDIATE')  # another process's write transaction
         try:
             with pytest.raises(corral.SandboxStoreError) as info:
-                await store.put('s1', b'new', holder='h')
+                await store.put('s1', b'new', holder='h', generation=2)
             assert info.value.display() == (
                 f'the session store {path} stayed locked by another connection for 0.2 s (busy_timeout); nothing was changed'
             )
-            assert await store.get('s1') == b'old'  # readers never wait (WAL)
+            assert (await store.get('s1')).state == b'old'  # readers never wait (WAL)
         finally:
             blocker.execute('ROLLBACK')
             blocker.close()
-        await store.put('s1', b'new', holder='h')
-        assert await store.get('s1') == b'new'
+        await store.put('s1', b'new', holder='h', generation=2)
+        assert (await store.get('s1')).state == b'new'
 
 
 _FULL_DISK = textwrap.dedent(
@@ -227,17 +227,17 @@ _FULL_DISK = textwrap.dedent(
     async def main(directory):
         results = {}
         async with corral.SQLiteStore(os.path.join(directory, 's.db')) as store:
-            await store.put('kept', b'k' * 100_000, holder='h')
+            await store.put('kept', b'k' * 100_000, holder='h', generation=1)
             for session_id, size in [('new', 4_000_000), ('kept', 4_000_000)]:
                 try:
-                    await store.put(session_id, b'x' * size, holder='h')
+                    await store.put(session_id, b'x' * size, holder='h', generation=1 if session_id == 'new' else 2)
                     results[session_id] = 'stored'
                 except corral.SandboxStoreError as e:
                     results[session_id] = e.display()
-            results['kept-size'] = len(await store.get('kept'))
+            results['kept-size'] = len((await store.get('kept')).state)
             results['list'] = await store.list()
-            await store.put('small', b's', holder='h')  # a write that fits still works
-            results['small'] = (await store.get('small')).decode()
+            await store.put('small', b's', holder='h', generation=1)  # a write that fits still works
+            results['small'] = (await store.get('small')).state.decode()
             with open(os.path.join(directory, 'filler'), 'wb', buffering=0) as filler:
                 try:
                     while True:
@@ -295,14 +295,14 @@ async def test_default_store_creates_its_directory_owner_only(monkeypatch, tmp_p
     store = corral.open_store()
     assert isinstance(store, SQLiteStore)
     async with store:
-        await store.put('s1', b'x', holder='h')
+        await store.put('s1', b'x', holder='h', generation=1)
         key = store.default_state_key()
     directory = tmp_path / '.local' / 'share' / 'corral'
     assert mode(directory) == 0o700
     assert sorted(p.name for p in directory.iterdir()) == ['sessions.db', 'sessions.db.key']
     assert (directory / 'sessions.db.key').read_bytes() == key
     async with corral.open_store() as again:
-        assert await again.get('s1') == b'x'
+        assert (await again.get('s1')).state == b'x'
 
 
 async def test_default_store_refuses_a_directory_others_may_change(monkeypatch, tmp_path):
@@ -371,10 +371,10 @@ async def test_several_threads_and_stores_share_one_file(tmp_path):
     stores = [SQLiteStore(path) for _ in range(3)]
     try:
         await asyncio.gather(*(
-            store.put(f's{i}-{j}', bytes([j]) * 1000, holder='h') for i, store in enumerate(stores) for j in range(20)
+            store.put(f's{i}-{j}', bytes([j]) * 1000, holder='h', generation=1) for i, store in enumerate(stores) for j in range(20)
         ))
         assert len(await stores[0].list()) == 60
-        assert await stores[2].get('s0-7') == b'\x07' * 1000
+        assert (await stores[2].get('s0-7')).state == b'\x07' * 1000
     finally:
         for store in stores:
             await store.close()
@@ -387,8 +387,8 @@ def test_an_ordinary_user_uses_the_default_store():
     async def scenario(home: str) -> None:
         async with corral.open_store() as store:
             await store.acquire('s1', holder='h', ttl=60)
-            await store.put('s1', b'state', holder='h')
-            assert await store.get('s1') == b'state'
+            await store.put('s1', b'state', holder='h', generation=1)
+            assert (await store.get('s1')).state == b'state'
             assert await store.list() == ['s1']
             assert len(store.default_state_key()) == 32
         directory = os.path.join(home, '.local', 'share', 'corral')
@@ -410,7 +410,7 @@ async def test_stores_opening_a_new_database_at_once_all_switch_it_to_wal(tmp_pa
         url = f'sqlite://{tmp_path}/new{round_}.db'
         stores = [corral.open_store(url) for _ in range(6)]
         try:
-            await asyncio.gather(*(store.put(f's{i}', b'x', holder='h') for i, store in enumerate(stores)))
+            await asyncio.gather(*(store.put(f's{i}', b'x', holder='h', generation=1) for i, store in enumerate(stores)))
             assert await stores[0].list() == [f's{i}' for i in range(6)]
         finally:
             await asyncio.gather(*(store.close() for store in stores))

@@ -12,7 +12,7 @@ calls and the answers that came in before the pause.
 
 The envelope (all integers big-endian):
 
-    b'CORRAL\\x00S'   8 bytes, the magic
+    b'CORRAL\\x00S'   8 bytes, the magic (b'CORRAL\\x00R' for a record, below)
     version        u16, `FORMAT_VERSION`
     length         u32, bytes of the body
     body           msgpack (plain maps, lists, str, int, bytes; never a pickle)
@@ -21,6 +21,15 @@ The envelope (all integers big-endian):
 Each check has its own `SandboxStateError` text: oversized (over the quota, before anything is
 read), not a state, truncated, altered (the MAC), another format version, another pool's
 functions (the fingerprint of the host functions' names and stubs).
+
+A state in a store is bound to where it is stored: its body's `binding` is `[tenant, session_id,
+generation]` (a dumped state's is None), and the store's generation of the session must be the
+generation of its last part. So a state copied into another session's row (or another tenant's),
+an older state put back, and a dumped state put in a row are each refused, by name (`open_stored`).
+After a full state, a stored session appends one record per feed (`seal_record`): an envelope of
+its own whose body holds the binding, the MAC of the part before it (so records cannot be
+dropped, reordered, or taken from another session), the feeds it adds or replaces and the
+changes to the overlay. A store's write is then the feed's size, not the session's.
 """
 
 from __future__ import annotations
@@ -36,18 +45,44 @@ import msgpack
 
 from ..errors import SandboxStateError
 
-__all__ = ['FORMAT_VERSION', 'MAX_STATE_BYTES', 'FeedRecord', 'SessionState', 'fingerprint', 'seal', 'open_state']
+__all__ = [
+    'FORMAT_VERSION',
+    'MAX_STATE_BYTES',
+    'Binding',
+    'Chain',
+    'FeedRecord',
+    'SessionState',
+    'StateRecord',
+    'fingerprint',
+    'seal',
+    'seal_record',
+    'ENVELOPE_BYTES',
+    'call_size',
+    'feed_size',
+    'input_size',
+    'mac_of',
+    'open_state',
+    'open_stored',
+    'overlay_changes',
+]
 
 #: The format of the state this corral writes and reads. Bump it whenever the journal's meaning
 #: changes (a message kind, what the worker does with one): an old state would replay wrongly.
-FORMAT_VERSION = 1
+#: 2: states bound to their store row (`binding`), records appended to them.
+FORMAT_VERSION = 2
 
 #: Default largest state, in bytes, a pool dumps or loads (`Pool(max_state_bytes=...)`).
 MAX_STATE_BYTES = 64 * 1024 * 1024
 
 _MAGIC = b'CORRAL\x00S'
+_RECORD_MAGIC = b'CORRAL\x00R'
 _HEADER = struct.Struct('>8sHI')
 _MAC = 32
+#: Bytes of the envelope around a body: the header and the MAC.
+ENVELOPE_BYTES = _HEADER.size + _MAC
+#: Bytes a msgpack item may take around its content (a type byte and up to 4 bytes of length): what
+#: `feed_size`, `input_size` and `call_size` count per item.
+_ITEM = 5
 
 #: A feed's outcome, as its record keeps it.
 DONE, FAILED, STOPPED, OPEN = 'done', 'failed', 'stopped', 'open'
@@ -142,21 +177,25 @@ class SessionState:
             answers=body['answers'],
             blocked=body['blocked'],
         )
-        if not (isinstance(state.fingerprint, bytes) and isinstance(state.seed, int) and isinstance(state.script_name, str)):
+        state.check()
+        return state
+
+    def check(self) -> None:
+        """Raise `ValueError` when a field does not have its shape (the state came from outside)."""
+        if not (isinstance(self.fingerprint, bytes) and isinstance(self.seed, int) and isinstance(self.script_name, str)):
             raise ValueError('malformed header fields')
-        if not all(isinstance(m, list) and len(m) == 2 and all(isinstance(x, str) for x in m) for m in state.mounts):
+        if not all(isinstance(m, list) and len(m) == 2 and all(isinstance(x, str) for x in m) for m in self.mounts):
             raise ValueError('malformed mounts')
-        if not isinstance(state.overlay, dict) or not isinstance(state.blocked, int):
+        if not isinstance(self.overlay, dict) or not isinstance(self.blocked, int):
             raise ValueError('malformed overlay')
-        for item in state.pending:
+        for item in self.pending:
             if not (isinstance(item, list) and len(item) == 5 and isinstance(item[0], int) and isinstance(item[1], str)):
                 raise ValueError('malformed pending call')
             if not all(isinstance(part, bytes) for part in item[2:]):
                 raise ValueError('malformed pending call')
-        for item in state.answers:
+        for item in self.answers:
             if not (isinstance(item, list) and len(item) == 2 and isinstance(item[0], int) and isinstance(item[1], bytes)):
                 raise ValueError('malformed answer')
-        return state
 
 
 def fingerprint(stubs: str | None, modules: Mapping[str, tuple[str | None, list[str]]]) -> bytes:
@@ -171,28 +210,95 @@ def fingerprint(stubs: str | None, modules: Mapping[str, tuple[str | None, list[
     return digest.digest()
 
 
-def seal(state: SessionState, key: bytes, *, quota: int) -> bytes:
-    """The signed envelope of `state`. Raises `SandboxStateError` when it is larger than `quota` bytes."""
-    body = msgpack.packb(state.to_plain(), use_bin_type=True)
-    head = _HEADER.pack(_MAGIC, FORMAT_VERSION, len(body))
-    size = len(head) + len(body) + _MAC
-    if size > quota:
-        raise SandboxStateError(f'the session state is {size} bytes, over the quota of {quota} bytes (Pool(max_state_bytes=...)); it was not dumped')
-    return head + body + hmac.new(key, head + body, hashlib.sha256).digest()
+@dataclass(frozen=True)
+class Binding:
+    """Where a state is stored: the tenant (`''` for a single-tenant store), the session id, and
+    the store's generation of the part (full state or record) it signs."""
+
+    tenant: str
+    session_id: str
+    generation: int
+
+    def to_plain(self) -> list[Any]:
+        return [self.tenant, self.session_id, self.generation]
 
 
-def open_state(data: bytes, key: bytes, *, quota: int, expected: bytes) -> SessionState:
-    """Check and decode an envelope made by `seal`, for a pool whose fingerprint is `expected`.
+@dataclass
+class StateRecord:
+    """What one stored feed appends to a stored state (`seal_record`): the feeds from index `start`
+    of the journal on (the feed that ran; `start` one lower when it replaces the journal's last,
+    open feed: a paused feed that went on), `overlay`, the changes to the overlay since the part
+    before (`overlay_changes`), and the pause of a paused session as `SessionState` has it."""
 
-    Raises `SandboxStateError` naming what is wrong: oversized, not a state, truncated, altered
-    (or signed with another key), another format version, or made for other host functions.
-    """
+    start: int
+    feeds: list[FeedRecord]
+    overlay: dict[str, list[Any]]
+    pending: list[list[Any]] = field(default_factory=list)
+    answers: list[list[Any]] = field(default_factory=list)
+    blocked: int = -1
+
+    def to_plain(self) -> dict[str, Any]:
+        plain = {name: getattr(self, name) for name in ('start', 'overlay', 'pending', 'answers', 'blocked')}
+        return {**plain, 'feeds': [record.to_plain() for record in self.feeds]}
+
+    def apply(self, state: SessionState) -> None:
+        """Add this record to `state`. Raises `ValueError` when it does not fit there."""
+        open_last = bool(state.feeds) and state.feeds[-1].outcome == OPEN
+        if not isinstance(self.start, int) or self.start not in (len(state.feeds), len(state.feeds) - 1 if open_last else -1):
+            raise ValueError('a record does not continue the journal')
+        state.feeds[self.start :] = self.feeds
+        state.overlay = _apply_overlay_changes(state.overlay, self.overlay)
+        state.pending, state.answers, state.blocked = self.pending, self.answers, self.blocked
+        state.check()
+
+
+@dataclass
+class Chain:
+    """Where a stored session's next write goes: the generation and MAC of its last part, and the
+    bytes of its last full state and of the records appended since (when to write a full state
+    again: `Session` compacts when the records outgrow the full state)."""
+
+    generation: int = 0
+    mac: bytes = b''
+    state_bytes: int = 0
+    record_bytes: int = 0
+    records: int = 0
+
+
+def _pack_body(kind: bytes, body: dict[str, Any], key: bytes) -> bytes:
+    packed = msgpack.packb(body, use_bin_type=True)
+    head = _HEADER.pack(kind, FORMAT_VERSION, len(packed))
+    return head + packed + hmac.new(key, head + packed, hashlib.sha256).digest()
+
+
+def seal(state: SessionState, key: bytes, *, quota: int, binding: Binding | None = None) -> bytes:
+    """The signed envelope of `state`, bound to `binding` (a stored state) or to nothing (a dump).
+    Raises `SandboxStateError` when it is larger than `quota` bytes."""
+    data = _pack_body(_MAGIC, {**state.to_plain(), 'binding': None if binding is None else binding.to_plain()}, key)
+    if len(data) > quota:
+        raise SandboxStateError(f'the session state is {len(data)} bytes, over the quota of {quota} bytes (Pool(max_state_bytes=...)); it was not dumped')
+    return data
+
+
+def seal_record(record: StateRecord, key: bytes, *, binding: Binding, previous: bytes) -> bytes:
+    """The signed envelope of `record`, bound to `binding` and chained to the MAC of the part
+    stored before it (`previous`)."""
+    return _pack_body(_RECORD_MAGIC, {**record.to_plain(), 'binding': binding.to_plain(), 'previous': previous}, key)
+
+
+def mac_of(data: bytes) -> bytes:
+    """The MAC that ends an envelope: what the next record chains to."""
+    return data[-_MAC:]
+
+
+def _open_envelope(data: Any, key: bytes, *, quota: int, magic: bytes = _MAGIC) -> dict[str, Any]:
+    """The checked body of an envelope, or `SandboxStateError` naming what is wrong with it."""
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise TypeError(f'a session state must be bytes, not {type(data).__name__}')
     data = bytes(data)
     if len(data) > quota:
         raise SandboxStateError(f'the session state is {len(data)} bytes, over the quota of {quota} bytes (Pool(max_state_bytes=...)); it was not loaded')
-    if not data.startswith(_MAGIC[: len(data)]) or not data:
+    if not data.startswith(magic[: len(data)]) or not data:
         raise SandboxStateError('these bytes are not a corral session state (they do not start with its magic bytes)')
     if len(data) < _HEADER.size:
         raise SandboxStateError(f'the session state is truncated: {len(data)} bytes, shorter than its header')
@@ -208,8 +314,18 @@ def open_state(data: bytes, key: bytes, *, quota: int, expected: bytes) -> Sessi
     if version != FORMAT_VERSION:
         raise SandboxStateError(f'the session state has format version {version}; this corral reads version {FORMAT_VERSION} only')
     try:
-        state = SessionState.from_plain(msgpack.unpackb(data[_HEADER.size : -_MAC], raw=False, strict_map_key=True, use_list=True))
-    except (ValueError, KeyError, TypeError, msgpack.ExtraData) as error:  # signed by this key, yet malformed: refuse all the same
+        body = msgpack.unpackb(data[_HEADER.size : -_MAC], raw=False, strict_map_key=True, use_list=True)
+    except (ValueError, msgpack.ExtraData) as error:  # signed by this key, yet malformed: refuse all the same
+        raise SandboxStateError(f'the session state is malformed ({error})') from None
+    if not isinstance(body, dict):
+        raise SandboxStateError('the session state is malformed (the body is not a map)')
+    return body
+
+
+def _decode_state(body: dict[str, Any], expected: bytes) -> SessionState:
+    try:
+        state = SessionState.from_plain(body)
+    except (ValueError, KeyError, TypeError) as error:  # signed by this key, yet malformed: refuse all the same
         raise SandboxStateError(f'the session state is malformed ({error})') from None
     if state.fingerprint != expected:
         raise SandboxStateError(
@@ -217,3 +333,149 @@ def open_state(data: bytes, key: bytes, *, quota: int, expected: bytes) -> Sessi
             'external functions and modules (type_check_stubs, external_modules) differ from those it was dumped with'
         )
     return state
+
+
+def open_state(data: bytes, key: bytes, *, quota: int, expected: bytes) -> SessionState:
+    """Check and decode a dumped state (`Session.dump()`), for a pool whose fingerprint is `expected`.
+
+    Raises `SandboxStateError` naming what is wrong: oversized, not a state, truncated, altered
+    (or signed with another key), another format version, made for other host functions, or
+    a stored session's state (bound to its store row: `checkout(session_id=...)` loads it).
+    """
+    body = _open_envelope(data, key, quota=quota)
+    if body.get('binding') is not None:
+        raise SandboxStateError(
+            "these bytes are a stored session's state, bound to its place in the store, not a dumped one: "
+            'check the session out with pool.checkout(session_id=...), or load what session.dump() returns'
+        )
+    return _decode_state(body, expected)
+
+
+def open_stored(
+    state: bytes, records: list[bytes], generation: int, key: bytes, *, quota: int, expected: bytes, tenant: str, session_id: str
+) -> tuple[SessionState, Chain]:
+    """Check and decode what a store holds for `(tenant, session_id)` at the store's `generation`:
+    a full state and the records appended to it. Returns the state, and the `Chain` the
+    session's next write continues.
+
+    Raises `SandboxStateError` naming what is wrong: each part as `open_state` checks it, then a
+    part that belongs to another tenant or another session (copied into this row), a dumped
+    state put in the row, a state older or newer than the store's generation (an older state
+    put back: rolled back), a record that does not follow the part before it (dropped,
+    reordered or replayed), or records over the quota in all.
+    """
+    where = f'the stored state of session {session_id!r}'
+    body = _open_envelope(state, key, quota=quota)
+    first = _binding(body, where, tenant, session_id, 'state')
+    session_state = _decode_state(body, expected)
+    chain = Chain(first, mac_of(state), len(state), 0, 0)
+    for data in records:
+        chain.record_bytes += len(data)
+        if chain.record_bytes > quota:
+            raise SandboxStateError(
+                f'{where} is over the quota of {quota} bytes (Pool(max_state_bytes=...)) in the records appended to it; it was not loaded'
+            )
+        part = _open_envelope(data, key, quota=quota, magic=_RECORD_MAGIC)
+        number = _binding(part, where, tenant, session_id, 'record')
+        if number != chain.generation + 1 or not isinstance(part.get('previous'), bytes) or not hmac.compare_digest(part['previous'], chain.mac):
+            raise SandboxStateError(
+                f'{where} was altered: its record of generation {number} does not follow the part before it '
+                f'(generation {chain.generation}): a record was dropped, reordered, or put back from an older state'
+            )
+        try:
+            record = StateRecord(
+                part['start'], [FeedRecord.from_plain(item) for item in part['feeds']], part['overlay'], part['pending'], part['answers'], part['blocked']
+            )
+            record.apply(session_state)
+        except (ValueError, KeyError, TypeError) as error:
+            raise SandboxStateError(f'the session state is malformed ({error})') from None
+        chain.generation, chain.mac = number, mac_of(data)
+        chain.records += 1
+    if chain.generation != generation:
+        raise SandboxStateError(
+            f'{where} is of generation {chain.generation} where the store is at generation {generation}: '
+            + ('an older state of the session was put back (rolled back)' if chain.generation < generation else "the store's generation was altered")
+            + ', so it is refused'
+        )
+    return session_state, chain
+
+
+def _binding(body: dict[str, Any], where: str, tenant: str, session_id: str, part: str) -> int:
+    """The generation of a stored part whose binding is `(tenant, session_id)`, or the error that
+    says whose it is. Another tenant's is named as such, and never tells whether that tenant has
+    a session with this id."""
+    binding = body.get('binding')
+    if binding is None:
+        raise SandboxStateError(f'{where} is a dumped state, not one stored for this session: it was copied into the store, so it is refused')
+    if not (isinstance(binding, list) and len(binding) == 3 and isinstance(binding[0], str) and isinstance(binding[1], str) and isinstance(binding[2], int)):
+        raise SandboxStateError('the session state is malformed (its binding)')
+    if binding[0] != tenant:
+        raise SandboxStateError(f"{where} holds a {part} of another tenant's session: it was copied into this row, so it is refused")
+    if binding[1] != session_id:
+        raise SandboxStateError(f'{where} holds a {part} of another session: it was copied into this row, so it is refused')
+    return binding[2]
+
+
+def overlay_changes(before: dict[str, list[Any]], after: dict[str, list[Any]]) -> dict[str, list[Any]]:
+    """What changed from overlay `before` to `after` (both as `SystemCalls.overlay()` gives them):
+    `{sandbox_path: [files, gone_files, dirs, gone_dirs, deleted, undeleted]}`, with `files` and
+    `dirs` as in the overlay (added or changed), the others lists of paths. A file whose data and
+    mtime are the objects it had costs nothing: unchanged files are found without reading them."""
+    changes: dict[str, list[Any]] = {}
+    for path, (files, dirs, deleted) in after.items():
+        old_files, old_dirs, old_deleted = before.get(path, [[], [], []])
+        old = {rel: (data, mtime) for rel, data, mtime in old_files}
+        new_files = [[rel, data, mtime] for rel, data, mtime in files if (prior := old.get(rel)) is None or not (prior[0] is data or prior[0] == data) or prior[1] != mtime]
+        gone_files = sorted(old.keys() - {rel for rel, _, _ in files})
+        old_dir_map = {rel: mtime for rel, mtime in old_dirs}
+        new_dirs = [[rel, mtime] for rel, mtime in dirs if old_dir_map.get(rel) != mtime]
+        gone_dirs = sorted(old_dir_map.keys() - {rel for rel, _ in dirs})
+        added, removed = sorted(set(deleted) - set(old_deleted)), sorted(set(old_deleted) - set(deleted))
+        if new_files or gone_files or new_dirs or gone_dirs or added or removed:
+            changes[path] = [new_files, gone_files, new_dirs, gone_dirs, added, removed]
+    return changes
+
+
+def _apply_overlay_changes(overlay: dict[str, list[Any]], changes: Any) -> dict[str, list[Any]]:
+    """`overlay` with `changes` (from `overlay_changes`) made. Raises `ValueError` for malformed changes."""
+    if not isinstance(changes, dict):
+        raise ValueError('malformed overlay changes')
+    result = dict(overlay)
+    for path, change in changes.items():
+        if not (isinstance(change, list) and len(change) == 6 and all(isinstance(part, list) for part in change)):
+            raise ValueError('malformed overlay changes')
+        new_files, gone_files, new_dirs, gone_dirs, added, removed = change
+        files, dirs, deleted = result.get(path, [[], [], []])
+        try:
+            file_map = {rel: [rel, data, mtime] for rel, data, mtime in files}
+            for rel in gone_files:
+                file_map.pop(rel, None)
+            file_map.update({item[0]: item for item in new_files})
+            dir_map = {rel: [rel, mtime] for rel, mtime in dirs}
+            for rel in gone_dirs:
+                dir_map.pop(rel, None)
+            dir_map.update({item[0]: item for item in new_dirs})
+        except (ValueError, TypeError, IndexError) as error:
+            raise ValueError(f'malformed overlay changes ({error})') from None
+        result[path] = [[file_map[rel] for rel in sorted(file_map)], [dir_map[rel] for rel in sorted(dir_map)], sorted((set(deleted) | set(added)) - set(removed))]
+    return result
+
+
+def feed_size(record: FeedRecord) -> int:
+    """Bytes at most a feed's record takes in a sealed state: a stored session counts its state's
+    size as it grows with these three, bounding what `seal` makes of it."""
+    return (
+        len(record.feed) + len(record.code.encode('utf-8', 'surrogatepass')) + len(record.trace) + 8 * _ITEM + 9
+        + sum(input_size(payload) for _, payload in record.inputs)
+        + sum(call_size(name) for name in record.calls)
+    )
+
+
+def input_size(payload: bytes) -> int:
+    """Bytes at most one journaled input (`[call_id, payload]`) takes in a sealed state."""
+    return len(payload) + 2 * _ITEM + 9
+
+
+def call_size(name: str) -> int:
+    """Bytes at most one journaled host call's name takes in a sealed state."""
+    return len(name.encode('utf-8', 'surrogatepass')) + _ITEM

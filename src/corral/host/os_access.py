@@ -42,8 +42,11 @@ __all__ = ['Mount', 'OsAccess', 'SystemCalls', 'MountMode', 'OVERLAY_LIMIT', 'MA
 MountMode = Literal['overlay', 'read-only', 'read-write']
 _MODES = ('overlay', 'read-only', 'read-write')
 
-#: Bytes of files an overlay mount may hold in memory for one session.
+#: Bytes of files an overlay mount may hold in memory for one session (their data, and each
+#: file's, folder's or deletion's path with `_ENTRY` bytes more).
 OVERLAY_LIMIT = 64 * 1024 * 1024
+#: Bytes an overlay entry counts beyond its path: its time and its place in a stored state.
+_ENTRY = 32
 #: The largest file a script may read or write in one piece.
 MAX_FILE = 32 * 1024 * 1024
 
@@ -382,10 +385,8 @@ class _MountView:
         content = old + data
         if len(content) > MAX_FILE:
             raise _os_error(errno.EFBIG, shown, f'File too large for the sandbox (more than {MAX_FILE} bytes)')
-        previous = len(self._files[rel][0]) if rel in self._files else 0
-        if self._system.overlay_bytes - previous + len(content) > OVERLAY_LIMIT:
-            raise _os_error(errno.ENOSPC, shown, f'No space left on device (the session\'s files hold at most {OVERLAY_LIMIT} bytes)')
-        self._system.overlay_bytes += len(content) - previous
+        previous = len(self._files[rel][0]) + len(rel) + _ENTRY if rel in self._files else 0
+        self._system.grow(len(content) + len(rel) + _ENTRY - previous, shown)
         self._files[rel] = (content, time.time())
 
     def mkdir(self, rel: str, shown: str) -> None:
@@ -399,6 +400,7 @@ class _MountView:
             except OSError as error:
                 raise _os_error(error.errno or errno.EIO, shown) from None
             return
+        self._system.grow(len(rel) + _ENTRY, shown)
         self._dirs[rel] = time.time()
 
     def remove(self, rel: str, shown: str) -> None:
@@ -414,8 +416,9 @@ class _MountView:
             except OSError as error:
                 raise _os_error(error.errno or errno.EIO, shown) from None
             return
-        if rel in self._files:
-            self._system.overlay_bytes -= len(self._files.pop(rel)[0])
+        freed = len(self._files[rel][0]) + len(rel) + _ENTRY if rel in self._files else 0
+        self._system.grow((0 if rel in self._deleted else len(rel) + _ENTRY) - freed, shown)
+        self._files.pop(rel, None)
         self._deleted.add(rel)
 
     def rmdir(self, rel: str, shown: str) -> None:
@@ -435,11 +438,17 @@ class _MountView:
             except OSError as error:
                 raise _os_error(error.errno or errno.EIO, shown) from None
             return
+        freed = len(rel) + _ENTRY if rel in self._dirs else 0
+        self._system.grow((0 if rel in self._deleted else len(rel) + _ENTRY) - freed, shown)
         self._dirs.pop(rel, None)
         self._deleted.add(rel)
 
 
 # ----- the session's system calls -------------------------------------------------------------------
+
+def _overlay_room() -> tuple[int, str]:
+    return OVERLAY_LIMIT, f"the session's files hold at most {OVERLAY_LIMIT} bytes"
+
 
 class SystemCalls:
     """Answers one session's system calls (`\\x00os.read` ...) from its `OsAccess` and mounts.
@@ -454,7 +463,10 @@ class SystemCalls:
         paths = [mount.path for mount in all_mounts]
         if len(set(paths)) != len(paths):
             raise ValueError(f'two mounts share a sandbox path: {sorted(paths)}')
-        self.overlay_bytes = 0
+        self.overlay_bytes = 0  # of every overlay mount, as OVERLAY_LIMIT counts them
+        #: `(bytes, why)`: how much the overlay mounts may hold, and the reason an ENOSPC names (a
+        #: stored session lowers it to what its state has room for).
+        self.room: Callable[[], tuple[int, str]] = _overlay_room
         # longest sandbox path first, so /data/raw wins over /data
         self._mounts = sorted((_MountView(mount, self) for mount in all_mounts), key=lambda view: len(view.path), reverse=True)
         self.cwd = _normalize(self.os_access.cwd or (all_mounts[0].path if all_mounts else '/'))
@@ -475,6 +487,15 @@ class SystemCalls:
             'clock.monotonic': time.monotonic_ns,
             'random.seed': self._seed,
         }
+
+    def grow(self, size: int, shown: str) -> None:
+        """Count `size` more bytes of overlay (less when negative); ENOSPC, naming `room()`'s
+        reason, when they would pass its bytes."""
+        if size > 0:
+            room, why = self.room()
+            if self.overlay_bytes + size > room:
+                raise _os_error(errno.ENOSPC, shown, f'No space left on device ({why})')
+        self.overlay_bytes += size
 
     def mounts(self) -> list[list[str]]:
         """`[sandbox_path, mode]` of each mount, longest path first."""
@@ -500,8 +521,8 @@ class SystemCalls:
         """
         views = {view.path: view for view in self._mounts if view.mode == 'overlay'}
         for view in views.values():  # what the overlay held before is replaced
-            self.overlay_bytes -= sum(len(data) for data, _ in view._files.values())
             view._files, view._dirs, view._deleted = {}, {}, set()
+        self.overlay_bytes = 0
         for path, (files, dirs, deleted) in overlay.items():
             view = views.get(path)
             if view is None:
@@ -510,14 +531,16 @@ class SystemCalls:
                 if not (isinstance(rel, str) and isinstance(data, bytes) and isinstance(mtime, float)):
                     raise ValueError('malformed overlay file')
                 view._files[rel] = (data, mtime)
-                self.overlay_bytes += len(data)
+                self.overlay_bytes += len(data) + len(rel) + _ENTRY
             for rel, mtime in dirs:
                 if not (isinstance(rel, str) and isinstance(mtime, float)):
                     raise ValueError('malformed overlay folder')
                 view._dirs[rel] = mtime
+                self.overlay_bytes += len(rel) + _ENTRY
             if not all(isinstance(rel, str) for rel in deleted):
                 raise ValueError('malformed overlay deletion')
             view._deleted.update(deleted)
+            self.overlay_bytes += sum(len(rel) + _ENTRY for rel in view._deleted)
 
     def call(self, name: str, args: list[Any]) -> list[Any]:
         handler = self._handlers.get(name)

@@ -7,6 +7,7 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from ..limits import Limits
+from ..store.base import check_tenant
 from ..worker.zygote import LAYERS
 from .external import ExternalModule
 from .journal import MAX_STATE_BYTES
@@ -41,8 +42,8 @@ class Pool:
     Stored sessions (`checkout(ephemeral=False)`, `checkout(session_id=...)`) live in `store`: a
     `Store`, a URL (`'sqlite:///path.db'`, `'postgresql://...'`), or by default the embedded SQLite
     store. States (`session.dump()`) are signed with `state_key` (HMAC-SHA256; default: the
-    store's key) and refused past `max_state_bytes`. A stored session's lease lasts `lease_ttl`
-    seconds past its holder's last renewal.
+    store's key) and refused past `max_state_bytes`; a stored session's state never grows past it
+    (see `checkout`). A stored session's lease lasts `lease_ttl` seconds past its holder's last renewal.
 
     Creating a pool starts nothing; the zygote (a warm Python process that forks workers) starts
     on the first checkout. After each checkout the pool forks replacements in the background so
@@ -138,6 +139,7 @@ class Pool:
         os_access: OsAccess | None = None,
         mounts: Mount | Sequence[Mount] | None = None,
         random_seed: int | None = None,
+        tenant: str = '',
     ) -> Session:
         """A new session, started by `async with`; each one runs in a fresh worker.
 
@@ -162,6 +164,11 @@ class Pool:
           `PermissionError` in the script.
         - `random_seed`: the seed of the script's `random` (default: a fresh one, see
           `session.random_seed`); the same seed gives the same numbers. A loaded state brings its own.
+        - `tenant`: whose stored session it is (`''`, the default: a store with one tenant). The
+          store keeps each tenant's sessions apart, the lease is the tenant's, and the stored state
+          is bound to the tenant: a tenant checks out, resumes and forks its own sessions only, and
+          another tenant's session id reads as one that is not stored (`SandboxStateError`).
+          1 to 128 characters from `A-Z a-z 0-9 _ . : -` (`ValueError` otherwise).
 
         With `type_check`, entering the session raises `StubError` when ty finds errors in the
         stubs themselves, or an external module's stubs declare a function it does not have.
@@ -174,6 +181,7 @@ class Pool:
             raise ValueError('fork=True needs the session_id of the stored session to fork')
         if session_id is not None and not isinstance(session_id, str):
             raise TypeError(f'session_id must be a str, not {type(session_id).__name__}')
+        check_tenant(tenant)
         return Session(
             self,
             type_check=type_check,
@@ -187,7 +195,15 @@ class Pool:
             random_seed=random_seed,
             session_id=session_id,
             fork=fork,
+            tenant=tenant,
         )
+
+    @property
+    def has_store(self) -> bool:
+        """Whether the pool was given a store (`Pool(store=...)`, a URL or a `Store`). Without one,
+        stored sessions use the embedded default; integrations (Code Mode) store their sessions only
+        when the application chose a store."""
+        return self._store_option is not None
 
     def _get_store(self) -> Store:
         """The pool's store: the one given, one opened from the URL given, or the embedded default."""

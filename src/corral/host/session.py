@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 
-from ..channel import CALL, COMPILE, DONE, FAIL, FEED, OUTPUT, PAUSE, POLL_SECONDS, REPLY, TIMED, WAIT, WAKE, FrameReader, ProtocolError, frame, poll
+from ..channel import CALL, COMPILE, DONE, FAIL, FEED, OUTPUT, PAUSE, POLL_SECONDS, REPLY, STOP, TIMED, WAIT, WAKE, FrameReader, ProtocolError, frame, poll
 from ..errors import (
     SandboxError,
     SandboxLimitError,
@@ -38,9 +38,29 @@ from ..values import UNPACKABLE_RESULT, Decoder, ValueLimitError, bounded_repr, 
 from .deferred import Deferred, PendingCall, SandboxPaused
 from .external import ExternalModule, exception_payload, is_async_callable, missing_functions
 from .journal import DONE as FEED_DONE
-from .journal import FAILED, OPEN, STOPPED, FeedRecord, SessionState, fingerprint, open_state, seal
+from .journal import (
+    ENVELOPE_BYTES,
+    FAILED,
+    OPEN,
+    STOPPED,
+    Binding,
+    Chain,
+    FeedRecord,
+    SessionState,
+    StateRecord,
+    call_size,
+    feed_size,
+    fingerprint,
+    input_size,
+    mac_of,
+    open_state,
+    open_stored,
+    overlay_changes,
+    seal,
+    seal_record,
+)
 from .lease import Lease
-from .os_access import Mount, OsAccess, SystemCalls
+from .os_access import OVERLAY_LIMIT, Mount, OsAccess, SystemCalls
 from .workers import WorkerProcess
 
 if TYPE_CHECKING:
@@ -65,7 +85,7 @@ _ENVELOPE_ITEMS = 64
 _PEEK = int(socket.MSG_PEEK | socket.MSG_DONTWAIT)  # an int: or-ing the flags costs more than the call
 #: The first line of one of ty's diagnostics (`error[invalid-argument-type]: ...`): its rule name.
 _DIAGNOSTIC_HEADER = re.compile(r'^(?:error|warning|info)\[([a-z0-9-]+)\]: ', re.MULTILINE)
-_LIMIT_FIELDS = frozenset({'wall_time', 'cpu_time', 'output', 'host_calls', 'memory', 'recursion', 'value_items', 'value_size'})
+_LIMIT_FIELDS = frozenset({'wall_time', 'cpu_time', 'output', 'host_calls', 'memory', 'recursion', 'value_items', 'value_size', 'max_state_bytes'})
 
 
 def _tracing() -> bool:
@@ -130,6 +150,7 @@ class Session:
         random_seed: int | None = None,
         session_id: str | None = None,
         fork: bool = False,
+        tenant: str = '',
     ) -> None:
         for name, module in (external_modules or {}).items():
             if not isinstance(module, ExternalModule):
@@ -178,8 +199,24 @@ class Session:
         # a stored session
         self.session_id: str | None = session_id
         self._fork = fork
+        self.tenant = tenant
         self._lease: Lease | None = None
         self._overlay: dict[str, list[Any]] = {}  # a stored session's overlay writes before its feed
+        self._chain: Chain | None = None  # where the next write to the store goes; None: a full state, at generation 1
+        self._stored = 0  # feeds of the journal the store has, the last one open when `_stored_open`
+        self._stored_open = False
+        self._stored_overlay: dict[str, list[Any]] = {}  # the overlay as the store has it
+        self._full_due = False  # the next write is a full state (the session loaded another state)
+        # what a stored session's state may hold (`Pool(max_state_bytes)`), less a reserve for what
+        # comes in after a stop; its size is counted as it grows (`_journal_bytes`, the overlay's)
+        self._quota = None if ephemeral else pool.max_state_bytes
+        self._room = 0 if self._quota is None else self._quota - min(_RESERVE, self._quota // 4)  # for a script
+        self._input_room = 0 if self._quota is None else self._room - min(_HEADROOM, self._quota // 16)  # for what comes in
+        self._fixed_bytes = ENVELOPE_BYTES + 1024 + len(script_name) + sum(len(path) + len(mode) + 16 for path, mode in self._system.mounts())
+        self._journal_bytes = 0
+        self._stopping = False  # a stop for max_state_bytes went to the worker in this feed
+        if self._quota is not None:
+            self._system.room = self._overlay_room
 
     @property
     def random_seed(self) -> int:
@@ -231,19 +268,32 @@ class Session:
         """Take the lease of the stored session (a new one, the one named, or a fork of it) and its state."""
         store = self._pool._get_store()
         source = self.session_id
-        state: bytes | None = None
+        stored = None
         if source is not None and self._fork:
-            state = await store.get(source)
-            source = None
-        if source is None:
+            stored = await store.get(source, tenant=self.tenant)
+        if source is None or self._fork:
             self.session_id = secrets.token_hex(16)
-        self._lease = Lease(store, self.session_id, ttl=self._pool.lease_ttl)  # type: ignore[arg-type]
+        self._lease = Lease(store, self.session_id, ttl=self._pool.lease_ttl, tenant=self.tenant)  # type: ignore[arg-type]
         await self._lease.acquire()
-        if source is not None:
-            state = await store.get(source)
+        if source is not None and not self._fork:
+            stored = await store.get(source, tenant=self.tenant)
         await self._start_worker()
-        if state is not None:
-            await self._load(state)
+        if stored is not None:
+            state, chain = open_stored(
+                stored.state,
+                stored.records,
+                stored.generation,
+                self._pool._state_key(),
+                quota=self._pool.max_state_bytes,
+                expected=self._fingerprint(),
+                tenant=self.tenant,
+                session_id=source,  # type: ignore[arg-type]
+            )
+            await self._restore(state)
+            if not self._fork:  # the store has it: the next feed appends to it
+                self._chain, self._stored, self._stored_open = chain, len(self._journal), self._paused
+                self._stored_overlay = self._system.overlay()
+                return
         await self._store_state()
 
     async def __aexit__(self, *exc_info: object) -> None:
@@ -419,6 +469,7 @@ class Session:
 
     def _close_record(self, record: FeedRecord, error: BaseException | None) -> None:
         self._record = None
+        self._stopping = False
         self._lookup = {}
         self._deferred.clear()
         self._answers.clear()
@@ -447,7 +498,7 @@ class Session:
         self._kill(stopped.why)
         self._system.restore_overlay(self._overlay)
         state = self._state()
-        self._journal, self._context, self._next_call = [], [], 0
+        self._journal, self._context, self._next_call, self._journal_bytes = [], [], 0, 0
         try:
             await self._start_worker()
             self._dead = None
@@ -524,8 +575,18 @@ class Session:
             'value_items': limits.value_items,
             'value_size': limits.value_size,
         }
+        if self._quota is not None:
+            worker_limits['max_state_bytes'] = self._quota
         payload = pack([FEED, code, self.script_name, functions, modules, worker_limits], side='host')
-        return await self._run_feed(FeedRecord(payload, code, self._next_call), functions, modules)
+        record = FeedRecord(payload, code, self._next_call)
+        if self._over(feed_size(record), self._room):
+            raise SandboxLimitError(
+                f"OverflowError: the session's stored state would grow past the max_state_bytes limit of {self._quota} bytes "
+                '(Pool(max_state_bytes=...)) with this script; it was not run',
+                limit='max_state_bytes',
+                value=self._quota,
+            )
+        return await self._run_feed(record, functions, modules)
 
     def _module_lookup(self) -> dict[str, Callable[..., Any]]:
         return {f'{name}.{fname}': function for name, module in self._modules.items() for fname, function in module.functions.items()}
@@ -546,6 +607,7 @@ class Session:
         self._trace = hashlib.blake2b(digest_size=16)
         self._record = record
         self._journal.append(record)
+        self._journal_bytes += feed_size(record)
         payloads = [record.feed if replay is None else replay]
         if self._replay:  # the worker takes in one message per request, in order: send them all at once
             payloads += [payload for _, payload in self._replay]
@@ -709,7 +771,8 @@ class Session:
                     raise ProtocolError(f'unknown limit {exc_type!r}')
                 if exc_type == 'cpu_time':  # the kernel kills the worker a second later
                     self._kill(f"the script used more than the cpu_time limit of {amount('cpu_time', self.limits.cpu_time)}")
-                self._done.set_exception(SandboxLimitError(display, limit=exc_type, value=getattr(self.limits, exc_type)))
+                value = self._quota if exc_type == 'max_state_bytes' else getattr(self.limits, exc_type)
+                self._done.set_exception(SandboxLimitError(display, limit=exc_type, value=value))
             elif failure == 'runtime':
                 self._done.set_exception(SandboxRuntimeError(display, exc_type=exc_type, message=text))
             else:
@@ -754,6 +817,7 @@ class Session:
                 self._diverged(f'call {call_id} is to {_shown(name)}() where the record has {_shown(recorded.calls[call_id - recorded.first_call])}()')
                 return
             record.calls.append(name)
+            self._journal_bytes += call_size(name)
             if sync and (self._replay or not self._replay_final):
                 self._serve_replay(call_id)
             elif sync:  # the call a paused feed waits on
@@ -763,6 +827,7 @@ class Session:
             self._diverged(f'it made a call the record does not have ({_shown(name)}())')
             return
         record.calls.append(name)
+        self._journal_bytes += call_size(name)
         self._start_call(call_id, name, args, kwargs, sync)
 
     def _start_call(self, call_id: int, name: str, args: list[Any], kwargs: dict[str, Any], sync: bool) -> None:
@@ -913,7 +978,10 @@ class Session:
         when `call_id` is -1) and journal it."""
         record = self._record
         assert record is not None
+        if self._over(input_size(payload), self._input_room):  # a stored session's state would pass its quota: stop the feed here
+            payload = self._stop_payload(call_id)
         record.inputs.append([call_id, payload])
+        self._journal_bytes += input_size(payload)
         if call_id >= 0:
             self._blocked = None
         else:
@@ -960,12 +1028,15 @@ class Session:
 
     def _check_pause(self) -> None:
         """Pause the feed when the worker waits on deferred calls only, and no other call is in flight."""
-        if not self._deferred or self._running or self._paused or self._done is None or self._done.done():
+        if not self._deferred or self._running or self._paused or self._done is None or self._done.done() or self._stopping:
             return
         if self._blocked is not None:
             if self._blocked not in self._deferred:
                 return
         elif self._waiting is None or self._answers:
+            return
+        if self._over(self._pause_bytes(), self._input_room):  # a stored session could not store the pause: stop the feed instead
+            self._deliver(-1 if self._blocked is None else self._blocked, self._stop_payload(-1 if self._blocked is None else self._blocked))
             return
         self._paused = True
         if self._tick is not None:
@@ -1035,11 +1106,12 @@ class Session:
         self._check_usable()
         if self._journal or self._paused:
             raise RuntimeError('load_session needs a freshly checked-out session; this one has run feeds')
-        await self._load(state)
+        await self._restore(open_state(state, self._pool._state_key(), quota=self._pool.max_state_bytes, expected=self._fingerprint()))
+        self._full_due = True
         await self._store_state()
 
-    async def _load(self, data: bytes) -> None:
-        state = open_state(data, self._pool._state_key(), quota=self._pool.max_state_bytes, expected=self._fingerprint())
+    async def _restore(self, state: SessionState) -> None:
+        """Make this fresh session the one `state` holds: its mounts checked, its overlay, seed and feeds."""
         have = {path: mode for path, mode in self._system.mounts()}
         for path, mode in state.mounts:
             if have.get(path) != mode:
@@ -1120,6 +1192,7 @@ class Session:
         record = self._record
         assert record is not None
         record.inputs.append([recorded_id, payload])  # sent with the FEED (see `_run_feed`)
+        self._journal_bytes += input_size(payload)
         if call_id >= 0:
             self._blocked = None
 
@@ -1128,12 +1201,95 @@ class Session:
         self._fail(SandboxStateError(f'the session state could not be replayed: feed {len(self._journal)} went another way than the recorded run: {why}'))
 
     async def _store_state(self) -> None:
-        """Write a stored session's state to the pool's store (nothing for an ephemeral session)."""
-        if self._lease is None or self.session_id is None or self._replaying is not None:
+        """Write a stored session's state to the pool's store (nothing for an ephemeral session):
+        a record of what changed since the last write, appended (its cost is the feed's), or the
+        full state when there is none yet, the session loaded another, or the records appended
+        since the last full state outgrow it (`_COMPACT_BYTES`, `_COMPACT_RECORDS`): so a write
+        costs the feed's size, and the full state's now and then (amortized, twice the feed's)."""
+        lease = self._lease
+        if lease is None or self.session_id is None or self._replaying is not None:
             return
-        if self._lease.lost is not None:
-            raise SandboxStateError(f'the session {self.session_id} was not stored: its lease was lost ({self._lease.lost})')
-        await self._lease.store.put(self.session_id, self._dump(), holder=self._lease.holder)
+        if lease.lost is not None:
+            raise SandboxStateError(f'the session {self.session_id} was not stored: its lease was lost ({lease.lost})')
+        if self._done is not None:
+            raise RuntimeError('cannot store a session while a feed runs')
+        state = self._state()
+        chain, key = self._chain, self._pool._state_key()
+        generation = 1 if chain is None else chain.generation + 1
+        binding = Binding(self.tenant, self.session_id, generation)
+        if chain is not None and not self._full_due:
+            start = self._stored - 1 if self._stored_open else self._stored
+            record = StateRecord(start, state.feeds[start:], overlay_changes(self._stored_overlay, state.overlay), state.pending, state.answers, state.blocked)
+            data = seal_record(record, key, binding=binding, previous=chain.mac)
+            compact_at = max(chain.state_bytes, min(_COMPACT_BYTES, self._pool.max_state_bytes // 2))  # records never pass the quota
+            if chain.records < _COMPACT_RECORDS and chain.record_bytes + len(data) <= compact_at:
+                await lease.store.append(self.session_id, data, holder=lease.holder, generation=generation, tenant=self.tenant)
+                chain.generation, chain.mac = generation, mac_of(data)
+                chain.record_bytes += len(data)
+                chain.records += 1
+                self._stored_done(state)
+                return
+        data = seal(state, key, quota=self._pool.max_state_bytes, binding=binding)
+        await lease.store.put(self.session_id, data, holder=lease.holder, generation=generation, tenant=self.tenant)
+        self._chain = Chain(generation, mac_of(data), len(data))
+        self._full_due = False
+        self._stored_done(state)
+
+    def _stored_done(self, state: SessionState) -> None:
+        self._stored, self._stored_open, self._stored_overlay = len(state.feeds), self._paused, state.overlay
+
+    # ----- a stored session's size ---------------------------------------------------------------
+
+    def _over(self, growth: int, room: int) -> bool:
+        """Whether `growth` more bytes would take a stored session's state past `room` (its quota
+        less what is kept for later: `_room`, `_input_room`); always False for an ephemeral session.
+
+        A new script may use the room up to `_room`; what comes in while a script runs, up to
+        `_input_room`, so that after a stop short scripts still run (reading what the stopped one
+        left); the overlay, up to `_OVERLAY_MARGIN` less, so that its ENOSPC error can come in."""
+        return self._quota is not None and self._fixed_bytes + self._journal_bytes + self._system.overlay_bytes + growth > room
+
+    def _overlay_room(self) -> tuple[int, str]:
+        """What a stored session's overlay may hold: `SystemCalls.room`."""
+        room = self._input_room - min(_OVERLAY_MARGIN, self._quota // 64) - self._fixed_bytes - self._journal_bytes  # type: ignore[operator]
+        if room >= OVERLAY_LIMIT:
+            return OVERLAY_LIMIT, f"the session's files hold at most {OVERLAY_LIMIT} bytes"
+        return room, f"the session's stored state would grow past the max_state_bytes limit of {self._quota} bytes (Pool(max_state_bytes=...))"
+
+    def _pause_bytes(self) -> int:
+        """Bytes at most a pause adds to the stored state: its deferred calls and the answers not yet taken in."""
+        if self._quota is None:
+            return 0
+        size = sum(input_size(payload) for _, payload in self._answers)
+        for call in self._deferred.values():
+            try:
+                size += len(call.function) + sum(len(pack(part, side='host')) for part in (call.args, call.kwargs, call.payload)) + 64
+            except (TypeError, ValueError):
+                pass  # refused when the state is written, naming the call
+        return size
+
+    def _stop_payload(self, call_id: int) -> bytes:
+        """The answer to the worker's request (a sync call `call_id`, or a WAIT when -1) that stops
+        the feed for the max_state_bytes limit."""
+        self._stopping = True
+        if call_id >= 0:
+            return pack([REPLY, call_id, False, _STOP_VALUE], side='host')
+        return pack([WAKE, 0.0, None, False, _STOP_VALUE], side='host')
+
+
+#: A stored session's state keeps this many bytes (or a quarter of its quota, if less) for what
+#: comes in after a stop for max_state_bytes: the stop itself, and the calls the worker made
+#: before it took the stop in (at most `Limits.host_calls`, each its name's bytes).
+_RESERVE = 256 * 1024
+#: ... and this many (or a sixteenth of its quota) for short scripts after a stop.
+_HEADROOM = 64 * 1024
+#: ... and its overlay this many less (or a 64th of its quota), for the ENOSPC errors of writes past it.
+_OVERLAY_MARGIN = 4 * 1024
+_STOP_VALUE = [STOP, ['max_state_bytes']]
+#: A stored session writes its full state again when the records appended since the last one hold
+#: more bytes than it (and than this, or half its quota if less), or there are this many of them.
+_COMPACT_BYTES = 256 * 1024
+_COMPACT_RECORDS = 256
 
 
 #: Limits that stop a script at a point no replay reproduces (time, not the script's own steps).

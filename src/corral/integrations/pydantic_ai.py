@@ -242,7 +242,7 @@ class _RunState:
     def __init__(self, pool: Pool | None, *, os_access: OsAccess | None = None, mounts: Sequence[Mount] = ()) -> None:
         self._pool = pool
         # a pool given a store keeps the sessions there, so a script can pause on a call that waits
-        self.stored = pool is not None and pool._store_option is not None
+        self.stored = pool is not None and pool.has_store
         self._continued = False  # whether the run's first session was chosen (see `get_session`)
         self.paused: set[str] = set()  # the tool call ids of `run_code` calls whose scripts paused in this run
         self._os_access = os_access

@@ -1,8 +1,10 @@
 """The `Store` protocol every session store implements, and the rules its arguments follow.
 
-A store keeps, per tenant and session id, the opaque bytes of a session's signed state, and a lease
-that says which holder (one checkout, in any process on any machine) has the session. It never
-reads the state: signing, versions and sizes are the session's business.
+A store keeps, per tenant and session id, the opaque bytes of a session's signed state (a full
+state, and the records appended to it since), its generation, and a lease that says which holder
+(one checkout, in any process on any machine) has the session. It never reads the state: signing,
+versions and sizes are the session's business; the generation is the store's, a counter every
+write moves on by one, and a write names the generation it follows (a compare-and-set).
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import builtins
 import math
 import re
+from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 from urllib.parse import urlsplit
 
@@ -17,13 +20,16 @@ from ..errors import SandboxSessionBusyError, SandboxStateError
 
 __all__ = [
     'Store',
+    'StoredState',
     'MAX_ID_LENGTH',
     'busy_error',
+    'check_generation',
     'check_holder',
     'check_session_id',
     'check_state',
     'check_tenant',
     'check_ttl',
+    'conflict_error',
     'lost_lease_error',
     'not_found_error',
     'redact_url',
@@ -34,6 +40,17 @@ MAX_ID_LENGTH = 128
 
 _ID = re.compile(r'[A-Za-z0-9_.:-]{1,%d}' % MAX_ID_LENGTH)
 _ID_RULE = f'1 to {MAX_ID_LENGTH} characters, each an ASCII letter, a digit or one of "_.:-"'
+
+
+@dataclass(frozen=True)
+class StoredState:
+    """What a store holds for one session: `state`, the bytes of its last full state (written by
+    `put`), `records`, the bytes appended since (by `append`, oldest first), and `generation`, the
+    store's counter of the session's writes (the generation of the last write)."""
+
+    state: bytes
+    records: builtins.list[bytes] = field(default_factory=list)
+    generation: int = 1
 
 
 @runtime_checkable
@@ -53,16 +70,25 @@ class Store(Protocol):
     are atomic, so what was stored before stays intact.
     """
 
-    async def put(self, session_id: str, state: bytes, *, holder: str, tenant: str = '') -> None:
-        """Store `state` (bytes) as the session's state, replacing the previous one atomically.
+    async def put(self, session_id: str, state: bytes, *, holder: str, generation: int, tenant: str = '') -> None:
+        """Store `state` (bytes) as the session's full state at `generation`, replacing the previous
+        state and the records appended to it, atomically.
 
-        Raises `SandboxSessionBusyError` if a holder other than `holder` has a live lease on it.
-        Holding the lease is not required when nobody does.
+        A compare-and-set: the session's generation must be `generation - 1` (no stored session
+        for `generation=1`), else `SandboxSessionBusyError` (`conflict_error`: another holder wrote
+        it since). Also `SandboxSessionBusyError` if a holder other than `holder` has a live lease
+        on it; holding the lease is not required when nobody does.
         """
         ...
 
-    async def get(self, session_id: str, *, tenant: str = '') -> bytes:
-        """The session's stored state. Raises `SandboxStateError('no stored session with id ...')`
+    async def append(self, session_id: str, record: bytes, *, holder: str, generation: int, tenant: str = '') -> None:
+        """Append `record` (bytes) to the session's stored state at `generation`: costs the record,
+        not the state. The same compare-and-set and lease rules as `put`; the session must be
+        stored (`SandboxStateError('no stored session with id ...')` otherwise)."""
+        ...
+
+    async def get(self, session_id: str, *, tenant: str = '') -> StoredState:
+        """The session's `StoredState`. Raises `SandboxStateError('no stored session with id ...')`
         when there is none (the same text when another tenant has one with that id)."""
         ...
 
@@ -139,6 +165,15 @@ def check_ttl(ttl: object) -> float:
     return float(ttl)
 
 
+def check_generation(generation: object) -> int:
+    """`generation`: an int from 1 to 2**62, else `ValueError` (`TypeError` for a non-int)."""
+    if isinstance(generation, bool) or not isinstance(generation, int):
+        raise TypeError(f'generation must be an int, not {type(generation).__name__}')
+    if not 1 <= generation <= 1 << 62:
+        raise ValueError(f'generation must be from 1 to 2**62; got {generation}')
+    return generation
+
+
 def check_state(state: object) -> bytes:
     """`state` as bytes (bytes, bytearray or memoryview accepted), else `TypeError`."""
     if isinstance(state, bytes):
@@ -160,6 +195,16 @@ def busy_error(session_id: str, seconds_left: float) -> SandboxSessionBusyError:
     return SandboxSessionBusyError(
         f'the stored session {session_id!r} is checked out elsewhere: another holder has its lease, '
         f'which expires in {math.ceil(max(seconds_left, 0.0))} s unless that holder renews it'
+    )
+
+
+def conflict_error(session_id: str, stored: int, generation: int) -> SandboxSessionBusyError:
+    """The error for a write that follows generation `generation - 1` where the store is at `stored`
+    (0: not stored): another holder wrote the session since this one loaded it."""
+    return SandboxSessionBusyError(
+        f'the stored session {session_id!r} was written by another holder since this one loaded it '
+        f'(the store is at generation {stored}; this write follows generation {generation - 1}): '
+        'nothing was written; check the session out again'
     )
 
 

@@ -9,12 +9,15 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import SandboxError, SandboxStateError, SandboxStoreError
 from .base import (
+    StoredState,
     busy_error,
+    check_generation,
     check_holder,
     check_session_id,
     check_state,
     check_tenant,
     check_ttl,
+    conflict_error,
     lost_lease_error,
     not_found_error,
     redact_url,
@@ -27,14 +30,24 @@ __all__ = ['PostgresStore']
 
 _T = TypeVar('_T')
 
-# Two tables, as in the SQLite store: a lease renewal never touches the row of a large state.
+# Three tables: a lease renewal never touches the row of a large state, and an append moves the
+# generation on in it without writing the state again (a large value is TOASTed, and an UPDATE
+# that leaves it alone keeps it where it is).
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS corral_sessions (
     tenant text NOT NULL,
     session_id text NOT NULL,
     state bytea NOT NULL,
     updated timestamptz NOT NULL,
+    generation bigint NOT NULL DEFAULT 0,
     PRIMARY KEY (tenant, session_id)
+);
+CREATE TABLE IF NOT EXISTS corral_records (
+    tenant text NOT NULL,
+    session_id text NOT NULL,
+    generation bigint NOT NULL,
+    record bytea NOT NULL,
+    PRIMARY KEY (tenant, session_id, generation)
 );
 CREATE TABLE IF NOT EXISTS corral_leases (
     tenant text NOT NULL,
@@ -43,6 +56,11 @@ CREATE TABLE IF NOT EXISTS corral_leases (
     expires timestamptz NOT NULL,
     PRIMARY KEY (tenant, session_id)
 );
+"""
+
+_HAS_GENERATION = """
+SELECT true FROM information_schema.columns
+WHERE table_schema = current_schema() AND table_name = 'corral_sessions' AND column_name = 'generation'
 """
 
 #: The advisory lock (a bigint of our choosing: b'corral\x00\x01') held while the schema is created,
@@ -64,8 +82,8 @@ class PostgresStore:
         await store.acquire('s1', holder=token, ttl=30)
 
     `dsn` is a `postgresql://` (or `postgres://`) URL as libpq reads it. The store keeps a pool of
-    `min_size` to `max_size` connections (asyncpg), opened on first use, and creates its two tables
-    (`corral_sessions`, `corral_leases`) then if they are missing, under an advisory lock so that
+    `min_size` to `max_size` connections (asyncpg), opened on first use, and creates its tables
+    (`corral_sessions`, `corral_records`, `corral_leases`) then if they are missing, under an advisory lock so that
     replicas starting together do not collide. Lease times use the database server's clock
     (`now()`), so machines whose clocks disagree still agree on who holds a lease; a lease is taken
     by a conditional upsert, so of two holders racing for it exactly one wins.
@@ -115,34 +133,80 @@ class PostgresStore:
 
     # -- the Store protocol
 
-    async def put(self, session_id: str, state: bytes, *, holder: str, tenant: str = '') -> None:
-        """Store `state` for `(tenant, session_id)` in one transaction: the previous state is
-        replaced whole, or kept if anything fails. `SandboxSessionBusyError` if another holder has
-        a live lease (its row is locked while the state is written, so it cannot change meanwhile)."""
+    async def put(self, session_id: str, state: bytes, *, holder: str, generation: int, tenant: str = '') -> None:
+        """Store `state` as the full state of `(tenant, session_id)` at `generation`, in one
+        transaction: the previous state and its records are replaced whole, or kept if anything
+        fails. `SandboxSessionBusyError` if the session is not at `generation - 1` or another holder
+        has a live lease (its rows are locked while the state is written, so they cannot change meanwhile)."""
         key = (check_tenant(tenant), check_session_id(session_id))
-        state, holder = check_state(state), check_holder(holder)
+        state, holder, generation = check_state(state), check_holder(holder), check_generation(generation)
 
         async def put(db: asyncpg.Connection) -> None:
             async with db.transaction():
                 await _refuse_other_holder(db, key, holder)
+                if generation == 1:  # a new session: of two holders racing to create it, one inserts
+                    created = await db.fetchval(
+                        'INSERT INTO corral_sessions (tenant, session_id, state, updated, generation) '
+                        'VALUES ($1, $2, $3, now(), 1) ON CONFLICT (tenant, session_id) DO NOTHING RETURNING true',
+                        *key,
+                        state,
+                    )
+                    if not created:
+                        await _compare_generation(db, key, generation)
+                    return
+                await _compare_generation(db, key, generation)
                 await db.execute(
-                    'INSERT INTO corral_sessions (tenant, session_id, state, updated) VALUES ($1, $2, $3, now()) '
-                    'ON CONFLICT (tenant, session_id) DO UPDATE SET state = EXCLUDED.state, updated = EXCLUDED.updated',
+                    'UPDATE corral_sessions SET state = $3, updated = now(), generation = $4 WHERE tenant = $1 AND session_id = $2',
                     *key,
                     state,
+                    generation,
                 )
+                await db.execute('DELETE FROM corral_records WHERE tenant = $1 AND session_id = $2', *key)
 
         await self._run(put)
 
-    async def get(self, session_id: str, *, tenant: str = '') -> bytes:
-        """The stored state (bytes). Raises `SandboxStateError('no stored session with id ...')`."""
+    async def append(self, session_id: str, record: bytes, *, holder: str, generation: int, tenant: str = '') -> None:
+        """Append `record` to the stored state of `(tenant, session_id)` at `generation`, in one
+        transaction that writes the record's bytes only. Raises as `put` does, and
+        `SandboxStateError('no stored session with id ...')` when the session is not stored."""
+        key = (check_tenant(tenant), check_session_id(session_id))
+        record, holder, generation = check_state(record), check_holder(holder), check_generation(generation)
+
+        async def append(db: asyncpg.Connection) -> None:
+            async with db.transaction():
+                await _refuse_other_holder(db, key, holder)
+                if await _compare_generation(db, key, generation) == 0:
+                    raise not_found_error(key[1])
+                await db.execute(
+                    'INSERT INTO corral_records (tenant, session_id, generation, record) VALUES ($1, $2, $3, $4)',
+                    *key,
+                    generation,
+                    record,
+                )
+                await db.execute(
+                    'UPDATE corral_sessions SET generation = $3, updated = now() WHERE tenant = $1 AND session_id = $2',
+                    *key,
+                    generation,
+                )
+
+        await self._run(append)
+
+    async def get(self, session_id: str, *, tenant: str = '') -> StoredState:
+        """The stored `StoredState`, read in one transaction (one snapshot). Raises
+        `SandboxStateError('no stored session with id ...')`."""
         key = (check_tenant(tenant), check_session_id(session_id))
 
-        async def get(db: asyncpg.Connection) -> bytes:
-            state = await db.fetchval('SELECT state FROM corral_sessions WHERE tenant = $1 AND session_id = $2', *key)
-            if state is None:
-                raise not_found_error(key[1])
-            return state
+        async def get(db: asyncpg.Connection) -> StoredState:
+            async with db.transaction(isolation='repeatable_read', readonly=True):
+                row = await db.fetchrow(
+                    'SELECT state, generation FROM corral_sessions WHERE tenant = $1 AND session_id = $2', *key
+                )
+                if row is None:
+                    raise not_found_error(key[1])
+                records = await db.fetch(
+                    'SELECT record FROM corral_records WHERE tenant = $1 AND session_id = $2 ORDER BY generation', *key
+                )
+            return StoredState(row['state'], [record['record'] for record in records], row['generation'])
 
         return await self._run(get)
 
@@ -220,6 +284,7 @@ class PostgresStore:
                     raise not_found_error(key[1])
                 await _refuse_other_holder(db, key, holder)
                 await db.execute('DELETE FROM corral_sessions WHERE tenant = $1 AND session_id = $2', *key)
+                await db.execute('DELETE FROM corral_records WHERE tenant = $1 AND session_id = $2', *key)
                 await db.execute('DELETE FROM corral_leases WHERE tenant = $1 AND session_id = $2', *key)
 
         await self._run(delete)
@@ -282,6 +347,8 @@ class PostgresStore:
                     async with pool.acquire() as connection, connection.transaction():
                         await connection.execute('SELECT pg_advisory_xact_lock($1)', _SCHEMA_LOCK)
                         await connection.execute(_SCHEMA)
+                        if not await connection.fetchval(_HAS_GENERATION):  # a database of a corral before generations
+                            await connection.execute('ALTER TABLE corral_sessions ADD COLUMN generation bigint NOT NULL DEFAULT 0')
                 except BaseException:
                     await pool.close()
                     raise
@@ -321,6 +388,18 @@ class PostgresStore:
         if isinstance(error, asyncpg.DiskFullError):
             return SandboxStoreError(f'{where} could not write: its disk is full. What was stored before is kept')
         return SandboxStoreError(f'{where} failed ({type(error).__name__}): {error}. What was stored before is kept')
+
+
+async def _compare_generation(db: asyncpg.Connection, key: tuple[str, str], generation: int) -> int:
+    """The session's stored generation (0: not stored), its row locked until the transaction ends;
+    `SandboxSessionBusyError` unless it is `generation - 1`."""
+    stored = await db.fetchval(
+        'SELECT generation FROM corral_sessions WHERE tenant = $1 AND session_id = $2 FOR UPDATE', *key
+    )
+    stored = 0 if stored is None else stored
+    if stored != generation - 1:
+        raise conflict_error(key[1], stored, generation)
+    return stored
 
 
 async def _refuse_other_holder(db: asyncpg.Connection, key: tuple[str, str], holder: str | None) -> None:

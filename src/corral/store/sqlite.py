@@ -16,12 +16,15 @@ from typing import TYPE_CHECKING, TypeVar
 
 from ..errors import SandboxStoreError
 from .base import (
+    StoredState,
     busy_error,
+    check_generation,
     check_holder,
     check_session_id,
     check_state,
     check_tenant,
     check_ttl,
+    conflict_error,
     lost_lease_error,
     not_found_error,
 )
@@ -34,8 +37,9 @@ __all__ = ['SQLiteStore', 'default_database_path']
 
 _T = TypeVar('_T')
 
-# The state and the lease live in two tables because SQLite rewrites a whole row on UPDATE: a lease
-# renewal must not rewrite a state of tens of MB.
+# The state, its generation, the records appended to it and the lease live in four tables because
+# SQLite rewrites a whole row (its blob included) on UPDATE: neither an append, which moves the
+# generation on, nor a lease renewal may rewrite a state of tens of MB.
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS corral_sessions (
     tenant TEXT NOT NULL,
@@ -43,6 +47,19 @@ CREATE TABLE IF NOT EXISTS corral_sessions (
     state BLOB NOT NULL,
     updated REAL NOT NULL,
     PRIMARY KEY (tenant, session_id)
+);
+CREATE TABLE IF NOT EXISTS corral_generations (
+    tenant TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    generation INTEGER NOT NULL,
+    PRIMARY KEY (tenant, session_id)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS corral_records (
+    tenant TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    generation INTEGER NOT NULL,
+    record BLOB NOT NULL,
+    PRIMARY KEY (tenant, session_id, generation)
 );
 CREATE TABLE IF NOT EXISTS corral_leases (
     tenant TEXT NOT NULL,
@@ -163,34 +180,71 @@ class SQLiteStore:
 
     # -- the Store protocol
 
-    async def put(self, session_id: str, state: bytes, *, holder: str, tenant: str = '') -> None:
-        """Store `state` for `(tenant, session_id)` in one transaction: the previous state is
-        replaced whole, or kept if the write fails. Raises `SandboxSessionBusyError` if another
+    async def put(self, session_id: str, state: bytes, *, holder: str, generation: int, tenant: str = '') -> None:
+        """Store `state` as the full state of `(tenant, session_id)` at `generation`, in one
+        transaction: the previous state and its records are replaced whole, or kept if the write
+        fails. Raises `SandboxSessionBusyError` if the session is not at `generation - 1` or another
         holder has a live lease, `SandboxStoreError` if the disk is full or the file stays locked."""
         key = (check_tenant(tenant), check_session_id(session_id))
-        state, holder = check_state(state), check_holder(holder)
+        state, holder, generation = check_state(state), check_holder(holder), check_generation(generation)
 
         def put(db: sqlite3.Connection) -> None:
             with _write_transaction(db):
                 now = time.time()
                 _refuse_other_holder(db, key, holder, now)
+                _compare_generation(db, key, generation)
                 db.execute(
                     'INSERT INTO corral_sessions (tenant, session_id, state, updated) VALUES (?, ?, ?, ?) '
                     'ON CONFLICT (tenant, session_id) DO UPDATE SET state = excluded.state, updated = excluded.updated',
                     (*key, state, now),
                 )
+                _set_generation(db, key, generation)
+                db.execute('DELETE FROM corral_records WHERE tenant = ? AND session_id = ?', key)
 
         await self._run(put)
 
-    async def get(self, session_id: str, *, tenant: str = '') -> bytes:
-        """The stored state (bytes). Raises `SandboxStateError('no stored session with id ...')`."""
+    async def append(self, session_id: str, record: bytes, *, holder: str, generation: int, tenant: str = '') -> None:
+        """Append `record` to the stored state of `(tenant, session_id)` at `generation`, in one
+        transaction that writes the record's bytes only. Raises as `put` does, and
+        `SandboxStateError('no stored session with id ...')` when the session is not stored."""
+        key = (check_tenant(tenant), check_session_id(session_id))
+        record, holder, generation = check_state(record), check_holder(holder), check_generation(generation)
+
+        def append(db: sqlite3.Connection) -> None:
+            with _write_transaction(db):
+                now = time.time()
+                _refuse_other_holder(db, key, holder, now)
+                if _compare_generation(db, key, generation) == 0:
+                    raise not_found_error(key[1])
+                db.execute(
+                    'INSERT INTO corral_records (tenant, session_id, generation, record) VALUES (?, ?, ?, ?)',
+                    (*key, generation, record),
+                )
+                _set_generation(db, key, generation)
+
+        await self._run(append)
+
+    async def get(self, session_id: str, *, tenant: str = '') -> StoredState:
+        """The stored `StoredState`, read in one transaction. Raises `SandboxStateError('no stored
+        session with id ...')`."""
         key = (check_tenant(tenant), check_session_id(session_id))
 
-        def get(db: sqlite3.Connection) -> bytes:
-            row = db.execute('SELECT state FROM corral_sessions WHERE tenant = ? AND session_id = ?', key).fetchone()
-            if row is None:
-                raise not_found_error(key[1])
-            return row[0]
+        def get(db: sqlite3.Connection) -> StoredState:
+            db.execute('BEGIN')  # one snapshot of the tables (WAL: it waits for no writer)
+            try:
+                row = db.execute(
+                    'SELECT s.state, coalesce(g.generation, 0) FROM corral_sessions s LEFT JOIN corral_generations g '
+                    'ON g.tenant = s.tenant AND g.session_id = s.session_id WHERE s.tenant = ? AND s.session_id = ?',
+                    key,
+                ).fetchone()
+                if row is None:
+                    raise not_found_error(key[1])
+                records = db.execute(
+                    'SELECT record FROM corral_records WHERE tenant = ? AND session_id = ? ORDER BY generation', key
+                ).fetchall()
+            finally:
+                db.execute('COMMIT')
+            return StoredState(row[0], [record for (record,) in records], row[1])
 
         return await self._run(get)
 
@@ -248,6 +302,8 @@ class SQLiteStore:
                     raise not_found_error(key[1])
                 _refuse_other_holder(db, key, holder, time.time())
                 db.execute('DELETE FROM corral_sessions WHERE tenant = ? AND session_id = ?', key)
+                db.execute('DELETE FROM corral_records WHERE tenant = ? AND session_id = ?', key)
+                db.execute('DELETE FROM corral_generations WHERE tenant = ? AND session_id = ?', key)
                 db.execute('DELETE FROM corral_leases WHERE tenant = ? AND session_id = ?', key)
 
         await self._run(delete)
@@ -430,6 +486,28 @@ class _write_transaction:
                 self._connection.execute('ROLLBACK')
             except sqlite3.Error:
                 pass  # SQLite rolls back by itself after errors such as a full disk
+
+
+def _compare_generation(db: sqlite3.Connection, key: tuple[str, str], generation: int) -> int:
+    """The session's stored generation (0: not stored); `SandboxSessionBusyError` unless it is
+    `generation - 1`."""
+    row = db.execute(
+        'SELECT g.generation FROM corral_sessions s JOIN corral_generations g '
+        'ON g.tenant = s.tenant AND g.session_id = s.session_id WHERE s.tenant = ? AND s.session_id = ?',
+        key,
+    ).fetchone()
+    stored = 0 if row is None else row[0]
+    if stored != generation - 1:
+        raise conflict_error(key[1], stored, generation)
+    return stored
+
+
+def _set_generation(db: sqlite3.Connection, key: tuple[str, str], generation: int) -> None:
+    db.execute(
+        'INSERT INTO corral_generations (tenant, session_id, generation) VALUES (?, ?, ?) '
+        'ON CONFLICT (tenant, session_id) DO UPDATE SET generation = excluded.generation',
+        (*key, generation),
+    )
 
 
 def _refuse_other_holder(

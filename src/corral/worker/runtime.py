@@ -17,7 +17,7 @@ import types
 from collections import deque
 from typing import Any
 
-from ..channel import CALL, COMPILE, DONE, FAIL, FEED, OUTPUT, PAUSE, REPLY, TIMED, WAIT, WAKE, FrameReader, ProtocolError, frame, poll
+from ..channel import CALL, COMPILE, DONE, FAIL, FEED, OUTPUT, PAUSE, REPLY, STOP, TIMED, WAIT, WAKE, FrameReader, ProtocolError, frame, poll
 from ..language import catalog, hostio, identity
 from ..language import stop as stopping
 from ..language.facades import stderr as _STDERR
@@ -78,6 +78,7 @@ _LIMIT_MESSAGES = {
     'host_calls': ('RuntimeError', 'the script made more than the host_calls limit of {}'),
     'memory': ('MemoryError', 'the script went past the memory limit of {}'),
     'recursion': ('RecursionError', 'maximum recursion depth exceeded: the recursion limit is {}'),
+    'max_state_bytes': ('OverflowError', "the session's stored state would grow past the max_state_bytes limit of {} (Pool(max_state_bytes=...))"),
 }
 
 
@@ -235,6 +236,8 @@ class Worker:
             raise ProtocolError('malformed WAKE message from the host')
         self._asking = False
         self._clock += seconds
+        if not ok and value[0] == STOP:
+            raise self._stop(value[1][0])
         if call_id is not None:
             future = self._futures.pop(call_id, None)
             if future is not None and not future.cancelled():  # None: a call of a task that was cancelled
@@ -282,6 +285,8 @@ class Worker:
         _, _, ok, value = message
         if ok:
             return value
+        if value[0] == STOP:
+            raise self._stop(value[1][0])
         raise _host_exception(value)
 
     def _host_function(self, name: str, is_async: bool) -> Any:
