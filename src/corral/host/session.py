@@ -155,6 +155,21 @@ class Session:
         self._fork = fork
         self._lease: Lease | None = None
         self._overlay: dict[str, list[Any]] = {}  # a stored session's overlay writes before its feed
+        self._cpu_seconds = 0.0  # the worker's CPU at the last reading (cpu_seconds)
+
+    @property
+    def cpu_seconds(self) -> float:
+        """The CPU seconds (user + system) the session's worker has used since it was forked,
+        replays of a loaded state included: read from the kernel (`/proc`), never from the worker.
+        After the worker ends it stays at the last reading, taken as the session killed it. A
+        server counts a tenant's CPU from it (see `corral.server.quotas`)."""
+        self._read_cpu()
+        return self._cpu_seconds
+
+    def _read_cpu(self) -> None:
+        seconds = self._worker.cpu_seconds() if self._worker is not None else None
+        if seconds is not None:
+            self._cpu_seconds = seconds
 
     @property
     def random_seed(self) -> int:
@@ -235,6 +250,7 @@ class Session:
         if self._tick is not None:
             self._tick.cancel()
         if self._worker is not None:
+            self._read_cpu()  # the last reading, before the worker's counters go with it
             if self._transport is not None:
                 self._transport.abort()
             self._worker.kill()
@@ -609,6 +625,7 @@ class Session:
         if self._dead is None:
             self._dead = reason
         if self._worker is not None:
+            self._read_cpu()  # the last reading, before the worker's counters go with it
             if self._transport is not None:
                 self._transport.abort()
             self._worker.kill()
