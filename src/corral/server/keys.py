@@ -129,13 +129,13 @@ class KeyRing:
 
     async def revoke(self, key_id: str) -> None:
         """Revoke the key with this id (for good: `authenticate` refuses it from now on). Revoking
-        a revoked key does nothing. Raises `ValueError` for an id that is not 16 hex digits or
-        names no key."""
+        a revoked key does nothing. Raises `ValueError` for an id that is not 16 hex digits,
+        `LookupError` for one that names no key."""
         if not isinstance(key_id, str) or _KEY_ID.fullmatch(key_id) is None:
             shown = repr(key_id) if not isinstance(key_id, str) or len(key_id) <= 40 else repr(key_id[:40]) + '...'
             raise ValueError(f'a key id is 16 hex digits (the part after {KEY_PREFIX!r}, as `corral keys list` shows it); got {shown}')
         if not await self._store.revoke_api_key(key_id):
-            raise ValueError(f'there is no API key with id {key_id!r}')
+            raise LookupError(f'there is no API key with id {key_id!r}')
 
     async def is_empty(self) -> bool:
         """True when no key was ever made here. A revoked key still counts: revoking every key

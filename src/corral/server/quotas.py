@@ -116,6 +116,10 @@ class Quotas:
         """The tenant's own settings, by quota name: None where it has the server's default."""
         return await self._tables.tenant_quotas(tenant)
 
+    async def tenants(self) -> list[str]:
+        """Every tenant that has an API key or settings of its own, sorted."""
+        return await self._tables.list_tenants()
+
     async def of(self, tenant: str) -> TenantQuotas:
         """The quotas that apply to the tenant: its own settings, else the server's defaults."""
         own = await self._tables.tenant_quotas(tenant)
