@@ -393,7 +393,8 @@ class PostgresTenantTables:
     async def list_tenants(self) -> builtins.list[str]:
         rows = await self._run(
             lambda db: db.fetch(
-                'SELECT tenant FROM corral_tenants UNION SELECT tenant FROM corral_api_keys ORDER BY 1 COLLATE "C"'
+                'SELECT tenant FROM (SELECT tenant FROM corral_tenants UNION SELECT tenant FROM corral_api_keys) AS named '
+                'ORDER BY tenant COLLATE "C"'
             )
         )
         return [row[0] for row in rows]
