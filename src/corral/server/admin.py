@@ -17,6 +17,7 @@ import argparse
 import datetime
 import re
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 from ..errors import SandboxError
@@ -138,7 +139,7 @@ def _when(moment: datetime.datetime) -> str:
     return moment.strftime('%Y-%m-%dT%H:%M:%SZ')
 
 
-def _print_table(rows: list[tuple[str, ...]]) -> None:
+def _print_table(rows: Sequence[Sequence[str]]) -> None:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
         print('  '.join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())

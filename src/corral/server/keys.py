@@ -90,7 +90,7 @@ class KeyRing:
     async def close(self) -> None:
         """Close the store if the key ring opened it."""
         if self._owned:
-            await self._store.close()  # type: ignore[attr-defined]
+            await self._store.close()
 
     async def create(self, tenant: str) -> str:
         """A new key for `tenant` (1 to 128 characters from `A-Z a-z 0-9 _ . : -`, else

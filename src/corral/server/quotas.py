@@ -14,7 +14,7 @@ import contextlib
 import dataclasses
 import math
 import weakref
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING, cast
 
 from ..errors import SandboxQuotaError
@@ -96,7 +96,7 @@ class Quotas:
     async def close(self) -> None:
         """Close the store if the quotas opened it."""
         if self._owned:
-            await self._tables.close()  # type: ignore[attr-defined]
+            await self._tables.close()
 
     # -- settings
 
@@ -123,21 +123,24 @@ class Quotas:
     async def of(self, tenant: str) -> TenantQuotas:
         """The quotas that apply to the tenant: its own settings, else the server's defaults."""
         own = await self._tables.tenant_quotas(tenant)
-        return TenantQuotas(**{
-            name: getattr(self.defaults, name) if own[name] is None else _as_quota(name, own[name]) for name in QUOTA_NAMES
-        })
+        sessions, stored, cpu = (own[name] for name in QUOTA_NAMES)
+        return TenantQuotas(
+            concurrent_sessions=self.defaults.concurrent_sessions if sessions is None else int(sessions),
+            stored_bytes=self.defaults.stored_bytes if stored is None else int(stored),
+            cpu_seconds_per_hour=self.defaults.cpu_seconds_per_hour if cpu is None else float(cpu),
+        )
 
     # -- enforcement
 
     @contextlib.asynccontextmanager
-    async def session(self, tenant: str) -> AsyncIterator[None]:
+    async def session(self, tenant: str) -> AsyncGenerator[None]:
         """Hold one of the tenant's `concurrent_sessions` for the block. Raises `SandboxQuotaError`
         when the tenant has that many open already, e.g. `tenant 'acme' has 10 sessions open; its
         quota is 10 (concurrent_sessions)`. The slot is renewed every third of `slot_ttl` while
         held, and given back at the end of the block."""
         # A slot is a lease on one of the places the tenant's quota allows: the lease's renewals
         # and release, with the slot table in place of the sessions' leases.
-        slot = Lease(_SlotTable(self), 'slot', ttl=self.slot_ttl, tenant=check_tenant(tenant))  # type: ignore[arg-type]
+        slot = Lease(cast(Store, _SlotTable(self)), 'slot', ttl=self.slot_ttl, tenant=check_tenant(tenant))
         await slot.acquire()
         try:
             yield
@@ -162,7 +165,7 @@ class Quotas:
             )
 
     @contextlib.asynccontextmanager
-    async def feed(self, tenant: str, session: Session) -> AsyncIterator[None]:
+    async def feed(self, tenant: str, session: Session) -> AsyncGenerator[None]:
         """Around one feed (or resume) of `session`: refuse to start it past the tenant's
         `cpu_seconds_per_hour` (`check_cpu`), and afterwards add the CPU the session's worker used
         since its last feed counted here (`Session.cpu_seconds`, so the replay of a loaded state
@@ -199,10 +202,6 @@ class Quotas:
         """`store` with every `put` checked against the tenant's `stored_bytes` first: give it to
         the server's `Pool(store=...)`."""
         return QuotaStore(store, self)
-
-
-def _as_quota(name: str, value: float) -> float:
-    return float(value) if name == 'cpu_seconds_per_hour' else int(value)
 
 
 class _SlotTable:

@@ -168,6 +168,10 @@ class TenantTables(Protocol):
         """The tenant's CPU seconds in the last 60 minutes (the current one included)."""
         ...
 
+    async def close(self) -> None:
+        """Close the store's connections."""
+        ...
+
 
 def open_tenant_tables(store: TenantTables | str | None, what: str) -> tuple[TenantTables, bool]:
     """The tenant tables of `store` (a store that has them, a store URL, or None for the embedded
@@ -202,7 +206,9 @@ def _upsert_quotas(values: Mapping[str, float | None], placeholder: Callable[[in
 class SQLiteTenantTables:
     """The tenant tables in SQLite, for `SQLiteStore` (whose `_run` runs a call on its threads)."""
 
-    _run: Callable[[Callable[[sqlite3.Connection], Any]], Awaitable[Any]]
+    if TYPE_CHECKING:
+
+        async def _run(self, operation: Callable[[sqlite3.Connection], _T]) -> _T: ...
 
     async def add_api_key(self, key_id: str, tenant: str, digest: bytes) -> None:
         tenant = check_tenant(tenant)
@@ -342,7 +348,9 @@ class PostgresTenantTables:
     """The tenant tables in PostgreSQL, for `PostgresStore` (whose `_run` lends a pooled connection).
     Times are the database server's clock (`now()`), as the leases' are."""
 
-    _run: Callable[[Callable[[asyncpg.Connection], Awaitable[Any]]], Awaitable[Any]]
+    if TYPE_CHECKING:
+
+        async def _run(self, operation: Callable[[asyncpg.Connection], Awaitable[_T]]) -> _T: ...
 
     async def add_api_key(self, key_id: str, tenant: str, digest: bytes) -> None:
         tenant = check_tenant(tenant)
