@@ -186,6 +186,28 @@ async def test_the_database_never_holds_the_secret(store_url, tmp_path, request)
         assert files_holding(directory, secret[:16]) == []
 
 
+async def test_anonymous_callers_only_while_no_key_was_ever_made(store):
+    """A server that may run single-tenant (on loopback) lets callers without a key in as tenant ''
+    until the first key is made; from then on, and after every key is revoked, it needs one."""
+    ring = corral.KeyRing(store)
+    assert await ring.authenticate(None, anonymous=True) == ''
+    assert await ring.authenticate('', anonymous=True) == ''
+    assert await refusal(ring, None) == REFUSAL  # not anonymous: a key is always needed
+    assert await refusal(ring, 'corral_0123456789abcdef_' + 'a' * 43) == REFUSAL
+    with pytest.raises(corral.SandboxAuthError) as info:
+        await ring.authenticate('corral_0123456789abcdef_' + 'a' * 43, anonymous=True)  # a key given is checked
+    assert info.value.display() == REFUSAL
+    key = await ring.create('acme')
+    with pytest.raises(corral.SandboxAuthError) as info:
+        await ring.authenticate(None, anonymous=True)
+    assert info.value.display() == REFUSAL
+    assert await ring.authenticate(key, anonymous=True) == 'acme'
+    await ring.revoke(KEY.fullmatch(key)[1])
+    with pytest.raises(corral.SandboxAuthError) as info:
+        await ring.authenticate('', anonymous=True)
+    assert info.value.display() == REFUSAL
+
+
 async def test_bad_tenants_and_key_ids(store):
     ring = corral.KeyRing(store)
     with pytest.raises(ValueError) as info:

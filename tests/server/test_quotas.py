@@ -215,6 +215,25 @@ async def test_a_failed_feed_counts_its_cpu_too(store):
         assert await store.cpu_seconds_last_hour('acme') == pytest.approx(session.cpu_seconds) and session.cpu_seconds > 0.05
 
 
+async def test_a_store_that_fails_to_count_the_cpu_loses_neither_the_feed_nor_the_seconds(tmp_path):
+    async with corral.open_store(f'sqlite://{tmp_path}/sessions.db') as store, corral.Pool(warm_workers=0) as pool:
+        quotas = Quotas(store)
+        await store.cpu_seconds_last_hour('acme')  # creates the tables
+        with sqlite3.connect(store.path) as db:  # the counter's writes fail; its reads work
+            db.execute("CREATE TRIGGER refuse BEFORE INSERT ON corral_tenant_cpu BEGIN SELECT RAISE(ABORT, 'refused'); END")
+        async with pool.checkout() as session:
+            async with quotas.feed('acme', session):
+                assert await session.feed_run(BURN) == sum(range(2_000_000))  # the value still comes back
+            first = session.cpu_seconds
+            with sqlite3.connect(store.path) as db:
+                db.execute('DROP TRIGGER refuse')
+            assert await store.cpu_seconds_last_hour('acme') == 0.0
+            async with quotas.feed('acme', session):
+                await session.feed_run('2')
+            # the first feed's seconds came with the second's
+            assert await store.cpu_seconds_last_hour('acme') == pytest.approx(session.cpu_seconds) and session.cpu_seconds >= first
+
+
 async def test_the_hour_rolls(store_url, request):
     """Minutes older than the last 60 stop counting (and are pruned at the next write)."""
     minute = int(time.time() // 60)

@@ -17,7 +17,7 @@ import weakref
 from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING, cast
 
-from ..errors import SandboxQuotaError
+from ..errors import SandboxQuotaError, SandboxStoreError
 from ..host.lease import Lease
 from ..store.base import Store, check_state, check_tenant
 from ..store.tenants import QUOTA_NAMES, TenantTables, open_tenant_tables
@@ -169,15 +169,19 @@ class Quotas:
         """Around one feed (or resume) of `session`: refuse to start it past the tenant's
         `cpu_seconds_per_hour` (`check_cpu`), and afterwards add the CPU the session's worker used
         since its last feed counted here (`Session.cpu_seconds`, so the replay of a loaded state
-        counts with the first feed) to the tenant's use, whether the feed succeeded or not."""
+        counts with the first feed) to the tenant's use, whether the feed succeeded or not.
+
+        When the store fails to take the CPU seconds, the feed's own outcome (its value or its
+        error) still reaches the caller, and those seconds are added with the next feed's."""
         await self.check_cpu(tenant)
         try:
             yield
         finally:
             before, now = self._counted.get(session, 0.0), session.cpu_seconds
-            self._counted[session] = now
             if now > before:
-                await self._tables.add_cpu_seconds(tenant, now - before)
+                with contextlib.suppress(SandboxStoreError):
+                    await self._tables.add_cpu_seconds(tenant, now - before)
+                    self._counted[session] = now
 
     async def check_storage(self, tenant: str, session_id: str, size: int) -> None:
         """Raise `SandboxQuotaError` when storing a state of `size` bytes as `session_id` (replacing
