@@ -184,26 +184,35 @@ async def test_a_pool_on_a_guarded_store_refuses_a_state_past_the_quota(store_ur
 
 async def test_cpu_seconds_are_counted_per_feed_and_refused_past_the_quota(store_url):
     async with corral.open_store(store_url) as store, corral.Pool(warm_workers=0) as pool:
-        quotas = Quotas(store)
+        quotas, replica = Quotas(store, flush_interval=0.2), Quotas(store)
         async with pool.checkout() as session:
             async with quotas.feed('acme', session):
                 assert await session.feed_run(BURN) == sum(range(2_000_000))
             first = session.cpu_seconds
             assert first > 0.05
+            assert await quotas.cpu_used('acme') == pytest.approx(first)  # counted here at once
+            assert await replica.cpu_used('acme') == 0.0  # and in the store after the flush
+            await asyncio.sleep(0.5)
+            assert await replica.cpu_used('acme') == pytest.approx(first)
             assert await store.cpu_seconds_last_hour('acme') == pytest.approx(first)
             async with quotas.feed('acme', session):
                 await session.feed_run(BURN)
-            used = await store.cpu_seconds_last_hour('acme')
+            used = await quotas.cpu_used('acme')
             assert used == pytest.approx(session.cpu_seconds) and used > first
-            assert await store.cpu_seconds_last_hour('beta') == 0.0
+            assert await quotas.cpu_used('beta') == 0.0
             await quotas.set('acme', cpu_seconds_per_hour=round(used / 2, 2))
-            error = await quota_error(quotas.feed('acme', session).__aenter__())
-            assert error.display() == (
-                f"tenant 'acme' used {used:.1f} CPU seconds in the last hour; its quota is {round(used / 2, 2):g} (cpu_seconds_per_hour)"
-            )
-            assert (error.tenant, error.quota, error.limit, error.used) == ('acme', 'cpu_seconds_per_hour', round(used / 2, 2), used)
+            for refusing in (quotas, replica):
+                await quotas.flush()
+                error = await quota_error(refusing.feed('acme', session).__aenter__())
+                assert error.display() == (
+                    f"tenant 'acme' used {used:.1f} CPU seconds in the last hour; its quota is {round(used / 2, 2):g} (cpu_seconds_per_hour)"
+                )
+                assert (error.tenant, error.quota, error.limit) == ('acme', 'cpu_seconds_per_hour', round(used / 2, 2))
+                assert error.used == pytest.approx(used)
             async with quotas.feed('beta', session):  # another tenant's hour is its own
-                await session.feed_run('1')
+                await session.feed_run(BURN)
+        await quotas.close()
+        assert await store.cpu_seconds_last_hour('beta') > 0  # written at close
 
 
 async def test_a_failed_feed_counts_its_cpu_too(store):
@@ -212,26 +221,28 @@ async def test_a_failed_feed_counts_its_cpu_too(store):
         with pytest.raises(corral.SandboxRuntimeError):
             async with quotas.feed('acme', session):
                 await session.feed_run(BURN + '\n1 / 0')
-        assert await store.cpu_seconds_last_hour('acme') == pytest.approx(session.cpu_seconds) and session.cpu_seconds > 0.05
+        assert await quotas.cpu_used('acme') == pytest.approx(session.cpu_seconds) and session.cpu_seconds > 0.05
+    await quotas.close()
 
 
-async def test_a_store_that_fails_to_count_the_cpu_loses_neither_the_feed_nor_the_seconds(tmp_path):
+async def test_cpu_seconds_the_store_fails_to_take_are_kept_for_the_next_flush(tmp_path):
     async with corral.open_store(f'sqlite://{tmp_path}/sessions.db') as store, corral.Pool(warm_workers=0) as pool:
-        quotas = Quotas(store)
+        quotas = Quotas(store, flush_interval=60)
         await store.cpu_seconds_last_hour('acme')  # creates the tables
         with sqlite3.connect(store.path) as db:  # the counter's writes fail; its reads work
             db.execute("CREATE TRIGGER refuse BEFORE INSERT ON corral_tenant_cpu BEGIN SELECT RAISE(ABORT, 'refused'); END")
         async with pool.checkout() as session:
             async with quotas.feed('acme', session):
-                assert await session.feed_run(BURN) == sum(range(2_000_000))  # the value still comes back
-            first = session.cpu_seconds
+                assert await session.feed_run(BURN) == sum(range(2_000_000))
+            await quotas.flush()
+            assert await store.cpu_seconds_last_hour('acme') == 0.0
+            assert await quotas.cpu_used('acme') == pytest.approx(session.cpu_seconds)  # still counted here
             with sqlite3.connect(store.path) as db:
                 db.execute('DROP TRIGGER refuse')
-            assert await store.cpu_seconds_last_hour('acme') == 0.0
-            async with quotas.feed('acme', session):
-                await session.feed_run('2')
-            # the first feed's seconds came with the second's
-            assert await store.cpu_seconds_last_hour('acme') == pytest.approx(session.cpu_seconds) and session.cpu_seconds >= first
+            await quotas.flush()
+            assert await store.cpu_seconds_last_hour('acme') == pytest.approx(session.cpu_seconds)
+            assert await quotas.cpu_used('acme') == pytest.approx(session.cpu_seconds)  # not twice
+        await quotas.close()
 
 
 async def test_the_hour_rolls(store_url, request):

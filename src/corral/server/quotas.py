@@ -10,6 +10,7 @@ per minute (`corral_tenant_cpu`).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import math
@@ -77,15 +78,26 @@ class Quotas:
     tenant, its use, the quota's setting and the quota; store failures raise `SandboxStoreError`.
     """
 
-    def __init__(self, store: TenantTables | str | None = None, *, defaults: TenantQuotas = TenantQuotas(), slot_ttl: float = 30.0) -> None:
+    def __init__(
+        self,
+        store: TenantTables | str | None = None,
+        *,
+        defaults: TenantQuotas = TenantQuotas(),
+        slot_ttl: float = 30.0,
+        flush_interval: float = 1.0,
+    ) -> None:
         self._tables, self._owned = open_tenant_tables(store, 'tenant quotas')
         if not isinstance(defaults, TenantQuotas):
             raise TypeError(f'defaults must be a TenantQuotas, not {type(defaults).__name__}')
-        if not (math.isfinite(slot_ttl) and slot_ttl > 0):
-            raise ValueError(f'slot_ttl must be a finite number of seconds above 0; got {slot_ttl!r}')
+        for name, seconds in (('slot_ttl', slot_ttl), ('flush_interval', flush_interval)):
+            if not (math.isfinite(seconds) and seconds > 0):
+                raise ValueError(f'{name} must be a finite number of seconds above 0; got {seconds!r}')
         self.defaults = defaults
         self.slot_ttl = float(slot_ttl)
+        self.flush_interval = float(flush_interval)
         self._counted: weakref.WeakKeyDictionary[Session, float] = weakref.WeakKeyDictionary()
+        self._pending: dict[str, float] = {}  # CPU seconds per tenant not yet in the store
+        self._flusher: asyncio.Task[None] | None = None
 
     async def __aenter__(self) -> Quotas:
         return self
@@ -94,7 +106,13 @@ class Quotas:
         await self.close()
 
     async def close(self) -> None:
-        """Close the store if the quotas opened it."""
+        """Write the CPU seconds not yet written (`flush`), and close the store if the quotas opened it."""
+        if self._flusher is not None:
+            self._flusher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._flusher
+            self._flusher = None
+        await self.flush()
         if self._owned:
             await self._tables.close()
 
@@ -154,7 +172,7 @@ class Quotas:
         limit = (await self.of(tenant)).cpu_seconds_per_hour
         if limit is None:
             return
-        used = await self._tables.cpu_seconds_last_hour(tenant)
+        used = await self.cpu_used(tenant)
         if used >= limit:
             raise SandboxQuotaError(
                 f'tenant {tenant!r} used {used:.1f} CPU seconds in the last hour; its quota is {limit:g} (cpu_seconds_per_hour)',
@@ -164,6 +182,11 @@ class Quotas:
                 used=used,
             )
 
+    async def cpu_used(self, tenant: str) -> float:
+        """The tenant's CPU seconds in the last hour: those in the store (every replica's, up to
+        its last flush) and those this one counted since its own."""
+        return await self._tables.cpu_seconds_last_hour(tenant) + self._pending.get(tenant, 0.0)
+
     @contextlib.asynccontextmanager
     async def feed(self, tenant: str, session: Session) -> AsyncGenerator[None]:
         """Around one feed (or resume) of `session`: refuse to start it past the tenant's
@@ -171,17 +194,43 @@ class Quotas:
         since its last feed counted here (`Session.cpu_seconds`, so the replay of a loaded state
         counts with the first feed) to the tenant's use, whether the feed succeeded or not.
 
-        When the store fails to take the CPU seconds, the feed's own outcome (its value or its
-        error) still reaches the caller, and those seconds are added with the next feed's."""
+        The seconds are counted here at once and written to the store within `flush_interval`
+        seconds, one write per tenant (not per feed, so a feed's reply never waits for a commit),
+        which is when other replicas see them."""
         await self.check_cpu(tenant)
         try:
             yield
         finally:
             before, now = self._counted.get(session, 0.0), session.cpu_seconds
             if now > before:
+                self._counted[session] = now
+                self._add_pending(tenant, now - before)
+
+    async def flush(self) -> None:
+        """Write the CPU seconds counted since the last flush to the store. A tenant's seconds that
+        the store fails to take stay counted here, and the next flush writes them."""
+        pending, self._pending = self._pending, {}
+        try:
+            for tenant in list(pending):
                 with contextlib.suppress(SandboxStoreError):
-                    await self._tables.add_cpu_seconds(tenant, now - before)
-                    self._counted[session] = now
+                    await self._tables.add_cpu_seconds(tenant, pending[tenant])
+                    del pending[tenant]
+        finally:
+            for tenant, seconds in pending.items():  # not written: counted here until a flush writes them
+                self._pending[tenant] = self._pending.get(tenant, 0.0) + seconds
+
+    def _add_pending(self, tenant: str, seconds: float) -> None:
+        self._pending[tenant] = self._pending.get(tenant, 0.0) + seconds
+        if self._flusher is None or self._flusher.done():
+            self._flusher = asyncio.get_running_loop().create_task(self._flush_while_pending())
+
+    async def _flush_while_pending(self) -> None:
+        while self._pending:
+            await asyncio.sleep(self.flush_interval)
+            try:
+                await self.flush()
+            except RuntimeError:  # the store was closed before the quotas: nowhere to write them
+                return
 
     async def check_storage(self, tenant: str, session_id: str, size: int) -> None:
         """Raise `SandboxQuotaError` when storing a state of `size` bytes as `session_id` (replacing
