@@ -155,6 +155,53 @@ async def test_stored_bytes_refused_with_the_tenants_use(store):
     assert await store.stored_bytes('acme') == 1024 and await store.stored_bytes('beta') == 2000
 
 
+async def test_a_tenants_stored_bytes_follow_every_write(store_url):
+    """The total (kept by triggers in SQLite, summed in PostgreSQL) after each kind of write, as a
+    sum over the stored states says it is."""
+    async with corral.open_store(store_url) as store, corral.open_store(store_url) as other_process:
+        expected: dict[tuple[str, str], int] = {}
+
+        async def check() -> None:
+            for tenant in ('acme', 'beta', 'gamma'):
+                ids = [session_id for t, session_id in expected if t == tenant]
+                assert await other_process.stored_bytes(tenant) == sum(expected[tenant, i] for i in ids)
+                for session_id in [*ids, 'absent']:
+                    rest = sum(expected[tenant, i] for i in ids if i != session_id)
+                    assert await store.stored_bytes(tenant, excluding=session_id) == rest
+
+        steps = [('put', 'acme', 's1', 100), ('put', 'acme', 's2', 2500), ('put', 'beta', 's1', 7), ('put', 'acme', 's1', 40),
+                 ('put', 'acme', 's1', 9000), ('delete', 'acme', 's2', 0), ('put', 'beta', 's2', 0), ('delete', 'beta', 's1', 0),
+                 ('delete', 'acme', 's1', 0), ('put', 'acme', 's3', 1)]
+        await check()
+        for action, tenant, session_id, size in steps:
+            if action == 'put':
+                await store.put(session_id, b'x' * size, holder='h', tenant=tenant)
+                expected[tenant, session_id] = size
+            else:
+                await store.delete(session_id, tenant=tenant)
+                del expected[tenant, session_id]
+            await check()
+        with pytest.raises(corral.SandboxSessionBusyError):  # a refused put changes no total
+            await store.acquire('s3', holder='other', ttl=60, tenant='acme')
+            await store.put('s3', b'x' * 50, holder='h', tenant='acme')
+        await check()
+
+
+async def test_totals_start_from_the_sessions_stored_before_the_tenant_tables(tmp_path):
+    path = tmp_path / 'sessions.db'
+    with sqlite3.connect(path) as db:  # a database of a store that had no tenant tables yet
+        db.execute(
+            'CREATE TABLE corral_sessions (tenant TEXT NOT NULL, session_id TEXT NOT NULL, state BLOB NOT NULL, '
+            'updated REAL NOT NULL, PRIMARY KEY (tenant, session_id))'
+        )
+        db.executemany('INSERT INTO corral_sessions VALUES (?, ?, ?, 0)', [('acme', 'a', b'x' * 10), ('acme', 'b', b'x' * 5), ('beta', 'a', b'x')])
+    async with corral.SQLiteStore(path) as store:
+        assert (await store.stored_bytes('acme'), await store.stored_bytes('beta')) == (15, 1)
+        await store.put('c', b'x' * 100, holder='h', tenant='acme')
+    async with corral.SQLiteStore(path) as store:  # opened again: counted once
+        assert (await store.stored_bytes('acme'), await store.stored_bytes('beta')) == (115, 1)
+
+
 async def test_a_pool_on_a_guarded_store_refuses_a_state_past_the_quota(store_url):
     async with corral.open_store(store_url) as store:
         quotas = Quotas(store)

@@ -4,8 +4,8 @@ store, and how many CPU seconds its workers may use in an hour.
 Every number is kept in the session store, so that all replicas sharing a store enforce one quota
 per tenant (not one per replica): the tenant's settings (`corral_tenants`), its open sessions
 (`corral_tenant_sessions`, one row per session, renewed like a lease so that a crashed replica's
-sessions stop counting after `slot_ttl` seconds), its stored states (`corral_sessions`), and its CPU
-per minute (`corral_tenant_cpu`).
+sessions stop counting after `slot_ttl` seconds), the size of its stored states (`corral_sessions`;
+SQLite keeps a running total per tenant), and its CPU per minute (`corral_tenant_cpu`).
 """
 
 from __future__ import annotations

@@ -344,7 +344,7 @@ class SQLiteStore(SQLiteTenantTables):
             with self._lock:
                 if not self._schema_ready:
                     with _write_transaction(connection):
-                        for statement in (_SCHEMA + SQLITE_TENANT_SCHEMA).split(';'):
+                        for statement in (*_SCHEMA.split(';'), *SQLITE_TENANT_SCHEMA):
                             if statement.strip():
                                 connection.execute(statement)
                     self._schema_ready = True
