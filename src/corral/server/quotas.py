@@ -194,17 +194,30 @@ class Quotas:
         since its last feed counted here (`Session.cpu_seconds`, so the replay of a loaded state
         counts with the first feed) to the tenant's use, whether the feed succeeded or not.
 
-        The seconds are counted here at once and written to the store within `flush_interval`
-        seconds, one write per tenant (not per feed, so a feed's reply never waits for a commit),
-        which is when other replicas see them."""
+        The worker's CPU is also read every `flush_interval` seconds while the feed runs, so a long
+        feed counts as it goes, and a worker that dies on its own (where nothing can read its CPU
+        any more) loses at most that interval's seconds. The seconds are counted here at once and
+        written to the store within `flush_interval` seconds, one write per tenant (not per feed,
+        so a feed's reply never waits for a commit), which is when other replicas see them."""
         await self.check_cpu(tenant)
+        counting = asyncio.get_running_loop().create_task(self._count_while_running(tenant, session))
         try:
             yield
         finally:
-            before, now = self._counted.get(session, 0.0), session.cpu_seconds
-            if now > before:
-                self._counted[session] = now
-                self._add_pending(tenant, now - before)
+            counting.cancel()
+            self._count(tenant, session)
+
+    def _count(self, tenant: str, session: Session) -> None:
+        """Add what the session's worker used since the last reading to the tenant's pending seconds."""
+        before, now = self._counted.get(session, 0.0), session.cpu_seconds
+        if now > before:
+            self._counted[session] = now
+            self._add_pending(tenant, now - before)
+
+    async def _count_while_running(self, tenant: str, session: Session) -> None:
+        while True:
+            await asyncio.sleep(self.flush_interval)
+            self._count(tenant, session)
 
     async def flush(self) -> None:
         """Write the CPU seconds counted since the last flush to the store. A tenant's seconds that
