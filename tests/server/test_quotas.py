@@ -86,17 +86,18 @@ async def test_concurrent_sessions_are_counted_across_replicas(store_url):
 
 
 async def test_a_held_session_is_renewed_and_a_crashed_replicas_expires(store_url):
-    async with Quotas(store_url, slot_ttl=0.6) as quotas:
+    # TTLs of seconds, renewed every third of one: a loaded machine's stalls stay well inside them
+    async with Quotas(store_url, slot_ttl=2.0) as quotas:
         await quotas.set('acme', concurrent_sessions=1)
         async with quotas.session('acme'):
-            await asyncio.sleep(1.5)  # past two TTLs: only the renewals keep it
+            await asyncio.sleep(4.5)  # past two TTLs: only the renewals keep it
             error = await quota_error(quotas.session('acme').__aenter__())
             assert error.display() == "tenant 'acme' has 1 session open; its quota is 1 (concurrent_sessions)"
         # a replica that died holding a slot: nobody renews it
         async with corral.open_store(store_url) as store:
-            assert await store.take_tenant_slot('acme', 'dead-replica', limit=1, ttl=0.3) == (True, 0)
-            assert await store.take_tenant_slot('acme', 'other', limit=1, ttl=0.3) == (False, 1)
-            await asyncio.sleep(0.5)
+            assert await store.take_tenant_slot('acme', 'dead-replica', limit=1, ttl=2.0) == (True, 0)
+            assert await store.take_tenant_slot('acme', 'other', limit=1, ttl=2.0) == (False, 1)
+            await asyncio.sleep(2.5)
             assert await store.take_tenant_slot('acme', 'other', limit=1, ttl=30) == (True, 0)
 
 
