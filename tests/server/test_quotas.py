@@ -358,3 +358,22 @@ async def test_a_long_feed_counts_as_it_runs(store):
         assert await store.cpu_seconds_last_hour('acme') == pytest.approx(session.cpu_seconds)
     await quotas.close()
 
+
+
+async def test_the_servers_flow_key_to_tenant_to_quotas(store_url):
+    """What a server does per connection: the key gives the tenant; the tenant's quotas hold the
+    session, each feed and each stored state."""
+    async with corral.open_store(store_url) as store:
+        keys, quotas = corral.KeyRing(store), Quotas(store, defaults=TenantQuotas(concurrent_sessions=1))
+        key = await keys.create('acme')
+        async with corral.Pool(warm_workers=0, store=quotas.guard(store), state_key=STATE_KEY) as pool:
+            tenant = await keys.authenticate(key)
+            async with quotas.session(tenant), pool.checkout(ephemeral=False) as session:
+                async with quotas.feed(tenant, session):
+                    assert await session.feed_run(BURN) == sum(range(2_000_000))
+                error = await quota_error(quotas.session(tenant).__aenter__())
+                assert error.display() == "tenant 'acme' has 1 session open; its quota is 1 (concurrent_sessions)"
+            async with quotas.session(tenant):  # the first one was given back
+                pass
+        await quotas.close()
+        assert await store.cpu_seconds_last_hour('acme') == pytest.approx(session.cpu_seconds)
