@@ -8,10 +8,12 @@
 """
 
 from .errors import (
+    SandboxAuthError,
     SandboxCheckerError,
     SandboxError,
     SandboxInsecureError,
     SandboxLimitError,
+    SandboxQuotaError,
     SandboxRuntimeError,
     SandboxSessionBusyError,
     SandboxStateError,
@@ -29,13 +31,17 @@ from .host.pool import Pool
 from .host.session import PrintCallback, Session
 from .host.sync import SyncPool, SyncSession
 from .limits import Limits
+from .server.keys import ApiKey, KeyRing
+from .server.quotas import QuotaStore, Quotas, TenantQuotas
 from .store import PostgresStore, SQLiteStore, Store, StoredState, open_store
 from .values import bounded_repr
 
 __all__ = [
+    'ApiKey',
     'CodeTool',
     'Deferred',
     'ExternalModule',
+    'KeyRing',
     'Limits',
     'Mount',
     'OsAccess',
@@ -43,11 +49,15 @@ __all__ = [
     'Pool',
     'PostgresStore',
     'PrintCallback',
+    'QuotaStore',
+    'Quotas',
+    'SandboxAuthError',
     'SandboxCheckerError',
     'SandboxError',
     'SandboxInsecureError',
     'SandboxLimitError',
     'SandboxPaused',
+    'SandboxQuotaError',
     'SandboxRuntimeError',
     'SandboxSessionBusyError',
     'SandboxStateError',
@@ -62,6 +72,7 @@ __all__ = [
     'StubError',
     'SyncPool',
     'SyncSession',
+    'TenantQuotas',
     'bounded_repr',
     'open_store',
 ]

@@ -3,6 +3,7 @@
     corral run SCRIPT|- [--stubs FILE.pyi] [--functions MODULE] [--type-check] [--limits NAME=VALUE,...] [--skip-layers LAYER,...]
     corral demo [--billing] [--skip-layers LAYER,...]
     corral mcp [--functions MODULE] [--upstream 'COMMAND ...'] [--transport stdio|http] [--skip-layers LAYER,...] ...
+    corral keys create|list|revoke ...; corral tenants set|list ...   (see corral.server.admin)
 
 `run` prints the repr of the script's result on stdout (the assigned value when the script ends
 with an assignment, as the tools return it) and exits 0; on a sandbox error it prints the error's
@@ -33,6 +34,7 @@ from .host.pool import Pool
 from .host.session import print_to_host
 from .integrations._common import add_skip_layers
 from .limits import Limits
+from .server import admin
 from .values import bounded_repr
 
 __all__ = ['main']
@@ -194,6 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     demo.add_argument('--billing', action='store_true', help='run the billing-module example instead')
     add_skip_layers(demo)
     commands.add_parser('mcp', help='serve run_code over MCP (corral mcp --help for its options)', add_help=False)
+    admin.add_commands(commands)
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ['mcp']:  # its options are its own (the `mcp` extra is imported only here)
         from .integrations.mcp import main as mcp_main
@@ -203,6 +206,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == 'demo':
             return _demo(args)
+        if args.command in ('keys', 'tenants'):
+            return asyncio.run(admin.run(args))
         return asyncio.run(_run(args))
     except _UsageError as error:
         print(f'corral: error: {error}', file=sys.stderr)

@@ -18,6 +18,8 @@ __all__ = [
     'SandboxStateError',
     'SandboxSessionBusyError',
     'SandboxStoreError',
+    'SandboxAuthError',
+    'SandboxQuotaError',
     'StubError',
 ]
 
@@ -123,6 +125,31 @@ class SandboxStoreError(SandboxError):
     `display()` says which, and where. Stores write atomically, so what was stored before the failed
     operation is intact: a state being written either replaced the old one whole or not at all.
     """
+
+
+class SandboxAuthError(SandboxError):
+    """The server refused the API key: it is unknown, revoked, or not shaped like a corral key.
+
+    `display()` is the same text in every case, so that a caller learns nothing about which keys
+    exist; the server's operator creates keys with `corral keys create --tenant NAME`.
+    """
+
+
+class SandboxQuotaError(SandboxError):
+    """A tenant went over one of its quotas; what it asked for was not done.
+
+    `quota` names the quota (`'concurrent_sessions'`, `'stored_bytes'`, `'cpu_seconds_per_hour'`),
+    `limit` its setting for the tenant, `used` the tenant's use when it was refused (sessions,
+    bytes, or CPU seconds in the last hour), and `display()` says all three, e.g.
+    `tenant 'acme' has 10 sessions open; its quota is 10 (concurrent_sessions)`.
+    """
+
+    def __init__(self, text: str, *, tenant: str, quota: str, limit: float, used: float) -> None:
+        super().__init__(text)
+        self.tenant = tenant
+        self.quota = quota
+        self.limit = limit
+        self.used = used
 
 
 class StubError(ValueError):

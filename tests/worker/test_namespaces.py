@@ -407,3 +407,16 @@ def test_a_sysctl_that_forbids_user_namespaces_is_named():
         "Or run without them, knowing scripts are then less contained: Pool(skip_layers=['userns']), "
         'or on the command line --skip-layers userns.',
     ]
+
+
+def test_a_sessions_cpu_seconds_are_read_as_an_ordinary_user():
+    """`Session.cpu_seconds` reads the worker's /proc entry, which an ordinary user may read too."""
+
+    async def burn() -> list[float]:
+        async with corral.Pool(warm_workers=0) as pool, pool.checkout() as session:
+            start = session.cpu_seconds
+            await session.feed_run('total = 0\nfor i in range(2_000_000):\n    total += i\ntotal')
+            return [start, session.cpu_seconds]
+
+    start, after = as_ordinary_user(burn)
+    assert after > start + 0.05

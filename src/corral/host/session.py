@@ -217,6 +217,21 @@ class Session:
         self._stopping = False  # a stop for max_state_bytes went to the worker in this feed
         if self._quota is not None:
             self._system.room = self._overlay_room
+        self._cpu_seconds = 0.0  # the worker's CPU at the last reading (cpu_seconds)
+
+    @property
+    def cpu_seconds(self) -> float:
+        """The CPU seconds (user + system) the session's worker has used since it was forked,
+        replays of a loaded state included: read from the kernel (`/proc`), never from the worker.
+        After the worker ends it stays at the last reading, taken as the session killed it. A
+        server counts a tenant's CPU from it (see `corral.server.quotas`)."""
+        self._read_cpu()
+        return self._cpu_seconds
+
+    def _read_cpu(self) -> None:
+        seconds = self._worker.cpu_seconds() if self._worker is not None else None
+        if seconds is not None:
+            self._cpu_seconds = seconds
 
     @property
     def random_seed(self) -> int:
@@ -318,6 +333,7 @@ class Session:
         if self._tick is not None:
             self._tick.cancel()
         if self._worker is not None:
+            self._read_cpu()  # the last reading, before the worker's counters go with it
             if self._transport is not None:
                 self._transport.abort()
             self._worker.kill()
@@ -712,6 +728,7 @@ class Session:
         if self._dead is None:
             self._dead = reason
         if self._worker is not None:
+            self._read_cpu()  # the last reading, before the worker's counters go with it
             if self._transport is not None:
                 self._transport.abort()
             self._worker.kill()

@@ -54,6 +54,21 @@ class WorkerProcess:
         except OSError:
             return False
 
+    def cpu_seconds(self) -> float | None:
+        """The CPU seconds (user + system, all threads) the worker has used since its fork, from
+        fields 14 and 15 of `/proc/<pid>/stat` (clock ticks; proc(5)); None once it was killed or
+        has been reaped. The pidfd is asked after the read whether the process is still there, so a
+        pid reused by another process is never read as the worker's."""
+        if self.pidfd < 0:
+            return None
+        try:
+            with open(f'/proc/{self.pid}/stat', 'rb') as stat:
+                fields = stat.read().rpartition(b')')[2].split()
+            signal.pidfd_send_signal(self.pidfd, 0)
+        except (OSError, StopIteration):
+            return None
+        return (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')
+
     def kill(self) -> None:
         """SIGKILL the worker (through its pidfd, so a reused pid is never hit) and close the channel."""
         if self.pidfd >= 0:

@@ -22,6 +22,7 @@ from .base import (
     not_found_error,
     redact_url,
 )
+from .tenants import POSTGRES_TENANT_SCHEMA, PostgresTenantTables
 
 if TYPE_CHECKING:
     import asyncpg
@@ -75,7 +76,7 @@ FOR UPDATE
 """
 
 
-class PostgresStore:
+class PostgresStore(PostgresTenantTables):
     """A session store in PostgreSQL, shared by any number of processes on any number of machines.
 
         store = PostgresStore('postgresql://corral:secret@db.internal:5432/corral')
@@ -346,7 +347,7 @@ class PostgresStore:
                 try:
                     async with pool.acquire() as connection, connection.transaction():
                         await connection.execute('SELECT pg_advisory_xact_lock($1)', _SCHEMA_LOCK)
-                        await connection.execute(_SCHEMA)
+                        await connection.execute(_SCHEMA + POSTGRES_TENANT_SCHEMA)
                         if not await connection.fetchval(_HAS_GENERATION):  # a database of a corral before generations
                             await connection.execute('ALTER TABLE corral_sessions ADD COLUMN generation bigint NOT NULL DEFAULT 0')
                 except BaseException:

@@ -29,6 +29,7 @@ from .base import (
     not_found_error,
 )
 from .keyfile import key_file_path, read_or_create_key
+from .tenants import SQLITE_TENANT_SCHEMA, SQLiteTenantTables
 
 if TYPE_CHECKING:
     import sqlite3
@@ -119,7 +120,7 @@ def _prepare_default_directory(directory: Path) -> None:
         )
 
 
-class SQLiteStore:
+class SQLiteStore(SQLiteTenantTables):
     """A session store in one SQLite file: the embedded default, for the processes of one machine.
 
         store = SQLiteStore('/var/lib/app/sessions.db')     # or open_store('sqlite:///var/lib/app/sessions.db')
@@ -399,7 +400,7 @@ class SQLiteStore:
             with self._lock:
                 if not self._schema_ready:
                     with _write_transaction(connection):
-                        for statement in _SCHEMA.split(';'):
+                        for statement in (*_SCHEMA.split(';'), *SQLITE_TENANT_SCHEMA):
                             if statement.strip():
                                 connection.execute(statement)
                     self._schema_ready = True

@@ -1,0 +1,1 @@
+"""The server side of corral: API keys and tenants, tenant quotas."""

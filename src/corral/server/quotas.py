@@ -1,0 +1,320 @@
+"""Tenant quotas: how many sessions a tenant may have open, how many bytes of sessions it may
+store, and how many CPU seconds its workers may use in an hour.
+
+Every number is kept in the session store, so that all replicas sharing a store enforce one quota
+per tenant (not one per replica): the tenant's settings (`corral_tenants`), its open sessions
+(`corral_tenant_sessions`, one row per session, renewed like a lease so that a crashed replica's
+sessions stop counting after `slot_ttl` seconds), the size of its stored states (`corral_sessions`;
+SQLite keeps a running total per tenant), and its CPU per minute (`corral_tenant_cpu`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import math
+import weakref
+from collections.abc import AsyncGenerator
+from typing import TYPE_CHECKING, cast
+
+from ..errors import SandboxQuotaError, SandboxStoreError
+from ..host.lease import Lease
+from ..store.base import Store, check_state, check_tenant
+from ..store.tenants import QUOTA_NAMES, TenantTables, open_tenant_tables
+
+if TYPE_CHECKING:
+    from ..host.session import Session
+
+__all__ = ['QuotaStore', 'Quotas', 'TenantQuotas']
+
+
+@dataclasses.dataclass(frozen=True)
+class TenantQuotas:
+    """What one tenant may use; None is no limit. The field defaults are a server's defaults when
+    it is given none (`Quotas(defaults=...)` sets others).
+
+    - `concurrent_sessions`: sessions checked out at once, on all replicas together.
+    - `stored_bytes`: bytes of stored session states (the signed states as the store holds them).
+    - `cpu_seconds_per_hour`: CPU seconds (user + system) of the tenant's workers in the last 60
+      minutes of the store's clock, counted per minute. A feed starts only while the tenant is
+      under it, so one feed can go over it by at most its own `Limits.cpu_time`.
+
+    Raises `ValueError` for a negative, fractional (for the counts) or non-finite value.
+    """
+
+    concurrent_sessions: int | None = 20
+    stored_bytes: int | None = 1 << 30
+    cpu_seconds_per_hour: float | None = 3600.0
+
+    def __post_init__(self) -> None:
+        for name in QUOTA_NAMES:
+            _check_quota(name, getattr(self, name))
+
+
+def _check_quota(name: str, value: object) -> None:
+    if value is None:
+        return
+    whole = name != 'cpu_seconds_per_hour'
+    if isinstance(value, bool) or not isinstance(value, int if whole else (int, float)):
+        raise TypeError(f'the quota {name} must be {"an int" if whole else "a number"} or None, not {type(value).__name__}')
+    if not (math.isfinite(value) and value >= 0):
+        raise ValueError(f'the quota {name} must be 0 or more; got {value!r}')
+
+
+class Quotas:
+    """The quotas of a server's tenants, and their enforcement.
+
+        quotas = Quotas(store, defaults=TenantQuotas(concurrent_sessions=10))
+        pool = Pool(store=quotas.guard(store))                 # refuses states past stored_bytes
+        async with quotas.session(tenant):                     # refuses past concurrent_sessions
+            async with pool.checkout(...) as session:
+                async with quotas.feed(tenant, session):       # refuses past cpu_seconds_per_hour
+                    await session.feed_run(code, ...)
+
+    `store` is a store with the tenant tables (`SQLiteStore`, `PostgresStore`), a store URL, or
+    None for the embedded default (closed by `close()` when the quotas opened it). A tenant's own
+    settings (`set`) win over `defaults`. Going over a quota raises `SandboxQuotaError` naming the
+    tenant, its use, the quota's setting and the quota; store failures raise `SandboxStoreError`.
+    """
+
+    def __init__(
+        self,
+        store: TenantTables | str | None = None,
+        *,
+        defaults: TenantQuotas = TenantQuotas(),
+        slot_ttl: float = 30.0,
+        flush_interval: float = 1.0,
+    ) -> None:
+        self._tables, self._owned = open_tenant_tables(store, 'tenant quotas')
+        if not isinstance(defaults, TenantQuotas):
+            raise TypeError(f'defaults must be a TenantQuotas, not {type(defaults).__name__}')
+        for name, seconds in (('slot_ttl', slot_ttl), ('flush_interval', flush_interval)):
+            if not (math.isfinite(seconds) and seconds > 0):
+                raise ValueError(f'{name} must be a finite number of seconds above 0; got {seconds!r}')
+        self.defaults = defaults
+        self.slot_ttl = float(slot_ttl)
+        self.flush_interval = float(flush_interval)
+        self._counted: weakref.WeakKeyDictionary[Session, float] = weakref.WeakKeyDictionary()
+        self._pending: dict[str, float] = {}  # CPU seconds per tenant not yet in the store
+        self._flusher: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> Quotas:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Write the CPU seconds not yet written (`flush`), and close the store if the quotas opened it."""
+        if self._flusher is not None:
+            self._flusher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._flusher
+            self._flusher = None
+        await self.flush()
+        if self._owned:
+            await self._tables.close()
+
+    # -- settings
+
+    async def set(self, tenant: str, **quotas: float | None) -> None:
+        """Set the tenant's own quotas, by name (`concurrent_sessions=10`, `stored_bytes=...`,
+        `cpu_seconds_per_hour=...`); None puts one back to the server's default. The others are
+        kept. Raises `ValueError` for an unknown name or a bad value (see `TenantQuotas`)."""
+        tenant = check_tenant(tenant)
+        unknown = set(quotas) - set(QUOTA_NAMES)
+        if unknown:
+            raise ValueError(f'unknown quota(s) {sorted(unknown)}; the quotas are {list(QUOTA_NAMES)}')
+        for name, value in quotas.items():
+            _check_quota(name, value)
+        await self._tables.set_tenant_quotas(tenant, quotas)
+
+    async def settings(self, tenant: str) -> dict[str, float | None]:
+        """The tenant's own settings, by quota name: None where it has the server's default."""
+        return await self._tables.tenant_quotas(tenant)
+
+    async def tenants(self) -> list[str]:
+        """Every tenant that has an API key or settings of its own, sorted."""
+        return await self._tables.list_tenants()
+
+    async def of(self, tenant: str) -> TenantQuotas:
+        """The quotas that apply to the tenant: its own settings, else the server's defaults."""
+        own = await self._tables.tenant_quotas(tenant)
+        sessions, stored, cpu = (own[name] for name in QUOTA_NAMES)
+        return TenantQuotas(
+            concurrent_sessions=self.defaults.concurrent_sessions if sessions is None else int(sessions),
+            stored_bytes=self.defaults.stored_bytes if stored is None else int(stored),
+            cpu_seconds_per_hour=self.defaults.cpu_seconds_per_hour if cpu is None else float(cpu),
+        )
+
+    # -- enforcement
+
+    @contextlib.asynccontextmanager
+    async def session(self, tenant: str) -> AsyncGenerator[None]:
+        """Hold one of the tenant's `concurrent_sessions` for the block. Raises `SandboxQuotaError`
+        when the tenant has that many open already, e.g. `tenant 'acme' has 10 sessions open; its
+        quota is 10 (concurrent_sessions)`. The slot is renewed every third of `slot_ttl` while
+        held, and given back at the end of the block."""
+        # A slot is a lease on one of the places the tenant's quota allows: the lease's renewals
+        # and release, with the slot table in place of the sessions' leases.
+        slot = Lease(cast(Store, _SlotTable(self)), 'slot', ttl=self.slot_ttl, tenant=check_tenant(tenant))
+        await slot.acquire()
+        try:
+            yield
+        finally:
+            await slot.release()
+
+    async def check_cpu(self, tenant: str) -> None:
+        """Raise `SandboxQuotaError` when the tenant's workers used its `cpu_seconds_per_hour` or
+        more in the last hour, e.g. `tenant 'acme' used 3600.4 CPU seconds in the last hour; its
+        quota is 3600 (cpu_seconds_per_hour)`."""
+        limit = (await self.of(tenant)).cpu_seconds_per_hour
+        if limit is None:
+            return
+        used = await self.cpu_used(tenant)
+        if used >= limit:
+            raise SandboxQuotaError(
+                f'tenant {tenant!r} used {used:.1f} CPU seconds in the last hour; its quota is {limit:g} (cpu_seconds_per_hour)',
+                tenant=tenant,
+                quota='cpu_seconds_per_hour',
+                limit=limit,
+                used=used,
+            )
+
+    async def cpu_used(self, tenant: str) -> float:
+        """The tenant's CPU seconds in the last hour: those in the store (every replica's, up to
+        its last flush) and those this one counted since its own."""
+        return await self._tables.cpu_seconds_last_hour(tenant) + self._pending.get(tenant, 0.0)
+
+    @contextlib.asynccontextmanager
+    async def feed(self, tenant: str, session: Session) -> AsyncGenerator[None]:
+        """Around one feed (or resume) of `session`: refuse to start it past the tenant's
+        `cpu_seconds_per_hour` (`check_cpu`), and afterwards add the CPU the session's worker used
+        since its last feed counted here (`Session.cpu_seconds`, so the replay of a loaded state
+        counts with the first feed) to the tenant's use, whether the feed succeeded or not.
+
+        The worker's CPU is also read every `flush_interval` seconds while the feed runs, so a long
+        feed counts as it goes, and a worker that dies on its own (where nothing can read its CPU
+        any more) loses at most that interval's seconds. The seconds are counted here at once and
+        written to the store within `flush_interval` seconds, one write per tenant (not per feed,
+        so a feed's reply never waits for a commit), which is when other replicas see them."""
+        await self.check_cpu(tenant)
+        counting = asyncio.get_running_loop().create_task(self._count_while_running(tenant, session))
+        try:
+            yield
+        finally:
+            counting.cancel()
+            self._count(tenant, session)
+
+    def _count(self, tenant: str, session: Session) -> None:
+        """Add what the session's worker used since the last reading to the tenant's pending seconds."""
+        before, now = self._counted.get(session, 0.0), session.cpu_seconds
+        if now > before:
+            self._counted[session] = now
+            self._add_pending(tenant, now - before)
+
+    async def _count_while_running(self, tenant: str, session: Session) -> None:
+        while True:
+            await asyncio.sleep(self.flush_interval)
+            self._count(tenant, session)
+
+    async def flush(self) -> None:
+        """Write the CPU seconds counted since the last flush to the store. A tenant's seconds that
+        the store fails to take stay counted here, and the next flush writes them."""
+        pending, self._pending = self._pending, {}
+        try:
+            for tenant in list(pending):
+                with contextlib.suppress(SandboxStoreError):
+                    await self._tables.add_cpu_seconds(tenant, pending[tenant])
+                    del pending[tenant]
+        finally:
+            for tenant, seconds in pending.items():  # not written: counted here until a flush writes them
+                self._pending[tenant] = self._pending.get(tenant, 0.0) + seconds
+
+    def _add_pending(self, tenant: str, seconds: float) -> None:
+        self._pending[tenant] = self._pending.get(tenant, 0.0) + seconds
+        if self._flusher is None or self._flusher.done():
+            self._flusher = asyncio.get_running_loop().create_task(self._flush_while_pending())
+
+    async def _flush_while_pending(self) -> None:
+        while self._pending:
+            await asyncio.sleep(self.flush_interval)
+            try:
+                await self.flush()
+            except RuntimeError:  # the store was closed before the quotas: nowhere to write them
+                return
+
+    async def check_storage(self, tenant: str, session_id: str, size: int) -> None:
+        """Raise `SandboxQuotaError` when storing a state of `size` bytes as `session_id` (replacing
+        its previous state) would put the tenant past its `stored_bytes`, e.g. `tenant 'acme'
+        stores 1000 bytes of sessions, and the state of 'f00d' (200 bytes) would bring that to
+        1200; its quota is 1024 bytes (stored_bytes). The state was not stored`."""
+        limit = (await self.of(tenant)).stored_bytes
+        if limit is None:
+            return
+        used = await self._tables.stored_bytes(tenant, excluding=session_id)
+        if used + size > limit:
+            raise SandboxQuotaError(
+                f'tenant {tenant!r} stores {used} bytes of sessions, and the state of {session_id!r} ({size} bytes) '
+                f'would bring that to {used + size}; its quota is {limit} bytes (stored_bytes). The state was not stored',
+                tenant=tenant,
+                quota='stored_bytes',
+                limit=limit,
+                used=used,
+            )
+
+    def guard(self, store: Store) -> QuotaStore:
+        """`store` with every `put` checked against the tenant's `stored_bytes` first: give it to
+        the server's `Pool(store=...)`."""
+        return QuotaStore(store, self)
+
+
+class _SlotTable:
+    """The tenant's session slots, spoken to as a `Lease` speaks to a store (the id is unused: a
+    tenant's slots are told apart by their holders)."""
+
+    def __init__(self, quotas: Quotas) -> None:
+        self._quotas = quotas
+        self._tables = quotas._tables
+
+    async def acquire(self, session_id: str, *, holder: str, ttl: float, tenant: str) -> None:
+        limit = (await self._quotas.of(tenant)).concurrent_sessions
+        taken, in_use = await self._tables.take_tenant_slot(tenant, holder, limit=limit, ttl=ttl)
+        if not taken:
+            raise SandboxQuotaError(
+                f'tenant {tenant!r} has {in_use} session{"" if in_use == 1 else "s"} open; its quota is {limit} (concurrent_sessions)',
+                tenant=tenant,
+                quota='concurrent_sessions',
+                limit=cast(int, limit),
+                used=in_use,
+            )
+
+    async def renew(self, session_id: str, *, holder: str, ttl: float, tenant: str) -> None:
+        await self._tables.renew_tenant_slot(tenant, holder, ttl=ttl)
+
+    async def release(self, session_id: str, *, holder: str, tenant: str) -> None:
+        await self._tables.release_tenant_slot(tenant, holder)
+
+
+class QuotaStore:
+    """A store whose `put` first checks the tenant's `stored_bytes` quota (`Quotas.check_storage`),
+    raising `SandboxQuotaError` and storing nothing past it; every other call goes to `store` as
+    it is. The check and the write are two steps, so puts of one tenant racing on several replicas
+    can go over the quota by at most one state each."""
+
+    def __init__(self, store: Store, quotas: Quotas) -> None:
+        self._store = store
+        self._quotas = quotas
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._store, name)
+
+    def __repr__(self) -> str:
+        return f'QuotaStore({self._store!r})'
+
+    async def put(self, session_id: str, state: bytes, *, holder: str, tenant: str = '') -> None:
+        """`store.put`, after the tenant's `stored_bytes` quota allowed a state of this size."""
+        state = check_state(state)
+        await self._quotas.check_storage(tenant, session_id, len(state))
+        await self._store.put(session_id, state, holder=holder, tenant=tenant)
