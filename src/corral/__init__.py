@@ -29,6 +29,7 @@ from .host.pool import Pool
 from .host.session import PrintCallback, Session
 from .host.sync import SyncPool, SyncSession
 from .limits import Limits
+from .server.client import RemotePool, RemoteSession
 from .store import PostgresStore, SQLiteStore, Store, open_store
 from .values import bounded_repr
 
@@ -43,6 +44,8 @@ __all__ = [
     'Pool',
     'PostgresStore',
     'PrintCallback',
+    'RemotePool',
+    'RemoteSession',
     'SandboxCheckerError',
     'SandboxError',
     'SandboxInsecureError',
