@@ -60,6 +60,9 @@ MAX_OUTBOX = 64 * 1024 * 1024
 #: request (a WAIT) right after them unless the machine is too busy to run it.
 GATHER_SECONDS = 0.1
 
+#: Seconds the server waits for a client to take the rest of what it was sent, and the close.
+CLOSE_SECONDS = 5.0
+
 #: Seconds a new connection has to send its OPEN frame.
 OPEN_TIMEOUT = 30.0
 
@@ -248,6 +251,7 @@ class _Connection:
         self._flush_handle: asyncio.Handle | None = None
         self._outbox: deque[bytes] = deque()
         self._outbox_bytes = 0
+        self._cut_off = False  # the client did not read: nothing more is sent
         self._wake = asyncio.Event()
         self._calls: dict[int, asyncio.Future[Any]] = {}
         self._next_call = 0
@@ -255,6 +259,7 @@ class _Connection:
         self._request: asyncio.Task[None] | None = None
         self._main: asyncio.Task[None] | None = None
         self._ending: _Close | None = None
+        self._serving = False  # until the session ends: `end()` may cancel the connection's task
         self._mount_dir: str | None = None
         self._headers_trace = {k: v for k, v in websocket.headers.items() if k in ('traceparent', 'tracestate')}
 
@@ -268,6 +273,7 @@ class _Connection:
         started = time.monotonic()
         opening = False
         close = _Close(1000, None)
+        self._serving = True
         try:
             if self.server.draining:
                 raise _Close(p.CLOSE_DRAIN, SandboxError('the corral server is shutting down; connect again (to another replica)'))
@@ -291,6 +297,7 @@ class _Connection:
         except SandboxError as error:
             close = _Close(p.CLOSE_ENDED, error)
         finally:
+            self._serving = False
             await self._end_session()
             self.server.connections.discard(self)
             if opening:
@@ -299,15 +306,16 @@ class _Connection:
         if close.error is not None and close.code != p.CLOSE_SLOW:
             self._respond(p.error_message(close.error))
         await self._finish_writing(writer, close.code != p.CLOSE_SLOW)
-        with contextlib.suppress(Exception):
-            reason = str(close.error)[:120] if close.error is not None else ''
-            await self.ws.close(close.code, reason.encode('utf-8')[:120].decode('utf-8', 'ignore'))
+        reason = str(close.error).encode('utf-8')[:120].decode('utf-8', 'ignore') if close.error is not None else ''
+        with contextlib.suppress(Exception):  # a client that does not read does not take the close either
+            await asyncio.wait_for(self.ws.close(close.code, reason), CLOSE_SECONDS)
 
     def end(self, close: _Close | None = None) -> None:
-        """End the connection from outside its task (the server shuts down, the client stopped reading)."""
-        if self._ending is None:
+        """End the connection from outside its task (the server shuts down, the client stopped
+        reading); only the first call counts, and none once the connection is ending anyway."""
+        if self._main is not None and self._serving:
+            self._serving = False
             self._ending = close
-        if self._main is not None:
             self._main.cancel()
 
     async def _end_session(self) -> None:
@@ -326,7 +334,7 @@ class _Connection:
         if wait and self._outbox:
             self._wake.set()
             with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._drained(), 5.0)
+                await asyncio.wait_for(self._drained(), CLOSE_SECONDS)
         writer.cancel()
         await asyncio.gather(writer, return_exceptions=True)
 
@@ -370,24 +378,31 @@ class _Connection:
         try:
             return p.decode(data, items=items, size=size)
         except Exception as error:
-            raise _Close(p.CLOSE_PROTOCOL, SandboxError(f'the client sent a malformed frame ({type(error).__name__}: {error})')) from None
+            why = f'{type(error).__name__}: {error}' if str(error) else type(error).__name__
+            raise _Close(p.CLOSE_PROTOCOL, SandboxError(f'the client sent a malformed frame ({why})')) from None
 
     def _send(self, data: bytes) -> None:
+        if self._cut_off:
+            return
         self._outbox.append(data)
         self._outbox_bytes += len(data)
         if self._outbox_bytes > self.server.max_outbox:
+            self._cut_off = True
             self.end(_Close(p.CLOSE_SLOW, None))
         self._wake.set()
 
     async def _write_loop(self) -> None:
-        while True:
-            await self._wake.wait()
-            self._wake.clear()
-            while self._outbox:
-                data = self._outbox[0]
-                await self.ws.send_bytes(data)
-                self._outbox.popleft()
-                self._outbox_bytes -= len(data)
+        try:
+            while True:
+                await self._wake.wait()
+                self._wake.clear()
+                while self._outbox:
+                    data = self._outbox[0]
+                    await self.ws.send_bytes(data)
+                    self._outbox.popleft()
+                    self._outbox_bytes -= len(data)
+        except (WebSocketDisconnect, RuntimeError, OSError):  # the client is gone: its reader finds out
+            self._outbox.clear()
 
     def _event(self, event: list[Any]) -> None:
         """Queue a host call or a print. Prints go out at once; host calls once the worker waits on

@@ -1,7 +1,7 @@
 """The `corral serve` command: the app of `corral.server.app` on uvicorn.
 
     corral serve [--host 127.0.0.1] [--port 8765] [--store sqlite:///PATH|postgresql://...]
-                 [--max-frame BYTES] [--ssl-keyfile KEY --ssl-certfile CERT] [--skip-layers LAYER,...]
+                 [--max-frame BYTES] [--max-outbox BYTES] [--ssl-keyfile KEY --ssl-certfile CERT] [--skip-layers LAYER,...]
 
 With no options it serves on loopback only, one tenant, sessions stored in the embedded SQLite
 store. TLS: give uvicorn's `--ssl-keyfile`/`--ssl-certfile` (clients then use `wss://`), or
@@ -11,6 +11,7 @@ terminate TLS at an ingress or load balancer in front of plain `ws://`.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import ipaddress
 import sys
 
@@ -35,11 +36,19 @@ def _loopback(host: str) -> bool:
 
 def main(argv: list[str]) -> int:
     """Run `corral serve` until SIGINT or SIGTERM; returns the exit status."""
+    try:
+        import uvicorn
+
+        from .app import MAX_OUTBOX, create_app
+    except ImportError as error:
+        print(f'corral serve: error: the server needs its extra ({error}): pip install "corral[server]"', file=sys.stderr)
+        return 2
     parser = argparse.ArgumentParser(prog='corral serve', description='Serve corral sandboxes over WebSocket; host functions run in each client.')
     parser.add_argument('--host', default='127.0.0.1', help='address to listen on (default: 127.0.0.1, loopback only)')
     parser.add_argument('--port', type=int, default=DEFAULT_PORT, help=f'port to listen on (default: {DEFAULT_PORT})')
     parser.add_argument('--store', metavar='URL', help='session store: sqlite:///PATH or postgresql://... (default: the embedded SQLite store)')
     parser.add_argument('--max-frame', type=int, default=p.MAX_FRAME, metavar='BYTES', help=f'largest frame taken from a client (default: {p.MAX_FRAME})')
+    parser.add_argument('--max-outbox', type=int, default=MAX_OUTBOX, metavar='BYTES', help=f'bytes held for a client that does not read before it is cut off (default: {MAX_OUTBOX})')
     parser.add_argument('--ssl-keyfile', metavar='FILE', help="TLS private key (uvicorn's option); clients connect with wss://")
     parser.add_argument('--ssl-certfile', metavar='FILE', help="TLS certificate (uvicorn's option)")
     parser.add_argument('--log-level', default='warning', help="uvicorn's log level (default: warning)")
@@ -52,16 +61,10 @@ def main(argv: list[str]) -> int:
             file=sys.stderr,
         )
         return 2
-    try:
-        import uvicorn
-    except ImportError:
-        print('corral serve: error: the server needs its extra: pip install "corral[server]"', file=sys.stderr)
-        return 2
     from ..host.pool import Pool
-    from .app import create_app
 
     pool = Pool(store=args.store, skip_layers=args.skip_layers)
-    app = create_app(pool=pool)
+    app = create_app(pool=pool, max_frame=args.max_frame, max_outbox=args.max_outbox)
     config = uvicorn.Config(
         app,
         host=args.host,
@@ -73,7 +76,6 @@ def main(argv: list[str]) -> int:
         ssl_keyfile=args.ssl_keyfile,
         ssl_certfile=args.ssl_certfile,
     )
-    app.state.corral.max_frame = args.max_frame
     server = uvicorn.Server(config)
 
     async def run() -> None:
@@ -82,8 +84,6 @@ def main(argv: list[str]) -> int:
             await server.serve()
         finally:
             await pool.aclose()
-
-    import asyncio
 
     try:
         asyncio.run(run())
