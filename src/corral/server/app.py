@@ -34,13 +34,14 @@ from starlette.applications import Starlette
 from starlette.routing import BaseRoute, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from ..errors import SandboxError
+from ..errors import SandboxError, SandboxWorkerError
 from ..host.deferred import Deferred, SandboxPaused
 from ..host.external import ExternalModule
 from ..host.os_access import Mount, OsAccess
 from ..host.pool import Pool
 from ..host.session import Session
 from ..limits import Limits
+from ..values import bounded_repr
 from ..store import Store
 from . import protocol as p
 
@@ -128,6 +129,22 @@ class CorralServer:
     @property
     def sessions(self) -> int:
         return sum(1 for connection in self.connections if connection.session is not None)
+
+    async def drain(self, grace: float) -> None:
+        """Stop taking sessions (`draining`), give the requests in flight `grace` seconds to end,
+        then end every connection, telling its client to take the session up elsewhere (DRAIN):
+        a stored session is in the store (a feed still running is undone, and the client runs it
+        again elsewhere with the answers it gave); an ephemeral one travels as its state."""
+        self.draining = True
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + grace
+        while any(connection.busy for connection in self.connections) and loop.time() < deadline:
+            await asyncio.sleep(0.05)
+        for connection in list(self.connections):
+            connection.end(_Close(p.CLOSE_DRAIN, None))
+        deadline = loop.time() + 2 * CLOSE_SECONDS + self.pool.lease_ttl
+        while self.connections and loop.time() < deadline:
+            await asyncio.sleep(0.05)
 
     def checkout(self, tenant: str, **options: Any) -> Session:
         if self._checkout_tenant:
@@ -256,6 +273,7 @@ class _Connection:
         self._calls: dict[int, asyncio.Future[Any]] = {}
         self._next_call = 0
         self._feed_calls = 0
+        self._held: dict[str, list[list[Any]]] = {}
         self._request: asyncio.Task[None] | None = None
         self._main: asyncio.Task[None] | None = None
         self._ending: _Close | None = None
@@ -292,13 +310,13 @@ class _Connection:
         except asyncio.TimeoutError:
             close = _Close(p.CLOSE_PROTOCOL, SandboxError(f'the client sent no OPEN frame within {self.server.open_timeout:g} seconds'))
         except asyncio.CancelledError:
-            close = self._ending or _Close(p.CLOSE_DRAIN, SandboxError('the corral server is shutting down'))
+            close = self._ending or _Close(p.CLOSE_DRAIN, None)
             asyncio.current_task().uncancel()  # type: ignore[union-attr]
         except SandboxError as error:
             close = _Close(p.CLOSE_ENDED, error)
         finally:
             self._serving = False
-            await self._end_session()
+            await self._end_session(drain=close.code == p.CLOSE_DRAIN)
             self.server.connections.discard(self)
             if opening:
                 for hook in self.server.hooks:
@@ -318,13 +336,24 @@ class _Connection:
             self._ending = close
             self._main.cancel()
 
-    async def _end_session(self) -> None:
+    @property
+    def busy(self) -> bool:
+        """Whether a request of the client's runs."""
+        return self._request is not None and not self._request.done()
+
+    async def _end_session(self, *, drain: bool) -> None:
         if self._request is not None and not self._request.done():
             self._request.cancel()
             await asyncio.gather(self._request, return_exceptions=True)
         for future in self._calls.values():
             future.cancel()
         if self.session is not None:
+            if drain:
+                state = None
+                if self.session.ephemeral:
+                    with contextlib.suppress(SandboxError, RuntimeError):  # one that cannot be dumped ends here
+                        state = await self.session.dump()
+                self._send(p.encode([p.DRAIN, state]))
             await self.session.aclose()
         if self._mount_dir is not None:
             shutil.rmtree(self._mount_dir, ignore_errors=True)
@@ -590,11 +619,11 @@ class _Connection:
             _, state = _shape(message, 2)
             return await self._outcome(session.load_session(state))
         if kind == p.FEED:
-            _, code, functions, trace = _shape(message, 4)
+            _, code, functions, trace, held = _shape(message, 5)
             lookup = self._lookup(functions)
             run = lambda: session.feed_run(code, external_lookup=lookup, print_callback=self._print)  # noqa: E731
         else:
-            _, values, errors, functions, trace = _shape(message, 5)
+            _, values, errors, functions, trace, held = _shape(message, 6)
             if not (isinstance(values, dict) and isinstance(errors, dict)):
                 raise _Close(p.CLOSE_PROTOCOL, SandboxError('the RESUME frame is malformed'))
             raised = {call_id: _error(payload) for call_id, payload in errors.items()}
@@ -604,11 +633,16 @@ class _Connection:
         token = otel_context.attach(context)
         started = time.monotonic()
         self._feed_calls = 0
+        self._held = self._held_answers(held)
         outcome = 'ok'
         try:
             for hook in self.server.hooks:
                 await hook.feed_starting(self.tenant, session)
             value = await run()
+            unused = [entry for entries in self._held.values() for entry in entries]
+            if unused:
+                outcome = 'SandboxWorkerError'
+                return p.error_message(SandboxWorkerError(_diverged(unused)))
             return [p.RESULT, value]
         except SandboxPaused:
             outcome = 'paused'
@@ -619,6 +653,7 @@ class _Connection:
                 return p.error_message(error)
             raise
         finally:
+            self._held = {}
             otel_context.detach(token)
             for hook in self.server.hooks:
                 await hook.feed_ended(self.tenant, session, outcome, time.monotonic() - started, self._feed_calls)
@@ -640,12 +675,35 @@ class _Connection:
 
     # ----- host calls --------------------------------------------------------------------------
 
+    def _held_answers(self, held: Any) -> dict[str, list[list[Any]]]:
+        """The answers a client gave to host calls of this request's first attempt, on a server
+        that went away: `[name, args, kwargs, how, value]` each, by function name."""
+        if not isinstance(held, list):
+            raise _Close(p.CLOSE_PROTOCOL, SandboxError('the held answers are malformed'))
+        by_name: dict[str, list[list[Any]]] = {}
+        for entry in held:
+            if not (isinstance(entry, list) and len(entry) == 5 and isinstance(entry[0], str) and isinstance(entry[1], list) and isinstance(entry[2], dict)):
+                raise _Close(p.CLOSE_PROTOCOL, SandboxError('the held answers are malformed'))
+            if entry[3] not in ('ok', 'error', 'deferred') or (entry[3] == 'error' and not _is_error_payload(entry[4])):
+                raise _Close(p.CLOSE_PROTOCOL, SandboxError('the held answers are malformed'))
+            by_name.setdefault(entry[0], []).append(entry)
+        return by_name
+
     def call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> asyncio.Future[Any]:
-        """Send a host call to the client; the future is its answer."""
+        """Send a host call to the client; the future is its answer. A call the client already
+        answered in this request's first attempt (same function, equal arguments) is answered with
+        what it answered then, and does not run again."""
+        future = self._loop.create_future()
+        entries = self._held.get(name)
+        if entries:
+            for index, (_, held_args, held_kwargs, how, value) in enumerate(entries):
+                if held_args == list(args) and held_kwargs == kwargs:
+                    del entries[index]
+                    self._settle_call(future, -1, how, value)
+                    return future
         call_id = self._next_call
         self._next_call += 1
         self._feed_calls += 1
-        future = self._loop.create_future()
         self._calls[call_id] = future
         future.add_done_callback(lambda _: self._calls.pop(call_id, None))
         self._event([p.CALL, call_id, name, list(args), kwargs])
@@ -664,14 +722,17 @@ class _Connection:
             future = self._calls.get(call_id)
             if future is None or future.done():  # a call of a feed that has ended, or already answered
                 continue
-            if how == 'ok':
-                future.set_result(value)
-            elif how == 'error':
-                future.set_exception(_error(value))
-            elif how == 'deferred':
-                future.set_exception(Deferred(value))
-            else:
-                raise _Close(p.CLOSE_PROTOCOL, SandboxError(f'the client answered call {call_id} in an unknown way {how!r}'))
+            self._settle_call(future, call_id, how, value)
+
+    def _settle_call(self, future: asyncio.Future[Any], call_id: int, how: Any, value: Any) -> None:
+        if how == 'ok':
+            future.set_result(value)
+        elif how == 'error':
+            future.set_exception(_error(value))
+        elif how == 'deferred':
+            future.set_exception(Deferred(value))
+        else:
+            raise _Close(p.CLOSE_PROTOCOL, SandboxError(f'the client answered call {call_id} in an unknown way {how!r}'))
 
 
 class _Malformed(ValueError):
@@ -684,11 +745,24 @@ def _shape(message: list[Any], length: int) -> list[Any]:
     return message
 
 
+def _is_error_payload(payload: Any) -> bool:
+    return isinstance(payload, list) and len(payload) == 2 and isinstance(payload[0], str) and isinstance(payload[1], list)
+
+
 def _error(payload: Any) -> Exception:
     """The exception a host function raised in the client, `[class name, args]` as `exception_payload` made it."""
-    if not (isinstance(payload, list) and len(payload) == 2 and isinstance(payload[0], str) and isinstance(payload[1], list)):
+    if not _is_error_payload(payload):
         raise _Close(p.CLOSE_PROTOCOL, SandboxError('the client sent a malformed error answer'))
     return p.builtin_exception(payload[0], payload[1])
+
+
+def _diverged(unused: list[list[Any]]) -> str:
+    calls = ', '.join(f'{name}({bounded_repr(args, limit=200)[1:-1]}{", " if args and kwargs else ""}{", ".join(f"{k}={bounded_repr(v, limit=200)}" for k, v in kwargs.items())})' for name, args, kwargs, _, _ in unused)
+    return (
+        f'the feed was taken up again on another server after the first went away, and took another path: {calls} '
+        'ran once in your process during the first attempt, but the second attempt did not call it again; the feed ran, '
+        'but the effects of those calls are not in its result'
+    )
 
 
 def _inside(root: str, rel: Any) -> str:

@@ -1,10 +1,11 @@
 """The `corral serve` command: the app of `corral.server.app` on uvicorn.
 
     corral serve [--host 127.0.0.1] [--port 8765] [--store sqlite:///PATH|postgresql://...]
-                 [--max-frame BYTES] [--max-outbox BYTES] [--ssl-keyfile KEY --ssl-certfile CERT] [--skip-layers LAYER,...]
+                 [--max-frame BYTES] [--max-outbox BYTES] [--drain-grace SECONDS] [--lease-ttl SECONDS] [--ssl-keyfile KEY --ssl-certfile CERT] [--skip-layers LAYER,...]
 
 With no options it serves on loopback only, one tenant, sessions stored in the embedded SQLite
-store. TLS: give uvicorn's `--ssl-keyfile`/`--ssl-certfile` (clients then use `wss://`), or
+store. On SIGTERM it drains (`CorralServer.drain`): it takes no new sessions, gives running feeds
+`--drain-grace` seconds, and sends every client on to another replica. TLS: give uvicorn's `--ssl-keyfile`/`--ssl-certfile` (clients then use `wss://`), or
 terminate TLS at an ingress or load balancer in front of plain `ws://`.
 """
 
@@ -14,15 +15,20 @@ import argparse
 import asyncio
 import ipaddress
 import sys
+from typing import Any
 
 from ..errors import SandboxInsecureError
 from ..integrations._common import add_skip_layers
 from . import protocol as p
 
-__all__ = ['main', 'DEFAULT_PORT']
+__all__ = ['main', 'DEFAULT_PORT', 'DRAIN_GRACE']
 
 #: The port `corral serve` listens on by default.
 DEFAULT_PORT = 8765
+
+#: Seconds, on SIGTERM, that the feeds running get to end (`corral serve --drain-grace`); give the
+#: pod's `terminationGracePeriodSeconds` more than this.
+DRAIN_GRACE = 20.0
 
 
 def _loopback(host: str) -> bool:
@@ -49,6 +55,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument('--store', metavar='URL', help='session store: sqlite:///PATH or postgresql://... (default: the embedded SQLite store)')
     parser.add_argument('--max-frame', type=int, default=p.MAX_FRAME, metavar='BYTES', help=f'largest frame taken from a client (default: {p.MAX_FRAME})')
     parser.add_argument('--max-outbox', type=int, default=MAX_OUTBOX, metavar='BYTES', help=f'bytes held for a client that does not read before it is cut off (default: {MAX_OUTBOX})')
+    parser.add_argument('--drain-grace', type=float, default=DRAIN_GRACE, metavar='SECONDS', help=f'on SIGTERM, seconds the feeds running get to end before their sessions move elsewhere (default: {DRAIN_GRACE:g})')
+    parser.add_argument('--lease-ttl', type=float, default=30.0, metavar='SECONDS', help="seconds a stored session's lease outlives a replica that died holding it (default: 30)")
     parser.add_argument('--ssl-keyfile', metavar='FILE', help="TLS private key (uvicorn's option); clients connect with wss://")
     parser.add_argument('--ssl-certfile', metavar='FILE', help="TLS certificate (uvicorn's option)")
     parser.add_argument('--log-level', default='warning', help="uvicorn's log level (default: warning)")
@@ -63,7 +71,7 @@ def main(argv: list[str]) -> int:
         return 2
     from ..host.pool import Pool
 
-    pool = Pool(store=args.store, skip_layers=args.skip_layers)
+    pool = Pool(store=args.store, skip_layers=args.skip_layers, lease_ttl=args.lease_ttl)
     app = create_app(pool=pool, max_frame=args.max_frame, max_outbox=args.max_outbox)
     config = uvicorn.Config(
         app,
@@ -76,7 +84,16 @@ def main(argv: list[str]) -> int:
         ssl_keyfile=args.ssl_keyfile,
         ssl_certfile=args.ssl_certfile,
     )
-    server = uvicorn.Server(config)
+    corral = app.state.corral
+
+    class Server(uvicorn.Server):
+        async def shutdown(self, sockets: Any = None) -> None:
+            for listener in self.servers:  # no new connections: they go to other replicas
+                listener.close()
+            await corral.drain(args.drain_grace)
+            await super().shutdown(sockets)
+
+    server = Server(config)
 
     async def run() -> None:
         await pool.start()
