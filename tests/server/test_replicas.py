@@ -76,3 +76,25 @@ async def test_an_ephemeral_session_on_a_killed_replica_is_lost_with_a_clear_err
             except corral.SandboxWorkerError as error:
                 text = str(error)
     assert text == 'this session cannot run scripts: the connection to the corral server was lost (no close frame); check out a new session'
+
+
+async def test_a_retried_feed_that_takes_another_path_names_the_calls_it_did_not_make_again(server):
+    from websockets.asyncio.client import connect
+
+    from corral.server import protocol
+
+    held = [['step', ['one'], {}, 'ok', 'ONE'], ['step', ['two'], {'loud': True}, 'ok', 'TWO']]
+    async with connect(server.url + protocol.PATH, compression=None) as ws:
+        await ws.send(protocol.encode([protocol.OPEN, protocol.PROTOCOL_VERSION, {}]))
+        assert protocol.decode(await ws.recv())[0] == protocol.OPENED
+        await ws.send(protocol.encode([protocol.FEED, "await step('one')", {'step': True}, {}, held]))
+        response = protocol.decode(await ws.recv())
+    assert response == [
+        protocol.ERROR,
+        'SandboxWorkerError',
+        "the feed was taken up again on another server after the first went away, and took another path: step('two', loud=True) "
+        'ran once in your process during the first attempt, but the second attempt did not call it again; the feed ran, '
+        'but the effects of those calls are not in its result',
+        {},
+        [],
+    ]
