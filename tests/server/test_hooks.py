@@ -26,6 +26,8 @@ class Recorder(ServerHooks):
     async def session_opening(self, tenant, options):
         if options.get('script_name') == 'refused.py':
             raise corral.SandboxError('tenant quota: 0 sessions left')
+        if options.get('script_name') == 'bug.py':
+            raise KeyError('a bug of the hook')
         self.events.append(('opening', tenant))
 
     async def session_opened(self, tenant, session):
@@ -94,6 +96,12 @@ async def test_a_refused_key_or_session_gets_the_hooks_text(app_server):
         async with RemotePool(url, api_key='k_good') as pool, pool.checkout(script_name='refused.py'):
             pass
     assert str(error.value) == 'tenant quota: 0 sessions left'
+    with pytest.raises(corral.SandboxError) as error:
+        async with RemotePool(url, api_key='k_good') as pool, pool.checkout(script_name='bug.py'):
+            pass
+    assert str(error.value) == "the corral server failed (KeyError: 'a bug of the hook')"
+    async with RemotePool(url, api_key='k_good') as pool, pool.checkout() as session:  # the server goes on
+        assert await session.feed_run('2 + 2') == 4
 
 
 async def test_routes_are_served_beside_the_sessions(app_server):

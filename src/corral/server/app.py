@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import datetime
 import inspect
+import logging
 import os
 import posixpath
 import shutil
@@ -68,6 +69,10 @@ CLOSE_SECONDS = 5.0
 OPEN_TIMEOUT = 30.0
 
 _propagator = TraceContextTextMapPropagator()
+_log = logging.getLogger('corral.server')
+
+#: The WebSocket close code of an unexpected condition in the server (RFC 6455 7.4.1).
+CLOSE_SERVER_ERROR = 1011
 
 
 class ServerHooks:
@@ -314,6 +319,9 @@ class _Connection:
             asyncio.current_task().uncancel()  # type: ignore[union-attr]
         except SandboxError as error:
             close = _Close(p.CLOSE_ENDED, error)
+        except Exception as error:  # a bug (of a hook, say): this connection ends, the server goes on
+            _log.exception('a session connection failed')
+            close = _Close(CLOSE_SERVER_ERROR, SandboxError(f'the corral server failed ({type(error).__name__}: {error})'))
         finally:
             self._serving = False
             await self._end_session(drain=close.code == p.CLOSE_DRAIN)

@@ -400,6 +400,8 @@ class RemoteSession:
         response = self._response = asyncio.get_running_loop().create_future()
         try:
             await self._send(p.encode(message))
+            if self._lost is not None and not response.done():  # the reader ended before it could say so
+                raise _Lost
             return await response
         except asyncio.CancelledError:
             self._dead = SandboxWorkerError('this session cannot run scripts: a feed was cancelled while the script ran; check out a new session')
