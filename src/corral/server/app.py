@@ -61,6 +61,8 @@ MAX_OUTBOX = 64 * 1024 * 1024
 #: it makes together to travel in one frame (see `_Connection._event`): the worker sends its next
 #: request (a WAIT) right after them unless the machine is too busy to run it.
 GATHER_SECONDS = 0.1
+#: Seconds between looks at whether the worker waits, meanwhile: what a lone call may be held up by.
+_GATHER_POLL = 0.0005
 
 #: Seconds the server waits for a client to take the rest of what it was sent, and the close.
 CLOSE_SECONDS = 5.0
@@ -455,7 +457,7 @@ class _Connection:
         self._flush_handle = None
         session = self.session
         if self._calls_queued and session is not None and not session.worker_waiting and time.monotonic() - self._calls_since < GATHER_SECONDS:
-            self._flush_handle = self._loop.call_later(GATHER_SECONDS / 10, self._flush_when_waiting)
+            self._flush_handle = self._loop.call_later(_GATHER_POLL, self._flush_when_waiting)
             return
         self._flush()
 
