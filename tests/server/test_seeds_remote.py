@@ -26,3 +26,16 @@ async def test_code_mode_weather_example_through_the_server(server, monkeypatch)
     script = Script(WEATHER_SCRIPT)
     result = await weather_agent(script.model).run('Weather in Paris and Tokyo, in Celsius?')
     assert answers(result.all_messages()) == [{'paris': 22.2, 'tokyo': 22.2}]
+
+
+async def test_code_mode_given_a_remote_pool(server):
+    pytest.importorskip('pydantic_ai')
+    from integrations.scripted_model import Script, answers
+    from integrations.test_code_mode import WEATHER_SCRIPT, weather_agent
+
+    from corral import RemotePool
+
+    script = Script(WEATHER_SCRIPT, 'paris_c')  # the second script reads a variable the first left
+    async with RemotePool(server.url) as pool:
+        result = await weather_agent(script.model, pool=pool).run('Weather in Paris and Tokyo, in Celsius?')
+    assert answers(result.all_messages()) == [{'paris': 22.2, 'tokyo': 22.2}, 22.2]
