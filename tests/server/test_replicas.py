@@ -98,3 +98,16 @@ async def test_a_retried_feed_that_takes_another_path_names_the_calls_it_did_not
         {},
         [],
     ]
+
+
+async def test_an_idle_session_is_parked_and_taken_up_again_when_next_used(tmp_path):
+    with running_server(tmp_path, '--idle-timeout', '0.5') as a:
+        async with RemotePool(a.url) as pool, pool.checkout() as ephemeral, pool.checkout(ephemeral=False) as stored:
+            await ephemeral.feed_run('x = 1')
+            await stored.feed_run('y = 2')
+            for _ in range(200):  # the server parks both (bounded wait)
+                if ephemeral._lost is not None and stored._lost is not None:
+                    break
+                await asyncio.sleep(0.05)
+            assert str(ephemeral._lost) == 'this session cannot run scripts: the corral server let it go (the session was idle for 0.5 seconds); check out a new session'
+            assert (await ephemeral.feed_run('x + 1'), await stored.feed_run('y + 1')) == (2, 3)

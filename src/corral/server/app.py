@@ -46,7 +46,7 @@ from ..values import bounded_repr
 from ..store import Store
 from . import protocol as p
 
-__all__ = ['create_app', 'CorralServer', 'ServerHooks', 'Authenticate', 'MAX_OUTBOX', 'GATHER_SECONDS', 'OPEN_TIMEOUT']
+__all__ = ['create_app', 'CorralServer', 'ServerHooks', 'Authenticate', 'MAX_OUTBOX', 'GATHER_SECONDS', 'OPEN_TIMEOUT', 'IDLE_TIMEOUT']
 
 #: `authenticate(api_key) -> tenant`: `api_key` is the bearer token of the connection's
 #: `authorization` header, or None without one. Return the tenant's name (`''`: the single
@@ -66,6 +66,9 @@ _GATHER_POLL = 0.0005
 
 #: Seconds the server waits for a client to take the rest of what it was sent, and the close.
 CLOSE_SECONDS = 5.0
+
+#: Seconds a session may wait for its client's next request before it is parked (see `create_app`).
+IDLE_TIMEOUT = 600.0
 
 #: Seconds a new connection has to send its OPEN frame.
 OPEN_TIMEOUT = 30.0
@@ -121,6 +124,7 @@ class CorralServer:
         max_frame: int,
         max_outbox: int,
         open_timeout: float,
+        idle_timeout: float | None,
     ) -> None:
         self.pool = pool
         self.authenticate = authenticate
@@ -128,6 +132,7 @@ class CorralServer:
         self.max_frame = max_frame
         self.max_outbox = max_outbox
         self.open_timeout = open_timeout
+        self.idle_timeout = idle_timeout
         self.draining = False
         self.connections: set[_Connection] = set()
         # Pool.checkout takes the tenant where the pool keeps tenants apart
@@ -148,7 +153,7 @@ class CorralServer:
         while any(connection.busy for connection in self.connections) and loop.time() < deadline:
             await asyncio.sleep(0.05)
         for connection in list(self.connections):
-            connection.end(_Close(p.CLOSE_DRAIN, None))
+            connection.end(_Close(p.CLOSE_DRAIN, None, 'the server is shutting down'))
         deadline = loop.time() + 2 * CLOSE_SECONDS + self.pool.lease_ttl
         while self.connections and loop.time() < deadline:
             await asyncio.sleep(0.05)
@@ -169,6 +174,7 @@ def create_app(
     max_frame: int = p.MAX_FRAME,
     max_outbox: int = MAX_OUTBOX,
     open_timeout: float = OPEN_TIMEOUT,
+    idle_timeout: float | None = IDLE_TIMEOUT,
 ) -> Starlette:
     """The Starlette app serving sessions at `protocol.PATH` (`/session`), one WebSocket each.
 
@@ -180,14 +186,17 @@ def create_app(
     - `routes`: more routes to serve beside the session's (`/metrics`, `/healthz`, `/readyz`).
     - `max_frame`: bytes of the largest frame taken from a client; a larger one ends its session
       with an error naming the limit. `max_outbox`: see `MAX_OUTBOX`. `open_timeout`: seconds a
-      connection has to open its session.
+      connection has to open its session. `idle_timeout`: seconds a session may wait for its
+      client's next request before it is parked (None: never): its worker ends, and the client
+      takes it up again when it next needs it, as after a drain (a stored one from the store, an
+      ephemeral one from its state, which the server sends the client as it parks it).
 
     The app's state holds the `CorralServer` as `app.state.corral`.
     """
     if pool is not None and store is not None:
         raise ValueError('give the pool its store (Pool(store=...)), or a store for the default pool, not both')
-    if max_frame <= 0 or max_outbox <= 0 or open_timeout <= 0:
-        raise ValueError('max_frame, max_outbox and open_timeout must be positive')
+    if max_frame <= 0 or max_outbox <= 0 or open_timeout <= 0 or (idle_timeout is not None and idle_timeout <= 0):
+        raise ValueError('max_frame, max_outbox, open_timeout and idle_timeout must be positive')
     own_pool = pool is None
     server = CorralServer(
         pool if pool is not None else Pool(store=store),
@@ -196,6 +205,7 @@ def create_app(
         max_frame=max_frame,
         max_outbox=max_outbox,
         open_timeout=open_timeout,
+        idle_timeout=idle_timeout,
     )
 
     async def session_endpoint(websocket: WebSocket) -> None:
@@ -222,10 +232,11 @@ def create_app(
 class _Close(Exception):
     """End the connection: send the client `error` (when it still reads) and close with `code`."""
 
-    def __init__(self, code: int, error: BaseException | None) -> None:
+    def __init__(self, code: int, error: BaseException | None, reason: str = '') -> None:
         super().__init__(code, error)
         self.code = code
         self.error = error
+        self.reason = reason if error is None else str(error)
 
 
 class _Gone(Exception):
@@ -317,7 +328,7 @@ class _Connection:
         except asyncio.TimeoutError:
             close = _Close(p.CLOSE_PROTOCOL, SandboxError(f'the client sent no OPEN frame within {self.server.open_timeout:g} seconds'))
         except asyncio.CancelledError:
-            close = self._ending or _Close(p.CLOSE_DRAIN, None)
+            close = self._ending or _Close(p.CLOSE_DRAIN, None, 'the server is shutting down')
             asyncio.current_task().uncancel()  # type: ignore[union-attr]
         except SandboxError as error:
             close = _Close(p.CLOSE_ENDED, error)
@@ -334,7 +345,7 @@ class _Connection:
         if close.error is not None and close.code != p.CLOSE_SLOW:
             self._respond(p.error_message(close.error))
         await self._finish_writing(writer, close.code != p.CLOSE_SLOW)
-        reason = str(close.error).encode('utf-8')[:120].decode('utf-8', 'ignore') if close.error is not None else ''
+        reason = close.reason.encode('utf-8')[:120].decode('utf-8', 'ignore')  # a close frame's reason is short
         with contextlib.suppress(Exception):  # a client that does not read does not take the close either
             await asyncio.wait_for(self.ws.close(close.code, reason), CLOSE_SECONDS)
 
@@ -599,7 +610,13 @@ class _Connection:
 
     async def _serve(self) -> None:
         while True:
-            message = await self._receive()
+            try:
+                message = await asyncio.wait_for(self._receive(), self.server.idle_timeout)
+            except asyncio.TimeoutError:
+                if self.busy:
+                    continue
+                # parked: its client takes it up again when it needs it
+                raise _Close(p.CLOSE_DRAIN, None, f'the session was idle for {self.server.idle_timeout:g} seconds') from None
             kind = message[0]
             if kind == p.ANSWERS:
                 self._answers(message)

@@ -657,7 +657,7 @@ def _closed_error(closed: Any) -> SandboxError:
     if code == 1009:
         return SandboxError('the corral server refused a frame over its size limit and closed the session')
     if code == p.CLOSE_DRAIN:
-        return SandboxWorkerError(f'this session cannot run scripts: the corral server is shutting down ({reason}); check out a new session')
+        return SandboxWorkerError(f'this session cannot run scripts: the corral server let it go ({reason}); check out a new session')
     why = f'code {code}{": " + reason if reason else ""}' if code is not None else 'no close frame'
     return SandboxWorkerError(f'this session cannot run scripts: the connection to the corral server was lost ({why}); check out a new session')
 

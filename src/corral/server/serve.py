@@ -1,7 +1,7 @@
 """The `corral serve` command: the app of `corral.server.app` on uvicorn.
 
     corral serve [--host 127.0.0.1] [--port 8765] [--store sqlite:///PATH|postgresql://...]
-                 [--max-frame BYTES] [--max-outbox BYTES] [--drain-grace SECONDS] [--lease-ttl SECONDS] [--ssl-keyfile KEY --ssl-certfile CERT] [--skip-layers LAYER,...]
+                 [--max-frame BYTES] [--max-outbox BYTES] [--idle-timeout SECONDS] [--drain-grace SECONDS] [--lease-ttl SECONDS] [--ssl-keyfile KEY --ssl-certfile CERT] [--skip-layers LAYER,...]
 
 With no options it serves on loopback only, one tenant, sessions stored in the embedded SQLite
 store. On SIGTERM it drains (`CorralServer.drain`): it takes no new sessions, gives running feeds
@@ -45,7 +45,7 @@ def main(argv: list[str]) -> int:
     try:
         import uvicorn
 
-        from .app import MAX_OUTBOX, create_app
+        from .app import IDLE_TIMEOUT, MAX_OUTBOX, create_app
     except ImportError as error:
         print(f'corral serve: error: the server needs its extra ({error}): pip install "corral[server]"', file=sys.stderr)
         return 2
@@ -55,6 +55,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument('--store', metavar='URL', help='session store: sqlite:///PATH or postgresql://... (default: the embedded SQLite store)')
     parser.add_argument('--max-frame', type=int, default=p.MAX_FRAME, metavar='BYTES', help=f'largest frame taken from a client (default: {p.MAX_FRAME})')
     parser.add_argument('--max-outbox', type=int, default=MAX_OUTBOX, metavar='BYTES', help=f'bytes held for a client that does not read before it is cut off (default: {MAX_OUTBOX})')
+    parser.add_argument('--idle-timeout', type=float, default=IDLE_TIMEOUT, metavar='SECONDS', help=f"seconds a session waits for its client's next request before it is parked (default: {IDLE_TIMEOUT:g})")
     parser.add_argument('--drain-grace', type=float, default=DRAIN_GRACE, metavar='SECONDS', help=f'on SIGTERM, seconds the feeds running get to end before their sessions move elsewhere (default: {DRAIN_GRACE:g})')
     parser.add_argument('--lease-ttl', type=float, default=30.0, metavar='SECONDS', help="seconds a stored session's lease outlives a replica that died holding it (default: 30)")
     parser.add_argument('--ssl-keyfile', metavar='FILE', help="TLS private key (uvicorn's option); clients connect with wss://")
@@ -72,7 +73,7 @@ def main(argv: list[str]) -> int:
     from ..host.pool import Pool
 
     pool = Pool(store=args.store, skip_layers=args.skip_layers, lease_ttl=args.lease_ttl)
-    app = create_app(pool=pool, max_frame=args.max_frame, max_outbox=args.max_outbox)
+    app = create_app(pool=pool, max_frame=args.max_frame, max_outbox=args.max_outbox, idle_timeout=args.idle_timeout)
     config = uvicorn.Config(
         app,
         host=args.host,
