@@ -510,7 +510,8 @@ class _Connection:
         except Exception as error:
             if type(error) in (TypeError, ValueError):  # the options do not fit (raised as checkout raises them)
                 raise _Close(p.CLOSE_ENDED, error) from None
-            raise _Close(p.CLOSE_PROTOCOL, SandboxError(f'the OPEN frame is malformed ({type(error).__name__}: {error})')) from None
+            why = str(error) if isinstance(error, _Malformed) else f'{type(error).__name__}: {error}'
+            raise _Close(p.CLOSE_PROTOCOL, SandboxError(f'the OPEN frame is malformed ({why})')) from None
         try:
             session = self.server.checkout(self.tenant, **checkout)
         except (TypeError, ValueError, RuntimeError) as error:
