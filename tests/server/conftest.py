@@ -73,6 +73,38 @@ def running_server(folder: Path, *options: str, store: str | None = None) -> Ite
 
 
 @pytest.fixture(scope='module')
+def postgres_url() -> Iterator[str]:
+    """A real PostgreSQL server for this module's tests (as tests/store starts one)."""
+    from store.postgres_server import PostgresServer
+
+    try:
+        postgres = PostgresServer()
+    except RuntimeError as error:
+        pytest.fail(str(error), pytrace=False)
+    try:
+        postgres.start()
+        yield postgres.url
+    finally:
+        postgres.remove()
+
+
+@pytest.fixture(params=['sqlite', 'postgres'])
+async def shared_store(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """The URL of a store that replicas share: a SQLite file, or an emptied PostgreSQL database."""
+    if request.param == 'sqlite':
+        return f'sqlite:///{tmp_path}/shared.db'
+    import asyncpg
+
+    url = request.getfixturevalue('postgres_url')
+    connection = await asyncpg.connect(url)
+    try:
+        await connection.execute('DROP TABLE IF EXISTS corral_sessions, corral_leases')
+    finally:
+        await connection.close()
+    return url
+
+
+@pytest.fixture(scope='module')
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     with running_server(tmp_path_factory.mktemp('serve')) as running:
         yield running

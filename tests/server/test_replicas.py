@@ -12,9 +12,17 @@ from corral import RemotePool
 from .conftest import Balancer, running_server
 
 
-async def test_a_session_stored_through_one_replica_resumes_through_another(tmp_path):
-    store = f'sqlite:///{tmp_path}/shared.db'
-    with running_server(tmp_path, store=store) as a, running_server(tmp_path, store=store) as b:
+def key_file(folder) -> str:
+    """A state key every replica is given: a PostgreSQL store keeps none of its own."""
+    path = folder / 'state.key'
+    path.write_bytes(b'k' * 32)
+    return str(path)
+
+
+async def test_a_session_stored_through_one_replica_resumes_through_another(tmp_path, shared_store):
+    store = shared_store
+    key = ('--state-key-file', key_file(tmp_path))
+    with running_server(tmp_path, *key, store=store) as a, running_server(tmp_path, *key, store=store) as b:
         async with RemotePool(a.url) as pool, pool.checkout(ephemeral=False) as session:
             await session.feed_run('x = [1, 2]')
             session_id = session.session_id
@@ -22,9 +30,10 @@ async def test_a_session_stored_through_one_replica_resumes_through_another(tmp_
             assert await session.feed_run('x + [3]') == [1, 2, 3]
 
 
-async def test_a_replica_killed_mid_feed(tmp_path):
-    store = f'sqlite:///{tmp_path}/shared.db'
-    with running_server(tmp_path, '--lease-ttl', '2', store=store) as a, running_server(tmp_path, '--lease-ttl', '2', store=store) as b:
+async def test_a_replica_killed_mid_feed(tmp_path, shared_store):
+    store = shared_store
+    key = ('--state-key-file', key_file(tmp_path), '--lease-ttl', '2')
+    with running_server(tmp_path, *key, store=store) as a, running_server(tmp_path, *key, store=store) as b:
         calls = []
 
         async def step(name: str) -> str:
@@ -41,9 +50,10 @@ async def test_a_replica_killed_mid_feed(tmp_path):
         assert a.process.wait() == -signal.SIGKILL
 
 
-async def test_a_drained_replica_hands_its_sessions_to_another(tmp_path):
-    store = f'sqlite:///{tmp_path}/shared.db'
-    with running_server(tmp_path, '--drain-grace', '0.2', store=store) as a, running_server(tmp_path, store=store) as b:
+async def test_a_drained_replica_hands_its_sessions_to_another(tmp_path, shared_store):
+    store = shared_store
+    key = ('--state-key-file', key_file(tmp_path))
+    with running_server(tmp_path, *key, '--drain-grace', '0.2', store=store) as a, running_server(tmp_path, *key, store=store) as b:
         calls = []
 
         async def step(name: str) -> str:

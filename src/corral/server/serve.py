@@ -1,7 +1,7 @@
 """The `corral serve` command: the app of `corral.server.app` on uvicorn.
 
     corral serve [--host 127.0.0.1] [--port 8765] [--store sqlite:///PATH|postgresql://...]
-                 [--max-frame BYTES] [--max-outbox BYTES] [--idle-timeout SECONDS] [--drain-grace SECONDS] [--lease-ttl SECONDS] [--ssl-keyfile KEY --ssl-certfile CERT] [--skip-layers LAYER,...]
+                 [--max-frame BYTES] [--max-outbox BYTES] [--idle-timeout SECONDS] [--drain-grace SECONDS] [--lease-ttl SECONDS] [--state-key-file FILE] [--ssl-keyfile KEY --ssl-certfile CERT] [--skip-layers LAYER,...]
 
 With no options it serves on loopback only, one tenant, sessions stored in the embedded SQLite
 store. On SIGTERM it drains (`CorralServer.drain`): it takes no new sessions, gives running feeds
@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import ipaddress
+import os
 import sys
 from typing import Any
 
@@ -58,6 +59,11 @@ def main(argv: list[str]) -> int:
     parser.add_argument('--idle-timeout', type=float, default=IDLE_TIMEOUT, metavar='SECONDS', help=f"seconds a session waits for its client's next request before it is parked (default: {IDLE_TIMEOUT:g})")
     parser.add_argument('--drain-grace', type=float, default=DRAIN_GRACE, metavar='SECONDS', help=f'on SIGTERM, seconds the feeds running get to end before their sessions move elsewhere (default: {DRAIN_GRACE:g})')
     parser.add_argument('--lease-ttl', type=float, default=30.0, metavar='SECONDS', help="seconds a stored session's lease outlives a replica that died holding it (default: 30)")
+    parser.add_argument(
+        '--state-key-file', metavar='FILE', default=os.environ.get('CORRAL_STATE_KEY_FILE'),
+        help='file holding the key (16 bytes or more) that signs session states, the same on every replica sharing the store; '
+        'a PostgreSQL store needs one (default: $CORRAL_STATE_KEY_FILE; a SQLite store keeps its own)',
+    )
     parser.add_argument('--ssl-keyfile', metavar='FILE', help="TLS private key (uvicorn's option); clients connect with wss://")
     parser.add_argument('--ssl-certfile', metavar='FILE', help="TLS certificate (uvicorn's option)")
     parser.add_argument('--log-level', default='warning', help="uvicorn's log level (default: warning)")
@@ -72,7 +78,18 @@ def main(argv: list[str]) -> int:
         return 2
     from ..host.pool import Pool
 
-    pool = Pool(store=args.store, skip_layers=args.skip_layers, lease_ttl=args.lease_ttl)
+    state_key = None
+    if args.state_key_file:
+        try:
+            with open(args.state_key_file, 'rb') as file:
+                state_key = file.read()
+        except OSError as error:
+            print(f'corral serve: error: cannot read --state-key-file: {error}', file=sys.stderr)
+            return 2
+        if len(state_key) < 16:
+            print(f'corral serve: error: the state key in {args.state_key_file} is {len(state_key)} bytes; it needs 16 or more (32 random ones are best)', file=sys.stderr)
+            return 2
+    pool = Pool(store=args.store, skip_layers=args.skip_layers, lease_ttl=args.lease_ttl, state_key=state_key)
     app = create_app(pool=pool, max_frame=args.max_frame, max_outbox=args.max_outbox, idle_timeout=args.idle_timeout)
     config = uvicorn.Config(
         app,
