@@ -31,6 +31,7 @@ from .host.pool import Pool
 from .host.session import PrintCallback, Session
 from .host.sync import SyncPool, SyncSession
 from .limits import Limits
+from .server.client import RemotePool, RemoteSession
 from .server.keys import ApiKey, KeyRing
 from .server.quotas import QuotaStore, Quotas, TenantQuotas
 from .store import PostgresStore, SQLiteStore, Store, StoredState, open_store
@@ -52,6 +53,8 @@ __all__ = [
     'QuotaStore',
     'Quotas',
     'SandboxAuthError',
+    'RemotePool',
+    'RemoteSession',
     'SandboxCheckerError',
     'SandboxError',
     'SandboxInsecureError',

@@ -59,6 +59,7 @@ from typing_extensions import NotRequired, TypedDict
 from ..host.deferred import Deferred, PendingCall, SandboxPaused
 from ..host.os_access import Mount, OsAccess
 from ..host.pool import Pool
+from ..server.client import RemotePool, pool_from_environment
 from ..host.session import Session
 from ..limits import Limits
 from ._common import (
@@ -112,8 +113,9 @@ class CodeMode(AbstractCapability[AgentDepsT]):
     - `max_tool_calls`: calls a single script may make to the tools.
     - `type_check`: check every script against the tools' stubs before it runs.
     - `limits`: the sandbox's `corral.Limits` (wall time, memory, output ...).
-    - `pool`: a `corral.Pool` to check sandboxes out of; by default each agent run makes its own.
-      A pool given a store (`Pool(store=...)`) keeps the sessions there: a call from a script to a
+    - `pool`: a `corral.Pool` (or `corral.RemotePool`) to check sandboxes out of; by default each
+      agent run makes its own (a `corral.RemotePool` of the server at `CORRAL_URL` when that is set).
+      A pool given a store (`Pool(store=...)`, or a `RemotePool`) keeps the sessions there: a call from a script to a
       tool that needs approval or is deferred then pauses the script, and the run ends with
       `DeferredToolRequests` naming that call (its tool and arguments); the next run's
       `deferred_tool_results` resume it from that call, in any process using the store. And the
@@ -143,7 +145,7 @@ class CodeMode(AbstractCapability[AgentDepsT]):
     max_tool_calls: int = 100
     type_check: bool = True
     limits: Limits | None = None
-    pool: Pool | None = field(default=None, repr=False)
+    pool: Pool | RemotePool | None = field(default=None, repr=False)
     # the stubs of the latest step, for the instructions (a fresh one for each run: see `for_run`)
     _catalog: _Catalog = field(default_factory=lambda: _Catalog(), init=False, repr=False, compare=False)
 
@@ -239,15 +241,15 @@ class _RunCodeTool(ToolsetTool[AgentDepsT]):
 class _RunState:
     """One agent run's sandbox: the session whose variables persist between `run_code` calls."""
 
-    def __init__(self, pool: Pool | None, *, os_access: OsAccess | None = None, mounts: Sequence[Mount] = ()) -> None:
+    def __init__(self, pool: Pool | RemotePool | None, *, os_access: OsAccess | None = None, mounts: Sequence[Mount] = ()) -> None:
         self._pool = pool
-        # a pool given a store keeps the sessions there, so a script can pause on a call that waits
-        self.stored = pool is not None and pool.has_store
+        # a pool given a store (and every corral server) keeps the sessions there, so a script can pause on a call that waits
+        self.stored = isinstance(pool, RemotePool) or (pool is not None and pool.has_store)
         self._continued = False  # whether the run's first session was chosen (see `get_session`)
         self.paused: set[str] = set()  # the tool call ids of `run_code` calls whose scripts paused in this run
         self._os_access = os_access
         self._mounts = tuple(mounts)
-        self._own_pool: Pool | None = None
+        self._own_pool: Pool | RemotePool | None = None
         self.session: Session | None = None
         self.stubs: str | None = None
         self.lock = asyncio.Lock()
@@ -277,7 +279,7 @@ class _RunState:
             pool = self._pool
             if pool is None:
                 if self._own_pool is None:
-                    self._own_pool = Pool(warm_workers=0)
+                    self._own_pool = pool_from_environment(warm_workers=0)
                 pool = self._own_pool
             session = pool.checkout(
                 type_check=type_check,
@@ -318,7 +320,7 @@ class CodeModeToolset(WrapperToolset[AgentDepsT]):
     max_tool_calls: int = 100
     type_check: bool = True
     limits: Limits | None = None
-    pool: Pool | None = field(default=None, repr=False)
+    pool: Pool | RemotePool | None = field(default=None, repr=False)
     os_access: OsAccess | None = None
     mounts: Sequence[Mount] = ()
     #: when set, the stubs go here (for the instructions) instead of the `run_code` description
