@@ -1,6 +1,8 @@
 """Prometheus metrics counted from a real pool's events, and the health and readiness probes."""
 
 import asyncio
+import os
+import signal
 import subprocess
 import sys
 
@@ -10,7 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from starlette.applications import Starlette
 
 import corral
-from corral.server.metrics import Metrics, error_kind, ops_routes
+from corral.server.metrics import Metrics, error_kind, ops_routes, pool_readiness
 
 STUBS = 'async def get(x: int) -> int: ...\ndef approve(what: str) -> bool: ...\n'
 
@@ -165,3 +167,29 @@ def test_the_host_layer_imports_no_metrics_library():
     )
     ran = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, check=True)
     assert ran.stdout == '[]\n'
+
+
+async def test_a_pool_is_ready_when_its_zygote_runs_its_store_answers_and_it_does_not_drain(tmp_path):
+    draining = False
+    async with corral.Pool(store=f'sqlite:///{tmp_path}/sessions.db') as pool:
+        ready = pool_readiness(pool, lambda: draining)
+        assert await ready() is False  # not started: the check starts it
+        await pool.start()
+        assert (pool.started, await ready()) == (True, True)
+        os.kill(pool._zygote._process.pid, signal.SIGKILL)
+        pool._zygote._process.wait()
+        assert (pool.started, await ready()) == (False, False)  # the zygote died: started again
+        await pool.start()
+        assert await ready() is True
+        draining = True
+        assert await ready() is False
+    assert await ready() is False  # closed
+
+
+async def test_a_pool_whose_store_is_unreachable_is_not_ready():
+    store = corral.PostgresStore('postgresql://corral@127.0.0.1:9/corral', connect_timeout=0.5)
+    async with corral.Pool(store=store, state_key=b'k' * 32) as pool:
+        await pool.start()
+        ready = pool_readiness(pool, lambda: False)
+        assert await ready() is False
+        assert await probe(ready, '/readyz') == (503, 'not ready')

@@ -23,6 +23,7 @@ from .errors import (
 )
 from .host.deferred import Deferred, PendingCall, SandboxPaused
 from .host.external import ExternalModule
+from .host.observer import PoolObserver
 from .host.os_access import Mount, OsAccess
 from .integrations.code_tool import CodeTool
 from .host.pool import Pool
@@ -41,6 +42,7 @@ __all__ = [
     'OsAccess',
     'PendingCall',
     'Pool',
+    'PoolObserver',
     'PostgresStore',
     'PrintCallback',
     'SandboxCheckerError',

@@ -161,6 +161,18 @@ class Pool:
             raise RuntimeError('the pool is closed')
         await self._zygote.start()
 
+    @property
+    def started(self) -> bool:
+        """True while the zygote runs: after `start()` or the first checkout, until `aclose()`; False
+        too when the zygote died (the next checkout, or `start()`, starts another)."""
+        return not self._closed and self._zygote.running
+
+    @property
+    def store(self) -> Store:
+        """The pool's session store: the one given, one opened from the URL given, or the embedded
+        SQLite store (opened on first use)."""
+        return self._get_store()
+
     async def aclose(self) -> None:
         """Kill idle workers, stop the zygote and the type checker.
 

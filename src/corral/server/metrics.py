@@ -19,11 +19,12 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
-from ..errors import SandboxError, StubError
+from ..errors import SandboxError, SandboxStateError, SandboxStoreError, StubError
 from ..host.deferred import SandboxPaused
 from ..host.observer import PoolObserver
+from ..host.pool import Pool
 
-__all__ = ['FEED_BUCKETS', 'Metrics', 'READY_TIMEOUT', 'TYPE_CHECK_BUCKETS', 'error_kind', 'ops_routes']
+__all__ = ['FEED_BUCKETS', 'Metrics', 'READY_TIMEOUT', 'TYPE_CHECK_BUCKETS', 'error_kind', 'ops_routes', 'pool_readiness']
 
 #: Bucket bounds of `corral_feed_seconds`, in seconds: from a trivial feed (a few ms) to the
 #: longest `Limits.wall_time` a deployment would set.
@@ -34,6 +35,9 @@ TYPE_CHECK_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 1
 #: Seconds `/readyz` waits for the readiness check before answering not ready: a store that hangs
 #: must fail the probe, not hold it past the kubelet's own timeout (1 s by default).
 READY_TIMEOUT = 0.8
+#: The session id the readiness check asks the store for: no session has it (ids are made of
+#: 32 hex digits), so a reachable store answers "no stored session".
+_PROBE_SESSION = 'readiness-probe'
 
 
 def error_kind(error: BaseException) -> str:
@@ -140,3 +144,35 @@ def ops_routes(metrics: Metrics, ready: Callable[[], Awaitable[bool]]) -> list[R
         Route('/healthz', healthz, methods=['GET']),
         Route('/readyz', readyz, methods=['GET']),
     ]
+
+
+def pool_readiness(pool: Pool, draining: Callable[[], bool]) -> Callable[[], Awaitable[bool]]:
+    """A readiness check for `ops_routes`: True when `draining()` is False, the pool's zygote runs
+    (`pool.started`) and its store answers a read.
+
+    A pool whose zygote is not running (it died, or was never started) is not ready; the check
+    starts it in the background, so the replica becomes ready again without a checkout (none
+    would come: the Service sends nothing to a replica that is not ready). The store read asks
+    for a session that does not exist: `SandboxStateError` ("no stored session") means it
+    answered; `SandboxStoreError` (unreachable, locked) means not ready.
+    """
+    starting: asyncio.Task[None] | None = None
+
+    async def ready() -> bool:
+        nonlocal starting
+        if draining():
+            return False
+        if not pool.started:
+            if starting is None or starting.done():
+                starting = asyncio.get_running_loop().create_task(pool.start())
+                starting.add_done_callback(lambda task: task.cancelled() or task.exception())  # seen by the next check
+            return False
+        try:
+            await pool.store.get(_PROBE_SESSION)
+        except SandboxStateError:
+            return True
+        except SandboxStoreError:
+            return False
+        return True
+
+    return ready
