@@ -30,6 +30,7 @@ from .host.pool import Pool
 from .host.session import PrintCallback, Session
 from .host.sync import SyncPool, SyncSession
 from .limits import Limits
+from .server.client import RemotePool, RemoteSession
 from .store import PostgresStore, SQLiteStore, Store, open_store
 from .values import bounded_repr
 
@@ -45,6 +46,8 @@ __all__ = [
     'PoolObserver',
     'PostgresStore',
     'PrintCallback',
+    'RemotePool',
+    'RemoteSession',
     'SandboxCheckerError',
     'SandboxError',
     'SandboxInsecureError',

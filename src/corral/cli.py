@@ -3,6 +3,7 @@
     corral run SCRIPT|- [--stubs FILE.pyi] [--functions MODULE] [--type-check] [--limits NAME=VALUE,...] [--skip-layers LAYER,...]
     corral demo [--billing] [--skip-layers LAYER,...]
     corral mcp [--functions MODULE] [--upstream 'COMMAND ...'] [--transport stdio|http] [--skip-layers LAYER,...] ...
+    corral serve [--host 127.0.0.1] [--port 8765] [--store URL] ...   (see corral.server.serve)
 
 `run` prints the repr of the script's result on stdout (the assigned value when the script ends
 with an assignment, as the tools return it) and exits 0; on a sandbox error it prints the error's
@@ -194,11 +195,16 @@ def main(argv: list[str] | None = None) -> int:
     demo.add_argument('--billing', action='store_true', help='run the billing-module example instead')
     add_skip_layers(demo)
     commands.add_parser('mcp', help='serve run_code over MCP (corral mcp --help for its options)', add_help=False)
+    commands.add_parser('serve', help='serve sandboxes over WebSocket to RemotePool clients (corral serve --help)', add_help=False)
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ['mcp']:  # its options are its own (the `mcp` extra is imported only here)
         from .integrations.mcp import main as mcp_main
 
         return mcp_main(argv[1:])
+    if argv[:1] == ['serve']:  # so is the server's (the `server` extra)
+        from .server.serve import main as serve_main
+
+        return serve_main(argv[1:])
     args = parser.parse_args(argv)
     try:
         if args.command == 'demo':

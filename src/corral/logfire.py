@@ -7,7 +7,9 @@ Documents written for the hosted service run on corral with their import line ch
     pool = logfire.agent_sandboxes()
     async with pool: ...
 
-corral runs the sandboxes on this machine instead of a remote service, so there is no API key.
+With `CORRAL_URL` set (the URL of a `corral serve`, and `CORRAL_API_KEY` when it has keys), the
+pool is a `corral.RemotePool`: the sandboxes run on that server, the host functions here, as the
+hosted service runs them with `LOGFIRE_API_KEY`. Without it, the sandboxes run on this machine.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from .host.pool import Pool
+from .server.client import RemotePool, pool_from_environment
 
 __all__ = ['configure', 'agent_sandboxes']
 
@@ -37,6 +40,8 @@ def configure(*, console: bool = False) -> None:
     trace.set_tracer_provider(provider)
 
 
-def agent_sandboxes(**pool_options: Any) -> Pool:
-    """A `corral.Pool` (it starts nothing until the first checkout); options are those of `Pool`."""
-    return Pool(**pool_options)
+def agent_sandboxes(**pool_options: Any) -> Pool | RemotePool:
+    """A `corral.RemotePool` of the server at `CORRAL_URL` (with `CORRAL_API_KEY`) when it is set,
+    else a local `corral.Pool` made with `pool_options`; neither connects or starts anything until
+    the first checkout (see `corral.server.client.pool_from_environment`)."""
+    return pool_from_environment(**pool_options)

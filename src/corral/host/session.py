@@ -174,6 +174,13 @@ class Session:
         this is what `resume()` answers."""
         return [self._deferred[call_id] for call_id in sorted(self._deferred)] if self._paused else []
 
+    @property
+    def worker_waiting(self) -> bool:
+        """Whether the worker of the feed in flight waits on the host: for a sync call's reply, or,
+        having nothing else to run, for an async call's answer or a timer. A link that sends host
+        calls on (`corral serve`) sends the calls made together (`asyncio.gather`) once this is True."""
+        return self._blocked is not None or self._waiting is not None
+
     # ----- lifecycle -----------------------------------------------------------------------------
 
     async def __aenter__(self) -> Session:

@@ -59,6 +59,7 @@ from typing_extensions import NotRequired, TypedDict
 from ..host.deferred import Deferred, PendingCall, SandboxPaused
 from ..host.os_access import Mount, OsAccess
 from ..host.pool import Pool
+from ..server.client import RemotePool, pool_from_environment
 from ..host.session import Session
 from ..limits import Limits
 from ._common import (
@@ -113,7 +114,8 @@ class CodeMode(AbstractCapability[AgentDepsT]):
     - `max_tool_calls`: calls a single script may make to the tools.
     - `type_check`: check every script against the tools' stubs before it runs.
     - `limits`: the sandbox's `corral.Limits` (wall time, memory, output ...).
-    - `pool`: a `corral.Pool` to check sandboxes out of; by default each agent run makes its own.
+    - `pool`: a `corral.Pool` to check sandboxes out of; by default each agent run makes its own
+      (a `corral.RemotePool` of the server at `CORRAL_URL` when that is set).
       A pool given a store (`Pool(store=...)`) keeps the sessions there: a call from a script to a
       tool that needs approval or is deferred then pauses the script, and the run ends with
       `DeferredToolRequests` naming that call (its tool and arguments); the next run's
@@ -248,7 +250,7 @@ class _RunState:
         self.paused: set[str] = set()  # the tool call ids of `run_code` calls whose scripts paused in this run
         self._os_access = os_access
         self._mounts = tuple(mounts)
-        self._own_pool: Pool | None = None
+        self._own_pool: Pool | RemotePool | None = None
         self.session: Session | None = None
         self.stubs: str | None = None
         self.lock = asyncio.Lock()
@@ -278,7 +280,7 @@ class _RunState:
             pool = self._pool
             if pool is None:
                 if self._own_pool is None:
-                    self._own_pool = Pool(warm_workers=0)
+                    self._own_pool = pool_from_environment(warm_workers=0)
                 pool = self._own_pool
             session = pool.checkout(
                 type_check=type_check,

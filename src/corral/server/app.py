@@ -1,0 +1,683 @@
+"""The ASGI app of `corral serve`: sandboxes served over WebSocket, whose host functions run in the client.
+
+Each connection is one session (see `corral.server.protocol`). The server runs the session as a
+local `corral.Session` would run: type checks, the worker, limits, the journal and the store all
+live here; the session's host functions are stand-ins that send each call to the client and
+wait for its answer, and its prints stream to the client as they happen.
+
+    app = create_app()                                   # loopback, single tenant, SQLite store
+    app = create_app(store='postgresql://...', authenticate=keys.authenticate, hooks=[metrics])
+
+Nothing is kept between requests but the live sessions' workers: a stored session's state is in
+the store after every feed, so any replica sharing the store resumes it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime
+import inspect
+import os
+import posixpath
+import shutil
+import tempfile
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import fields
+from typing import Any
+
+from opentelemetry import context as otel_context
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+from starlette.applications import Starlette
+from starlette.routing import BaseRoute, WebSocketRoute
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from ..errors import SandboxError
+from ..host.deferred import Deferred, SandboxPaused
+from ..host.external import ExternalModule
+from ..host.os_access import Mount, OsAccess
+from ..host.pool import Pool
+from ..host.session import Session
+from ..limits import Limits
+from ..store import Store
+from . import protocol as p
+
+__all__ = ['create_app', 'CorralServer', 'ServerHooks', 'Authenticate', 'MAX_OUTBOX', 'GATHER_SECONDS', 'OPEN_TIMEOUT']
+
+#: `authenticate(api_key) -> tenant`: `api_key` is the bearer token of the connection's
+#: `authorization` header, or None without one. Return the tenant's name (`''`: the single
+#: tenant of a server without keys); raise a `corral.SandboxError` whose text says why to refuse.
+Authenticate = Callable[[str | None], Awaitable[str]]
+
+#: Bytes the server holds for a client that does not read what it is sent (its prints, its host
+#: calls); past this the client is cut off and its session ends (`corral serve --max-outbox`).
+MAX_OUTBOX = 64 * 1024 * 1024
+
+#: Seconds the server holds a script's host calls while its worker is still running, for the calls
+#: it makes together to travel in one frame (see `_Connection._event`): the worker sends its next
+#: request (a WAIT) right after them unless the machine is too busy to run it.
+GATHER_SECONDS = 0.1
+
+#: Seconds a new connection has to send its OPEN frame.
+OPEN_TIMEOUT = 30.0
+
+_propagator = TraceContextTextMapPropagator()
+
+
+class ServerHooks:
+    """What the server tells the parts that watch or bound it (metrics, quotas); every method is a
+    no-op here: subclass and override what you need, and pass instances as `create_app(hooks=[...])`.
+
+    A hook that raises a `corral.SandboxError` refuses what it was asked about (the client gets
+    that exception with its text); any other exception is a bug of the hook, and ends the
+    connection as a server error. Hooks run on the event loop: they must not block it.
+    """
+
+    async def session_opening(self, tenant: str, options: dict[str, Any]) -> None:
+        """A client asks for a session (before any worker starts). `options` are its checkout
+        options as `corral.server.protocol` carries them (`session_id`, `ephemeral`, `limits` ...)."""
+
+    async def session_opened(self, tenant: str, session: Session) -> None:
+        """The session started (its worker is up; a stored session holds its lease)."""
+
+    async def session_closed(self, tenant: str, session: Session | None, seconds: float) -> None:
+        """The connection ended after `seconds`; `session` is None when it never opened one.
+        Called once for every `session_opening` that did not raise."""
+
+    async def feed_starting(self, tenant: str, session: Session) -> None:
+        """A feed (or a resumption of a paused one) is about to run."""
+
+    async def feed_ended(self, tenant: str, session: Session, outcome: str, seconds: float, host_calls: int) -> None:
+        """A feed ended: `outcome` is 'ok', 'paused', or the class name of the exception it raised
+        (`'SandboxRuntimeError'` ...); `seconds` of wall time; `host_calls` sent to the client."""
+
+
+class CorralServer:
+    """What the app serves from (`app.state.corral`): the pool, its hooks, and the live connections.
+
+    `draining` is True once the server stops taking sessions (a readiness probe answers 503 then);
+    `sessions` counts the connections that hold a session.
+    """
+
+    def __init__(
+        self,
+        pool: Pool,
+        *,
+        authenticate: Authenticate | None,
+        hooks: Sequence[ServerHooks],
+        max_frame: int,
+        max_outbox: int,
+        open_timeout: float,
+    ) -> None:
+        self.pool = pool
+        self.authenticate = authenticate
+        self.hooks = tuple(hooks)
+        self.max_frame = max_frame
+        self.max_outbox = max_outbox
+        self.open_timeout = open_timeout
+        self.draining = False
+        self.connections: set[_Connection] = set()
+        # Pool.checkout takes the tenant where the pool keeps tenants apart
+        self._checkout_tenant = 'tenant' in inspect.signature(pool.checkout).parameters
+
+    @property
+    def sessions(self) -> int:
+        return sum(1 for connection in self.connections if connection.session is not None)
+
+    def checkout(self, tenant: str, **options: Any) -> Session:
+        if self._checkout_tenant:
+            options['tenant'] = tenant
+        return self.pool.checkout(**options)
+
+
+def create_app(
+    *,
+    pool: Pool | None = None,
+    store: Store | str | None = None,
+    authenticate: Authenticate | None = None,
+    hooks: Sequence[ServerHooks] = (),
+    routes: Sequence[BaseRoute] = (),
+    max_frame: int = p.MAX_FRAME,
+    max_outbox: int = MAX_OUTBOX,
+    open_timeout: float = OPEN_TIMEOUT,
+) -> Starlette:
+    """The Starlette app serving sessions at `protocol.PATH` (`/session`), one WebSocket each.
+
+    - `pool`: the `corral.Pool` sessions are checked out of (default: `Pool(store=store)`, started
+      with the app, closed with it); `store`: a store or its URL, for that default pool only.
+    - `authenticate`: see `Authenticate`. None: every client is the single tenant `''`, and the
+      `authorization` header is ignored (serve on loopback only, as `corral serve` does).
+    - `hooks`: `ServerHooks` told about sessions and feeds (metrics, quotas).
+    - `routes`: more routes to serve beside the session's (`/metrics`, `/healthz`, `/readyz`).
+    - `max_frame`: bytes of the largest frame taken from a client; a larger one ends its session
+      with an error naming the limit. `max_outbox`: see `MAX_OUTBOX`. `open_timeout`: seconds a
+      connection has to open its session.
+
+    The app's state holds the `CorralServer` as `app.state.corral`.
+    """
+    if pool is not None and store is not None:
+        raise ValueError('give the pool its store (Pool(store=...)), or a store for the default pool, not both')
+    if max_frame <= 0 or max_outbox <= 0 or open_timeout <= 0:
+        raise ValueError('max_frame, max_outbox and open_timeout must be positive')
+    own_pool = pool is None
+    server = CorralServer(
+        pool if pool is not None else Pool(store=store),
+        authenticate=authenticate,
+        hooks=hooks,
+        max_frame=max_frame,
+        max_outbox=max_outbox,
+        open_timeout=open_timeout,
+    )
+
+    async def session_endpoint(websocket: WebSocket) -> None:
+        await _Connection(server, websocket).run()
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        if own_pool:
+            await server.pool.start()
+        try:
+            yield
+        finally:
+            server.draining = True
+            for connection in list(server.connections):
+                connection.end()
+            if own_pool:
+                await server.pool.aclose()
+
+    app = Starlette(routes=[WebSocketRoute(p.PATH, session_endpoint), *routes], lifespan=lifespan)
+    app.state.corral = server
+    return app
+
+
+class _Close(Exception):
+    """End the connection: send the client `error` (when it still reads) and close with `code`."""
+
+    def __init__(self, code: int, error: BaseException | None) -> None:
+        super().__init__(code, error)
+        self.code = code
+        self.error = error
+
+
+class _Gone(Exception):
+    """The client closed the connection."""
+
+
+class _AsyncProxy:
+    """An async host function of the session: the call goes to the client, which answers it."""
+
+    __slots__ = ('_connection', '_name')
+
+    def __init__(self, connection: _Connection, name: str) -> None:
+        self._connection = connection
+        self._name = name
+
+    async def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return await self._connection.call(self._name, args, kwargs)
+
+
+class _SyncProxy(_AsyncProxy):
+    """A sync host function of the session: the script waits for it (the session awaits the answer)."""
+
+    __slots__ = ()
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+        return self._connection.call(self._name, args, kwargs)
+
+
+def _proxies(connection: _Connection, functions: Any, prefix: str = '') -> dict[str, _AsyncProxy]:
+    if not (isinstance(functions, dict) and all(isinstance(k, str) and isinstance(v, bool) for k, v in functions.items())):
+        raise ValueError('functions must map names to whether they are async')
+    return {name: (_AsyncProxy if is_async else _SyncProxy)(connection, prefix + name) for name, is_async in functions.items()}
+
+
+class _Connection:
+    """One client's connection and the session it holds."""
+
+    def __init__(self, server: CorralServer, websocket: WebSocket) -> None:
+        self.server = server
+        self.ws = websocket
+        self.tenant = ''
+        self.session: Session | None = None
+        self._loop = asyncio.get_running_loop()
+        self._events: list[list[Any]] = []
+        self._calls_queued = False
+        self._calls_since = 0.0
+        self._flush_handle: asyncio.Handle | None = None
+        self._outbox: deque[bytes] = deque()
+        self._outbox_bytes = 0
+        self._wake = asyncio.Event()
+        self._calls: dict[int, asyncio.Future[Any]] = {}
+        self._next_call = 0
+        self._feed_calls = 0
+        self._request: asyncio.Task[None] | None = None
+        self._main: asyncio.Task[None] | None = None
+        self._ending: _Close | None = None
+        self._mount_dir: str | None = None
+        self._headers_trace = {k: v for k, v in websocket.headers.items() if k in ('traceparent', 'tracestate')}
+
+    # ----- the connection's life ------------------------------------------------------------
+
+    async def run(self) -> None:
+        await self.ws.accept()
+        self.server.connections.add(self)
+        writer = self._loop.create_task(self._write_loop())
+        self._main = asyncio.current_task()
+        started = time.monotonic()
+        opening = False
+        close = _Close(1000, None)
+        try:
+            if self.server.draining:
+                raise _Close(p.CLOSE_DRAIN, SandboxError('the corral server is shutting down; connect again (to another replica)'))
+            self.tenant = await self._authenticate()
+            message = await asyncio.wait_for(self._receive(), self.server.open_timeout)
+            options = self._open_options(message)
+            for hook in self.server.hooks:
+                await hook.session_opening(self.tenant, options)
+            opening = True
+            await self._open(options)
+            await self._serve()
+        except _Close as error:
+            close = error
+        except _Gone:
+            pass
+        except asyncio.TimeoutError:
+            close = _Close(p.CLOSE_PROTOCOL, SandboxError(f'the client sent no OPEN frame within {self.server.open_timeout:g} seconds'))
+        except asyncio.CancelledError:
+            close = self._ending or _Close(p.CLOSE_DRAIN, SandboxError('the corral server is shutting down'))
+            asyncio.current_task().uncancel()  # type: ignore[union-attr]
+        except SandboxError as error:
+            close = _Close(p.CLOSE_ENDED, error)
+        finally:
+            await self._end_session()
+            self.server.connections.discard(self)
+            if opening:
+                for hook in self.server.hooks:
+                    await hook.session_closed(self.tenant, self.session, time.monotonic() - started)
+        if close.error is not None and close.code != p.CLOSE_SLOW:
+            self._respond(p.error_message(close.error))
+        await self._finish_writing(writer, close.code != p.CLOSE_SLOW)
+        with contextlib.suppress(Exception):
+            reason = str(close.error)[:120] if close.error is not None else ''
+            await self.ws.close(close.code, reason.encode('utf-8')[:120].decode('utf-8', 'ignore'))
+
+    def end(self, close: _Close | None = None) -> None:
+        """End the connection from outside its task (the server shuts down, the client stopped reading)."""
+        if self._ending is None:
+            self._ending = close
+        if self._main is not None:
+            self._main.cancel()
+
+    async def _end_session(self) -> None:
+        if self._request is not None and not self._request.done():
+            self._request.cancel()
+            await asyncio.gather(self._request, return_exceptions=True)
+        for future in self._calls.values():
+            future.cancel()
+        if self.session is not None:
+            await self.session.aclose()
+        if self._mount_dir is not None:
+            shutil.rmtree(self._mount_dir, ignore_errors=True)
+
+    async def _finish_writing(self, writer: asyncio.Task[None], wait: bool) -> None:
+        self._flush()
+        if wait and self._outbox:
+            self._wake.set()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._drained(), 5.0)
+        writer.cancel()
+        await asyncio.gather(writer, return_exceptions=True)
+
+    async def _drained(self) -> None:
+        while self._outbox:
+            await asyncio.sleep(0.01)
+
+    async def _authenticate(self) -> str:
+        if self.server.authenticate is None:
+            return ''
+        header = self.ws.headers.get('authorization')
+        key = header[7:].strip() if header is not None and header[:7].lower() == 'bearer ' else None
+        try:
+            tenant = await self.server.authenticate(key)
+        except SandboxError as error:
+            raise _Close(p.CLOSE_UNAUTHORIZED, error) from None
+        if not isinstance(tenant, str):
+            raise TypeError(f'authenticate must return the tenant as a str, not {type(tenant).__name__}')
+        return tenant
+
+    # ----- frames in and out -------------------------------------------------------------------
+
+    async def _receive(self) -> list[Any]:
+        try:
+            message = await self.ws.receive()
+        except (WebSocketDisconnect, RuntimeError):
+            raise _Gone from None
+        if message['type'] == 'websocket.disconnect':
+            raise _Gone
+        data = message.get('bytes')
+        if data is None:
+            raise _Close(p.CLOSE_PROTOCOL, SandboxError('the client sent a text frame; corral frames are binary (msgpack)'))
+        if len(data) > self.server.max_frame:
+            raise _Close(
+                p.CLOSE_TOO_LARGE,
+                SandboxError(f"the client sent a frame of {len(data)} bytes, larger than the server's limit of {self.server.max_frame} bytes (corral serve --max-frame)"),
+            )
+        limits = self.session.limits if self.session is not None else Limits()
+        items = None if limits.value_items is None else limits.value_items + 1024
+        size = None if limits.value_size is None else 2 * limits.value_size + len(data)
+        try:
+            return p.decode(data, items=items, size=size)
+        except Exception as error:
+            raise _Close(p.CLOSE_PROTOCOL, SandboxError(f'the client sent a malformed frame ({type(error).__name__}: {error})')) from None
+
+    def _send(self, data: bytes) -> None:
+        self._outbox.append(data)
+        self._outbox_bytes += len(data)
+        if self._outbox_bytes > self.server.max_outbox:
+            self.end(_Close(p.CLOSE_SLOW, None))
+        self._wake.set()
+
+    async def _write_loop(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            while self._outbox:
+                data = self._outbox[0]
+                await self.ws.send_bytes(data)
+                self._outbox.popleft()
+                self._outbox_bytes -= len(data)
+
+    def _event(self, event: list[Any]) -> None:
+        """Queue a host call or a print. Prints go out at once; host calls once the worker waits on
+        the host (so the calls of an `asyncio.gather` share a frame), or `GATHER_SECONDS` after the first."""
+        if event[0] == p.CALL and not self._calls_queued:
+            self._calls_queued = True
+            self._calls_since = time.monotonic()
+        self._events.append(event)
+        if self._flush_handle is None:
+            self._flush_handle = self._loop.call_soon(self._flush_when_waiting)
+
+    def _flush_when_waiting(self) -> None:
+        self._flush_handle = None
+        session = self.session
+        if self._calls_queued and session is not None and not session.worker_waiting and time.monotonic() - self._calls_since < GATHER_SECONDS:
+            self._flush_handle = self._loop.call_later(GATHER_SECONDS / 10, self._flush_when_waiting)
+            return
+        self._flush()
+
+    def _flush(self) -> None:
+        if self._flush_handle is not None:
+            self._flush_handle.cancel()
+            self._flush_handle = None
+        if self._events:
+            events, self._events, self._calls_queued = self._events, [], False
+            self._send(p.encode([p.EVENTS, events]))
+
+    def _respond(self, message: list[Any]) -> None:
+        """Send a response; it ends with the calls the session is paused on (none when it is not)."""
+        self._flush()  # what the script printed and called comes first
+        pending = p.pending_items(self.session.pending_calls) if self.session is not None else []
+        self._send(p.encode([*message, pending]))
+
+    # ----- opening the session -----------------------------------------------------------------
+
+    def _open_options(self, message: list[Any]) -> dict[str, Any]:
+        if message[0] != p.OPEN or len(message) != 3:
+            raise _Close(p.CLOSE_PROTOCOL, SandboxError('the first frame of a connection must be OPEN'))
+        _, version, options = message
+        if version != p.PROTOCOL_VERSION:
+            raise _Close(
+                p.CLOSE_PROTOCOL,
+                SandboxError(
+                    f'this corral server speaks protocol version {p.PROTOCOL_VERSION}, the client version {version!r}: '
+                    'use a corral client of the same version as the server'
+                ),
+            )
+        if not isinstance(options, dict):
+            raise _Close(p.CLOSE_PROTOCOL, SandboxError('the OPEN frame is malformed: its options are not a map'))
+        return options
+
+    async def _open(self, options: dict[str, Any]) -> None:
+        try:
+            checkout = self._checkout_options(options)
+        except Exception as error:
+            if type(error) in (TypeError, ValueError):  # the options do not fit (raised as checkout raises them)
+                raise _Close(p.CLOSE_ENDED, error) from None
+            raise _Close(p.CLOSE_PROTOCOL, SandboxError(f'the OPEN frame is malformed ({type(error).__name__}: {error})')) from None
+        try:
+            session = self.server.checkout(self.tenant, **checkout)
+        except (TypeError, ValueError, RuntimeError) as error:
+            raise _Close(p.CLOSE_ENDED, error) from None
+        try:
+            await session.__aenter__()
+        except (SandboxError, ValueError, TypeError, RuntimeError) as error:
+            raise _Close(p.CLOSE_ENDED, error) from None
+        self.session = session
+        for hook in self.server.hooks:
+            await hook.session_opened(self.tenant, session)
+        self._respond([p.OPENED, session.session_id, session.random_seed, self.server.max_frame])
+
+    def _checkout_options(self, options: dict[str, Any]) -> dict[str, Any]:
+        known = {'type_check', 'type_check_stubs', 'modules', 'ephemeral', 'session_id', 'fork', 'limits', 'script_name', 'random_seed', 'os_access', 'mounts'}
+        unknown = set(options) - known
+        if unknown:
+            raise _Malformed(f'unknown options {sorted(unknown)}')
+        modules = {}
+        for name, item in (options.get('modules') or {}).items():
+            if not (isinstance(item, list) and len(item) == 2):
+                raise _Malformed(f'module {name!r} is malformed')
+            stubs, functions = item
+            modules[name] = ExternalModule(_proxies(self, functions, f'{name}.'), stubs=stubs)
+        limits = options.get('limits')
+        if limits is not None:
+            if not isinstance(limits, dict):
+                raise _Malformed('limits must be a map')
+            names = {field.name for field in fields(Limits)}
+            if not set(limits) <= names:
+                raise TypeError(f'unknown limits {sorted(set(limits) - names)}; the limits are the fields of corral.Limits')
+            limits = Limits(**limits)
+        return {
+            'type_check': bool(options.get('type_check', False)),
+            'type_check_stubs': options.get('type_check_stubs'),
+            'external_modules': modules,
+            'ephemeral': options.get('ephemeral'),
+            'session_id': options.get('session_id'),
+            'fork': bool(options.get('fork', False)),
+            'limits': limits,
+            'script_name': options.get('script_name', 'main.py'),
+            'random_seed': options.get('random_seed'),
+            'os_access': self._os_access(options.get('os_access')),
+            'mounts': self._mounts(options.get('mounts') or []),
+        }
+
+    def _os_access(self, item: Any) -> OsAccess | None:
+        """The client's `OsAccess`: its environment, clock (the client's UTC offset, in seconds) and cwd."""
+        if item is None:
+            return None
+        if not (isinstance(item, list) and len(item) == 3):
+            raise _Malformed('os_access is malformed')
+        environ, offset, cwd = item
+        clock: Any = False
+        if offset is not None:
+            if not isinstance(offset, int):
+                raise _Malformed('os_access clock is malformed')
+            zone = datetime.timezone(datetime.timedelta(seconds=offset))
+            clock = lambda: datetime.datetime.now(zone)  # noqa: E731
+        return OsAccess(environ=environ, clock=clock, cwd=cwd)
+
+    def _mounts(self, items: Any) -> list[Mount]:
+        """The client's mounts, their files written to a folder of this connection's (removed when it ends)."""
+        if not isinstance(items, list):
+            raise _Malformed('mounts must be a list')
+        mounts = []
+        for index, item in enumerate(items):
+            if not (isinstance(item, list) and len(item) == 4 and isinstance(item[2], list) and isinstance(item[3], list)):
+                raise _Malformed('a mount is malformed')
+            sandbox_path, mode, files, dirs = item
+            if mode == 'read-write':
+                raise ValueError(
+                    f'the read-write mount at {sandbox_path} cannot be served remotely (the server cannot write your files); '
+                    "use mode='overlay' or 'read-only'"
+                )
+            if self._mount_dir is None:
+                self._mount_dir = tempfile.mkdtemp(prefix='corral-mounts-')
+            root = os.path.join(self._mount_dir, str(index))
+            os.mkdir(root)
+            for rel, mtime in dirs:
+                path = _inside(root, rel)
+                os.makedirs(path, exist_ok=True)
+                os.utime(path, (mtime, mtime))
+            for rel, data, mtime in files:
+                path = _inside(root, rel)
+                if not isinstance(data, bytes):
+                    raise _Malformed('a mount file is malformed')
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+                with os.fdopen(descriptor, 'wb') as file:
+                    file.write(data)
+                os.utime(path, (mtime, mtime))
+            mounts.append(Mount(root, sandbox_path, mode))
+        return mounts
+
+    # ----- requests ----------------------------------------------------------------------------
+
+    async def _serve(self) -> None:
+        while True:
+            message = await self._receive()
+            kind = message[0]
+            if kind == p.ANSWERS:
+                self._answers(message)
+            elif kind in (p.FEED, p.RESUME, p.DUMP, p.LOAD):
+                if self._request is not None and not self._request.done():
+                    raise _Close(p.CLOSE_PROTOCOL, SandboxError('the client sent a request while another was running'))
+                self._request = self._loop.create_task(self._handle(message))
+            else:
+                raise _Close(p.CLOSE_PROTOCOL, SandboxError(f'the client sent a frame of unknown kind {kind!r}'))
+
+    async def _handle(self, message: list[Any]) -> None:
+        session = self.session
+        assert session is not None
+        try:
+            response = await self._run(session, message)
+        except _Close as close:
+            self.end(close)
+            return
+        self._respond(response)
+
+    async def _run(self, session: Session, message: list[Any]) -> list[Any]:
+        kind = message[0]
+        if kind == p.DUMP:
+            _shape(message, 1)
+            return await self._outcome(session.dump())
+        if kind == p.LOAD:
+            _, state = _shape(message, 2)
+            return await self._outcome(session.load_session(state))
+        if kind == p.FEED:
+            _, code, functions, trace = _shape(message, 4)
+            lookup = self._lookup(functions)
+            run = lambda: session.feed_run(code, external_lookup=lookup, print_callback=self._print)  # noqa: E731
+        else:
+            _, values, errors, functions, trace = _shape(message, 5)
+            if not (isinstance(values, dict) and isinstance(errors, dict)):
+                raise _Close(p.CLOSE_PROTOCOL, SandboxError('the RESUME frame is malformed'))
+            raised = {call_id: _error(payload) for call_id, payload in errors.items()}
+            lookup = None if functions is None else self._lookup(functions)
+            run = lambda: session.resume(values, errors=raised, external_lookup=lookup, print_callback=self._print)  # noqa: E731
+        context = _propagator.extract(trace if isinstance(trace, dict) and trace else self._headers_trace)
+        token = otel_context.attach(context)
+        started = time.monotonic()
+        self._feed_calls = 0
+        outcome = 'ok'
+        try:
+            for hook in self.server.hooks:
+                await hook.feed_starting(self.tenant, session)
+            value = await run()
+            return [p.RESULT, value]
+        except SandboxPaused:
+            outcome = 'paused'
+            return [p.PAUSED]
+        except BaseException as error:
+            outcome = type(error).__name__
+            if isinstance(error, Exception):
+                return p.error_message(error)
+            raise
+        finally:
+            otel_context.detach(token)
+            for hook in self.server.hooks:
+                await hook.feed_ended(self.tenant, session, outcome, time.monotonic() - started, self._feed_calls)
+
+    async def _outcome(self, awaitable: Awaitable[Any]) -> Any:
+        try:
+            return [p.RESULT, await awaitable]
+        except Exception as error:
+            return p.error_message(error)
+
+    def _lookup(self, functions: Any) -> dict[str, _AsyncProxy]:
+        try:
+            return _proxies(self, functions)
+        except ValueError as error:
+            raise _Close(p.CLOSE_PROTOCOL, SandboxError(f'the client sent a malformed frame ({error})')) from None
+
+    def _print(self, stream: str, text: str) -> None:
+        self._event([p.OUTPUT, stream, text])
+
+    # ----- host calls --------------------------------------------------------------------------
+
+    def call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> asyncio.Future[Any]:
+        """Send a host call to the client; the future is its answer."""
+        call_id = self._next_call
+        self._next_call += 1
+        self._feed_calls += 1
+        future = self._loop.create_future()
+        self._calls[call_id] = future
+        future.add_done_callback(lambda _: self._calls.pop(call_id, None))
+        self._event([p.CALL, call_id, name, list(args), kwargs])
+        return future
+
+    def _answers(self, message: list[Any]) -> None:
+        _, answers = _shape(message, 2)
+        if not isinstance(answers, list):
+            raise _Close(p.CLOSE_PROTOCOL, SandboxError('the ANSWERS frame is malformed'))
+        for answer in answers:
+            if not (isinstance(answer, list) and len(answer) == 3 and isinstance(answer[0], int)):
+                raise _Close(p.CLOSE_PROTOCOL, SandboxError('the ANSWERS frame is malformed'))
+            call_id, how, value = answer
+            if not 0 <= call_id < self._next_call:
+                raise _Close(p.CLOSE_PROTOCOL, SandboxError(f'the client answered call {call_id}, which the server never made'))
+            future = self._calls.get(call_id)
+            if future is None or future.done():  # a call of a feed that has ended, or already answered
+                continue
+            if how == 'ok':
+                future.set_result(value)
+            elif how == 'error':
+                future.set_exception(_error(value))
+            elif how == 'deferred':
+                future.set_exception(Deferred(value))
+            else:
+                raise _Close(p.CLOSE_PROTOCOL, SandboxError(f'the client answered call {call_id} in an unknown way {how!r}'))
+
+
+class _Malformed(ValueError):
+    """A frame's content does not have the protocol's shape."""
+
+
+def _shape(message: list[Any], length: int) -> list[Any]:
+    if len(message) != length:
+        raise _Close(p.CLOSE_PROTOCOL, SandboxError(f'the client sent a malformed frame (kind {message[0]} with {len(message)} items, expected {length})'))
+    return message
+
+
+def _error(payload: Any) -> Exception:
+    """The exception a host function raised in the client, `[class name, args]` as `exception_payload` made it."""
+    if not (isinstance(payload, list) and len(payload) == 2 and isinstance(payload[0], str) and isinstance(payload[1], list)):
+        raise _Close(p.CLOSE_PROTOCOL, SandboxError('the client sent a malformed error answer'))
+    return p.builtin_exception(payload[0], payload[1])
+
+
+def _inside(root: str, rel: Any) -> str:
+    """`root/rel` for a relative path that stays inside `root`."""
+    if not isinstance(rel, str) or not rel or '\x00' in rel or rel.startswith('/') or posixpath.normpath(rel) != rel or rel.split('/')[0] == '..':
+        raise _Malformed(f'a mount path {rel!r} is not a plain relative path')
+    return os.path.join(root, rel)

@@ -1,0 +1,569 @@
+"""`RemotePool`: sessions served by `corral serve`, whose host functions run in this process.
+
+    async with corral.RemotePool('ws://127.0.0.1:8765', api_key=KEY) as pool:
+        async with pool.checkout(type_check=True, type_check_stubs=STUBS) as session:
+            result = await session.feed_run(code, external_lookup={'get_order': get_order})
+
+The API is `Pool`'s. The server type-checks and runs the script; each host call it makes comes
+back over the session's connection and runs here (sync functions on the event loop, async ones as
+tasks, as a local session runs them), and the script's prints reach `print_callback` as they
+happen. Errors are the exceptions a local session raises, with the same texts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import datetime
+import inspect
+import os
+import posixpath
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import msgpack
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+from ..errors import SandboxError, SandboxWorkerError
+from ..host.deferred import Deferred, PendingCall, SandboxPaused
+from ..host.external import ExternalModule, exception_payload, is_async_callable
+from ..host.os_access import MAX_FILE, Mount, OsAccess
+from ..host.pool import Pool
+from ..host.session import PrintCallback, _checked_lookup, print_to_host
+from ..limits import Limits
+from ..values import ValueLimitError, describe_type, host_default, measure, pack
+from . import protocol as p
+
+__all__ = ['RemotePool', 'RemoteSession', 'pool_from_environment']
+
+_propagator = TraceContextTextMapPropagator()
+_ARRAY = msgpack.Packer()
+#: Bytes of a frame's envelope beside the answers it carries.
+_ENVELOPE = 64
+
+
+class RemotePool:
+    """Sessions served by a `corral serve` at `url` (`ws://host:port`, `wss://...`; `http(s)://`
+    is taken to mean the same), with `Pool`'s API. Use as an async context manager.
+
+    `api_key` is sent as `authorization: Bearer <key>`. Each session is one WebSocket connection,
+    opened when the session is entered (`async with pool.checkout(...)`) and closed when it is left;
+    the pool itself holds no connection. `open_timeout`: seconds to connect and open a session.
+    `max_frame`: bytes of the largest frame taken from the server.
+    """
+
+    def __init__(self, url: str, *, api_key: str | None = None, open_timeout: float = 30.0, max_frame: int = p.MAX_FRAME) -> None:
+        parts = urlsplit(url)
+        scheme = {'http': 'ws', 'https': 'wss', 'ws': 'ws', 'wss': 'wss'}.get(parts.scheme)
+        if scheme is None or not parts.netloc:
+            raise ValueError(f'the corral server URL must be ws://host:port or wss://host:port, not {url!r}')
+        self.url = urlunsplit((scheme, parts.netloc, parts.path.rstrip('/') + p.PATH, parts.query, ''))
+        self.api_key = api_key
+        self.open_timeout = open_timeout
+        self.max_frame = max_frame
+        self._sessions: set[RemoteSession] = set()
+        self._closed = False
+
+    async def __aenter__(self) -> RemotePool:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def start(self) -> None:
+        """Nothing to start: sessions connect when they are entered (kept for `Pool`'s API)."""
+
+    async def aclose(self) -> None:
+        """End the sessions still open (a stored session stays in the server's store)."""
+        self._closed = True
+        for session in list(self._sessions):
+            await session.aclose()
+
+    def checkout(
+        self,
+        *,
+        type_check: bool = False,
+        type_check_stubs: str | None = None,
+        external_modules: Mapping[str, ExternalModule] | None = None,
+        ephemeral: bool | None = None,
+        session_id: str | None = None,
+        fork: bool = False,
+        limits: Limits | None = None,
+        script_name: str = 'main.py',
+        os_access: OsAccess | None = None,
+        mounts: Mount | Sequence[Mount] | None = None,
+        random_seed: int | None = None,
+    ) -> RemoteSession:
+        """A new session on the server, started by `async with`: `Pool.checkout`'s options and errors.
+
+        Mounts travel to the server when the session opens: an overlay or read-only mount's files
+        are sent (up to the server's frame limit in all), and the script's overlay writes stay in
+        the session there. A read-write mount, an `OsAccess` subclass, or a clock function cannot
+        be served from the server and raise `ValueError`. The clock (`clock=True`) is the server's,
+        in this machine's UTC offset.
+        """
+        if self._closed:
+            raise RuntimeError('the pool is closed')
+        modules = {}
+        for name, module in (external_modules or {}).items():
+            if not isinstance(module, ExternalModule):
+                raise TypeError(f'external_modules[{name!r}] must be an ExternalModule, not {type(module).__name__}')
+            modules[name] = module
+        options = {
+            'type_check': type_check,
+            'type_check_stubs': type_check_stubs,
+            'modules': {name: [module.stubs, _asyncs(module.functions)] for name, module in modules.items()},
+            'ephemeral': ephemeral,
+            'session_id': session_id,
+            'fork': fork,
+            'limits': None if limits is None else {name: getattr(limits, name) for name in limits.__slots__},
+            'script_name': script_name,
+            'random_seed': random_seed,
+            'os_access': _os_access(os_access),
+            'mounts': _mounts([*(os_access.mounts if os_access is not None else ()), *([mounts] if isinstance(mounts, Mount) else mounts or [])], self.max_frame),
+        }
+        return RemoteSession(self, options, modules, limits if limits is not None else Limits(), script_name)
+
+    def __repr__(self) -> str:
+        return f'RemotePool({self.url!r}, sessions={len(self._sessions)})'
+
+
+def pool_from_environment(**local_options: Any) -> Pool | RemotePool:
+    """`RemotePool(CORRAL_URL, api_key=CORRAL_API_KEY)` when the environment variable `CORRAL_URL`
+    is set, else `Pool(**local_options)` (options of the local pool: a server chooses its own)."""
+    url = os.environ.get('CORRAL_URL')
+    if url:
+        return RemotePool(url, api_key=os.environ.get('CORRAL_API_KEY') or None)
+    return Pool(**local_options)
+
+
+class RemoteSession:
+    """A session served by `corral serve`: `Session`'s API (`feed_run`, `resume`, `dump`,
+    `load_session`, `session_id`, `paused`, `pending_calls`), its host functions run here.
+
+    A session that lost its connection (the server went away, or ended it for breaking a rule)
+    raises `SandboxWorkerError` saying why; a stored one can be checked out again by its
+    `session_id`.
+    """
+
+    def __init__(self, pool: RemotePool, options: dict[str, Any], modules: dict[str, ExternalModule], limits: Limits, script_name: str) -> None:
+        self._pool = pool
+        self._options = options
+        self._module_lookup = {f'{name}.{fname}': f for name, module in modules.items() for fname, f in module.functions.items()}
+        self.limits = limits
+        self.script_name = script_name
+        self.ephemeral = options['ephemeral'] if options['ephemeral'] is not None else options['session_id'] is None
+        self.session_id: str | None = options['session_id']
+        self._seed = 0
+        self._ws: Any = None
+        self._reader: asyncio.Task[None] | None = None
+        self._response: asyncio.Future[list[Any]] | None = None
+        self._dead: BaseException | None = None
+        self._pending: list[PendingCall] = []
+        self._max_frame = p.MAX_FRAME
+        self._lookup: dict[str, Callable[..., Any]] = {}
+        self._print: PrintCallback = print_to_host
+        self._context = contextvars.copy_context()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._answers: list[bytes] = []
+        self._answers_size = 0
+        self._flush_handle: asyncio.Handle | None = None
+        #: the answers given during the request in flight, by call id (what a resumption elsewhere needs)
+        self.answered: dict[int, bytes] = {}
+
+    @property
+    def random_seed(self) -> int:
+        """The seed of the script's `random` module, as the server's session has it."""
+        return self._seed
+
+    @property
+    def paused(self) -> bool:
+        """Whether the session's feed is paused on deferred calls; `resume()` goes on."""
+        return bool(self._pending)
+
+    @property
+    def pending_calls(self) -> list[PendingCall]:
+        """The deferred calls a paused feed waits on, by call id (empty when it is not paused)."""
+        return list(self._pending)
+
+    # ----- lifecycle -----------------------------------------------------------------------------
+
+    async def __aenter__(self) -> RemoteSession:
+        try:
+            await asyncio.wait_for(self._connect(), self._pool.open_timeout)
+        except BaseException:
+            await self.aclose()
+            raise
+        self._pool._sessions.add(self)
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def _connect(self) -> None:
+        try:
+            from websockets.asyncio.client import connect
+        except ImportError:
+            raise ImportError('RemotePool needs the websockets package: pip install "corral[server]"') from None
+        headers = {}
+        if self._pool.api_key is not None:
+            headers['authorization'] = f'Bearer {self._pool.api_key}'
+        _propagator.inject(headers)
+        try:
+            self._ws = await connect(self._pool.url, additional_headers=headers, max_size=self._pool.max_frame, compression=None, open_timeout=None)
+        except OSError as error:
+            raise SandboxWorkerError(f'cannot connect to the corral server at {self._pool.url}: {error}') from None
+        except Exception as error:  # the server refused the upgrade (websockets.InvalidStatus ...)
+            raise SandboxWorkerError(f'cannot connect to the corral server at {self._pool.url}: {error}') from None
+        self._reader = asyncio.get_running_loop().create_task(self._read_loop())
+        opened = await self._request([p.OPEN, p.PROTOCOL_VERSION, self._options])
+        if opened[0] != p.OPENED or len(opened) != 5:
+            raise SandboxError('the corral server sent a malformed OPENED frame')
+        _, self.session_id, self._seed, self._max_frame, pending = opened
+        self._pending = p.pending_from(pending)
+
+    async def aclose(self) -> None:
+        """End the session: close its connection (a stored session stays in the server's store). Safe to call twice."""
+        self._pool._sessions.discard(self)
+        if self._dead is None:
+            self._dead = SandboxWorkerError('this session cannot run scripts: the session is closed; check out a new session')
+        for task in list(self._tasks):
+            task.cancel()
+        if self._ws is not None:
+            ws, self._ws = self._ws, None
+            try:
+                await ws.close()
+            except Exception:
+                pass
+        if self._reader is not None:
+            self._reader.cancel()
+            await asyncio.gather(self._reader, return_exceptions=True)
+            self._reader = None
+
+    # ----- requests ------------------------------------------------------------------------------
+
+    async def feed_run(
+        self,
+        code: str,
+        *,
+        external_lookup: Mapping[str, Callable[..., Any]] | None = None,
+        print_callback: PrintCallback | None = None,
+    ) -> Any:
+        """Run `code` on the server and return the value of its last expression: `Session.feed_run`'s
+        behaviour and errors; host calls run here, prints reach `print_callback` as they happen."""
+        if not isinstance(code, str):
+            raise TypeError(f'code must be a str, not {type(code).__name__}')
+        self._check_usable()
+        lookup = _checked_lookup(external_lookup)
+        trace: dict[str, str] = {}
+        _propagator.inject(trace)
+        self._begin(lookup, print_callback)
+        return self._outcome(await self._request([p.FEED, code, _asyncs(lookup), trace]))
+
+    async def resume(
+        self,
+        values: Mapping[int, Any] | None = None,
+        *,
+        errors: Mapping[int, BaseException] | None = None,
+        external_lookup: Mapping[str, Callable[..., Any]] | None = None,
+        print_callback: PrintCallback | None = None,
+    ) -> Any:
+        """Answer deferred calls of the paused feed and go on with it (`Session.resume`)."""
+        self._check_usable()
+        for error in (errors or {}).values():
+            if not isinstance(error, BaseException):
+                raise TypeError(f'errors must map call ids to exceptions, not {type(error).__name__}')
+        lookup = None if external_lookup is None else _checked_lookup(external_lookup)
+        trace: dict[str, str] = {}
+        _propagator.inject(trace)
+        self._begin(lookup if lookup is not None else self._lookup, print_callback or (self._print if external_lookup is None else None))
+        payloads = {call_id: _error_payload(error) for call_id, error in (errors or {}).items()}
+        message = [p.RESUME, dict(values or {}), payloads, None if lookup is None else _asyncs(lookup), trace]
+        return self._outcome(await self._request(message))
+
+    async def dump(self) -> bytes:
+        """The session's state as signed bytes (signed with the server's state key), as `Session.dump`."""
+        self._check_usable()
+        return self._outcome(await self._request([p.DUMP]))
+
+    async def load_session(self, state: bytes) -> None:
+        """Load a state that `dump()` made into this freshly checked-out session (`Session.load_session`)."""
+        self._check_usable()
+        if not isinstance(state, (bytes, bytearray, memoryview)):
+            raise TypeError(f'a session state must be bytes, not {type(state).__name__}')
+        self._outcome(await self._request([p.LOAD, bytes(state)]))
+
+    def _check_usable(self) -> None:
+        if self._dead is not None:
+            raise self._dead
+        if self._response is not None:
+            raise RuntimeError('feed_run is already running on this session; await it before the next one')
+
+    def _begin(self, lookup: Mapping[str, Callable[..., Any]], print_callback: PrintCallback | None) -> None:
+        self._lookup = {**lookup, **self._module_lookup}
+        self._print = print_callback or print_to_host
+        self._context = contextvars.copy_context()
+        self.answered = {}
+
+    async def _request(self, message: list[Any]) -> list[Any]:
+        """Send a request and wait for its response (RESULT, PAUSED or ERROR; OPENED for OPEN)."""
+        response = self._response = asyncio.get_running_loop().create_future()
+        try:
+            await self._send(p.encode(message))
+            return await response
+        except asyncio.CancelledError:
+            self._ended(SandboxWorkerError('this session cannot run scripts: a feed was cancelled while the script ran; check out a new session'))
+            if self._ws is not None:
+                ws, self._ws = self._ws, None
+                await asyncio.shield(_close(ws))
+            raise
+        finally:
+            self._response = None
+
+    def _outcome(self, response: list[Any]) -> Any:
+        kind = response[0]
+        try:
+            self._pending = p.pending_from(response[-1])
+        except ValueError:
+            raise SandboxError('the corral server sent a malformed response') from None
+        if kind == p.RESULT and len(response) == 3:
+            return response[1]
+        if kind == p.PAUSED and len(response) == 2:
+            raise SandboxPaused(self.pending_calls)
+        raise SandboxError('the corral server sent a malformed response')
+
+    async def _send(self, data: bytes) -> None:
+        if self._ws is None:
+            raise self._dead or SandboxWorkerError('this session is not entered')
+        if len(data) > self._max_frame:
+            raise ValueError(f"the request is {len(data)} bytes, larger than the corral server's limit of {self._max_frame} bytes")
+        try:
+            await self._ws.send(data)
+        except Exception:  # the connection is gone: the reader says why
+            await asyncio.sleep(0)
+
+    # ----- what the server sends -----------------------------------------------------------------
+
+    async def _read_loop(self) -> None:
+        from websockets.exceptions import ConnectionClosed
+
+        ws = self._ws
+        reason: BaseException | None = None
+        try:
+            async for data in ws:
+                if isinstance(data, str):
+                    raise ValueError('a text frame')
+                self._on_message(p.decode(data))
+        except ConnectionClosed as closed:
+            reason = _closed_error(closed)
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:
+            reason = SandboxError(f'the corral server sent a malformed frame ({type(error).__name__}: {error})')
+            await _close(ws)
+        self._ended(reason or SandboxWorkerError('this session cannot run scripts: the corral server closed the connection; check out a new session'))
+
+    def _on_message(self, message: list[Any]) -> None:
+        kind = message[0]
+        if kind == p.EVENTS:
+            for event in message[1]:
+                if event[0] == p.CALL:
+                    _, call_id, name, args, kwargs = event
+                    self._start_call(call_id, name, args, kwargs)
+                elif event[0] == p.OUTPUT:
+                    self._print(event[1], event[2])
+            return
+        if kind == p.ERROR:
+            _, name, text, attributes, pending = message
+            error = p.error_from(name, text, attributes)
+            self._pending = p.pending_from(pending)
+            if self._response is not None and not self._response.done():
+                self._response.set_exception(error)
+            else:
+                self._dead = error
+            return
+        if self._response is not None and not self._response.done():
+            self._response.set_result(message)
+
+    def _ended(self, error: BaseException) -> None:
+        """The connection ended: the request in flight fails with `error`, and so does every later one."""
+        for task in list(self._tasks):
+            task.cancel()
+        if self._dead is None:
+            self._dead = error
+        if self._response is not None and not self._response.done():
+            self._response.set_exception(self._dead)
+
+    # ----- host calls ----------------------------------------------------------------------------
+
+    def _start_call(self, call_id: int, name: str, args: list[Any], kwargs: dict[str, Any]) -> None:
+        """Run a host call as a local session runs it: a sync function here, an async one in a task."""
+        function = self._lookup.get(name)
+        if function is None:
+            self._answer_error(call_id, NameError(f'{name!r} is not a host function of this session'))
+            return
+        try:
+            result = self._context.run(function, *args, **kwargs)
+        except (Exception, SystemExit, KeyboardInterrupt) as error:
+            self._answer_error(call_id, error)
+            return
+        if inspect.isawaitable(result):
+            task = asyncio.get_running_loop().create_task(self._await_call(call_id, name, result), context=self._context.copy())
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+            return
+        self._answer_value(call_id, name, result)
+
+    async def _await_call(self, call_id: int, name: str, awaitable: Any) -> None:
+        try:
+            result = await awaitable
+        except (Exception, SystemExit, KeyboardInterrupt) as error:
+            self._answer_error(call_id, error)
+        else:
+            self._answer_value(call_id, name, result)
+
+    def _answer_value(self, call_id: int, name: str, value: Any) -> None:
+        """Answer with a host function's result, measured against the session's limits as a local
+        session measures it: past them, or unable to cross, the script gets the error it would get locally."""
+        short = name.rpartition('.')[2]
+        limits = self.limits
+        try:
+            measure(value, items=limits.value_items, size=limits.value_size, subject=f'the value {short}() returned', crossing='enter the sandbox', convert=host_default)
+            answer = pack([call_id, 'ok', value], side='host')
+            if len(answer) + _ENVELOPE > self._max_frame:
+                raise ValueError(f'message of {len(answer)} bytes is larger than the limit of {self._max_frame - _ENVELOPE} bytes')
+        except ValueLimitError as error:
+            self._answer_error(call_id, OverflowError(str(error)))
+            return
+        except (TypeError, ValueError, RecursionError) as error:
+            self._answer_error(call_id, TypeError(f'{short}() returned a value of type {describe_type(value)!r} that cannot enter the sandbox: {error}'))
+            return
+        self._queue_answer(call_id, answer)
+
+    def _answer_error(self, call_id: int, error: BaseException) -> None:
+        if isinstance(error, Deferred):
+            try:
+                answer = pack([call_id, 'deferred', error.payload], side='host')
+            except (TypeError, ValueError) as problem:
+                error = TypeError(f'the payload of the Deferred cannot be sent to the corral server: {problem}')
+            else:
+                self._queue_answer(call_id, answer)
+                return
+        self._queue_answer(call_id, pack([call_id, 'error', _error_payload(error)], side='host'))
+
+    def _queue_answer(self, call_id: int, answer: bytes) -> None:
+        """Answers ready together travel together, in frames of up to the server's `max_frame`."""
+        self.answered[call_id] = answer
+        if self._answers_size + len(answer) + _ENVELOPE > self._max_frame:
+            self._flush_answers()
+        self._answers.append(answer)
+        self._answers_size += len(answer)
+        if self._flush_handle is None:
+            self._flush_handle = asyncio.get_running_loop().call_soon(self._flush_answers)
+
+    def _flush_answers(self) -> None:
+        if self._flush_handle is not None:
+            self._flush_handle.cancel()
+            self._flush_handle = None
+        if not self._answers:
+            return
+        answers, self._answers, self._answers_size = self._answers, [], 0
+        frame = b'\x92' + _ARRAY.pack(p.ANSWERS) + _ARRAY.pack_array_header(len(answers)) + b''.join(answers)
+        task = asyncio.get_running_loop().create_task(self._send(frame))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+
+def _asyncs(functions: Mapping[str, Callable[..., Any]]) -> dict[str, bool]:
+    return {name: is_async_callable(function) for name, function in functions.items()}
+
+
+def _error_payload(error: BaseException) -> list[Any]:
+    """`[class name, args]` of a host function's error as the script sees it (`exception_payload`);
+    args that cannot cross are sent as their text, as a local session sends them."""
+    name, args = exception_payload(error)
+    try:
+        pack(args, side='host')
+    except (TypeError, ValueError, RecursionError):
+        args = [str(arg) for arg in args]
+    return [name, args]
+
+
+def _os_access(os_access: OsAccess | None) -> list[Any] | None:
+    """What the server needs of an `OsAccess`: its environment, its clock (this machine's UTC offset), its cwd."""
+    if os_access is None:
+        return None
+    if not isinstance(os_access, OsAccess):
+        raise TypeError(f'os_access must be an OsAccess, not {type(os_access).__name__}')
+    overridden = [name for name in ('stat', 'read_file', 'write_file', 'list_dir', 'make_dir', 'remove', 'remove_dir', 'rename', 'getenv', 'environ', 'now') if getattr(type(os_access), name) is not getattr(OsAccess, name)]
+    if overridden or callable(os_access._clock):
+        what = f'overrides {", ".join(overridden)}' if overridden else 'has a clock function'
+        raise ValueError(
+            f'this OsAccess {what}, which runs in your process and cannot be served by the corral server: '
+            'a RemotePool sends OsAccess(environ=..., clock=True, mounts=..., cwd=...) only'
+        )
+    offset = datetime.datetime.now().astimezone().utcoffset()
+    return [os_access._environ, int(offset.total_seconds()) if os_access._clock and offset is not None else None, os_access.cwd]
+
+
+def _mounts(mounts: list[Mount], max_frame: int) -> list[list[Any]]:
+    """Each mount's files and folders, to send: `[sandbox_path, mode, files, dirs]`, paths relative to the mount."""
+    items = []
+    total = 0
+    for mount in mounts:
+        if not isinstance(mount, Mount):
+            raise TypeError(f'mounts must be Mount objects, not {type(mount).__name__}')
+        if mount.mode == 'read-write':
+            raise ValueError(
+                f'the read-write mount at {mount.sandbox_path} cannot be served by the corral server (it cannot write your files); '
+                "use mode='overlay' or 'read-only'"
+            )
+        root = os.path.realpath(mount.host_dir)
+        files: list[list[Any]] = []
+        dirs: list[list[Any]] = []
+        for folder, subfolders, names in os.walk(root):
+            rel_folder = os.path.relpath(folder, root)
+            for name in sorted(subfolders):
+                path = os.path.join(folder, name)
+                if os.path.islink(path):
+                    continue  # a local session follows links inside the mount only; none are sent
+                dirs.append([_rel(rel_folder, name), os.stat(path).st_mtime])
+            for name in sorted(names):
+                path = os.path.join(folder, name)
+                real = os.path.realpath(path)
+                if not real.startswith(root + os.sep) or not os.path.isfile(real):
+                    continue
+                size = os.path.getsize(real)
+                if size > MAX_FILE:
+                    continue  # a script could not read it in one piece anyway
+                total += size
+                if total > max_frame:
+                    raise ValueError(f"the mounts hold more than {max_frame} bytes of files, more than a frame to the corral server carries; mount a smaller folder")
+                with open(real, 'rb') as file:
+                    files.append([_rel(rel_folder, name), file.read(), os.stat(real).st_mtime])
+        items.append([mount.sandbox_path, mount.mode, files, dirs])
+    return items
+
+
+def _rel(folder: str, name: str) -> str:
+    return name if folder == '.' else posixpath.join(*folder.split(os.sep), name)
+
+
+def _closed_error(closed: Any) -> SandboxError:
+    """The error of a connection the server closed (`websockets.ConnectionClosed`), when no ERROR said why."""
+    code = closed.rcvd.code if closed.rcvd is not None else None
+    reason = closed.rcvd.reason if closed.rcvd is not None else ''
+    if code == 1009:
+        return SandboxError('the corral server refused a frame over its size limit and closed the session')
+    if code == p.CLOSE_DRAIN:
+        return SandboxWorkerError(f'this session cannot run scripts: the corral server is shutting down ({reason}); check out a new session')
+    why = f'code {code}{": " + reason if reason else ""}' if code is not None else 'no close frame'
+    return SandboxWorkerError(f'this session cannot run scripts: the connection to the corral server was lost ({why}); check out a new session')
+
+
+async def _close(ws: Any) -> None:
+    try:
+        await ws.close()
+    except Exception:
+        pass

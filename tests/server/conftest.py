@@ -1,0 +1,77 @@
+"""Real `corral serve` processes on loopback, started by the tests, each with a store of its own."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip('uvicorn')
+pytest.importorskip('websockets')
+
+#: Seconds a server has to start listening (it imports corral and starts its zygote).
+START_SECONDS = 60
+
+
+@dataclass
+class Server:
+    url: str
+    port: int
+    process: subprocess.Popen[bytes]
+    log: Path
+
+    def output(self) -> str:
+        return self.log.read_text()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(('127.0.0.1', 0))
+        return sock.getsockname()[1]
+
+
+@contextlib.contextmanager
+def running_server(folder: Path, *options: str, store: str | None = None) -> Iterator[Server]:
+    """A `corral serve` on a free loopback port, stopped (SIGTERM, then SIGKILL) when the block ends."""
+    port = free_port()
+    log = folder / f'serve-{port}.log'
+    store = store or f'sqlite:///{folder}/store.db'
+    command = [sys.executable, '-m', 'corral', 'serve', '--port', str(port), '--store', store, *options]
+    with log.open('wb') as output:
+        process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT, env=os.environ.copy())
+    server = Server(f'ws://127.0.0.1:{port}', port, process, log)
+    try:
+        deadline = time.monotonic() + START_SECONDS
+        while True:
+            if process.poll() is not None:
+                raise RuntimeError(f'corral serve exited with {process.returncode}:\n{server.output()}')
+            with socket.socket() as sock:
+                if sock.connect_ex(('127.0.0.1', port)) == 0:
+                    break
+            if time.monotonic() > deadline:
+                raise RuntimeError(f'corral serve did not listen within {START_SECONDS} seconds:\n{server.output()}')
+            time.sleep(0.05)
+        yield server
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+@pytest.fixture(scope='module')
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    with running_server(tmp_path_factory.mktemp('serve')) as running:
+        yield running

@@ -1,0 +1,258 @@
+"""`corral.RemotePool` against a real `corral serve`: the API of `Pool`, host functions run here."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+
+import pytest
+
+import corral
+from corral.server import protocol
+from corral import Deferred, ExternalModule, Limits, Mount, OsAccess, RemotePool, SandboxPaused
+
+STUBS = """
+async def get_order(order_id: str) -> dict: ...
+def add(a: int, b: int) -> int: ...
+"""
+
+
+async def get_order(order_id: str) -> dict:
+    return {'id': order_id, 'status': 'shipped', 'items': 3}
+
+
+def add(a: int, b: int) -> int:
+    return a + b
+
+
+def fail(kind: str) -> None:
+    raise {'value': ValueError('bad value'), 'key': KeyError('k'), 'exit': SystemExit(3)}[kind]
+
+
+class HostOnly(Exception):
+    """An exception class the script cannot know: it arrives as its nearest built-in base."""
+
+
+def host_only() -> None:
+    raise HostOnly('from the host')
+
+
+def unsendable() -> object:
+    return object()
+
+
+TOOLS = {'get_order': get_order, 'add': add, 'fail': fail, 'host_only': host_only, 'unsendable': unsendable}
+
+#: Scripts whose outcome (value, or error class and text) must be the same locally and remotely.
+SCRIPTS = [
+    "import asyncio\nx = await asyncio.gather(get_order('a'), get_order('b'))\n[o['status'] for o in x], add(1, 2)",
+    '1/0',
+    'x = (1,',
+    "add('x', 1)",
+    "fail('value')",
+    "fail('key')",
+    "fail('exit')",
+    'host_only()',
+    "try:\n    fail('value')\nexcept ValueError as e:\n    r = repr(e)\nr",
+    'unsendable()',
+    'nothing_here()',
+    'import os\nos.system("ls")',
+    'while True:\n    pass',
+    'print("x" * 100)\n[i for i in range(3)]',
+    '{1, 2}, (1,), frozenset({3}), b"raw", 10**30',
+]
+
+
+async def outcome(session, code: str) -> tuple[str, object]:
+    try:
+        return 'value', await session.feed_run(code, external_lookup=TOOLS, print_callback=lambda stream, text: None)
+    except corral.SandboxError as error:
+        attributes = {name: getattr(error, name) for name in ('exc_type', 'message', 'limit', 'value') if hasattr(error, name)}
+        return type(error).__name__, (str(error), attributes)
+
+
+async def test_outcomes_and_error_texts_are_those_of_a_local_session(server):
+    limits = Limits(wall_time=1.0, output=50)
+    async with corral.Pool() as pool, pool.checkout(type_check=True, type_check_stubs=STUBS.replace('def add', 'def fail(kind: str) -> None: ...\ndef host_only() -> None: ...\ndef unsendable() -> object: ...\ndef add'), limits=limits) as session:
+        local = [await outcome(session, code) for code in SCRIPTS]
+    stubs = STUBS.replace('def add', 'def fail(kind: str) -> None: ...\ndef host_only() -> None: ...\ndef unsendable() -> object: ...\ndef add')
+    async with RemotePool(server.url) as pool, pool.checkout(type_check=True, type_check_stubs=stubs, limits=limits) as session:
+        remote = [await outcome(session, code) for code in SCRIPTS]
+    assert remote == local
+    assert local[0] == ('value', (['shipped', 'shipped'], 3))
+    assert local[5][0] == 'SandboxRuntimeError' and local[5][1][1] == {'exc_type': 'KeyError', 'message': "'k'"}
+    assert local[12][0] == 'SandboxLimitError' and local[12][1][1] == {'limit': 'wall_time', 'value': 1.0}
+    assert local[14] == ('value', ({1, 2}, (1,), frozenset({3}), b'raw', 10**30))
+
+
+async def test_prints_stream_in_order_with_host_calls(server):
+    seen = []
+
+    def note(text: str) -> str:
+        seen.append(('call', text))
+        return text.upper()
+
+    code = "print('one')\nx = note('a')\nprint('two', x)\nimport sys\nprint('err', file=sys.stderr)\nnote('b')"
+    async with RemotePool(server.url) as pool, pool.checkout() as session:
+        value = await session.feed_run(code, external_lookup={'note': note}, print_callback=lambda stream, text: seen.append((stream, text)))
+    assert value == 'B'
+    assert seen == [('stdout', 'one\n'), ('call', 'a'), ('stdout', 'two A\n'), ('stderr', 'err\n'), ('call', 'b')]
+
+
+async def test_gathered_calls_travel_in_one_frame(server, monkeypatch):
+    frames = []
+    original = corral.RemoteSession._on_message
+
+    def record(self, message):
+        if message[0] == protocol.EVENTS:  # the kinds of its events
+            frames.append([event[0] for event in message[1]])
+        return original(self, message)
+
+    monkeypatch.setattr(corral.RemoteSession, '_on_message', record)
+    async with RemotePool(server.url) as pool, pool.checkout() as session:
+        value = await session.feed_run(
+            "import asyncio\nawait asyncio.gather(*[get_order(str(i)) for i in range(5)])", external_lookup={'get_order': get_order}
+        )
+    assert [order['id'] for order in value] == ['0', '1', '2', '3', '4']
+    assert frames == [[protocol.CALL] * 5]  # five calls, one frame
+
+
+async def test_external_modules_run_in_the_client(server):
+    calls = []
+
+    def list_invoices(customer_id: str) -> list:
+        calls.append(customer_id)
+        return [{'id': 'in_1', 'amount_cents': 5000}]
+
+    billing = ExternalModule({'list_invoices': list_invoices}, stubs='def list_invoices(customer_id: str) -> list[dict]: ...')
+    async with RemotePool(server.url) as pool, pool.checkout(type_check=True, external_modules={'billing': billing}) as session:
+        value = await session.feed_run("from billing import list_invoices\nsum(i['amount_cents'] for i in list_invoices('cus_1')) / 100")
+    assert (value, calls) == (50.0, ['cus_1'])
+
+
+async def test_variables_persist_between_feeds_and_a_stored_session_resumes_by_id(server):
+    async with RemotePool(server.url) as pool:
+        async with pool.checkout(ephemeral=False) as session:
+            await session.feed_run('x = 41')
+            assert await session.feed_run('x + 1') == 42
+            session_id = session.session_id
+        assert isinstance(session_id, str) and len(session_id) == 32
+        async with pool.checkout(session_id=session_id) as again:
+            assert (again.session_id, await again.feed_run('x')) == (session_id, 41)
+        async with pool.checkout(session_id=session_id, fork=True) as fork:
+            assert fork.session_id != session_id
+            await fork.feed_run('x = 0')
+        async with pool.checkout(session_id=session_id) as again:
+            assert await again.feed_run('x') == 41
+        with pytest.raises(corral.SandboxStateError) as error:
+            async with pool.checkout(session_id='0' * 32):
+                pass
+    assert str(error.value) == "no stored session with id '00000000000000000000000000000000'"
+
+
+async def test_dump_and_load_session(server):
+    async with RemotePool(server.url) as pool:
+        async with pool.checkout() as session:
+            await session.feed_run("y = add(2, 3)", external_lookup={'add': add})
+            state = await session.dump()
+        assert state.startswith(b'CORRAL\x00S')
+        async with pool.checkout() as loaded:
+            await loaded.load_session(state)
+            assert await loaded.feed_run('y * 2') == 10
+        async with pool.checkout() as loaded:
+            with pytest.raises(corral.SandboxStateError) as error:
+                await loaded.load_session(state[:-1] + bytes([state[-1] ^ 1]))
+    assert str(error.value) == "the session state was altered, or signed with another key: its signature does not match this pool's state key"
+
+
+async def test_a_deferred_call_pauses_and_resumes(server):
+    def approve(action: str) -> str:
+        raise Deferred({'ask': action})
+
+    async with RemotePool(server.url) as pool, pool.checkout(ephemeral=False) as session:
+        with pytest.raises(SandboxPaused) as paused:
+            await session.feed_run("r = approve('delete')\nr + '!'", external_lookup={'approve': approve})
+        assert [(c.call_id, c.function, c.args, c.payload) for c in paused.value.calls] == [(0, 'approve', ['delete'], {'ask': 'delete'})]
+        assert session.paused and session.pending_calls == paused.value.calls
+        with pytest.raises(KeyError) as unknown:
+            await session.resume({7: 'x'})
+        assert unknown.value.args == ('call id(s) [7] are not pending; the pending calls are [0]',)
+        assert await session.resume({0: 'yes'}) == 'yes!'
+        assert not session.paused
+        with pytest.raises(RuntimeError) as error:
+            await session.resume({0: 'again'})
+    assert str(error.value) == 'this session is not paused: resume() answers the deferred calls of a paused feed'
+
+
+async def test_a_paused_stored_session_resumes_through_another_connection(server):
+    def approve(action: str) -> str:
+        raise Deferred(action)
+
+    async with RemotePool(server.url) as pool:
+        async with pool.checkout(ephemeral=False) as session:
+            with pytest.raises(SandboxPaused):
+                await session.feed_run("approve('a') + approve('b')", external_lookup={'approve': approve})
+            session_id = session.session_id
+        async with pool.checkout(session_id=session_id) as again:
+            assert [call.args for call in again.pending_calls] == [['a']]
+            with pytest.raises(SandboxPaused):
+                await again.resume({0: 'A'}, external_lookup={'approve': approve})
+            assert await again.resume({1: 'B'}) == 'AB'
+
+
+async def test_overlay_mount_and_environment_travel_to_the_server(server, tmp_path):
+    (tmp_path / 'sub').mkdir()
+    (tmp_path / 'sub' / 'data.txt').write_text('hello')
+    code = (
+        "import os\nfrom pathlib import Path\n"
+        "Path('/data/new.txt').write_text('made')\n"
+        "[Path('/data/sub/data.txt').read_text(), sorted(os.listdir('/data')), os.getenv('REGION')]"
+    )
+    access = OsAccess(environ={'REGION': 'eu'})
+    async with RemotePool(server.url) as pool, pool.checkout(mounts=Mount(tmp_path, '/data'), os_access=access) as session:
+        assert await session.feed_run(code) == ['hello', ['new.txt', 'sub'], 'eu']
+    assert sorted(p.name for p in tmp_path.iterdir()) == ['sub']  # the overlay write stayed in the session
+
+
+async def test_the_clock_is_granted_in_the_clients_offset(server):
+    code = 'import datetime\nnow = datetime.datetime.now().astimezone()\nnow.utcoffset(), now.year > 2000'
+    async with RemotePool(server.url) as pool, pool.checkout(os_access=OsAccess(clock=True)) as session:
+        remote = await session.feed_run(code)
+    async with corral.Pool() as pool, pool.checkout(os_access=OsAccess(clock=True)) as session:
+        local = await session.feed_run(code)
+    assert remote == local == (datetime.datetime.now().astimezone().utcoffset(), True)
+
+
+async def test_what_cannot_be_served_remotely_is_refused(server, tmp_path):
+    pool = RemotePool(server.url)
+    with pytest.raises(ValueError) as error:
+        pool.checkout(mounts=Mount(tmp_path, '/data', mode='read-write'))
+    assert str(error.value) == (
+        "the read-write mount at /data cannot be served by the corral server (it cannot write your files); use mode='overlay' or 'read-only'"
+    )
+
+    class Files(OsAccess):
+        def read_file(self, path: str) -> bytes:
+            return b''
+
+    with pytest.raises(ValueError) as error:
+        pool.checkout(os_access=Files())
+    assert str(error.value) == (
+        'this OsAccess overrides read_file, which runs in your process and cannot be served by the corral server: '
+        'a RemotePool sends OsAccess(environ=..., clock=True, mounts=..., cwd=...) only'
+    )
+
+
+async def test_stub_errors_and_concurrent_feeds_are_refused_as_locally(server):
+    async with RemotePool(server.url) as pool:
+        with pytest.raises(corral.StubError) as error:
+            async with pool.checkout(type_check=True, type_check_stubs='from typing import Litteral\ndef f() -> Litteral[1]: ...'):
+                pass
+        assert str(error.value).startswith('ty finds errors in the stubs, which would leave their functions unchecked:\n')
+        async with pool.checkout() as session:
+            first = asyncio.ensure_future(session.feed_run('sum(range(10**6))'))
+            await asyncio.sleep(0)
+            with pytest.raises(RuntimeError) as busy:
+                await session.feed_run('1')
+            assert await first == sum(range(10**6))
+    assert str(busy.value) == 'feed_run is already running on this session; await it before the next one'
