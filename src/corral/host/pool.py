@@ -339,6 +339,7 @@ class Pool:
             if delay or not self._refill_sleeping:
                 return
             self._refill.cancel()
+            self._refill_sleeping = False
         self._refill = asyncio.get_running_loop().create_task(self._fill(delay=delay))
 
     async def _fill(self, *, delay: float = 0.0) -> None:
@@ -367,6 +368,9 @@ class Pool:
 
     def _place(self, worker: WorkerProcess) -> bool:
         """Hand a warm worker to the first checkout still waiting (True), or keep it idle (False)."""
+        if self._closed:
+            worker.kill()
+            return False
         while self._waiting:
             waiter = self._waiting.popleft()
             if not waiter.done():
