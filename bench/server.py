@@ -33,13 +33,13 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
 import corral
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from run import _percentile  # noqa: E402  (the benchmarks' shared measurements)
+from run import _percentile, median_cell  # noqa: E402  (the benchmarks' shared measurements)
 
 try:
     from pydantic_monty import AsyncMonty
@@ -221,17 +221,6 @@ ROWS = (
 )
 
 
-def cell(values: list[float], unit: str, scale: float) -> str:
-    if not values:
-        return '—'
-    shown = [value * scale for value in values]
-    median = statistics.median(shown)
-    digits = 0 if median >= 100 else 1 if median >= 10 else 2
-    if len(shown) == 1:
-        return f'{median:.{digits}f} {unit}'
-    return f'{median:.{digits}f} {unit} ({min(shown):.{digits}f}–{max(shown):.{digits}f})'
-
-
 def median_of(results: list[dict[str, float]], key: str) -> float | None:
     return statistics.median(r[key] for r in results) if results else None
 
@@ -248,8 +237,8 @@ def report(results: dict[str, list[dict[str, float]]], clients: int, servers: in
     for key, label, unit, scale in ROWS:
         s, l, m = median_of(server, key), median_of(local, key), median_of(monty, key)
         lines.append(
-            f'| {label} | {cell([r[key] for r in server], unit, scale)} | {cell([r[key] for r in local], unit, scale)} '
-            f'| {cell([r[key] for r in monty], unit, scale)} | {f"{s / l:.2f}×" if s and l else "—"} | {f"{s / m:.2f}×" if s and m else "—"} |'
+            f'| {label} | {median_cell([r[key] * scale for r in server], unit)} | {median_cell([r[key] * scale for r in local], unit)} '
+            f'| {median_cell([r[key] * scale for r in monty], unit)} | {f"{s / l:.2f}×" if s and l else "—"} | {f"{s / m:.2f}×" if s and m else "—"} |'
         )
     added_feed = median_of(server, 'alone feed p50') - median_of(local, 'alone feed p50')
     added_call = median_of(server, 'per host call') - median_of(local, 'per host call')

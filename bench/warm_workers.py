@@ -32,7 +32,7 @@ from typing import Any
 import corral
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from run import _percentile, process_memory  # noqa: E402  (the benchmarks' shared measurements)
+from run import _percentile, median_cell, process_memory  # noqa: E402  (the benchmarks' shared measurements)
 
 FLOOR = 2
 CAP = 8
@@ -131,16 +131,6 @@ ROWS = (
 )
 
 
-def cell(values: list[float], unit: str, scale: float) -> str:
-    shown = [value * scale for value in values]
-    median = statistics.median(shown)
-    digits = 0 if not unit else 1 if median >= 10 else 2
-    unit_text = f' {unit}' if unit else ''
-    if len(shown) == 1:
-        return f'{median:.{digits}f}{unit_text}'
-    return f'{median:.{digits}f}{unit_text} ({min(shown):.{digits}f}–{max(shown):.{digits}f})'
-
-
 def table(results: dict[str, list[dict[str, float]]], checkouts: int) -> str:
     lines = [
         f'| {checkouts} back-to-back checkouts | fixed ({FLOOR} warm) | demand ({FLOOR}–{CAP} warm) | ratio (demand/fixed) |',
@@ -150,7 +140,7 @@ def table(results: dict[str, list[dict[str, float]]], checkouts: int) -> str:
         fixed = [r[key] for r in results['fixed']]
         demand = [r[key] for r in results['demand']]
         ratio = statistics.median(demand) / statistics.median(fixed) if statistics.median(fixed) else float('nan')
-        lines.append(f'| {label} | {cell(fixed, unit, scale)} | {cell(demand, unit, scale)} | {ratio:.2f}× |')
+        lines.append(f'| {label} | {median_cell([v * scale for v in fixed], unit)} | {median_cell([v * scale for v in demand], unit)} | {ratio:.2f}× |')
     return '\n'.join(lines)
 
 

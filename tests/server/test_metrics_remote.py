@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import socket
 from collections.abc import AsyncIterator
 
 import httpx
@@ -15,13 +14,9 @@ import corral
 from corral.server.app import create_app
 from corral.server.metrics import Metrics, ops_routes, pool_readiness
 
+from .conftest import free_port
+
 uvicorn = pytest.importorskip('uvicorn')
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(('127.0.0.1', 0))
-        return sock.getsockname()[1]
 
 
 @contextlib.asynccontextmanager
