@@ -86,6 +86,21 @@ async def test_checkouts_that_find_no_idle_worker_keep_more_warm_then_the_surplu
         assert pool._decay_timer is not None  # the next decay is scheduled (at 30 s of the pool's clock)
 
 
+async def test_a_worker_forked_for_a_target_the_decay_lowered_is_not_kept():
+    now = [0.0]
+    async with corral.Pool(warm_workers=1, max_warm_workers=4, warm_decay=10.0) as pool, contextlib.AsyncExitStack() as stack:
+        pool._clock = lambda: now[0]
+        await enter_together(stack, pool, 1)
+        await settled(pool)
+        await enter_together(stack, pool, 6)  # five misses: the refill forks toward 4 idle workers
+        while not pool._idle:  # once it placed the first, it is forking the second
+            await asyncio.sleep(0)
+        now[0] = 100.0
+        pool._decay()  # back to 1, which is what is idle already
+        assert pool._demand.target == 1
+        assert await settled(pool) == 1
+
+
 async def test_a_fixed_warm_count_stays_fixed():
     async with corral.Pool(warm_workers=1, max_warm_workers=1) as pool, contextlib.AsyncExitStack() as stack:
         await enter_together(stack, pool, 1)

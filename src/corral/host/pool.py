@@ -367,16 +367,17 @@ class Pool:
             served = self._place(worker) or served
 
     def _place(self, worker: WorkerProcess) -> bool:
-        """Hand a warm worker to the first checkout still waiting (True), or keep it idle (False)."""
-        if self._closed:
-            worker.kill()
-            return False
-        while self._waiting:
+        """Hand a warm worker to the first checkout still waiting (True), or keep it idle (False);
+        killed instead when the pool closed, or the decay lowered the target while it was forked."""
+        while self._waiting and not self._closed:
             waiter = self._waiting.popleft()
             if not waiter.done():
                 waiter.set_result(worker)
                 return True
-        self._idle.append(worker)
+        if self._closed or len(self._idle) >= self._demand.target:
+            worker.kill()
+        else:
+            self._idle.append(worker)
         return False
 
     def _schedule_decay(self) -> None:
