@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import signal
@@ -75,3 +76,45 @@ def running_server(folder: Path, *options: str, store: str | None = None) -> Ite
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     with running_server(tmp_path_factory.mktemp('serve')) as running:
         yield running
+
+
+class Balancer:
+    """What a Kubernetes Service does for the replicas behind it, on loopback: each connection goes
+    to the first replica (by port, in order) that accepts it. `url` is the address clients use."""
+
+    def __init__(self, ports: list[int]) -> None:
+        self.ports = ports
+        self._server: asyncio.Server | None = None
+        self.url = ''
+
+    async def __aenter__(self) -> Balancer:
+        self._server = await asyncio.start_server(self._handle, '127.0.0.1', 0)
+        self.url = f'ws://127.0.0.1:{self._server.sockets[0].getsockname()[1]}'
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        assert self._server is not None
+        self._server.close()
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        for port in self.ports:
+            try:
+                upstream_reader, upstream_writer = await asyncio.open_connection('127.0.0.1', port)
+                break
+            except OSError:
+                continue
+        else:
+            writer.close()
+            return
+        await asyncio.gather(_pipe(reader, upstream_writer), _pipe(upstream_reader, writer))
+
+
+async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    try:
+        while data := await reader.read(65536):
+            writer.write(data)
+            await writer.drain()
+    except OSError:
+        pass
+    finally:
+        writer.close()

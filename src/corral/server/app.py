@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import datetime
 import inspect
+import logging
 import os
 import posixpath
 import shutil
@@ -34,13 +35,14 @@ from starlette.applications import Starlette
 from starlette.routing import BaseRoute, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from ..errors import SandboxError
+from ..errors import SandboxError, SandboxWorkerError
 from ..host.deferred import Deferred, SandboxPaused
 from ..host.external import ExternalModule
 from ..host.os_access import Mount, OsAccess
 from ..host.pool import Pool
 from ..host.session import Session
 from ..limits import Limits
+from ..values import bounded_repr
 from ..store import Store
 from . import protocol as p
 
@@ -59,11 +61,20 @@ MAX_OUTBOX = 64 * 1024 * 1024
 #: it makes together to travel in one frame (see `_Connection._event`): the worker sends its next
 #: request (a WAIT) right after them unless the machine is too busy to run it.
 GATHER_SECONDS = 0.1
+#: Seconds between looks at whether the worker waits, meanwhile: what a lone call may be held up by.
+_GATHER_POLL = 0.0005
+
+#: Seconds the server waits for a client to take the rest of what it was sent, and the close.
+CLOSE_SECONDS = 5.0
 
 #: Seconds a new connection has to send its OPEN frame.
 OPEN_TIMEOUT = 30.0
 
 _propagator = TraceContextTextMapPropagator()
+_log = logging.getLogger('corral.server')
+
+#: The WebSocket close code of an unexpected condition in the server (RFC 6455 7.4.1).
+CLOSE_SERVER_ERROR = 1011
 
 
 class ServerHooks:
@@ -125,6 +136,22 @@ class CorralServer:
     @property
     def sessions(self) -> int:
         return sum(1 for connection in self.connections if connection.session is not None)
+
+    async def drain(self, grace: float) -> None:
+        """Stop taking sessions (`draining`), give the requests in flight `grace` seconds to end,
+        then end every connection, telling its client to take the session up elsewhere (DRAIN):
+        a stored session is in the store (a feed still running is undone, and the client runs it
+        again elsewhere with the answers it gave); an ephemeral one travels as its state."""
+        self.draining = True
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + grace
+        while any(connection.busy for connection in self.connections) and loop.time() < deadline:
+            await asyncio.sleep(0.05)
+        for connection in list(self.connections):
+            connection.end(_Close(p.CLOSE_DRAIN, None))
+        deadline = loop.time() + 2 * CLOSE_SECONDS + self.pool.lease_ttl
+        while self.connections and loop.time() < deadline:
+            await asyncio.sleep(0.05)
 
     def checkout(self, tenant: str, **options: Any) -> Session:
         if self._checkout_tenant:
@@ -248,13 +275,16 @@ class _Connection:
         self._flush_handle: asyncio.Handle | None = None
         self._outbox: deque[bytes] = deque()
         self._outbox_bytes = 0
+        self._cut_off = False  # the client did not read: nothing more is sent
         self._wake = asyncio.Event()
         self._calls: dict[int, asyncio.Future[Any]] = {}
         self._next_call = 0
         self._feed_calls = 0
+        self._held: dict[str, list[list[Any]]] = {}
         self._request: asyncio.Task[None] | None = None
         self._main: asyncio.Task[None] | None = None
         self._ending: _Close | None = None
+        self._serving = False  # until the session ends: `end()` may cancel the connection's task
         self._mount_dir: str | None = None
         self._headers_trace = {k: v for k, v in websocket.headers.items() if k in ('traceparent', 'tracestate')}
 
@@ -268,6 +298,7 @@ class _Connection:
         started = time.monotonic()
         opening = False
         close = _Close(1000, None)
+        self._serving = True
         try:
             if self.server.draining:
                 raise _Close(p.CLOSE_DRAIN, SandboxError('the corral server is shutting down; connect again (to another replica)'))
@@ -286,12 +317,16 @@ class _Connection:
         except asyncio.TimeoutError:
             close = _Close(p.CLOSE_PROTOCOL, SandboxError(f'the client sent no OPEN frame within {self.server.open_timeout:g} seconds'))
         except asyncio.CancelledError:
-            close = self._ending or _Close(p.CLOSE_DRAIN, SandboxError('the corral server is shutting down'))
+            close = self._ending or _Close(p.CLOSE_DRAIN, None)
             asyncio.current_task().uncancel()  # type: ignore[union-attr]
         except SandboxError as error:
             close = _Close(p.CLOSE_ENDED, error)
+        except Exception as error:  # a bug (of a hook, say): this connection ends, the server goes on
+            _log.exception('a session connection failed')
+            close = _Close(CLOSE_SERVER_ERROR, SandboxError(f'the corral server failed ({type(error).__name__}: {error})'))
         finally:
-            await self._end_session()
+            self._serving = False
+            await self._end_session(drain=close.code == p.CLOSE_DRAIN)
             self.server.connections.discard(self)
             if opening:
                 for hook in self.server.hooks:
@@ -299,24 +334,36 @@ class _Connection:
         if close.error is not None and close.code != p.CLOSE_SLOW:
             self._respond(p.error_message(close.error))
         await self._finish_writing(writer, close.code != p.CLOSE_SLOW)
-        with contextlib.suppress(Exception):
-            reason = str(close.error)[:120] if close.error is not None else ''
-            await self.ws.close(close.code, reason.encode('utf-8')[:120].decode('utf-8', 'ignore'))
+        reason = str(close.error).encode('utf-8')[:120].decode('utf-8', 'ignore') if close.error is not None else ''
+        with contextlib.suppress(Exception):  # a client that does not read does not take the close either
+            await asyncio.wait_for(self.ws.close(close.code, reason), CLOSE_SECONDS)
 
     def end(self, close: _Close | None = None) -> None:
-        """End the connection from outside its task (the server shuts down, the client stopped reading)."""
-        if self._ending is None:
+        """End the connection from outside its task (the server shuts down, the client stopped
+        reading); only the first call counts, and none once the connection is ending anyway."""
+        if self._main is not None and self._serving:
+            self._serving = False
             self._ending = close
-        if self._main is not None:
             self._main.cancel()
 
-    async def _end_session(self) -> None:
+    @property
+    def busy(self) -> bool:
+        """Whether a request of the client's runs."""
+        return self._request is not None and not self._request.done()
+
+    async def _end_session(self, *, drain: bool) -> None:
         if self._request is not None and not self._request.done():
             self._request.cancel()
             await asyncio.gather(self._request, return_exceptions=True)
         for future in self._calls.values():
             future.cancel()
         if self.session is not None:
+            if drain:
+                state = None
+                if self.session.ephemeral:
+                    with contextlib.suppress(SandboxError, RuntimeError):  # one that cannot be dumped ends here
+                        state = await self.session.dump()
+                self._send(p.encode([p.DRAIN, state]))
             await self.session.aclose()
         if self._mount_dir is not None:
             shutil.rmtree(self._mount_dir, ignore_errors=True)
@@ -326,7 +373,7 @@ class _Connection:
         if wait and self._outbox:
             self._wake.set()
             with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._drained(), 5.0)
+                await asyncio.wait_for(self._drained(), CLOSE_SECONDS)
         writer.cancel()
         await asyncio.gather(writer, return_exceptions=True)
 
@@ -370,24 +417,31 @@ class _Connection:
         try:
             return p.decode(data, items=items, size=size)
         except Exception as error:
-            raise _Close(p.CLOSE_PROTOCOL, SandboxError(f'the client sent a malformed frame ({type(error).__name__}: {error})')) from None
+            why = f'{type(error).__name__}: {error}' if str(error) else type(error).__name__
+            raise _Close(p.CLOSE_PROTOCOL, SandboxError(f'the client sent a malformed frame ({why})')) from None
 
     def _send(self, data: bytes) -> None:
+        if self._cut_off:
+            return
         self._outbox.append(data)
         self._outbox_bytes += len(data)
         if self._outbox_bytes > self.server.max_outbox:
+            self._cut_off = True
             self.end(_Close(p.CLOSE_SLOW, None))
         self._wake.set()
 
     async def _write_loop(self) -> None:
-        while True:
-            await self._wake.wait()
-            self._wake.clear()
-            while self._outbox:
-                data = self._outbox[0]
-                await self.ws.send_bytes(data)
-                self._outbox.popleft()
-                self._outbox_bytes -= len(data)
+        try:
+            while True:
+                await self._wake.wait()
+                self._wake.clear()
+                while self._outbox:
+                    data = self._outbox[0]
+                    await self.ws.send_bytes(data)
+                    self._outbox.popleft()
+                    self._outbox_bytes -= len(data)
+        except (WebSocketDisconnect, RuntimeError, OSError):  # the client is gone: its reader finds out
+            self._outbox.clear()
 
     def _event(self, event: list[Any]) -> None:
         """Queue a host call or a print. Prints go out at once; host calls once the worker waits on
@@ -403,7 +457,7 @@ class _Connection:
         self._flush_handle = None
         session = self.session
         if self._calls_queued and session is not None and not session.worker_waiting and time.monotonic() - self._calls_since < GATHER_SECONDS:
-            self._flush_handle = self._loop.call_later(GATHER_SECONDS / 10, self._flush_when_waiting)
+            self._flush_handle = self._loop.call_later(_GATHER_POLL, self._flush_when_waiting)
             return
         self._flush()
 
@@ -575,11 +629,11 @@ class _Connection:
             _, state = _shape(message, 2)
             return await self._outcome(session.load_session(state))
         if kind == p.FEED:
-            _, code, functions, trace = _shape(message, 4)
+            _, code, functions, trace, held = _shape(message, 5)
             lookup = self._lookup(functions)
             run = lambda: session.feed_run(code, external_lookup=lookup, print_callback=self._print)  # noqa: E731
         else:
-            _, values, errors, functions, trace = _shape(message, 5)
+            _, values, errors, functions, trace, held = _shape(message, 6)
             if not (isinstance(values, dict) and isinstance(errors, dict)):
                 raise _Close(p.CLOSE_PROTOCOL, SandboxError('the RESUME frame is malformed'))
             raised = {call_id: _error(payload) for call_id, payload in errors.items()}
@@ -589,11 +643,16 @@ class _Connection:
         token = otel_context.attach(context)
         started = time.monotonic()
         self._feed_calls = 0
+        self._held = self._held_answers(held)
         outcome = 'ok'
         try:
             for hook in self.server.hooks:
                 await hook.feed_starting(self.tenant, session)
             value = await run()
+            unused = [entry for entries in self._held.values() for entry in entries]
+            if unused:
+                outcome = 'SandboxWorkerError'
+                return p.error_message(SandboxWorkerError(_diverged(unused)))
             return [p.RESULT, value]
         except SandboxPaused:
             outcome = 'paused'
@@ -604,6 +663,7 @@ class _Connection:
                 return p.error_message(error)
             raise
         finally:
+            self._held = {}
             otel_context.detach(token)
             for hook in self.server.hooks:
                 await hook.feed_ended(self.tenant, session, outcome, time.monotonic() - started, self._feed_calls)
@@ -625,12 +685,35 @@ class _Connection:
 
     # ----- host calls --------------------------------------------------------------------------
 
+    def _held_answers(self, held: Any) -> dict[str, list[list[Any]]]:
+        """The answers a client gave to host calls of this request's first attempt, on a server
+        that went away: `[name, args, kwargs, how, value]` each, by function name."""
+        if not isinstance(held, list):
+            raise _Close(p.CLOSE_PROTOCOL, SandboxError('the held answers are malformed'))
+        by_name: dict[str, list[list[Any]]] = {}
+        for entry in held:
+            if not (isinstance(entry, list) and len(entry) == 5 and isinstance(entry[0], str) and isinstance(entry[1], list) and isinstance(entry[2], dict)):
+                raise _Close(p.CLOSE_PROTOCOL, SandboxError('the held answers are malformed'))
+            if entry[3] not in ('ok', 'error', 'deferred') or (entry[3] == 'error' and not _is_error_payload(entry[4])):
+                raise _Close(p.CLOSE_PROTOCOL, SandboxError('the held answers are malformed'))
+            by_name.setdefault(entry[0], []).append(entry)
+        return by_name
+
     def call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> asyncio.Future[Any]:
-        """Send a host call to the client; the future is its answer."""
+        """Send a host call to the client; the future is its answer. A call the client already
+        answered in this request's first attempt (same function, equal arguments) is answered with
+        what it answered then, and does not run again."""
+        future = self._loop.create_future()
+        entries = self._held.get(name)
+        if entries:
+            for index, (_, held_args, held_kwargs, how, value) in enumerate(entries):
+                if held_args == list(args) and held_kwargs == kwargs:
+                    del entries[index]
+                    self._settle_call(future, -1, how, value)
+                    return future
         call_id = self._next_call
         self._next_call += 1
         self._feed_calls += 1
-        future = self._loop.create_future()
         self._calls[call_id] = future
         future.add_done_callback(lambda _: self._calls.pop(call_id, None))
         self._event([p.CALL, call_id, name, list(args), kwargs])
@@ -649,14 +732,17 @@ class _Connection:
             future = self._calls.get(call_id)
             if future is None or future.done():  # a call of a feed that has ended, or already answered
                 continue
-            if how == 'ok':
-                future.set_result(value)
-            elif how == 'error':
-                future.set_exception(_error(value))
-            elif how == 'deferred':
-                future.set_exception(Deferred(value))
-            else:
-                raise _Close(p.CLOSE_PROTOCOL, SandboxError(f'the client answered call {call_id} in an unknown way {how!r}'))
+            self._settle_call(future, call_id, how, value)
+
+    def _settle_call(self, future: asyncio.Future[Any], call_id: int, how: Any, value: Any) -> None:
+        if how == 'ok':
+            future.set_result(value)
+        elif how == 'error':
+            future.set_exception(_error(value))
+        elif how == 'deferred':
+            future.set_exception(Deferred(value))
+        else:
+            raise _Close(p.CLOSE_PROTOCOL, SandboxError(f'the client answered call {call_id} in an unknown way {how!r}'))
 
 
 class _Malformed(ValueError):
@@ -669,11 +755,24 @@ def _shape(message: list[Any], length: int) -> list[Any]:
     return message
 
 
+def _is_error_payload(payload: Any) -> bool:
+    return isinstance(payload, list) and len(payload) == 2 and isinstance(payload[0], str) and isinstance(payload[1], list)
+
+
 def _error(payload: Any) -> Exception:
     """The exception a host function raised in the client, `[class name, args]` as `exception_payload` made it."""
-    if not (isinstance(payload, list) and len(payload) == 2 and isinstance(payload[0], str) and isinstance(payload[1], list)):
+    if not _is_error_payload(payload):
         raise _Close(p.CLOSE_PROTOCOL, SandboxError('the client sent a malformed error answer'))
     return p.builtin_exception(payload[0], payload[1])
+
+
+def _diverged(unused: list[list[Any]]) -> str:
+    calls = ', '.join(f'{name}({bounded_repr(args, limit=200)[1:-1]}{", " if args and kwargs else ""}{", ".join(f"{k}={bounded_repr(v, limit=200)}" for k, v in kwargs.items())})' for name, args, kwargs, _, _ in unused)
+    return (
+        f'the feed was taken up again on another server after the first went away, and took another path: {calls} '
+        'ran once in your process during the first attempt, but the second attempt did not call it again; the feed ran, '
+        'but the effects of those calls are not in its result'
+    )
 
 
 def _inside(root: str, rel: Any) -> str:

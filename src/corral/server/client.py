@@ -25,7 +25,7 @@ from urllib.parse import urlsplit, urlunsplit
 import msgpack
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from ..errors import SandboxError, SandboxWorkerError
+from ..errors import SandboxError, SandboxSessionBusyError, SandboxWorkerError
 from ..host.deferred import Deferred, PendingCall, SandboxPaused
 from ..host.external import ExternalModule, exception_payload, is_async_callable
 from ..host.os_access import MAX_FILE, Mount, OsAccess
@@ -41,6 +41,12 @@ _propagator = TraceContextTextMapPropagator()
 _ARRAY = msgpack.Packer()
 #: Bytes of a frame's envelope beside the answers it carries.
 _ENVELOPE = 64
+#: Attempts at one request, each on a connection of its own, before a lost connection is final.
+_RESUMES = 4
+
+
+class _Lost(Exception):
+    """The server ended the connection before it answered (`RemoteSession._lost` says why)."""
 
 
 class RemotePool:
@@ -51,9 +57,17 @@ class RemotePool:
     opened when the session is entered (`async with pool.checkout(...)`) and closed when it is left;
     the pool itself holds no connection. `open_timeout`: seconds to connect and open a session.
     `max_frame`: bytes of the largest frame taken from the server.
+
+    A session the server lets go (it drains on SIGTERM) or loses (it died) is taken up again on
+    another replica behind the same URL, and the request in flight sent again with the answers its
+    host calls gave here, so that none runs twice: a stored session (`ephemeral=False`) from the
+    store, an ephemeral one from the state a draining server sends. `resume_timeout`: seconds to
+    keep trying (a dead replica's lease on a stored session lasts its `--lease-ttl`).
     """
 
-    def __init__(self, url: str, *, api_key: str | None = None, open_timeout: float = 30.0, max_frame: int = p.MAX_FRAME) -> None:
+    def __init__(
+        self, url: str, *, api_key: str | None = None, open_timeout: float = 30.0, resume_timeout: float = 60.0, max_frame: int = p.MAX_FRAME
+    ) -> None:
         parts = urlsplit(url)
         scheme = {'http': 'ws', 'https': 'wss', 'ws': 'ws', 'wss': 'wss'}.get(parts.scheme)
         if scheme is None or not parts.netloc:
@@ -61,6 +75,7 @@ class RemotePool:
         self.url = urlunsplit((scheme, parts.netloc, parts.path.rstrip('/') + p.PATH, parts.query, ''))
         self.api_key = api_key
         self.open_timeout = open_timeout
+        self.resume_timeout = resume_timeout
         self.max_frame = max_frame
         self._sessions: set[RemoteSession] = set()
         self._closed = False
@@ -165,12 +180,19 @@ class RemoteSession:
         self._lookup: dict[str, Callable[..., Any]] = {}
         self._print: PrintCallback = print_to_host
         self._context = contextvars.copy_context()
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks: set[asyncio.Task[None]] = set()  # frames being sent
+        self._call_tasks: set[asyncio.Task[None]] = set()  # async host calls running
         self._answers: list[bytes] = []
         self._answers_size = 0
         self._flush_handle: asyncio.Handle | None = None
-        #: the answers given during the request in flight, by call id (what a resumption elsewhere needs)
-        self.answered: dict[int, bytes] = {}
+        # a connection the server ended (`_Lost`); how to take the session up again after a DRAIN
+        self._lost: BaseException | None = None
+        self._drain_state: bytes | None = None
+        self._drained = False
+        # the host calls of this connection, and the answers given during the request in flight,
+        # on every connection it used: `[name, args, kwargs, how, value]` (see `protocol`, `held`)
+        self._calls: dict[int, list[Any]] = {}
+        self._held: list[list[Any]] = []
 
     @property
     def random_seed(self) -> int:
@@ -201,7 +223,8 @@ class RemoteSession:
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
 
-    async def _connect(self) -> None:
+    async def _connect(self, options: dict[str, Any] | None = None) -> None:
+        """Open a connection and a session on it (`options`: the checkout's, by default)."""
         try:
             from websockets.asyncio.client import connect
         except ImportError:
@@ -212,34 +235,73 @@ class RemoteSession:
         _propagator.inject(headers)
         try:
             self._ws = await connect(self._pool.url, additional_headers=headers, max_size=self._pool.max_frame, compression=None, open_timeout=None)
-        except OSError as error:
+        except Exception as error:  # OSError, or the server refused the upgrade (websockets.InvalidStatus ...)
             raise SandboxWorkerError(f'cannot connect to the corral server at {self._pool.url}: {error}') from None
-        except Exception as error:  # the server refused the upgrade (websockets.InvalidStatus ...)
-            raise SandboxWorkerError(f'cannot connect to the corral server at {self._pool.url}: {error}') from None
-        self._reader = asyncio.get_running_loop().create_task(self._read_loop())
-        opened = await self._request([p.OPEN, p.PROTOCOL_VERSION, self._options])
+        self._lost, self._drained, self._drain_state, self._calls = None, False, None, {}
+        self._reader = asyncio.get_running_loop().create_task(self._read_loop(self._ws))
+        try:
+            opened = await self._exchange([p.OPEN, p.PROTOCOL_VERSION, options or self._options])
+        except _Lost:
+            raise self._lost from None  # type: ignore[misc]
         if opened[0] != p.OPENED or len(opened) != 5:
             raise SandboxError('the corral server sent a malformed OPENED frame')
         _, self.session_id, self._seed, self._max_frame, pending = opened
         self._pending = p.pending_from(pending)
+
+    async def _take_up_again(self, lost: BaseException) -> None:
+        """After the server ended the connection: open the session again (on another replica, as the
+        URL routes it), from the store by its id, or from the state a drain sent; else raise `lost`.
+
+        A stored session's lease outlives a replica that died holding it: the checkout is tried
+        again (`SandboxSessionBusyError`) until it frees or `RemotePool.resume_timeout` passes.
+        """
+        if self._drained and self.ephemeral:
+            if self._drain_state is None:
+                raise lost
+            state = self._drain_state
+            await self._drop_connection()
+            await self._reconnect(self._options, lost)
+            self._outcome(await self._exchange([p.LOAD, state]))
+            return
+        if self.ephemeral or self.session_id is None:
+            raise lost
+        await self._drop_connection()
+        await self._reconnect({**self._options, 'session_id': self.session_id, 'fork': False, 'ephemeral': None}, lost)
+
+    async def _reconnect(self, options: dict[str, Any], lost: BaseException) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._pool.resume_timeout
+        delay = 0.05
+        while True:
+            try:
+                await self._connect(options)
+                return
+            except SandboxError as error:
+                await self._drop_connection()
+                # another replica may take it: one that holds its lease still, or is shutting down too
+                retry = isinstance(error, (SandboxSessionBusyError, SandboxWorkerError)) or type(error) is SandboxError
+                if not retry or loop.time() + delay > deadline:
+                    raise SandboxWorkerError(f'{lost} (taking the session up again on another server failed: {error})') from None
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 1.0)
+
+    async def _drop_connection(self) -> None:
+        if self._ws is not None:
+            ws, self._ws = self._ws, None
+            await _close(ws)
+        if self._reader is not None:
+            self._reader.cancel()
+            await asyncio.gather(self._reader, return_exceptions=True)
+            self._reader = None
 
     async def aclose(self) -> None:
         """End the session: close its connection (a stored session stays in the server's store). Safe to call twice."""
         self._pool._sessions.discard(self)
         if self._dead is None:
             self._dead = SandboxWorkerError('this session cannot run scripts: the session is closed; check out a new session')
-        for task in list(self._tasks):
+        for task in [*self._tasks, *self._call_tasks]:
             task.cancel()
-        if self._ws is not None:
-            ws, self._ws = self._ws, None
-            try:
-                await ws.close()
-            except Exception:
-                pass
-        if self._reader is not None:
-            self._reader.cancel()
-            await asyncio.gather(self._reader, return_exceptions=True)
-            self._reader = None
+        await self._drop_connection()
 
     # ----- requests ------------------------------------------------------------------------------
 
@@ -259,7 +321,7 @@ class RemoteSession:
         trace: dict[str, str] = {}
         _propagator.inject(trace)
         self._begin(lookup, print_callback)
-        return self._outcome(await self._request([p.FEED, code, _asyncs(lookup), trace]))
+        return self._outcome(await self._request([p.FEED, code, _asyncs(lookup), trace, []]))
 
     async def resume(
         self,
@@ -279,7 +341,7 @@ class RemoteSession:
         _propagator.inject(trace)
         self._begin(lookup if lookup is not None else self._lookup, print_callback or (self._print if external_lookup is None else None))
         payloads = {call_id: _error_payload(error) for call_id, error in (errors or {}).items()}
-        message = [p.RESUME, dict(values or {}), payloads, None if lookup is None else _asyncs(lookup), trace]
+        message = [p.RESUME, dict(values or {}), payloads, None if lookup is None else _asyncs(lookup), trace, []]
         return self._outcome(await self._request(message))
 
     async def dump(self) -> bytes:
@@ -304,22 +366,60 @@ class RemoteSession:
         self._lookup = {**lookup, **self._module_lookup}
         self._print = print_callback or print_to_host
         self._context = contextvars.copy_context()
-        self.answered = {}
 
     async def _request(self, message: list[Any]) -> list[Any]:
-        """Send a request and wait for its response (RESULT, PAUSED or ERROR; OPENED for OPEN)."""
+        """Send a request and wait for its response (RESULT, PAUSED or ERROR).
+
+        When the server ends the connection first (it went away, or drained), the session is
+        taken up again elsewhere (`_take_up_again`) and the request sent again with the answers
+        its host calls got here (`held`), so none runs twice.
+        """
+        self._held = []
+        for _ in range(_RESUMES):
+            if self._lost is not None:
+                lost = self._lost
+                try:
+                    await self._wait_for_calls(lost)
+                    await self._take_up_again(lost)
+                except BaseException as error:
+                    self._dead = error if isinstance(error, SandboxError) else lost
+                    raise
+            if message[0] in (p.FEED, p.RESUME):
+                message = [*message[:-1], list(self._held)]
+            try:
+                return await self._exchange(message)
+            except _Lost:
+                continue
+        self._dead = self._lost
+        raise self._lost  # type: ignore[misc]
+
+    async def _exchange(self, message: list[Any]) -> list[Any]:
+        """Send one frame and wait for its response; raises `_Lost` when the connection ends first."""
+        if self._lost is not None:
+            raise _Lost
         response = self._response = asyncio.get_running_loop().create_future()
         try:
             await self._send(p.encode(message))
+            if self._lost is not None and not response.done():  # the reader ended before it could say so
+                raise _Lost
             return await response
         except asyncio.CancelledError:
-            self._ended(SandboxWorkerError('this session cannot run scripts: a feed was cancelled while the script ran; check out a new session'))
-            if self._ws is not None:
-                ws, self._ws = self._ws, None
-                await asyncio.shield(_close(ws))
+            self._dead = SandboxWorkerError('this session cannot run scripts: a feed was cancelled while the script ran; check out a new session')
+            for task in self._call_tasks:
+                task.cancel()
+            await asyncio.shield(self._drop_connection())
             raise
         finally:
             self._response = None
+
+    async def _wait_for_calls(self, lost: BaseException) -> None:
+        """Let the host calls still running here end, so that their answers are held for the next attempt."""
+        if self._call_tasks:
+            timeout = None if self.limits.wall_time is None else self.limits.wall_time + self.limits.grace
+            _, running = await asyncio.wait(set(self._call_tasks), timeout=timeout)
+            if running:
+                names = ', '.join(sorted(task.get_name() for task in running))
+                raise SandboxWorkerError(f'{lost}; {names} still running here, so the feed cannot be taken up again elsewhere without calling them twice')
 
     def _outcome(self, response: list[Any]) -> Any:
         kind = response[0]
@@ -345,10 +445,9 @@ class RemoteSession:
 
     # ----- what the server sends -----------------------------------------------------------------
 
-    async def _read_loop(self) -> None:
+    async def _read_loop(self, ws: Any) -> None:
         from websockets.exceptions import ConnectionClosed
 
-        ws = self._ws
         reason: BaseException | None = None
         try:
             async for data in ws:
@@ -362,7 +461,9 @@ class RemoteSession:
         except Exception as error:
             reason = SandboxError(f'the corral server sent a malformed frame ({type(error).__name__}: {error})')
             await _close(ws)
-        self._ended(reason or SandboxWorkerError('this session cannot run scripts: the corral server closed the connection; check out a new session'))
+        self._lost = reason or SandboxWorkerError('this session cannot run scripts: the corral server closed the connection; check out a new session')
+        if self._response is not None and not self._response.done():
+            self._response.set_exception(_Lost())
 
     def _on_message(self, message: list[Any]) -> None:
         kind = message[0]
@@ -370,9 +471,13 @@ class RemoteSession:
             for event in message[1]:
                 if event[0] == p.CALL:
                     _, call_id, name, args, kwargs = event
+                    self._calls[call_id] = [name, args, kwargs]
                     self._start_call(call_id, name, args, kwargs)
                 elif event[0] == p.OUTPUT:
                     self._print(event[1], event[2])
+            return
+        if kind == p.DRAIN:
+            self._drained, self._drain_state = True, message[1]
             return
         if kind == p.ERROR:
             _, name, text, attributes, pending = message
@@ -385,15 +490,6 @@ class RemoteSession:
             return
         if self._response is not None and not self._response.done():
             self._response.set_result(message)
-
-    def _ended(self, error: BaseException) -> None:
-        """The connection ended: the request in flight fails with `error`, and so does every later one."""
-        for task in list(self._tasks):
-            task.cancel()
-        if self._dead is None:
-            self._dead = error
-        if self._response is not None and not self._response.done():
-            self._response.set_exception(self._dead)
 
     # ----- host calls ----------------------------------------------------------------------------
 
@@ -409,9 +505,9 @@ class RemoteSession:
             self._answer_error(call_id, error)
             return
         if inspect.isawaitable(result):
-            task = asyncio.get_running_loop().create_task(self._await_call(call_id, name, result), context=self._context.copy())
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            task = asyncio.get_running_loop().create_task(self._await_call(call_id, name, result), name=f'{name}() [call {call_id}]', context=self._context.copy())
+            self._call_tasks.add(task)
+            task.add_done_callback(self._call_tasks.discard)
             return
         self._answer_value(call_id, name, result)
 
@@ -439,7 +535,7 @@ class RemoteSession:
         except (TypeError, ValueError, RecursionError) as error:
             self._answer_error(call_id, TypeError(f'{short}() returned a value of type {describe_type(value)!r} that cannot enter the sandbox: {error}'))
             return
-        self._queue_answer(call_id, answer)
+        self._queue_answer(call_id, answer, 'ok', value)
 
     def _answer_error(self, call_id: int, error: BaseException) -> None:
         if isinstance(error, Deferred):
@@ -448,13 +544,17 @@ class RemoteSession:
             except (TypeError, ValueError) as problem:
                 error = TypeError(f'the payload of the Deferred cannot be sent to the corral server: {problem}')
             else:
-                self._queue_answer(call_id, answer)
+                self._queue_answer(call_id, answer, 'deferred', error.payload)
                 return
-        self._queue_answer(call_id, pack([call_id, 'error', _error_payload(error)], side='host'))
+        payload = _error_payload(error)
+        self._queue_answer(call_id, pack([call_id, 'error', payload], side='host'), 'error', payload)
 
-    def _queue_answer(self, call_id: int, answer: bytes) -> None:
-        """Answers ready together travel together, in frames of up to the server's `max_frame`."""
-        self.answered[call_id] = answer
+    def _queue_answer(self, call_id: int, answer: bytes, how: str, value: Any) -> None:
+        """Answers ready together travel together, in frames of up to the server's `max_frame`;
+        each is held until the request ends (see `_request`)."""
+        call = self._calls.get(call_id)
+        if call is not None:
+            self._held.append([*call, how, value])
         if self._answers_size + len(answer) + _ENVELOPE > self._max_frame:
             self._flush_answers()
         self._answers.append(answer)

@@ -10,10 +10,12 @@ Bearer <api key>` (when it has one) and the W3C trace context of the caller (`tr
 
     client -> server
       [OPEN, version, options]        first frame: the protocol version, and checkout's options (`checkout_options`)
-      [FEED, code, functions, trace]  run a script; `functions` maps each external_lookup name to whether it is async
+      [FEED, code, functions, trace, held]   run a script; `functions` maps each external_lookup name to
+                                      whether it is async; `held` (see below) is empty on a first attempt
       [ANSWERS, answers]              answers to host calls: `[call_id, how, value]` each, `how` one of
                                       'ok' (value), 'error' ([exception class name, args]), 'deferred' (payload)
-      [RESUME, values, errors, functions, trace]   answer a paused feed's deferred calls (`functions` None: keep the feed's)
+      [RESUME, values, errors, functions, trace, held]   answer a paused feed's deferred calls (`functions`
+                                      None: keep the feed's)
       [DUMP]                          the session's state
       [LOAD, state]                   load a state into this fresh session
 
@@ -26,15 +28,23 @@ Bearer <api key>` (when it has one) and the W3C trace context of the caller (`tr
       [ERROR, kind, text, attributes, pending]   the request (or the connection) failed: `kind` names the
                                       corral exception (or a built-in one) raised in the client, `text`
                                       its exact text (`error_message`)
+      [DRAIN, state]                  the server is shutting down: the session ends here, to be taken up
+                                      elsewhere (a stored one from the store, by its id; an ephemeral one
+                                      from `state`, its dumped state, None when it could not be dumped)
 
 Every response to a request (and OPENED) ends with `pending`, the calls the session is paused on
 (`[call_id, function, args, kwargs, payload]` each; empty when it is not paused).
 
+A request cut short (the server went away, or drained while it ran) is sent again, to another
+server, with `held`: the answers the client gave during the first attempt, `[name, args, kwargs,
+how, value]` each. A call of the new attempt to the same function with equal arguments is
+answered from them and does not run again, so each host call runs once; a held answer the new
+attempt never used (it took another path) makes the request fail with a `SandboxWorkerError`
+naming those calls.
+
 A session serves one request at a time; host calls of the request in flight are answered while it
 runs. Host calls that the script makes together (`asyncio.gather`) and the prints around them
-travel in one EVENTS frame, and answers that are ready together in one ANSWERS frame. The client
-keeps every answer it gave during the request in flight, by call id, so a request cut short by
-a server that went away can be finished elsewhere without calling a host function twice.
+travel in one EVENTS frame, and answers that are ready together in one ANSWERS frame.
 
 A frame that breaks these rules (a text frame, bad msgpack, an unknown kind, a wrong shape, a
 frame out of turn, one larger than the server's `max_frame`) ends the connection: the server
@@ -55,7 +65,7 @@ from ..values import pack, unpack
 
 __all__ = [
     'PROTOCOL_VERSION', 'PATH', 'MAX_FRAME', 'OPEN', 'FEED', 'ANSWERS', 'RESUME', 'DUMP', 'LOAD',
-    'OPENED', 'EVENTS', 'RESULT', 'PAUSED', 'ERROR', 'CALL', 'OUTPUT',
+    'OPENED', 'EVENTS', 'RESULT', 'PAUSED', 'ERROR', 'DRAIN', 'CALL', 'OUTPUT',
     'CLOSE_PROTOCOL', 'CLOSE_UNAUTHORIZED', 'CLOSE_TOO_LARGE', 'CLOSE_SLOW', 'CLOSE_ENDED', 'CLOSE_DRAIN',
     'encode', 'decode', 'error_message', 'error_from', 'builtin_exception', 'pending_from', 'pending_items',
 ]
@@ -71,7 +81,7 @@ PATH = '/session'
 MAX_FRAME = values.MAX_FRAME + 64 * 1024
 
 OPEN, FEED, ANSWERS, RESUME, DUMP, LOAD = range(1, 7)
-OPENED, EVENTS, RESULT, PAUSED, ERROR = range(11, 16)
+OPENED, EVENTS, RESULT, PAUSED, ERROR, DRAIN = range(11, 17)
 CALL, OUTPUT = range(21, 23)
 
 #: WebSocket close codes (4000-4999 are the application's, RFC 6455 7.4.2).

@@ -1,27 +1,34 @@
 """The `corral serve` command: the app of `corral.server.app` on uvicorn.
 
     corral serve [--host 127.0.0.1] [--port 8765] [--store sqlite:///PATH|postgresql://...]
-                 [--max-frame BYTES] [--ssl-keyfile KEY --ssl-certfile CERT] [--skip-layers LAYER,...]
+                 [--max-frame BYTES] [--max-outbox BYTES] [--drain-grace SECONDS] [--lease-ttl SECONDS] [--ssl-keyfile KEY --ssl-certfile CERT] [--skip-layers LAYER,...]
 
 With no options it serves on loopback only, one tenant, sessions stored in the embedded SQLite
-store. TLS: give uvicorn's `--ssl-keyfile`/`--ssl-certfile` (clients then use `wss://`), or
+store. On SIGTERM it drains (`CorralServer.drain`): it takes no new sessions, gives running feeds
+`--drain-grace` seconds, and sends every client on to another replica. TLS: give uvicorn's `--ssl-keyfile`/`--ssl-certfile` (clients then use `wss://`), or
 terminate TLS at an ingress or load balancer in front of plain `ws://`.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import ipaddress
 import sys
+from typing import Any
 
 from ..errors import SandboxInsecureError
 from ..integrations._common import add_skip_layers
 from . import protocol as p
 
-__all__ = ['main', 'DEFAULT_PORT']
+__all__ = ['main', 'DEFAULT_PORT', 'DRAIN_GRACE']
 
 #: The port `corral serve` listens on by default.
 DEFAULT_PORT = 8765
+
+#: Seconds, on SIGTERM, that the feeds running get to end (`corral serve --drain-grace`); give the
+#: pod's `terminationGracePeriodSeconds` more than this.
+DRAIN_GRACE = 20.0
 
 
 def _loopback(host: str) -> bool:
@@ -35,11 +42,21 @@ def _loopback(host: str) -> bool:
 
 def main(argv: list[str]) -> int:
     """Run `corral serve` until SIGINT or SIGTERM; returns the exit status."""
+    try:
+        import uvicorn
+
+        from .app import MAX_OUTBOX, create_app
+    except ImportError as error:
+        print(f'corral serve: error: the server needs its extra ({error}): pip install "corral[server]"', file=sys.stderr)
+        return 2
     parser = argparse.ArgumentParser(prog='corral serve', description='Serve corral sandboxes over WebSocket; host functions run in each client.')
     parser.add_argument('--host', default='127.0.0.1', help='address to listen on (default: 127.0.0.1, loopback only)')
     parser.add_argument('--port', type=int, default=DEFAULT_PORT, help=f'port to listen on (default: {DEFAULT_PORT})')
     parser.add_argument('--store', metavar='URL', help='session store: sqlite:///PATH or postgresql://... (default: the embedded SQLite store)')
     parser.add_argument('--max-frame', type=int, default=p.MAX_FRAME, metavar='BYTES', help=f'largest frame taken from a client (default: {p.MAX_FRAME})')
+    parser.add_argument('--max-outbox', type=int, default=MAX_OUTBOX, metavar='BYTES', help=f'bytes held for a client that does not read before it is cut off (default: {MAX_OUTBOX})')
+    parser.add_argument('--drain-grace', type=float, default=DRAIN_GRACE, metavar='SECONDS', help=f'on SIGTERM, seconds the feeds running get to end before their sessions move elsewhere (default: {DRAIN_GRACE:g})')
+    parser.add_argument('--lease-ttl', type=float, default=30.0, metavar='SECONDS', help="seconds a stored session's lease outlives a replica that died holding it (default: 30)")
     parser.add_argument('--ssl-keyfile', metavar='FILE', help="TLS private key (uvicorn's option); clients connect with wss://")
     parser.add_argument('--ssl-certfile', metavar='FILE', help="TLS certificate (uvicorn's option)")
     parser.add_argument('--log-level', default='warning', help="uvicorn's log level (default: warning)")
@@ -52,16 +69,10 @@ def main(argv: list[str]) -> int:
             file=sys.stderr,
         )
         return 2
-    try:
-        import uvicorn
-    except ImportError:
-        print('corral serve: error: the server needs its extra: pip install "corral[server]"', file=sys.stderr)
-        return 2
     from ..host.pool import Pool
-    from .app import create_app
 
-    pool = Pool(store=args.store, skip_layers=args.skip_layers)
-    app = create_app(pool=pool)
+    pool = Pool(store=args.store, skip_layers=args.skip_layers, lease_ttl=args.lease_ttl)
+    app = create_app(pool=pool, max_frame=args.max_frame, max_outbox=args.max_outbox)
     config = uvicorn.Config(
         app,
         host=args.host,
@@ -73,8 +84,16 @@ def main(argv: list[str]) -> int:
         ssl_keyfile=args.ssl_keyfile,
         ssl_certfile=args.ssl_certfile,
     )
-    app.state.corral.max_frame = args.max_frame
-    server = uvicorn.Server(config)
+    corral = app.state.corral
+
+    class Server(uvicorn.Server):
+        async def shutdown(self, sockets: Any = None) -> None:
+            for listener in self.servers:  # no new connections: they go to other replicas
+                listener.close()
+            await corral.drain(args.drain_grace)
+            await super().shutdown(sockets)
+
+    server = Server(config)
 
     async def run() -> None:
         await pool.start()
@@ -82,8 +101,6 @@ def main(argv: list[str]) -> int:
             await server.serve()
         finally:
             await pool.aclose()
-
-    import asyncio
 
     try:
         asyncio.run(run())

@@ -1,0 +1,150 @@
+"""A `corral serve` against clients that break the rules: every mistake gets a clear error and
+ends that client's session only; no client or script holds up another."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from websockets.asyncio.client import connect
+from websockets.exceptions import ConnectionClosed
+
+import corral
+from corral import Limits, RemotePool
+from corral.server import protocol
+
+from .conftest import running_server
+
+#: Seconds a test waits for something the server does on its own (a lease released).
+SETTLE_SECONDS = 20
+
+
+@pytest.fixture(scope='module')
+def small_server(tmp_path_factory):
+    """A server with small bounds: frames of up to 4096 bytes, 256 KiB held for a client that does not read."""
+    with running_server(tmp_path_factory.mktemp('small'), '--max-frame', '4096', '--max-outbox', str(256 * 1024)) as running:
+        yield running
+
+
+async def exchange(url: str, *frames: bytes | str) -> tuple[list[list], int | None]:
+    """Send `frames` on a new connection; what the server sent back, and its close code."""
+    received = []
+    async with connect(url + protocol.PATH, compression=None, max_size=None) as ws:
+        for data in frames:
+            await ws.send(data)
+        try:
+            async for data in ws:
+                received.append(protocol.decode(data))
+        except ConnectionClosed:
+            pass
+        return received, ws.close_code
+
+
+OPEN = protocol.encode([protocol.OPEN, protocol.PROTOCOL_VERSION, {}])
+
+
+def errors(received: list[list]) -> list[tuple[str, str]]:
+    return [(message[1], message[2]) for message in received if message[0] == protocol.ERROR]
+
+
+@pytest.mark.parametrize(
+    ('frames', 'code', 'error'),
+    [
+        (['hello'], protocol.CLOSE_PROTOCOL, 'the client sent a text frame; corral frames are binary (msgpack)'),
+        ([b'\xc1'], protocol.CLOSE_PROTOCOL, 'the client sent a malformed frame (FormatError)'),
+        ([protocol.encode({'not': 'a list'})], protocol.CLOSE_PROTOCOL, 'the client sent a malformed frame (ValueError: a message must be a non-empty list whose first item is its kind)'),
+        ([protocol.encode([protocol.FEED, 'x', {}, {}, []])], protocol.CLOSE_PROTOCOL, 'the first frame of a connection must be OPEN'),
+        (
+            [protocol.encode([protocol.OPEN, 99, {}])],
+            protocol.CLOSE_PROTOCOL,
+            'this corral server speaks protocol version 1, the client version 99: use a corral client of the same version as the server',
+        ),
+        ([protocol.encode([protocol.OPEN, 1, {'colour': 'red'}])], protocol.CLOSE_PROTOCOL, "the OPEN frame is malformed (_Malformed: unknown options ['colour'])"),
+        ([OPEN, protocol.encode([protocol.ANSWERS, [[5, 'ok', 1]]])], protocol.CLOSE_PROTOCOL, 'the client answered call 5, which the server never made'),
+        ([OPEN, protocol.encode([99])], protocol.CLOSE_PROTOCOL, 'the client sent a frame of unknown kind 99'),
+        ([OPEN, protocol.encode([protocol.FEED, 'x'])], protocol.CLOSE_PROTOCOL, 'the client sent a malformed frame (kind 2 with 2 items, expected 5)'),
+        ([OPEN, protocol.encode([protocol.FEED, 'x', {'f': 'yes'}, {}, []])], protocol.CLOSE_PROTOCOL, 'the client sent a malformed frame (functions must map names to whether they are async)'),
+    ],
+)
+async def test_a_malformed_frame_ends_the_connection_with_a_clear_error(server, frames, code, error):
+    received, close_code = await exchange(server.url, *frames)
+    assert (errors(received), close_code) == ([('SandboxError', error)], code)
+
+
+async def test_an_oversized_frame_is_refused_naming_the_limit(small_server):
+    feed = protocol.encode([protocol.FEED, 'x = 1' + ' ' * 5000, {}, {}, []])
+    received, close_code = await exchange(small_server.url, OPEN, feed)
+    assert received[0][0] == protocol.OPENED
+    assert (len(feed), errors(received), close_code) == (
+        5013,
+        [('SandboxError', "the client sent a frame of 5013 bytes, larger than the server's limit of 4096 bytes (corral serve --max-frame)")],
+        protocol.CLOSE_TOO_LARGE,
+    )
+    async with RemotePool(small_server.url) as pool, pool.checkout() as session:  # the server goes on
+        assert await session.feed_run('1 + 1') == 2
+        with pytest.raises(ValueError) as too_large:
+            await session.feed_run('x = 1' + ' ' * 5000)
+    assert str(too_large.value) == "the request is 5013 bytes, larger than the corral server's limit of 4096 bytes"
+
+
+async def test_a_host_result_over_the_frame_limit_is_an_error_in_the_script(small_server):
+    async with RemotePool(small_server.url) as pool, pool.checkout() as session:
+        with pytest.raises(corral.SandboxRuntimeError) as error:
+            await session.feed_run('big()', external_lookup={'big': lambda: 'y' * 5000})
+    assert error.value.message == "big() returned a value of type 'str' that cannot enter the sandbox: message of 5008 bytes is larger than the limit of 4032 bytes"
+
+
+async def wait_until_free(pool: RemotePool, session_id: str) -> object:
+    """Check out `session_id` as soon as its lease is free (bounded); the value of `x` in it."""
+    deadline = asyncio.get_running_loop().time() + SETTLE_SECONDS
+    while True:
+        try:
+            async with pool.checkout(session_id=session_id) as again:
+                return await again.feed_run('x')
+        except corral.SandboxSessionBusyError:
+            if asyncio.get_running_loop().time() > deadline:
+                raise
+            await asyncio.sleep(0.1)
+
+
+async def test_a_client_that_disconnects_mid_feed_leaves_its_session_stored_and_the_server_unaffected(server):
+    async with connect(server.url + protocol.PATH, compression=None) as gone:
+        await gone.send(protocol.encode([protocol.OPEN, protocol.PROTOCOL_VERSION, {'ephemeral': False}]))
+        session_id = protocol.decode(await gone.recv())[1]
+        await gone.send(protocol.encode([protocol.FEED, 'x = 1', {}, {}, []]))
+        assert protocol.decode(await gone.recv()) == [protocol.RESULT, None, []]
+        await gone.send(protocol.encode([protocol.FEED, 'x = 2\nawait wait_forever()', {'wait_forever': True}, {}, []]))
+        assert protocol.decode(await gone.recv()) == [protocol.EVENTS, [[protocol.CALL, 0, 'wait_forever', [], {}]]]
+    # it left without answering: its session ended, the feed it cut off undone
+    async with RemotePool(server.url) as pool:
+        assert await wait_until_free(pool, session_id) == 1
+        async with pool.checkout() as other:
+            assert await other.feed_run('sum(range(10))') == 45
+
+
+async def test_a_client_that_never_reads_is_cut_off_without_holding_up_others(small_server):
+    options = {'ephemeral': False, 'limits': {'output': None, 'wall_time': 60.0}}
+    async with connect(small_server.url + protocol.PATH, compression=None, max_size=None, max_queue=1) as slow:
+        await slow.send(protocol.encode([protocol.OPEN, protocol.PROTOCOL_VERSION, options]))
+        session_id = protocol.decode(await slow.recv())[1]
+        await slow.send(protocol.encode([protocol.FEED, 'x = 1', {}, {}, []]))
+        assert protocol.decode(await slow.recv()) == [protocol.RESULT, None, []]
+        await slow.send(protocol.encode([protocol.FEED, "x = 2\nwhile True:\n    print('z' * 10000)", {}, {}, []]))
+        # from now on it reads nothing; meanwhile, other clients are served
+        async with RemotePool(small_server.url) as pool:
+            for _ in range(20):
+                async with pool.checkout() as other:
+                    assert await other.feed_run('[i * i for i in range(5)]') == [0, 1, 4, 9, 16]
+            assert await wait_until_free(pool, session_id) == 1  # cut off: its session ended, the stalled feed undone
+
+
+async def test_a_script_that_stalls_does_not_stall_another_connection(server):
+    async with RemotePool(server.url) as pool, pool.checkout(limits=Limits(wall_time=60)) as stalled:
+        spinning = asyncio.ensure_future(stalled.feed_run('while True:\n    pass'))
+        for index in range(20):
+            async with pool.checkout() as other:
+                assert await other.feed_run(f'{index} * 2') == index * 2
+        assert not spinning.done()
+        spinning.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await spinning
