@@ -850,6 +850,19 @@ async def run_figure(
 # ----- the table -----------------------------------------------------------------------------------
 
 
+def median_cell(values: list[float], unit: str = '') -> str:
+    """A table cell for `values` (already in `unit`): `median unit (min–max)`, the median alone for one
+    value, `—` for none; 0 decimals from 100 up (and for counts, `unit` ''), 1 from 10, else 2."""
+    if not values:
+        return '—'
+    median = statistics.median(values)
+    digits = 0 if not unit or median >= 100 else 1 if median >= 10 else 2
+    unit_text = f' {unit}' if unit else ''
+    if len(values) == 1:
+        return f'{median:.{digits}f}{unit_text}'
+    return f'{median:.{digits}f}{unit_text} ({min(values):.{digits}f}–{max(values):.{digits}f})'
+
+
 def _format_value(value: float, unit: str, scale: tuple[str, float] | None = None) -> str:
     if unit == 'MiB':
         return f'{value:.1f}'

@@ -25,6 +25,7 @@ from .errors import (
 )
 from .host.deferred import Deferred, PendingCall, SandboxPaused
 from .host.external import ExternalModule
+from .host.observer import PoolObserver
 from .host.os_access import Mount, OsAccess
 from .integrations.code_tool import CodeTool
 from .host.pool import Pool
@@ -48,6 +49,7 @@ __all__ = [
     'OsAccess',
     'PendingCall',
     'Pool',
+    'PoolObserver',
     'PostgresStore',
     'PrintCallback',
     'QuotaStore',

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Collection, Mapping, Sequence
+import collections
+import time
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from ..limits import Limits
@@ -11,6 +13,7 @@ from ..store.base import check_tenant
 from ..worker.zygote import LAYERS
 from .external import ExternalModule
 from .journal import MAX_STATE_BYTES
+from .observer import PoolObserver
 from .os_access import Mount, OsAccess
 from .session import Session
 from .workers import WorkerProcess, Zygote
@@ -27,6 +30,40 @@ _WARM_RLIMITS = (Limits().memory, Limits().cpu_time)
 
 #: Seconds after a checkout before the pool forks its replacement.
 _REFILL_DELAY = 0.002
+
+#: The observer of a pool given none: it ignores every event.
+_NO_OBSERVER = PoolObserver()
+
+
+class WarmDemand:
+    """How many idle workers a pool keeps warm: from `floor` up to `cap`, following demand.
+
+    Each checkout that finds no idle worker (a miss: checkouts came faster than the pool refills)
+    raises the target by one, up to `cap`. Each `decay` seconds without a miss halve the surplus
+    above `floor` (rounded down), so a burst's extra workers are gone a few `decay` periods after
+    it. Times are the pool's clock, in seconds, passed in by the caller (so tests can drive it).
+    """
+
+    __slots__ = ('cap', 'decay', 'floor', 'target', '_quiet_since')
+
+    def __init__(self, floor: int, cap: int, decay: float) -> None:
+        self.floor = floor
+        self.cap = cap
+        self.decay = decay
+        self.target = floor
+        self._quiet_since = 0.0
+
+    def miss(self, now: float) -> None:
+        """A checkout found no idle worker at time `now`."""
+        self.target = min(self.cap, self.target + 1)
+        self._quiet_since = now
+
+    def settle(self, now: float) -> float | None:
+        """Apply the decay due by `now`; the time of the next decay, or None once at the floor."""
+        while self.target > self.floor and now - self._quiet_since >= self.decay:
+            self.target = self.floor + (self.target - self.floor) // 2
+            self._quiet_since += self.decay
+        return self._quiet_since + self.decay if self.target > self.floor else None
 
 
 class Pool:
@@ -50,6 +87,14 @@ class Pool:
     that `warm_workers` idle workers wait for the next checkouts. Every session gets a worker of
     its own, killed when the session ends and never reused.
 
+    The warm workers follow demand (see `WarmDemand`): each checkout that finds none idle keeps
+    one more warm, up to `max_warm_workers` (default: four times `warm_workers`), and each
+    `warm_decay` seconds without such a checkout halve the extra ones (their workers are killed),
+    back down to `warm_workers`. A checkout that finds none idle takes the next worker forked.
+
+    `observer`, a `PoolObserver`, hears of worker starts, sessions, feeds, host calls and type
+    checks as they happen (`corral.server.metrics.Metrics` counts them for Prometheus).
+
         async with Pool() as pool:
             async with pool.checkout(type_check=True, type_check_stubs=STUBS) as session:
                 result = await session.feed_run(code, external_lookup=TOOLS)
@@ -64,9 +109,18 @@ class Pool:
         state_key: bytes | None = None,
         max_state_bytes: int = MAX_STATE_BYTES,
         lease_ttl: float = 30.0,
+        max_warm_workers: int | None = None,
+        warm_decay: float = 30.0,
+        observer: PoolObserver | None = None,
     ) -> None:
         if warm_workers < 0:
             raise ValueError('warm_workers must be 0 or more')
+        if max_warm_workers is None:
+            max_warm_workers = 4 * warm_workers
+        if max_warm_workers < warm_workers:
+            raise ValueError(f'max_warm_workers ({max_warm_workers}) must be at least warm_workers ({warm_workers})')
+        if warm_decay <= 0:
+            raise ValueError('warm_decay must be positive (seconds)')
         unknown = set(skip_layers) - set(LAYERS)
         if unknown:
             raise ValueError(f'unknown lockdown layer(s) {sorted(unknown)}; the layers are {list(LAYERS)}')
@@ -75,6 +129,8 @@ class Pool:
         if max_state_bytes <= 0 or lease_ttl <= 0:
             raise ValueError('max_state_bytes and lease_ttl must be positive')
         self.warm_workers = warm_workers
+        self.max_warm_workers = max_warm_workers
+        self.observer = observer if observer is not None else _NO_OBSERVER
         self.skip_layers = frozenset(skip_layers)
         self.max_state_bytes = max_state_bytes
         self.lease_ttl = lease_ttl
@@ -83,7 +139,13 @@ class Pool:
         self._state_key_option = state_key
         self._zygote = Zygote(self.skip_layers)
         self._idle: list[WorkerProcess] = []
+        self._demand = WarmDemand(warm_workers, max_warm_workers, warm_decay)
+        self._clock: Callable[[], float] = time.monotonic
+        self._served = False  # a checkout got a worker: from now on, finding none idle is a miss
+        self._waiting: collections.deque[asyncio.Future[WorkerProcess]] = collections.deque()  # checkouts that missed
         self._refill: asyncio.Task[None] | None = None
+        self._refill_sleeping = False
+        self._decay_timer: asyncio.TimerHandle | None = None
         self._checker: TypeChecker | None = None
         self._closed = False
 
@@ -100,6 +162,18 @@ class Pool:
             raise RuntimeError('the pool is closed')
         await self._zygote.start()
 
+    @property
+    def started(self) -> bool:
+        """True while the zygote runs: after `start()` or the first checkout, until `aclose()`; False
+        too when the zygote died (the next checkout, or `start()`, starts another)."""
+        return not self._closed and self._zygote.running
+
+    @property
+    def store(self) -> Store:
+        """The pool's session store: the one given, one opened from the URL given, or the embedded
+        SQLite store (opened on first use)."""
+        return self._get_store()
+
     async def aclose(self) -> None:
         """Kill idle workers, stop the zygote and the type checker.
 
@@ -107,6 +181,9 @@ class Pool:
         `SandboxWorkerError`. Checkouts still waiting for a worker raise `RuntimeError('the pool is closed')`.
         """
         self._closed = True
+        if self._decay_timer is not None:
+            self._decay_timer.cancel()
+            self._decay_timer = None
         if self._refill is not None:
             self._refill.cancel()
             try:
@@ -117,6 +194,10 @@ class Pool:
         for worker in self._idle:
             worker.kill()
         self._idle.clear()
+        while self._waiting:
+            waiter = self._waiting.popleft()
+            if not waiter.done():
+                waiter.set_exception(RuntimeError('the pool is closed'))
         self._zygote.close()
         if self._checker is not None:
             await self._checker.aclose()
@@ -229,11 +310,16 @@ class Pool:
             self._checker = TypeChecker()
         return self._checker
 
+    async def _spawn(self, *, memory: int | None, cpu_time: int | None) -> WorkerProcess:
+        worker = await self._zygote.spawn(memory=memory, cpu_time=cpu_time)
+        self.observer.worker_started()
+        return worker
+
     async def _take_worker(self, limits: Limits) -> WorkerProcess:
         if self._closed:
             raise RuntimeError('the pool is closed')
         if (limits.memory, limits.cpu_time) != _WARM_RLIMITS:
-            return await self._zygote.spawn(memory=limits.memory, cpu_time=limits.cpu_time)
+            return await self._spawn(memory=limits.memory, cpu_time=limits.cpu_time)
         worker = None
         while self._idle:
             candidate = self._idle.pop()
@@ -242,20 +328,91 @@ class Pool:
                 break
             candidate.kill()
         if worker is None:
-            worker = await self._zygote.spawn(memory=limits.memory, cpu_time=limits.cpu_time)
-        if self._refill is None or self._refill.done():
-            self._refill = asyncio.get_running_loop().create_task(self._fill(delay=_REFILL_DELAY))
+            if self._served:
+                self._demand.miss(self._clock())
+                self._schedule_decay()
+            worker = await self._next_forked()
+        self._served = True
+        if self._demand.target:
+            self._start_refill(_REFILL_DELAY)
         return worker
 
+    async def _next_forked(self) -> WorkerProcess:
+        """The next worker the refill forks (it forks for waiting checkouts first, idle ones after)."""
+        waiter: asyncio.Future[WorkerProcess] = asyncio.get_running_loop().create_future()
+        self._waiting.append(waiter)
+        self._start_refill(0.0)
+        try:
+            return await waiter
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled() and waiter.exception() is None:
+                self._place(waiter.result())  # handed over as the checkout gave up: keep it warm
+            raise
+
+    def _start_refill(self, delay: float) -> None:
+        """Run the refill unless it runs; one asleep before its first fork starts now when `delay` is 0."""
+        if self._refill is not None and not self._refill.done():
+            if delay or not self._refill_sleeping:
+                return
+            self._refill.cancel()
+            self._refill_sleeping = False
+        self._refill = asyncio.get_running_loop().create_task(self._fill(delay=delay))
+
     async def _fill(self, *, delay: float = 0.0) -> None:
-        await asyncio.sleep(delay)  # a fork competes for CPU with the new session's first feed
-        while not self._closed and len(self._idle) < self.warm_workers:
-            worker = await self._zygote.spawn(memory=_WARM_RLIMITS[0], cpu_time=_WARM_RLIMITS[1])
+        if delay:
+            self._refill_sleeping = True
+            try:
+                await asyncio.sleep(delay)  # a fork competes for CPU with the new session's first feed
+            finally:
+                self._refill_sleeping = False
+        served = False
+        while not self._closed:
+            if not self._waiting and (served or len(self._idle) >= self._demand.target):
+                return  # after serving checkouts, the refill starts again after their delay
+            try:
+                worker = await self._spawn(memory=_WARM_RLIMITS[0], cpu_time=_WARM_RLIMITS[1])
+            except Exception as error:  # the zygote cannot start (SandboxInsecureError, OSError): tell who waits
+                while self._waiting:
+                    waiter = self._waiting.popleft()
+                    if not waiter.done():
+                        waiter.set_exception(error)
+                return
             if self._closed:
                 worker.kill()
                 return
+            served = self._place(worker) or served
+
+    def _place(self, worker: WorkerProcess) -> bool:
+        """Hand a warm worker to the first checkout still waiting (True), or keep it idle (False);
+        killed instead when the pool closed, or the decay lowered the target while it was forked."""
+        while self._waiting and not self._closed:
+            waiter = self._waiting.popleft()
+            if not waiter.done():
+                waiter.set_result(worker)
+                return True
+        if self._closed or len(self._idle) >= self._demand.target:
+            worker.kill()
+        else:
             self._idle.append(worker)
+        return False
+
+    def _schedule_decay(self) -> None:
+        if self._decay_timer is None:
+            now = self._clock()
+            when = self._demand.settle(now)
+            if when is not None:
+                self._decay_timer = asyncio.get_running_loop().call_later(max(when - now, 0.0), self._decay)
+
+    def _decay(self) -> None:
+        """Lower the warm target as `WarmDemand.settle` says, and kill the idle workers above it."""
+        if self._decay_timer is not None:
+            self._decay_timer.cancel()
+            self._decay_timer = None
+        self._demand.settle(self._clock())
+        while len(self._idle) > self._demand.target:  # the longest idle go first
+            self._idle.pop(0).kill()
+        self._schedule_decay()
 
     def __repr__(self) -> str:
-        return f'Pool(warm_workers={self.warm_workers}, idle={len(self._idle)})'
+        return f'Pool(warm_workers={self.warm_workers}, max_warm_workers={self.max_warm_workers}, idle={len(self._idle)})'
 

@@ -218,6 +218,7 @@ class Session:
         if self._quota is not None:
             self._system.room = self._overlay_room
         self._cpu_seconds = 0.0  # the worker's CPU at the last reading (cpu_seconds)
+        self._opened = False  # entered, and its end not yet reported to the pool's observer
 
     @property
     def cpu_seconds(self) -> float:
@@ -268,16 +269,22 @@ class Session:
     # ----- lifecycle -----------------------------------------------------------------------------
 
     async def __aenter__(self) -> Session:
-        if self._type_check:
-            await self._check_stubs()
         try:
-            if not self.ephemeral:
-                await self._open_stored()
-            else:
-                await self._start_worker()
-        except BaseException:
-            await self.aclose()
+            if self._type_check:
+                await self._check_stubs()
+            try:
+                if not self.ephemeral:
+                    await self._open_stored()
+                else:
+                    await self._start_worker()
+            except BaseException:
+                await self.aclose()
+                raise
+        except BaseException as error:
+            self._pool.observer.checkout_failed(error)
             raise
+        self._opened = True
+        self._pool.observer.session_opened()
         return self
 
     async def _start_worker(self) -> None:
@@ -347,6 +354,9 @@ class Session:
             self._worker = None
         if self._dead is None:
             self._dead = 'the session is closed'
+        if self._opened:
+            self._opened = False
+            self._pool.observer.session_closed()
         if self._lease is not None:
             lease, self._lease = self._lease, None
             await lease.release()
@@ -387,7 +397,7 @@ class Session:
             if span.is_recording():
                 span.set_attributes({'code': code, 'script_name': self.script_name})
             try:
-                return await self._settle(self._feed(code, lookup, print_callback or print_to_host))
+                return await self._observed(self._settle(self._feed(code, lookup, print_callback or print_to_host)))
             except SandboxError as error:
                 span.set_status(trace.Status(trace.StatusCode.ERROR, type(error).__name__))
                 self._remember_ran(code, error)
@@ -453,13 +463,24 @@ class Session:
             self._check_pause()
             self._arm_tick()
 
-        return await self._settle(self._exchange_with(go_on, timeout=self.limits.wall_time))
+        return await self._observed(self._settle(self._exchange_with(go_on, timeout=self.limits.wall_time)))
 
     def _check_usable(self) -> None:
         if self._worker is None or self._dead is not None:
             raise SandboxWorkerError(f'this session cannot run scripts: {self._dead or "it is not entered"}; check out a new session')
         if self._done is not None:
             raise RuntimeError('feed_run is already running on this session; await it before the next one')
+
+    async def _observed(self, run: Any) -> Any:
+        """Await a feed or its resumption (not a replay's) and report how it ended to the pool's observer."""
+        started = perf_counter()
+        try:
+            value = await run
+        except BaseException as error:
+            self._pool.observer.feed_ended(perf_counter() - started, error)
+            raise
+        self._pool.observer.feed_ended(perf_counter() - started, None)
+        return value
 
     async def _settle(self, run: Any) -> Any:
         """Await a feed (or its resumption) and keep the journal and the store up to date with how it ended."""
@@ -641,6 +662,7 @@ class Session:
         `outcome` (`'passed'` or `'failed'`), and for a failure `diagnostics` (how many) and
         `rules` (their rule names, e.g. `invalid-argument-type`, each once, in order)."""
         with _tracer.start_as_current_span('type check') as span:
+            started = perf_counter()
             diagnostics = await self._pool._type_checker().check(
                 code,
                 script_name=self.script_name,
@@ -650,6 +672,7 @@ class Session:
                 time_limit=self.limits.type_check_time,
                 memory=self.limits.type_check_memory,
             )
+            self._pool.observer.type_checked(perf_counter() - started, diagnostics is None)
             if span.is_recording():
                 if diagnostics is None:
                     span.set_attribute('outcome', 'passed')
@@ -864,6 +887,8 @@ class Session:
         if function is None:
             self._reply(call_id, name, False, exception_payload(NameError(f'{name!r} is not a host function of this session')), sync)
             return
+        if not name.startswith(SYSTEM_PREFIX):
+            self._pool.observer.host_call(name)
         if _tracing():
             span = _tracer.start_span(f'call {name}', context=self._span_context)
             if span.is_recording():

@@ -126,6 +126,11 @@ class Zygote:
         with open(f'/proc/{pid}/task/{pid}/children') as children:
             return int(children.read().split()[0])
 
+    @property
+    def running(self) -> bool:
+        """True while the started process runs (it exits with the zygote proper)."""
+        return self._process is not None and self._process.poll() is None
+
     async def _start(self) -> socket.socket:
         ours, theirs = socket.socketpair()
         # A fixed hash seed keeps a worker deterministic given its inputs; PYTHONPATH is kept so a
@@ -175,7 +180,7 @@ class Zygote:
     async def _running(self) -> socket.socket:
         """The running zygote's socket, started anew if there is none or it died (hold `_lock`)."""
         control = self._control
-        if control is None or self._process is None or self._process.poll() is not None:
+        if control is None or not self.running:
             if control is not None:
                 self._lost(control)
             control = await self._start()

@@ -1,0 +1,283 @@
+#!/usr/bin/env python
+"""`corral serve` under load, side by side with a local `Pool` and pydantic-monty's local pool.
+
+    python bench/server.py            # 3 rounds, alternating the sides
+    python bench/server.py --quick    # 1 round, 20 clients
+
+The bench starts real `corral serve` processes on loopback (`--servers`, default 1; clients are
+spread over them), each with an SQLite store of its own, and measures, for each side:
+
+1. load: 100 concurrent clients, each checking out a session and running a realistic script three
+   times (10 host calls gathered with `asyncio.gather`, each taking `--call-ms` of host time, then
+   a filter and a sum over their results), then closing it: feeds per second over the whole run,
+   and the latency of each feed and of each checkout (p50, p99);
+2. one client alone: the same script fed 20 times to one session (p50 of a feed);
+3. one client alone: one feed of 200 host calls awaited one after another, each answering at once
+   (the time per host call).
+
+Through the server, each host call travels to the client over the session's WebSocket and its
+answer back (calls gathered together travel in one frame); locally, it is a function call in
+the host process. The added latency of the server is the server side minus the local `Pool`
+side: per feed (2), and per host call (3). Cells are median (min–max) over the rounds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from typing import Any
+
+import corral
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from run import _percentile, median_cell  # noqa: E402  (the benchmarks' shared measurements)
+
+try:
+    from pydantic_monty import AsyncMonty
+except ImportError:  # benchmark-only dependency: `pip install -e '.[bench]'`
+    AsyncMonty = None
+
+SCRIPT = """\
+import asyncio
+orders = await asyncio.gather(*[get_order(f'o{K}-{i}') for i in range(10)])
+shipped = [o['id'] for o in orders if o['status'] == 'shipped']
+{'client': {K}, 'items': sum(o['items'] for o in orders), 'shipped': len(shipped)}"""
+
+SEQUENTIAL = """\
+total = 0
+for i in range({N}):
+    total += await ping(i)
+total"""
+
+
+def script(client: int) -> str:
+    return SCRIPT.replace('{K}', str(client))
+
+
+def expected(client: int) -> dict[str, int]:
+    ids = [f'o{client}-{i}' for i in range(10)]
+    return {'client': client, 'items': sum(len(i) for i in ids), 'shipped': sum(1 for i in ids if len(i) % 2)}
+
+
+def tools(call_seconds: float) -> dict[str, Callable[..., Any]]:
+    async def get_order(order_id: str) -> dict[str, Any]:
+        await asyncio.sleep(call_seconds)
+        return {'id': order_id, 'status': 'shipped' if len(order_id) % 2 else 'open', 'items': len(order_id)}
+
+    async def ping(i: int) -> int:
+        return i
+
+    return {'get_order': get_order, 'ping': ping}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(('127.0.0.1', 0))
+        return sock.getsockname()[1]
+
+
+@contextlib.contextmanager
+def corral_serve(folder: str) -> Any:
+    """A `corral serve` process on a free loopback port: its ws:// URL, until the block ends."""
+    port = free_port()
+    log = open(os.path.join(folder, f'serve-{port}.log'), 'wb')
+    command = [sys.executable, '-m', 'corral', 'serve', '--port', str(port), '--store', f'sqlite:///{folder}/store-{port}.db']
+    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            if process.poll() is not None:
+                log.flush()
+                raise RuntimeError(f'corral serve exited with {process.returncode}: {open(log.name).read()}')
+            with socket.socket() as sock:
+                if sock.connect_ex(('127.0.0.1', port)) == 0:
+                    break
+            if time.monotonic() > deadline:
+                raise RuntimeError('corral serve did not listen within 60 s')
+            time.sleep(0.05)
+        yield f'ws://127.0.0.1:{port}'
+    finally:
+        process.terminate()
+        try:
+            process.wait(15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        log.close()
+
+
+class Side:
+    """Pools of one kind: `pools` to spread the clients over."""
+
+    name: str
+    pools: list[Any]
+
+    async def stop(self) -> None:
+        for pool in self.pools:
+            await pool.aclose()
+
+
+class LocalSide(Side):
+    name = 'local Pool'
+
+    def __init__(self) -> None:
+        self.pools = [corral.Pool()]
+
+
+class ServerSide(Side):
+    name = 'corral serve'
+
+    def __init__(self, urls: list[str]) -> None:
+        self.pools = [corral.RemotePool(url) for url in urls]
+
+
+class MontySide(Side):
+    name = 'monty'
+
+    def __init__(self) -> None:
+        self.pools = [AsyncMonty()]
+
+    async def start(self) -> None:
+        await self.pools[0].__aenter__()
+
+    async def stop(self) -> None:
+        await self.pools[0].__aexit__(None, None, None)
+
+
+async def load(side: Side, clients: int, feeds: int, lookup: dict[str, Callable[..., Any]]) -> dict[str, float]:
+    """`clients` concurrent clients, each: check out, `feeds` feeds of the script, close."""
+    feed_latencies: list[float] = []
+    checkout_latencies: list[float] = []
+
+    async def client(k: int) -> None:
+        pool = side.pools[k % len(side.pools)]
+        before = time.perf_counter()
+        async with pool.checkout() as session:
+            checkout_latencies.append(time.perf_counter() - before)
+            for _ in range(feeds):
+                before = time.perf_counter()
+                value = await session.feed_run(script(k), external_lookup=lookup)
+                feed_latencies.append(time.perf_counter() - before)
+                if value != expected(k):
+                    raise AssertionError(f'client {k} got {value!r}')
+
+    started = time.perf_counter()
+    await asyncio.gather(*(client(k) for k in range(clients)))
+    wall = time.perf_counter() - started
+    return {
+        'feeds/s': clients * feeds / wall,
+        'feed p50': _percentile(feed_latencies, 0.5),
+        'feed p99': _percentile(feed_latencies, 0.99),
+        'checkout p50': _percentile(checkout_latencies, 0.5),
+        'checkout p99': _percentile(checkout_latencies, 0.99),
+    }
+
+
+async def alone(side: Side, lookup: dict[str, Callable[..., Any]], feeds: int = 20, calls: int = 200) -> dict[str, float]:
+    """One client: `feeds` feeds of the script on one session (p50), and one feed of `calls` host calls in a row."""
+    latencies = []
+    async with side.pools[0].checkout() as session:
+        for _ in range(feeds):
+            before = time.perf_counter()
+            if await session.feed_run(script(0), external_lookup=lookup) != expected(0):
+                raise AssertionError('wrong result')
+            latencies.append(time.perf_counter() - before)
+        before = time.perf_counter()
+        total = await session.feed_run(SEQUENTIAL.replace('{N}', str(calls)), external_lookup=lookup)
+        per_call = (time.perf_counter() - before) / calls
+        if total != sum(range(calls)):
+            raise AssertionError('wrong sum')
+    return {'alone feed p50': _percentile(latencies, 0.5), 'per host call': per_call}
+
+
+async def measure(side: Side, clients: int, feeds: int, call_seconds: float) -> dict[str, float]:
+    lookup = tools(call_seconds)
+    # warm up: the zygote (or the server's) and the type checker start, the first workers fork
+    async with side.pools[0].checkout() as session:
+        await session.feed_run(script(0), external_lookup=lookup)
+    result = await load(side, clients, feeds, lookup)
+    await asyncio.sleep(0.5)  # the pools refill their warm workers
+    result.update(await alone(side, lookup))
+    return result
+
+
+ROWS = (
+    ('feeds/s', 'load: feeds per second — higher is better', '/s', 1),
+    ('feed p50', 'load: feed latency p50', 'ms', 1000),
+    ('feed p99', 'load: feed latency p99', 'ms', 1000),
+    ('checkout p50', 'load: checkout latency p50', 'ms', 1000),
+    ('checkout p99', 'load: checkout latency p99', 'ms', 1000),
+    ('alone feed p50', 'one client: feed latency p50', 'ms', 1000),
+    ('per host call', 'one client: per host call (200 in a row)', 'µs', 1e6),
+)
+
+
+def median_of(results: list[dict[str, float]], key: str) -> float | None:
+    return statistics.median(r[key] for r in results) if results else None
+
+
+def report(results: dict[str, list[dict[str, float]]], clients: int, servers: int, call_ms: float) -> str:
+    server, local, monty = results['corral serve'], results['local Pool'], results['monty']
+    lines = [
+        f'{clients} concurrent clients × 3 feeds of a script with 10 gathered host calls ({call_ms:g} ms each), '
+        f'{servers} `corral serve` process(es) on loopback',
+        '',
+        '| measure | corral serve | local Pool | monty (local) | serve / local | serve / monty |',
+        '|---|---|---|---|---|---|',
+    ]
+    for key, label, unit, scale in ROWS:
+        s, l, m = median_of(server, key), median_of(local, key), median_of(monty, key)
+        lines.append(
+            f'| {label} | {median_cell([r[key] * scale for r in server], unit)} | {median_cell([r[key] * scale for r in local], unit)} '
+            f'| {median_cell([r[key] * scale for r in monty], unit)} | {f"{s / l:.2f}×" if s and l else "—"} | {f"{s / m:.2f}×" if s and m else "—"} |'
+        )
+    added_feed = median_of(server, 'alone feed p50') - median_of(local, 'alone feed p50')
+    added_call = median_of(server, 'per host call') - median_of(local, 'per host call')
+    added_load = median_of(server, 'feed p50') - median_of(local, 'feed p50')
+    lines += [
+        '',
+        f'Added by the server: {added_feed * 1000:.2f} ms per feed of one client alone '
+        f'({added_load * 1000:.1f} ms at p50 under the load), {added_call * 1e6:.0f} µs per host call made in a row.',
+    ]
+    return '\n'.join(lines)
+
+
+async def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    parser.add_argument('--quick', action='store_true', help='1 round, 20 clients')
+    parser.add_argument('--rounds', type=int, default=3)
+    parser.add_argument('--clients', type=int, default=100)
+    parser.add_argument('--servers', type=int, default=1, help='corral serve processes (default 1)')
+    parser.add_argument('--call-ms', type=float, default=1.0, help='host time of each gathered call, ms (default 1)')
+    args = parser.parse_args(argv)
+    rounds, clients = (1, 20) if args.quick else (args.rounds, args.clients)
+    results: dict[str, list[dict[str, float]]] = {'corral serve': [], 'local Pool': [], 'monty': []}
+    with tempfile.TemporaryDirectory() as folder, contextlib.ExitStack() as servers:
+        urls = [servers.enter_context(corral_serve(folder)) for _ in range(args.servers)]
+        for index in range(rounds):
+            makers: list[Callable[[], Side]] = [lambda: ServerSide(urls), LocalSide]
+            if AsyncMonty is not None:
+                makers.append(MontySide)
+            for make in makers:
+                side = make()
+                print(f'round {index + 1}/{rounds}: {side.name}', file=sys.stderr)
+                if isinstance(side, MontySide):
+                    await side.start()
+                try:
+                    results[side.name].append(await measure(side, clients, 3, args.call_ms / 1000))
+                finally:
+                    await side.stop()
+    print(report(results, clients, args.servers, args.call_ms))
+
+
+if __name__ == '__main__':
+    asyncio.run(main())

@@ -1,0 +1,178 @@
+"""The server's operations endpoints: Prometheus metrics counted from a pool's events, and health probes.
+
+    metrics = Metrics()
+    pool = Pool(observer=metrics)
+    app = Starlette(routes=[*ops_routes(metrics, ready=is_ready), ...])
+
+`/metrics` answers in the Prometheus text format (version 0.0.4), or OpenMetrics when the scraper
+asks for it, through the official `prometheus-client`; `/healthz` says the process answers; `/readyz` says whether it takes sessions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.exposition import choose_encoder
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response
+from starlette.routing import Route
+
+from ..errors import SandboxError, SandboxStateError, SandboxStoreError, StubError
+from ..host.deferred import SandboxPaused
+from ..host.observer import PoolObserver
+from ..host.pool import Pool
+
+__all__ = ['FEED_BUCKETS', 'Metrics', 'READY_TIMEOUT', 'TYPE_CHECK_BUCKETS', 'error_kind', 'ops_routes', 'pool_readiness']
+
+#: Bucket bounds of `corral_feed_seconds`, in seconds: from a trivial feed (a few ms) to the
+#: longest `Limits.wall_time` a deployment would set.
+FEED_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
+#: Bucket bounds of `corral_type_check_seconds`, in seconds: a warm ty checks a short script in
+#: milliseconds; `Limits.type_check_time` stops it at 10 s by default.
+TYPE_CHECK_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+#: Seconds `/readyz` waits for the readiness check before answering not ready: a store that hangs
+#: must fail the probe, not hold it past the kubelet's own timeout (1 s by default).
+READY_TIMEOUT = 0.8
+#: The session id the readiness check asks the store for: no session has it (ids are made of
+#: 32 hex digits), so a reachable store answers "no stored session".
+_PROBE_SESSION = 'readiness-probe'
+
+
+def error_kind(error: BaseException) -> str:
+    """The `kind` label of an error: the corral exception's name without `Sandbox` and `Error`, in
+    snake case (`SandboxTypingError` -> `'typing'`, `SandboxSessionBusyError` -> `'session_busy'`,
+    `StubError` -> `'stub'`); `'cancelled'` for a cancelled feed; `'host'` for anything else (an
+    `OSError` of the zygote, a bug)."""
+    if isinstance(error, asyncio.CancelledError):
+        return 'cancelled'
+    if not isinstance(error, (SandboxError, StubError)):
+        return 'host'
+    name = type(error).__name__.removeprefix('Sandbox').removesuffix('Error')
+    return ''.join(f'_{c.lower()}' if c.isupper() else c for c in name).lstrip('_')
+
+
+class Metrics(PoolObserver):
+    """Prometheus metrics of one pool, counted from its events (`Pool(observer=metrics)`).
+
+    In `registry` (default: a registry of its own, so two servers in one process, or a test,
+    never share counts):
+
+    - `corral_sessions_active` (gauge): sessions entered and not yet ended.
+    - `corral_feeds_total{outcome}` (counter): feeds and resumptions that ended, by `outcome`:
+      `ok` (returned a value), `paused` (on deferred host calls), `error` (raised).
+    - `corral_errors_total{kind}` (counter): errors raised by feeds and checkouts, by `kind`
+      (see `error_kind`: `typing`, `syntax`, `runtime`, `limit`, `worker`, `checker`, `stub`,
+      `state`, `session_busy`, `store`, `insecure`, `cancelled`, `host`).
+    - `corral_host_calls_total` (counter): host function calls the scripts made.
+    - `corral_feed_seconds` (histogram, `FEED_BUCKETS`): wall time of each feed, type check included.
+    - `corral_worker_starts_total` (counter): workers forked, for checkouts or kept warm.
+    - `corral_type_check_seconds` (histogram, `TYPE_CHECK_BUCKETS`): wall time of each ty check.
+    """
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        r = self.registry
+        self.sessions_active = Gauge('corral_sessions_active', 'Sessions entered and not yet ended.', registry=r)
+        self.feeds = Counter('corral_feeds', 'Feeds (and resumptions) that ended, by outcome: ok, paused, error.', ['outcome'], registry=r)
+        self.errors = Counter('corral_errors', 'Errors raised by feeds and checkouts, by kind.', ['kind'], registry=r)
+        self.host_calls = Counter('corral_host_calls', 'Host function calls made by scripts.', registry=r)
+        self.feed_seconds = Histogram('corral_feed_seconds', 'Wall time of a feed, type check included.', buckets=FEED_BUCKETS, registry=r)
+        self.worker_starts = Counter('corral_worker_starts', 'Sandbox workers forked, for checkouts or kept warm.', registry=r)
+        self.type_check_seconds = Histogram('corral_type_check_seconds', 'Wall time of a type check.', buckets=TYPE_CHECK_BUCKETS, registry=r)
+
+    def worker_started(self) -> None:
+        self.worker_starts.inc()
+
+    def session_opened(self) -> None:
+        self.sessions_active.inc()
+
+    def session_closed(self) -> None:
+        self.sessions_active.dec()
+
+    def checkout_failed(self, error: BaseException) -> None:
+        self.errors.labels(error_kind(error)).inc()
+
+    def feed_ended(self, seconds: float, error: BaseException | None) -> None:
+        self.feed_seconds.observe(seconds)
+        if error is None:
+            self.feeds.labels('ok').inc()
+        elif isinstance(error, SandboxPaused):
+            self.feeds.labels('paused').inc()
+        else:
+            self.feeds.labels('error').inc()
+            self.errors.labels(error_kind(error)).inc()
+
+    def host_call(self, function: str) -> None:
+        self.host_calls.inc()
+
+    def type_checked(self, seconds: float, passed: bool) -> None:
+        self.type_check_seconds.observe(seconds)
+
+
+def ops_routes(metrics: Metrics, ready: Callable[[], Awaitable[bool]]) -> list[Route]:
+    """Starlette routes for operating the server: mount them with the app's others.
+
+    - `GET /metrics`: `metrics` in the Prometheus text format, or in OpenMetrics when the
+      request's `Accept` header asks for it (`prometheus_client.exposition.choose_encoder`).
+    - `GET /healthz`: 200 `ok` whenever the event loop answers (the liveness probe: a process
+      that cannot answer this is restarted).
+    - `GET /readyz`: 200 `ready` when `await ready()` is True, else 503 `not ready` (the
+      readiness probe: the Service sends new sessions only to ready replicas). `ready` should
+      say False while the pool cannot start workers, the store cannot be reached, or the server
+      drains; one that raises or takes longer than `READY_TIMEOUT` seconds counts as False.
+    """
+
+    async def metrics_endpoint(request: Request) -> Response:
+        encoder, content_type = choose_encoder(request.headers.get('accept', ''))
+        return Response(encoder(metrics.registry), headers={'content-type': content_type})
+
+    async def healthz(request: Request) -> Response:
+        return PlainTextResponse('ok')
+
+    async def readyz(request: Request) -> Response:
+        try:
+            async with asyncio.timeout(READY_TIMEOUT):
+                is_ready = await ready()
+        except Exception:
+            is_ready = False
+        return PlainTextResponse('ready') if is_ready else PlainTextResponse('not ready', status_code=503)
+
+    return [
+        Route('/metrics', metrics_endpoint, methods=['GET']),
+        Route('/healthz', healthz, methods=['GET']),
+        Route('/readyz', readyz, methods=['GET']),
+    ]
+
+
+def pool_readiness(pool: Pool, draining: Callable[[], bool]) -> Callable[[], Awaitable[bool]]:
+    """A readiness check for `ops_routes`: True when `draining()` is False, the pool's zygote runs
+    (`pool.started`) and its store answers a read.
+
+    A pool whose zygote is not running (it died, or was never started) is not ready; the check
+    starts it in the background, so the replica becomes ready again without a checkout (none
+    would come: the Service sends nothing to a replica that is not ready). The store read asks
+    for a session that does not exist: `SandboxStateError` ("no stored session") means it
+    answered; `SandboxStoreError` (unreachable, locked) means not ready.
+    """
+    starting: asyncio.Task[None] | None = None
+
+    async def ready() -> bool:
+        nonlocal starting
+        if draining():
+            return False
+        if not pool.started:
+            if starting is None or starting.done():
+                starting = asyncio.get_running_loop().create_task(pool.start())
+                starting.add_done_callback(lambda task: task.cancelled() or task.exception())  # seen by the next check
+            return False
+        try:
+            await pool.store.get(_PROBE_SESSION)
+        except SandboxStateError:
+            return True
+        except SandboxStoreError:
+            return False
+        return True
+
+    return ready

@@ -1,0 +1,40 @@
+"""Smoke test of bench/server.py: a small load on a real `corral serve` and on a local pool (and on
+monty's, when the `bench` extra is installed), so CI catches a broken benchmark. No timing is asserted."""
+
+import importlib.util
+import pathlib
+import sys
+
+import pytest
+
+pytest.importorskip('uvicorn')
+pytest.importorskip('websockets')
+
+_PATH = pathlib.Path(__file__).resolve().parent.parent / 'bench' / 'server.py'
+spec = importlib.util.spec_from_file_location('corral_bench_server', _PATH)
+bench = importlib.util.module_from_spec(spec)
+sys.modules[spec.name] = bench
+spec.loader.exec_module(bench)
+
+KEYS = ['alone feed p50', 'checkout p50', 'checkout p99', 'feed p50', 'feed p99', 'feeds/s', 'per host call']
+
+
+async def test_the_bench_measures_the_server_and_the_local_pool(tmp_path):
+    with bench.corral_serve(str(tmp_path)) as url:
+        for side in (bench.ServerSide([url]), bench.LocalSide()):
+            try:
+                result = await bench.measure(side, clients=3, feeds=3, call_seconds=0.0)
+            finally:
+                await side.stop()
+            assert sorted(result) == KEYS
+
+
+@pytest.mark.skipif(bench.AsyncMonty is None, reason='pydantic-monty is not installed')
+async def test_the_bench_measures_monty():
+    side = bench.MontySide()
+    await side.start()
+    try:
+        result = await bench.measure(side, clients=3, feeds=3, call_seconds=0.0)
+    finally:
+        await side.stop()
+    assert sorted(result) == KEYS
