@@ -108,7 +108,8 @@ class Worker:
     frame and waits for its REPLY, so the script's frames stay in this process.
     """
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, *, guarded: bool = True) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, *, guarded: bool = True, packages: tuple[str, ...] = ()) -> None:
+        self._packages = packages
         self._sock: socket.socket | _Discard = _Discard()
         self._fd = -1
         self._loop = loop
@@ -315,7 +316,7 @@ class Worker:
     def _import(self, name: str, globals: Any = None, locals: Any = None, fromlist: Any = (), level: int = 0) -> Any:
         # host modules, or facades of the standard library modules (the public API only, never a
         # module inside it); `from m import x` is checked against the module it imports from
-        return import_module(name, fromlist, level, host_modules=self._modules, stdlib=STDLIB_MODULES)
+        return import_module(name, fromlist, level, host_modules=self._modules, stdlib=STDLIB_MODULES, packages=self._packages)
 
     # ----- output --------------------------------------------------------------------------------
 
@@ -719,17 +720,18 @@ def _host_exception(value: Any) -> BaseException:
         return cls(*map(str, args))
 
 
-def prepare_worker(*, guarded: bool = True) -> Worker:
+def prepare_worker(*, guarded: bool = True, packages: tuple[str, ...] = ()) -> Worker:
     """Build a worker, with its event loop, ahead of any fork: in the zygote, once.
 
     Every forked worker gets its own copy of it (fork copies memory on write) and calls
     `run_worker`. Built in each worker instead, the event loop and the `Worker` cost some 450 page
     faults (writes to pages shared with the zygote, each copied: about 1.3 ms of a worker's start,
-    measured); inherited, they cost a few.
+    measured); inherited, they cost a few. `packages`: the third-party packages this process
+    loaded (`language.packages.load`), which scripts may import.
     """
     loop = asyncio.SelectorEventLoop(_HostSelector())
     asyncio.set_event_loop(loop)
-    return Worker(loop, guarded=guarded)
+    return Worker(loop, guarded=guarded, packages=packages)
 
 
 def run_worker(worker: Worker, sock: socket.socket, lock_down: Any = None) -> None:

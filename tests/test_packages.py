@@ -1,0 +1,157 @@
+"""numpy, pandas and matplotlib in the sandbox: `Pool(packages=[...])`, loaded before the lockdown.
+
+The pool here runs every lockdown layer (seccomp, the empty mount namespace ...): a worker can
+open no file, so each test that works shows the libraries read nothing from disk after the
+lockdown (a lazy import or a font read would fail).
+"""
+
+from __future__ import annotations
+
+import pathlib
+import textwrap
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+import corral
+from corral import Mount
+
+pytest.importorskip('pandas')
+pytest.importorskip('matplotlib')
+
+pytestmark = pytest.mark.asyncio(loop_scope='module')
+
+
+@pytest_asyncio.fixture(scope='module', loop_scope='module')
+async def pool():
+    async with corral.Pool(packages=['pandas', 'matplotlib'], warm_workers=1) as pool:
+        yield pool
+
+
+async def run(pool: corral.Pool, code: str, **checkout: Any) -> Any:
+    async with pool.checkout(**checkout) as session:
+        return await session.feed_run(textwrap.dedent(code), print_callback=lambda stream, text: None)
+
+
+async def refusal(pool: corral.Pool, code: str, **checkout: Any) -> str:
+    """The last line of the traceback a script's error shows."""
+    with pytest.raises(corral.SandboxRuntimeError) as caught:
+        await run(pool, code, **checkout)
+    return str(caught.value).strip().splitlines()[-1]
+
+
+def _maps(pid: int) -> str:
+    return pathlib.Path(f'/proc/{pid}/maps').read_text()
+
+
+# ----- the pool option -------------------------------------------------------------------------------
+
+async def test_unknown_packages_are_refused_with_the_names_there_are():
+    with pytest.raises(ValueError) as caught:
+        corral.Pool(packages=['numpy', 'scipy'])
+    assert str(caught.value) == "unknown package 'scipy': the packages a pool can offer scripts are numpy, pandas, matplotlib"
+
+
+async def test_a_package_brings_what_it_needs():
+    assert corral.Pool(packages=['pandas']).packages == ('numpy', 'pandas')
+    assert corral.Pool(packages=['matplotlib', 'numpy']).packages == ('numpy', 'matplotlib')
+    assert corral.Pool().packages == ()
+
+
+async def test_the_plain_pool_loads_no_package():
+    async with corral.Pool(warm_workers=0) as plain:
+        text = await refusal(plain, 'import numpy')
+        assert text.startswith(
+            "ModuleNotFoundError: No module named 'numpy': third-party packages are not installed in the sandbox; use the "
+            'standard library modules below. A script may import: abc, asyncio,'
+        )
+        assert 'numpy' not in _maps(plain._zygote.pid)
+
+
+async def test_the_packages_are_in_the_zygote_before_any_script(pool):
+    await pool.start()
+    maps = _maps(pool._zygote.pid)
+    assert '/numpy/' in maps and '/pandas/' in maps and '/matplotlib/' in maps
+
+
+# ----- the libraries at work, locked down ----------------------------------------------------------------
+
+async def test_a_pandas_group_by_of_ten_thousand_rows(pool):
+    assert await run(pool, """
+        import pandas as pd
+        import numpy as np
+        frame = pd.DataFrame({'region': ['north', 'south', 'east', 'west'] * 2500, 'amount': np.arange(10_000)})
+        totals = frame.groupby('region')['amount'].sum()
+        {name: int(total) for name, total in totals.items()}
+    """) == {'east': 12500000, 'north': 12495000, 'south': 12497500, 'west': 12502500}
+
+
+async def test_numpy_arithmetic_and_linear_algebra(pool):
+    assert await run(pool, """
+        import numpy as np
+        a = np.array([[2.0, 1.0], [1.0, 3.0]])
+        x = np.linalg.solve(a, np.array([3.0, 5.0]))
+        (np.round(x, 6).tolist(), float(a.mean()), (a @ a).tolist(), np.fft.fft([1, 0, 0, 0]).real.tolist())
+    """) == ([0.8, 1.4], 1.75, [[5.0, 5.0], [5.0, 10.0]], [1.0, 1.0, 1.0, 1.0])
+
+
+async def test_a_plot_is_drawn_with_text_and_written_as_png(pool):
+    assert await run(pool, """
+        import io
+        import matplotlib.pyplot as plt
+        figure, axes = plt.subplots(figsize=(4, 3), dpi=50)
+        axes.plot([1, 2, 3], [1, 4, 9], label='$x^2$')
+        axes.set_title('Squares'), axes.set_xlabel('x'), axes.legend()
+        buffer = io.BytesIO()
+        figure.savefig(buffer, format='png')
+        buffer.getvalue()[:8]
+    """) == b'\x89PNG\r\n\x1a\n'
+
+
+async def test_numpy_random_draws_from_the_session_seed(pool):
+    code = """
+        import numpy as np
+        (np.random.default_rng().integers(0, 1000, 3).tolist(), int(np.random.randint(0, 1000)))
+    """
+    first = await run(pool, code, random_seed=7)
+    assert first == await run(pool, code, random_seed=7)
+    assert first != await run(pool, code, random_seed=8)
+    assert await run(pool, 'import numpy as np\nnp.random.default_rng(3).integers(0, 1000, 3).tolist()') == [811, 85, 179]
+
+
+# ----- files go through the session's mounts -------------------------------------------------------------
+
+@pytest.fixture
+def data(tmp_path: pathlib.Path) -> pathlib.Path:
+    (tmp_path / 'data').mkdir()
+    (tmp_path / 'data' / 'q1.csv').write_text('region,amount\nnorth,10\nsouth,5\nnorth,7\n')
+    (tmp_path / 'out').mkdir()
+    return tmp_path
+
+
+async def test_read_csv_and_to_csv_on_mounts(pool, data):
+    mounts = [Mount(data / 'data', '/data', mode='read-only'), Mount(data / 'out', '/out')]
+    assert await run(pool, """
+        import pandas as pd
+        import numpy as np
+        frame = pd.read_csv('/data/q1.csv')
+        totals = frame.groupby('region', as_index=False)['amount'].sum()
+        totals.to_csv('/out/totals.csv', index=False)
+        np.savetxt('/out/amounts.txt', frame['amount'].to_numpy(), fmt='%d')
+        totals.to_json('/out/totals.json', orient='records')
+        (open('/out/totals.csv').read(), np.loadtxt('/out/amounts.txt').tolist(), pd.read_json('/out/totals.json')['amount'].tolist())
+    """, mounts=mounts) == ('region,amount\nnorth,17\nsouth,5\n', [10.0, 5.0, 7.0], [17, 5])
+    assert not (data / 'out' / 'totals.csv').exists()  # an overlay: the write stays in the session
+
+
+async def test_paths_outside_the_mounts_are_refused_as_open_refuses_them(pool, data):
+    mounts = [Mount(data / 'data', '/data', mode='read-only')]
+    words = await refusal(pool, "open('/etc/passwd')", mounts=mounts)
+    assert words == "PermissionError: [Errno 13] Permission denied (outside the folders the host mounted: /data): '/etc/passwd'"
+    assert await refusal(pool, "import pandas as pd\npd.read_csv('/etc/passwd')", mounts=mounts) == words
+    assert await refusal(pool, "import numpy as np\nnp.loadtxt('/etc/passwd')", mounts=mounts) == words
+    read_only = "OSError: [Errno 30] Read-only file system: '/data/x.csv'"
+    assert await refusal(pool, "open('/data/x.csv', 'w')", mounts=mounts) == read_only
+    assert await refusal(pool, "import pandas as pd\npd.DataFrame({'a': [1]}).to_csv('/data/x.csv')", mounts=mounts) == read_only
+    assert await refusal(pool, "import matplotlib.pyplot as plt\nplt.plot([1])\nplt.savefig('/data/x.csv')", mounts=mounts) == read_only
