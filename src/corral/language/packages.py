@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import functools
 import io
+import operator
 import os
 import sys
 import types
@@ -37,9 +38,9 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from . import hostio
-from .catalog import PACKAGE_ATTRIBUTE_HINTS, PACKAGE_MODULES, PACKAGES, WITHHELD_PACKAGE_NAMES
+from .catalog import PACKAGE_ATTRIBUTE_HINTS, PACKAGE_MODULES, PACKAGES, WITHHELD_PACKAGE_NAMES, package_closure
 from .guards import special_name_hook
-from .rules import attribute_refusal, is_private, normalize
+from .rules import attribute_refusal, is_dunder, is_private, normalize
 
 __all__ = ['BUILDERS', 'load', 'loaded']
 
@@ -69,16 +70,81 @@ class _Refused:
 
 
 def _close(cls: type, name: str, hint: str) -> None:
-    """Replace `cls.name` (a heap or a static type) with a `_Refused` attribute."""
-    text = f"'{cls.__name__}' object has no attribute '{name}' in the sandbox: {hint}"
-    if cls.__flags__ & (1 << 9):  # a heap type: an ordinary class
-        setattr(cls, name, _Refused(text))
-        return
-    import gc
+    """Replace `cls.name` with a `_Refused` attribute."""
+    _set_on_type(cls, name, _Refused(f"'{cls.__name__}' object has no attribute '{name}' in the sandbox: {hint}"))
 
-    # a static type's dict is read-only through the mappingproxy; the dict behind it is not
-    gc.get_referents(cls.__dict__)[0][name] = _Refused(text)
-    sys._clear_type_cache()
+
+#: Offsets in CPython's PyTypeObject (Include/cpython/object.h, unchanged from 3.8 to 3.13 on
+#: 64-bit Linux): tp_flags, tp_base, tp_new. Checked against each type before use.
+_TP_FLAGS, _TP_BASE, _TP_NEW = 168, 256, 312
+_TPFLAGS_IMMUTABLETYPE = 1 << 8
+
+
+def _type_field(cls: type, offset: int, kind: Any) -> Any:
+    import ctypes
+
+    flags = ctypes.c_ulong.from_address(id(cls) + _TP_FLAGS)
+    base = ctypes.c_void_p.from_address(id(cls) + _TP_BASE)
+    if flags.value != cls.__flags__ or base.value != id(cls.__base__):
+        raise RuntimeError(f'the layout of type objects in this CPython is not the one the sandbox knows; {cls.__name__} cannot be closed')
+    return kind.from_address(id(cls) + offset)
+
+
+def _set_on_type(cls: type, name: str, value: Any) -> None:
+    """`setattr(cls, name, value)`, for a static type too (numpy's `ndarray`): its flag that
+    makes it immutable is lifted for the assignment, so CPython updates the type's slots as for
+    any class (`__new__` included)."""
+    if not cls.__flags__ & _TPFLAGS_IMMUTABLETYPE:
+        setattr(cls, name, value)
+        return
+    import ctypes
+
+    flags = _type_field(cls, _TP_FLAGS, ctypes.c_ulong)
+    flags.value &= ~_TPFLAGS_IMMUTABLETYPE
+    try:
+        setattr(cls, name, value)
+    finally:
+        flags.value |= _TPFLAGS_IMMUTABLETYPE
+
+
+def _checked_ndarray_new(ndarray: type) -> Callable[..., Any]:
+    """`ndarray.__new__` refusing what numpy does not check when it wraps a buffer: a negative
+    `offset` (it reads before the buffer) and a dtype holding objects (it makes object pointers
+    of the buffer's bytes)."""
+    import ctypes
+
+    import numpy as np
+
+    newfunc = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.py_object, ctypes.py_object, ctypes.py_object)
+    array_new = newfunc(_type_field(ndarray, _TP_NEW, ctypes.c_void_p).value)
+
+    def __new__(subtype: Any, *args: Any, **kwargs: Any) -> Any:
+        names = ('shape', 'dtype', 'buffer', 'offset')
+        given = {**dict(zip(names, args)), **kwargs}
+        if given.get('buffer') is not None:
+            if given.get('offset', 0) is not None and operator.index(given.get('offset', 0)) < 0:
+                raise ValueError('offset must be non-negative and no greater than buffer length')
+            if np.dtype(given.get('dtype', float)).hasobject:
+                raise ValueError('cannot create an OBJECT array from memory buffer')
+        return array_new(subtype, args, kwargs)
+
+    return __new__
+
+
+def _library_folders() -> tuple[str, ...]:
+    return tuple(os.path.dirname(sys.modules[name].__file__ or '') + os.sep for name in PACKAGES if name in sys.modules)
+
+
+def _checked_resize(resize: Any) -> Callable[..., Any]:
+    def resize_(self: Any, *shape: Any, refcheck: bool = True) -> Any:
+        """`ndarray.resize`; only the libraries' own code may turn `refcheck` off (a view of the
+        old memory would read it freed)."""
+        if not refcheck and not sys._getframe(1).f_code.co_filename.startswith(_library_folders()):
+            raise ValueError('resize(refcheck=False) is not available in the sandbox: views of the array would read freed memory; use np.resize(a, shape), which makes a new array')
+        return resize(self, *shape, refcheck=refcheck)
+
+    resize_.__name__ = resize_.__qualname__ = 'resize'
+    return resize_
 
 
 def _function_names(function: str, value: Any) -> None:
@@ -87,6 +153,8 @@ def _function_names(function: str, value: Any) -> None:
     if isinstance(value, str):
         name = normalize(value)
         refusal = attribute_refusal(name)
+        if refusal is None and is_dunder(name):
+            refusal = f"attribute '{value}' is a special method: name the operation instead ('sum', 'mean', 'max' ...)"
         if refusal is None and is_private(name):
             refusal = f"attribute '{value}' is private: the sandbox refuses names starting with '_' on the libraries' objects; use the public API"
         if refusal is not None:
@@ -106,6 +174,7 @@ def _checking_names(method: Callable[..., Any], name: str) -> Callable[..., Any]
             _function_names(name, value)
         return method(self, *args, **kwargs)
 
+    checked._corral_checked = True  # type: ignore[attr-defined]
     return checked
 
 
@@ -160,7 +229,7 @@ def load(packages: Iterable[str]) -> None:
     the zygote, before the lockdown. Raises `ImportError` when one is not installed."""
     from .modules import stdlib_module
 
-    wanted = set(packages)
+    wanted = set(package_closure(packages))
     for name in PACKAGES:
         if name in wanted and name not in _loaded:
             _LOADERS[name]()
@@ -177,8 +246,10 @@ def _load_numpy() -> None:
 
     for cls in (np.ndarray, np.generic):
         for name, hint in PACKAGE_ATTRIBUTE_HINTS['ndarray'].items():
-            if name in cls.__dict__ or hasattr(cls, name):
+            if name in cls.__dict__:
                 _close(cls, name, hint)
+    _set_on_type(np.ndarray, '__new__', _checked_ndarray_new(np.ndarray))
+    _set_on_type(np.ndarray, 'resize', _checked_resize(np.ndarray.resize))
     # warm-up: what numpy loads or builds on first use
     values = np.arange(12.0).reshape(3, 4)
     repr(values), str(values), repr(np.float64(1.5)), values.tolist()
@@ -190,7 +261,6 @@ def _load_numpy() -> None:
 
 
 def _load_pandas() -> None:
-    _load_numpy()
     import pandas as pd
     from pandas.core.generic import NDFrame
     from pandas.core.groupby import DataFrameGroupBy, SeriesGroupBy
@@ -205,16 +275,18 @@ def _load_pandas() -> None:
             hook = base.__dict__.get('__getattr__')
             if hook is not None and base.__module__.startswith('pandas') and not getattr(hook, '_corral_checked', False):
                 base.__getattr__ = special_name_hook(hook)
-    hints = PACKAGE_ATTRIBUTE_HINTS['DataFrame']
-    for cls in (NDFrame, pd.DataFrame, pd.Series):
-        for name, hint in hints.items():
-            if hasattr(cls, name):
+    for name, hint in PACKAGE_ATTRIBUTE_HINTS['DataFrame'].items():
+        for cls in (pd.DataFrame, pd.Series):
+            if any(name in vars(base) for base in cls.__mro__):
                 _close(cls, name, hint)
+        if name in vars(NDFrame):
+            _close(NDFrame, name, hint)
     for cls in (pd.DataFrame, pd.Series, DataFrameGroupBy, SeriesGroupBy, Resampler, Rolling, Window, Expanding, ExponentialMovingWindow):
-        for name in ('agg', 'aggregate', 'apply', 'transform'):
-            method = cls.__dict__.get(name)
-            if callable(method):
-                setattr(cls, name, _checking_names(method, name))
+        for base in cls.__mro__:
+            for name in ('agg', 'aggregate', 'apply', 'transform'):
+                method = base.__dict__.get(name)
+                if base.__module__.startswith('pandas') and callable(method) and not getattr(method, '_corral_checked', False):
+                    setattr(base, name, _checking_names(method, name))
     for cls, writers in ((pd.DataFrame, ('to_csv', 'to_json', 'to_string', 'to_html')), (pd.Series, ('to_csv', 'to_json', 'to_string'))):
         for name in writers:
             method = getattr(cls, name)
@@ -245,7 +317,6 @@ _FONTS: dict[str, bytes] = {}
 
 
 def _load_matplotlib() -> None:
-    _load_numpy()
     import matplotlib
 
     matplotlib.use('Agg')
