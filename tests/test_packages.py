@@ -7,6 +7,7 @@ lockdown (a lazy import or a font read would fail).
 
 from __future__ import annotations
 
+import datetime
 import pathlib
 import textwrap
 from typing import Any
@@ -36,7 +37,7 @@ async def run(pool: corral.Pool, code: str, **checkout: Any) -> Any:
 
 async def refusal(pool: corral.Pool, code: str, **checkout: Any) -> str:
     """The last line of the traceback a script's error shows."""
-    with pytest.raises(corral.SandboxRuntimeError) as caught:
+    with pytest.raises(corral.SandboxError) as caught:
         await run(pool, code, **checkout)
     return str(caught.value).strip().splitlines()[-1]
 
@@ -155,3 +156,65 @@ async def test_paths_outside_the_mounts_are_refused_as_open_refuses_them(pool, d
     assert await refusal(pool, "open('/data/x.csv', 'w')", mounts=mounts) == read_only
     assert await refusal(pool, "import pandas as pd\npd.DataFrame({'a': [1]}).to_csv('/data/x.csv')", mounts=mounts) == read_only
     assert await refusal(pool, "import matplotlib.pyplot as plt\nplt.plot([1])\nplt.savefig('/data/x.csv')", mounts=mounts) == read_only
+
+
+# ----- values: a plain form crosses, a model reads the library's repr ---------------------------------------
+
+async def test_arrays_tables_and_scalars_cross_in_a_plain_form(pool):
+    async with pool.checkout() as session:
+        await session.feed_run("import numpy as np\nimport pandas as pd\nframe = pd.DataFrame({'a': [1, 2], 'when': pd.to_datetime(['2024-01-01', None])})")
+        assert await session.feed_run('frame') == {
+            'columns': ['a', 'when'], 'index': [0, 1], 'data': [[1, datetime.datetime(2024, 1, 1)], [2, None]],
+        }
+        assert session.value_repr == '   a       when\n0  1 2024-01-01\n1  2        NaT'
+        assert await session.feed_run("frame['a']") == {'name': 'a', 'index': [0, 1], 'data': [1, 2]}
+        assert session.value_repr == '0    1\n1    2\nName: a, dtype: int64'
+        assert await session.feed_run('np.arange(6).reshape(2, 3) / 2') == [[0.0, 0.5, 1.0], [1.5, 2.0, 2.5]]
+        assert session.value_repr == 'array([[0. , 0.5, 1. ],\n       [1.5, 2. , 2.5]])'
+        assert await session.feed_run("(np.float32(1.5), np.int64(7), np.datetime64('2024-01-02T03:04'), frame.index)") == (
+            1.5, 7, datetime.datetime(2024, 1, 2, 3, 4), [0, 1],
+        )
+        assert session.value_repr is None  # a tuple: the plain value is what a model reads
+        assert await session.feed_run('1') == 1 and session.value_repr is None
+
+
+async def test_tables_cross_to_host_functions_and_back():
+    import pandas as pd
+
+    seen = []
+
+    def report(table: dict) -> int:
+        seen.append(table)
+        return len(table['data'])
+
+    def load() -> Any:
+        return pd.DataFrame({'x': [1.5]})
+
+    async with corral.Pool(packages=['pandas'], warm_workers=0) as own, own.checkout() as session:
+        code = "import pandas as pd\n(report(pd.DataFrame({'a': [1, 2]})), load())"
+        assert await session.feed_run(code, external_lookup={'report': report, 'load': load}) == (
+            2, {'columns': ['x'], 'index': [0], 'data': [[1.5]]},
+        )
+    assert seen == [{'columns': ['a'], 'index': [0, 1], 'data': [[1], [2]]}]
+
+
+async def test_what_an_array_holds_crosses_by_the_rules_of_any_value(pool):
+    unpackable = (
+        "TypeError: the value of the last expression cannot leave the sandbox: a value of type '{}' cannot cross the "
+        'sandbox boundary; use None, bool, int, float, str, bytes, list, tuple, dict, set, frozenset, datetime, Decimal '
+        'or UUID values'
+    )
+    assert await refusal(pool, 'import numpy as np\ndef f():\n    pass\nnp.array([f], dtype=object)') == unpackable.format('function')
+    assert await refusal(pool, 'import numpy as np\nnp.array([1 + 2j])') == unpackable.format('complex')
+    text = await refusal(pool, 'import numpy as np\nnp.zeros(2000)', limits=corral.Limits(value_items=1000))
+    assert text == 'OverflowError: the result has at least 2,000 items; at most 1,000 may leave the sandbox (the value_items limit)'
+
+
+async def test_code_tool_shows_the_library_repr(pool):
+    from corral.integrations import CodeTool
+
+    tool = CodeTool(pool=pool, type_check=False)
+    assert await tool.run("import pandas as pd\npd.DataFrame({'a': [1, 2], 'b': ['x', 'y']})") == '   a  b\n0  1  x\n1  2  y'
+    assert await tool.run("import numpy as np\ntotal = np.arange(4).sum()") == (
+        'np.int64(6)\n\n(The script ended with an assignment; the value returned is that of `total`.)'
+    )

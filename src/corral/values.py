@@ -19,6 +19,14 @@ that came from the other side. Datetimes keep a fixed UTC offset: a `zoneinfo` z
 On the host, results of host functions may also be dataclass instances and pydantic models;
 they are converted to dicts (`dataclasses.asdict`, `model_dump()`) before encoding.
 
+numpy and pandas values (where a pool offers them, and on the host) cross in a plain form
+(`package_form`): a numpy scalar as the Python scalar (`item()`), an array as nested lists
+(`tolist()`), a pandas `Series` as `{'name': ..., 'index': [...], 'data': [...]}`, a `DataFrame`
+as `{'columns': [...], 'index': [...], 'data': [[row], ...]}` (pandas' `orient='split'`), an
+`Index` as a list; `Timestamp` and `Timedelta` as `datetime` and `timedelta`, `NaT` and `NA` as
+None. What they hold is converted as any value is, so an object array holding a function is
+refused as the function would be.
+
 How much crosses is bounded twice. The sender measures a value before packing it (`measure`):
 its items, its decoded size and its depth, counted as the receiver will build it (every reference
 is a copy of its own there: `[[]] * 1000` becomes a thousand lists), and refuses a value that
@@ -49,7 +57,8 @@ import msgpack
 
 __all__ = [
     'pack', 'unpack', 'measure', 'Decoder', 'ValueLimitError', 'bounded_repr', 'host_default', 'sandbox_default',
-    'cut_text', 'describe_type', 'MAX_FRAME', 'MAX_DEPTH', 'REPR_LIMIT', 'UNPACKABLE_RESULT',
+    'cut_text', 'describe_type', 'package_form', 'library_repr', 'MAX_FRAME', 'MAX_DEPTH', 'REPR_LIMIT',
+    'UNPACKABLE_RESULT',
 ]
 
 #: Largest frame, in bytes, either side accepts (one message). A larger one is a protocol error.
@@ -142,8 +151,12 @@ def _exact(value: Any) -> Any:
 
     Uses the base type's own C methods (`str.__str__`, `dict.items`), so an override in the
     subclass (`__str__`, `__iter__`, `keys`) is never called. An enum member becomes its value
-    (read from its own dict, not through a `value` property), a path its text.
+    (read from its own dict, not through a `value` property), a path its text; numpy and pandas
+    values their plain form (`package_form`: first, as pandas' `NaT` is a datetime).
     """
+    form = package_form(value)
+    if form is not _NOT_A_PACKAGE_VALUE:
+        return form
     if isinstance(value, enum.Enum):
         return object.__getattribute__(value, '__dict__')['_value_']
     if isinstance(value, pathlib.PurePath):
@@ -178,7 +191,65 @@ def _exact(value: Any) -> Any:
         return datetime.datetime.fromisoformat(datetime.datetime.isoformat(value))
     if isinstance(value, datetime.date):
         return datetime.date.fromordinal(datetime.date.toordinal(value))
+    if isinstance(value, datetime.timedelta):
+        return datetime.timedelta(_days(value), _seconds(value), _microseconds(value))
     raise _refuse(value)
+
+
+_days = datetime.timedelta.__dict__['days'].__get__
+_seconds = datetime.timedelta.__dict__['seconds'].__get__
+_microseconds = datetime.timedelta.__dict__['microseconds'].__get__
+_NOT_A_PACKAGE_VALUE: Any = object()
+
+
+def _package_types() -> tuple[Any, Any]:
+    """numpy and pandas, where this process has loaded them (never imported here)."""
+    return sys.modules.get('numpy'), sys.modules.get('pandas')
+
+
+def _plain_times(np: Any, value: Any) -> Any:
+    """Dates and durations in microseconds, which `item()` and `tolist()` give as datetime and
+    timedelta (in nanoseconds they give ints)."""
+    if value.dtype.kind in 'mM':
+        return value.astype(f'{value.dtype.kind}8[us]')
+    return value
+
+
+def package_form(value: Any) -> Any:
+    """The plain form of a numpy or pandas value (see the module's docstring), or a marker
+    (`_NOT_A_PACKAGE_VALUE`) for anything else. Reads the value with the libraries' own methods,
+    so a subclass's overrides are not called."""
+    np, pd = _package_types()
+    if np is not None:
+        if isinstance(value, np.ndarray):
+            return np.ndarray.tolist(_plain_times(np, value))
+        if isinstance(value, np.generic):
+            return np.generic.item(_plain_times(np, value))
+    if pd is not None:
+        if value is pd.NaT or value is pd.NA:
+            return None
+        if isinstance(value, pd.DataFrame):
+            split = pd.DataFrame.to_dict(value, orient='split')
+            return {'columns': split['columns'], 'index': split['index'], 'data': split['data']}
+        if isinstance(value, pd.Series):
+            return {'name': value.name, 'index': pd.Index.to_list(value.index), 'data': pd.Series.to_list(value)}
+        if isinstance(value, pd.Index):
+            return pd.Index.to_list(value)
+    return _NOT_A_PACKAGE_VALUE
+
+
+def library_repr(value: Any) -> str | None:
+    """The repr numpy or pandas make of their value (the table a model expects), at most
+    `REPR_LIMIT` characters; None for any other value. Calls the library's own `__repr__` (of
+    the nearest of its classes the value's class derives from), never a subclass's."""
+    np, pd = _package_types()
+    kinds = (*((np.ndarray, np.generic) if np is not None else ()), *((pd.DataFrame, pd.Series, pd.Index) if pd is not None else ()))
+    if not kinds or not isinstance(value, kinds):
+        return None
+    for cls in type(value).__mro__:
+        if type.__dict__['__module__'].__get__(cls).partition('.')[0] in ('numpy', 'pandas'):
+            return cut_text(cls.__repr__(value))
+    return None
 
 
 _uuid_int = uuid.UUID.__dict__['int'].__get__  # the slot itself: a subclass's `int` property is not called

@@ -462,6 +462,7 @@ async def run_script(
         else:
             values, errors = answers
             outcome.value = await session.resume(values, errors=errors, external_lookup=lookup, print_callback=print_callback or on_print)
+        outcome.value = _shown(session, outcome.value)
         if ending.kind == 'assignment':
             fetch = ending.source
             outcome.note = f'The script ended with an assignment; the value returned is that of {ending.names}.'
@@ -491,7 +492,7 @@ async def _fetch(session: Session, source: str) -> Any:
     when that repr fails too (a value nested past the recursion limit), the error that says why
     the value cannot leave, not the failure of a `repr()` the script never called."""
     try:
-        return await session.feed_run(source, print_callback=_ignore)
+        return _shown(session, await session.feed_run(source, print_callback=_ignore))
     except SandboxRuntimeError as error:
         if not (error.exc_type == 'TypeError' and error.message.startswith(UNPACKABLE_RESULT)):
             raise
@@ -501,6 +502,12 @@ async def _fetch(session: Session, source: str) -> Any:
             if ends_session(failure):
                 raise
             raise error from None
+
+
+def _shown(session: Session, value: Any) -> Any:
+    """A numpy or pandas value as a model reads it: the library's own repr (its table), not the
+    plain form it crossed in."""
+    return value if session.value_repr is None else _Repr(session.value_repr)
 
 
 def _ignore(stream: str, text: str) -> None:

@@ -37,6 +37,7 @@ import types
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from ..values import library_repr, package_form
 from . import hostio
 from .catalog import PACKAGE_ATTRIBUTE_HINTS, PACKAGE_MODULES, PACKAGES, WITHHELD_PACKAGE_NAMES, package_closure
 from .guards import special_name_hook
@@ -258,6 +259,7 @@ def _load_numpy() -> None:
     np.loadtxt(io.StringIO('1 2\n3 4')), np.savetxt(io.StringIO(), values)
     np.datetime64('2024-01-01') + np.timedelta64(1, 'D')
     np.array(['a', 'b']).astype('U3'), np.unique(values), np.percentile(values, 50)
+    package_form(values), package_form(np.datetime64('2024-01-01T10:00')), library_repr(values), library_repr(values[0, 0])
 
 
 def _load_pandas() -> None:
@@ -310,6 +312,10 @@ def _load_pandas() -> None:
     frame['y'].rolling(2).mean(), frame['when'].dt.year, frame['x'].str.upper(), frame.dtypes, frame.info(buf=io.StringIO())
     pd.read_json(io.StringIO(frame.to_json())), pd.to_datetime(['2024-01-01']), pd.date_range('2024-01-01', periods=3)
     pd.concat([frame, frame]), frame.isna().sum(), frame.corr(numeric_only=True), pd.Categorical(['a', 'b'])
+    for orient in ('dict', 'list', 'series', 'split', 'tight', 'records', 'index'):
+        frame.to_dict(orient=orient)
+    frame['y'].to_dict(), frame['y'].to_list(), frame.index.to_list(), repr(frame.index), repr(frame.columns)
+    package_form(frame), package_form(frame['y']), library_repr(frame), library_repr(frame['y'])
 
 
 #: The fonts matplotlib ships, read before the lockdown: path -> bytes.

@@ -23,7 +23,7 @@ from ..language import stop as stopping
 from ..language.facades import stderr as _STDERR
 from ..language import EXCEPTIONS, CompiledScript, SandboxStop, compile_script, compile_unguarded, find_stop, import_module, make_builtins
 from ..limits import amount
-from ..values import UNPACKABLE_RESULT, ValueLimitError, measure, pack, unpack
+from ..values import UNPACKABLE_RESULT, ValueLimitError, library_repr, measure, pack, unpack
 
 __all__ = ['Worker', 'STDLIB_MODULES', 'PRELOAD_MODULES']
 
@@ -372,7 +372,7 @@ class Worker:
                     self._feed(*message[1:])
                 elif message[0] == COMPILE and len(message) == 3:
                     if self._compile(*message[1:]) is not None:
-                        self._send([DONE, None])
+                        self._send([DONE, None, None])
                 else:
                     raise ProtocolError('expected a FEED or COMPILE message')
         except (_Stop, ProtocolError, OSError):
@@ -449,11 +449,11 @@ class Worker:
             return
         try:
             self._measure(value, 'the result')
-            data = frame(pack([DONE, value], side='sandbox'))
+            data = frame(pack([DONE, value, library_repr(value)], side='sandbox'))
         except ValueLimitError as error:
             self._send([FAIL, 'limit', error.limit, str(error), f'OverflowError: {error}'])
             return
-        except (TypeError, ValueError, RecursionError, ProtocolError) as error:
+        except Exception as error:  # a conversion failed (a library's own error included): the worker stays up
             message = f'{UNPACKABLE_RESULT}: {error}'
             self._send([FAIL, 'runtime', 'TypeError', message, f'TypeError: {message}'])
             return
