@@ -218,3 +218,65 @@ async def test_code_tool_shows_the_library_repr(pool):
     assert await tool.run("import numpy as np\ntotal = np.arange(4).sum()") == (
         'np.int64(6)\n\n(The script ended with an assignment; the value returned is that of `total`.)'
     )
+
+
+# ----- plots come back as images ---------------------------------------------------------------------
+
+PNG = b'\x89PNG\r\n\x1a\n'
+
+
+async def test_a_figure_its_axes_or_plt_show_arrive_as_png_images(pool):
+    async with pool.checkout() as session:
+        await session.feed_run('import matplotlib.pyplot as plt\nimport pandas as pd')
+        figure = await session.feed_run('figure, axes = plt.subplots(figsize=(2, 2), dpi=40)\naxes.plot([1, 3, 2])\nfigure')
+        assert isinstance(figure, corral.Image) and figure.mime_type == 'image/png' and figure.data.startswith(PNG)
+        axes = await session.feed_run("pd.DataFrame({'a': [1, 3, 2]}).plot(figsize=(2, 2))")
+        assert isinstance(axes, corral.Image) and axes.data.startswith(PNG)
+        assert await session.feed_run('plt.get_fignums()') == [1, 2]
+        shown = await session.feed_run('plt.close("all")\nplt.figure(figsize=(2, 2))\nplt.plot([1, 2])\nplt.figure(figsize=(2, 2))\nplt.bar(["a"], [1])\nplt.show()')
+        assert [type(image) for image in shown] == [corral.Image, corral.Image] and shown[0].data != shown[1].data
+        assert await session.feed_run('plt.get_fignums()') == []  # show() closes what it drew
+        assert await session.feed_run('plt.plot([1])\nplt.show()\n5') == 5  # the script's own value comes first
+
+
+async def test_an_image_counts_towards_value_size(pool):
+    text = await refusal(pool, 'import matplotlib.pyplot as plt\nplt.figure(figsize=(8, 8), dpi=200)\nplt.plot([1, 2])\nplt.gcf()', limits=corral.Limits(value_size=10_000))
+    assert text.startswith('OverflowError: the result takes ') and text.endswith('bytes; at most 10,000 may leave the sandbox (the value_size limit)')
+
+
+async def test_code_tool_returns_image_blocks(pool):
+    import base64
+
+    from corral.integrations import CodeTool
+
+    tool = CodeTool(pool=pool, type_check=False)
+    code = {'code': 'import matplotlib.pyplot as plt\nplt.plot([1, 2])\nplt.show()'}
+    text, image = await tool.call_content(code)
+    assert text == {'type': 'text', 'text': 'Image(<' + text['text'][7:]}
+    assert text['text'].endswith(' bytes of image/png>)')
+    assert image['type'] == 'image' and image['source']['type'] == 'base64' and image['source']['media_type'] == 'image/png'
+    assert base64.b64decode(image['source']['data']).startswith(PNG)
+    text, image = await tool.call_content(code, format='openai')
+    assert text['type'] == 'input_text' and image['type'] == 'input_image'
+    assert image['image_url'].startswith('data:image/png;base64,iVBORw0KGgo')
+    assert await tool.call_content({'code': '1 + 1'}, format='openai') == [{'type': 'input_text', 'text': '2'}]
+    with pytest.raises(ValueError, match="format must be 'anthropic' or 'openai', not 'gemini'"):
+        await tool.call_content({'code': '1'}, format='gemini')
+
+
+async def test_mcp_returns_image_content(pool):
+    pytest.importorskip('mcp')
+    from mcp import Client
+
+    from corral.integrations.mcp import build_server
+
+    server, close = build_server(pool=pool, type_check=False)
+    try:
+        async with Client(server) as client:
+            result = await client.call_tool('run_code', {'code': 'import matplotlib.pyplot as plt\nplt.plot([1, 2])\nplt.gcf()'})
+            text, image = result.content
+            assert text.type == 'text' and text.text.startswith('Image(<') and not result.is_error
+            assert image.type == 'image' and image.mime_type == 'image/png' and image.data.startswith('iVBORw0KGgo')
+    finally:
+        await close()
+

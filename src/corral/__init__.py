@@ -30,12 +30,13 @@ from .host.session import PrintCallback, Session
 from .host.sync import SyncPool, SyncSession
 from .limits import Limits
 from .store import PostgresStore, SQLiteStore, Store, open_store
-from .values import bounded_repr
+from .values import Image, bounded_repr
 
 __all__ = [
     'CodeTool',
     'Deferred',
     'ExternalModule',
+    'Image',
     'Limits',
     'Mount',
     'OsAccess',

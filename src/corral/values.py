@@ -25,7 +25,8 @@ numpy and pandas values (where a pool offers them, and on the host) cross in a p
 as `{'columns': [...], 'index': [...], 'data': [[row], ...]}` (pandas' `orient='split'`), an
 `Index` as a list; `Timestamp` and `Timedelta` as `datetime` and `timedelta`, `NaT` and `NA` as
 None. What they hold is converted as any value is, so an object array holding a function is
-refused as the function would be.
+refused as the function would be. A matplotlib figure (or the axes of one) crosses as an
+`Image` of the figure drawn as PNG.
 
 How much crosses is bounded twice. The sender measures a value before packing it (`measure`):
 its items, its decoded size and its depth, counted as the receiver will build it (every reference
@@ -57,7 +58,7 @@ import msgpack
 
 __all__ = [
     'pack', 'unpack', 'measure', 'Decoder', 'ValueLimitError', 'bounded_repr', 'host_default', 'sandbox_default',
-    'cut_text', 'describe_type', 'package_form', 'library_repr', 'MAX_FRAME', 'MAX_DEPTH', 'REPR_LIMIT',
+    'Image', 'cut_text', 'describe_type', 'package_form', 'library_repr', 'MAX_FRAME', 'MAX_DEPTH', 'REPR_LIMIT',
     'UNPACKABLE_RESULT',
 ]
 
@@ -73,7 +74,7 @@ REPR_LIMIT = 100_000
 #: How the `TypeError` begins that a script gets when it ran to its end and its value cannot cross.
 UNPACKABLE_RESULT = 'the value of the last expression cannot leave the sandbox'
 
-_TUPLE, _SET, _FROZENSET, _BIGINT, _DATETIME, _DATE, _TIME, _TIMEDELTA, _TIMEZONE, _DECIMAL, _UUID = range(1, 12)
+_TUPLE, _SET, _FROZENSET, _BIGINT, _DATETIME, _DATE, _TIME, _TIMEDELTA, _TIMEZONE, _DECIMAL, _UUID, _IMAGE = range(1, 13)
 _MARKS = (_TUPLE, _SET, _FROZENSET)
 _DURATION = struct.Struct('>iii')  # days, seconds, microseconds of a timedelta or a UTC offset
 
@@ -84,6 +85,35 @@ _MAX_COLLISIONS = 32
 #: Items handled by one C call while decoding: a thread decoding a large message lets the GIL go
 #: between such steps, so the event loop's thread waits for no more than one of them.
 _STEP = 8192
+
+
+#: The image formats an `Image` may hold.
+IMAGE_TYPES = frozenset({'image/png'})
+
+
+@dataclasses.dataclass(frozen=True)
+class Image:
+    """An image a script made: a matplotlib figure as the script's value (or shown with
+    `plt.show()`) arrives as `Image(data=<PNG bytes>, mime_type='image/png')`.
+
+    `data`: the encoded image; `mime_type`: its format, one of `IMAGE_TYPES`. Its size counts
+    towards the `value_size` limit like any bytes.
+    """
+
+    data: bytes
+    mime_type: str = 'image/png'
+
+    def __post_init__(self) -> None:
+        if type(self.data) is not bytes:
+            raise TypeError(f'Image data must be bytes, not {type(self.data).__name__}')
+        if self.mime_type not in IMAGE_TYPES:
+            raise ValueError(f'Image mime_type must be one of {sorted(IMAGE_TYPES)}, not {self.mime_type!r}')
+
+    def __sizeof__(self) -> int:
+        return object.__sizeof__(self) + sys.getsizeof(self.data)
+
+    def __repr__(self) -> str:
+        return f'Image(<{len(self.data):,} bytes of {self.mime_type}>)'
 
 
 def describe_type(value: object) -> str:
@@ -101,7 +131,7 @@ def _refuse(value: object) -> TypeError:
 #: Types msgpack packs through `default` (ext types, marked arrays, and ints past 64 bits).
 _EXTENSION_TYPES = frozenset({
     int, tuple, set, frozenset, datetime.datetime, datetime.date, datetime.time, datetime.timedelta, datetime.timezone,
-    decimal.Decimal, uuid.UUID,
+    decimal.Decimal, uuid.UUID, Image,
 })
 #: The exact types that may cross; anything else goes through the side's conversion first.
 _BOUNDARY_TYPES = _EXTENSION_TYPES | {type(None), bool, float, str, bytes, list, dict}
@@ -140,6 +170,8 @@ def _make_default(convert: Callable[[Any], Any]) -> Callable[[Any], Any]:
             return msgpack.ExtType(_DECIMAL, str(value).encode())  # exact, NaN and infinities included
         if t is uuid.UUID:
             return msgpack.ExtType(_UUID, value.bytes)
+        if t is Image:
+            return msgpack.ExtType(_IMAGE, value.mime_type.encode() + b'\0' + value.data)
         offset = value.utcoffset(None)  # datetime.timezone: the one type left
         return msgpack.ExtType(_TIMEZONE, _DURATION.pack(offset.days, offset.seconds, offset.microseconds))
 
@@ -225,6 +257,9 @@ def package_form(value: Any) -> Any:
             return np.ndarray.tolist(_plain_times(np, value))
         if isinstance(value, np.generic):
             return np.generic.item(_plain_times(np, value))
+    figure = _figure_of(value)
+    if figure is not None:
+        return figure_image(figure)
     if pd is not None:
         if value is pd.NaT or value is pd.NA:
             return None
@@ -236,6 +271,25 @@ def package_form(value: Any) -> Any:
         if isinstance(value, pd.Index):
             return pd.Index.to_list(value)
     return _NOT_A_PACKAGE_VALUE
+
+
+def _figure_of(value: Any) -> Any:
+    """The matplotlib figure `value` is, or whose axes it is; None for anything else."""
+    figure, axes = sys.modules.get('matplotlib.figure'), sys.modules.get('matplotlib.axes')
+    if figure is not None and isinstance(value, figure.Figure):
+        return value
+    if axes is not None and isinstance(value, axes.Axes):
+        return axes.Axes.get_figure(value)
+    return None
+
+
+def figure_image(figure: Any) -> Image:
+    """A matplotlib figure drawn as a PNG `Image` (with the figure's own size and dpi)."""
+    import io
+
+    buffer = io.BytesIO()
+    sys.modules['matplotlib.figure'].Figure.savefig(figure, buffer, format='png')
+    return Image(buffer.getvalue())
 
 
 def library_repr(value: Any) -> str | None:
@@ -610,6 +664,9 @@ class Decoder:
             return int(data.decode(), 16)
         if code == _UUID:
             return uuid.UUID(bytes=data)  # ValueError unless 16 bytes
+        if code == _IMAGE:
+            mime_type, _, image = data.partition(b'\0')
+            return Image(image, mime_type.decode())  # ValueError for a format not in IMAGE_TYPES
         if code == _DECIMAL:
             return _decimal(data)
         if code in (_DATETIME, _DATE, _TIME):

@@ -21,10 +21,11 @@ from ..host.os_access import Mount, OsAccess
 from ..host.session import PrintCallback, Session
 from ..limits import Limits, amount
 from ..worker.zygote import LAYERS
-from ..values import MAX_DEPTH, REPR_LIMIT, UNPACKABLE_RESULT, bounded_repr, cut_text
+from ..values import MAX_DEPTH, REPR_LIMIT, UNPACKABLE_RESULT, Image, bounded_repr, cut_text
 
 __all__ = [
     'add_skip_layers',
+    'images_in',
     'CallRecord',
     'ScriptOutcome',
     'run_script',
@@ -502,6 +503,16 @@ async def _fetch(session: Session, source: str) -> Any:
             if ends_session(failure):
                 raise
             raise error from None
+
+
+def images_in(value: Any) -> list[Image]:
+    """The images a script's value is: one `Image`, or a list or tuple of them (`plt.show()` of
+    several figures); none for any other value."""
+    if isinstance(value, Image):
+        return [value]
+    if isinstance(value, (list, tuple)) and value and all(isinstance(item, Image) for item in value):
+        return list(value)
+    return []
 
 
 def _shown(session: Session, value: Any) -> Any:

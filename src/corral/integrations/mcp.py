@@ -12,6 +12,7 @@ starts again. Needs the `mcp` extra (`pip install "corral[mcp]"`).
 from __future__ import annotations
 
 import argparse
+import base64
 import collections
 import contextlib
 import importlib
@@ -32,7 +33,7 @@ try:
     from mcp import Client
     from mcp.client.stdio import StdioServerParameters
     from mcp.server.mcpserver import Context, MCPServer
-    from mcp_types import CallToolResult, TextContent
+    from mcp_types import CallToolResult, ImageContent, TextContent
     from pydantic import Field
 except ImportError as _error:  # pragma: no cover - depends on the installed extras
     raise ImportError('corral.integrations.mcp needs the MCP SDK: install it with `pip install "corral[mcp]"`') from _error
@@ -272,9 +273,11 @@ def build_server(
         restart: Annotated[bool, Field(description='Start from a fresh sandbox, without the variables of earlier calls.')] = False,
     ) -> CallToolResult:
         tool = await sessions.get(session_key(ctx) if keep_session else None)
-        text, ok = await tool._execute(code, restart=restart)
-        # Returned as is, so the model reads exactly corral's text (a raised ToolError gets a prefix).
-        return CallToolResult(content=[TextContent(type='text', text=text)], is_error=not ok)
+        text, ok, images = await tool._execute(code, restart=restart)
+        # Returned as is, so the model reads exactly corral's text (a raised ToolError gets a prefix);
+        # a figure the script made follows as an image
+        pictures = [ImageContent(type='image', data=base64.b64encode(image.data).decode('ascii'), mime_type=image.mime_type) for image in images]
+        return CallToolResult(content=[TextContent(type='text', text=text), *pictures], is_error=not ok)
 
     server.add_tool(run_code, name=template.name, description=template.description, structured_output=False)
     return server, sessions.aclose

@@ -33,7 +33,7 @@ try:
     from pydantic_ai import UserPromptNode
     from pydantic_ai.capabilities import AbstractCapability
     from pydantic_ai.exceptions import AgentRunError, ApprovalRequired, CallDeferred, ModelRetry, ToolFailed, UserError
-    from pydantic_ai.messages import ModelMessage, ModelRequest, ToolCallPart, ToolReturn, ToolReturnPart
+    from pydantic_ai.messages import BinaryContent, ModelMessage, ModelRequest, ToolCallPart, ToolReturn, ToolReturnPart
     from pydantic_ai.tool_manager import ToolManager
     from pydantic_ai.run import AgentRunResult
     from pydantic_ai.tools import (
@@ -67,6 +67,7 @@ from ._common import (
     describe_calls,
     ends_session,
     error_text,
+    images_in,
     json_form,
     mount_list,
     run_code_description,
@@ -494,7 +495,9 @@ class CodeModeToolset(WrapperToolset[AgentDepsT]):
         metadata = {'tool_calls': calls.parts, 'tool_returns': returns}
         if session.session_id is not None:
             metadata[_SESSION] = session.session_id  # the next run of the conversation forks it
-        return ToolReturn(return_value=content, metadata=metadata)
+        # a figure the script made (its value, or plt.show()) reaches the model as the image itself
+        images = [BinaryContent(data=image.data, media_type=image.mime_type) for image in images_in(outcome.value)]
+        return ToolReturn(return_value=content, content=images or None, metadata=metadata)
 
 
 #: `DeferredToolRequests.metadata` key of a paused `run_code` call, and `ToolApproved` metadata key of its resumption

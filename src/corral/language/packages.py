@@ -37,15 +37,40 @@ import types
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ..values import library_repr, package_form
+from ..values import Image, figure_image, library_repr, package_form
 from . import hostio
 from .catalog import PACKAGE_ATTRIBUTE_HINTS, PACKAGE_MODULES, PACKAGES, WITHHELD_PACKAGE_NAMES, package_closure
 from .guards import special_name_hook
 from .rules import attribute_refusal, is_dunder, is_private, normalize
 
-__all__ = ['BUILDERS', 'load', 'loaded']
+__all__ = ['BUILDERS', 'load', 'loaded', 'take_shown']
 
 _loaded: list[str] = []
+
+
+#: The figures `plt.show()` drew in the feed running (see `take_shown`).
+_shown: list[Image] = []
+
+
+def take_shown() -> list[Image]:
+    """The figures `plt.show()` drew since the last call, as PNG images (the worker makes them
+    the feed's value when the script has none)."""
+    images = _shown[:]
+    _shown.clear()
+    return images
+
+
+def show(*args: Any, **kwargs: Any) -> None:
+    """`matplotlib.pyplot.show`: every open figure is drawn as a PNG image, which comes back to
+    the host as the script's value (when its last expression has none), and closed."""
+    import matplotlib.pyplot as plt
+
+    for number in plt.get_fignums():
+        _shown.append(figure_image(plt.figure(number)))
+    plt.close('all')
+
+
+show.__module__ = 'matplotlib.pyplot'
 
 
 def loaded() -> tuple[str, ...]:
@@ -500,6 +525,7 @@ def _pyplot() -> dict[str, Any]:
     ]
     values = _public(plt, names)
     values['savefig'] = _writer(plt.savefig, 'fname', binary=True, position=-1)
+    values['show'] = show
     values['rcParams'] = plt.rcParams
     return values
 

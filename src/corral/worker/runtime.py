@@ -19,6 +19,7 @@ from typing import Any
 
 from ..channel import CALL, COMPILE, DONE, FAIL, FEED, OUTPUT, PAUSE, REPLY, TIMED, WAIT, WAKE, FrameReader, ProtocolError, frame, poll
 from ..language import catalog, hostio
+from ..language.packages import take_shown
 from ..language import stop as stopping
 from ..language.facades import stderr as _STDERR
 from ..language import EXCEPTIONS, CompiledScript, SandboxStop, compile_script, compile_unguarded, find_stop, import_module, make_builtins
@@ -444,9 +445,12 @@ class Worker:
             # the feed ends with the limit
             failure, value = self._stops[0], None
         self._end_leftover_tasks()
+        shown = take_shown()
         if failure is not None:
             self._send_failure(failure)
             return
+        if value is None and shown:  # plt.show(): the figures are the script's value
+            value = shown[0] if len(shown) == 1 else shown
         try:
             self._measure(value, 'the result')
             data = frame(pack([DONE, value, library_repr(value)], side='sandbox'))
