@@ -280,3 +280,55 @@ async def test_mcp_returns_image_content(pool):
     finally:
         await close()
 
+
+
+# ----- type checking against the packages' own types -------------------------------------------------
+
+async def typing_error(pool: corral.Pool, code: str) -> str:
+    async with pool.checkout(type_check=True) as session:
+        with pytest.raises(corral.SandboxTypingError) as caught:
+            await session.feed_run(code)
+    return str(caught.value)
+
+
+async def test_scripts_are_checked_against_numpy_pandas_stubs_and_matplotlib(pool):
+    async with pool.checkout(type_check=True) as session:
+        assert await session.feed_run(
+            "import pandas as pd\nimport numpy as np\nimport matplotlib.pyplot as plt\n"
+            "frame = pd.DataFrame({'x': ['a', 'b', 'a'], 'y': [1, 2, 3]})\n"
+            "totals = frame.groupby('x')['y'].sum()\nplt.bar(totals.index, totals.to_numpy())\nint(np.sum(totals.to_numpy()))"
+        ) == 6
+    assert await typing_error(pool, "import pandas as pd\nframe = pd.DataFrame({'x': ['a'], 'y': [1]})\nframe.groupby('x').summ()") == (
+        'error[call-non-callable]: Object of type `SeriesGroupBy[Any, str | bytes | date | ... omitted 7 union elements]` is not callable\n'
+        ' --> main.py:3:1\n'
+        '  |\n'
+        '1 | import pandas as pd\n'
+        "2 | frame = pd.DataFrame({'x': ['a'], 'y': [1]})\n"
+        "3 | frame.groupby('x').summ()\n"
+        '  | ^^^^^^^^^^^^^^^^^^^^^^^^^'
+    )
+    assert (await typing_error(pool, "import numpy as np\nnp.arange(3).summ()")).startswith(
+        'error[unresolved-attribute]: Object of type `ndarray[tuple[int], dtype['
+    )
+
+
+async def test_the_facades_refusals_are_diagnostics_too(pool):
+    assert await typing_error(pool, "import numpy as np\nnp.load('x')") == (
+        'error[unresolved-attribute]: Module `numpy` has no member `load`\n'
+        ' --> main.py:2:4\n'
+        '  |\n'
+        '1 | import numpy as np\n'
+        "2 | np.load('x')\n"
+        '  |    ^^^^\n'
+        "info: module 'numpy' has no attribute 'load' in the sandbox: pickle runs code as it loads; keep data as CSV or JSON "
+        '(np.load unpickles); numpy reads and writes files as text here: np.loadtxt, np.genfromtxt and np.savetxt on the '
+        'mounted folders. dir(numpy) lists the 471 names numpy offers'
+    )
+    text = await typing_error(pool, 'from pandas import read_pickle')
+    assert text.splitlines()[0] == 'error[import-not-found]: Module `pandas` has no member `read_pickle`'
+    assert text.splitlines()[-1] == (
+        "info: module 'pandas' has no attribute 'read_pickle' in the sandbox: pickle runs code as it loads; keep data as "
+        'CSV or JSON: read_csv or read_json. dir(pandas) lists the 84 names pandas offers'
+    )
+    text = await typing_error(pool, 'import numpy.lib')
+    assert text.splitlines()[-1].startswith("info: No module named 'numpy.lib': the sandbox offers 'numpy' itself, not its submodules.")

@@ -229,7 +229,7 @@ class Pool:
         if self._checker is None:
             from ..typecheck import TypeChecker
 
-            self._checker = TypeChecker()
+            self._checker = TypeChecker(self.packages)
         return self._checker
 
     async def _take_worker(self, limits: Limits) -> WorkerProcess:

@@ -29,6 +29,7 @@ The module facades (`BUILDERS`: what `import numpy` gives a script) hold the rev
 from __future__ import annotations
 
 import functools
+import importlib
 import io
 import operator
 import os
@@ -490,7 +491,7 @@ def _numpy_random() -> dict[str, Any]:
 
 def _module_of(name: str) -> Callable[[], dict[str, Any]]:
     def build() -> dict[str, Any]:
-        module = sys.modules[name]
+        module = importlib.import_module(name)
         return _public(module, getattr(module, '__all__', None) or dir(module))
 
     return build
