@@ -332,3 +332,50 @@ async def test_the_facades_refusals_are_diagnostics_too(pool):
     )
     text = await typing_error(pool, 'import numpy.lib')
     assert text.splitlines()[-1].startswith("info: No module named 'numpy.lib': the sandbox offers 'numpy' itself, not its submodules.")
+
+
+# ----- the integrations and the command line take packages ----------------------------------------------
+
+async def test_code_tool_and_code_mode_take_packages():
+    from corral.integrations import CodeTool
+    from corral.integrations._common import add_packages
+
+    async with CodeTool(packages=['pandas']) as tool:
+        assert await tool.run("import pandas as pd\npd.Series([1, 2]).sum()") == 'np.int64(3)'
+    with pytest.raises(ValueError, match=r'give packages to the pool \(Pool\(packages=\.\.\.\)\)'):
+        CodeTool(packages=['pandas'], pool=corral.Pool())
+
+    pytest.importorskip('pydantic_ai')
+    from pydantic_ai.exceptions import UserError
+
+    from corral.pydantic_ai import CodeMode
+
+    assert CodeMode(packages=['matplotlib']).packages == ('numpy', 'matplotlib')
+    with pytest.raises(UserError, match="CodeMode packages: unknown package 'scipy'"):
+        CodeMode(packages=['scipy'])
+
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    add_packages(parser)
+    assert parser.parse_args(['--packages', 'pandas,matplotlib']).packages == ('numpy', 'pandas', 'matplotlib')
+    assert parser.parse_args([]).packages == ()
+
+
+async def test_the_readmes_data_example_runs_as_copied(tmp_path):
+    import asyncio
+    import os
+    import subprocess
+    import sys
+
+    readme = (pathlib.Path(__file__).parent.parent / 'README.md').read_text()
+    section = readme[readme.index('\n### Data work: numpy, pandas and matplotlib\n'):]
+    example = section[section.index('```python\n') + len('```python\n'):section.index('\n```\n')]
+    printed = section[section.index('it prints:\n\n```\n') + len('it prints:\n\n```\n'):]
+    printed = printed[:printed.index('```\n')]
+    (tmp_path / 'q1.csv').write_text('region,amount\nnorth,120\nsouth,80\nnorth,45\n')
+    done = await asyncio.to_thread(
+        subprocess.run, [sys.executable, '-c', example], cwd=tmp_path, capture_output=True, text=True, env=dict(os.environ), timeout=300,
+    )
+    assert (done.stdout, done.stderr, done.returncode) == (printed, '', 0)
+    assert (tmp_path / 'q1.png').exists() is False  # an overlay mount: the figure stays in the session

@@ -24,6 +24,7 @@ from ..worker.zygote import LAYERS
 from ..values import MAX_DEPTH, REPR_LIMIT, UNPACKABLE_RESULT, Image, bounded_repr, cut_text
 
 __all__ = [
+    'add_packages',
     'add_skip_layers',
     'images_in',
     'CallRecord',
@@ -59,6 +60,27 @@ def add_skip_layers(parser: argparse.ArgumentParser) -> None:
         default=frozenset(),
         metavar='LAYER,...',
         help=f"lockdown layers to run without, where this machine lacks them ({', '.join(LAYERS)}); scripts are then less contained",
+    )
+
+
+def _package_names(text: str) -> tuple[str, ...]:
+    from ..language.catalog import package_closure
+
+    try:
+        return package_closure(filter(None, text.split(',')))
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def add_packages(parser: argparse.ArgumentParser) -> None:
+    """Add the `--packages NAME,...` option (`Pool(packages=...)`: numpy, pandas, matplotlib;
+    `args.packages` is a tuple, with what each package needs) to a command line."""
+    parser.add_argument(
+        '--packages',
+        type=_package_names,
+        default=(),
+        metavar='NAME,...',
+        help="third-party packages scripts may import (numpy, pandas, matplotlib), loaded before the lockdown; pip install 'corral[data]'",
     )
 
 

@@ -66,6 +66,8 @@ class CodeTool:
       mode)`; the default mode, `'overlay'`, keeps the script's writes in its session).
     - `os_access`: a `corral.OsAccess` granting environment variables, the clock, or files outside
       the mounts. Grant only what the task needs: by default the script has none of them.
+    - `packages`: third-party packages scripts may import (`'numpy'`, `'pandas'`, `'matplotlib'`),
+      for the pool the tool makes (give them to your own `Pool(packages=...)` instead).
 
     `run()` returns text for the model: the repr of the script's value, or the error to fix, with
     what the script printed and, after a failure, the function calls that had already run.
@@ -84,7 +86,11 @@ class CodeTool:
         name: str = 'run_code',
         os_access: OsAccess | None = None,
         mounts: Mount | Sequence[Mount] | None = None,
+        packages: Sequence[str] = (),
     ) -> None:
+        if packages and pool is not None:
+            raise ValueError('give packages to the pool (Pool(packages=...)), or leave pool out and CodeTool makes one with them')
+        self.packages = tuple(packages)
         if os_access is not None and not isinstance(os_access, OsAccess):
             raise TypeError(f'os_access must be a corral.OsAccess, not {type(os_access).__name__}')
         self.os_access = os_access
@@ -252,7 +258,7 @@ class CodeTool:
 
     async def _checkout(self, records: list[CallRecord]) -> Session:
         if self._pool is None:
-            self._pool = Pool()
+            self._pool = Pool(packages=self.packages)
             self._closer = _closing_at_loop_end(self)
             await self._closer.asend(None)
         modules = {

@@ -41,7 +41,7 @@ except ImportError as _error:  # pragma: no cover - depends on the installed ext
 from ..errors import SandboxInsecureError
 from ..host.pool import Pool
 from ..limits import Limits
-from ._common import add_skip_layers
+from ._common import add_packages, add_skip_layers
 from .code_tool import CodeTool
 from .stubs import SchemaFunction, StubWriter, python_name
 
@@ -294,12 +294,13 @@ async def serve(
     type_check: bool = True,
     keep_session: bool = True,
     skip_layers: Collection[str] = (),
+    packages: Collection[str] = (),
 ) -> None:
     """Check the sandbox can be locked down (`SandboxInsecureError` if not: see
     `Pool(skip_layers=...)`), connect to the upstream servers (all at once), warm the sandbox and
     the type checker, then serve `run_code` until the transport closes."""
     async with contextlib.AsyncExitStack() as stack:
-        pool = await stack.enter_async_context(Pool(skip_layers=skip_layers))
+        pool = await stack.enter_async_context(Pool(skip_layers=skip_layers, packages=packages))
         await pool.start()
         background = await stack.enter_async_context(anyio.create_task_group())
         stack.callback(background.cancel_scope.cancel)  # called first: the tasks end, then the group
@@ -357,6 +358,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument('--no-type-check', action='store_true', help='run scripts without checking them first')
     parser.add_argument('--fresh', action='store_true', help='start every run_code call with no variables (by default they persist per MCP session)')
     add_skip_layers(parser)
+    add_packages(parser)
     return parser
 
 
@@ -387,6 +389,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 type_check=not args.no_type_check,
                 keep_session=not args.fresh,
                 skip_layers=args.skip_layers,
+                packages=args.packages,
             )
         )
     except SandboxInsecureError as error:

@@ -114,6 +114,8 @@ class CodeMode(AbstractCapability[AgentDepsT]):
     - `max_tool_calls`: calls a single script may make to the tools.
     - `type_check`: check every script against the tools' stubs before it runs.
     - `limits`: the sandbox's `corral.Limits` (wall time, memory, output ...).
+    - `packages`: third-party packages scripts may import (`'numpy'`, `'pandas'`, `'matplotlib'`) in
+      the pools the runs make (give them to your own `Pool(packages=...)` instead).
     - `pool`: a `corral.Pool` to check sandboxes out of; by default each agent run makes its own.
       A pool given a store (`Pool(store=...)`) keeps the sessions there: a call from a script to a
       tool that needs approval or is deferred then pauses the script, and the run ends with
@@ -146,10 +148,20 @@ class CodeMode(AbstractCapability[AgentDepsT]):
     type_check: bool = True
     limits: Limits | None = None
     pool: Pool | None = field(default=None, repr=False)
+    packages: Sequence[str] = ()
     # the stubs of the latest step, for the instructions (a fresh one for each run: see `for_run`)
     _catalog: _Catalog = field(default_factory=lambda: _Catalog(), init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        if self.packages and self.pool is not None:
+            raise UserError('CodeMode: give packages to the pool (Pool(packages=...)), or leave pool out')
+        if self.packages:
+            from ..language.catalog import package_closure
+
+            try:
+                self.packages = package_closure(self.packages)
+            except ValueError as error:
+                raise UserError(f'CodeMode packages: {error}') from None
         if isinstance(self.limits, dict):  # from an agent spec: `limits: {wall_time: 10}`
             self.limits = Limits(**self.limits)
         if self.os_access is not None and not isinstance(self.os_access, OsAccess):
@@ -214,6 +226,7 @@ class CodeMode(AbstractCapability[AgentDepsT]):
             pool=self.pool,
             os_access=self.os_access,
             mounts=mount_list(self.mount),
+            packages=self.packages,
             catalog=self._catalog if self.dynamic_catalog else None,
         )
 
@@ -241,8 +254,9 @@ class _RunCodeTool(ToolsetTool[AgentDepsT]):
 class _RunState:
     """One agent run's sandbox: the session whose variables persist between `run_code` calls."""
 
-    def __init__(self, pool: Pool | None, *, os_access: OsAccess | None = None, mounts: Sequence[Mount] = ()) -> None:
+    def __init__(self, pool: Pool | None, *, os_access: OsAccess | None = None, mounts: Sequence[Mount] = (), packages: Sequence[str] = ()) -> None:
         self._pool = pool
+        self._packages = tuple(packages)
         # a pool given a store keeps the sessions there, so a script can pause on a call that waits
         self.stored = pool is not None and pool._store_option is not None
         self._continued = False  # whether the run's first session was chosen (see `get_session`)
@@ -279,7 +293,7 @@ class _RunState:
             pool = self._pool
             if pool is None:
                 if self._own_pool is None:
-                    self._own_pool = Pool(warm_workers=0)
+                    self._own_pool = Pool(warm_workers=0, packages=self._packages)
                 pool = self._own_pool
             session = pool.checkout(
                 type_check=type_check,
@@ -323,13 +337,14 @@ class CodeModeToolset(WrapperToolset[AgentDepsT]):
     pool: Pool | None = field(default=None, repr=False)
     os_access: OsAccess | None = None
     mounts: Sequence[Mount] = ()
+    packages: Sequence[str] = ()
     #: when set, the stubs go here (for the instructions) instead of the `run_code` description
     catalog: _Catalog | None = field(default=None, repr=False, compare=False)
     _state: _RunState | None = field(default=None, init=False, repr=False, compare=False)
 
     async def for_run(self, ctx: RunContext[AgentDepsT]) -> AbstractToolset[AgentDepsT]:
         new = replace(self, wrapped=await self.wrapped.for_run(ctx))
-        new._state = _RunState(self.pool, os_access=self.os_access, mounts=self.mounts)
+        new._state = _RunState(self.pool, os_access=self.os_access, mounts=self.mounts, packages=self.packages)
         return new
 
     async def for_run_step(self, ctx: RunContext[AgentDepsT]) -> AbstractToolset[AgentDepsT]:
