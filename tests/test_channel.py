@@ -111,7 +111,8 @@ HOSTILE = {
     'OUTPUT of bytes': _message(OUTPUT, 'stdout', b'x'),
     'OUTPUT to a bad stream': _message(OUTPUT, 'tty', 'x'),
     'FAIL of numbers': _message(FAIL, 1, 2, 3, 4),
-    'DONE with extra items': _message(DONE, 1, 2),
+    'DONE with extra items': _message(DONE, 1, None, 2),
+    'DONE with a repr that is not text': _message(DONE, 1, 2),
     'unknown extension type': frame(msgpack.packb([DONE, msgpack.ExtType(77, b'')])),
     'oversized frame header': struct.pack('>I', MAX_FRAME + 1),
     'deep nesting': frame(b'\x91' * 100_000 + b'\xc0'),
@@ -147,7 +148,7 @@ async def test_a_truncated_frame_then_exit_is_reported(fake_worker):
 
 async def test_a_message_outside_a_feed_ends_the_session(fake_worker):
     session, worker = fake_worker
-    worker.sendall(_message(DONE, 1))
+    worker.sendall(_message(DONE, 1, None))
     await asyncio.sleep(0.05)
     with pytest.raises(corral.SandboxWorkerError) as info:
         await session.feed_run('1')

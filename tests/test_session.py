@@ -487,7 +487,7 @@ async def test_a_result_larger_than_a_frame_is_the_scripts_type_error(pool):
         with pytest.raises(corral.SandboxRuntimeError) as info:
             await session.feed_run("'x' * (65 * 1024**2)")
         assert info.value.display() == (
-            'TypeError: the value of the last expression cannot leave the sandbox: message of 68157447 bytes is larger '
+            'TypeError: the value of the last expression cannot leave the sandbox: message of 68157448 bytes is larger '
             'than the limit of 67108864 bytes'
         )
         assert await session.feed_run('2') == 2

@@ -36,13 +36,14 @@ from .server.client import RemotePool, RemoteSession
 from .server.keys import ApiKey, KeyRing
 from .server.quotas import QuotaStore, Quotas, TenantQuotas
 from .store import PostgresStore, SQLiteStore, Store, StoredState, open_store
-from .values import bounded_repr
+from .values import Image, bounded_repr
 
 __all__ = [
     'ApiKey',
     'CodeTool',
     'Deferred',
     'ExternalModule',
+    'Image',
     'KeyRing',
     'Limits',
     'Mount',
@@ -54,9 +55,9 @@ __all__ = [
     'PrintCallback',
     'QuotaStore',
     'Quotas',
-    'SandboxAuthError',
     'RemotePool',
     'RemoteSession',
+    'SandboxAuthError',
     'SandboxCheckerError',
     'SandboxError',
     'SandboxInsecureError',

@@ -16,7 +16,7 @@ Every message is a list whose first item is its kind:
                      [WAIT, timeout]                      nothing to run until a reply or `timeout`
                      [TIMED]                              before DONE/FAIL: tasks the feed left had to be
                                                           stopped by time, at points no replay reproduces
-                     [DONE, value]
+                     [DONE, value, shown]                 shown: the library's repr of a numpy/pandas value, or None
                      [FAIL, kind, exc_type, message, display]   kind: 'syntax' or 'runtime'
                      [FAIL, 'limit', limit, message, display]   limit: a field of `Limits`
 

@@ -19,6 +19,15 @@ that came from the other side. Datetimes keep a fixed UTC offset: a `zoneinfo` z
 On the host, results of host functions may also be dataclass instances and pydantic models;
 they are converted to dicts (`dataclasses.asdict`, `model_dump()`) before encoding.
 
+numpy and pandas values (where a pool offers them, and on the host) cross in a plain form
+(`package_form`): a numpy scalar as the Python scalar (`item()`), an array as nested lists
+(`tolist()`), a pandas `Series` as `{'name': ..., 'index': [...], 'data': [...]}`, a `DataFrame`
+as `{'columns': [...], 'index': [...], 'data': [[row], ...]}` (pandas' `orient='split'`), an
+`Index` as a list; `Timestamp` and `Timedelta` as `datetime` and `timedelta`, `NaT` and `NA` as
+None. What they hold is converted as any value is, so an object array holding a function is
+refused as the function would be. A matplotlib figure (or the axes of one) crosses as an
+`Image` of the figure drawn as PNG.
+
 How much crosses is bounded twice. The sender measures a value before packing it (`measure`):
 its items, its decoded size and its depth, counted as the receiver will build it (every reference
 is a copy of its own there: `[[]] * 1000` becomes a thousand lists), and refuses a value that
@@ -49,7 +58,8 @@ import msgpack
 
 __all__ = [
     'pack', 'unpack', 'measure', 'Decoder', 'ValueLimitError', 'bounded_repr', 'host_default', 'sandbox_default',
-    'cut_text', 'describe_type', 'MAX_FRAME', 'MAX_DEPTH', 'REPR_LIMIT', 'UNPACKABLE_RESULT',
+    'Image', 'cut_text', 'describe_type', 'package_form', 'library_repr', 'MAX_FRAME', 'MAX_DEPTH', 'REPR_LIMIT',
+    'UNPACKABLE_RESULT',
 ]
 
 #: Largest frame, in bytes, either side accepts (one message). A larger one is a protocol error.
@@ -64,7 +74,7 @@ REPR_LIMIT = 100_000
 #: How the `TypeError` begins that a script gets when it ran to its end and its value cannot cross.
 UNPACKABLE_RESULT = 'the value of the last expression cannot leave the sandbox'
 
-_TUPLE, _SET, _FROZENSET, _BIGINT, _DATETIME, _DATE, _TIME, _TIMEDELTA, _TIMEZONE, _DECIMAL, _UUID = range(1, 12)
+_TUPLE, _SET, _FROZENSET, _BIGINT, _DATETIME, _DATE, _TIME, _TIMEDELTA, _TIMEZONE, _DECIMAL, _UUID, _IMAGE = range(1, 13)
 _MARKS = (_TUPLE, _SET, _FROZENSET)
 _DURATION = struct.Struct('>iii')  # days, seconds, microseconds of a timedelta or a UTC offset
 
@@ -75,6 +85,35 @@ _MAX_COLLISIONS = 32
 #: Items handled by one C call while decoding: a thread decoding a large message lets the GIL go
 #: between such steps, so the event loop's thread waits for no more than one of them.
 _STEP = 8192
+
+
+#: The image formats an `Image` may hold.
+IMAGE_TYPES = frozenset({'image/png'})
+
+
+@dataclasses.dataclass(frozen=True)
+class Image:
+    """An image a script made: a matplotlib figure as the script's value (or shown with
+    `plt.show()`) arrives as `Image(data=<PNG bytes>, mime_type='image/png')`.
+
+    `data`: the encoded image; `mime_type`: its format, one of `IMAGE_TYPES`. Its size counts
+    towards the `value_size` limit like any bytes.
+    """
+
+    data: bytes
+    mime_type: str = 'image/png'
+
+    def __post_init__(self) -> None:
+        if type(self.data) is not bytes:
+            raise TypeError(f'Image data must be bytes, not {type(self.data).__name__}')
+        if self.mime_type not in IMAGE_TYPES:
+            raise ValueError(f'Image mime_type must be one of {sorted(IMAGE_TYPES)}, not {self.mime_type!r}')
+
+    def __sizeof__(self) -> int:
+        return object.__sizeof__(self) + sys.getsizeof(self.data)
+
+    def __repr__(self) -> str:
+        return f'Image(<{len(self.data):,} bytes of {self.mime_type}>)'
 
 
 def describe_type(value: object) -> str:
@@ -92,7 +131,7 @@ def _refuse(value: object) -> TypeError:
 #: Types msgpack packs through `default` (ext types, marked arrays, and ints past 64 bits).
 _EXTENSION_TYPES = frozenset({
     int, tuple, set, frozenset, datetime.datetime, datetime.date, datetime.time, datetime.timedelta, datetime.timezone,
-    decimal.Decimal, uuid.UUID,
+    decimal.Decimal, uuid.UUID, Image,
 })
 #: The exact types that may cross; anything else goes through the side's conversion first.
 _BOUNDARY_TYPES = _EXTENSION_TYPES | {type(None), bool, float, str, bytes, list, dict}
@@ -131,6 +170,8 @@ def _make_default(convert: Callable[[Any], Any]) -> Callable[[Any], Any]:
             return msgpack.ExtType(_DECIMAL, str(value).encode())  # exact, NaN and infinities included
         if t is uuid.UUID:
             return msgpack.ExtType(_UUID, value.bytes)
+        if t is Image:
+            return msgpack.ExtType(_IMAGE, value.mime_type.encode() + b'\0' + value.data)
         offset = value.utcoffset(None)  # datetime.timezone: the one type left
         return msgpack.ExtType(_TIMEZONE, _DURATION.pack(offset.days, offset.seconds, offset.microseconds))
 
@@ -142,8 +183,12 @@ def _exact(value: Any) -> Any:
 
     Uses the base type's own C methods (`str.__str__`, `dict.items`), so an override in the
     subclass (`__str__`, `__iter__`, `keys`) is never called. An enum member becomes its value
-    (read from its own dict, not through a `value` property), a path its text.
+    (read from its own dict, not through a `value` property), a path its text; numpy and pandas
+    values their plain form (`package_form`: first, as pandas' `NaT` is a datetime).
     """
+    form = package_form(value)
+    if form is not _NOT_A_PACKAGE_VALUE:
+        return form
     if isinstance(value, enum.Enum):
         return object.__getattribute__(value, '__dict__')['_value_']
     if isinstance(value, pathlib.PurePath):
@@ -178,7 +223,87 @@ def _exact(value: Any) -> Any:
         return datetime.datetime.fromisoformat(datetime.datetime.isoformat(value))
     if isinstance(value, datetime.date):
         return datetime.date.fromordinal(datetime.date.toordinal(value))
+    if isinstance(value, datetime.timedelta):
+        return datetime.timedelta(_days(value), _seconds(value), _microseconds(value))
     raise _refuse(value)
+
+
+_days = datetime.timedelta.__dict__['days'].__get__
+_seconds = datetime.timedelta.__dict__['seconds'].__get__
+_microseconds = datetime.timedelta.__dict__['microseconds'].__get__
+_NOT_A_PACKAGE_VALUE: Any = object()
+
+
+def _package_types() -> tuple[Any, Any]:
+    """numpy and pandas, where this process has loaded them (never imported here)."""
+    return sys.modules.get('numpy'), sys.modules.get('pandas')
+
+
+def _plain_times(np: Any, value: Any) -> Any:
+    """Dates and durations in microseconds, which `item()` and `tolist()` give as datetime and
+    timedelta (in nanoseconds they give ints)."""
+    if value.dtype.kind in 'mM':
+        return value.astype(f'{value.dtype.kind}8[us]')
+    return value
+
+
+def package_form(value: Any) -> Any:
+    """The plain form of a numpy or pandas value (see the module's docstring), or a marker
+    (`_NOT_A_PACKAGE_VALUE`) for anything else. Reads the value with the libraries' own methods,
+    so a subclass's overrides are not called."""
+    np, pd = _package_types()
+    if np is not None:
+        if isinstance(value, np.ndarray):
+            return np.ndarray.tolist(_plain_times(np, value))
+        if isinstance(value, np.generic):
+            return np.generic.item(_plain_times(np, value))
+    figure = _figure_of(value)
+    if figure is not None:
+        return figure_image(figure)
+    if pd is not None:
+        if value is pd.NaT or value is pd.NA:
+            return None
+        if isinstance(value, pd.DataFrame):
+            split = pd.DataFrame.to_dict(value, orient='split')
+            return {'columns': split['columns'], 'index': split['index'], 'data': split['data']}
+        if isinstance(value, pd.Series):
+            return {'name': value.name, 'index': pd.Index.to_list(value.index), 'data': pd.Series.to_list(value)}
+        if isinstance(value, pd.Index):
+            return pd.Index.to_list(value)
+    return _NOT_A_PACKAGE_VALUE
+
+
+def _figure_of(value: Any) -> Any:
+    """The matplotlib figure `value` is, or whose axes it is; None for anything else."""
+    figure, axes = sys.modules.get('matplotlib.figure'), sys.modules.get('matplotlib.axes')
+    if figure is not None and isinstance(value, figure.Figure):
+        return value
+    if axes is not None and isinstance(value, axes.Axes):
+        return axes.Axes.get_figure(value)
+    return None
+
+
+def figure_image(figure: Any) -> Image:
+    """A matplotlib figure drawn as a PNG `Image` (with the figure's own size and dpi)."""
+    import io
+
+    buffer = io.BytesIO()
+    sys.modules['matplotlib.figure'].Figure.savefig(figure, buffer, format='png')
+    return Image(buffer.getvalue())
+
+
+def library_repr(value: Any) -> str | None:
+    """The repr numpy or pandas make of their value (the table a model expects), at most
+    `REPR_LIMIT` characters; None for any other value. Calls the library's own `__repr__` (of
+    the nearest of its classes the value's class derives from), never a subclass's."""
+    np, pd = _package_types()
+    kinds = (*((np.ndarray, np.generic) if np is not None else ()), *((pd.DataFrame, pd.Series, pd.Index) if pd is not None else ()))
+    if not kinds or not isinstance(value, kinds):
+        return None
+    for cls in type(value).__mro__:
+        if type.__dict__['__module__'].__get__(cls).partition('.')[0] in ('numpy', 'pandas'):
+            return cut_text(cls.__repr__(value))
+    return None
 
 
 _uuid_int = uuid.UUID.__dict__['int'].__get__  # the slot itself: a subclass's `int` property is not called
@@ -539,6 +664,9 @@ class Decoder:
             return int(data.decode(), 16)
         if code == _UUID:
             return uuid.UUID(bytes=data)  # ValueError unless 16 bytes
+        if code == _IMAGE:
+            mime_type, _, image = data.partition(b'\0')
+            return Image(image, mime_type.decode())  # ValueError for a format not in IMAGE_TYPES
         if code == _DECIMAL:
             return _decimal(data)
         if code in (_DATETIME, _DATE, _TIME):

@@ -261,7 +261,7 @@ async def test_large_frames_are_decoded_in_order_with_the_small_ones_behind_them
         printed = []
         feed = asyncio.ensure_future(session.feed_run('1', print_callback=lambda stream, text: printed.append(len(text))))
         await asyncio.sleep(0.01)
-        data = _frame(OUTPUT, 'stdout', 'x' * 200_000) + _frame(OUTPUT, 'stdout', 'y') + frame(pack([DONE, [(1, 2)] * 100_000], side='sandbox'))
+        data = _frame(OUTPUT, 'stdout', 'x' * 200_000) + _frame(OUTPUT, 'stdout', 'y') + frame(pack([DONE, [(1, 2)] * 100_000, None], side='sandbox'))
         await _send(worker, data)
         assert await asyncio.wait_for(feed, 30) == [(1, 2)] * 100_000
         assert printed == [200_000, 1]

@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from ..language.catalog import package_closure
 from ..limits import Limits
 from ..store.base import check_tenant
 from ..worker.zygote import LAYERS
@@ -23,6 +24,16 @@ if TYPE_CHECKING:
     from ..typecheck import TypeChecker
 
 __all__ = ['Pool']
+
+
+def _installed(packages: tuple[str, ...]) -> tuple[str, ...]:
+    """`packages`, once each is found installed (without importing it in the host)."""
+    import importlib.util
+
+    for name in packages:
+        if importlib.util.find_spec(name) is None:
+            raise ImportError(f"package {name!r} is not installed: pip install 'corral[data]'", name=name)
+    return packages
 
 #: Warm workers are forked with the rlimits of the default `Limits()`; a session with other
 #: memory or CPU limits gets a worker forked for it.
@@ -82,6 +93,12 @@ class Pool:
     store's key) and refused past `max_state_bytes`; a stored session's state never grows past it
     (see `checkout`). A stored session's lease lasts `lease_ttl` seconds past its holder's last renewal.
 
+    `packages` (from `'numpy'`, `'pandas'`, `'matplotlib'`; each with what it needs) are loaded
+    into the zygote before the lockdown, so a script's `import pandas as pd` costs nothing (see the
+    README's section on data work); a name not among them raises `ValueError`, a package not
+    installed `ImportError` (they come with `pip install 'corral[data]'`). Without packages, the
+    zygote loads none of them.
+
     Creating a pool starts nothing; the zygote (a warm Python process that forks workers) starts
     on the first checkout. After each checkout the pool forks replacements in the background so
     that `warm_workers` idle workers wait for the next checkouts. Every session gets a worker of
@@ -112,6 +129,7 @@ class Pool:
         max_warm_workers: int | None = None,
         warm_decay: float = 30.0,
         observer: PoolObserver | None = None,
+        packages: Collection[str] = (),
     ) -> None:
         if warm_workers < 0:
             raise ValueError('warm_workers must be 0 or more')
@@ -137,7 +155,8 @@ class Pool:
         self._store_option = store
         self._store: Store | None = None
         self._state_key_option = state_key
-        self._zygote = Zygote(self.skip_layers)
+        self.packages = _installed(package_closure(packages))
+        self._zygote = Zygote(self.skip_layers, self.packages)
         self._idle: list[WorkerProcess] = []
         self._demand = WarmDemand(warm_workers, max_warm_workers, warm_decay)
         self._clock: Callable[[], float] = time.monotonic
@@ -307,7 +326,7 @@ class Pool:
         if self._checker is None:
             from ..typecheck import TypeChecker
 
-            self._checker = TypeChecker()
+            self._checker = TypeChecker(self.packages)
         return self._checker
 
     async def _spawn(self, *, memory: int | None, cpu_time: int | None) -> WorkerProcess:

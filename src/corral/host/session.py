@@ -133,6 +133,10 @@ class Session:
     A session keeps a journal of what entered its worker (see `corral.host.journal`): `dump()`
     seals it into signed bytes, `load_session()` replays them in a fresh session, and a stored
     session (`pool.checkout(ephemeral=False)`) is written to the pool's store after every feed.
+
+    `value_repr`: when the last feed's value was a numpy or pandas value (which arrives in its
+    plain form, see `corral.values`), the library's own repr of it, as the sandbox made it (the
+    table a model expects to read); otherwise None.
     """
 
     def __init__(
@@ -164,6 +168,7 @@ class Session:
         self.ephemeral = ephemeral
         self.limits = limits if limits is not None else Limits()
         self.script_name = script_name
+        self.value_repr: str | None = None
         self._worker: WorkerProcess | None = None
         self._transport: asyncio.Transport | None = None
         self._dead: str | None = None
@@ -801,9 +806,12 @@ class Session:
             self._witness(text.encode('utf-8', 'surrogatepass'))
             self._print(stream, text)
         elif kind == DONE:
-            value = _shape(message, 2)[1]
+            _, value, shown = _shape(message, 3)
+            if shown is not None and not isinstance(shown, str):
+                raise ProtocolError('malformed DONE message')
             self._witness(pack(value, side='host'))
             self._end_of_feed()
+            self.value_repr = shown
             self._done.set_result(value)
         elif kind == FAIL:
             _, failure, exc_type, text, display = _shape(message, 5)

@@ -21,6 +21,8 @@ __all__ = ['WorkerProcess', 'Zygote', 'refusal']
 
 _SPAWNED = b'W'  # the zygote's reply to a spawn request, with the worker's channel and pidfd
 _REQUEST = struct.Struct('>cQQ')  # the zygote's spawn request: b'S', RLIMIT_AS, RLIMIT_CPU
+#: The variables OpenBLAS, OpenMP and MKL read for their number of threads.
+_BLAS_THREADS = ('OPENBLAS_NUM_THREADS', 'OMP_NUM_THREADS', 'MKL_NUM_THREADS')
 
 
 class WorkerProcess:
@@ -103,11 +105,13 @@ class Zygote:
 
     Started on the first `spawn()`; restarted by a later `spawn()` if it died. `skip_layers` names
     lockdown layers to run without (see `corral.worker.zygote.LAYERS`); any other layer that the
-    machine lacks makes `spawn()` raise `SandboxInsecureError`.
+    machine lacks makes `spawn()` raise `SandboxInsecureError`. `packages`: the third-party
+    packages (`catalog.PACKAGES`, with what they need) the zygote loads for its workers.
     """
 
-    def __init__(self, skip_layers: frozenset[str] = frozenset()) -> None:
+    def __init__(self, skip_layers: frozenset[str] = frozenset(), packages: tuple[str, ...] = ()) -> None:
         self._skip = skip_layers
+        self._packages = packages
         self._process: subprocess.Popen[bytes] | None = None
         self._control: socket.socket | None = None
         self._lock = asyncio.Lock()
@@ -138,8 +142,12 @@ class Zygote:
         env = {'PYTHONHASHSEED': '0'}
         if 'PYTHONPATH' in os.environ:
             env['PYTHONPATH'] = os.environ['PYTHONPATH']
+        if self._packages:
+            # BLAS libraries start threads when loaded, unless told to use one: the zygote must
+            # stay single-threaded to fork workers
+            env.update(dict.fromkeys(_BLAS_THREADS, '1'))
         self._process = subprocess.Popen(
-            [sys.executable, '-m', 'corral.worker', str(theirs.fileno()), ','.join(sorted(self._skip))],
+            [sys.executable, '-m', 'corral.worker', str(theirs.fileno()), ','.join(sorted(self._skip)), ','.join(self._packages)],
             pass_fds=[theirs.fileno()],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,  # stdout may be the application's protocol (an MCP server on stdio)

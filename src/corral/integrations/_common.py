@@ -21,10 +21,12 @@ from ..host.os_access import Mount, OsAccess
 from ..host.session import PrintCallback, Session
 from ..limits import Limits, amount
 from ..worker.zygote import LAYERS
-from ..values import MAX_DEPTH, REPR_LIMIT, UNPACKABLE_RESULT, bounded_repr, cut_text
+from ..values import MAX_DEPTH, REPR_LIMIT, UNPACKABLE_RESULT, Image, bounded_repr, cut_text
 
 __all__ = [
+    'add_packages',
     'add_skip_layers',
+    'images_in',
     'CallRecord',
     'ScriptOutcome',
     'run_script',
@@ -57,6 +59,27 @@ def add_skip_layers(parser: argparse.ArgumentParser) -> None:
         default=frozenset(),
         metavar='LAYER,...',
         help=f"lockdown layers to run without, where this machine lacks them ({', '.join(LAYERS)}); scripts are then less contained",
+    )
+
+
+def _package_names(text: str) -> tuple[str, ...]:
+    from ..language.catalog import package_closure
+
+    try:
+        return package_closure(filter(None, text.split(',')))
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def add_packages(parser: argparse.ArgumentParser) -> None:
+    """Add the `--packages NAME,...` option (`Pool(packages=...)`: numpy, pandas, matplotlib;
+    `args.packages` is a tuple, with what each package needs) to a command line."""
+    parser.add_argument(
+        '--packages',
+        type=_package_names,
+        default=(),
+        metavar='NAME,...',
+        help="third-party packages scripts may import (numpy, pandas, matplotlib), loaded before the lockdown; pip install 'corral[data]'",
     )
 
 
@@ -461,6 +484,7 @@ async def run_script(
         else:
             values, errors = answers
             outcome.value = await session.resume(values, errors=errors, external_lookup=lookup, print_callback=print_callback or on_print)
+        outcome.value = _shown(session, outcome.value)
         if ending.kind == 'assignment':
             fetch = ending.source
             outcome.note = f'The script ended with an assignment; the value returned is that of {ending.names}.'
@@ -490,7 +514,7 @@ async def _fetch(session: Session, source: str) -> Any:
     when that repr fails too (a value nested past the recursion limit), the error that says why
     the value cannot leave, not the failure of a `repr()` the script never called."""
     try:
-        return await session.feed_run(source, print_callback=_ignore)
+        return _shown(session, await session.feed_run(source, print_callback=_ignore))
     except SandboxRuntimeError as error:
         if not (error.exc_type == 'TypeError' and error.message.startswith(UNPACKABLE_RESULT)):
             raise
@@ -500,6 +524,22 @@ async def _fetch(session: Session, source: str) -> Any:
             if not session.alive:
                 raise
             raise error from None
+
+
+def images_in(value: Any) -> list[Image]:
+    """The images a script's value is: one `Image`, or a list or tuple of them (`plt.show()` of
+    several figures); none for any other value."""
+    if isinstance(value, Image):
+        return [value]
+    if isinstance(value, (list, tuple)) and value and all(isinstance(item, Image) for item in value):
+        return list(value)
+    return []
+
+
+def _shown(session: Session, value: Any) -> Any:
+    """A numpy or pandas value as a model reads it: the library's own repr (its table), not the
+    plain form it crossed in."""
+    return value if session.value_repr is None else _Repr(session.value_repr)
 
 
 def _ignore(stream: str, text: str) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import functools
 import inspect
 import json
@@ -14,7 +15,9 @@ from ..host.os_access import Mount, OsAccess
 from ..host.pool import Pool
 from ..host.session import Session
 from ..limits import Limits
+from ..values import Image
 from ._common import (
+    images_in,
     CallRecord,
     describe_calls,
     error_text,
@@ -62,6 +65,8 @@ class CodeTool:
       mode)`; the default mode, `'overlay'`, keeps the script's writes in its session).
     - `os_access`: a `corral.OsAccess` granting environment variables, the clock, or files outside
       the mounts. Grant only what the task needs: by default the script has none of them.
+    - `packages`: third-party packages scripts may import (`'numpy'`, `'pandas'`, `'matplotlib'`),
+      for the pool the tool makes (give them to your own `Pool(packages=...)` instead).
 
     `run()` returns text for the model: the repr of the script's value, or the error to fix, with
     what the script printed and, after a failure, the function calls that had already run.
@@ -80,7 +85,11 @@ class CodeTool:
         name: str = 'run_code',
         os_access: OsAccess | None = None,
         mounts: Mount | Sequence[Mount] | None = None,
+        packages: Sequence[str] = (),
     ) -> None:
+        if packages and pool is not None:
+            raise ValueError('give packages to the pool (Pool(packages=...)), or leave pool out and CodeTool makes one with them')
+        self.packages = tuple(packages)
         if os_access is not None and not isinstance(os_access, OsAccess):
             raise TypeError(f'os_access must be a corral.OsAccess, not {type(os_access).__name__}')
         self.os_access = os_access
@@ -178,11 +187,33 @@ class CodeTool:
 
     async def run(self, code: str, *, restart: bool = False) -> str:
         """Run `code` and return the text the model should see: the value's repr, or the error."""
-        text, _ = await self._execute(code, restart=restart)
+        text, _, _ = await self._execute(code, restart=restart)
         return text
 
-    async def _execute(self, code: str, *, restart: bool = False) -> tuple[str, bool]:
-        """The text for the model, and whether the script succeeded."""
+    async def call_content(self, arguments: Mapping[str, Any] | str, *, format: str = 'anthropic') -> list[dict[str, Any]]:
+        """Answer a model's call of the tool as content blocks: the text `call()` returns, then
+        each image the script made (a matplotlib figure as its value, or `plt.show()`).
+
+        `format`: `'anthropic'` (the content of a `tool_result`: `text` and base64 `image`
+        blocks) or `'openai'` (the output of a Responses API `function_call_output`:
+        `input_text` and `input_image` with a data URL). Raises ValueError for another format.
+        """
+        if format not in ('anthropic', 'openai'):
+            raise ValueError(f"format must be 'anthropic' or 'openai', not {format!r}")
+        if isinstance(arguments, str) or not isinstance(arguments.get('code'), str):
+            text, images = await self.call(arguments), []
+        else:
+            text, _, images = await self._execute(arguments['code'], restart=bool(arguments.get('restart', False)))
+        if format == 'anthropic':
+            return [{'type': 'text', 'text': text}, *(
+                {'type': 'image', 'source': {'type': 'base64', 'media_type': image.mime_type, 'data': _base64(image)}} for image in images
+            )]
+        return [{'type': 'input_text', 'text': text}, *(
+            {'type': 'input_image', 'image_url': f'data:{image.mime_type};base64,{_base64(image)}'} for image in images
+        )]
+
+    async def _execute(self, code: str, *, restart: bool = False) -> tuple[str, bool, list[Image]]:
+        """The text for the model, whether the script succeeded, and the images it made."""
         if self.keep_session:
             async with self._lock:
                 if restart:
@@ -203,7 +234,7 @@ class CodeTool:
         async with self._lock:
             await self._close_session()
 
-    async def _run(self, session: Session, code: str, records: list[CallRecord], *, keep: bool) -> tuple[str, bool]:
+    async def _run(self, session: Session, code: str, records: list[CallRecord], *, keep: bool) -> tuple[str, bool, list[Image]]:
         lookup = {name: _recorded(name, function, records) for name, function in self._functions.items()}
         outcome = await run_script(session, code, lookup)
         if outcome.error is not None:
@@ -216,17 +247,17 @@ class CodeTool:
             if keep and not session.alive:
                 await self._close_session()
                 text += '\n\nThe sandbox was restarted: variables from earlier calls are gone.'
-            return text, False
+            return text, False, []
         text = value_repr(outcome.value)
         if outcome.note:
             text += f'\n\n({outcome.note})'
         if outcome.printed:
             text += '\n\nPrinted:\n' + outcome.printed.rstrip('\n')
-        return text, True
+        return text, True, images_in(outcome.value)
 
     async def _checkout(self, records: list[CallRecord]) -> Session:
         if self._pool is None:
-            self._pool = Pool()
+            self._pool = Pool(packages=self.packages)
             self._closer = _closing_at_loop_end(self)
             await self._closer.asend(None)
         modules = {
@@ -273,6 +304,10 @@ class CodeTool:
 
     def __repr__(self) -> str:
         return f'CodeTool({sorted(self._functions)!r}, modules={sorted(self._modules)!r}, keep_session={self.keep_session})'
+
+
+def _base64(image: Image) -> str:
+    return base64.b64encode(image.data).decode('ascii')
 
 
 async def _closing_at_loop_end(tool: CodeTool) -> AsyncGenerator[None, None]:

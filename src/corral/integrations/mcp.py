@@ -12,6 +12,7 @@ starts again. Needs the `mcp` extra (`pip install "corral[mcp]"`).
 from __future__ import annotations
 
 import argparse
+import base64
 import collections
 import contextlib
 import importlib
@@ -32,7 +33,7 @@ try:
     from mcp import Client
     from mcp.client.stdio import StdioServerParameters
     from mcp.server.mcpserver import Context, MCPServer
-    from mcp_types import CallToolResult, TextContent
+    from mcp_types import CallToolResult, ImageContent, TextContent
     from pydantic import Field
 except ImportError as _error:  # pragma: no cover - depends on the installed extras
     raise ImportError('corral.integrations.mcp needs the MCP SDK: install it with `pip install "corral[mcp]"`') from _error
@@ -40,7 +41,7 @@ except ImportError as _error:  # pragma: no cover - depends on the installed ext
 from ..errors import SandboxInsecureError
 from ..host.pool import Pool
 from ..limits import Limits
-from ._common import add_skip_layers
+from ._common import add_packages, add_skip_layers
 from .code_tool import CodeTool
 from .stubs import SchemaFunction, StubWriter, python_name
 
@@ -272,9 +273,11 @@ def build_server(
         restart: Annotated[bool, Field(description='Start from a fresh sandbox, without the variables of earlier calls.')] = False,
     ) -> CallToolResult:
         tool = await sessions.get(session_key(ctx) if keep_session else None)
-        text, ok = await tool._execute(code, restart=restart)
-        # Returned as is, so the model reads exactly corral's text (a raised ToolError gets a prefix).
-        return CallToolResult(content=[TextContent(type='text', text=text)], is_error=not ok)
+        text, ok, images = await tool._execute(code, restart=restart)
+        # Returned as is, so the model reads exactly corral's text (a raised ToolError gets a prefix);
+        # a figure the script made follows as an image
+        pictures = [ImageContent(type='image', data=base64.b64encode(image.data).decode('ascii'), mime_type=image.mime_type) for image in images]
+        return CallToolResult(content=[TextContent(type='text', text=text), *pictures], is_error=not ok)
 
     server.add_tool(run_code, name=template.name, description=template.description, structured_output=False)
     return server, sessions.aclose
@@ -291,12 +294,13 @@ async def serve(
     type_check: bool = True,
     keep_session: bool = True,
     skip_layers: Collection[str] = (),
+    packages: Collection[str] = (),
 ) -> None:
     """Check the sandbox can be locked down (`SandboxInsecureError` if not: see
     `Pool(skip_layers=...)`), connect to the upstream servers (all at once), warm the sandbox and
     the type checker, then serve `run_code` until the transport closes."""
     async with contextlib.AsyncExitStack() as stack:
-        pool = await stack.enter_async_context(Pool(skip_layers=skip_layers))
+        pool = await stack.enter_async_context(Pool(skip_layers=skip_layers, packages=packages))
         await pool.start()
         background = await stack.enter_async_context(anyio.create_task_group())
         stack.callback(background.cancel_scope.cancel)  # called first: the tasks end, then the group
@@ -354,6 +358,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument('--no-type-check', action='store_true', help='run scripts without checking them first')
     parser.add_argument('--fresh', action='store_true', help='start every run_code call with no variables (by default they persist per MCP session)')
     add_skip_layers(parser)
+    add_packages(parser)
     return parser
 
 
@@ -384,6 +389,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 type_check=not args.no_type_check,
                 keep_session=not args.fresh,
                 skip_layers=args.skip_layers,
+                packages=args.packages,
             )
         )
     except SandboxInsecureError as error:

@@ -33,7 +33,7 @@ try:
     from pydantic_ai import UserPromptNode
     from pydantic_ai.capabilities import AbstractCapability
     from pydantic_ai.exceptions import AgentRunError, ApprovalRequired, CallDeferred, ModelRetry, ToolFailed, UserError
-    from pydantic_ai.messages import ModelMessage, ModelRequest, ToolCallPart, ToolReturn, ToolReturnPart
+    from pydantic_ai.messages import BinaryContent, ModelMessage, ModelRequest, ToolCallPart, ToolReturn, ToolReturnPart
     from pydantic_ai.tool_manager import ToolManager
     from pydantic_ai.run import AgentRunResult
     from pydantic_ai.tools import (
@@ -67,6 +67,7 @@ from ._common import (
     catalog_instructions,
     describe_calls,
     error_text,
+    images_in,
     json_form,
     mount_list,
     run_code_description,
@@ -113,6 +114,8 @@ class CodeMode(AbstractCapability[AgentDepsT]):
     - `max_tool_calls`: calls a single script may make to the tools.
     - `type_check`: check every script against the tools' stubs before it runs.
     - `limits`: the sandbox's `corral.Limits` (wall time, memory, output ...).
+    - `packages`: third-party packages scripts may import (`'numpy'`, `'pandas'`, `'matplotlib'`) in
+      the pools the runs make (give them to your own `Pool(packages=...)` instead).
     - `pool`: a `corral.Pool` (or `corral.RemotePool`) to check sandboxes out of; by default each
       agent run makes its own (a `corral.RemotePool` of the server at `CORRAL_URL` when that is set).
       A pool given a store (`Pool(store=...)`, or a `RemotePool`) keeps the sessions there: a call from a script to a
@@ -146,10 +149,20 @@ class CodeMode(AbstractCapability[AgentDepsT]):
     type_check: bool = True
     limits: Limits | None = None
     pool: Pool | RemotePool | None = field(default=None, repr=False)
+    packages: Sequence[str] = ()
     # the stubs of the latest step, for the instructions (a fresh one for each run: see `for_run`)
     _catalog: _Catalog = field(default_factory=lambda: _Catalog(), init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        if self.packages and self.pool is not None:
+            raise UserError('CodeMode: give packages to the pool (Pool(packages=...)), or leave pool out')
+        if self.packages:
+            from ..language.catalog import package_closure
+
+            try:
+                self.packages = package_closure(self.packages)
+            except ValueError as error:
+                raise UserError(f'CodeMode packages: {error}') from None
         if isinstance(self.limits, dict):  # from an agent spec: `limits: {wall_time: 10}`
             self.limits = Limits(**self.limits)
         if self.os_access is not None and not isinstance(self.os_access, OsAccess):
@@ -214,6 +227,7 @@ class CodeMode(AbstractCapability[AgentDepsT]):
             pool=self.pool,
             os_access=self.os_access,
             mounts=mount_list(self.mount),
+            packages=self.packages,
             catalog=self._catalog if self.dynamic_catalog else None,
         )
 
@@ -241,8 +255,9 @@ class _RunCodeTool(ToolsetTool[AgentDepsT]):
 class _RunState:
     """One agent run's sandbox: the session whose variables persist between `run_code` calls."""
 
-    def __init__(self, pool: Pool | RemotePool | None, *, os_access: OsAccess | None = None, mounts: Sequence[Mount] = ()) -> None:
+    def __init__(self, pool: Pool | RemotePool | None, *, os_access: OsAccess | None = None, mounts: Sequence[Mount] = (), packages: Sequence[str] = ()) -> None:
         self._pool = pool
+        self._packages = tuple(packages)
         # a pool given a store (and every corral server) keeps the sessions there, so a script can pause on a call that waits
         self.stored = isinstance(pool, RemotePool) or (pool is not None and pool.has_store)
         self._continued = False  # whether the run's first session was chosen (see `get_session`)
@@ -279,7 +294,7 @@ class _RunState:
             pool = self._pool
             if pool is None:
                 if self._own_pool is None:
-                    self._own_pool = pool_from_environment(warm_workers=0)
+                    self._own_pool = pool_from_environment(warm_workers=0, packages=self._packages)
                 pool = self._own_pool
             session = pool.checkout(
                 type_check=type_check,
@@ -323,13 +338,14 @@ class CodeModeToolset(WrapperToolset[AgentDepsT]):
     pool: Pool | RemotePool | None = field(default=None, repr=False)
     os_access: OsAccess | None = None
     mounts: Sequence[Mount] = ()
+    packages: Sequence[str] = ()
     #: when set, the stubs go here (for the instructions) instead of the `run_code` description
     catalog: _Catalog | None = field(default=None, repr=False, compare=False)
     _state: _RunState | None = field(default=None, init=False, repr=False, compare=False)
 
     async def for_run(self, ctx: RunContext[AgentDepsT]) -> AbstractToolset[AgentDepsT]:
         new = replace(self, wrapped=await self.wrapped.for_run(ctx))
-        new._state = _RunState(self.pool, os_access=self.os_access, mounts=self.mounts)
+        new._state = _RunState(self.pool, os_access=self.os_access, mounts=self.mounts, packages=self.packages)
         return new
 
     async def for_run_step(self, ctx: RunContext[AgentDepsT]) -> AbstractToolset[AgentDepsT]:
@@ -495,7 +511,9 @@ class CodeModeToolset(WrapperToolset[AgentDepsT]):
         metadata = {'tool_calls': calls.parts, 'tool_returns': returns}
         if session.session_id is not None:
             metadata[_SESSION] = session.session_id  # the next run of the conversation forks it
-        return ToolReturn(return_value=content, metadata=metadata)
+        # a figure the script made (its value, or plt.show()) reaches the model as the image itself
+        images = [BinaryContent(data=image.data, media_type=image.mime_type) for image in images_in(outcome.value)]
+        return ToolReturn(return_value=content, content=images or None, metadata=metadata)
 
 
 #: `DeferredToolRequests.metadata` key of a paused `run_code` call, and `ToolApproved` metadata key of its resumption

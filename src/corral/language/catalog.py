@@ -17,7 +17,12 @@ __all__ = [
     'MEMBER_HINTS',
     'MODULE_HINTS',
     'MODULE_NOTES',
+    'PACKAGES',
+    'PACKAGE_ATTRIBUTE_HINTS',
+    'PACKAGE_MODULES',
     'STDLIB_MODULES',
+    'WITHHELD_PACKAGE_NAMES',
+    'package_closure',
     'missing_member',
     'missing_module',
     'module_names',
@@ -31,6 +36,128 @@ STDLIB_MODULES: tuple[str, ...] = (
     'os.path', 'pathlib', 'pprint', 'random', 're', 'statistics', 'string', 'sys', 'textwrap', 'time',
     'typing', 'unicodedata', 'uuid', 'zoneinfo',
 )
+
+#: The third-party packages a pool may offer (`Pool(packages=[...])`) -> the modules a script may
+#: import from each, in the order the docs list them.
+PACKAGE_MODULES: dict[str, tuple[str, ...]] = {
+    'numpy': ('numpy', 'numpy.fft', 'numpy.linalg', 'numpy.random'),
+    'pandas': ('pandas',),
+    'matplotlib': ('matplotlib', 'matplotlib.pyplot'),
+}
+PACKAGES: tuple[str, ...] = tuple(PACKAGE_MODULES)
+#: What each package needs loaded with it.
+_REQUIRES = {'pandas': ('numpy',), 'matplotlib': ('numpy',)}
+
+
+def package_closure(packages: Iterable[str]) -> tuple[str, ...]:
+    """`packages` with what they need (`['pandas']` -> `('numpy', 'pandas')`), in `PACKAGES` order.
+
+    Raises `ValueError` naming an unknown package and the ones there are.
+    """
+    wanted = set()
+    for name in packages:
+        if not isinstance(name, str) or name not in PACKAGE_MODULES:
+            raise ValueError(f'unknown package {name!r}: the packages a pool can offer scripts are {", ".join(PACKAGES)}')
+        wanted.add(name)
+        wanted.update(_REQUIRES.get(name, ()))
+    return tuple(name for name in PACKAGES if name in wanted)
+
+
+_PICKLE = 'pickle runs code as it loads; keep data as CSV or JSON'
+_FILES = 'numpy reads and writes files as text here: np.loadtxt, np.genfromtxt and np.savetxt on the mounted folders'
+_MEMORY = 'it reaches the worker\'s raw memory'
+_PANDAS_FORMAT = 'the sandbox reads and writes CSV and JSON: read_csv, read_json, to_csv, to_json (and to_string, to_html)'
+_EVAL = 'it evaluates a string as code; select with boolean masks, df[(df["a"] > 1) & (df["b"] < 2)], and compute columns with df["c"] = df["a"] + df["b"]'
+
+#: Names a package's objects do not have in the sandbox: class -> {attribute: why}. The classes
+#: themselves are changed in the zygote (`packages.py`), so every way to the name meets the refusal.
+PACKAGE_ATTRIBUTE_HINTS: dict[str, dict[str, str]] = {
+    'ndarray': {
+        'ctypes': _MEMORY,
+        'tofile': _FILES,
+        'dump': _PICKLE + ': np.savetxt, or arr.tolist() with json',
+        'dumps': _PICKLE + ': arr.tolist() with json',
+    },
+    'DataFrame': {
+        'query': _EVAL,
+        'eval': _EVAL,
+        'to_pickle': _PICKLE + ': to_csv or to_json',
+        'style': 'styling needs templates the sandbox does not have; use to_string() or to_html()',
+        'to_clipboard': 'a script has no clipboard',
+        **dict.fromkeys(
+            ('to_hdf', 'to_sql', 'to_excel', 'to_parquet', 'to_feather', 'to_orc', 'to_stata', 'to_xml', 'to_latex',
+             'to_markdown', 'to_xarray', 'to_iceberg', 'to_gbq'),
+            _PANDAS_FORMAT,
+        ),
+    },
+}
+
+_NUMPY_WITHHELD = {
+    'load': _PICKLE + ' (np.load unpickles); ' + _FILES,
+    'save': _FILES,
+    'savez': _FILES,
+    'savez_compressed': _FILES,
+    'fromfile': _FILES,
+    'memmap': _FILES,
+    'fromregex': _FILES,
+    'ctypeslib': _MEMORY,
+    'lib': 'numpy.lib is not available (np.lib.stride_tricks.as_strided reads memory outside the array); its public functions are in numpy itself',
+    'show_config': 'interpreter internals are not available in the sandbox',
+    'show_runtime': 'interpreter internals are not available in the sandbox',
+    'get_include': 'interpreter internals are not available in the sandbox',
+    'info': 'interpreter internals are not available in the sandbox; use help() on the host',
+    'test': 'interpreter internals are not available in the sandbox',
+    'testing': 'interpreter internals are not available in the sandbox',
+    'f2py': 'a script cannot run commands or processes',
+    'DataSource': _FILES,
+}
+_PANDAS_WITHHELD = {
+    'read_pickle': _PICKLE + ': read_csv or read_json',
+    'eval': _EVAL,
+    'read_clipboard': 'a script has no clipboard',
+    'read_sql': 'databases are reached through the host functions you were given',
+    'read_sql_query': 'databases are reached through the host functions you were given',
+    'read_sql_table': 'databases are reached through the host functions you were given',
+    **dict.fromkeys(
+        ('read_hdf', 'read_excel', 'read_parquet', 'read_feather', 'read_orc', 'read_stata', 'read_sas', 'read_spss',
+         'read_html', 'read_xml', 'read_iceberg', 'HDFStore', 'ExcelFile', 'ExcelWriter'),
+        _PANDAS_FORMAT,
+    ),
+    'set_eng_float_format': 'use pd.set_option("display.float_format", ...)',
+    'show_versions': 'interpreter internals are not available in the sandbox',
+    'test': 'interpreter internals are not available in the sandbox',
+}
+_PLOT_BACKEND = 'the sandbox draws with Agg: a figure as the last expression, or plt.show(), comes back as a PNG image'
+_PYPLOT_WITHHELD = {
+    **dict.fromkeys(
+        ('switch_backend', 'ion', 'ioff', 'pause', 'ginput', 'waitforbuttonpress', 'connect', 'disconnect',
+         'install_repl_displayhook', 'uninstall_repl_displayhook', 'new_figure_manager', 'get_current_fig_manager',
+         'draw_if_interactive', 'isinteractive', 'get_backend'),
+        _PLOT_BACKEND,
+    ),
+    'imread': 'read images through the host functions you were given',
+    'imsave': 'save the figure with plt.savefig on a mounted folder',
+    'rc_file': 'set rcParams directly',
+    'rc_file_defaults': 'use rcdefaults()',
+    'get_plot_commands': 'interpreter internals are not available in the sandbox',
+    'set_loglevel': 'interpreter internals are not available in the sandbox',
+}
+_MATPLOTLIB_WITHHELD = {
+    'use': _PLOT_BACKEND,
+    'get_backend': _PLOT_BACKEND,
+    'interactive': _PLOT_BACKEND,
+    'is_interactive': _PLOT_BACKEND,
+    **dict.fromkeys(('get_configdir', 'get_cachedir', 'get_data_path', 'matplotlib_fname', 'rc_file', 'rc_params_from_file', 'rc_file_defaults', 'set_loglevel'), 'interpreter internals are not available in the sandbox'),
+}
+
+#: Names a package's module facade leaves out: module -> names.
+WITHHELD_PACKAGE_NAMES: dict[str, frozenset[str]] = {
+    'numpy': frozenset(_NUMPY_WITHHELD),
+    'pandas': frozenset(_PANDAS_WITHHELD),
+    'matplotlib': frozenset(_MATPLOTLIB_WITHHELD),
+    'matplotlib.pyplot': frozenset(_PYPLOT_WITHHELD),
+    'numpy.random': frozenset({'get_bit_generator', 'set_bit_generator'}),
+}
 
 _NETWORK = 'a script has no network access; call the host functions you were given'
 _PROCESSES = 'a script cannot run commands, processes or threads'
@@ -128,6 +255,10 @@ MEMBER_HINTS: dict[tuple[str, str], str] = {
     ('zoneinfo', 'TZPATH'): 'the time zone data is built into the sandbox',
     **{('io', name): 'use open(), io.StringIO or io.BytesIO' for name in (
         'FileIO', 'open_code', 'BufferedReader', 'BufferedWriter', 'BufferedRandom', 'BufferedRWPair')},
+    **{('numpy', name): hint for name, hint in _NUMPY_WITHHELD.items()},
+    **{('pandas', name): hint for name, hint in _PANDAS_WITHHELD.items()},
+    **{('matplotlib.pyplot', name): hint for name, hint in _PYPLOT_WITHHELD.items()},
+    **{('matplotlib', name): hint for name, hint in _MATPLOTLIB_WITHHELD.items()},
     **{('json', name): "the sandbox offers json's own names: json.JSONDecodeError, json.JSONDecoder, json.JSONEncoder"
        for name in ('decoder', 'encoder', 'scanner')},
 }
@@ -189,16 +320,19 @@ def _listing(names: Iterable[str]) -> str:
     return ', '.join(sorted(names))
 
 
-def missing_module(name: str, host_modules: Iterable[str] = ()) -> str:
-    """Why `import name` fails, and what a script may import instead."""
-    hint = MODULE_HINTS.get(name) or MODULE_HINTS.get(name.partition('.')[0])
-    if hint is None and name.partition('.')[0] in STDLIB_MODULES:
-        hint = f"the sandbox offers '{name.partition('.')[0]}' itself, not its submodules"
+def missing_module(name: str, host_modules: Iterable[str] = (), packages: Iterable[str] = ()) -> str:
+    """Why `import name` fails, and what a script may import instead (`packages`: the ones the
+    session's pool offers, see `PACKAGES`)."""
+    offered = (*STDLIB_MODULES, *(module for package in packages for module in PACKAGE_MODULES[package]))
+    top = name.partition('.')[0]
+    hint = None if top in offered else MODULE_HINTS.get(name) or MODULE_HINTS.get(top)
+    if hint is None and top in offered:
+        hint = f"the sandbox offers '{top}' itself, not its submodules"
     text = f"No module named '{name}'"
     if hint:
         text += f': {hint}'
     host = sorted(host_modules)
-    text += f'. A script may import: {_listing(STDLIB_MODULES)}'
+    text += f'. A script may import: {_listing(offered)}'
     if host:
         text += f'; and the host\'s modules: {_listing(host)}'
     return text

@@ -39,7 +39,7 @@ from typing import Any
 from . import hostio
 from .native import builtin_function, path_error
 
-__all__ = ['BUILDERS', 'TextCalendar', 'clock_method', 'prcal', 'prmonth', 'reveal_type', 'run', 'top_level_run']
+__all__ = ['BUILDERS', 'TextCalendar', 'clock_method', 'prcal', 'prmonth', 'reveal_type', 'run', 'session_entropy', 'top_level_run']
 
 
 def _named(module: str, *functions: Any) -> None:
@@ -709,8 +709,9 @@ def _session_seed() -> int:
     return _state['seed']
 
 
-def _entropy() -> _random.Random:
-    """Draws seeds for `seed()`, `Random()` and `uuid4()`, apart from the module's own sequence."""
+def session_entropy() -> _random.Random:
+    """Draws seeds for `seed()`, `Random()`, `uuid4()` and numpy's generators, apart from the
+    `random` module's own sequence; seeded from the session's seed (so a replay draws the same)."""
     if 'entropy' not in _state:
         _state['entropy'] = _random.Random(_session_seed() ^ 0x5DEECE66D5DEECE66D)
     return _state['entropy']
@@ -720,10 +721,10 @@ class Random(_random.Random):
     """`random.Random`; without a seed it draws one from the session's seed (reproducible)."""
 
     def __init__(self, x: Any = None) -> None:
-        super().__init__(_entropy().getrandbits(128) if x is None else x)
+        super().__init__(session_entropy().getrandbits(128) if x is None else x)
 
     def seed(self, a: Any = None, version: int = 2) -> None:
-        super().seed(_entropy().getrandbits(128) if a is None else a, version)
+        super().seed(session_entropy().getrandbits(128) if a is None else a, version)
 
 
 Random.__module__ = 'random'
@@ -777,7 +778,7 @@ def register_random(module: types.ModuleType) -> None:
 
 def uuid4() -> _uuid.UUID:
     """A random UUID, from the session's seeded generator."""
-    return _uuid.UUID(bytes=_entropy().randbytes(16), version=4)
+    return _uuid.UUID(bytes=session_entropy().randbytes(16), version=4)
 
 
 uuid4.__module__ = 'uuid'

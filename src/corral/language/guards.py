@@ -46,6 +46,7 @@ from .rules import (
     DICT_ATTRIBUTE,
     FILTERED_ATTRIBUTES,
     FORMAT_ATTRIBUTES,
+    READ_DUNDERS,
     attribute_refusal,
     dunder_hint,
     is_dunder,
@@ -68,6 +69,7 @@ __all__ = [
     'namespace_refusal',
     'private_refusal',
     'register_class',
+    'special_name_hook',
 ]
 
 _type_mro = type.__dict__['__mro__'].__get__
@@ -624,6 +626,7 @@ def build_class(func: Any, name: Any, /, *bases: Any, **kwds: Any) -> Any:
             _defang(cls)
             raise TypeError(refusal)
         _check_subclasses(cls)
+        _guard_getattr(cls)
         register_class(cls)
     return cls
 
@@ -745,6 +748,31 @@ def _defang(cls: type) -> None:
                 sys._clear_type_cache()
 
 
+def special_name_hook(hook: Any) -> Any:
+    """`hook` (a `__getattr__`, a function or any descriptor) made to answer no dunder name but
+    those a script may read or a class may define: C code reads special names off an object
+    through `__getattr__` (numpy's `__array_interface__`, which names any address to read;
+    `__array_struct__`, `__dlpack__` ...), and a script's `__getattr__` must not answer them, nor
+    a library's that serves the script's data by name (a pandas Series labelled
+    `'__array_interface__'`)."""
+
+    def __getattr__(self: Any, name: Any, /) -> Any:
+        if type(name) is str and is_dunder(name) and name not in READ_DUNDERS and name not in DEFINABLE_DUNDERS:
+            raise AttributeError(f"'{_type_name(type(self))}' object has no attribute '{name}'")
+        bind = getattr(type(hook), '__get__', None)
+        return (bind(hook, self, type(self)) if bind is not None else hook)(name)
+
+    __getattr__._corral_checked = True  # type: ignore[attr-defined]
+    return __getattr__
+
+
+def _guard_getattr(cls: type) -> None:
+    """Wrap a class's own `__getattr__` with `special_name_hook` (once), as the class is made."""
+    own = _type_dict(cls).get('__getattr__')
+    if own is not None and not getattr(own, '_corral_checked', False):
+        _type_setattr(cls, '__getattr__', special_name_hook(own))
+
+
 def _check_subclasses(cls: type) -> None:
     """A class's own `__init_subclass__` (a function in its dict) takes the place of
     `_init_subclass` for its subclasses: it is wrapped, so they are checked all the same."""
@@ -790,6 +818,7 @@ def _check_made(cls: type) -> None:
             _defang(cls)
             raise TypeError(refusal)
         _check_subclasses(cls)
+        _guard_getattr(cls)
 
 
 def _init_subclass(cls: type, /, *args: Any, **kwargs: Any) -> None:

@@ -52,7 +52,8 @@ from .guards import (
     private_refusal,
     register_class,
 )
-from .catalog import STDLIB_MODULES, missing_member, missing_module
+from .catalog import PACKAGE_MODULES, STDLIB_MODULES, missing_member, missing_module
+from .packages import BUILDERS as PACKAGE_BUILDERS
 from .facades import BUILDERS, TextCalendar, prcal, prmonth, register_random, reveal_type, run, uuid4
 from .rules import (
     CLASS_ASSIGN_DUNDERS,
@@ -128,26 +129,29 @@ def import_module(
     *,
     host_modules: dict[str, types.ModuleType],
     stdlib: tuple[str, ...] | frozenset[str] = STDLIB_MODULES,
+    packages: tuple[str, ...] = (),
 ) -> types.ModuleType:
     """The import hook's work: a host module or a standard library facade, never anything else.
 
     `import a.b` returns the facade of `a` (which holds `b`), `from a.b import x` the facade of
     `a.b`. `from m import name` is checked here: when `name` is not in the facade, CPython would
     fall back to `sys.modules['m.name']`, the real submodule (`from asyncio import events`).
+    `packages`: the third-party packages the worker loaded (`packages.load`), whose modules
+    (`catalog.PACKAGE_MODULES`) a script may import too.
     """
     if level:
         raise ImportError('relative imports are not supported in the sandbox')
-    if type(fromlist) is list and fromlist in ([], ['__doc__']) and name in _C_IMPORTS:
-        # CPython's own C code importing a helper (`time.strptime` imports `_strptime`) goes through
-        # the builtins of the running frame, with a list as fromlist; a script's import statement
-        # passes None or a tuple
+    if type(fromlist) is list and fromlist in ([], ['__doc__']) and (name in _C_IMPORTS or name.partition('.')[0] in packages):
+        # CPython's own C code importing a helper (`time.strptime` imports `_strptime`, numpy's
+        # `numpy._core._methods`) goes through the builtins of the running frame, with a list as
+        # fromlist; a script's import statement passes None or a tuple
         module = sys.modules.get(name)
         if module is not None:
             return module
     module = host_modules.get(name)
     if module is None:
-        if name not in stdlib:
-            raise ModuleNotFoundError(missing_module(name, host_modules), name=name)
+        if name not in stdlib and not any(name in PACKAGE_MODULES[package] for package in packages):
+            raise ModuleNotFoundError(missing_module(name, host_modules, packages), name=name)
         module = stdlib_module(name)
         if not fromlist and '.' in name:
             module = stdlib_module(name.partition('.')[0])
@@ -160,10 +164,11 @@ def import_module(
 
 
 def stdlib_module(name: str) -> types.ModuleType:
-    """The facade of standard library module `name` (one of `STDLIB_MODULES`), cached."""
+    """The facade of standard library module `name` (one of `STDLIB_MODULES`, or of a loaded
+    package's `PACKAGE_MODULES`), cached."""
     module = _cache.get(name)
     if module is None:
-        builder = BUILDERS.get(name)
+        builder = BUILDERS.get(name) or PACKAGE_BUILDERS.get(name)
         if builder is None:
             module = facade(importlib.import_module(name))
         else:

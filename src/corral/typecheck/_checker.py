@@ -112,6 +112,29 @@ def _with_futures(prefix: str, offset: int, code: str) -> tuple[str, int]:
     return f'from __future__ import {", ".join(features)}\n' + text, offset + 1
 
 
+#: Where the checker finds the types of a package (`Pool(packages=...)`): its folder in the
+#: Python environment, or a stubs package (PEP 561) for pandas.
+_PACKAGE_TYPES = {'numpy': ('numpy',), 'pandas': ('pandas-stubs', 'pandas'), 'matplotlib': ('matplotlib',)}
+
+
+def _link_packages(site: str, packages: Sequence[str]) -> None:
+    """Link the types of `packages` into the checker's own (otherwise empty) environment, so ty
+    checks scripts against numpy's own types, pandas-stubs and matplotlib's stubs, and nothing
+    else installed next to corral."""
+    import importlib.util
+
+    for package in packages:
+        for folder in _PACKAGE_TYPES[package]:
+            spec = importlib.util.find_spec(folder.replace('-', '_')) if '-' not in folder else None
+            if spec is not None and spec.submodule_search_locations:
+                found = list(spec.submodule_search_locations)[0]
+            else:
+                found = next((os.path.join(entry, folder) for entry in sys.path if os.path.isdir(os.path.join(entry, folder))), None)
+            if found is not None:
+                os.symlink(found, os.path.join(site, folder))
+                break
+
+
 def _module_files(modules: Mapping[str, str], script_name: str) -> dict[str, str]:
     """Map module stubs to file paths (``a`` -> ``a.pyi``, ``a.b`` -> ``a/b.pyi``
     with ``a/__init__.pyi``)."""
@@ -208,7 +231,8 @@ class TypeChecker:
     #: Sets of stubs whose own diagnostics (`check_stubs`) are kept.
     stub_checks_kept: int = 64
 
-    def __init__(self) -> None:
+    def __init__(self, packages: Sequence[str] = ()) -> None:
+        self.packages = tuple(packages)
         self._root: str | None = None
         self._free: list[_Slot] = []
         self._count = 0
@@ -236,6 +260,7 @@ class TypeChecker:
             # stubs, not whatever happens to be installed next to corral.
             site = os.path.join(root, 'env', 'lib', f'python{_PYTHON_VERSION}', 'site-packages')
             os.makedirs(site)
+            _link_packages(site, self.packages)
             with open(os.path.join(root, 'env', 'pyvenv.cfg'), 'w') as f:
                 f.write(f'home = {os.path.dirname(sys.executable)}\nversion = {_PYTHON_VERSION}.0\n')
             env = {k: os.environ[k] for k in _PASSTHROUGH_ENV if k in os.environ}
@@ -470,7 +495,7 @@ class TypeChecker:
             self._background(server.aclose())
             return False
         own = without_top_level_awaits([d for d in diagnostics if d['range']['start']['line'] >= offset], code, first_line=offset)
-        return not own and not _sandbox.unresolved_imports(code, script_name, host_modules, ())
+        return not own and not _sandbox.unresolved_imports(code, script_name, host_modules, (), self.packages)
 
     async def _run_ty(self, slot: _Slot, script_name: str) -> str:
         assert self._ty_bin is not None and self._root is not None
@@ -555,7 +580,7 @@ class TypeChecker:
                     scope = ModuleScope(code, code_lines)
                 if scope.at_module_level(primary.line, primary.col):
                     continue
-            _sandbox.annotate(stripped, host_modules, code_lines, script_name)
+            _sandbox.annotate(stripped, host_modules, code_lines, script_name, self.packages)
             if typed_dicts is None:
                 typed_dicts = _sandbox.typed_dicts([text for rel, text in slot.files.items() if rel.endswith('.pyi')])
             _sandbox.typed_dict_hint(stripped, typed_dicts)
@@ -566,7 +591,7 @@ class TypeChecker:
             for d in kept
             if d.primary is not None and d.primary.path == script_name and d.header.startswith('error[import-not-found]')
         }
-        for synthetic in _sandbox.unresolved_imports(code, script_name, host_modules, reported):
+        for synthetic in _sandbox.unresolved_imports(code, script_name, host_modules, reported, self.packages):
             position = (synthetic.primary.line, synthetic.primary.col) if synthetic.primary else (0, 0)
             index = next(
                 (

@@ -35,14 +35,19 @@ _DOTTED_RE = re.compile(r'[A-Za-z_][A-Za-z0-9_]*(?:\s*\.\s*[A-Za-z_][A-Za-z0-9_]
 _SEARCH_INFO = ('info: Searched in the following paths', 'info:   ', 'info: make sure your Python environment')
 
 
-def allowed_module(name: str, host_modules: Collection[str]) -> bool:
-    """Whether a script may import `name`: a sandbox module, a host module, or a package of one."""
-    if name in catalog.STDLIB_MODULES or name in host_modules:
+def _package_modules(packages: Collection[str]) -> frozenset[str]:
+    return frozenset(module for package in packages for module in catalog.PACKAGE_MODULES[package])
+
+
+def allowed_module(name: str, host_modules: Collection[str], packages: Collection[str] = ()) -> bool:
+    """Whether a script may import `name`: a sandbox module, a module of the pool's packages, a
+    host module, or a package of one."""
+    if name in catalog.STDLIB_MODULES or name in host_modules or name in _package_modules(packages):
         return True
     return any(host.startswith(name + '.') for host in host_modules)
 
 
-def annotate(diag: _render.Diagnostic, host_modules: Collection[str], code_lines: list[str] | None = None, script_name: str = '') -> None:
+def annotate(diag: _render.Diagnostic, host_modules: Collection[str], code_lines: list[str] | None = None, script_name: str = '', packages: Collection[str] = ()) -> None:
     """Replace or add the `info:` lines of one diagnostic with the sandbox's words (in place)."""
     header = diag.header
     match = _SUBMODULE_RE.match(header)
@@ -62,12 +67,12 @@ def annotate(diag: _render.Diagnostic, host_modules: Collection[str], code_lines
     if match:
         name = match.group(1)
         diag.blocks = [block for block in diag.blocks if not block.title[0].startswith(_SEARCH_INFO)]
-        diag.blocks.append(_render.Block(title=[f'info: {catalog.missing_module(name, host_modules)}']))
+        diag.blocks.append(_render.Block(title=[f'info: {catalog.missing_module(name, host_modules, packages)}']))
         return
     match = _MEMBER_RE.match(header)
     if match:
         module, name = match.groups()
-        if module in catalog.STDLIB_MODULES:
+        if module in catalog.STDLIB_MODULES or module in _package_modules(packages):
             diag.blocks.append(_render.Block(title=[f'info: {catalog.missing_member(module, name)}']))
         return
     match = _NAME_RE.match(header)
@@ -109,22 +114,37 @@ def typed_dict_hint(diag: _render.Diagnostic, names: Collection[str]) -> None:
             return
 
 
-def unresolved_imports(code: str, script_name: str, host_modules: Collection[str], reported: Collection[tuple[int, int]]) -> list[_render.Diagnostic]:
+def unresolved_imports(
+    code: str, script_name: str, host_modules: Collection[str], reported: Collection[tuple[int, int]], packages: Collection[str] = ()
+) -> list[_render.Diagnostic]:
     """ty-format `import-not-found` diagnostics for the script's imports of modules (and
     submodules, `from json import decoder`) the sandbox does not offer and ty resolved anyway
-    (ty's own diagnostics are at `reported` positions)."""
+    (ty's own diagnostics are at `reported` positions), and `unresolved-attribute` ones for the
+    names a package's facade leaves out (`np.load`, `from pandas import read_pickle`), which the
+    package's own types have."""
     every = nodes(code)
     if every is None:
         return []
     lines = _render.split_lines(code)
     found: list[tuple[int, int, str, str | None]] = []
+    offered = _package_modules(packages)
+    aliases: dict[str, str] = {}  # a name the script binds to a package module -> the module
     for node in every:
         if isinstance(node, ast.Import):
             for alias in node.names:
-                if not allowed_module(alias.name, host_modules):
+                if not allowed_module(alias.name, host_modules, packages):
                     found.append((alias.lineno, alias.col_offset, alias.name, None))
+                elif alias.name in offered:
+                    aliases[alias.asname or alias.name.partition('.')[0]] = alias.name if alias.asname else alias.name.partition('.')[0]
+        elif isinstance(node, ast.ImportFrom) and node.module in offered:
+            withheld = catalog.WITHHELD_PACKAGE_NAMES.get(node.module, frozenset())
+            for alias in node.names:
+                if alias.name in withheld:
+                    found.append((alias.lineno, alias.col_offset, alias.name, node.module))
+                elif f'{node.module}.{alias.name}' in offered:
+                    aliases[alias.asname or alias.name] = f'{node.module}.{alias.name}'
         elif isinstance(node, ast.ImportFrom) and not node.level and node.module and node.module != '__future__':
-            if not allowed_module(node.module, host_modules):
+            if not allowed_module(node.module, host_modules, packages):
                 position = _module_position(lines, node)
                 if position is not None:
                     found.append((*position, node.module, None))
@@ -134,14 +154,25 @@ def unresolved_imports(code: str, script_name: str, host_modules: Collection[str
                 for alias in node.names:
                     if alias.name != '*' and alias.name not in offered:
                         found.append((alias.lineno, alias.col_offset, alias.name, node.module))
+    members: list[tuple[int, int, str, str]] = []
+    if aliases:
+        for node in every:
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases:
+                module = aliases[node.value.id]
+                if node.attr in catalog.WITHHELD_PACKAGE_NAMES.get(module, frozenset()):
+                    members.append((node.end_lineno or node.lineno, node.end_col_offset or 0, node.attr, module))
     diagnostics = []
     for lineno, byte_col, name, module in sorted(found, key=lambda item: item[:2]):
         text = lines[lineno - 1] if 0 < lineno <= len(lines) else ''
         col = len(text.encode('utf-8')[:byte_col].decode('utf-8', errors='ignore'))
         if (lineno, col + 1) in reported:
             continue
-        diagnostics.append(_diagnostic(script_name, lineno, col, name, text, host_modules, module))
-    return diagnostics
+        diagnostics.append(_diagnostic(script_name, lineno, col, name, text, host_modules, module, packages))
+    for lineno, byte_end, name, module in members:
+        text = lines[lineno - 1] if 0 < lineno <= len(lines) else ''
+        col = len(text.encode('utf-8')[:byte_end].decode('utf-8', errors='ignore')) - len(name)
+        diagnostics.append(_diagnostic(script_name, lineno, col, name, text, host_modules, module, packages, attribute=True))
+    return sorted(diagnostics, key=lambda diag: (diag.primary.line, diag.primary.col) if diag.primary else (0, 0))
 
 
 def _byte_to_char(text: str, col: int) -> int:
@@ -159,17 +190,21 @@ def _module_position(lines: list[str], node: ast.ImportFrom) -> tuple[int, int] 
     return node.lineno, match.end()
 
 
-def _diagnostic(script_name: str, lineno: int, col: int, name: str, text: str, host_modules: Collection[str], module: str | None = None) -> _render.Diagnostic:
+def _diagnostic(
+    script_name: str, lineno: int, col: int, name: str, text: str, host_modules: Collection[str], module: str | None = None,
+    packages: Collection[str] = (), *, attribute: bool = False,
+) -> _render.Diagnostic:
     shown = _render.normalize_line(text)
     caret_col = len(_render.normalize_line(text[:col]))
     width = len(str(lineno))
     gutter = ' ' * (width + 1) + '|'
     if module is not None:
-        header = f'error[import-not-found]: Module `{module}` has no member `{name}`'
+        rule = 'unresolved-attribute' if attribute else 'import-not-found'
+        header = f'error[{rule}]: Module `{module}` has no member `{name}`'
         info = catalog.missing_member(module, name)
     else:
         header = f'error[import-not-found]: Cannot resolve imported module `{name}`'
-        info = catalog.missing_module(name, host_modules)
+        info = catalog.missing_module(name, host_modules, packages)
     raw = '\n'.join([
         header,
         f'{" " * width}--> {script_name}:{lineno}:{col + 1}',

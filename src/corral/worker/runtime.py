@@ -19,11 +19,12 @@ from typing import Any
 
 from ..channel import CALL, COMPILE, DONE, FAIL, FEED, OUTPUT, PAUSE, REPLY, STOP, TIMED, WAIT, WAKE, FrameReader, ProtocolError, frame, poll
 from ..language import catalog, hostio, identity
+from ..language.packages import take_shown
 from ..language import stop as stopping
 from ..language.facades import stderr as _STDERR
 from ..language import EXCEPTIONS, CompiledScript, SandboxStop, compile_script, compile_unguarded, find_stop, import_module, make_builtins
 from ..limits import amount
-from ..values import UNPACKABLE_RESULT, ValueLimitError, measure, pack, unpack
+from ..values import UNPACKABLE_RESULT, ValueLimitError, library_repr, measure, pack, unpack
 
 __all__ = ['Worker', 'STDLIB_MODULES', 'PRELOAD_MODULES']
 
@@ -109,7 +110,8 @@ class Worker:
     frame and waits for its REPLY, so the script's frames stay in this process.
     """
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, *, guarded: bool = True) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, *, guarded: bool = True, packages: tuple[str, ...] = ()) -> None:
+        self._packages = packages
         self._sock: socket.socket | _Discard = _Discard()
         self._fd = -1
         self._loop = loop
@@ -321,7 +323,7 @@ class Worker:
     def _import(self, name: str, globals: Any = None, locals: Any = None, fromlist: Any = (), level: int = 0) -> Any:
         # host modules, or facades of the standard library modules (the public API only, never a
         # module inside it); `from m import x` is checked against the module it imports from
-        return import_module(name, fromlist, level, host_modules=self._modules, stdlib=STDLIB_MODULES)
+        return import_module(name, fromlist, level, host_modules=self._modules, stdlib=STDLIB_MODULES, packages=self._packages)
 
     # ----- output --------------------------------------------------------------------------------
 
@@ -377,7 +379,7 @@ class Worker:
                     self._feed(*message[1:])
                 elif message[0] == COMPILE and len(message) == 3:
                     if self._compile(*message[1:]) is not None:
-                        self._send([DONE, None])
+                        self._send([DONE, None, None])
                 else:
                     raise ProtocolError('expected a FEED or COMPILE message')
         except (_Stop, ProtocolError, OSError):
@@ -453,16 +455,19 @@ class Worker:
             # the feed ends with the limit
             failure, value = self._stops[0], None
         self._end_leftover_tasks()
+        shown = take_shown()
         if failure is not None:
             self._send_failure(failure)
             return
+        if value is None and shown:  # plt.show(): the figures are the script's value
+            value = shown[0] if len(shown) == 1 else shown
         try:
             self._measure(value, 'the result')
-            data = frame(pack([DONE, value], side='sandbox'))
+            data = frame(pack([DONE, value, library_repr(value)], side='sandbox'))
         except ValueLimitError as error:
             self._send([FAIL, 'limit', error.limit, str(error), f'OverflowError: {error}'])
             return
-        except (TypeError, ValueError, RecursionError, ProtocolError) as error:
+        except Exception as error:  # a conversion failed (a library's own error included): the worker stays up
             message = f'{UNPACKABLE_RESULT}: {error}'
             self._send([FAIL, 'runtime', 'TypeError', message, f'TypeError: {message}'])
             return
@@ -729,17 +734,18 @@ def _host_exception(value: Any) -> BaseException:
         return cls(*map(str, args))
 
 
-def prepare_worker(*, guarded: bool = True) -> Worker:
+def prepare_worker(*, guarded: bool = True, packages: tuple[str, ...] = ()) -> Worker:
     """Build a worker, with its event loop, ahead of any fork: in the zygote, once.
 
     Every forked worker gets its own copy of it (fork copies memory on write) and calls
     `run_worker`. Built in each worker instead, the event loop and the `Worker` cost some 450 page
     faults (writes to pages shared with the zygote, each copied: about 1.3 ms of a worker's start,
-    measured); inherited, they cost a few.
+    measured); inherited, they cost a few. `packages`: the third-party packages this process
+    loaded (`language.packages.load`), which scripts may import.
     """
     loop = asyncio.SelectorEventLoop(_HostSelector())
     asyncio.set_event_loop(loop)
-    worker = Worker(loop, guarded=guarded)
+    worker = Worker(loop, guarded=guarded, packages=packages)
     if guarded:
         identity.install()  # ids, identity hashes and default reprs a replay gives back
     return worker

@@ -1,8 +1,9 @@
 """The zygote: a warm Python process that forks one worker per request.
 
-The host starts it once (`python -m corral.worker FD SKIP`), with one end of a Unix socketpair as
-file descriptor FD and SKIP the comma-separated lockdown layers the host chose to run without. The
-process imports everything a worker needs, probes seccomp, enters the namespaces
+The host starts it once (`python -m corral.worker FD SKIP PACKAGES`), with one end of a Unix
+socketpair as file descriptor FD, SKIP the comma-separated lockdown layers the host chose to run
+without and PACKAGES the comma-separated third-party packages scripts may import (loaded here by
+`language.packages.load`, before anything is locked down). The process imports everything a worker needs, probes seccomp, enters the namespaces
 (`namespaces.enter`: user, network, mount, UTS, IPC, PID) and forks the zygote proper, pid 1 of
 the new PID namespace, then only waits for it. The zygote builds one worker (its event loop,
 builtins and guards: `runtime.prepare_worker`) that every forked worker starts from, makes an
@@ -123,15 +124,20 @@ def _become_pid_one(control: socket.socket) -> None:
 def main(argv: list[str]) -> None:
     control = socket.socket(fileno=int(argv[0]))
     skip = frozenset(filter(None, argv[1].split(','))) if len(argv) > 1 else frozenset()
+    packages = tuple(filter(None, argv[2].split(','))) if len(argv) > 2 else ()
     _die_with_parent()
     for name in runtime.PRELOAD_MODULES:
         __import__(name)
+    if packages:
+        from ..language import packages as package_loader
+
+        package_loader.load(packages)
     layers = lockdown.available_layers()
     layers.update(namespaces.enter(skip))
     in_userns = 'userns' not in skip and layers['userns'] is None
     if 'pidns' not in skip and layers['pidns'] is None:
         _become_pid_one(control)
-    worker = runtime.prepare_worker(guarded='language' not in skip)
+    worker = runtime.prepare_worker(guarded='language' not in skip, packages=packages)
     # checked while /proc is there to count native threads; nothing starts one afterwards
     lockdown.require_single_thread('the zygote (it forks without at-fork handlers)')
     if 'mntns' not in skip and layers['mntns'] is None:

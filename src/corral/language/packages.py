@@ -1,0 +1,545 @@
+"""numpy, pandas and matplotlib in the sandbox: loaded before the lockdown, closed where they reach out.
+
+A pool made with `Pool(packages=[...])` starts a zygote that calls `load(packages)` before it
+locks down (`corral.worker.zygote`): a locked-down worker cannot open a file, so everything these
+libraries would read later is read here, once, and every forked worker shares it:
+
+- numpy, pandas and matplotlib are imported, with the modules they import on first use (pandas'
+  parsers and formatters, Pillow's PNG writer) loaded by a warm-up that uses them;
+- matplotlib draws with the Agg backend; its fonts (the ones it ships) are read into memory, and
+  `FT2Font` reads them from there (a font file kept open would be one file offset shared by every
+  worker);
+- BLAS runs one thread (the host starts the zygote with `OPENBLAS_NUM_THREADS=1` and friends): a
+  zygote forks workers only while it is single-threaded.
+
+What the libraries offer that reaches past the sandbox is closed in their own classes, where
+every way to it passes (a method read by name, pandas' string dispatch `df.agg('to_pickle')`, a
+subclass's `super()`), with an `AttributeError` that says what to use instead
+(`PACKAGE_ATTRIBUTE_HINTS`): pickle in every form (`to_pickle`, `ndarray.dump`/`dumps`), raw memory
+(`ndarray.ctypes`), strings evaluated as code (`DataFrame.query`/`eval`), other processes and the
+clipboard, and file formats whose libraries are not in the sandbox. Functions taking a function by
+name (`df.agg('sum')`) refuse names the attribute rules refuse (`'__getattribute__'`, `'_mgr'`).
+Files are read and written through the sandbox's `open()`, so `pd.read_csv('/data/q1.csv')` and
+`df.to_csv('/out/x.csv')` work on the session's mounts and fail elsewhere with `open()`'s words.
+
+The module facades (`BUILDERS`: what `import numpy` gives a script) hold the reviewed public API;
+`catalog.MEMBER_HINTS` says why the rest is missing. The host never imports this module.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import io
+import operator
+import os
+import sys
+import types
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from ..values import Image, figure_image, library_repr, package_form
+from . import hostio
+from .catalog import PACKAGE_ATTRIBUTE_HINTS, PACKAGE_MODULES, PACKAGES, WITHHELD_PACKAGE_NAMES, package_closure
+from .guards import special_name_hook
+from .rules import attribute_refusal, is_dunder, is_private, normalize
+
+__all__ = ['BUILDERS', 'load', 'loaded', 'take_shown']
+
+_loaded: list[str] = []
+
+
+#: The figures `plt.show()` drew in the feed running (see `take_shown`).
+_shown: list[Image] = []
+
+
+def take_shown() -> list[Image]:
+    """The figures `plt.show()` drew since the last call, as PNG images (the worker makes them
+    the feed's value when the script has none)."""
+    images = _shown[:]
+    _shown.clear()
+    return images
+
+
+def show(*args: Any, **kwargs: Any) -> None:
+    """`matplotlib.pyplot.show`: every open figure is drawn as a PNG image, which comes back to
+    the host as the script's value (when its last expression has none), and closed."""
+    import matplotlib.pyplot as plt
+
+    for number in plt.get_fignums():
+        _shown.append(figure_image(plt.figure(number)))
+    plt.close('all')
+
+
+show.__module__ = 'matplotlib.pyplot'
+
+
+def loaded() -> tuple[str, ...]:
+    """The packages `load` loaded in this process (the zygote's, inherited by its workers)."""
+    return tuple(_loaded)
+
+
+# ----- closing attributes in the libraries' own classes ------------------------------------------
+
+class _Refused:
+    """A class attribute that is not there: reading it raises `AttributeError` with the reason."""
+
+    __slots__ = ('_text',)
+
+    def __init__(self, text: str) -> None:
+        self._text = text
+
+    def __get__(self, obj: Any, owner: Any = None) -> Any:
+        raise AttributeError(self._text)
+
+    def __set_name__(self, owner: Any, name: str) -> None:
+        pass
+
+
+def _close(cls: type, name: str, hint: str) -> None:
+    """Replace `cls.name` with a `_Refused` attribute."""
+    _set_on_type(cls, name, _Refused(f"'{cls.__name__}' object has no attribute '{name}' in the sandbox: {hint}"))
+
+
+#: Offsets in CPython's PyTypeObject (Include/cpython/object.h, unchanged from 3.8 to 3.13 on
+#: 64-bit Linux): tp_flags, tp_base, tp_new. Checked against each type before use.
+_TP_FLAGS, _TP_BASE, _TP_NEW = 168, 256, 312
+_TPFLAGS_IMMUTABLETYPE = 1 << 8
+
+
+def _type_field(cls: type, offset: int, kind: Any) -> Any:
+    import ctypes
+
+    flags = ctypes.c_ulong.from_address(id(cls) + _TP_FLAGS)
+    base = ctypes.c_void_p.from_address(id(cls) + _TP_BASE)
+    if flags.value != cls.__flags__ or base.value != id(cls.__base__):
+        raise RuntimeError(f'the layout of type objects in this CPython is not the one the sandbox knows; {cls.__name__} cannot be closed')
+    return kind.from_address(id(cls) + offset)
+
+
+def _set_on_type(cls: type, name: str, value: Any) -> None:
+    """`setattr(cls, name, value)`, for a static type too (numpy's `ndarray`): its flag that
+    makes it immutable is lifted for the assignment, so CPython updates the type's slots as for
+    any class (`__new__` included)."""
+    if not cls.__flags__ & _TPFLAGS_IMMUTABLETYPE:
+        setattr(cls, name, value)
+        return
+    import ctypes
+
+    flags = _type_field(cls, _TP_FLAGS, ctypes.c_ulong)
+    flags.value &= ~_TPFLAGS_IMMUTABLETYPE
+    try:
+        setattr(cls, name, value)
+    finally:
+        flags.value |= _TPFLAGS_IMMUTABLETYPE
+
+
+def _checked_ndarray_new(ndarray: type) -> Callable[..., Any]:
+    """`ndarray.__new__` refusing what numpy does not check when it wraps a buffer: a negative
+    `offset` (it reads before the buffer) and a dtype holding objects (it makes object pointers
+    of the buffer's bytes)."""
+    import ctypes
+
+    import numpy as np
+
+    newfunc = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.py_object, ctypes.py_object, ctypes.py_object)
+    array_new = newfunc(_type_field(ndarray, _TP_NEW, ctypes.c_void_p).value)
+
+    def __new__(subtype: Any, *args: Any, **kwargs: Any) -> Any:
+        names = ('shape', 'dtype', 'buffer', 'offset')
+        given = {**dict(zip(names, args)), **kwargs}
+        if given.get('buffer') is not None:
+            if given.get('offset', 0) is not None and operator.index(given.get('offset', 0)) < 0:
+                raise ValueError('offset must be non-negative and no greater than buffer length')
+            if np.dtype(given.get('dtype', float)).hasobject:
+                raise ValueError('cannot create an OBJECT array from memory buffer')
+        return array_new(subtype, args, kwargs)
+
+    return __new__
+
+
+def _library_folders() -> tuple[str, ...]:
+    return tuple(os.path.dirname(sys.modules[name].__file__ or '') + os.sep for name in PACKAGES if name in sys.modules)
+
+
+def _checked_resize(resize: Any) -> Callable[..., Any]:
+    def resize_(self: Any, *shape: Any, refcheck: bool = True) -> Any:
+        """`ndarray.resize`; only the libraries' own code may turn `refcheck` off (a view of the
+        old memory would read it freed)."""
+        if not refcheck and not sys._getframe(1).f_code.co_filename.startswith(_library_folders()):
+            raise ValueError('resize(refcheck=False) is not available in the sandbox: views of the array would read freed memory; use np.resize(a, shape), which makes a new array')
+        return resize(self, *shape, refcheck=refcheck)
+
+    resize_.__name__ = resize_.__qualname__ = 'resize'
+    return resize_
+
+
+def _function_names(function: str, value: Any) -> None:
+    """Refuse function names the attribute rules refuse, in what `agg`/`apply`/`transform` take
+    (a name, a list of them, a dict of either)."""
+    if isinstance(value, str):
+        name = normalize(value)
+        refusal = attribute_refusal(name)
+        if refusal is None and is_dunder(name):
+            refusal = f"attribute '{value}' is a special method: name the operation instead ('sum', 'mean', 'max' ...)"
+        if refusal is None and is_private(name):
+            refusal = f"attribute '{value}' is private: the sandbox refuses names starting with '_' on the libraries' objects; use the public API"
+        if refusal is not None:
+            raise AttributeError(f'{function}({value!r}): {refusal}')
+    elif isinstance(value, dict):
+        for item in value.values():
+            _function_names(function, item)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            _function_names(function, item)
+
+
+def _checking_names(method: Callable[..., Any], name: str) -> Callable[..., Any]:
+    @functools.wraps(method)
+    def checked(self: Any, *args: Any, **kwargs: Any) -> Any:
+        for value in (*args[:1], kwargs.get('func'), kwargs.get('arg')):
+            _function_names(name, value)
+        return method(self, *args, **kwargs)
+
+    checked._corral_checked = True  # type: ignore[attr-defined]
+    return checked
+
+
+# ----- files through the sandbox's open() ----------------------------------------------------------
+
+def _is_path(value: Any) -> bool:
+    return isinstance(value, (str, bytes)) or isinstance(value, os.PathLike)
+
+
+def _reader(function: Callable[..., Any], argument: str, mode: str) -> Callable[..., Any]:
+    """`function` with its `argument` (first positional) opened through the sandbox's open()."""
+
+    @functools.wraps(function)
+    def read(*args: Any, **kwargs: Any) -> Any:
+        if args and _is_path(args[0]):
+            with hostio.open(args[0], mode) as file:
+                return function(file, *args[1:], **kwargs)
+        if _is_path(kwargs.get(argument)):
+            with hostio.open(kwargs.pop(argument), mode) as file:
+                return function(*args, **{argument: file}, **kwargs)
+        return function(*args, **kwargs)
+
+    return read
+
+
+def _writer(method: Callable[..., Any], argument: str, *, binary: bool = False, position: int = 0) -> Callable[..., Any]:
+    """`method` (a method, or a function with `position` arguments before the path) with its
+    path `argument` opened for writing through the sandbox's open() (mode 'w', or `mode=` 'a')."""
+
+    @functools.wraps(method)
+    def write(*args: Any, **kwargs: Any) -> Any:
+        where = position + 1 if position >= 0 else 0
+        mode = kwargs.get('mode', 'w') if not binary else 'wb'
+        if mode not in ('w', 'a', 'x', 'wb'):
+            mode = 'w'
+        if len(args) > where and _is_path(args[where]):
+            with hostio.open(args[where], mode) as file:
+                return method(*args[:where], file, *args[where + 1 :], **kwargs)
+        if _is_path(kwargs.get(argument)):
+            path = kwargs.pop(argument)
+            with hostio.open(path, mode) as file:
+                return method(*args, **{argument: file}, **kwargs)
+        return method(*args, **kwargs)
+
+    return write
+
+
+# ----- loading ---------------------------------------------------------------------------------------
+
+def load(packages: Iterable[str]) -> None:
+    """Import `packages` (names of `catalog.PACKAGES`, with what they need) and close them; in
+    the zygote, before the lockdown. Raises `ImportError` when one is not installed."""
+    from .modules import stdlib_module
+
+    wanted = set(package_closure(packages))
+    for name in PACKAGES:
+        if name in wanted and name not in _loaded:
+            _LOADERS[name]()
+            _loaded.append(name)
+            for module in PACKAGE_MODULES[name]:
+                stdlib_module(module)  # built once here: a worker's import finds it made
+
+
+def _load_numpy() -> None:
+    import numpy as np
+    import numpy.fft
+    import numpy.linalg
+    import numpy.random
+
+    for cls in (np.ndarray, np.generic):
+        for name, hint in PACKAGE_ATTRIBUTE_HINTS['ndarray'].items():
+            if name in cls.__dict__:
+                _close(cls, name, hint)
+    _set_on_type(np.ndarray, '__new__', _checked_ndarray_new(np.ndarray))
+    _set_on_type(np.ndarray, 'resize', _checked_resize(np.ndarray.resize))
+    # warm-up: what numpy loads or builds on first use
+    values = np.arange(12.0).reshape(3, 4)
+    repr(values), str(values), repr(np.float64(1.5)), values.tolist()
+    np.linalg.inv(np.eye(3)), np.linalg.svd(values), np.fft.fft(values[0])
+    np.random.default_rng(0).normal(size=3), np.random.RandomState(0).rand(2)
+    np.loadtxt(io.StringIO('1 2\n3 4')), np.savetxt(io.StringIO(), values)
+    np.datetime64('2024-01-01') + np.timedelta64(1, 'D')
+    np.array(['a', 'b']).astype('U3'), np.unique(values), np.percentile(values, 50)
+    package_form(values), package_form(np.datetime64('2024-01-01T10:00')), library_repr(values), library_repr(values[0, 0])
+
+
+def _load_pandas() -> None:
+    import pandas as pd
+    from pandas.core.generic import NDFrame
+    from pandas.core.groupby import DataFrameGroupBy, SeriesGroupBy
+    from pandas.core.resample import Resampler
+    from pandas.core.window.ewm import ExponentialMovingWindow
+    from pandas.core.window.expanding import Expanding
+    from pandas.core.window.rolling import Rolling, Window
+
+    # a Series answers its labels as attributes, a frame its columns: never a special name
+    for cls in (NDFrame, DataFrameGroupBy, SeriesGroupBy, Resampler, Rolling, Window, Expanding, ExponentialMovingWindow):
+        for base in cls.__mro__:
+            hook = base.__dict__.get('__getattr__')
+            if hook is not None and base.__module__.startswith('pandas') and not getattr(hook, '_corral_checked', False):
+                base.__getattr__ = special_name_hook(hook)
+    for name, hint in PACKAGE_ATTRIBUTE_HINTS['DataFrame'].items():
+        for cls in (pd.DataFrame, pd.Series):
+            if any(name in vars(base) for base in cls.__mro__):
+                _close(cls, name, hint)
+        if name in vars(NDFrame):
+            _close(NDFrame, name, hint)
+    for cls in (pd.DataFrame, pd.Series, DataFrameGroupBy, SeriesGroupBy, Resampler, Rolling, Window, Expanding, ExponentialMovingWindow):
+        for base in cls.__mro__:
+            for name in ('agg', 'aggregate', 'apply', 'transform'):
+                method = base.__dict__.get(name)
+                if base.__module__.startswith('pandas') and callable(method) and not getattr(method, '_corral_checked', False):
+                    setattr(base, name, _checking_names(method, name))
+    for cls, writers in ((pd.DataFrame, ('to_csv', 'to_json', 'to_string', 'to_html')), (pd.Series, ('to_csv', 'to_json', 'to_string'))):
+        for name in writers:
+            method = getattr(cls, name)
+            argument = 'buf' if name in ('to_string', 'to_html') else 'path_or_buf'
+            setattr(cls, name, _writer(method, argument))
+    # pandas imports a plotting backend by its name: only matplotlib, preloaded
+    from pandas._config import config
+
+    option = config._registered_options['plotting.backend']
+
+    def validator(value: Any) -> None:
+        if value != 'matplotlib':
+            raise ValueError("the sandbox's plotting backend is 'matplotlib'")
+
+    config._registered_options['plotting.backend'] = option._replace(validator=validator)
+    # warm-up: parsers, formatters, group-bys and the modules they import on first use
+    frame = pd.read_csv(io.StringIO('x,y,when\na,1,2024-01-01\nb,2.5,2024-02-01\na,3,2024-03-01\n'), parse_dates=['when'])
+    repr(frame), str(frame), frame.to_string(), frame.to_html(), frame.describe(), frame.to_json(), frame.to_csv()
+    frame.groupby('x')[['y']].agg(['sum', 'mean']), frame.groupby('x')['y'].sum(), frame.pivot_table(index='x', values='y')
+    frame.sort_values('y'), frame.merge(frame, on='x'), frame.set_index('when')[['y']].resample('ME').sum()
+    frame['y'].rolling(2).mean(), frame['when'].dt.year, frame['x'].str.upper(), frame.dtypes, frame.info(buf=io.StringIO())
+    pd.read_json(io.StringIO(frame.to_json())), pd.to_datetime(['2024-01-01']), pd.date_range('2024-01-01', periods=3)
+    pd.concat([frame, frame]), frame.isna().sum(), frame.corr(numeric_only=True), pd.Categorical(['a', 'b'])
+    for orient in ('dict', 'list', 'series', 'split', 'tight', 'records', 'index'):
+        frame.to_dict(orient=orient)
+    frame['y'].to_dict(), frame['y'].to_list(), frame.index.to_list(), repr(frame.index), repr(frame.columns)
+    package_form(frame), package_form(frame['y']), library_repr(frame), library_repr(frame['y'])
+
+
+#: The fonts matplotlib ships, read before the lockdown: path -> bytes.
+_FONTS: dict[str, bytes] = {}
+
+
+def _load_matplotlib() -> None:
+    import matplotlib
+
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+    from matplotlib import font_manager, ft2font
+    from matplotlib.figure import Figure
+
+    data = matplotlib.get_data_path()
+    manager = font_manager.fontManager
+    manager.ttflist = [entry for entry in manager.ttflist if _inside(entry.fname, data)]
+    manager.afmlist = [entry for entry in manager.afmlist if _inside(entry.fname, data)]
+    folder = os.path.join(data, 'fonts', 'ttf')
+    for name in sorted(os.listdir(folder)):
+        if name.endswith('.ttf'):
+            path = os.path.join(folder, name)
+            with open(path, 'rb') as file:
+                _FONTS[path] = _FONTS[os.path.realpath(path)] = file.read()
+    for entry in manager.ttflist:
+        _FONTS.setdefault(_font_key(entry.fname), _FONTS.get(os.path.realpath(entry.fname), b''))
+    real_font = ft2font.FT2Font
+
+    def memory_font(filename: Any, *args: Any, **kwargs: Any) -> Any:
+        if not _is_font(filename):
+            raise FileNotFoundError(f'the sandbox has the fonts matplotlib ships, not {filename!r}')
+        return real_font(io.BytesIO(_FONTS[_font_key(filename)]), *args, **kwargs)
+
+    font_manager.ft2font = types.SimpleNamespace(**{**vars(ft2font), 'FT2Font': memory_font})
+    font_manager._get_font.cache_clear()
+    # matplotlib asks whether a font file exists, and where it really is, before it loads it (a
+    # stat, refused after the lockdown): the fonts in memory answer
+    from matplotlib import _mathtext
+
+    font_os = types.SimpleNamespace(**{**vars(os), 'path': types.SimpleNamespace(**{
+        **vars(os.path),
+        'exists': lambda path: _is_font(path) or os.path.exists(path),
+        'isfile': lambda path: _is_font(path) or os.path.isfile(path),
+        'realpath': lambda path, **kwargs: _font_key(path) if _is_font(path) else os.path.realpath(path, **kwargs),
+    })})
+    font_manager.os = _mathtext.os = font_os
+    Figure.savefig = _writer(Figure.savefig, 'fname', binary=True)
+    # warm-up: draw and write a figure with what a plot usually has (Pillow's PNG writer loads here)
+    figure, axes = plt.subplots()
+    axes.plot([1, 2, 3], [1, 4, 9], label='$x^2$')
+    axes.bar(['a', 'b'], [1, 2]), axes.scatter([1], [2]), axes.hist([1, 2, 2, 3])
+    axes.set_title('title'), axes.set_xlabel('x'), axes.legend(), axes.grid(True)
+    axes.imshow([[0, 1], [1, 0]]), figure.colorbar(axes.images[0]), axes.set_yscale('log'), figure.tight_layout()
+    axes.annotate('note', xy=(1, 1), fontweight='bold', fontstyle='italic', family='monospace')
+    figure.autofmt_xdate()
+    if 'pandas' in sys.modules:  # pandas finds its matplotlib backend on first use
+        import pandas as pd
+
+        frame = pd.DataFrame({'x': [1, 2, 3], 'y': [3, 1, 2]}, index=pd.date_range('2024-01-01', periods=3))
+        frame.plot(), frame['y'].plot.pie(), frame.plot.bar(), frame.plot.scatter(x='x', y='y'), frame.hist()
+    figure.savefig(io.BytesIO(), format='png'), figure.savefig(io.BytesIO(), format='svg')
+    plt.close('all')
+
+
+def _inside(path: str, folder: str) -> bool:
+    return os.path.realpath(path).startswith(os.path.realpath(folder) + os.sep)
+
+
+def _font_key(path: Any) -> str:
+    # a plain str: matplotlib's FontPath is a str that hashes with its face index
+    return str.__str__(os.fsdecode(path))
+
+
+def _is_font(path: Any) -> bool:
+    """A font read into memory before the lockdown (`_FONTS`)."""
+    return _is_path(path) and _font_key(path) in _FONTS
+
+
+_LOADERS: dict[str, Callable[[], None]] = {'numpy': _load_numpy, 'pandas': _load_pandas, 'matplotlib': _load_matplotlib}
+
+
+# ----- the facades -------------------------------------------------------------------------------------
+
+def _public(module: types.ModuleType, names: Iterable[str]) -> dict[str, Any]:
+    withheld = WITHHELD_PACKAGE_NAMES.get(module.__name__, frozenset())
+    values = {}
+    for name in names:
+        # vars(): a name the module would import on first use (numpy's `__getattr__`) is a module anyway
+        if name.startswith('_') or name in withheld or name not in vars(module):
+            continue
+        value = vars(module)[name]
+        if not isinstance(value, types.ModuleType):
+            values[name] = value
+    return values
+
+
+def _numpy() -> dict[str, Any]:
+    import numpy as np
+
+    from .modules import stdlib_module
+
+    values = _public(np, np.__all__)
+    values['loadtxt'] = _reader(np.loadtxt, 'fname', 'r')
+    values['genfromtxt'] = _reader(np.genfromtxt, 'fname', 'r')
+    values['savetxt'] = _writer(np.savetxt, 'fname', position=-1)
+    for child in ('linalg', 'fft', 'random'):
+        values[child] = stdlib_module(f'numpy.{child}')
+    return values
+
+
+def _numpy_random() -> dict[str, Any]:
+    import numpy as np
+
+    from .facades import session_entropy
+
+    random = np.random
+    values = _public(random, random.__all__)
+
+    def default_rng(seed: Any = None) -> np.random.Generator:
+        """A `Generator`; without a seed, one drawn from the session's seed (reproducible)."""
+        return random.default_rng(session_entropy().getrandbits(128) if seed is None else seed)
+
+    default_rng.__module__ = 'numpy.random'
+    values['default_rng'] = default_rng
+    state: dict[str, Any] = {}
+
+    def legacy(name: str) -> Callable[..., Any]:
+        def function(*args: Any, **kwargs: Any) -> Any:
+            generator = state.get('rs')
+            if generator is None:
+                generator = state['rs'] = random.RandomState(session_entropy().getrandbits(32))
+            if name == 'seed' and not args and not kwargs:
+                args = (session_entropy().getrandbits(32),)
+            return getattr(generator, name)(*args, **kwargs)
+
+        function.__name__ = function.__qualname__ = name
+        function.__doc__ = getattr(random.RandomState, name).__doc__
+        function.__module__ = 'numpy.random'
+        return function
+
+    for name in list(values):
+        if name not in ('Generator', 'RandomState', 'SeedSequence', 'BitGenerator', 'MT19937', 'Philox', 'PCG64', 'PCG64DXSM', 'SFC64', 'default_rng'):
+            if hasattr(random.RandomState, name):
+                values[name] = legacy(name)
+    return values
+
+
+def _module_of(name: str) -> Callable[[], dict[str, Any]]:
+    def build() -> dict[str, Any]:
+        module = importlib.import_module(name)
+        return _public(module, getattr(module, '__all__', None) or dir(module))
+
+    return build
+
+
+def _pandas() -> dict[str, Any]:
+    import pandas as pd
+
+    values = _public(pd, pd.__all__)
+    for name in ('read_csv', 'read_table', 'read_fwf'):
+        values[name] = _reader(getattr(pd, name), 'filepath_or_buffer', 'rb')
+    values['read_json'] = _reader(pd.read_json, 'path_or_buf', 'r')
+    return values
+
+
+def _matplotlib() -> dict[str, Any]:
+    import matplotlib
+
+    from .modules import stdlib_module
+
+    values = _public(matplotlib, matplotlib.__all__)
+    values['pyplot'] = stdlib_module('matplotlib.pyplot')
+    return values
+
+
+def _pyplot() -> dict[str, Any]:
+    import matplotlib.pyplot as plt
+
+    names = [
+        name for name in dir(plt)
+        if not name.startswith('_') and getattr(getattr(plt, name), '__module__', '') .startswith('matplotlib')
+    ]
+    values = _public(plt, names)
+    values['savefig'] = _writer(plt.savefig, 'fname', binary=True, position=-1)
+    values['show'] = show
+    values['rcParams'] = plt.rcParams
+    return values
+
+
+#: Facades of the packages' modules: module name -> a function returning the facade's names.
+BUILDERS: dict[str, Callable[[], dict[str, Any]]] = {
+    'numpy': _numpy,
+    'numpy.linalg': _module_of('numpy.linalg'),
+    'numpy.fft': _module_of('numpy.fft'),
+    'numpy.random': _numpy_random,
+    'pandas': _pandas,
+    'matplotlib': _matplotlib,
+    'matplotlib.pyplot': _pyplot,
+}
+
+assert set(BUILDERS) == {module for modules in PACKAGE_MODULES.values() for module in modules}

@@ -1,0 +1,146 @@
+"""The packages' own ways out of the language layer (`Pool(packages=[...])`), each refused with its exact text.
+
+Pickle (it runs code as it loads), strings evaluated as code (pandas' `query`/`eval`, with `@`
+names and attribute access), raw memory (`as_strided`, `ndarray.ctypes`, a buffer read at a
+negative offset or as object pointers, `resize(refcheck=False)` leaving a view on freed memory,
+`__array_interface__` answered by a script's `__getattr__` or a Series' labels), function names
+given as strings (`df.agg('__getattribute__', '_mgr')`), files and processes. The worker runs
+every lockdown layer too; these tests hold the language layer to its word on its own.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+import pytest_asyncio
+
+import corral
+
+pytest.importorskip('pandas')
+pytest.importorskip('matplotlib')
+
+pytestmark = pytest.mark.asyncio(loop_scope='module')
+
+
+@pytest_asyncio.fixture(scope='module', loop_scope='module')
+async def pool():
+    async with corral.Pool(packages=['pandas', 'matplotlib'], warm_workers=1) as pool:
+        yield pool
+
+
+#: name -> (script, the error corral raises, the last line of the text the model reads)
+ATTACKS = {
+    # pickle
+    'read_pickle': ("import pandas as pd, io\npd.read_pickle(io.BytesIO(b'x'))", 'SandboxRuntimeError', "AttributeError: module 'pandas' has no attribute 'read_pickle' in the sandbox: pickle runs code as it loads; keep data as CSV or JSON: read_csv or read_json. dir(pandas) lists the 84 names pandas offers"),
+    'np_load': ("import numpy as np, io\nnp.load(io.BytesIO(b'x'), allow_pickle=True)", 'SandboxRuntimeError', "AttributeError: module 'numpy' has no attribute 'load' in the sandbox: pickle runs code as it loads; keep data as CSV or JSON (np.load unpickles); numpy reads and writes files as text here: np.loadtxt, np.genfromtxt and np.savetxt on the mounted folders. dir(numpy) lists the 471 names numpy offers"),
+    'np_lib_format': ('import numpy as np\nnp.lib.format.read_array', 'SandboxRuntimeError', "AttributeError: module 'numpy' has no attribute 'lib' in the sandbox: numpy.lib is not available (np.lib.stride_tricks.as_strided reads memory outside the array); its public functions are in numpy itself. dir(numpy) lists the 471 names numpy offers"),
+    'pd_io': ('import pandas as pd\npd.io.pickle.read_pickle', 'SandboxRuntimeError', "AttributeError: module 'pandas' has no attribute 'io' in the sandbox. dir(pandas) lists the 84 names pandas offers"),
+    'dumps': ('import numpy as np\nnp.arange(3).dumps()', 'SandboxRuntimeError', "AttributeError: 'ndarray' object has no attribute 'dumps' in the sandbox: pickle runs code as it loads; keep data as CSV or JSON: arr.tolist() with json"),
+    'to_pickle': ("import pandas as pd, io\npd.DataFrame({'a': [1]}).to_pickle(io.BytesIO())", 'SandboxRuntimeError', "AttributeError: 'DataFrame' object has no attribute 'to_pickle' in the sandbox: pickle runs code as it loads; keep data as CSV or JSON: to_csv or to_json"),
+    'to_pickle_class': ("import pandas as pd, io\npd.DataFrame.to_pickle(pd.DataFrame({'a': [1]}), io.BytesIO())", 'SandboxRuntimeError', "AttributeError: 'DataFrame' object has no attribute 'to_pickle' in the sandbox: pickle runs code as it loads; keep data as CSV or JSON: to_csv or to_json"),
+    'agg_to_pickle': ("import pandas as pd, io\npd.DataFrame({'a': [1]}).agg('to_pickle', path=io.BytesIO())", 'SandboxRuntimeError', "AttributeError: 'to_pickle' is not a valid function for 'DataFrame' object"),
+    'series_to_pickle': ('import pandas as pd, io\npd.Series([1]).to_pickle(io.BytesIO())', 'SandboxRuntimeError', "AttributeError: 'Series' object has no attribute 'to_pickle' in the sandbox: pickle runs code as it loads; keep data as CSV or JSON: to_csv or to_json"),
+    'generic_dump': ("import numpy as np\nnp.float64(1.0).dump('/tmp/x')", 'SandboxRuntimeError', "AttributeError: 'generic' object has no attribute 'dump' in the sandbox: pickle runs code as it loads; keep data as CSV or JSON: np.savetxt, or arr.tolist() with json"),
+    # strings evaluated as code
+    'query_at': ("import pandas as pd\nsecret = 1\npd.DataFrame({'a': [1]}).query('@secret.__class__')", 'SandboxRuntimeError', 'AttributeError: \'DataFrame\' object has no attribute \'query\' in the sandbox: it evaluates a string as code; select with boolean masks, df[(df["a"] > 1) & (df["b"] < 2)], and compute columns with df["c"] = df["a"] + df["b"]'),
+    'eval': ("import pandas as pd\npd.DataFrame({'a': [1]}).eval('a.__class__')", 'SandboxRuntimeError', 'AttributeError: \'DataFrame\' object has no attribute \'eval\' in the sandbox: it evaluates a string as code; select with boolean masks, df[(df["a"] > 1) & (df["b"] < 2)], and compute columns with df["c"] = df["a"] + df["b"]'),
+    'pd_eval': ("import pandas as pd\npd.eval('1 + 1')", 'SandboxRuntimeError', 'AttributeError: module \'pandas\' has no attribute \'eval\' in the sandbox: it evaluates a string as code; select with boolean masks, df[(df["a"] > 1) & (df["b"] < 2)], and compute columns with df["c"] = df["a"] + df["b"]. dir(pandas) lists the 84 names pandas offers'),
+    'agg_query': ("import pandas as pd\npd.DataFrame({'a': [1]}).agg('query', expr='a > 0')", 'SandboxRuntimeError', "AttributeError: 'query' is not a valid function for 'DataFrame' object"),
+    'super_query': ("import pandas as pd\nclass F(pd.DataFrame):\n    def q(self):\n        return super().query('a > 0')\nF({'a': [1]}).q()", 'SandboxRuntimeError', 'AttributeError: \'DataFrame\' object has no attribute \'query\' in the sandbox: it evaluates a string as code; select with boolean masks, df[(df["a"] > 1) & (df["b"] < 2)], and compute columns with df["c"] = df["a"] + df["b"]'),
+    'plot_backend': ("import pandas as pd\npd.set_option('plotting.backend', 'os')", 'SandboxRuntimeError', "ValueError: the sandbox's plotting backend is 'matplotlib'"),
+    # memory
+    'as_strided': ('import numpy as np\nnp.lib.stride_tricks.as_strided(np.arange(2), shape=(1000,), strides=(8,))', 'SandboxRuntimeError', "AttributeError: module 'numpy' has no attribute 'lib' in the sandbox: numpy.lib is not available (np.lib.stride_tricks.as_strided reads memory outside the array); its public functions are in numpy itself. dir(numpy) lists the 471 names numpy offers"),
+    'strides_set': ('import numpy as np\na = np.arange(2)\na.strides = (100000,)\na.tolist()', 'SandboxRuntimeError', 'ValueError: strides is not compatible with available memory'),
+    'ndarray_buffer': ("import numpy as np\nnp.ndarray((100,), dtype='u1', buffer=b'abc', strides=(1000,))", 'SandboxRuntimeError', 'ValueError: strides is incompatible with shape of requested array and size of buffer'),
+    'ndarray_offset': ("import numpy as np\nnp.ndarray((4,), dtype='u1', buffer=b'abcd', offset=-100)", 'SandboxRuntimeError', 'ValueError: offset must be non-negative and no greater than buffer length'),
+    'ndarray_new_offset': ("import numpy as np\nnp.ndarray.__new__(np.ndarray, (4,), 'u1', b'abcd', -1)", 'SandboxRuntimeError', 'ValueError: offset must be non-negative and no greater than buffer length'),
+    'ndarray_object_buffer': ("import numpy as np\nnp.ndarray((1,), dtype=object, buffer=b'x' * 8)", 'SandboxRuntimeError', 'ValueError: cannot create an OBJECT array from memory buffer'),
+    'frombuffer_object': ("import numpy as np\nnp.frombuffer(b'x' * 8, dtype=object)", 'SandboxRuntimeError', 'ValueError: cannot create an OBJECT array from memory buffer'),
+    'view_object': ('import numpy as np\nnp.arange(3).view(object)', 'SandboxRuntimeError', 'TypeError: Cannot change data-type for array of references.'),
+    'structured_view': ("import numpy as np\nnp.zeros(2, dtype=[('a', 'i8')]).view([('a', 'O')])", 'SandboxRuntimeError', 'TypeError: Cannot change data-type for array of references.'),
+    'resize_refcheck': ('import numpy as np\na = np.arange(4)\nview = a[:]\na.resize(100000, refcheck=False)', 'SandboxRuntimeError', 'ValueError: resize(refcheck=False) is not available in the sandbox: views of the array would read freed memory; use np.resize(a, shape), which makes a new array'),
+    'ctypes': ('import numpy as np\nnp.arange(3).ctypes', 'SandboxRuntimeError', "AttributeError: 'ndarray' object has no attribute 'ctypes' in the sandbox: it reaches the worker's raw memory"),
+    'ctypes_getattr': ("import numpy as np\ngetattr(np.arange(3), 'ctypes')", 'SandboxRuntimeError', "AttributeError: 'ndarray' object has no attribute 'ctypes' in the sandbox: it reaches the worker's raw memory"),
+    'ctypes_class': ('import numpy as np\nnp.ndarray.ctypes', 'SandboxRuntimeError', "AttributeError: 'ndarray' object has no attribute 'ctypes' in the sandbox: it reaches the worker's raw memory"),
+    'ctypes_attrgetter': ("import numpy as np, operator\noperator.attrgetter('ctypes')(np.arange(3))", 'SandboxRuntimeError', "AttributeError: 'ndarray' object has no attribute 'ctypes' in the sandbox: it reaches the worker's raw memory"),
+    'ctypeslib': ('import numpy as np\nnp.ctypeslib', 'SandboxRuntimeError', "AttributeError: module 'numpy' has no attribute 'ctypeslib' in the sandbox: it reaches the worker's raw memory. dir(numpy) lists the 471 names numpy offers"),
+    'array_interface_read': ('import numpy as np\nnp.arange(3).__array_interface__', 'SandboxSyntaxError', "SyntaxError: attribute '__array_interface__' cannot be read in the sandbox: names like __this__ are refused except a short list"),
+    'getattr_dlpack': ('import numpy as np\nclass Sneaky:\n    def __getattr__(self, name):\n        return lambda *a, **k: None\nnp.from_dlpack(Sneaky())', 'SandboxRuntimeError', "AttributeError: 'Sneaky' object has no attribute '__dlpack__'"),
+    'subclass_finalize': ('import numpy as np\nclass A(np.ndarray):\n    def __array_finalize__(self, obj):\n        pass', 'SandboxSyntaxError', "SyntaxError: method '__array_finalize__' cannot be defined in the sandbox; the special methods a class may define are __init__, __repr__, __str__, __eq__, __hash__, __lt__, __len__, __iter__, __getitem__, __enter__, __exit__, __post_init__, ..."),
+    # names by string
+    'private_agg': ("import pandas as pd\npd.DataFrame({'a': [1]}).agg('_mgr')", 'SandboxRuntimeError', "AttributeError: agg('_mgr'): attribute '_mgr' is private: the sandbox refuses names starting with '_' on the libraries' objects; use the public API"),
+    'groupby_agg_dunder': ("import pandas as pd\npd.DataFrame({'a': [1], 'b': [2]}).groupby('a').agg('__getattribute__', '_mgr')", 'SandboxRuntimeError', "AttributeError: agg('__getattribute__'): attribute '__getattribute__' cannot be read in the sandbox: names like __this__ are refused except a short list; use getattr(obj, name)"),
+    'apply_dict': ("import pandas as pd\npd.DataFrame({'a': [1]}).agg({'a': ['sum', '__reduce_ex__']})", 'SandboxRuntimeError', "AttributeError: agg('__reduce_ex__'): attribute '__reduce_ex__' cannot be read in the sandbox: names like __this__ are refused except a short list; pickling is not available in the sandbox; use copy.copy or copy.deepcopy"),
+    'rolling_agg': ("import pandas as pd\npd.Series([1, 2]).rolling(1).agg('__class__')", 'SandboxRuntimeError', "AttributeError: agg('__class__'): attribute '__class__' is a special method: name the operation instead ('sum', 'mean', 'max' ...)"),
+    # files, processes and backends
+    'tofile': ("import numpy as np\nnp.arange(3).tofile('/tmp/x')", 'SandboxRuntimeError', "AttributeError: 'ndarray' object has no attribute 'tofile' in the sandbox: numpy reads and writes files as text here: np.loadtxt, np.genfromtxt and np.savetxt on the mounted folders"),
+    'memmap': ("import numpy as np\nnp.memmap('/tmp/x')", 'SandboxRuntimeError', "AttributeError: module 'numpy' has no attribute 'memmap' in the sandbox: numpy reads and writes files as text here: np.loadtxt, np.genfromtxt and np.savetxt on the mounted folders. dir(numpy) lists the 471 names numpy offers"),
+    'fromfile': ("import numpy as np\nnp.fromfile('/etc/passwd')", 'SandboxRuntimeError', "AttributeError: module 'numpy' has no attribute 'fromfile' in the sandbox: numpy reads and writes files as text here: np.loadtxt, np.genfromtxt and np.savetxt on the mounted folders. Did you mean: fromiter? dir(numpy) lists the 471 names numpy offers"),
+    'read_clipboard': ('import pandas as pd\npd.read_clipboard()', 'SandboxRuntimeError', "AttributeError: module 'pandas' has no attribute 'read_clipboard' in the sandbox: a script has no clipboard. dir(pandas) lists the 84 names pandas offers"),
+    'numpy_submodule': ('import numpy.lib', 'SandboxRuntimeError', "ModuleNotFoundError: No module named 'numpy.lib': the sandbox offers 'numpy' itself, not its submodules. A script may import: abc, asyncio, base64, bisect, calendar, collections, collections.abc, contextlib, copy, csv, dataclasses, datetime, decimal, difflib, enum, fnmatch, fractions, functools, glob, hashlib, heapq, io, itertools, json, math, matplotlib, matplotlib.pyplot, numpy, numpy.fft, numpy.linalg, numpy.random, operator, os, os.path, pandas, pathlib, pprint, random, re, statistics, string, sys, textwrap, time, typing, unicodedata, uuid, zoneinfo"),
+    'switch_backend': ("import matplotlib.pyplot as plt\nplt.switch_backend('tkagg')", 'SandboxRuntimeError', "AttributeError: module 'matplotlib.pyplot' has no attribute 'switch_backend' in the sandbox: the sandbox draws with Agg: a figure as the last expression, or plt.show(), comes back as a PNG image. dir(matplotlib.pyplot) lists the 203 names matplotlib.pyplot offers"),
+    'mpl_use': ("import matplotlib\nmatplotlib.use('tkagg')", 'SandboxRuntimeError', "AttributeError: module 'matplotlib' has no attribute 'use' in the sandbox: the sandbox draws with Agg: a figure as the last expression, or plt.show(), comes back as a PNG image. matplotlib offers: ExecutableNotFoundError, MatplotlibDeprecationWarning, RcParams, bivar_colormaps, color_sequences, colormaps, defaultParams, multivar_colormaps, pyplot, rc, rcParams, rcParamsDefault, rcParamsOrig, rc_context, rc_params, rcdefaults"),
+    'style': ("import pandas as pd\npd.DataFrame({'a': [1]}).style", 'SandboxRuntimeError', "AttributeError: 'DataFrame' object has no attribute 'style' in the sandbox: styling needs templates the sandbox does not have; use to_string() or to_html()"),
+}
+
+
+@pytest.mark.parametrize('name', ATTACKS)
+async def test_attack_is_refused(pool, name):
+    code, kind, text = ATTACKS[name]
+    async with pool.checkout() as session:
+        with pytest.raises(getattr(corral, kind)) as caught:
+            await session.feed_run(code)
+    assert str(caught.value).strip().splitlines()[-1] == text
+
+
+_SECRET = """
+    import numpy as np
+    import pandas as pd
+    secret = b'0123456789abcdef'
+    interface = {'shape': (8,), 'typestr': '|u1', 'data': (id(secret), False), 'version': 3}
+"""
+
+
+@pytest.mark.parametrize('code', [
+    # a script's __getattr__ answering the name numpy reads an array's address from
+    """
+    class Sneaky:
+        def __getattr__(self, name):
+            if name == '__array_interface__':
+                return interface
+            raise AttributeError(name)
+    array = np.asarray(Sneaky())
+    """,
+    # the same, through a metaclass (numpy reads the name off a class given as the array)
+    """
+    class Meta(type):
+        def __getattr__(cls, name):
+            return interface
+    class Sneaky(metaclass=Meta):
+        pass
+    array = np.asarray(Sneaky)
+    """,
+    # a class made by type() under another name, with a __getattr__
+    """
+    make = type
+    Sneaky = make('Sneaky', (), {'__getattr__': lambda self, name: interface})
+    array = np.asarray(Sneaky())
+    """,
+    # a Series answers its labels as attributes
+    """
+    array = np.asarray(pd.Series({'__array_interface__': interface}))
+    """,
+])
+async def test_array_interface_is_never_answered_for_a_script(pool, code):
+    """numpy wraps the object instead (an array of one object, or of the dict): it never reads the address."""
+    async with pool.checkout() as session:
+        assert await session.feed_run(textwrap.dedent(_SECRET) + textwrap.dedent(code) + "\n(array.dtype.kind, array.size)") in (('O', 1),)
+
+
+async def test_the_libraries_still_resize_their_own_arrays_without_refcheck(pool):
+    async with pool.checkout() as session:
+        assert await session.feed_run(textwrap.dedent("""
+            import pandas as pd
+            (pd.Series(['b', 'a', 'b']).factorize()[0].tolist(), pd.Series(['x', 'y', 'x']).value_counts().to_dict())
+        """)) == ([0, 1, 0], {'x': 2, 'y': 1})

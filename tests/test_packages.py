@@ -1,0 +1,381 @@
+"""numpy, pandas and matplotlib in the sandbox: `Pool(packages=[...])`, loaded before the lockdown.
+
+The pool here runs every lockdown layer (seccomp, the empty mount namespace ...): a worker can
+open no file, so each test that works shows the libraries read nothing from disk after the
+lockdown (a lazy import or a font read would fail).
+"""
+
+from __future__ import annotations
+
+import datetime
+import pathlib
+import textwrap
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+import corral
+from corral import Mount
+
+pytest.importorskip('pandas')
+pytest.importorskip('matplotlib')
+
+pytestmark = pytest.mark.asyncio(loop_scope='module')
+
+
+@pytest_asyncio.fixture(scope='module', loop_scope='module')
+async def pool():
+    async with corral.Pool(packages=['pandas', 'matplotlib'], warm_workers=1) as pool:
+        yield pool
+
+
+async def run(pool: corral.Pool, code: str, **checkout: Any) -> Any:
+    async with pool.checkout(**checkout) as session:
+        return await session.feed_run(textwrap.dedent(code), print_callback=lambda stream, text: None)
+
+
+async def refusal(pool: corral.Pool, code: str, **checkout: Any) -> str:
+    """The last line of the traceback a script's error shows."""
+    with pytest.raises(corral.SandboxError) as caught:
+        await run(pool, code, **checkout)
+    return str(caught.value).strip().splitlines()[-1]
+
+
+def _maps(pid: int) -> str:
+    return pathlib.Path(f'/proc/{pid}/maps').read_text()
+
+
+# ----- the pool option -------------------------------------------------------------------------------
+
+async def test_unknown_packages_are_refused_with_the_names_there_are():
+    with pytest.raises(ValueError) as caught:
+        corral.Pool(packages=['numpy', 'scipy'])
+    assert str(caught.value) == "unknown package 'scipy': the packages a pool can offer scripts are numpy, pandas, matplotlib"
+
+
+async def test_a_package_brings_what_it_needs():
+    assert corral.Pool(packages=['pandas']).packages == ('numpy', 'pandas')
+    assert corral.Pool(packages=['matplotlib', 'numpy']).packages == ('numpy', 'matplotlib')
+    assert corral.Pool().packages == ()
+
+
+async def test_the_plain_pool_loads_no_package():
+    async with corral.Pool(warm_workers=0) as plain:
+        text = await refusal(plain, 'import numpy')
+        assert text.startswith(
+            "ModuleNotFoundError: No module named 'numpy': third-party packages are not installed in the sandbox; use the "
+            'standard library modules below. A script may import: abc, asyncio,'
+        )
+        assert 'numpy' not in _maps(plain._zygote.pid)
+
+
+async def test_the_packages_are_in_the_zygote_before_any_script(pool):
+    await pool.start()
+    maps = _maps(pool._zygote.pid)
+    assert '/numpy/' in maps and '/pandas/' in maps and '/matplotlib/' in maps
+
+
+# ----- the libraries at work, locked down ----------------------------------------------------------------
+
+async def test_a_pandas_group_by_of_ten_thousand_rows(pool):
+    assert await run(pool, """
+        import pandas as pd
+        import numpy as np
+        frame = pd.DataFrame({'region': ['north', 'south', 'east', 'west'] * 2500, 'amount': np.arange(10_000)})
+        totals = frame.groupby('region')['amount'].sum()
+        {name: int(total) for name, total in totals.items()}
+    """) == {'east': 12500000, 'north': 12495000, 'south': 12497500, 'west': 12502500}
+
+
+async def test_numpy_arithmetic_and_linear_algebra(pool):
+    assert await run(pool, """
+        import numpy as np
+        a = np.array([[2.0, 1.0], [1.0, 3.0]])
+        x = np.linalg.solve(a, np.array([3.0, 5.0]))
+        (np.round(x, 6).tolist(), float(a.mean()), (a @ a).tolist(), np.fft.fft([1, 0, 0, 0]).real.tolist())
+    """) == ([0.8, 1.4], 1.75, [[5.0, 5.0], [5.0, 10.0]], [1.0, 1.0, 1.0, 1.0])
+
+
+async def test_a_plot_is_drawn_with_text_and_written_as_png(pool):
+    assert await run(pool, """
+        import io
+        import matplotlib.pyplot as plt
+        figure, axes = plt.subplots(figsize=(4, 3), dpi=50)
+        axes.plot([1, 2, 3], [1, 4, 9], label='$x^2$')
+        axes.set_title('Squares'), axes.set_xlabel('x'), axes.legend()
+        buffer = io.BytesIO()
+        figure.savefig(buffer, format='png')
+        buffer.getvalue()[:8]
+    """) == b'\x89PNG\r\n\x1a\n'
+
+
+async def test_numpy_random_draws_from_the_session_seed(pool):
+    code = """
+        import numpy as np
+        (np.random.default_rng().integers(0, 1000, 3).tolist(), int(np.random.randint(0, 1000)))
+    """
+    first = await run(pool, code, random_seed=7)
+    assert first == await run(pool, code, random_seed=7)
+    assert first != await run(pool, code, random_seed=8)
+    assert await run(pool, 'import numpy as np\nnp.random.default_rng(3).integers(0, 1000, 3).tolist()') == [811, 85, 179]
+
+
+# ----- files go through the session's mounts -------------------------------------------------------------
+
+@pytest.fixture
+def data(tmp_path: pathlib.Path) -> pathlib.Path:
+    (tmp_path / 'data').mkdir()
+    (tmp_path / 'data' / 'q1.csv').write_text('region,amount\nnorth,10\nsouth,5\nnorth,7\n')
+    (tmp_path / 'out').mkdir()
+    return tmp_path
+
+
+async def test_read_csv_and_to_csv_on_mounts(pool, data):
+    mounts = [Mount(data / 'data', '/data', mode='read-only'), Mount(data / 'out', '/out')]
+    assert await run(pool, """
+        import pandas as pd
+        import numpy as np
+        frame = pd.read_csv('/data/q1.csv')
+        totals = frame.groupby('region', as_index=False)['amount'].sum()
+        totals.to_csv('/out/totals.csv', index=False)
+        np.savetxt('/out/amounts.txt', frame['amount'].to_numpy(), fmt='%d')
+        totals.to_json('/out/totals.json', orient='records')
+        (open('/out/totals.csv').read(), np.loadtxt('/out/amounts.txt').tolist(), pd.read_json('/out/totals.json')['amount'].tolist())
+    """, mounts=mounts) == ('region,amount\nnorth,17\nsouth,5\n', [10.0, 5.0, 7.0], [17, 5])
+    assert not (data / 'out' / 'totals.csv').exists()  # an overlay: the write stays in the session
+
+
+async def test_paths_outside_the_mounts_are_refused_as_open_refuses_them(pool, data):
+    mounts = [Mount(data / 'data', '/data', mode='read-only')]
+    words = await refusal(pool, "open('/etc/passwd')", mounts=mounts)
+    assert words == "PermissionError: [Errno 13] Permission denied (outside the folders the host mounted: /data): '/etc/passwd'"
+    assert await refusal(pool, "import pandas as pd\npd.read_csv('/etc/passwd')", mounts=mounts) == words
+    assert await refusal(pool, "import numpy as np\nnp.loadtxt('/etc/passwd')", mounts=mounts) == words
+    read_only = "OSError: [Errno 30] Read-only file system: '/data/x.csv'"
+    assert await refusal(pool, "open('/data/x.csv', 'w')", mounts=mounts) == read_only
+    assert await refusal(pool, "import pandas as pd\npd.DataFrame({'a': [1]}).to_csv('/data/x.csv')", mounts=mounts) == read_only
+    assert await refusal(pool, "import matplotlib.pyplot as plt\nplt.plot([1])\nplt.savefig('/data/x.csv')", mounts=mounts) == read_only
+
+
+# ----- values: a plain form crosses, a model reads the library's repr ---------------------------------------
+
+async def test_arrays_tables_and_scalars_cross_in_a_plain_form(pool):
+    async with pool.checkout() as session:
+        await session.feed_run("import numpy as np\nimport pandas as pd\nframe = pd.DataFrame({'a': [1, 2], 'when': pd.to_datetime(['2024-01-01', None])})")
+        assert await session.feed_run('frame') == {
+            'columns': ['a', 'when'], 'index': [0, 1], 'data': [[1, datetime.datetime(2024, 1, 1)], [2, None]],
+        }
+        assert session.value_repr == '   a       when\n0  1 2024-01-01\n1  2        NaT'
+        assert await session.feed_run("frame['a']") == {'name': 'a', 'index': [0, 1], 'data': [1, 2]}
+        assert session.value_repr == '0    1\n1    2\nName: a, dtype: int64'
+        assert await session.feed_run('np.arange(6).reshape(2, 3) / 2') == [[0.0, 0.5, 1.0], [1.5, 2.0, 2.5]]
+        assert session.value_repr == 'array([[0. , 0.5, 1. ],\n       [1.5, 2. , 2.5]])'
+        assert await session.feed_run("(np.float32(1.5), np.int64(7), np.datetime64('2024-01-02T03:04'), frame.index)") == (
+            1.5, 7, datetime.datetime(2024, 1, 2, 3, 4), [0, 1],
+        )
+        assert session.value_repr is None  # a tuple: the plain value is what a model reads
+        assert await session.feed_run('1') == 1 and session.value_repr is None
+
+
+async def test_tables_cross_to_host_functions_and_back():
+    import pandas as pd
+
+    seen = []
+
+    def report(table: dict) -> int:
+        seen.append(table)
+        return len(table['data'])
+
+    def load() -> Any:
+        return pd.DataFrame({'x': [1.5]})
+
+    async with corral.Pool(packages=['pandas'], warm_workers=0) as own, own.checkout() as session:
+        code = "import pandas as pd\n(report(pd.DataFrame({'a': [1, 2]})), load())"
+        assert await session.feed_run(code, external_lookup={'report': report, 'load': load}) == (
+            2, {'columns': ['x'], 'index': [0], 'data': [[1.5]]},
+        )
+    assert seen == [{'columns': ['a'], 'index': [0, 1], 'data': [[1], [2]]}]
+
+
+async def test_what_an_array_holds_crosses_by_the_rules_of_any_value(pool):
+    unpackable = (
+        "TypeError: the value of the last expression cannot leave the sandbox: a value of type '{}' cannot cross the "
+        'sandbox boundary; use None, bool, int, float, str, bytes, list, tuple, dict, set, frozenset, datetime, Decimal '
+        'or UUID values'
+    )
+    assert await refusal(pool, 'import numpy as np\ndef f():\n    pass\nnp.array([f], dtype=object)') == unpackable.format('function')
+    assert await refusal(pool, 'import numpy as np\nnp.array([1 + 2j])') == unpackable.format('complex')
+    text = await refusal(pool, 'import numpy as np\nnp.zeros(2000)', limits=corral.Limits(value_items=1000))
+    assert text == 'OverflowError: the result has at least 2,000 items; at most 1,000 may leave the sandbox (the value_items limit)'
+
+
+async def test_code_tool_shows_the_library_repr(pool):
+    from corral.integrations import CodeTool
+
+    tool = CodeTool(pool=pool, type_check=False)
+    assert await tool.run("import pandas as pd\npd.DataFrame({'a': [1, 2], 'b': ['x', 'y']})") == '   a  b\n0  1  x\n1  2  y'
+    assert await tool.run("import numpy as np\ntotal = np.arange(4).sum()") == (
+        'np.int64(6)\n\n(The script ended with an assignment; the value returned is that of `total`.)'
+    )
+
+
+# ----- plots come back as images ---------------------------------------------------------------------
+
+PNG = b'\x89PNG\r\n\x1a\n'
+
+
+async def test_a_figure_its_axes_or_plt_show_arrive_as_png_images(pool):
+    async with pool.checkout() as session:
+        await session.feed_run('import matplotlib.pyplot as plt\nimport pandas as pd')
+        figure = await session.feed_run('figure, axes = plt.subplots(figsize=(2, 2), dpi=40)\naxes.plot([1, 3, 2])\nfigure')
+        assert isinstance(figure, corral.Image) and figure.mime_type == 'image/png' and figure.data.startswith(PNG)
+        axes = await session.feed_run("pd.DataFrame({'a': [1, 3, 2]}).plot(figsize=(2, 2))")
+        assert isinstance(axes, corral.Image) and axes.data.startswith(PNG)
+        assert await session.feed_run('plt.get_fignums()') == [1, 2]
+        shown = await session.feed_run('plt.close("all")\nplt.figure(figsize=(2, 2))\nplt.plot([1, 2])\nplt.figure(figsize=(2, 2))\nplt.bar(["a"], [1])\nplt.show()')
+        assert [type(image) for image in shown] == [corral.Image, corral.Image] and shown[0].data != shown[1].data
+        assert await session.feed_run('plt.get_fignums()') == []  # show() closes what it drew
+        assert await session.feed_run('plt.plot([1])\nplt.show()\n5') == 5  # the script's own value comes first
+
+
+async def test_an_image_counts_towards_value_size(pool):
+    text = await refusal(pool, 'import matplotlib.pyplot as plt\nplt.figure(figsize=(8, 8), dpi=200)\nplt.plot([1, 2])\nplt.gcf()', limits=corral.Limits(value_size=10_000))
+    assert text.startswith('OverflowError: the result takes ') and text.endswith('bytes; at most 10,000 may leave the sandbox (the value_size limit)')
+
+
+async def test_code_tool_returns_image_blocks(pool):
+    import base64
+
+    from corral.integrations import CodeTool
+
+    tool = CodeTool(pool=pool, type_check=False)
+    code = {'code': 'import matplotlib.pyplot as plt\nplt.plot([1, 2])\nplt.show()'}
+    text, image = await tool.call_content(code)
+    assert text == {'type': 'text', 'text': 'Image(<' + text['text'][7:]}
+    assert text['text'].endswith(' bytes of image/png>)')
+    assert image['type'] == 'image' and image['source']['type'] == 'base64' and image['source']['media_type'] == 'image/png'
+    assert base64.b64decode(image['source']['data']).startswith(PNG)
+    text, image = await tool.call_content(code, format='openai')
+    assert text['type'] == 'input_text' and image['type'] == 'input_image'
+    assert image['image_url'].startswith('data:image/png;base64,iVBORw0KGgo')
+    assert await tool.call_content({'code': '1 + 1'}, format='openai') == [{'type': 'input_text', 'text': '2'}]
+    with pytest.raises(ValueError, match="format must be 'anthropic' or 'openai', not 'gemini'"):
+        await tool.call_content({'code': '1'}, format='gemini')
+
+
+async def test_mcp_returns_image_content(pool):
+    pytest.importorskip('mcp')
+    from mcp import Client
+
+    from corral.integrations.mcp import build_server
+
+    server, close = build_server(pool=pool, type_check=False)
+    try:
+        async with Client(server) as client:
+            result = await client.call_tool('run_code', {'code': 'import matplotlib.pyplot as plt\nplt.plot([1, 2])\nplt.gcf()'})
+            text, image = result.content
+            assert text.type == 'text' and text.text.startswith('Image(<') and not result.is_error
+            assert image.type == 'image' and image.mime_type == 'image/png' and image.data.startswith('iVBORw0KGgo')
+    finally:
+        await close()
+
+
+
+# ----- type checking against the packages' own types -------------------------------------------------
+
+async def typing_error(pool: corral.Pool, code: str) -> str:
+    async with pool.checkout(type_check=True) as session:
+        with pytest.raises(corral.SandboxTypingError) as caught:
+            await session.feed_run(code)
+    return str(caught.value)
+
+
+async def test_scripts_are_checked_against_numpy_pandas_stubs_and_matplotlib(pool):
+    async with pool.checkout(type_check=True) as session:
+        assert await session.feed_run(
+            "import pandas as pd\nimport numpy as np\nimport matplotlib.pyplot as plt\n"
+            "frame = pd.DataFrame({'x': ['a', 'b', 'a'], 'y': [1, 2, 3]})\n"
+            "totals = frame.groupby('x')['y'].sum()\nplt.bar(totals.index, totals.to_numpy())\nint(np.sum(totals.to_numpy()))"
+        ) == 6
+    assert await typing_error(pool, "import pandas as pd\nframe = pd.DataFrame({'x': ['a'], 'y': [1]})\nframe.groupby('x').summ()") == (
+        'error[call-non-callable]: Object of type `SeriesGroupBy[Any, str | bytes | date | ... omitted 7 union elements]` is not callable\n'
+        ' --> main.py:3:1\n'
+        '  |\n'
+        '1 | import pandas as pd\n'
+        "2 | frame = pd.DataFrame({'x': ['a'], 'y': [1]})\n"
+        "3 | frame.groupby('x').summ()\n"
+        '  | ^^^^^^^^^^^^^^^^^^^^^^^^^'
+    )
+    assert (await typing_error(pool, "import numpy as np\nnp.arange(3).summ()")).startswith(
+        'error[unresolved-attribute]: Object of type `ndarray[tuple[int], dtype['
+    )
+
+
+async def test_the_facades_refusals_are_diagnostics_too(pool):
+    assert await typing_error(pool, "import numpy as np\nnp.load('x')") == (
+        'error[unresolved-attribute]: Module `numpy` has no member `load`\n'
+        ' --> main.py:2:4\n'
+        '  |\n'
+        '1 | import numpy as np\n'
+        "2 | np.load('x')\n"
+        '  |    ^^^^\n'
+        "info: module 'numpy' has no attribute 'load' in the sandbox: pickle runs code as it loads; keep data as CSV or JSON "
+        '(np.load unpickles); numpy reads and writes files as text here: np.loadtxt, np.genfromtxt and np.savetxt on the '
+        'mounted folders. dir(numpy) lists the 471 names numpy offers'
+    )
+    text = await typing_error(pool, 'from pandas import read_pickle')
+    assert text.splitlines()[0] == 'error[import-not-found]: Module `pandas` has no member `read_pickle`'
+    assert text.splitlines()[-1] == (
+        "info: module 'pandas' has no attribute 'read_pickle' in the sandbox: pickle runs code as it loads; keep data as "
+        'CSV or JSON: read_csv or read_json. dir(pandas) lists the 84 names pandas offers'
+    )
+    text = await typing_error(pool, 'import numpy.lib')
+    assert text.splitlines()[-1].startswith("info: No module named 'numpy.lib': the sandbox offers 'numpy' itself, not its submodules.")
+
+
+# ----- the integrations and the command line take packages ----------------------------------------------
+
+async def test_code_tool_and_code_mode_take_packages():
+    from corral.integrations import CodeTool
+    from corral.integrations._common import add_packages
+
+    async with CodeTool(packages=['pandas']) as tool:
+        assert await tool.run("import pandas as pd\npd.Series([1, 2]).sum()") == 'np.int64(3)'
+    with pytest.raises(ValueError, match=r'give packages to the pool \(Pool\(packages=\.\.\.\)\)'):
+        CodeTool(packages=['pandas'], pool=corral.Pool())
+
+    pytest.importorskip('pydantic_ai')
+    from pydantic_ai.exceptions import UserError
+
+    from corral.pydantic_ai import CodeMode
+
+    assert CodeMode(packages=['matplotlib']).packages == ('numpy', 'matplotlib')
+    with pytest.raises(UserError, match="CodeMode packages: unknown package 'scipy'"):
+        CodeMode(packages=['scipy'])
+
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    add_packages(parser)
+    assert parser.parse_args(['--packages', 'pandas,matplotlib']).packages == ('numpy', 'pandas', 'matplotlib')
+    assert parser.parse_args([]).packages == ()
+
+
+async def test_the_readmes_data_example_runs_as_copied(tmp_path):
+    import asyncio
+    import os
+    import subprocess
+    import sys
+
+    readme = (pathlib.Path(__file__).parent.parent / 'README.md').read_text()
+    section = readme[readme.index('\n### Data work: numpy, pandas and matplotlib\n'):]
+    example = section[section.index('```python\n') + len('```python\n'):section.index('\n```\n')]
+    printed = section[section.index('it prints:\n\n```\n') + len('it prints:\n\n```\n'):]
+    printed = printed[:printed.index('```\n')]
+    (tmp_path / 'q1.csv').write_text('region,amount\nnorth,120\nsouth,80\nnorth,45\n')
+    done = await asyncio.to_thread(
+        subprocess.run, [sys.executable, '-c', example], cwd=tmp_path, capture_output=True, text=True, env=dict(os.environ), timeout=300,
+    )
+    assert (done.stdout, done.stderr, done.returncode) == (printed, '', 0)
+    assert (tmp_path / 'q1.png').exists() is False  # an overlay mount: the figure stays in the session
