@@ -12,7 +12,8 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,6 +46,27 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(('127.0.0.1', 0))
         return sock.getsockname()[1]
+
+
+@contextlib.asynccontextmanager
+async def serving_app(app: Any, pool: corral.Pool) -> AsyncIterator[str]:
+    """`app` (a `create_app`) on uvicorn in this process on a free loopback port, `pool` started
+    with it and closed after; yields its address, `127.0.0.1:PORT`."""
+    import uvicorn
+
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host='127.0.0.1', port=port, lifespan='on', log_level='warning'))
+    await pool.start()
+    task = asyncio.create_task(server.serve())
+    try:
+        while not server.started:
+            assert not task.done(), task
+            await asyncio.sleep(0.01)
+        yield f'127.0.0.1:{port}'
+    finally:
+        server.should_exit = True
+        await task
+        await pool.aclose()
 
 
 @contextlib.contextmanager

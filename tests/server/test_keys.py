@@ -244,7 +244,7 @@ async def test_a_tenant_never_reaches_another_tenants_sessions(store):
     ring = corral.KeyRing(store)
     tenant_a = await ring.authenticate(await ring.create('a'))
     tenant_b = await ring.authenticate(await ring.create('b'))
-    await store.put('shared-id', b'state of b', holder='holder-b', tenant=tenant_b)
+    await store.put('shared-id', b'state of b', holder='holder-b', generation=1, tenant=tenant_b)
     await store.acquire('shared-id', holder='holder-b', ttl=60, tenant=tenant_b)
 
     async def refusals() -> list[str]:
@@ -264,13 +264,13 @@ async def test_a_tenant_never_reaches_another_tenants_sessions(store):
     assert await store.list(tenant=tenant_a) == []
     # A's lease and A's state under the same id are A's own: B's lease and state are untouched.
     await store.acquire('shared-id', holder='holder-a', ttl=60, tenant=tenant_a)
-    await store.put('shared-id', b'state of a', holder='holder-a', tenant=tenant_a)
-    assert await store.get('shared-id', tenant=tenant_b) == b'state of b'
+    await store.put('shared-id', b'state of a', holder='holder-a', generation=1, tenant=tenant_a)
+    assert (await store.get('shared-id', tenant=tenant_b)).state == b'state of b'
     await store.renew('shared-id', holder='holder-b', ttl=60, tenant=tenant_b)
     with pytest.raises(corral.SandboxSessionBusyError):
-        await store.put('shared-id', b'x', holder='holder-a', tenant=tenant_b)
+        await store.put('shared-id', b'x', holder='holder-a', generation=2, tenant=tenant_b)
     await store.delete('shared-id', tenant=tenant_a, holder='holder-a')
-    assert await store.get('shared-id', tenant=tenant_b) == b'state of b'
+    assert (await store.get('shared-id', tenant=tenant_b)).state == b'state of b'
     assert await store.list(tenant=tenant_b) == ['shared-id']
     assert await store.stored_bytes(tenant_a) == 0
     assert await store.stored_bytes(tenant_b) == len(b'state of b')

@@ -14,9 +14,9 @@ import corral
 from corral.server.app import create_app
 from corral.server.metrics import Metrics, ops_routes, pool_readiness
 
-from .conftest import free_port
+from .conftest import serving_app
 
-uvicorn = pytest.importorskip('uvicorn')
+pytest.importorskip('uvicorn')
 
 
 @contextlib.asynccontextmanager
@@ -29,19 +29,8 @@ async def serving(metrics: Metrics, store: str) -> AsyncIterator[tuple[str, corr
         return app.state.corral.draining
 
     app = create_app(pool=pool, routes=ops_routes(metrics, ready=pool_readiness(pool, draining)))
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host='127.0.0.1', port=port, lifespan='on', log_level='warning'))
-    await pool.start()
-    task = asyncio.create_task(server.serve())
-    try:
-        while not server.started:
-            assert not task.done(), task
-            await asyncio.sleep(0.01)
-        yield f'127.0.0.1:{port}', pool
-    finally:
-        server.should_exit = True
-        await task
-        await pool.aclose()
+    async with serving_app(app, pool) as address:
+        yield address, pool
 
 
 def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:

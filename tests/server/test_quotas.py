@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import sqlite3
 import time
 
@@ -132,10 +133,10 @@ async def test_stored_bytes_refused_with_the_tenants_use(store):
     guarded = quotas.guard(store)
     assert isinstance(guarded, corral.Store)
     await quotas.set('acme', stored_bytes=1024)
-    await guarded.put('a', b'x' * 600, holder='h', tenant='acme')
-    await guarded.put('b', b'x' * 400, holder='h', tenant='acme')
-    await guarded.put('c', b'x' * 2000, holder='h', tenant='beta')  # another tenant's, under the default
-    error = await quota_error(guarded.put('c', b'x' * 200, holder='h', tenant='acme'))
+    await guarded.put('a', b'x' * 600, holder='h', generation=1, tenant='acme')
+    await guarded.put('b', b'x' * 400, holder='h', generation=1, tenant='acme')
+    await guarded.put('c', b'x' * 2000, holder='h', generation=1, tenant='beta')  # another tenant's, under the default
+    error = await quota_error(guarded.put('c', b'x' * 200, holder='h', generation=1, tenant='acme'))
     assert error.display() == (
         "tenant 'acme' stores 1000 bytes of sessions, and the state of 'c' (200 bytes) would bring that to 1200; "
         'its quota is 1024 bytes (stored_bytes). The state was not stored'
@@ -143,16 +144,16 @@ async def test_stored_bytes_refused_with_the_tenants_use(store):
     assert (error.tenant, error.quota, error.limit, error.used) == ('acme', 'stored_bytes', 1024, 1000)
     assert await store.list(tenant='acme') == ['a', 'b']
     # replacing a state counts the new one instead of the old one
-    await guarded.put('a', b'y' * 624, holder='h', tenant='acme')  # exactly the quota
+    await guarded.put('a', b'y' * 624, holder='h', generation=2, tenant='acme')  # exactly the quota
     assert await store.stored_bytes('acme') == 1024
-    error = await quota_error(guarded.put('a', b'y' * 625, holder='h', tenant='acme'))
+    error = await quota_error(guarded.put('a', b'y' * 625, holder='h', generation=3, tenant='acme'))
     assert error.display() == (
         "tenant 'acme' stores 400 bytes of sessions, and the state of 'a' (625 bytes) would bring that to 1025; "
         'its quota is 1024 bytes (stored_bytes). The state was not stored'
     )
-    assert await store.get('a', tenant='acme') == b'y' * 624
+    assert (await store.get('a', tenant='acme')).state == b'y' * 624
     await guarded.delete('b', tenant='acme')  # the other calls go to the store as they are
-    await guarded.put('a', b'z' * 1024, holder='h', tenant='acme')
+    await guarded.put('a', b'z' * 1024, holder='h', generation=3, tenant='acme')
     assert await store.stored_bytes('acme') == 1024 and await store.stored_bytes('beta') == 2000
 
 
@@ -176,7 +177,8 @@ async def test_a_tenants_stored_bytes_follow_every_write(store_url):
         await check()
         for action, tenant, session_id, size in steps:
             if action == 'put':
-                await store.put(session_id, b'x' * size, holder='h', tenant=tenant)
+                generation = (await store.get(session_id, tenant=tenant)).generation + 1 if (tenant, session_id) in expected else 1
+                await store.put(session_id, b'x' * size, holder='h', generation=generation, tenant=tenant)
                 expected[tenant, session_id] = size
             else:
                 await store.delete(session_id, tenant=tenant)
@@ -184,7 +186,7 @@ async def test_a_tenants_stored_bytes_follow_every_write(store_url):
             await check()
         with pytest.raises(corral.SandboxSessionBusyError):  # a refused put changes no total
             await store.acquire('s3', holder='other', ttl=60, tenant='acme')
-            await store.put('s3', b'x' * 50, holder='h', tenant='acme')
+            await store.put('s3', b'x' * 50, holder='h', generation=2, tenant='acme')
         await check()
 
 
@@ -198,9 +200,71 @@ async def test_totals_start_from_the_sessions_stored_before_the_tenant_tables(tm
         db.executemany('INSERT INTO corral_sessions VALUES (?, ?, ?, 0)', [('acme', 'a', b'x' * 10), ('acme', 'b', b'x' * 5), ('beta', 'a', b'x')])
     async with corral.SQLiteStore(path) as store:
         assert (await store.stored_bytes('acme'), await store.stored_bytes('beta')) == (15, 1)
-        await store.put('c', b'x' * 100, holder='h', tenant='acme')
+        await store.put('c', b'x' * 100, holder='h', generation=1, tenant='acme')
     async with corral.SQLiteStore(path) as store:  # opened again: counted once
         assert (await store.stored_bytes('acme'), await store.stored_bytes('beta')) == (115, 1)
+
+
+async def test_a_tenants_stored_bytes_count_the_records_appended(store_url):
+    """States and the records appended to them count together (a trigger on each table in SQLite,
+    a sum over both in PostgreSQL); a put replaces a state's records, a delete removes both."""
+    async with corral.open_store(store_url) as store, corral.open_store(store_url) as other_process:
+        await store.put('s1', b'x' * 100, holder='h', generation=1, tenant='acme')
+        await store.append('s1', b'r' * 30, holder='h', generation=2, tenant='acme')
+        await store.append('s1', b'r' * 20, holder='h', generation=3, tenant='acme')
+        await store.put('s2', b'x' * 7, holder='h', generation=1, tenant='acme')
+        await store.append('s2', b'r' * 5, holder='h', generation=2, tenant='acme')
+        await store.put('s1', b'x' * 9, holder='h', generation=1, tenant='beta')
+        await store.append('s1', b'r' * 4, holder='h', generation=2, tenant='beta')
+        assert await other_process.stored_bytes('acme') == 162
+        assert await store.stored_bytes('acme', excluding='s1') == 12
+        assert await store.stored_bytes('acme', excluding='s2') == 150
+        assert await store.stored_bytes('beta') == 13
+        await store.put('s1', b'y' * 60, holder='h', generation=4, tenant='acme')  # its two records go
+        assert await other_process.stored_bytes('acme') == 72
+        await store.append('s1', b'r' * 8, holder='h', generation=5, tenant='acme')
+        assert await other_process.stored_bytes('acme') == 80
+        await store.delete('s2', tenant='acme')
+        assert await other_process.stored_bytes('acme') == 68
+        await store.delete('s1', tenant='acme')
+        assert (await other_process.stored_bytes('acme'), await other_process.stored_bytes('beta')) == (0, 13)
+
+
+async def test_an_append_past_the_quota_is_refused(store):
+    quotas = Quotas(store)
+    guarded = quotas.guard(store)
+    await quotas.set('acme', stored_bytes=1000)
+    await guarded.put('a', b'x' * 600, holder='h', generation=1, tenant='acme')
+    await guarded.append('a', b'r' * 300, holder='h', generation=2, tenant='acme')
+    await guarded.put('b', b'x' * 50, holder='h', generation=1, tenant='acme')
+    error = await quota_error(guarded.append('a', b'r' * 51, holder='h', generation=3, tenant='acme'))
+    assert error.display() == (
+        "tenant 'acme' stores 950 bytes of sessions, and the record of 'a' (51 bytes) would bring that to 1001; "
+        'its quota is 1000 bytes (stored_bytes). The record was not stored'
+    )
+    assert (error.tenant, error.quota, error.limit, error.used) == ('acme', 'stored_bytes', 1000, 950)
+    assert await store.get('a', tenant='acme') == corral.StoredState(b'x' * 600, [b'r' * 300], 2)
+    await guarded.append('a', b'r' * 50, holder='h', generation=3, tenant='acme')  # exactly the quota
+    assert await store.stored_bytes('acme') == 1000
+    # a put replaces the state's records: 900 bytes of 'a' make room for a state of 950
+    await guarded.put('a', b'y' * 950, holder='h', generation=4, tenant='acme')
+    assert await store.stored_bytes('acme') == 1000
+
+
+async def test_totals_start_from_the_records_stored_before_the_tenant_tables(tmp_path):
+    path = tmp_path / 'sessions.db'
+    async with corral.SQLiteStore(path) as store:
+        await store.put('a', b'x' * 10, holder='h', generation=1, tenant='acme')
+        await store.append('a', b'r' * 6, holder='h', generation=2, tenant='acme')
+    with sqlite3.connect(path) as db:  # as a database of a store that had no tenant tables yet
+        db.execute('DROP TABLE corral_tenant_bytes')
+        for trigger in ('insert', 'update', 'delete', 'record_insert', 'record_delete'):
+            db.execute(f'DROP TRIGGER corral_tenant_bytes_{trigger}')
+    async with corral.SQLiteStore(path) as store:
+        assert await store.stored_bytes('acme') == 16
+        await store.append('a', b'r' * 4, holder='h', generation=3, tenant='acme')
+    async with corral.SQLiteStore(path) as store:  # opened again: counted once
+        assert await store.stored_bytes('acme') == 20
 
 
 async def test_a_pool_on_a_guarded_store_refuses_a_state_past_the_quota(store_url):
@@ -211,15 +275,18 @@ async def test_a_pool_on_a_guarded_store_refuses_a_state_past_the_quota(store_ur
                 await session.feed_run('small = 1')
                 size = len(await session.dump())
                 await quotas.set('', stored_bytes=size + 1000)
-                await session.feed_run('more = 2')
+                await session.feed_run('more = 2')  # appended as a record
+                stored = await store.stored_bytes('')
                 with pytest.raises(corral.SandboxQuotaError) as info:
                     await session.feed_run('big = "' + 'x' * 3000 + '"\nNone')  # the journal keeps the code
-                attempted = len(await session.dump())
                 session_id = session.session_id
+        record = int(re.search(r'\((\d+) bytes\)', info.value.display()).group(1))
+        assert record > 3000
         assert info.value.display() == (
-            f"tenant '' stores 0 bytes of sessions, and the state of {session_id!r} ({attempted} bytes) would bring that "
-            f'to {attempted}; its quota is {size + 1000} bytes (stored_bytes). The state was not stored'
+            f"tenant '' stores {stored} bytes of sessions, and the record of {session_id!r} ({record} bytes) would bring that "
+            f'to {stored + record}; its quota is {size + 1000} bytes (stored_bytes). The record was not stored'
         )
+        assert await store.stored_bytes('') == stored
         async with corral.Pool(warm_workers=0, store=store, state_key=STATE_KEY) as pool:
             async with pool.checkout(session_id=session_id) as session:  # the state stored before the refusal
                 assert await session.feed_run('(small, more)') == (1, 2)
@@ -368,7 +435,7 @@ async def test_the_servers_flow_key_to_tenant_to_quotas(store_url):
         key = await keys.create('acme')
         async with corral.Pool(warm_workers=0, store=quotas.guard(store), state_key=STATE_KEY) as pool:
             tenant = await keys.authenticate(key)
-            async with quotas.session(tenant), pool.checkout(ephemeral=False) as session:
+            async with quotas.session(tenant), pool.checkout(ephemeral=False, tenant=tenant) as session:
                 async with quotas.feed(tenant, session):
                     assert await session.feed_run(BURN) == sum(range(2_000_000))
                 error = await quota_error(quotas.session(tenant).__aenter__())

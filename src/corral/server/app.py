@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime
-import inspect
 import logging
 import os
 import posixpath
@@ -135,8 +134,6 @@ class CorralServer:
         self.idle_timeout = idle_timeout
         self.draining = False
         self.connections: set[_Connection] = set()
-        # Pool.checkout takes the tenant where the pool keeps tenants apart
-        self._checkout_tenant = 'tenant' in inspect.signature(pool.checkout).parameters
 
     @property
     def sessions(self) -> int:
@@ -159,9 +156,8 @@ class CorralServer:
             await asyncio.sleep(0.05)
 
     def checkout(self, tenant: str, **options: Any) -> Session:
-        if self._checkout_tenant:
-            options['tenant'] = tenant
-        return self.pool.checkout(**options)
+        """`pool.checkout(**options)` as `tenant`: its own sessions only (checkout, resume, fork)."""
+        return self.pool.checkout(tenant=tenant, **options)
 
 
 def create_app(
@@ -316,8 +312,12 @@ class _Connection:
             self.tenant = await self._authenticate()
             message = await asyncio.wait_for(self._receive(), self.server.open_timeout)
             options = self._open_options(message)
-            for hook in self.server.hooks:
-                await hook.session_opening(self.tenant, options)
+            try:
+                for hook in self.server.hooks:
+                    await hook.session_opening(self.tenant, options)
+            except SandboxError as error:  # refused (a quota): counted as a checkout that failed
+                self.server.pool.observer.checkout_failed(error)
+                raise
             opening = True
             await self._open(options)
             await self._serve()
@@ -400,6 +400,7 @@ class _Connection:
         try:
             tenant = await self.server.authenticate(key)
         except SandboxError as error:
+            self.server.pool.observer.checkout_failed(error)
             raise _Close(p.CLOSE_UNAUTHORIZED, error) from None
         if not isinstance(tenant, str):
             raise TypeError(f'authenticate must return the tenant as a str, not {type(tenant).__name__}')
@@ -664,8 +665,12 @@ class _Connection:
         self._held = self._held_answers(held)
         outcome = 'ok'
         try:
-            for hook in self.server.hooks:
-                await hook.feed_starting(self.tenant, session)
+            try:
+                for hook in self.server.hooks:
+                    await hook.feed_starting(self.tenant, session)
+            except SandboxError as error:  # refused (a quota): counted as a feed that failed
+                self.server.pool.observer.feed_ended(time.monotonic() - started, error)
+                raise
             value = await run()
             unused = [entry for entries in self._held.values() for entry in entries]
             if unused:

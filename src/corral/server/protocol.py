@@ -117,7 +117,7 @@ def error_message(error: BaseException) -> list[Any]:
     """The ERROR message that makes the client raise `error` again: its class and exact text.
 
     corral's exceptions keep their attributes (`exc_type` and `message`, `limit` and `value`,
-    `diagnostics`); a built-in exception (`RuntimeError`, `KeyError`, `ValueError`, `TypeError`
+    `diagnostics`, a quota's `tenant`, `quota`, `limit` and `used`); a built-in exception (`RuntimeError`, `KeyError`, `ValueError`, `TypeError`
     from a misused API) keeps its first argument; anything else becomes a `SandboxError` naming it.
     """
     attributes: dict[str, Any] = {}
@@ -127,6 +127,8 @@ def error_message(error: BaseException) -> list[Any]:
         attributes = {'limit': error.limit, 'value': error.value}
     elif isinstance(error, errors.StubError):
         attributes = {'diagnostics': error.diagnostics}
+    elif isinstance(error, errors.SandboxQuotaError):
+        attributes = {'tenant': error.tenant, 'quota': error.quota, 'limit': error.limit, 'used': error.used}
     name = type(error).__name__
     if name in _CORRAL and type(error) is _CORRAL[name]:
         text = str(error)
@@ -148,6 +150,15 @@ def error_from(kind: Any, text: Any, attributes: Any) -> BaseException:
         return cls(text, limit=str(attributes.get('limit', '')), value=attributes.get('value'))
     if cls is errors.StubError:
         return cls(text, diagnostics=attributes.get('diagnostics'))
+    if cls is errors.SandboxQuotaError:
+        limit, used = attributes.get('limit'), attributes.get('used')
+        return cls(
+            text,
+            tenant=str(attributes.get('tenant', '')),
+            quota=str(attributes.get('quota', '')),
+            limit=limit if isinstance(limit, (int, float)) else 0,
+            used=used if isinstance(used, (int, float)) else 0,
+        )
     if cls is not None:
         return cls(text)
     builtin = builtin_exception(kind, [text]) if isinstance(kind, str) else None

@@ -4,8 +4,8 @@ store, and how many CPU seconds its workers may use in an hour.
 Every number is kept in the session store, so that all replicas sharing a store enforce one quota
 per tenant (not one per replica): the tenant's settings (`corral_tenants`), its open sessions
 (`corral_tenant_sessions`, one row per session, renewed like a lease so that a crashed replica's
-sessions stop counting after `slot_ttl` seconds), the size of its stored states (`corral_sessions`;
-SQLite keeps a running total per tenant), and its CPU per minute (`corral_tenant_cpu`).
+sessions stop counting after `slot_ttl` seconds), the size of its stored states and their records
+(`corral_sessions`, `corral_records`; SQLite keeps a running total per tenant), and its CPU per minute (`corral_tenant_cpu`).
 """
 
 from __future__ import annotations
@@ -245,19 +245,23 @@ class Quotas:
             except RuntimeError:  # the store was closed before the quotas: nowhere to write them
                 return
 
-    async def check_storage(self, tenant: str, session_id: str, size: int) -> None:
+    async def check_storage(self, tenant: str, session_id: str, size: int, *, append: bool = False) -> None:
         """Raise `SandboxQuotaError` when storing a state of `size` bytes as `session_id` (replacing
-        its previous state) would put the tenant past its `stored_bytes`, e.g. `tenant 'acme'
-        stores 1000 bytes of sessions, and the state of 'f00d' (200 bytes) would bring that to
-        1200; its quota is 1024 bytes (stored_bytes). The state was not stored`."""
+        its previous state and records) would put the tenant past its `stored_bytes`, e.g. `tenant
+        'acme' stores 1000 bytes of sessions, and the state of 'f00d' (200 bytes) would bring that
+        to 1200; its quota is 1024 bytes (stored_bytes). The state was not stored`. With
+        `append=True`, for a record of `size` bytes appended to the session's state (which it
+        replaces nothing of): `..., and a record of 'f00d' (200 bytes) would bring that to 1200;
+        ... The record was not stored`."""
         limit = (await self.of(tenant)).stored_bytes
         if limit is None:
             return
-        used = await self._tables.stored_bytes(tenant, excluding=session_id)
+        used = await self._tables.stored_bytes(tenant, excluding=None if append else session_id)
         if used + size > limit:
+            what = 'record' if append else 'state'
             raise SandboxQuotaError(
-                f'tenant {tenant!r} stores {used} bytes of sessions, and the state of {session_id!r} ({size} bytes) '
-                f'would bring that to {used + size}; its quota is {limit} bytes (stored_bytes). The state was not stored',
+                f'tenant {tenant!r} stores {used} bytes of sessions, and the {what} of {session_id!r} ({size} bytes) '
+                f'would bring that to {used + size}; its quota is {limit} bytes (stored_bytes). The {what} was not stored',
                 tenant=tenant,
                 quota='stored_bytes',
                 limit=limit,
@@ -265,8 +269,8 @@ class Quotas:
             )
 
     def guard(self, store: Store) -> QuotaStore:
-        """`store` with every `put` checked against the tenant's `stored_bytes` first: give it to
-        the server's `Pool(store=...)`."""
+        """`store` with every `put` and `append` checked against the tenant's `stored_bytes`
+        first: give it to the server's `Pool(store=...)`."""
         return QuotaStore(store, self)
 
 
@@ -298,10 +302,10 @@ class _SlotTable:
 
 
 class QuotaStore:
-    """A store whose `put` first checks the tenant's `stored_bytes` quota (`Quotas.check_storage`),
-    raising `SandboxQuotaError` and storing nothing past it; every other call goes to `store` as
-    it is. The check and the write are two steps, so puts of one tenant racing on several replicas
-    can go over the quota by at most one state each."""
+    """A store whose `put` and `append` first check the tenant's `stored_bytes` quota
+    (`Quotas.check_storage`), raising `SandboxQuotaError` and storing nothing past it; every other
+    call goes to `store` as it is. The check and the write are two steps, so writes of one tenant
+    racing on several replicas can go over the quota by at most one state or record each."""
 
     def __init__(self, store: Store, quotas: Quotas) -> None:
         self._store = store
@@ -313,8 +317,14 @@ class QuotaStore:
     def __repr__(self) -> str:
         return f'QuotaStore({self._store!r})'
 
-    async def put(self, session_id: str, state: bytes, *, holder: str, tenant: str = '') -> None:
+    async def put(self, session_id: str, state: bytes, *, holder: str, generation: int, tenant: str = '') -> None:
         """`store.put`, after the tenant's `stored_bytes` quota allowed a state of this size."""
         state = check_state(state)
         await self._quotas.check_storage(tenant, session_id, len(state))
-        await self._store.put(session_id, state, holder=holder, tenant=tenant)
+        await self._store.put(session_id, state, holder=holder, generation=generation, tenant=tenant)
+
+    async def append(self, session_id: str, record: bytes, *, holder: str, generation: int, tenant: str = '') -> None:
+        """`store.append`, after the tenant's `stored_bytes` quota allowed a record of this size."""
+        record = check_state(record)
+        await self._quotas.check_storage(tenant, session_id, len(record), append=True)
+        await self._store.append(session_id, record, holder=holder, generation=generation, tenant=tenant)

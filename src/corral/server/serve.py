@@ -3,8 +3,11 @@
     corral serve [--host 127.0.0.1] [--port 8765] [--store sqlite:///PATH|postgresql://...]
                  [--max-frame BYTES] [--max-outbox BYTES] [--idle-timeout SECONDS] [--drain-grace SECONDS] [--lease-ttl SECONDS] [--state-key-file FILE] [--ssl-keyfile KEY --ssl-certfile CERT] [--skip-layers LAYER,...]
 
-With no options it serves on loopback only, one tenant, sessions stored in the embedded SQLite
-store. On SIGTERM it drains (`CorralServer.drain`): it takes no new sessions, gives running feeds
+With no options it serves on loopback only, sessions stored in the embedded SQLite store. Every
+connection runs as the tenant of the API key it sends (`corral keys create --tenant NAME`, kept in
+the store), within that tenant's quotas (`corral tenants set`); a caller without a key is let in,
+as the single tenant `''`, only by a server listening on loopback in a store where no key was
+ever made. On SIGTERM it drains (`CorralServer.drain`): it takes no new sessions, gives running feeds
 `--drain-grace` seconds, and sends every client on to another replica. TLS: give uvicorn's `--ssl-keyfile`/`--ssl-certfile` (clients then use `wss://`), or
 terminate TLS at an ingress or load balancer in front of plain `ws://`.
 """
@@ -69,14 +72,11 @@ def main(argv: list[str]) -> int:
     parser.add_argument('--log-level', default='warning', help="uvicorn's log level (default: warning)")
     add_skip_layers(parser)
     args = parser.parse_args(argv)
-    if not _loopback(args.host):
-        print(
-            f'corral serve: error: refusing to serve on {args.host}, beyond this machine, with no API keys: '
-            'anyone who can reach it could run code as this server; serve on 127.0.0.1 behind an authenticating proxy',
-            file=sys.stderr,
-        )
-        return 2
     from ..host.pool import Pool
+    from ..store.url import open_store
+    from .keys import KeyRing
+    from .quotas import Quotas
+    from .tenancy import TenantHooks, authenticator
 
     state_key = None
     if args.state_key_file:
@@ -89,8 +89,22 @@ def main(argv: list[str]) -> int:
         if len(state_key) < 16:
             print(f'corral serve: error: the state key in {args.state_key_file} is {len(state_key)} bytes; it needs 16 or more (32 random ones are best)', file=sys.stderr)
             return 2
-    pool = Pool(store=args.store, skip_layers=args.skip_layers, lease_ttl=args.lease_ttl, state_key=state_key)
-    app = create_app(pool=pool, max_frame=args.max_frame, max_outbox=args.max_outbox, idle_timeout=args.idle_timeout)
+    try:
+        store = open_store(args.store)
+    except (TypeError, ValueError) as error:
+        print(f'corral serve: error: --store: {error}', file=sys.stderr)
+        return 2
+    # Every connection is its key's tenant; callers without a key only on loopback, while no key was ever made.
+    keys, quotas = KeyRing(store), Quotas(store)
+    pool = Pool(store=quotas.guard(store), skip_layers=args.skip_layers, lease_ttl=args.lease_ttl, state_key=state_key)
+    app = create_app(
+        pool=pool,
+        authenticate=authenticator(keys, anonymous=_loopback(args.host)),
+        hooks=[TenantHooks(quotas)],
+        max_frame=args.max_frame,
+        max_outbox=args.max_outbox,
+        idle_timeout=args.idle_timeout,
+    )
     config = uvicorn.Config(
         app,
         host=args.host,
@@ -114,11 +128,13 @@ def main(argv: list[str]) -> int:
     server = Server(config)
 
     async def run() -> None:
-        await pool.start()
         try:
+            await pool.start()
             await server.serve()
         finally:
             await pool.aclose()
+            await quotas.close()
+            await store.close()
 
     try:
         asyncio.run(run())

@@ -43,10 +43,11 @@ ApiKeyRow = tuple[str, str, float, 'float | None']
 _MINUTES_PER_HOUR = 60
 
 #: The statements that create the tenant tables in SQLite (one by one: trigger bodies hold ';').
-#: `corral_tenant_bytes` keeps each tenant's total of stored state bytes, kept up to date by
-#: triggers in the transaction of every write, because summing the states' sizes reads one row
-#: per session (30 ms for 10,000 sessions) and a quota check runs before every put; SQLite has one
-#: writer at a time, so the total's row adds no contention. Totals start from the sessions stored
+#: `corral_tenant_bytes` keeps each tenant's total of stored bytes (its states in `corral_sessions`
+#: and the records appended to them in `corral_records`), kept up to date by triggers in the
+#: transaction of every write, because summing the sizes reads one row per session (30 ms for
+#: 10,000 sessions) and a quota check runs before every put and append; SQLite has one writer at a
+#: time, so the total's row adds no contention. Totals start from the states and records stored
 #: when the table is first made.
 SQLITE_TENANT_SCHEMA = (
     """CREATE TABLE IF NOT EXISTS corral_api_keys (
@@ -79,8 +80,10 @@ SQLITE_TENANT_SCHEMA = (
     bytes INTEGER NOT NULL
 ) WITHOUT ROWID""",
     """INSERT INTO corral_tenant_bytes (tenant, bytes)
-SELECT tenant, sum(length(state)) FROM corral_sessions
-WHERE NOT EXISTS (SELECT 1 FROM corral_tenant_bytes) GROUP BY tenant""",
+SELECT tenant, sum(size) FROM (
+    SELECT tenant, length(state) AS size FROM corral_sessions
+    UNION ALL SELECT tenant, length(record) FROM corral_records
+) WHERE NOT EXISTS (SELECT 1 FROM corral_tenant_bytes) GROUP BY tenant""",
     """CREATE TRIGGER IF NOT EXISTS corral_tenant_bytes_insert AFTER INSERT ON corral_sessions BEGIN
     INSERT INTO corral_tenant_bytes (tenant, bytes) VALUES (new.tenant, length(new.state))
     ON CONFLICT (tenant) DO UPDATE SET bytes = bytes + excluded.bytes;
@@ -92,6 +95,13 @@ END""",
 END""",
     """CREATE TRIGGER IF NOT EXISTS corral_tenant_bytes_delete AFTER DELETE ON corral_sessions BEGIN
     UPDATE corral_tenant_bytes SET bytes = bytes - length(old.state) WHERE tenant = old.tenant;
+END""",
+    """CREATE TRIGGER IF NOT EXISTS corral_tenant_bytes_record_insert AFTER INSERT ON corral_records BEGIN
+    INSERT INTO corral_tenant_bytes (tenant, bytes) VALUES (new.tenant, length(new.record))
+    ON CONFLICT (tenant) DO UPDATE SET bytes = bytes + excluded.bytes;
+END""",
+    """CREATE TRIGGER IF NOT EXISTS corral_tenant_bytes_record_delete AFTER DELETE ON corral_records BEGIN
+    UPDATE corral_tenant_bytes SET bytes = bytes - length(old.record) WHERE tenant = old.tenant;
 END""",
 )
 
@@ -167,8 +177,8 @@ class TenantTables(Protocol):
         ...
 
     async def stored_bytes(self, tenant: str, *, excluding: str | None = None) -> int:
-        """The total size in bytes of the tenant's stored session states, leaving out the session
-        `excluding` (the one about to be replaced)."""
+        """The total size in bytes of the tenant's stored session states and the records appended
+        to them, leaving out the session `excluding` (the one about to be replaced, records and all)."""
         ...
 
     async def take_tenant_slot(self, tenant: str, holder: str, *, limit: int | None, ttl: float) -> tuple[bool, int]:
@@ -298,12 +308,13 @@ class SQLiteTenantTables:
         tenant = check_tenant(tenant)
 
         def total(db: sqlite3.Connection) -> int:
-            # The total the triggers keep, less the excluded state (length() of a BLOB reads its
-            # size from the record header, not the state).
+            # The total the triggers keep, less the excluded state and its records (length() of a
+            # BLOB reads its size from the row's header, not the blob).
             row = db.execute(
                 'SELECT coalesce((SELECT bytes FROM corral_tenant_bytes WHERE tenant = ?), 0) - '
-                'coalesce((SELECT length(state) FROM corral_sessions WHERE tenant = ? AND session_id = ?), 0)',
-                (tenant, tenant, excluding),
+                'coalesce((SELECT length(state) FROM corral_sessions WHERE tenant = ? AND session_id = ?), 0) - '
+                'coalesce((SELECT sum(length(record)) FROM corral_records WHERE tenant = ? AND session_id = ?), 0)',
+                (tenant, tenant, excluding, tenant, excluding),
             ).fetchone()
             return int(row[0])
 
@@ -439,8 +450,10 @@ class PostgresTenantTables:
         # octet_length() of a bytea reads the stored size, without fetching a TOASTed state.
         total = await self._run(
             lambda db: db.fetchval(
-                'SELECT coalesce(sum(octet_length(state)), 0) FROM corral_sessions '
-                'WHERE tenant = $1 AND session_id IS DISTINCT FROM $2',
+                'SELECT (SELECT coalesce(sum(octet_length(state)), 0) FROM corral_sessions '
+                'WHERE tenant = $1 AND session_id IS DISTINCT FROM $2) + '
+                '(SELECT coalesce(sum(octet_length(record)), 0) FROM corral_records '
+                'WHERE tenant = $1 AND session_id IS DISTINCT FROM $2)',
                 tenant,
                 excluding,
             )

@@ -1,0 +1,75 @@
+"""A server's tenants: each connection's API key gives its tenant (`KeyRing`), and the tenant's
+quotas (`Quotas`) bound its sessions and feeds. `corral serve` puts the two together as
+
+    keys, quotas = KeyRing(store), Quotas(store)
+    pool = Pool(store=quotas.guard(store))                           # stored_bytes
+    app = create_app(pool=pool, authenticate=authenticator(keys, anonymous=on_loopback),
+                     hooks=[TenantHooks(quotas)])                    # concurrent_sessions, CPU
+
+and the app checks every session out as its connection's tenant (`Pool.checkout(tenant=...)`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+from ..host.session import Session
+from .app import Authenticate, ServerHooks
+from .keys import KeyRing
+from .quotas import Quotas
+
+__all__ = ['TenantHooks', 'authenticator']
+
+
+def authenticator(keys: KeyRing, *, anonymous: bool) -> Authenticate:
+    """The app's `authenticate`: `keys.authenticate(key, anonymous=anonymous)`. Give
+    `anonymous=True` only to a server that listens on loopback alone: a caller without a key is
+    then the single tenant `''` while no key was ever made in the store (`KeyRing.is_empty`)."""
+
+    async def authenticate(key: str | None) -> str:
+        return await keys.authenticate(key, anonymous=anonymous)
+
+    return authenticate
+
+
+class TenantHooks(ServerHooks):
+    """The hooks that hold a server's connections to their tenant's quotas: one of its
+    `concurrent_sessions` from the session's opening to its close (`Quotas.session`), and
+    `Quotas.feed` around every feed and resumption (refused past `cpu_seconds_per_hour`, its
+    worker's CPU counted after). A refusal reaches the client as the `SandboxQuotaError`."""
+
+    def __init__(self, quotas: Quotas) -> None:
+        self.quotas = quotas
+        # A connection opens and closes its session in its own task, and runs each feed in one task.
+        self._sessions: dict[asyncio.Task[Any], contextlib.AsyncExitStack] = {}
+        self._feeds: dict[asyncio.Task[Any], contextlib.AsyncExitStack] = {}
+
+    async def session_opening(self, tenant: str, options: dict[str, Any]) -> None:
+        self._sessions[_task()] = await _entered(self.quotas.session(tenant))
+
+    async def session_closed(self, tenant: str, session: Session | None, seconds: float) -> None:
+        held = self._sessions.pop(_task(), None)
+        if held is not None:
+            await held.aclose()
+
+    async def feed_starting(self, tenant: str, session: Session) -> None:
+        self._feeds[_task()] = await _entered(self.quotas.feed(tenant, session))
+
+    async def feed_ended(self, tenant: str, session: Session, outcome: str, seconds: float, host_calls: int) -> None:
+        held = self._feeds.pop(_task(), None)  # none when feed_starting refused the feed
+        if held is not None:
+            await held.aclose()
+
+
+def _task() -> asyncio.Task[Any]:
+    task = asyncio.current_task()
+    assert task is not None
+    return task
+
+
+async def _entered(context: contextlib.AbstractAsyncContextManager[None]) -> contextlib.AsyncExitStack:
+    stack = contextlib.AsyncExitStack()
+    await stack.enter_async_context(context)
+    return stack

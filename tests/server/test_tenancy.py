@@ -1,0 +1,175 @@
+"""Keys, tenants and quotas through real `corral serve` processes on loopback: each connection is
+its key's tenant, reaches only that tenant's sessions, and stays within that tenant's quotas."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+import corral
+from corral import RemotePool
+from corral.server.app import create_app
+from corral.server.metrics import Metrics
+from corral.server.quotas import Quotas
+from corral.server.tenancy import TenantHooks, authenticator
+
+from .conftest import running_server, serving_app
+from .test_replicas import key_file
+
+REFUSAL = (
+    'the API key was refused: it is unknown, revoked, or not a corral key (those look like '
+    'corral_<16 hex digits>_<43 characters>); ask the server\'s operator for a key, made with '
+    '`corral keys create --tenant NAME`'
+)
+BURN = 'total = 0\nfor i in range(2_000_000):\n    total += i\ntotal'
+
+
+async def refused(pool: RemotePool, error: type[corral.SandboxError] = corral.SandboxError, **options) -> corral.SandboxError:
+    with pytest.raises(error) as info:
+        async with pool.checkout(**options) as session:
+            await session.feed_run('1')
+    return info.value
+
+
+async def test_keys_and_tenants_over_the_server(tmp_path, shared_store):
+    """Keyless on loopback until the first key is made; then a wrong key, no key and a revoked key
+    get one text, and another tenant's session id (checkout, fork, resume) reads as an unknown one."""
+    with running_server(tmp_path, '--state-key-file', key_file(tmp_path), store=shared_store) as server:
+        async with RemotePool(server.url) as pool, pool.checkout(ephemeral=False) as session:  # no key made yet
+            assert await session.feed_run('anonymous = 1\nanonymous') == 1
+            anonymous_id = session.session_id
+        async with corral.KeyRing(shared_store) as keys:
+            acme, beta = await keys.create('acme'), await keys.create('beta')
+            async with RemotePool(server.url) as pool:
+                assert (await refused(pool, corral.SandboxAuthError)).display() == REFUSAL
+            wrong = acme[:-4] + ('AAAA' if not acme.endswith('AAAA') else 'BBBB')
+            async with RemotePool(server.url, api_key=wrong) as pool:
+                assert (await refused(pool, corral.SandboxAuthError)).display() == REFUSAL
+
+            async with RemotePool(server.url, api_key=acme) as pool:
+                async with pool.checkout(ephemeral=False) as session:
+                    await session.feed_run('secret = "of acme"')
+                    acme_id = session.session_id
+                async with pool.checkout(session_id=acme_id) as session:  # its own: resumed
+                    assert await session.feed_run('secret') == 'of acme'
+                # the keyless session was the single tenant '''s: not acme's
+                assert (await refused(pool, corral.SandboxStateError, session_id=anonymous_id)).display() == (
+                    f'no stored session with id {anonymous_id!r}'
+                )
+            nobody = 'f' * 32
+            async with RemotePool(server.url, api_key=beta) as pool:
+                for options in ({'session_id': acme_id}, {'session_id': acme_id, 'fork': True}):
+                    error = await refused(pool, corral.SandboxStateError, **options)
+                    unknown = await refused(pool, corral.SandboxStateError, **{**options, 'session_id': nobody})
+                    assert error.display() == f'no stored session with id {acme_id!r}'
+                    assert unknown.display() == f'no stored session with id {nobody!r}'
+                async with pool.checkout(ephemeral=False) as session:
+                    assert await session.feed_run('secret = "of beta"\nsecret') == 'of beta'
+
+            [acme_key] = [key for key in await keys.list() if key.tenant == 'acme']
+            await keys.revoke(acme_key.key_id)
+            async with RemotePool(server.url, api_key=acme) as pool:
+                assert (await refused(pool, corral.SandboxAuthError)).display() == REFUSAL
+            async with RemotePool(server.url) as pool:  # revoking every key opens nothing to callers without one
+                await keys.revoke([key.key_id for key in await keys.list() if key.tenant == 'beta'][0])
+                assert (await refused(pool, corral.SandboxAuthError)).display() == REFUSAL
+    assert 'Traceback' not in server.output()
+
+
+async def test_a_server_beyond_loopback_refuses_callers_without_a_key(tmp_path):
+    """Listening on every address (0.0.0.0) with no key made, it lets no caller in without one."""
+    store = f'sqlite:///{tmp_path}/store.db'
+    with running_server(tmp_path, '--host', '0.0.0.0', store=store) as server:
+        async with RemotePool(server.url) as pool:
+            assert (await refused(pool, corral.SandboxAuthError)).display() == REFUSAL
+        async with corral.KeyRing(store) as keys:
+            key = await keys.create('acme')
+        async with RemotePool(server.url, api_key=key) as pool, pool.checkout() as session:
+            assert await session.feed_run('1 + 1') == 2
+
+
+async def test_each_quota_over_the_server(tmp_path, shared_store):
+    """Concurrent sessions, stored bytes and CPU seconds, each refused with its text (the error's
+    attributes cross the connection too), and another tenant is not held back by them."""
+    with running_server(tmp_path, '--state-key-file', key_file(tmp_path), store=shared_store) as server:
+        async with corral.KeyRing(shared_store) as keys, Quotas(shared_store) as quotas:
+            acme, beta = await keys.create('acme'), await keys.create('beta')
+            async with RemotePool(server.url, api_key=acme) as pool, RemotePool(server.url, api_key=beta) as other:
+                # concurrent sessions
+                await quotas.set('acme', concurrent_sessions=1)
+                async with pool.checkout() as session:
+                    error = await refused(pool, corral.SandboxQuotaError)
+                    assert error.display() == "tenant 'acme' has 1 session open; its quota is 1 (concurrent_sessions)"
+                    assert (error.tenant, error.quota, error.limit, error.used) == ('acme', 'concurrent_sessions', 1, 1)
+                    async with other.checkout() as theirs:
+                        assert await theirs.feed_run('2') == 2
+                    assert await session.feed_run('1') == 1
+                async with pool.checkout() as session:  # the slot was given back
+                    assert await session.feed_run('3') == 3
+
+                # stored bytes
+                await quotas.set('acme', stored_bytes=200)
+                with pytest.raises(corral.SandboxQuotaError) as info:  # its first state, written at checkout
+                    async with pool.checkout(ephemeral=False) as session:
+                        await session.feed_run('x = 1')
+                session_id, size = re.search(r"the state of '([0-9a-f]{32})' \((\d+) bytes\)", info.value.display()).groups()
+                size = int(size)
+                assert size > 200
+                assert info.value.display() == (
+                    f"tenant 'acme' stores 0 bytes of sessions, and the state of {session_id!r} ({size} bytes) would bring "
+                    f'that to {size}; its quota is 200 bytes (stored_bytes). The state was not stored'
+                )
+                assert (info.value.quota, info.value.limit, info.value.used) == ('stored_bytes', 200, 0)
+                async with other.checkout(ephemeral=False) as theirs:  # beta stores under the default
+                    await theirs.feed_run('x = 1')
+                await quotas.set('acme', stored_bytes=None)
+
+            # CPU seconds per hour: a feed starts only while the tenant is under it
+            gamma = await keys.create('gamma')  # no CPU used yet
+            await quotas.set('gamma', cpu_seconds_per_hour=0.01)
+            async with RemotePool(server.url, api_key=gamma) as pool, RemotePool(server.url, api_key=beta) as other:
+                async with pool.checkout() as session:
+                    assert await session.feed_run(BURN) == sum(range(2_000_000))
+                    with pytest.raises(corral.SandboxQuotaError) as info:
+                        await session.feed_run('1')
+                    used = info.value.used
+                    assert used >= 0.01
+                    assert info.value.display() == (
+                        f"tenant 'gamma' used {used:.1f} CPU seconds in the last hour; its quota is 0.01 (cpu_seconds_per_hour)"
+                    )
+                async with other.checkout() as theirs:
+                    assert await theirs.feed_run('4') == 4
+    assert 'Traceback' not in server.output()
+
+
+async def test_refusals_are_counted_in_the_errors_by_kind(tmp_path):
+    """The app as `corral serve` builds it, with the metrics' observer: a refused key counts as
+    `auth`, a refused session and a refused feed as `quota`."""
+    store = corral.open_store(f'sqlite:///{tmp_path}/store.db')
+    keys, quotas, metrics = corral.KeyRing(store), Quotas(store), Metrics()
+    pool = corral.Pool(store=quotas.guard(store), observer=metrics, warm_workers=0)
+    app = create_app(pool=pool, authenticate=authenticator(keys, anonymous=False), hooks=[TenantHooks(quotas)])
+    try:
+        async with serving_app(app, pool) as address:
+            url = f'ws://{address}'
+            key = await keys.create('acme')
+            await quotas.set('acme', concurrent_sessions=1, cpu_seconds_per_hour=0)
+            async with RemotePool(url) as anonymous:
+                assert (await refused(anonymous, corral.SandboxAuthError)).display() == REFUSAL
+            async with RemotePool(url, api_key=key) as remote, remote.checkout() as session:
+                error = await refused(remote, corral.SandboxQuotaError)
+                assert error.display() == "tenant 'acme' has 1 session open; its quota is 1 (concurrent_sessions)"
+                with pytest.raises(corral.SandboxQuotaError) as info:
+                    await session.feed_run('1')
+                assert info.value.display() == "tenant 'acme' used 0.0 CPU seconds in the last hour; its quota is 0 (cpu_seconds_per_hour)"
+    finally:
+        await quotas.close()
+        await store.close()
+    errors = {labels['kind']: value for labels, value in _samples(metrics, 'corral_errors_total')}
+    assert errors == {'auth': 1.0, 'quota': 2.0}
+    assert dict((labels['outcome'], value) for labels, value in _samples(metrics, 'corral_feeds_total')) == {'error': 1.0}
+
+
+def _samples(metrics: Metrics, name: str) -> list[tuple[dict[str, str], float]]:
+    return [(sample.labels, sample.value) for family in metrics.registry.collect() for sample in family.samples if sample.name == name]
