@@ -8,7 +8,7 @@ import re
 import pytest
 
 import corral
-from corral import RemotePool
+from corral import RemotePool, logfire
 from corral.server.app import create_app
 from corral.server.metrics import Metrics
 from corral.server.quotas import Quotas
@@ -32,7 +32,7 @@ async def refused(pool: RemotePool, error: type[corral.SandboxError] = corral.Sa
     return info.value
 
 
-async def test_keys_and_tenants_over_the_server(tmp_path, shared_store):
+async def test_keys_and_tenants_over_the_server(tmp_path, shared_store, monkeypatch):
     """Keyless on loopback until the first key is made; then a wrong key, no key and a revoked key
     get one text, and another tenant's session id (checkout, fork, resume) reads as an unknown one."""
     with running_server(tmp_path, '--state-key-file', key_file(tmp_path), store=shared_store) as server:
@@ -57,6 +57,11 @@ async def test_keys_and_tenants_over_the_server(tmp_path, shared_store):
                 assert (await refused(pool, corral.SandboxStateError, session_id=anonymous_id)).display() == (
                     f'no stored session with id {anonymous_id!r}'
                 )
+            # the documents' entry point: CORRAL_URL with the key in CORRAL_API_KEY
+            monkeypatch.setenv('CORRAL_URL', server.url)
+            monkeypatch.setenv('CORRAL_API_KEY', acme)
+            async with logfire.agent_sandboxes() as pool, pool.checkout(session_id=acme_id) as session:
+                assert await session.feed_run('secret') == 'of acme'
             nobody = 'f' * 32
             async with RemotePool(server.url, api_key=beta) as pool:
                 for options in ({'session_id': acme_id}, {'session_id': acme_id, 'fork': True}):
