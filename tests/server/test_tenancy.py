@@ -63,12 +63,15 @@ async def test_keys_and_tenants_over_the_server(tmp_path, shared_store, monkeypa
             async with logfire.agent_sandboxes() as pool, pool.checkout(session_id=acme_id) as session:
                 assert await session.feed_run('secret') == 'of acme'
             nobody = 'f' * 32
-            async with RemotePool(server.url, api_key=beta) as pool:
+            async with RemotePool(server.url, api_key=beta) as pool, RemotePool(server.url, api_key=acme) as owner:
                 for options in ({'session_id': acme_id}, {'session_id': acme_id, 'fork': True}):
                     error = await refused(pool, corral.SandboxStateError, **options)
                     unknown = await refused(pool, corral.SandboxStateError, **{**options, 'session_id': nobody})
                     assert error.display() == f'no stored session with id {acme_id!r}'
                     assert unknown.display() == f'no stored session with id {nobody!r}'
+                    async with owner.checkout(session_id=acme_id):  # in use by acme: still not "busy"
+                        error = await refused(pool, corral.SandboxStateError, **options)
+                        assert error.display() == f'no stored session with id {acme_id!r}'
                 async with pool.checkout(ephemeral=False) as session:
                     assert await session.feed_run('secret = "of beta"\nsecret') == 'of beta'
 
