@@ -54,7 +54,7 @@ def main(argv: list[str]) -> int:
         print(f'corral serve: error: the server needs its extra ({error}): pip install "corral[server]"', file=sys.stderr)
         return 2
     parser = argparse.ArgumentParser(prog='corral serve', description='Serve corral sandboxes over WebSocket; host functions run in each client.')
-    parser.add_argument('--host', default='127.0.0.1', help='address to listen on (default: 127.0.0.1, loopback only)')
+    parser.add_argument('--host', default='127.0.0.1', help='address to listen on (default: 127.0.0.1, loopback only); beyond loopback every caller needs an API key')
     parser.add_argument('--port', type=int, default=DEFAULT_PORT, help=f'port to listen on (default: {DEFAULT_PORT})')
     parser.add_argument('--store', metavar='URL', help='session store: sqlite:///PATH or postgresql://... (default: the embedded SQLite store)')
     parser.add_argument('--max-frame', type=int, default=p.MAX_FRAME, metavar='BYTES', help=f'largest frame taken from a client (default: {p.MAX_FRAME})')
