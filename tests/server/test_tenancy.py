@@ -4,6 +4,8 @@ its key's tenant, reaches only that tenant's sessions, and stays within that ten
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 
 import pytest
 
@@ -181,3 +183,13 @@ async def test_refusals_are_counted_in_the_errors_by_kind(tmp_path):
 
 def _samples(metrics: Metrics, name: str) -> list[tuple[dict[str, str], float]]:
     return [(sample.labels, sample.value) for family in metrics.registry.collect() for sample in family.samples if sample.name == name]
+
+
+def test_serve_refuses_an_unknown_store_url_before_it_listens():
+    """The store is opened (for its keys and quotas) before the server listens: a bad URL is a usage error."""
+    done = subprocess.run([sys.executable, '-m', 'corral', 'serve', '--store', 'ftp://x'], capture_output=True, text=True, timeout=60, check=False)
+    assert (done.returncode, done.stdout) == (2, '')
+    assert done.stderr == (
+        "corral serve: error: --store: unknown store URL 'ftp://x': the accepted store URLs are 'sqlite:///absolute/path.db', "
+        "'sqlite:relative/path.db', and 'postgresql://user:password@host:port/database' (or 'postgres://...')\n"
+    )
