@@ -40,6 +40,26 @@ def plain(code: str) -> float:
     return time.perf_counter() - start
 
 
+async def measure(sizes: dict[str, int], repeats: int) -> list[tuple[str, list[float], list[float]]]:
+    """Each workload, at `sizes`, `repeats` times in a corral feed and in plain CPython, after a
+    warm-up round of each: `(name, corral seconds, CPython seconds)`."""
+    rows = []
+    limits = corral.Limits(wall_time=120)
+    async with corral.Pool() as pool:
+        for name, template in WORKLOADS.items():
+            code = template.format(**sizes)
+            ours: list[float] = []
+            theirs: list[float] = []
+            for _ in range(repeats + 1):
+                async with pool.checkout(limits=limits) as session:
+                    start = time.perf_counter()
+                    await session.feed_run(code)
+                    ours.append(time.perf_counter() - start)
+                theirs.append(plain(code))
+            rows.append((name, ours[1:], theirs[1:]))
+    return rows
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument('--quick', action='store_true')
@@ -48,24 +68,12 @@ async def main() -> None:
     sizes = {'big': 100_000, 'small': 10_000, 'tiny': 1_000} if args.quick else {'big': 1_000_000, 'small': 100_000, 'tiny': 10_000}
     print('| workload | corral (ms) | CPython (ms) | corral / CPython |')
     print('|---|---|---|---|')
-    limits = corral.Limits(wall_time=120)
-    async with corral.Pool() as pool:
-        for name, template in WORKLOADS.items():
-            code = template.format(**sizes)
-            ours: list[float] = []
-            theirs: list[float] = []
-            for repeat in range(repeats + 1):  # the first of each is a warm-up
-                async with pool.checkout(limits=limits) as session:
-                    start = time.perf_counter()
-                    await session.feed_run(code)
-                    ours.append(time.perf_counter() - start)
-                theirs.append(plain(code))
-            ours, theirs = ours[1:], theirs[1:]
-            a, b = statistics.median(ours), statistics.median(theirs)
-            print(
-                f'| {name} | {a * 1e3:.1f} ({min(ours) * 1e3:.1f}–{max(ours) * 1e3:.1f}) '
-                f'| {b * 1e3:.1f} ({min(theirs) * 1e3:.1f}–{max(theirs) * 1e3:.1f}) | {a / b:.2f} |'
-            )
+    for name, ours, theirs in await measure(sizes, repeats):
+        a, b = statistics.median(ours), statistics.median(theirs)
+        print(
+            f'| {name} | {a * 1e3:.1f} ({min(ours) * 1e3:.1f}–{max(ours) * 1e3:.1f}) '
+            f'| {b * 1e3:.1f} ({min(theirs) * 1e3:.1f}–{max(theirs) * 1e3:.1f}) | {a / b:.2f} |'
+        )
 
 
 if __name__ == '__main__':

@@ -423,8 +423,9 @@ class Session:
         function). Answers enter the script in the order of their call ids. Calls left unanswered
         stay pending: the feed pauses again (`SandboxPaused`) when it needs them. After
         `load_session` or `checkout(session_id=...)`, pass `external_lookup` (and
-        `print_callback`) again for the calls the rest of the feed makes; on the session that
-        paused, its feed's are kept unless given.
+        `print_callback`, without which the rest of the feed prints to the host's stdout and
+        stderr) again for the calls the rest of the feed makes; on the session that paused, its
+        feed's are kept unless given.
 
         Raises `RuntimeError` when the session is not paused, `KeyError` for a call id that is not
         pending, and what `feed_run` raises.

@@ -812,7 +812,7 @@ def _made_by_script() -> bool:
 
 def _check_made(cls: type) -> None:
     if _made_by_script():
-        identity.count_class(cls)  # from its first hash on, before a `__set_name__` or metaclass could take one
+        identity.count_class(cls)  # counted from here on, before its metaclass or the script can hash it
         refusal = namespace_refusal(cls)
         if refusal is not None:
             _defang(cls)
