@@ -127,6 +127,12 @@ _SECRET = """
     Sneaky = make('Sneaky', (), {'__getattr__': lambda self, name: interface})
     array = np.asarray(Sneaky())
     """,
+    # a class made by dataclasses.make_dataclass, with a __getattr__ in its namespace
+    """
+    import dataclasses
+    Sneaky = dataclasses.make_dataclass('Sneaky', [], namespace={'__getattr__': lambda self, name: interface})
+    array = np.asarray(Sneaky())
+    """,
     # a Series answers its labels as attributes
     """
     array = np.asarray(pd.Series({'__array_interface__': interface}))
