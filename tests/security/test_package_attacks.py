@@ -10,6 +10,7 @@ every lockdown layer too; these tests hold the language layer to its word on its
 
 from __future__ import annotations
 
+import datetime
 import textwrap
 
 import pytest
@@ -127,6 +128,12 @@ _SECRET = """
     Sneaky = make('Sneaky', (), {'__getattr__': lambda self, name: interface})
     array = np.asarray(Sneaky())
     """,
+    # a class made by dataclasses.make_dataclass, with a __getattr__ in its namespace
+    """
+    import dataclasses
+    Sneaky = dataclasses.make_dataclass('Sneaky', [], namespace={'__getattr__': lambda self, name: interface})
+    array = np.asarray(Sneaky())
+    """,
     # a Series answers its labels as attributes
     """
     array = np.asarray(pd.Series({'__array_interface__': interface}))
@@ -144,3 +151,37 @@ async def test_the_libraries_still_resize_their_own_arrays_without_refcheck(pool
             import pandas as pd
             (pd.Series(['b', 'a', 'b']).factorize()[0].tolist(), pd.Series(['x', 'y', 'x']).value_counts().to_dict())
         """)) == ([0, 1, 0], {'x': 2, 'y': 1})
+
+
+CLOCK_REFUSED = (
+    'PermissionError: the host has not granted clock access (datetime.now(), date.today(), time.time()); the host '
+    'grants it with checkout(os_access=OsAccess(clock=True))'
+)
+
+
+@pytest.mark.parametrize('code', [
+    'import pandas as pd\npd.Timestamp.now()',
+    'import pandas as pd\npd.Timestamp.today()',
+    'import pandas as pd\npd.Timestamp.utcnow()',
+    "import pandas as pd\npd.Timestamp('now')",
+    "import pandas as pd\npd.to_datetime('today')",
+    "import numpy as np\nnp.datetime64('now')",
+    "import numpy as np\nnp.datetime64(' Today ')",
+])
+async def test_the_libraries_read_the_clock_only_through_the_host(pool, code):
+    """As datetime.now() does: refused without a grant, the host's clock with one (which a replay reads from the journal)."""
+    async with pool.checkout() as session:
+        with pytest.raises(corral.SandboxRuntimeError) as caught:
+            await session.feed_run(code)
+    assert str(caught.value).strip().splitlines()[-1] == CLOCK_REFUSED
+    moment = datetime.datetime(2024, 5, 6, 7, 8, 9, tzinfo=datetime.timezone.utc)
+    async with pool.checkout(os_access=corral.OsAccess(clock=lambda: moment)) as session:
+        value = await session.feed_run(code)
+    assert value in (datetime.datetime(2024, 5, 6, 7, 8, 9), datetime.datetime(2024, 5, 6, 7, 8, 9, tzinfo=datetime.timezone.utc), datetime.datetime(2024, 5, 6))
+
+
+async def test_timestamps_and_datetimes_of_values_are_unchanged(pool):
+    async with pool.checkout() as session:
+        assert await session.feed_run(
+            "import numpy as np\nimport pandas as pd\n(pd.Timestamp('2024-01-02 03:04'), np.datetime64('2024-01-02'), pd.Timestamp(2024, 1, 2), pd.date_range('2024-01-01', periods=2).tolist())"
+        ) == (datetime.datetime(2024, 1, 2, 3, 4), datetime.datetime(2024, 1, 2), datetime.datetime(2024, 1, 2), [datetime.datetime(2024, 1, 1), datetime.datetime(2024, 1, 2)])

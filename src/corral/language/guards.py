@@ -139,6 +139,8 @@ def is_script_class(cls: type) -> bool:
 
 
 def register_class(cls: type) -> None:
+    """Count `cls` as the script's own class (its own `__getattr__` wrapped: `special_name_hook`)."""
+    _guard_getattr(cls)
     _script_classes[id(cls)] = cls
     identity.count_class(cls)
 
@@ -626,7 +628,6 @@ def build_class(func: Any, name: Any, /, *bases: Any, **kwds: Any) -> Any:
             _defang(cls)
             raise TypeError(refusal)
         _check_subclasses(cls)
-        _guard_getattr(cls)
         register_class(cls)
     return cls
 

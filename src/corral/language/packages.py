@@ -12,6 +12,9 @@ libraries would read later is read here, once, and every forked worker shares it
 - BLAS runs one thread (the host starts the zygote with `OPENBLAS_NUM_THREADS=1` and friends): a
   zygote forks workers only while it is single-threaded.
 
+Their clocks (`pd.Timestamp.now()`, `pd.Timestamp('now')`, `np.datetime64('today')`) read the
+host's clock, as `datetime.now()` does: through the session's clock grant, recorded for a replay.
+
 What the libraries offer that reaches past the sandbox is closed in their own classes, where
 every way to it passes (a method read by name, pandas' string dispatch `df.agg('to_pickle')`, a
 subclass's `super()`), with an `AttributeError` that says what to use instead
@@ -41,6 +44,7 @@ from typing import Any
 from ..values import Image, figure_image, library_repr, package_form
 from . import hostio
 from .catalog import PACKAGE_ATTRIBUTE_HINTS, PACKAGE_MODULES, PACKAGES, WITHHELD_PACKAGE_NAMES, package_closure
+from .facades import clock_method
 from .guards import special_name_hook
 from .rules import attribute_refusal, is_dunder, is_private, normalize
 
@@ -105,6 +109,7 @@ def _close(cls: type, name: str, hint: str) -> None:
 #: 64-bit Linux): tp_flags, tp_base, tp_new. Checked against each type before use.
 _TP_FLAGS, _TP_BASE, _TP_NEW = 168, 256, 312
 _TPFLAGS_IMMUTABLETYPE = 1 << 8
+_TPFLAGS_HEAPTYPE = 1 << 9
 
 
 def _type_field(cls: type, offset: int, kind: Any) -> Any:
@@ -134,16 +139,26 @@ def _set_on_type(cls: type, name: str, value: Any) -> None:
         flags.value |= _TPFLAGS_IMMUTABLETYPE
 
 
+def _native_new(cls: type) -> Callable[..., Any]:
+    """`cls`'s own constructor, callable as `new(subtype, args, kwargs)` once `cls.__new__` is
+    replaced: a heap type's `__new__` function, or a static type's `tp_new` (CPython refuses to
+    call a static type's old `__new__` for it)."""
+    if cls.__flags__ & _TPFLAGS_HEAPTYPE:
+        original = cls.__new__
+        return lambda subtype, args, kwargs: original(subtype, *args, **kwargs)
+    import ctypes
+
+    newfunc = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.py_object, ctypes.py_object, ctypes.py_object)
+    return newfunc(_type_field(cls, _TP_NEW, ctypes.c_void_p).value)
+
+
 def _checked_ndarray_new(ndarray: type) -> Callable[..., Any]:
     """`ndarray.__new__` refusing what numpy does not check when it wraps a buffer: a negative
     `offset` (it reads before the buffer) and a dtype holding objects (it makes object pointers
     of the buffer's bytes)."""
-    import ctypes
-
     import numpy as np
 
-    newfunc = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.py_object, ctypes.py_object, ctypes.py_object)
-    array_new = newfunc(_type_field(ndarray, _TP_NEW, ctypes.c_void_p).value)
+    array_new = _native_new(ndarray)
 
     def __new__(subtype: Any, *args: Any, **kwargs: Any) -> Any:
         names = ('shape', 'dtype', 'buffer', 'offset')
@@ -154,6 +169,29 @@ def _checked_ndarray_new(ndarray: type) -> Callable[..., Any]:
             if np.dtype(given.get('dtype', float)).hasobject:
                 raise ValueError('cannot create an OBJECT array from memory buffer')
         return array_new(subtype, args, kwargs)
+
+    return __new__
+
+
+#: The strings numpy and pandas turn into the current time.
+_CLOCK_WORDS = frozenset({'now', 'today'})
+
+
+def _clock_word(value: Any) -> str | None:
+    return value.strip().lower() if isinstance(value, str) and value.strip().lower() in _CLOCK_WORDS else None
+
+
+def _host_clock(cls: type, build: Callable[[Any, str], Any]) -> Callable[..., Any]:
+    """`cls.__new__` that reads 'now' and 'today' from the host's clock (`build(cls, word)`), as
+    `datetime.now()` does: through the session's clock grant, which a replay reads from the
+    journal. Every other value goes to the library's own constructor."""
+    native = _native_new(cls)
+
+    def __new__(subtype: Any, *args: Any, **kwargs: Any) -> Any:
+        word = _clock_word(args[0]) if args else None
+        if word is not None and not kwargs and len(args) == 1:
+            return build(subtype, word)
+        return native(subtype, args, kwargs)
 
     return __new__
 
@@ -276,6 +314,12 @@ def _load_numpy() -> None:
             if name in cls.__dict__:
                 _close(cls, name, hint)
     _set_on_type(np.ndarray, '__new__', _checked_ndarray_new(np.ndarray))
+
+    def moment(cls: Any, word: str) -> Any:
+        now = hostio.now().replace(tzinfo=None)
+        return np.datetime64(now.date() if word == 'today' else now, 'D' if word == 'today' else 's')
+
+    _set_on_type(np.datetime64, '__new__', _host_clock(np.datetime64, moment))
     _set_on_type(np.ndarray, 'resize', _checked_resize(np.ndarray.resize))
     # warm-up: what numpy loads or builds on first use
     values = np.arange(12.0).reshape(3, 4)
@@ -297,6 +341,10 @@ def _load_pandas() -> None:
     from pandas.core.window.expanding import Expanding
     from pandas.core.window.rolling import Rolling, Window
 
+    # the clock: pd.Timestamp.now() and pd.Timestamp('now') read it through the host, as datetime.now() does
+    for name in ('now', 'today', 'utcnow'):
+        _set_on_type(pd.Timestamp, name, staticmethod(clock_method(pd.Timestamp, name)))
+    _set_on_type(pd.Timestamp, '__new__', _host_clock(pd.Timestamp, lambda cls, word: getattr(pd.Timestamp, word)()))
     # a Series answers its labels as attributes, a frame its columns: never a special name
     for cls in (NDFrame, DataFrameGroupBy, SeriesGroupBy, Resampler, Rolling, Window, Expanding, ExponentialMovingWindow):
         for base in cls.__mro__:
