@@ -256,3 +256,29 @@ async def test_stub_errors_and_concurrent_feeds_are_refused_as_locally(server):
                 await session.feed_run('1')
             assert await first == sum(range(10**6))
     assert str(busy.value) == 'feed_run is already running on this session; await it before the next one'
+
+
+def test_a_server_with_packages_sends_a_frame_as_its_plain_form_and_its_own_repr(tmp_path):
+    pytest.importorskip('pandas')
+    from corral.integrations import CodeTool
+
+    from .conftest import running_server
+
+    code = "import pandas as pd\npd.DataFrame({'x': [1, 2], 'y': ['a', 'b']})"
+
+    async def run(url):
+        async with RemotePool(url) as pool:
+            async with pool.checkout() as session:
+                value = await session.feed_run(code)
+                shown = session.value_repr
+                assert await session.feed_run('1 + 1') == 2
+                after = session.value_repr
+            tool = CodeTool({}, pool=pool)
+            return value, shown, after, await tool.run(code)
+
+    with running_server(tmp_path, '--packages', 'pandas') as server:
+        value, shown, after, text = asyncio.run(run(server.url))
+    assert value == {'columns': ['x', 'y'], 'index': [0, 1], 'data': [[1, 'a'], [2, 'b']]}
+    assert shown == '   x  y\n0  1  a\n1  2  b'
+    assert after is None
+    assert text == '   x  y\n0  1  a\n1  2  b'

@@ -57,21 +57,21 @@ def errors(received: list[list]) -> list[tuple[str, str]]:
         (
             [protocol.encode([protocol.OPEN, 99, {}])],
             protocol.CLOSE_PROTOCOL,
-            'this corral server speaks protocol version 1, the client version 99: use a corral client of the same version as the server',
+            'this corral server speaks protocol version 2, the client version 99: use a corral client of the same version as the server',
         ),
-        ([protocol.encode([protocol.OPEN, 1, {'colour': 'red'}])], protocol.CLOSE_PROTOCOL, "the OPEN frame is malformed (unknown options ['colour'])"),
+        ([protocol.encode([protocol.OPEN, protocol.PROTOCOL_VERSION, {'colour': 'red'}])], protocol.CLOSE_PROTOCOL, "the OPEN frame is malformed (unknown options ['colour'])"),
         (
-            [protocol.encode([protocol.OPEN, 1, {'mounts': [['/data', 'overlay', [['../escape', b'x', 0.0]], []]]}])],
+            [protocol.encode([protocol.OPEN, protocol.PROTOCOL_VERSION, {'mounts': [['/data', 'overlay', [['../escape', b'x', 0.0]], []]]}])],
             protocol.CLOSE_PROTOCOL,
             "the OPEN frame is malformed (a mount path '../escape' is not a plain relative path)",
         ),
         (
-            [protocol.encode([protocol.OPEN, 1, {'mounts': [['/data', 'overlay', [], [['/etc', 0.0]]]]}])],
+            [protocol.encode([protocol.OPEN, protocol.PROTOCOL_VERSION, {'mounts': [['/data', 'overlay', [], [['/etc', 0.0]]]]}])],
             protocol.CLOSE_PROTOCOL,
             "the OPEN frame is malformed (a mount path '/etc' is not a plain relative path)",
         ),
         (
-            [protocol.encode([protocol.OPEN, 1, {'mounts': [['/data', 'read-write', [], []]]}])],
+            [protocol.encode([protocol.OPEN, protocol.PROTOCOL_VERSION, {'mounts': [['/data', 'read-write', [], []]]}])],
             protocol.CLOSE_ENDED,
             ('ValueError', "the read-write mount at /data cannot be served remotely (the server cannot write your files); use mode='overlay' or 'read-only'"),
         ),
@@ -127,7 +127,7 @@ async def test_a_client_that_disconnects_mid_feed_leaves_its_session_stored_and_
         await gone.send(protocol.encode([protocol.OPEN, protocol.PROTOCOL_VERSION, {'ephemeral': False}]))
         session_id = protocol.decode(await gone.recv())[1]
         await gone.send(protocol.encode([protocol.FEED, 'x = 1', {}, {}, []]))
-        assert protocol.decode(await gone.recv()) == [protocol.RESULT, None, []]
+        assert protocol.decode(await gone.recv()) == [protocol.RESULT, None, None, []]
         await gone.send(protocol.encode([protocol.FEED, 'x = 2\nawait wait_forever()', {'wait_forever': True}, {}, []]))
         assert protocol.decode(await gone.recv()) == [protocol.EVENTS, [[protocol.CALL, 0, 'wait_forever', [], {}]]]
     # it left without answering: its session ended, the feed it cut off undone
@@ -143,7 +143,7 @@ async def test_a_client_that_never_reads_is_cut_off_without_holding_up_others(sm
         await slow.send(protocol.encode([protocol.OPEN, protocol.PROTOCOL_VERSION, options]))
         session_id = protocol.decode(await slow.recv())[1]
         await slow.send(protocol.encode([protocol.FEED, 'x = 1', {}, {}, []]))
-        assert protocol.decode(await slow.recv()) == [protocol.RESULT, None, []]
+        assert protocol.decode(await slow.recv()) == [protocol.RESULT, None, None, []]
         await slow.send(protocol.encode([protocol.FEED, "x = 2\nwhile True:\n    print('z' * 10000)", {}, {}, []]))
         # from now on it reads nothing; meanwhile, other clients are served
         async with RemotePool(small_server.url) as pool:

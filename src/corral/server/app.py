@@ -676,7 +676,7 @@ class _Connection:
             if unused:
                 outcome = 'SandboxWorkerError'
                 return p.error_message(SandboxWorkerError(_diverged(unused)))
-            return [p.RESULT, value]
+            return [p.RESULT, value, session.value_repr]
         except SandboxPaused:
             outcome = 'paused'
             return [p.PAUSED]
@@ -693,7 +693,7 @@ class _Connection:
 
     async def _outcome(self, awaitable: Awaitable[Any]) -> Any:
         try:
-            return [p.RESULT, await awaitable]
+            return [p.RESULT, await awaitable, None]
         except Exception as error:
             return p.error_message(error)
 

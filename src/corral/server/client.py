@@ -176,6 +176,7 @@ class RemoteSession:
         self._response: asyncio.Future[list[Any]] | None = None
         self._dead: BaseException | None = None
         self._pending: list[PendingCall] = []
+        self.value_repr: str | None = None  # as Session.value_repr: the last feed's numpy or pandas value, as its library shows it
         self._max_frame = p.MAX_FRAME
         self._lookup: dict[str, Callable[..., Any]] = {}
         self._print: PrintCallback = print_to_host
@@ -427,7 +428,8 @@ class RemoteSession:
             self._pending = p.pending_from(response[-1])
         except ValueError:
             raise SandboxError('the corral server sent a malformed response') from None
-        if kind == p.RESULT and len(response) == 3:
+        if kind == p.RESULT and len(response) == 4 and (response[2] is None or isinstance(response[2], str)):
+            self.value_repr = response[2]
             return response[1]
         if kind == p.PAUSED and len(response) == 2:
             raise SandboxPaused(self.pending_calls)

@@ -23,7 +23,9 @@ Bearer <api key>` (when it has one) and the W3C trace context of the caller (`tr
       [OPENED, session_id, random_seed, max_frame, pending]   the session is ready
       [EVENTS, events]                host calls and prints, in the order the script made them:
                                       [CALL, call_id, name, args, kwargs] and [OUTPUT, stream, text]
-      [RESULT, value, pending]        the request's result (a feed's value, a DUMP's state; None for LOAD)
+      [RESULT, value, shown, pending] the request's result (a feed's value, a DUMP's state; None for LOAD);
+                                      `shown`: a feed's numpy or pandas value in its library's own repr
+                                      (`Session.value_repr`), else None
       [PAUSED, pending]               the feed paused on deferred calls
       [ERROR, kind, text, attributes, pending]   the request (or the connection) failed: `kind` names the
                                       corral exception (or a built-in one) raised in the client, `text`
@@ -71,7 +73,7 @@ __all__ = [
 ]
 
 #: The version of this protocol. The server refuses a client of another version, saying so.
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
 
 #: The WebSocket path of a session, below the server's URL.
 PATH = '/session'

@@ -1,7 +1,7 @@
 """The `corral serve` command: the app of `corral.server.app` on uvicorn.
 
     corral serve [--host 127.0.0.1] [--port 8765] [--store sqlite:///PATH|postgresql://...]
-                 [--max-frame BYTES] [--max-outbox BYTES] [--idle-timeout SECONDS] [--drain-grace SECONDS] [--lease-ttl SECONDS] [--state-key-file FILE] [--ssl-keyfile KEY --ssl-certfile CERT] [--skip-layers LAYER,...]
+                 [--max-frame BYTES] [--max-outbox BYTES] [--idle-timeout SECONDS] [--drain-grace SECONDS] [--lease-ttl SECONDS] [--state-key-file FILE] [--packages numpy,pandas,matplotlib] [--ssl-keyfile KEY --ssl-certfile CERT] [--skip-layers LAYER,...]
 
 With no options it serves on loopback only, sessions stored in the embedded SQLite store. Every
 connection runs as the tenant of the API key it sends (`corral keys create --tenant NAME`, kept in
@@ -22,7 +22,7 @@ import sys
 from typing import Any
 
 from ..errors import SandboxInsecureError
-from ..integrations._common import add_skip_layers
+from ..integrations._common import add_packages, add_skip_layers
 from . import protocol as p
 
 __all__ = ['main', 'DEFAULT_PORT', 'DRAIN_GRACE']
@@ -67,6 +67,7 @@ def main(argv: list[str]) -> int:
         help='file holding the key (16 bytes or more) that signs session states, the same on every replica sharing the store; '
         'a PostgreSQL store needs one (default: $CORRAL_STATE_KEY_FILE; a SQLite store keeps its own)',
     )
+    add_packages(parser)
     parser.add_argument('--ssl-keyfile', metavar='FILE', help="TLS private key (uvicorn's option); clients connect with wss://")
     parser.add_argument('--ssl-certfile', metavar='FILE', help="TLS certificate (uvicorn's option)")
     parser.add_argument('--log-level', default='warning', help="uvicorn's log level (default: warning)")
@@ -96,7 +97,7 @@ def main(argv: list[str]) -> int:
         return 2
     # Every connection is its key's tenant; callers without a key only on loopback, while no key was ever made.
     keys, quotas = KeyRing(store), Quotas(store)
-    pool = Pool(store=quotas.guard(store), skip_layers=args.skip_layers, lease_ttl=args.lease_ttl, state_key=state_key)
+    pool = Pool(store=quotas.guard(store), skip_layers=args.skip_layers, packages=args.packages, lease_ttl=args.lease_ttl, state_key=state_key)
     app = create_app(
         pool=pool,
         authenticate=authenticator(keys, anonymous=_loopback(args.host)),
