@@ -58,8 +58,10 @@ MAX_OUTBOX = 64 * 1024 * 1024
 
 #: Seconds the server holds a script's host calls while its worker is still running, for the calls
 #: it makes together to travel in one frame (see `_Connection._event`): the worker sends its next
-#: request (a WAIT) right after them unless the machine is too busy to run it.
-GATHER_SECONDS = 0.1
+#: request (a WAIT) right after them, unless a busy machine leaves it unscheduled for a while (on
+#: 2 cores with 8 runnable processes, over 100 ms was seen). Only a call made while the script
+#: goes on computing waits this long.
+GATHER_SECONDS = 0.5
 #: Seconds between looks at whether the worker waits, meanwhile: what a lone call may be held up by.
 _GATHER_POLL = 0.0005
 
