@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 
 import httpx
@@ -77,3 +80,42 @@ async def test_remote_feeds_and_the_host_calls_sent_to_the_client_are_counted_on
         ('corral_feed_seconds_count', ()): 2.0,
         ('corral_type_check_seconds_count', ()): 0.0,
     }
+
+
+def test_corral_serve_answers_the_operations_routes_and_counts_its_feeds(tmp_path):
+    """`corral serve` itself mounts /metrics, /healthz and /readyz, with no key asked."""
+    from .conftest import running_server
+
+    async def run(server) -> tuple[int, str, int, dict]:
+        async with corral.RemotePool(server.url) as pool:
+            async with pool.checkout() as session:
+                assert await session.feed_run('1 + 1') == 2
+        async with httpx.AsyncClient(base_url=f'http://127.0.0.1:{server.port}') as http:
+            health, ready, metrics = [await http.get(path) for path in ('/healthz', '/readyz', '/metrics')]
+        return health.status_code, health.text, ready.status_code, samples(metrics.text)
+
+    with running_server(tmp_path) as server:
+        health, text, ready, counted = asyncio.run(run(server))
+    assert (health, text, ready) == (200, 'ok', 200)
+    assert counted[('corral_feeds_total', (('outcome', 'ok'),))] == 1.0
+    assert counted[('corral_sessions_active', ())] == 0.0
+
+
+@pytest.mark.parametrize(
+    ('variable', 'value', 'error'),
+    [
+        ('CORRAL_STATE_KEY', 'REPLACE-ME-WITH-64-HEX-DIGITS', 'CORRAL_STATE_KEY must be 32 or more hex digits (16 bytes or more; 64 digits from secrets.token_hex(32) are best)'),
+        ('CORRAL_STATE_KEY', 'abcd', 'CORRAL_STATE_KEY must be 32 or more hex digits (16 bytes or more; 64 digits from secrets.token_hex(32) are best)'),
+        (
+            'CORRAL_STORE',
+            'ftp://x',
+            "--store: unknown store URL 'ftp://x': the accepted store URLs are 'sqlite:///absolute/path.db', "
+            "'sqlite:relative/path.db', and 'postgresql://user:password@host:port/database' (or 'postgres://...')",
+        ),
+    ],
+)
+def test_corral_serve_reads_the_store_and_the_state_key_from_the_environment(variable, value, error):
+    """As deploy/'s Deployment gives them from its Secret; a placeholder key is refused before the server listens."""
+    environment = {**os.environ, variable: value}
+    done = subprocess.run([sys.executable, '-m', 'corral', 'serve', '--port', '1'], capture_output=True, text=True, timeout=60, check=False, env=environment)
+    assert (done.returncode, done.stdout, done.stderr) == (2, '', f'corral serve: error: {error}\n')

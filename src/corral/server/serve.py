@@ -9,7 +9,10 @@ the store), within that tenant's quotas (`corral tenants set`); a caller without
 as the single tenant `''`, only by a server listening on loopback in a store where no key was
 ever made. On SIGTERM it drains (`CorralServer.drain`): it takes no new sessions, gives running feeds
 `--drain-grace` seconds, and sends every client on to another replica. TLS: give uvicorn's `--ssl-keyfile`/`--ssl-certfile` (clients then use `wss://`), or
-terminate TLS at an ingress or load balancer in front of plain `ws://`.
+terminate TLS at an ingress or load balancer in front of plain `ws://`. Beside the sessions, without
+a key: `/metrics` (Prometheus), `/healthz` and `/readyz` (`corral.server.metrics`). The store URL
+and the state key may come from the environment instead, as a Kubernetes Secret gives them:
+`CORRAL_STORE`, and `CORRAL_STATE_KEY` (hex digits) or `CORRAL_STATE_KEY_FILE`.
 """
 
 from __future__ import annotations
@@ -56,7 +59,10 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog='corral serve', description='Serve corral sandboxes over WebSocket; host functions run in each client.')
     parser.add_argument('--host', default='127.0.0.1', help='address to listen on (default: 127.0.0.1, loopback only); beyond loopback every caller needs an API key')
     parser.add_argument('--port', type=int, default=DEFAULT_PORT, help=f'port to listen on (default: {DEFAULT_PORT})')
-    parser.add_argument('--store', metavar='URL', help='session store: sqlite:///PATH or postgresql://... (default: the embedded SQLite store)')
+    parser.add_argument(
+        '--store', metavar='URL', default=os.environ.get('CORRAL_STORE') or None,
+        help='session store: sqlite:///PATH or postgresql://... (default: $CORRAL_STORE, else the embedded SQLite store)',
+    )
     parser.add_argument('--max-frame', type=int, default=p.MAX_FRAME, metavar='BYTES', help=f'largest frame taken from a client (default: {p.MAX_FRAME})')
     parser.add_argument('--max-outbox', type=int, default=MAX_OUTBOX, metavar='BYTES', help=f'bytes held for a client that does not read before it is cut off (default: {MAX_OUTBOX})')
     parser.add_argument('--idle-timeout', type=float, default=IDLE_TIMEOUT, metavar='SECONDS', help=f"seconds a session waits for its client's next request before it is parked (default: {IDLE_TIMEOUT:g})")
@@ -65,7 +71,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument(
         '--state-key-file', metavar='FILE', default=os.environ.get('CORRAL_STATE_KEY_FILE'),
         help='file holding the key (16 bytes or more) that signs session states, the same on every replica sharing the store; '
-        'a PostgreSQL store needs one (default: $CORRAL_STATE_KEY_FILE; a SQLite store keeps its own)',
+        'a PostgreSQL store needs one (default: $CORRAL_STATE_KEY_FILE, else $CORRAL_STATE_KEY in hex digits; a SQLite store keeps its own)',
     )
     add_packages(parser)
     parser.add_argument('--ssl-keyfile', metavar='FILE', help="TLS private key (uvicorn's option); clients connect with wss://")
@@ -76,10 +82,19 @@ def main(argv: list[str]) -> int:
     from ..host.pool import Pool
     from ..store.url import open_store
     from .keys import KeyRing
+    from .metrics import Metrics, ops_routes, pool_readiness
     from .quotas import Quotas
     from .tenancy import TenantHooks, authenticator
 
     state_key = None
+    if not args.state_key_file and os.environ.get('CORRAL_STATE_KEY'):  # as a Kubernetes Secret gives it
+        try:
+            state_key = bytes.fromhex(os.environ['CORRAL_STATE_KEY'].strip())
+        except ValueError:
+            state_key = b''
+        if len(state_key) < 16:
+            print('corral serve: error: CORRAL_STATE_KEY must be 32 or more hex digits (16 bytes or more; 64 digits from secrets.token_hex(32) are best)', file=sys.stderr)
+            return 2
     if args.state_key_file:
         try:
             with open(args.state_key_file, 'rb') as file:
@@ -97,9 +112,14 @@ def main(argv: list[str]) -> int:
         return 2
     # Every connection is its key's tenant; callers without a key only on loopback, while no key was ever made.
     keys, quotas = KeyRing(store), Quotas(store)
-    pool = Pool(store=quotas.guard(store), skip_layers=args.skip_layers, packages=args.packages, lease_ttl=args.lease_ttl, state_key=state_key)
+    metrics = Metrics()
+    pool = Pool(
+        store=quotas.guard(store), skip_layers=args.skip_layers, packages=args.packages, lease_ttl=args.lease_ttl, state_key=state_key, observer=metrics
+    )
+    draining = lambda: app.state.corral.draining  # noqa: E731
     app = create_app(
         pool=pool,
+        routes=ops_routes(metrics, ready=pool_readiness(pool, draining=draining)),
         authenticate=authenticator(keys, anonymous=_loopback(args.host)),
         hooks=[TenantHooks(quotas)],
         max_frame=args.max_frame,
