@@ -634,6 +634,7 @@ class Worker:
 
     def _format_traceback(self, error: BaseException) -> str:
         """Python's traceback text, keeping only the script's own frames."""
+        _drop_repeated_frames(error)
         summary = traceback.TracebackException.from_exception(error)
         seen: set[int] = set()
         pending = [summary]
@@ -649,6 +650,28 @@ class Worker:
             current.stack = traceback.StackSummary.from_list(frames)
             pending.extend(chained for chained in (current.__cause__, current.__context__) if chained is not None)
         return ''.join(summary.format()).rstrip('\n')
+
+
+def _drop_repeated_frames(error: BaseException) -> None:
+    """Unlink, from the tracebacks of `error` and the exceptions chained to it, an entry for the
+    frame and line of the entry before it: a `raise` in a handler of the same frame adds one on
+    some CPython 3.11 releases (3.11.2) and not on others (3.11.7); a stop re-raised in the
+    script's `except` (`language.stop`) would show that line twice there."""
+    seen: set[int] = set()
+    pending = [error]
+    while pending:
+        current = pending.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        entry = current.__traceback__
+        while entry is not None and entry.tb_next is not None:
+            following = entry.tb_next
+            if following.tb_frame is entry.tb_frame and following.tb_lineno == entry.tb_lineno:
+                entry.tb_next = following.tb_next
+            else:
+                entry = following
+        pending.extend(chained for chained in (current.__cause__, current.__context__) if chained is not None)
 
 
 def _run_until_done(loop: asyncio.AbstractEventLoop, tasks: list[asyncio.Task[Any]], seconds: float) -> None:
