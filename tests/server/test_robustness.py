@@ -163,3 +163,38 @@ async def test_a_script_that_stalls_does_not_stall_another_connection(server):
         spinning.cancel()
         with pytest.raises(asyncio.CancelledError):
             await spinning
+
+
+CATCH = 'try:\n    f()\nexcept Exception as error:\n    caught = (type(error).__name__, error.args)\ncaught'
+
+
+@pytest.mark.parametrize(
+    ('payload', 'caught'),
+    [
+        # a StopIteration cannot be raised into the server's future: the script sees PEP 479's RuntimeError
+        (['StopIteration', ['x']], ('RuntimeError', ("the host function raised StopIteration('x')",))),
+        (['StopIteration', []], ('RuntimeError', ('the host function raised StopIteration()',))),
+        # an exception group cannot be made without its exceptions: an Exception with the args stands in
+        (['ExceptionGroup', ['x']], ('Exception', ('x',))),
+        (['BaseExceptionGroup', ['x']], ('Exception', ('x',))),
+    ],
+)
+async def test_an_error_answer_of_a_class_no_future_can_hold_reaches_the_script(server, payload, caught):
+    async with connect(server.url + protocol.PATH, compression=None, max_size=None) as ws:
+        await ws.send(OPEN)
+        assert protocol.decode(await ws.recv())[0] == protocol.OPENED
+        await ws.send(protocol.encode([protocol.FEED, CATCH, {'f': False}, {}, []]))
+        assert protocol.decode(await ws.recv()) == [protocol.EVENTS, [[protocol.CALL, 0, 'f', [], {}]]]
+        await ws.send(protocol.encode([protocol.ANSWERS, [[0, 'error', payload]]]))
+        assert protocol.decode(await ws.recv()) == [protocol.RESULT, caught, None, []]
+        await ws.send(protocol.encode([protocol.FEED, '1 + 1', {}, {}, []]))  # the session goes on
+        assert protocol.decode(await ws.recv()) == [protocol.RESULT, 2, None, []]
+
+
+async def test_a_host_function_of_the_client_that_raises_stop_iteration_fails_in_the_script(server):
+    def f():
+        return next(iter([]))
+
+    async with RemotePool(server.url) as pool, pool.checkout() as session:
+        assert await session.feed_run(CATCH, external_lookup={'f': f}) == ('RuntimeError', ('the host function raised StopIteration()',))
+        assert await session.feed_run('1 + 1') == 2
