@@ -198,3 +198,22 @@ async def test_a_host_function_of_the_client_that_raises_stop_iteration_fails_in
     async with RemotePool(server.url) as pool, pool.checkout() as session:
         assert await session.feed_run(CATCH, external_lookup={'f': f}) == ('RuntimeError', ('the host function raised StopIteration()',))
         assert await session.feed_run('1 + 1') == 2
+
+
+@pytest.mark.parametrize('limits', [{'value_items': None}, {'value_items': 10**12}])
+async def test_a_client_cannot_lift_the_bound_on_the_items_the_server_decodes(server, limits):
+    """Its session's `value_items` may lower the bound on a frame's items, never raise it: one frame
+    of a million 1-byte arrays would otherwise take the server gigabytes and hold every session."""
+    async with connect(server.url + protocol.PATH, compression=None, max_size=None) as ws:
+        await ws.send(protocol.encode([protocol.OPEN, protocol.PROTOCOL_VERSION, {'limits': limits}]))
+        assert protocol.decode(await ws.recv())[0] == protocol.OPENED
+        await ws.send(protocol.encode([protocol.FEED, 'f()', {'f': False}, {}, []]))
+        assert protocol.decode(await ws.recv()) == [protocol.EVENTS, [[protocol.CALL, 0, 'f', [], {}]]]
+        await ws.send(protocol.encode([protocol.ANSWERS, [[0, 'ok', [[[]] * 1000] * 1100]]]))
+        assert protocol.decode(await ws.recv()) == [
+            protocol.ERROR, 'SandboxError', 'the client sent a malformed frame (ValueLimitError: a message has more than 1,001,024 items)', {}, [],
+        ]
+        with pytest.raises(ConnectionClosed):
+            await ws.recv()
+        assert ws.close_code == protocol.CLOSE_PROTOCOL
+

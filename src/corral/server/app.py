@@ -425,9 +425,12 @@ class _Connection:
                 p.CLOSE_TOO_LARGE,
                 SandboxError(f"the client sent a frame of {len(data)} bytes, larger than the server's limit of {self.server.max_frame} bytes (corral serve --max-frame)"),
             )
-        limits = self.session.limits if self.session is not None else Limits()
-        items = None if limits.value_items is None else limits.value_items + 1024
-        size = None if limits.value_size is None else 2 * limits.value_size + len(data)
+        # The server's bounds on what it decodes: a client's limits may lower them, never lift them
+        # (a session's value_items=None would let one frame of 1-byte arrays take gigabytes and
+        # hold the event loop of every session for seconds).
+        limits = self.session.limits if self.session is not None else _BOUNDS
+        items = _lower(limits.value_items, _BOUNDS.value_items) + 1024
+        size = 2 * _lower(limits.value_size, _BOUNDS.value_size) + len(data)
         try:
             return p.decode(data, items=items, size=size)
         except Exception as error:
@@ -768,6 +771,16 @@ class _Connection:
             future.set_exception(Deferred(value))
         else:
             raise _Close(p.CLOSE_PROTOCOL, SandboxError(f'the client answered call {call_id} in an unknown way {how!r}'))
+
+
+#: The largest values the server decodes from a client: the default `Limits()`'s.
+_BOUNDS = Limits()
+
+
+def _lower(limit: int | None, bound: int | None) -> int:
+    """The smaller of a session's limit and the server's bound (None: no limit)."""
+    assert bound is not None
+    return bound if limit is None else min(limit, bound)
 
 
 class _Malformed(ValueError):
