@@ -217,3 +217,19 @@ async def test_a_client_cannot_lift_the_bound_on_the_items_the_server_decodes(se
             await ws.recv()
         assert ws.close_code == protocol.CLOSE_PROTOCOL
 
+
+async def test_a_mount_of_many_files_is_written_without_holding_up_other_sessions(server):
+    """A mount's files are written to disk off the event loop: while one connection's 100,000
+    folders are made, another session opens and runs, and the mount arrives whole."""
+    dirs = [[f'd{index}', 0.0] for index in range(100_000)]
+    options = {'mounts': [['/data', 'read-only', [['d7/note.txt', b'kept', 0.0]], dirs]]}
+    async with connect(server.url + protocol.PATH, compression=None, max_size=None) as big:
+        await big.send(protocol.encode([protocol.OPEN, protocol.PROTOCOL_VERSION, options]))
+        async with RemotePool(server.url) as pool, pool.checkout() as other:
+            assert await other.feed_run('6 * 7') == 42
+            opened = asyncio.ensure_future(big.recv())
+            await asyncio.sleep(0)
+            assert not opened.done()  # the big mount is still being written meanwhile
+        assert protocol.decode(await opened)[0] == protocol.OPENED
+        await big.send(protocol.encode([protocol.FEED, "import os\n(len(os.listdir('/data')), open('/data/d7/note.txt').read())", {}, {}, []]))
+        assert protocol.decode(await big.recv()) == [protocol.RESULT, (100_000, 'kept'), None, []]

@@ -15,6 +15,7 @@ the store after every feed, so any replica sharing the store resumes it.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import datetime
 import logging
@@ -295,6 +296,7 @@ class _Connection:
         self._ending: _Close | None = None
         self._serving = False  # until the session ends: `end()` may cancel the connection's task
         self._mount_dir: str | None = None
+        self._preparing: concurrent.futures.Future[dict[str, Any]] | None = None
         self._headers_trace = {k: v for k, v in websocket.headers.items() if k in ('traceparent', 'tracestate')}
 
     # ----- the connection's life ------------------------------------------------------------
@@ -378,6 +380,9 @@ class _Connection:
                         state = await self.session.dump()
                 self._send(p.encode([p.DRAIN, state]))
             await self.session.aclose()
+        if self._preparing is not None:  # its mounts are written before they are removed
+            with contextlib.suppress(Exception):
+                await asyncio.wrap_future(self._preparing)
         if self._mount_dir is not None:
             shutil.rmtree(self._mount_dir, ignore_errors=True)
 
@@ -512,7 +517,9 @@ class _Connection:
 
     async def _open(self, options: dict[str, Any]) -> None:
         try:
-            checkout = self._checkout_options(options)
+            # in a thread: writing a mount's many files must not hold up the other sessions
+            self._preparing = _PREPARING.submit(self._checkout_options, options)
+            checkout = await asyncio.wrap_future(self._preparing)
         except Exception as error:
             if type(error) in (TypeError, ValueError):  # the options do not fit (raised as checkout raises them)
                 raise _Close(p.CLOSE_ENDED, error) from None
@@ -772,6 +779,9 @@ class _Connection:
         else:
             raise _Close(p.CLOSE_PROTOCOL, SandboxError(f'the client answered call {call_id} in an unknown way {how!r}'))
 
+
+#: Where the sessions' checkout options are made (their mounts written), off the event loop.
+_PREPARING = concurrent.futures.ThreadPoolExecutor(thread_name_prefix='corral-mounts')
 
 #: The largest values the server decodes from a client: the default `Limits()`'s.
 _BOUNDS = Limits()
