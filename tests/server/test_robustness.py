@@ -71,6 +71,16 @@ def errors(received: list[list]) -> list[tuple[str, str]]:
             "the OPEN frame is malformed (a mount path '/etc' is not a plain relative path)",
         ),
         (
+            [protocol.encode([protocol.OPEN, protocol.PROTOCOL_VERSION, {'mounts': [['/data', 'overlay', [['a', b'x', 0.0], ['a/b', b'y', 0.0]], []]]}])],
+            protocol.CLOSE_PROTOCOL,
+            "the OPEN frame is malformed (the mount path 'a/b' cannot be written (File exists))",
+        ),
+        (
+            [protocol.encode([protocol.OPEN, protocol.PROTOCOL_VERSION, {'mounts': [['/data', 'overlay', [['a', b'x', 0.0], ['a', b'y', 0.0]], []]]}])],
+            protocol.CLOSE_PROTOCOL,
+            "the OPEN frame is malformed (the mount path 'a' cannot be written (File exists))",
+        ),
+        (
             [protocol.encode([protocol.OPEN, protocol.PROTOCOL_VERSION, {'mounts': [['/data', 'read-write', [], []]]}])],
             protocol.CLOSE_ENDED,
             ('ValueError', "the read-write mount at /data cannot be served remotely (the server cannot write your files); use mode='overlay' or 'read-only'"),

@@ -604,19 +604,23 @@ class _Connection:
                 self._mount_dir = tempfile.mkdtemp(prefix='corral-mounts-')
             root = os.path.join(self._mount_dir, str(index))
             os.mkdir(root)
-            for rel, mtime in dirs:
-                path = _inside(root, rel)
-                os.makedirs(path, exist_ok=True)
-                os.utime(path, (mtime, mtime))
-            for rel, data, mtime in files:
-                path = _inside(root, rel)
-                if not isinstance(data, bytes):
-                    raise _Malformed('a mount file is malformed')
-                os.makedirs(os.path.dirname(path), exist_ok=True)
-                descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-                with os.fdopen(descriptor, 'wb') as file:
-                    file.write(data)
-                os.utime(path, (mtime, mtime))
+            rel: Any = None
+            try:
+                for rel, mtime in dirs:
+                    path = _inside(root, rel)
+                    os.makedirs(path, exist_ok=True)
+                    os.utime(path, (mtime, mtime))
+                for rel, data, mtime in files:
+                    path = _inside(root, rel)
+                    if not isinstance(data, bytes):
+                        raise _Malformed('a mount file is malformed')
+                    os.makedirs(os.path.dirname(path), exist_ok=True)
+                    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+                    with os.fdopen(descriptor, 'wb') as file:
+                        file.write(data)
+                    os.utime(path, (mtime, mtime))
+            except OSError as error:  # paths that collide (a file where a folder is): the server's own paths are not shown
+                raise _Malformed(f'the mount path {rel!r} cannot be written ({error.strerror})') from None
             mounts.append(Mount(root, sandbox_path, mode))
         return mounts
 
