@@ -85,6 +85,21 @@ def errors(received: list[list]) -> list[tuple[str, str]]:
             protocol.CLOSE_ENDED,
             ('ValueError', "the read-write mount at /data cannot be served remotely (the server cannot write your files); use mode='overlay' or 'read-only'"),
         ),
+        (
+            [protocol.encode([protocol.OPEN, protocol.PROTOCOL_VERSION, {'limits': {'cpu_time': None}}])],
+            protocol.CLOSE_ENDED,
+            ('ValueError', "limits.cpu_time=None is over this server's ceiling of 600: a session of corral serve may lower its cpu_time, not raise or lift it"),
+        ),
+        (
+            [protocol.encode([protocol.OPEN, protocol.PROTOCOL_VERSION, {'limits': {'memory': 2 * 1024**3}}])],
+            protocol.CLOSE_ENDED,
+            ('ValueError', "limits.memory=2147483648 is over this server's ceiling of 1073741824: a session of corral serve may lower its memory, not raise or lift it"),
+        ),
+        (
+            [protocol.encode([protocol.OPEN, protocol.PROTOCOL_VERSION, {'limits': {'type_check_time': None}}])],
+            protocol.CLOSE_ENDED,
+            ('ValueError', "limits.type_check_time=None is over this server's ceiling of 10.0: a session of corral serve may lower its type_check_time, not raise or lift it"),
+        ),
         ([OPEN, protocol.encode([protocol.ANSWERS, [[5, 'ok', 1]]])], protocol.CLOSE_PROTOCOL, 'the client answered call 5, which the server never made'),
         ([OPEN, protocol.encode([99])], protocol.CLOSE_PROTOCOL, 'the client sent a frame of unknown kind 99'),
         ([OPEN, protocol.encode([protocol.FEED, 'x'])], protocol.CLOSE_PROTOCOL, 'the client sent a malformed frame (kind 2 with 2 items, expected 5)'),
@@ -243,3 +258,10 @@ async def test_a_mount_of_many_files_is_written_without_holding_up_other_session
         assert protocol.decode(await opened)[0] == protocol.OPENED
         await big.send(protocol.encode([protocol.FEED, "import os\n(len(os.listdir('/data')), open('/data/d7/note.txt').read())", {}, {}, []]))
         assert protocol.decode(await big.recv()) == [protocol.RESULT, (100_000, 'kept'), None, []]
+
+
+async def test_a_session_may_lower_the_limits_the_server_holds_to_a_ceiling(server):
+    async with RemotePool(server.url) as pool, pool.checkout(limits=Limits(cpu_time=1, memory=512 * 1024**2, type_check_time=5.0)) as session:
+        with pytest.raises(corral.SandboxLimitError) as info:
+            await session.feed_run('total = 0\nwhile True:\n    total += 1')
+        assert (info.value.limit, info.value.value) == ('cpu_time', 1)

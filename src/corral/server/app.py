@@ -557,6 +557,13 @@ class _Connection:
             if not set(limits) <= names:
                 raise TypeError(f'unknown limits {sorted(set(limits) - names)}; the limits are the fields of corral.Limits')
             limits = Limits(**limits)
+            for name in _CEILINGS:
+                value, ceiling = getattr(limits, name), getattr(_BOUNDS, name)
+                if value is None or value > ceiling:
+                    raise ValueError(
+                        f"limits.{name}={value!r} is over this server's ceiling of {ceiling!r}: "
+                        f'a session of corral serve may lower its {name}, not raise or lift it'
+                    )
         return {
             'type_check': bool(options.get('type_check', False)),
             'type_check_stubs': options.get('type_check_stubs'),
@@ -787,8 +794,12 @@ class _Connection:
 #: Where the sessions' checkout options are made (their mounts written), off the event loop.
 _PREPARING = concurrent.futures.ThreadPoolExecutor(thread_name_prefix='corral-mounts')
 
-#: The largest values the server decodes from a client: the default `Limits()`'s.
+#: The largest values the server decodes from a client, and the ceilings of `_CEILINGS`: the default `Limits()`'s.
 _BOUNDS = Limits()
+#: The limits a client may lower but not raise: the CPU and memory its worker and its type check
+#: take from the host, which every tenant shares (a tenant's CPU quota is checked as a feed starts,
+#: so a feed's own `cpu_time` is what bounds it).
+_CEILINGS = ('memory', 'cpu_time', 'type_check_time', 'type_check_memory')
 
 
 def _lower(limit: int | None, bound: int | None) -> int:
