@@ -71,9 +71,34 @@ def errors(received: list[list]) -> list[tuple[str, str]]:
             "the OPEN frame is malformed (a mount path '/etc' is not a plain relative path)",
         ),
         (
+            [protocol.encode([protocol.OPEN, protocol.PROTOCOL_VERSION, {'mounts': [['/data', 'overlay', [['a', b'x', 0.0], ['a/b', b'y', 0.0]], []]]}])],
+            protocol.CLOSE_PROTOCOL,
+            "the OPEN frame is malformed (the mount path 'a/b' cannot be written (File exists))",
+        ),
+        (
+            [protocol.encode([protocol.OPEN, protocol.PROTOCOL_VERSION, {'mounts': [['/data', 'overlay', [['a', b'x', 0.0], ['a', b'y', 0.0]], []]]}])],
+            protocol.CLOSE_PROTOCOL,
+            "the OPEN frame is malformed (the mount path 'a' cannot be written (File exists))",
+        ),
+        (
             [protocol.encode([protocol.OPEN, protocol.PROTOCOL_VERSION, {'mounts': [['/data', 'read-write', [], []]]}])],
             protocol.CLOSE_ENDED,
             ('ValueError', "the read-write mount at /data cannot be served remotely (the server cannot write your files); use mode='overlay' or 'read-only'"),
+        ),
+        (
+            [protocol.encode([protocol.OPEN, protocol.PROTOCOL_VERSION, {'limits': {'cpu_time': None}}])],
+            protocol.CLOSE_ENDED,
+            ('ValueError', "limits.cpu_time=None is over this server's ceiling of 600: a session of corral serve may lower its cpu_time, not raise or lift it"),
+        ),
+        (
+            [protocol.encode([protocol.OPEN, protocol.PROTOCOL_VERSION, {'limits': {'memory': 2 * 1024**3}}])],
+            protocol.CLOSE_ENDED,
+            ('ValueError', "limits.memory=2147483648 is over this server's ceiling of 1073741824: a session of corral serve may lower its memory, not raise or lift it"),
+        ),
+        (
+            [protocol.encode([protocol.OPEN, protocol.PROTOCOL_VERSION, {'limits': {'type_check_time': None}}])],
+            protocol.CLOSE_ENDED,
+            ('ValueError', "limits.type_check_time=None is over this server's ceiling of 10.0: a session of corral serve may lower its type_check_time, not raise or lift it"),
         ),
         ([OPEN, protocol.encode([protocol.ANSWERS, [[5, 'ok', 1]]])], protocol.CLOSE_PROTOCOL, 'the client answered call 5, which the server never made'),
         ([OPEN, protocol.encode([99])], protocol.CLOSE_PROTOCOL, 'the client sent a frame of unknown kind 99'),
@@ -163,3 +188,80 @@ async def test_a_script_that_stalls_does_not_stall_another_connection(server):
         spinning.cancel()
         with pytest.raises(asyncio.CancelledError):
             await spinning
+
+
+CATCH = 'try:\n    f()\nexcept Exception as error:\n    caught = (type(error).__name__, error.args)\ncaught'
+
+
+@pytest.mark.parametrize(
+    ('payload', 'caught'),
+    [
+        # a StopIteration cannot be raised into the server's future: the script sees PEP 479's RuntimeError
+        (['StopIteration', ['x']], ('RuntimeError', ("the host function raised StopIteration('x')",))),
+        (['StopIteration', []], ('RuntimeError', ('the host function raised StopIteration()',))),
+        # an exception group cannot be made without its exceptions: an Exception with the args stands in
+        (['ExceptionGroup', ['x']], ('Exception', ('x',))),
+        (['BaseExceptionGroup', ['x']], ('Exception', ('x',))),
+    ],
+)
+async def test_an_error_answer_of_a_class_no_future_can_hold_reaches_the_script(server, payload, caught):
+    async with connect(server.url + protocol.PATH, compression=None, max_size=None) as ws:
+        await ws.send(OPEN)
+        assert protocol.decode(await ws.recv())[0] == protocol.OPENED
+        await ws.send(protocol.encode([protocol.FEED, CATCH, {'f': False}, {}, []]))
+        assert protocol.decode(await ws.recv()) == [protocol.EVENTS, [[protocol.CALL, 0, 'f', [], {}]]]
+        await ws.send(protocol.encode([protocol.ANSWERS, [[0, 'error', payload]]]))
+        assert protocol.decode(await ws.recv()) == [protocol.RESULT, caught, None, []]
+        await ws.send(protocol.encode([protocol.FEED, '1 + 1', {}, {}, []]))  # the session goes on
+        assert protocol.decode(await ws.recv()) == [protocol.RESULT, 2, None, []]
+
+
+async def test_a_host_function_of_the_client_that_raises_stop_iteration_fails_in_the_script(server):
+    def f():
+        return next(iter([]))
+
+    async with RemotePool(server.url) as pool, pool.checkout() as session:
+        assert await session.feed_run(CATCH, external_lookup={'f': f}) == ('RuntimeError', ('the host function raised StopIteration()',))
+        assert await session.feed_run('1 + 1') == 2
+
+
+@pytest.mark.parametrize('limits', [{'value_items': None}, {'value_items': 10**12}])
+async def test_a_client_cannot_lift_the_bound_on_the_items_the_server_decodes(server, limits):
+    """Its session's `value_items` may lower the bound on a frame's items, never raise it: one frame
+    of a million 1-byte arrays would otherwise take the server gigabytes and hold every session."""
+    async with connect(server.url + protocol.PATH, compression=None, max_size=None) as ws:
+        await ws.send(protocol.encode([protocol.OPEN, protocol.PROTOCOL_VERSION, {'limits': limits}]))
+        assert protocol.decode(await ws.recv())[0] == protocol.OPENED
+        await ws.send(protocol.encode([protocol.FEED, 'f()', {'f': False}, {}, []]))
+        assert protocol.decode(await ws.recv()) == [protocol.EVENTS, [[protocol.CALL, 0, 'f', [], {}]]]
+        await ws.send(protocol.encode([protocol.ANSWERS, [[0, 'ok', [[[]] * 1000] * 1100]]]))
+        assert protocol.decode(await ws.recv()) == [
+            protocol.ERROR, 'SandboxError', 'the client sent a malformed frame (ValueLimitError: a message has more than 1,001,024 items)', {}, [],
+        ]
+        with pytest.raises(ConnectionClosed):
+            await ws.recv()
+        assert ws.close_code == protocol.CLOSE_PROTOCOL
+
+
+async def test_a_mount_of_many_files_is_written_without_holding_up_other_sessions(server):
+    """A mount's files are written to disk off the event loop: while one connection's 100,000
+    folders are made, another session opens and runs, and the mount arrives whole."""
+    dirs = [[f'd{index}', 0.0] for index in range(100_000)]
+    options = {'mounts': [['/data', 'read-only', [['d7/note.txt', b'kept', 0.0]], dirs]]}
+    async with connect(server.url + protocol.PATH, compression=None, max_size=None) as big:
+        await big.send(protocol.encode([protocol.OPEN, protocol.PROTOCOL_VERSION, options]))
+        async with RemotePool(server.url) as pool, pool.checkout() as other:
+            assert await other.feed_run('6 * 7') == 42
+            opened = asyncio.ensure_future(big.recv())
+            await asyncio.sleep(0)
+            assert not opened.done()  # the big mount is still being written meanwhile
+        assert protocol.decode(await opened)[0] == protocol.OPENED
+        await big.send(protocol.encode([protocol.FEED, "import os\n(len(os.listdir('/data')), open('/data/d7/note.txt').read())", {}, {}, []]))
+        assert protocol.decode(await big.recv()) == [protocol.RESULT, (100_000, 'kept'), None, []]
+
+
+async def test_a_session_may_lower_the_limits_the_server_holds_to_a_ceiling(server):
+    async with RemotePool(server.url) as pool, pool.checkout(limits=Limits(cpu_time=1, memory=512 * 1024**2, type_check_time=5.0)) as session:
+        with pytest.raises(corral.SandboxLimitError) as info:
+            await session.feed_run('total = 0\nwhile True:\n    total += 1')
+        assert (info.value.limit, info.value.value) == ('cpu_time', 1)

@@ -15,6 +15,7 @@ the store after every feed, so any replica sharing the store resumes it.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import datetime
 import logging
@@ -295,6 +296,7 @@ class _Connection:
         self._ending: _Close | None = None
         self._serving = False  # until the session ends: `end()` may cancel the connection's task
         self._mount_dir: str | None = None
+        self._preparing: concurrent.futures.Future[dict[str, Any]] | None = None
         self._headers_trace = {k: v for k, v in websocket.headers.items() if k in ('traceparent', 'tracestate')}
 
     # ----- the connection's life ------------------------------------------------------------
@@ -378,6 +380,9 @@ class _Connection:
                         state = await self.session.dump()
                 self._send(p.encode([p.DRAIN, state]))
             await self.session.aclose()
+        if self._preparing is not None:  # its mounts are written before they are removed
+            with contextlib.suppress(Exception):
+                await asyncio.wrap_future(self._preparing)
         if self._mount_dir is not None:
             shutil.rmtree(self._mount_dir, ignore_errors=True)
 
@@ -425,9 +430,12 @@ class _Connection:
                 p.CLOSE_TOO_LARGE,
                 SandboxError(f"the client sent a frame of {len(data)} bytes, larger than the server's limit of {self.server.max_frame} bytes (corral serve --max-frame)"),
             )
-        limits = self.session.limits if self.session is not None else Limits()
-        items = None if limits.value_items is None else limits.value_items + 1024
-        size = None if limits.value_size is None else 2 * limits.value_size + len(data)
+        # The server's bounds on what it decodes: a client's limits may lower them, never lift them
+        # (a session's value_items=None would let one frame of 1-byte arrays take gigabytes and
+        # hold the event loop of every session for seconds).
+        limits = self.session.limits if self.session is not None else _BOUNDS
+        items = _lower(limits.value_items, _BOUNDS.value_items) + 1024
+        size = 2 * _lower(limits.value_size, _BOUNDS.value_size) + len(data)
         try:
             return p.decode(data, items=items, size=size)
         except Exception as error:
@@ -509,7 +517,9 @@ class _Connection:
 
     async def _open(self, options: dict[str, Any]) -> None:
         try:
-            checkout = self._checkout_options(options)
+            # in a thread: writing a mount's many files must not hold up the other sessions
+            self._preparing = _PREPARING.submit(self._checkout_options, options)
+            checkout = await asyncio.wrap_future(self._preparing)
         except Exception as error:
             if type(error) in (TypeError, ValueError):  # the options do not fit (raised as checkout raises them)
                 raise _Close(p.CLOSE_ENDED, error) from None
@@ -547,6 +557,13 @@ class _Connection:
             if not set(limits) <= names:
                 raise TypeError(f'unknown limits {sorted(set(limits) - names)}; the limits are the fields of corral.Limits')
             limits = Limits(**limits)
+            for name in _CEILINGS:
+                value, ceiling = getattr(limits, name), getattr(_BOUNDS, name)
+                if value is None or value > ceiling:
+                    raise ValueError(
+                        f"limits.{name}={value!r} is over this server's ceiling of {ceiling!r}: "
+                        f'a session of corral serve may lower its {name}, not raise or lift it'
+                    )
         return {
             'type_check': bool(options.get('type_check', False)),
             'type_check_stubs': options.get('type_check_stubs'),
@@ -594,19 +611,23 @@ class _Connection:
                 self._mount_dir = tempfile.mkdtemp(prefix='corral-mounts-')
             root = os.path.join(self._mount_dir, str(index))
             os.mkdir(root)
-            for rel, mtime in dirs:
-                path = _inside(root, rel)
-                os.makedirs(path, exist_ok=True)
-                os.utime(path, (mtime, mtime))
-            for rel, data, mtime in files:
-                path = _inside(root, rel)
-                if not isinstance(data, bytes):
-                    raise _Malformed('a mount file is malformed')
-                os.makedirs(os.path.dirname(path), exist_ok=True)
-                descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-                with os.fdopen(descriptor, 'wb') as file:
-                    file.write(data)
-                os.utime(path, (mtime, mtime))
+            rel: Any = None
+            try:
+                for rel, mtime in dirs:
+                    path = _inside(root, rel)
+                    os.makedirs(path, exist_ok=True)
+                    os.utime(path, (mtime, mtime))
+                for rel, data, mtime in files:
+                    path = _inside(root, rel)
+                    if not isinstance(data, bytes):
+                        raise _Malformed('a mount file is malformed')
+                    os.makedirs(os.path.dirname(path), exist_ok=True)
+                    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+                    with os.fdopen(descriptor, 'wb') as file:
+                        file.write(data)
+                    os.utime(path, (mtime, mtime))
+            except OSError as error:  # paths that collide (a file where a folder is): the server's own paths are not shown
+                raise _Malformed(f'the mount path {rel!r} cannot be written ({error.strerror})') from None
             mounts.append(Mount(root, sandbox_path, mode))
         return mounts
 
@@ -768,6 +789,23 @@ class _Connection:
             future.set_exception(Deferred(value))
         else:
             raise _Close(p.CLOSE_PROTOCOL, SandboxError(f'the client answered call {call_id} in an unknown way {how!r}'))
+
+
+#: Where the sessions' checkout options are made (their mounts written), off the event loop.
+_PREPARING = concurrent.futures.ThreadPoolExecutor(thread_name_prefix='corral-mounts')
+
+#: The largest values the server decodes from a client, and the ceilings of `_CEILINGS`: the default `Limits()`'s.
+_BOUNDS = Limits()
+#: The limits a client may lower but not raise: the CPU and memory its worker and its type check
+#: take from the host, which every tenant shares (a tenant's CPU quota is checked as a feed starts,
+#: so a feed's own `cpu_time` is what bounds it).
+_CEILINGS = ('memory', 'cpu_time', 'type_check_time', 'type_check_memory')
+
+
+def _lower(limit: int | None, bound: int | None) -> int:
+    """The smaller of a session's limit and the server's bound (None: no limit)."""
+    assert bound is not None
+    return bound if limit is None else min(limit, bound)
 
 
 class _Malformed(ValueError):

@@ -63,7 +63,7 @@ from typing import Any
 from .. import errors
 from ..host.deferred import PendingCall
 from .. import values
-from ..values import pack, unpack
+from ..values import bounded_repr, pack, unpack
 
 __all__ = [
     'PROTOCOL_VERSION', 'PATH', 'MAX_FRAME', 'OPEN', 'FEED', 'ANSWERS', 'RESUME', 'DUMP', 'LOAD',
@@ -174,10 +174,15 @@ def builtin_exception(name: str, args: list[Any]) -> Exception:
     so any args fit), or an `Exception` with them when `name` is not a built-in exception class.
 
     `corral.host.external.exception_payload` turns it back into `[name, args]`: a host function's
-    error crosses the network as it would have crossed the worker's channel.
+    error crosses the network as it would have crossed the worker's channel. Two classes cannot be
+    made so: an exception group needs its exceptions (an `Exception` with `args` stands in), and a
+    `StopIteration` cannot be raised into an awaited future, so it becomes the `RuntimeError` that
+    PEP 479 makes of a `StopIteration` leaving a coroutine.
     """
     cls = getattr(builtins, name, None)
-    if not (isinstance(cls, type) and issubclass(cls, Exception)):
+    if cls is StopIteration:
+        return RuntimeError(f'the host function raised StopIteration({bounded_repr(list(args), limit=200)[1:-1]})')
+    if not (isinstance(cls, type) and issubclass(cls, Exception)) or issubclass(cls, BaseExceptionGroup):
         cls = Exception
     error = cls.__new__(cls)
     error.args = tuple(args)
