@@ -383,8 +383,8 @@ class _Connection:
         if self._preparing is not None:  # its mounts are written before they are removed
             with contextlib.suppress(Exception):
                 await asyncio.wrap_future(self._preparing)
-        if self._mount_dir is not None:
-            shutil.rmtree(self._mount_dir, ignore_errors=True)
+        if self._mount_dir is not None:  # in the thread too: removing many files holds up no session
+            await asyncio.wrap_future(_PREPARING.submit(shutil.rmtree, self._mount_dir, ignore_errors=True))
 
     async def _finish_writing(self, writer: asyncio.Task[None], wait: bool) -> None:
         self._flush()
@@ -791,7 +791,7 @@ class _Connection:
             raise _Close(p.CLOSE_PROTOCOL, SandboxError(f'the client answered call {call_id} in an unknown way {how!r}'))
 
 
-#: Where the sessions' checkout options are made (their mounts written), off the event loop.
+#: Where the sessions' checkout options are made (their mounts written, later removed), off the event loop.
 _PREPARING = concurrent.futures.ThreadPoolExecutor(thread_name_prefix='corral-mounts')
 
 #: The largest values the server decodes from a client, and the ceilings of `_CEILINGS`: the default `Limits()`'s.
