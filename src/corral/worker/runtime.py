@@ -15,6 +15,7 @@ import sys
 import traceback
 import types
 from collections import deque
+from collections.abc import Iterator
 from typing import Any
 
 from ..channel import CALL, COMPILE, DONE, FAIL, FEED, OUTPUT, PAUSE, REPLY, STOP, TIMED, WAIT, WAKE, FrameReader, ProtocolError, frame, poll
@@ -636,19 +637,12 @@ class Worker:
         """Python's traceback text, keeping only the script's own frames."""
         _drop_repeated_frames(error)
         summary = traceback.TracebackException.from_exception(error)
-        seen: set[int] = set()
-        pending = [summary]
-        while pending:
-            current = pending.pop()
-            if id(current) in seen:
-                continue
-            seen.add(id(current))
+        for current in _chain(summary):
             frames = [frame for frame in current.stack if frame.filename in self._script_files]
             for frame_summary in frames:
                 frame_summary.line  # load the source line before renaming the file
                 frame_summary.filename = self._script_name
             current.stack = traceback.StackSummary.from_list(frames)
-            pending.extend(chained for chained in (current.__cause__, current.__context__) if chained is not None)
         return ''.join(summary.format()).rstrip('\n')
 
 
@@ -657,13 +651,7 @@ def _drop_repeated_frames(error: BaseException) -> None:
     frame and line of the entry before it: a `raise` in a handler of the same frame adds one on
     some CPython 3.11 releases (3.11.2) and not on others (3.11.7); a stop re-raised in the
     script's `except` (`language.stop`) would show that line twice there."""
-    seen: set[int] = set()
-    pending = [error]
-    while pending:
-        current = pending.pop()
-        if id(current) in seen:
-            continue
-        seen.add(id(current))
+    for current in _chain(error):
         entry = current.__traceback__
         while entry is not None and entry.tb_next is not None:
             following = entry.tb_next
@@ -671,6 +659,19 @@ def _drop_repeated_frames(error: BaseException) -> None:
                 entry.tb_next = following.tb_next
             else:
                 entry = following
+
+
+def _chain(first: Any) -> Iterator[Any]:
+    """`first` and every exception chained to it (`__cause__`, `__context__`), each once: of
+    exceptions or of `traceback.TracebackException`s, which chain the same way."""
+    seen: set[int] = set()
+    pending = [first]
+    while pending:
+        current = pending.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        yield current
         pending.extend(chained for chained in (current.__cause__, current.__context__) if chained is not None)
 
 
