@@ -99,7 +99,10 @@ async def test_prints_stream_in_order_with_host_calls(server):
     assert seen == [('stdout', 'one\n'), ('call', 'a'), ('stdout', 'two A\n'), ('stderr', 'err\n'), ('call', 'b')]
 
 
-async def test_gathered_calls_travel_in_one_frame(server, monkeypatch):
+@pytest.mark.parametrize('count', [5, 200])
+async def test_gathered_calls_travel_in_one_frame(server, monkeypatch, count):
+    # The calls a worker makes before it waits reach the link in tasks: a frame sent as soon as the
+    # worker waits held the first two of five and left the rest for another frame.
     frames = []
     original = corral.RemoteSession._on_message
 
@@ -110,11 +113,13 @@ async def test_gathered_calls_travel_in_one_frame(server, monkeypatch):
 
     monkeypatch.setattr(corral.RemoteSession, '_on_message', record)
     async with RemotePool(server.url) as pool, pool.checkout() as session:
-        value = await session.feed_run(
-            "import asyncio\nawait asyncio.gather(*[get_order(str(i)) for i in range(5)])", external_lookup={'get_order': get_order}
-        )
-    assert [order['id'] for order in value] == ['0', '1', '2', '3', '4']
-    assert frames == [[protocol.CALL] * 5]  # five calls, one frame
+        for _ in range(5):
+            frames.clear()
+            value = await session.feed_run(
+                f"import asyncio\nawait asyncio.gather(*[get_order(str(i)) for i in range({count})])", external_lookup={'get_order': get_order}
+            )
+            assert [order['id'] for order in value] == [str(i) for i in range(count)]
+            assert frames == [[protocol.CALL] * count]  # all the calls, one frame
 
 
 async def test_external_modules_run_in_the_client(server):

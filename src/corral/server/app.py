@@ -475,12 +475,16 @@ class _Connection:
         if self._flush_handle is None:
             self._flush_handle = self._loop.call_soon(self._flush_when_waiting)
 
-    def _flush_when_waiting(self) -> None:
+    def _flush_when_waiting(self, settled: bool = False) -> None:
         self._flush_handle = None
         session = self.session
-        if self._calls_queued and session is not None and not session.worker_waiting and time.monotonic() - self._calls_since < GATHER_SECONDS:
-            self._flush_handle = self._loop.call_later(_GATHER_POLL, self._flush_when_waiting)
-            return
+        if self._calls_queued and session is not None and time.monotonic() - self._calls_since < GATHER_SECONDS:
+            if not session.worker_waiting:
+                self._flush_handle = self._loop.call_later(_GATHER_POLL, self._flush_when_waiting)
+                return
+            if not settled:  # the calls the worker made before it waited reach `call` in tasks already queued: after them
+                self._flush_handle = self._loop.call_soon(self._flush_when_waiting, True)
+                return
         self._flush()
 
     def _flush(self) -> None:
