@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from corral.language.compile import compile_script
-from corral.language.guards import guarded_getattr, guarded_setattr
+from corral.language.guards import format_attribute, guarded_getattr, guarded_setattr
 from corral.language.rewrite import rewrite
 from corral.language.rules import (
     CLASS_ASSIGN_DUNDERS,
@@ -31,7 +31,6 @@ from corral.language.rules import (
     is_private,
     normalize,
 )
-from corral.language.strformat import safe_format
 from corral.language.validate import validate
 
 pytestmark = pytest.mark.filterwarnings("ignore::SyntaxWarning")
@@ -305,7 +304,7 @@ def test_safe_format_agrees_with_str_format(parts):
     except Exception as error:
         expected = ('error', type(error))
     try:
-        got = ('ok', safe_format(text, args, kwargs))
+        got = ('ok', format_attribute(text, 'format')(*args, **kwargs))
     except Exception as error:
         got = ('error', type(error))
     assert got == expected, text

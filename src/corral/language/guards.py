@@ -525,13 +525,13 @@ _BuiltinMethod = types.BuiltinMethodType
 def _unbound_format(self: Any, /, *args: Any, **kwargs: Any) -> str:
     if not issubclass(type(self), str):
         raise TypeError(f"descriptor 'format' for 'str' objects doesn't apply to a '{_type_name(type(self))}' object")
-    return safe_format(_str_str(self), args, kwargs)
+    return safe_format(_str_str(self), args, kwargs, refusal=_refusal)
 
 
 def _unbound_format_map(self: Any, mapping: Any, /) -> str:
     if not issubclass(type(self), str):
         raise TypeError(f"descriptor 'format_map' for 'str' objects doesn't apply to a '{_type_name(type(self))}' object")
-    return safe_format(_str_str(self), (), mapping, mapping=True)
+    return safe_format(_str_str(self), (), mapping, refusal=_refusal, mapping=True)
 
 
 _unbound_format.__name__ = 'format'
@@ -542,7 +542,7 @@ _unbound_format_map.__qualname__ = 'str.format_map'
 
 def _bound_format(text: str) -> Any:
     def format(*args: Any, **kwargs: Any) -> str:
-        return safe_format(text, args, kwargs)
+        return safe_format(text, args, kwargs, refusal=_refusal)
 
     format.__qualname__ = 'str.format'
     return format
@@ -550,7 +550,7 @@ def _bound_format(text: str) -> Any:
 
 def _bound_format_map(text: str) -> Any:
     def format_map(mapping: Any, /) -> str:
-        return safe_format(text, (), mapping, mapping=True)
+        return safe_format(text, (), mapping, refusal=_refusal, mapping=True)
 
     format_map.__qualname__ = 'str.format_map'
     return format_map

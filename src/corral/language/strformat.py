@@ -11,6 +11,7 @@ unguarded `get_field` through `super()` or by patching a class.
 from __future__ import annotations
 
 import _string
+from collections.abc import Callable
 from typing import Any
 
 __all__ = ['safe_format']
@@ -19,8 +20,10 @@ _parse = _string.formatter_parser
 _split = _string.formatter_field_name_split
 
 
-def safe_format(text: str, args: tuple[Any, ...], kwargs: Any, *, mapping: bool = False) -> str:
-    """`text.format(*args, **kwargs)`, or `text.format_map(kwargs)` when `mapping`."""
+def safe_format(text: str, args: tuple[Any, ...], kwargs: Any, *, refusal: Callable[..., str | None], mapping: bool = False) -> str:
+    """`text.format(*args, **kwargs)`, or `text.format_map(kwargs)` when `mapping`. `refusal(obj,
+    name, store=False)` is why a field may not read attribute `name` of `obj`, or None (the
+    guards' rule, which they pass: they import this module)."""
     try:
         plain = True
         for _literal, field, spec, _conversion in _parse(text):
@@ -31,11 +34,11 @@ def safe_format(text: str, args: tuple[Any, ...], kwargs: Any, *, mapping: bool 
         plain = False
     if plain:
         return str.format_map(text, kwargs) if mapping else str.format(text, *args, **kwargs)
-    result, _ = _vformat(text, args, kwargs, 2, 0)
+    result, _ = _vformat(text, args, kwargs, refusal, 2, 0)
     return result
 
 
-def _vformat(text: str, args: tuple[Any, ...], kwargs: Any, depth: int, auto: int | bool) -> tuple[str, int | bool]:
+def _vformat(text: str, args: tuple[Any, ...], kwargs: Any, refusal: Callable[..., str | None], depth: int, auto: int | bool) -> tuple[str, int | bool]:
     if depth < 0:
         raise ValueError('Max string recursion exceeded')
     parts: list[str] = []
@@ -53,23 +56,16 @@ def _vformat(text: str, args: tuple[Any, ...], kwargs: Any, depth: int, auto: in
             if auto:
                 raise ValueError('cannot switch from automatic field numbering to manual field specification')
             auto = False
-        value = _field(field, args, kwargs)
+        value = _field(field, args, kwargs, refusal)
         if conversion is not None:
             value = _convert(value, conversion)
         if spec:
-            spec, auto = _vformat(spec, args, kwargs, depth - 1, auto)
+            spec, auto = _vformat(spec, args, kwargs, refusal, depth - 1, auto)
         parts.append(format(value, spec or ''))
     return ''.join(parts), auto
 
 
-_refusal: Any = None
-
-
-def _field(field: str, args: tuple[Any, ...], kwargs: Any) -> Any:
-    global _refusal
-    if _refusal is None:
-        from .guards import _refusal  # the guards import this module
-
+def _field(field: str, args: tuple[Any, ...], kwargs: Any, refusal: Callable[..., str | None]) -> Any:
     first, rest = _split(field)
     if isinstance(first, int):
         if first >= len(args):
@@ -79,9 +75,9 @@ def _field(field: str, args: tuple[Any, ...], kwargs: Any) -> Any:
         value = kwargs[first]
     for is_attribute, key in rest:
         if is_attribute:
-            refusal = _refusal(value, key, store=False)
-            if refusal is not None:
-                raise AttributeError(f'str.format() field {{{field}}}: {refusal}')
+            refused = refusal(value, key, store=False)
+            if refused is not None:
+                raise AttributeError(f'str.format() field {{{field}}}: {refused}')
             value = getattr(value, key)
         else:
             value = value[key]
