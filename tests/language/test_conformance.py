@@ -13,6 +13,7 @@ import ast
 import pytest
 
 from corral.language import catalog
+from corral.language.modules import module_names
 
 from . import cases_stdlib, cases_syntax
 from .runner import Case, run_cpython, run_sandbox
@@ -74,5 +75,5 @@ def test_every_documented_name_is_used() -> None:
     used: set[tuple[str, str]] = set()
     for c in CASES:
         used |= used_names(c.code)
-    missing = [f'{module}.{name}' for module in catalog.STDLIB_MODULES for name in catalog.module_names(module) if (module, name) not in used]
+    missing = [f'{module}.{name}' for module in catalog.STDLIB_MODULES for name in module_names(module) if (module, name) not in used]
     assert missing == []

@@ -12,6 +12,7 @@ import pytest
 
 import corral
 from corral.language.catalog import STDLIB_MODULES, missing_member, missing_module
+from corral.language.modules import module_names
 
 MODULES = ', '.join(STDLIB_MODULES)
 OS_OFFERS = (
@@ -124,7 +125,7 @@ REFUSALS = [
      'time.gmtime(), or datetime with zoneinfo. time offers: gmtime, monotonic, monotonic_ns, perf_counter, '
      'perf_counter_ns, process_time, process_time_ns, sleep, strftime, strptime, struct_time, time, time_ns'),
     ('asyncio-get-event-loop', 'import asyncio\nasyncio.get_event_loop()',
-     missing_member('asyncio', 'get_event_loop')),
+     missing_member('asyncio', 'get_event_loop', module_names('asyncio'))),
     ('contextlib-redirect-stdout', 'import contextlib\ncontextlib.redirect_stdout',
      "AttributeError: module 'contextlib' has no attribute 'redirect_stdout' in the sandbox: write to a buffer with "
      "print(..., file=buffer). contextlib offers: AbstractAsyncContextManager, AbstractContextManager, AsyncContextDecorator, "
@@ -164,4 +165,4 @@ async def test_refusal(pool, code: str, expected: str) -> None:
 
 def test_messages_come_from_the_catalog() -> None:
     assert missing_module('requests').startswith("No module named 'requests': a script has no network access")
-    assert missing_member('os', 'system').startswith("module 'os' has no attribute 'system' in the sandbox")
+    assert missing_member('os', 'system', module_names('os')).startswith("module 'os' has no attribute 'system' in the sandbox")

@@ -21,6 +21,7 @@ import dataclasses
 import textwrap
 
 from corral.language.catalog import missing_member, missing_module
+from corral.language.modules import module_names
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,11 +117,11 @@ def no_module(name: str) -> str:
 
 
 def no_member(module: str, name: str) -> str:
-    return 'AttributeError: ' + missing_member(module, name)
+    return 'AttributeError: ' + missing_member(module, name, module_names(module))
 
 
 def cannot_import(module: str, name: str) -> str:
-    return f"ImportError: cannot import name '{name}' from '{module}': " + missing_member(module, name)
+    return f"ImportError: cannot import name '{name}' from '{module}': " + missing_member(module, name, module_names(module))
 CODE_HINT = 'a script cannot run code from a string; write the code in the script itself'
 
 ATTACKS: list[Attack] = [

@@ -1,7 +1,7 @@
 """What a script may import and use: the one list the runtime, the type checker and the docs share.
 
 - `STDLIB_MODULES`: the standard library modules a script may import (each one a facade, see
-  `modules.py`); `module_names(name)` is what a facade offers.
+  `modules.py`, whose `module_names(name)` is what a facade offers).
 - `missing_module(name)`, `missing_member(module, name)`, `missing_builtin(name)`: the words a
   script reads when it reaches for something the sandbox does not have. The worker raises them
   (`ModuleNotFoundError`, `ImportError`, `AttributeError`, `NameError`); the type checker adds
@@ -25,7 +25,6 @@ __all__ = [
     'package_closure',
     'missing_member',
     'missing_module',
-    'module_names',
 ]
 
 #: The standard library modules a script may import, in the order the docs list them.
@@ -309,13 +308,6 @@ MODULE_NOTES: dict[str, str] = {
 }
 
 
-def module_names(name: str) -> tuple[str, ...]:
-    """The public names the facade of sandbox module `name` offers (its submodules too), sorted."""
-    from .modules import public_names, stdlib_module
-
-    return tuple(public_names(stdlib_module(name)))
-
-
 def _listing(names: Iterable[str]) -> str:
     return ', '.join(sorted(names))
 
@@ -338,9 +330,10 @@ def missing_module(name: str, host_modules: Iterable[str] = (), packages: Iterab
     return text
 
 
-def missing_member(module: str, name: str, available: Iterable[str] | None = None) -> str:
-    """Why `module.name` is not there, and what the module offers."""
-    names = sorted(available if available is not None else module_names(module))
+def missing_member(module: str, name: str, available: Iterable[str]) -> str:
+    """Why `module.name` is not there, and what the module offers (`available`: the names its
+    facade offers, `modules.module_names(module)`)."""
+    names = sorted(available)
     hint = MEMBER_HINTS.get((module, name))
     text = f"module '{module}' has no attribute '{name}' in the sandbox"
     if hint:

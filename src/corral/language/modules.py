@@ -63,7 +63,7 @@ from .rules import (
     normalize,
 )
 
-__all__ = ['facade', 'import_module', 'public_names', 'stdlib_module']
+__all__ = ['facade', 'import_module', 'module_names', 'public_names', 'stdlib_module']
 
 _ASYNCIO = (
     'ALL_COMPLETED', 'FIRST_COMPLETED', 'FIRST_EXCEPTION', 'Barrier', 'BoundedSemaphore', 'BrokenBarrierError',
@@ -187,6 +187,11 @@ def stdlib_module(name: str) -> types.ModuleType:
 def public_names(module: types.ModuleType) -> list[str]:
     """What a facade offers: its public names, sandbox submodules included (`os.path`)."""
     return sorted(key for key in module.__dict__ if not key.startswith('_'))
+
+
+def module_names(name: str) -> tuple[str, ...]:
+    """The public names the facade of sandbox module `name` offers (its submodules too), sorted."""
+    return tuple(public_names(stdlib_module(name)))
 
 
 def _module(name: str, doc: str | None, values: dict[str, Any]) -> types.ModuleType:

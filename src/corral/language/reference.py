@@ -13,7 +13,7 @@ import types
 
 from . import catalog
 from .builtins import EXCEPTIONS, SAFE_BUILTINS, UNAVAILABLE_BUILTINS
-from .modules import stdlib_module
+from .modules import module_names, stdlib_module
 from .rules import DEFINABLE_DUNDERS, READ_DUNDERS, STORE_DUNDERS
 
 __all__ = ['render']
@@ -102,7 +102,7 @@ def _module_section(name: str) -> list[str]:
     if note:
         lines += [note[0].upper() + note[1:] + '.', '']
     groups: dict[str, list[str]] = {}
-    for member in catalog.module_names(name):
+    for member in module_names(name):
         groups.setdefault(_kind(getattr(module, member)), []).append(member)
     for kind in ('modules', 'functions', 'classes', 'exceptions', 'constants'):
         if kind in groups:
@@ -176,7 +176,7 @@ def render() -> str:
         'and reading a name a module does not offer raises `AttributeError`:',
         '',
         '```',
-        'AttributeError: ' + catalog.missing_member('os', 'system'),
+        'AttributeError: ' + catalog.missing_member('os', 'system', module_names('os')),
         '```',
         '',
     ]

@@ -22,6 +22,7 @@ from collections.abc import Collection
 
 from ..language import catalog
 from ..language.builtins import UNAVAILABLE_BUILTINS
+from ..language.modules import module_names
 from . import _render
 from ._syntax import nodes
 
@@ -61,7 +62,7 @@ def annotate(diag: _render.Diagnostic, host_modules: Collection[str], code_lines
         if name in parts and parts.index(name) > 0:
             module = '.'.join(parts[: parts.index(name)])
             if module in catalog.STDLIB_MODULES:
-                diag.blocks.append(_render.Block(title=[f'info: {catalog.missing_member(module, name)}']))
+                diag.blocks.append(_render.Block(title=[f'info: {catalog.missing_member(module, name, module_names(module))}']))
         return
     match = _IMPORT_RE.match(header)
     if match:
@@ -73,7 +74,7 @@ def annotate(diag: _render.Diagnostic, host_modules: Collection[str], code_lines
     if match:
         module, name = match.groups()
         if module in catalog.STDLIB_MODULES or module in _package_modules(packages):
-            diag.blocks.append(_render.Block(title=[f'info: {catalog.missing_member(module, name)}']))
+            diag.blocks.append(_render.Block(title=[f'info: {catalog.missing_member(module, name, module_names(module))}']))
         return
     match = _NAME_RE.match(header)
     if match and match.group(1) in UNAVAILABLE_BUILTINS:
@@ -150,7 +151,7 @@ def unresolved_imports(
                     found.append((*position, node.module, None))
             elif node.module in catalog.STDLIB_MODULES and node.module not in host_modules:
                 # `from json import decoder`: ty accepts a submodule the facade does not offer
-                offered = set(catalog.module_names(node.module))
+                offered = set(module_names(node.module))
                 for alias in node.names:
                     if alias.name != '*' and alias.name not in offered:
                         found.append((alias.lineno, alias.col_offset, alias.name, node.module))
@@ -201,7 +202,7 @@ def _diagnostic(
     if module is not None:
         rule = 'unresolved-attribute' if attribute else 'import-not-found'
         header = f'error[{rule}]: Module `{module}` has no member `{name}`'
-        info = catalog.missing_member(module, name)
+        info = catalog.missing_member(module, name, module_names(module))
     else:
         header = f'error[import-not-found]: Cannot resolve imported module `{name}`'
         info = catalog.missing_module(name, host_modules, packages)

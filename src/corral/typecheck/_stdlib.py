@@ -4,7 +4,7 @@ ty checks a script against a typeshed folder (`--typeshed`): its own vendored ty
 out of the ty binary, where
 
 - the stub of every sandbox module (`catalog.STDLIB_MODULES`) keeps only the names its facade
-  offers (`catalog.module_names`), so `os.system` or `from json import decoder` is ty's own
+  offers (`modules.module_names`), so `os.system` or `from json import decoder` is ty's own
   "has no member" diagnostic;
 - `builtins.pyi` drops the builtins the sandbox does not have (`eval`, `exec`, `input` ...).
 
@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterable
 
 from ..language import catalog
 from ..language.builtins import UNAVAILABLE_BUILTINS
+from ..language.modules import module_names
 from ._typeshed import VendoredTypeshed
 
 __all__ = ['SandboxTypeshed', 'sandbox_typeshed', 'stub_path']
@@ -87,7 +88,7 @@ class SandboxTypeshed:
             path = stub_path(module, exists)
             if path is None:
                 raise RuntimeError(f'ty has no stub for the sandbox module {module!r}')
-            allowed = frozenset(catalog.module_names(module))
+            allowed = frozenset(module_names(module))
             real = importlib.import_module(module)
             removed = frozenset(name for name in dir(real) if not name.startswith('_')) - allowed
             package = module if path.endswith('/__init__.pyi') else module.rpartition('.')[0]
