@@ -8,6 +8,12 @@ and `facades` (standard library facades), `hostio` (files, environment, clock an
 the host). `catalog` is the one list of what a script may import, and the words of every refusal
 of a module or a name, shared with the type checker and `reference` (the docs page).
 `SandboxStop` is how the worker stops a script; scripts cannot catch it.
+
+Imports go one way, each module importing only from the groups before its own (checked by
+`tests/test_imports.py`): `rules`, `catalog`, `walk`, `stop`, `identity`, `native`, `strformat`;
+then `validate`, `rewrite`, `hostio`, `preload`; `compile`, `facades`; `guards`; `copying`,
+`packages`, `builtins`; `modules`; `reference`. A lower module that needs a higher one's work takes
+it as an argument (`strformat.safe_format`'s `refusal`, `catalog.missing_member`'s `available`).
 """
 
 from .builtins import EXCEPTIONS, SAFE_BUILTINS, make_builtins

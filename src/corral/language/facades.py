@@ -342,8 +342,6 @@ def _os_path() -> dict[str, Any]:
 
 
 def _os() -> dict[str, Any]:
-    from .modules import stdlib_module
-
     return {
         'sep': os.sep, 'altsep': os.altsep, 'extsep': os.extsep, 'pathsep': os.pathsep, 'linesep': os.linesep,
         'curdir': os.curdir, 'pardir': os.pardir, 'defpath': os.defpath, 'devnull': os.devnull, 'name': os.name,
@@ -356,7 +354,6 @@ def _os() -> dict[str, Any]:
             getcwd, listdir, scandir, stat, lstat, mkdir, remove, unlink, rmdir, rename, replace)},
         'walk': walk, 'makedirs': makedirs, 'removedirs': removedirs,
         'getenv': hostio.getenv, 'environ': hostio.environ,
-        'path': stdlib_module('os.path'),
     }
 
 
@@ -947,7 +944,7 @@ def _pprint_module() -> dict[str, Any]:
 
 def available_timezones() -> set[str]:
     """The keys of every time zone the sandbox has."""
-    from . import preload
+    from . import preload  # on first use: the host, which lists this facade's names, never loads the zones
 
     return set(preload.ZONE_KEYS)
 

@@ -31,6 +31,7 @@ import collections
 import collections.abc
 import contextlib
 import enum
+import operator
 import re
 import sys
 import types
@@ -53,6 +54,7 @@ from .rules import (
     is_private,
     normalize,
 )
+from .rewrite import INPLACE
 from .stop import SandboxStop, due, find_stop, raise_due
 from .strformat import safe_format
 
@@ -1134,10 +1136,6 @@ async def top_level_call(func: Any, /, *args: Any, **kwargs: Any) -> Any:
 
 def make_guards(match_specs: list[tuple[tuple[str, ...], int, tuple[str, ...]]]) -> dict[str, Any]:
     """The `__corral...` names the rewritten code calls, for a builtins namespace."""
-    import operator
-
-    from .rewrite import INPLACE
-
     global _FOREIGN_METACLASSES
     if not _FOREIGN_METACLASSES:
         _FOREIGN_METACLASSES = _metaclasses_before_scripts()

@@ -40,7 +40,7 @@ import importlib
 import sys
 import types
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from . import copying
@@ -54,6 +54,7 @@ from .guards import (
 )
 from .catalog import PACKAGE_MODULES, STDLIB_MODULES, missing_member, missing_module
 from .packages import BUILDERS as PACKAGE_BUILDERS
+from .packages import load, loaded
 from .facades import BUILDERS, TextCalendar, prcal, prmonth, register_random, reveal_type, run, uuid4
 from .rules import (
     CLASS_ASSIGN_DUNDERS,
@@ -63,7 +64,7 @@ from .rules import (
     normalize,
 )
 
-__all__ = ['facade', 'import_module', 'module_names', 'public_names', 'stdlib_module']
+__all__ = ['facade', 'import_module', 'load_packages', 'module_names', 'public_names', 'stdlib_module']
 
 _ASYNCIO = (
     'ALL_COMPLETED', 'FIRST_COMPLETED', 'FIRST_EXCEPTION', 'Barrier', 'BoundedSemaphore', 'BrokenBarrierError',
@@ -103,6 +104,12 @@ _WITHHELD: dict[str, frozenset[str]] = {
 _ONLY: dict[str, tuple[str, ...]] = {'asyncio': _ASYNCIO, 'uuid': _UUID, 'contextlib': _CONTEXTLIB, 'abc': _ABC}
 
 _cache: dict[str, types.ModuleType] = {}
+
+#: The submodules a script may import (`os.path`, `numpy.linalg`): each is an attribute of its parent.
+_SUBMODULES = tuple(
+    name for name in (*STDLIB_MODULES, *(module for modules in PACKAGE_MODULES.values() for module in modules))
+    if '.' in name
+)
 
 #: Modules CPython's C code imports on first use (PyImport_Import, with a list as fromlist);
 #: they get the real, preloaded module (see `preload.py`), never a script.
@@ -177,11 +184,17 @@ def stdlib_module(name: str) -> types.ModuleType:
             if name == 'random':
                 register_random(module)
         _cache[name] = module
-        # a sandbox submodule is an attribute of its parent, as in CPython (`import os.path`)
-        parent, _, child = name.rpartition('.')
-        if parent and parent in _cache:
-            setattr(_cache[parent], child, module)
     return module
+
+
+def load_packages(packages: Iterable[str]) -> None:
+    """Load `packages` (`packages.load`: names of `catalog.PACKAGES`, with what they need) and
+    build the facades of their modules, in the zygote before the lockdown: a worker's import finds
+    them made. Raises `ImportError` when one is not installed."""
+    load(packages)
+    for name in loaded():
+        for module in PACKAGE_MODULES[name]:
+            stdlib_module(module)
 
 
 def public_names(module: types.ModuleType) -> list[str]:
@@ -199,6 +212,10 @@ def _module(name: str, doc: str | None, values: dict[str, Any]) -> types.ModuleT
     for key, value in values.items():
         setattr(module, key, value)
     module.__all__ = [key for key in values if not isinstance(values[key], types.ModuleType)]
+    # a sandbox submodule is an attribute of its parent, as in CPython (`import os.path`)
+    for child in _SUBMODULES:
+        if child.rpartition('.')[0] == name:
+            setattr(module, child.rpartition('.')[2], stdlib_module(child))
     return module
 
 
@@ -221,11 +238,7 @@ def facade(real: types.ModuleType) -> types.ModuleType:
         if isinstance(value, types.ModuleType):
             continue
         values[key] = value
-    module = _module(name, real.__doc__, values)
-    for child in STDLIB_MODULES:
-        if child.startswith(name + '.') and '.' not in child[len(name) + 1 :]:
-            setattr(module, child[len(name) + 1 :], stdlib_module(child))
-    return module
+    return _module(name, real.__doc__, values)
 
 
 # ----- operator --------------------------------------------------------------------------------

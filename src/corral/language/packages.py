@@ -44,7 +44,7 @@ from typing import Any
 from ..values import Image, figure_image, library_repr, package_form
 from . import hostio
 from .catalog import PACKAGE_ATTRIBUTE_HINTS, PACKAGE_MODULES, PACKAGES, WITHHELD_PACKAGE_NAMES, package_closure
-from .facades import clock_method
+from .facades import clock_method, session_entropy
 from .guards import special_name_hook
 from .rules import attribute_refusal, is_dunder, is_private, normalize
 
@@ -291,16 +291,13 @@ def _writer(method: Callable[..., Any], argument: str, *, binary: bool = False, 
 
 def load(packages: Iterable[str]) -> None:
     """Import `packages` (names of `catalog.PACKAGES`, with what they need) and close them; in
-    the zygote, before the lockdown. Raises `ImportError` when one is not installed."""
-    from .modules import stdlib_module
-
+    the zygote, before the lockdown (`modules.load_packages`, which then builds their facades).
+    Raises `ImportError` when one is not installed."""
     wanted = set(package_closure(packages))
     for name in PACKAGES:
         if name in wanted and name not in _loaded:
             _LOADERS[name]()
             _loaded.append(name)
-            for module in PACKAGE_MODULES[name]:
-                stdlib_module(module)  # built once here: a worker's import finds it made
 
 
 def _load_numpy() -> None:
@@ -489,21 +486,15 @@ def _public(module: types.ModuleType, names: Iterable[str]) -> dict[str, Any]:
 def _numpy() -> dict[str, Any]:
     import numpy as np
 
-    from .modules import stdlib_module
-
     values = _public(np, np.__all__)
     values['loadtxt'] = _reader(np.loadtxt, 'fname', 'r')
     values['genfromtxt'] = _reader(np.genfromtxt, 'fname', 'r')
     values['savetxt'] = _writer(np.savetxt, 'fname', position=-1)
-    for child in ('linalg', 'fft', 'random'):
-        values[child] = stdlib_module(f'numpy.{child}')
     return values
 
 
 def _numpy_random() -> dict[str, Any]:
     import numpy as np
-
-    from .facades import session_entropy
 
     random = np.random
     values = _public(random, random.__all__)
@@ -558,11 +549,7 @@ def _pandas() -> dict[str, Any]:
 def _matplotlib() -> dict[str, Any]:
     import matplotlib
 
-    from .modules import stdlib_module
-
-    values = _public(matplotlib, matplotlib.__all__)
-    values['pyplot'] = stdlib_module('matplotlib.pyplot')
-    return values
+    return _public(matplotlib, matplotlib.__all__)
 
 
 def _pyplot() -> dict[str, Any]:

@@ -3,7 +3,7 @@
 The host starts it once (`python -m corral.worker FD SKIP PACKAGES`), with one end of a Unix
 socketpair as file descriptor FD, SKIP the comma-separated lockdown layers the host chose to run
 without and PACKAGES the comma-separated third-party packages scripts may import (loaded here by
-`language.packages.load`, before anything is locked down). The process imports everything a worker needs, probes seccomp, enters the namespaces
+`language.modules.load_packages`, before anything is locked down). The process imports everything a worker needs, probes seccomp, enters the namespaces
 (`namespaces.enter`: user, network, mount, UTS, IPC, PID) and forks the zygote proper, pid 1 of
 the new PID namespace, then only waits for it. The zygote builds one worker (its event loop,
 builtins and guards: `runtime.prepare_worker`) that every forked worker starts from, makes an
@@ -129,9 +129,9 @@ def main(argv: list[str]) -> None:
     for name in runtime.PRELOAD_MODULES:
         __import__(name)
     if packages:
-        from ..language import packages as package_loader
+        from ..language.modules import load_packages
 
-        package_loader.load(packages)
+        load_packages(packages)
     layers = lockdown.available_layers()
     layers.update(namespaces.enter(skip))
     in_userns = 'userns' not in skip and layers['userns'] is None
