@@ -21,7 +21,8 @@ import re
 import secrets
 from ..errors import SandboxAuthError
 from ..store.base import check_tenant
-from ..store.tenants import TenantTables, open_tenant_tables
+from ..store.tenants import TenantTables
+from ..store.url import open_tenant_tables
 
 __all__ = ['ApiKey', 'KeyRing', 'KEY_PREFIX']
 

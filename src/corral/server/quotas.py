@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, cast
 from ..errors import SandboxQuotaError, SandboxStoreError
 from ..host.lease import Lease
 from ..store.base import Store, check_state, check_tenant
-from ..store.tenants import QUOTA_NAMES, TenantTables, open_tenant_tables
+from ..store.tenants import QUOTA_NAMES, TenantTables
+from ..store.url import open_tenant_tables
 
 if TYPE_CHECKING:
     from ..host.session import Session

@@ -11,7 +11,7 @@ from __future__ import annotations
 import builtins
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 from .base import check_holder, check_tenant, check_ttl
 
@@ -26,7 +26,6 @@ __all__ = [
     'PostgresTenantTables',
     'SQLiteTenantTables',
     'TenantTables',
-    'open_tenant_tables',
     'POSTGRES_TENANT_SCHEMA',
     'SQLITE_TENANT_SCHEMA',
 ]
@@ -206,19 +205,6 @@ class TenantTables(Protocol):
     async def close(self) -> None:
         """Close the store's connections."""
         ...
-
-
-def open_tenant_tables(store: TenantTables | str | None, what: str) -> tuple[TenantTables, bool]:
-    """The tenant tables of `store` (a store that has them, a store URL, or None for the embedded
-    default), and whether they were opened here (then their user closes them). `what` names what
-    the caller keeps, for the `TypeError` of a store without them."""
-    if store is None or isinstance(store, str):
-        from .url import open_store
-
-        return cast(TenantTables, open_store(store)), True
-    if isinstance(store, TenantTables):
-        return store, False
-    raise TypeError(f'{type(store).__name__} keeps no {what}: use a SQLiteStore, a PostgresStore or a store URL')
 
 
 def _check_quotas(quotas: Mapping[str, float | None]) -> dict[str, float | None]:

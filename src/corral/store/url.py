@@ -1,14 +1,17 @@
-"""`open_store`: a store from a URL, or the embedded default."""
+"""`open_store`: a store from a URL, or the embedded default; `open_tenant_tables`: the tenant
+tables of a store or a store URL."""
 
 from __future__ import annotations
 
+from typing import cast
 from urllib.parse import unquote, urlsplit
 
 from .base import Store, redact_url
 from .postgres import PostgresStore
 from .sqlite import SQLiteStore
+from .tenants import TenantTables
 
-__all__ = ['open_store']
+__all__ = ['open_store', 'open_tenant_tables']
 
 _SCHEMES = (
     "the accepted store URLs are 'sqlite:///absolute/path.db', 'sqlite:relative/path.db', "
@@ -56,3 +59,14 @@ def open_store(url: str | None = None) -> Store:
     if path.startswith('//'):
         path = '/' + path.lstrip('/')
     return SQLiteStore(path)
+
+
+def open_tenant_tables(store: TenantTables | str | None, what: str) -> tuple[TenantTables, bool]:
+    """The tenant tables of `store` (a store that has them, a store URL, or None for the embedded
+    default), and whether they were opened here (then their user closes them). `what` names what
+    the caller keeps, for the `TypeError` of a store without them."""
+    if store is None or isinstance(store, str):
+        return cast(TenantTables, open_store(store)), True
+    if isinstance(store, TenantTables):
+        return store, False
+    raise TypeError(f'{type(store).__name__} keeps no {what}: use a SQLiteStore, a PostgresStore or a store URL')
