@@ -7,7 +7,8 @@ corral module it imports by name: `from . import hostio` and `from .hostio impor
 Left out, because they run no code when the module runs: imports under `if TYPE_CHECKING:`, and
 the implicit import of a module's parent packages (every submodule has that one).
 
-Run as a script, it prints each cycle (strongly connected component) with the lines that close it.
+Run as a script, it prints each cycle (strongly connected component), one path around it with
+the line of each import, and exits 1 if there is one.
 """
 
 from __future__ import annotations
@@ -40,14 +41,12 @@ def _is_type_checking(test: ast.expr) -> bool:
 
 def _imports(tree: ast.AST) -> Iterator[ast.Import | ast.ImportFrom]:
     """The import statements a module can run: at any depth, except under `if TYPE_CHECKING:`."""
-    for node in ast.iter_child_nodes(tree):
+    skipped: set[int] = set()
+    for node in ast.walk(tree):  # breadth first: an `if` comes before the statements in it
         if isinstance(node, ast.If) and _is_type_checking(node.test):
-            for child in node.orelse:
-                yield from _imports(ast.Module(body=[child], type_ignores=[]))
-            continue
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            skipped.update(id(inner) for statement in node.body for inner in ast.walk(statement))
+        elif isinstance(node, (ast.Import, ast.ImportFrom)) and id(node) not in skipped:
             yield node
-        yield from _imports(node)
 
 
 def _owner(name: str, modules: dict[str, Path]) -> str | None:
@@ -119,15 +118,28 @@ def cycles(graph: dict[str, dict[str, int]]) -> list[list[str]]:
     return sorted(found)
 
 
-def describe(graph: dict[str, dict[str, int]], component: list[str]) -> str:
-    """The imports inside one cycle, one `a:line -> b` a line."""
+def shortest_cycle(graph: dict[str, dict[str, int]], component: list[str]) -> list[str]:
+    """The shortest cycle inside a component (breadth first from each member), first member repeated last."""
     members = set(component)
-    return '\n'.join(
-        f'  {source}:{line} -> {target}'
-        for source in component
-        for target, line in sorted(graph[source].items())
-        if target in members
-    )
+    best: list[str] = []
+    for start in component:
+        paths = {start: [start]}
+        queue = [start]
+        for node in queue:
+            for target in sorted(graph[node]):
+                if target == start and (not best or len(paths[node]) < len(best) - 1):
+                    best = [*paths[node], start]
+                if target in members and target not in paths:
+                    paths[target] = [*paths[node], target]
+                    queue.append(target)
+    return best
+
+
+def describe(graph: dict[str, dict[str, int]], component: list[str]) -> str:
+    """One cycle of a component, each import with its line: `a:12 -> b:3 -> a`, and the component."""
+    cycle = shortest_cycle(graph, component)
+    steps = ' -> '.join(f'{source}:{graph[source][target]}' for source, target in zip(cycle, cycle[1:]))
+    return f'  {steps} -> {cycle[-1]}\n  (all of: {", ".join(component)})'
 
 
 def test_no_import_cycles() -> None:
@@ -153,11 +165,14 @@ def test_graph_sees_imports_inside_functions(tmp_path: Path) -> None:
         'corral.sub.low': {'corral.sub.high': 2},
     }
     assert cycles(graph) == [['corral.sub', 'corral.sub.high', 'corral.sub.low']]
+    assert describe(graph, cycles(graph)[0]) == (
+        '  corral.sub:1 -> corral.sub.low:2 -> corral.sub.high:2 -> corral.sub\n'
+        '  (all of: corral.sub, corral.sub.high, corral.sub.low)'
+    )
 
 
 if __name__ == '__main__':
     graph = import_graph()
     for component in cycles(graph):
-        print(' '.join(component))
         print(describe(graph, component), end='\n\n')
     sys.exit(1 if cycles(graph) else 0)
