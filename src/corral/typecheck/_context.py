@@ -46,6 +46,14 @@ _KEPT_CHARACTERS = 10_000
 _PLACED = re.compile(r'ignore|__future__', re.IGNORECASE)
 
 
+def _placed(text: str) -> bool:
+    """Whether `_PLACED` finds something in `text`. A search that ignores case is slow (9 ms in
+    120 KB): first, the quick look for what it can find, lowered (only `İ` and `ı` besides `i` and
+    `I` match an `i` that ignores case, so `gnore` stays)."""
+    lowered = text.lower()
+    return ('gnore' in lowered or '__future__' in lowered) and _PLACED.search(text) is not None
+
+
 def relevant_context(context: Sequence[str], code: str, known: Mapping[str, Syntax | None] = {}) -> list[str]:
     """The snippets of `context` that `code` depends on, in their order (all of them when a
     snippet or `code` does not parse, or may hold text that acts by its place in the file).
@@ -54,7 +62,7 @@ def relevant_context(context: Sequence[str], code: str, known: Mapping[str, Synt
     loop when long); any other text whose names are not remembered is read here."""
     new = _names(code, known)
     index = _index(tuple(context), known)
-    if new is None or index is None or index.placed or _PLACED.search(code):
+    if new is None or index is None or index.placed or _placed(code):
         return list(context)
     bound, infos, mentions = index.bound, index.infos, index.mentions
     kept = set(index.starred)
@@ -97,7 +105,7 @@ class _Index:
             frozenset().union(*(info[0] for info in infos)),
             {name: tuple(numbers) for name, numbers in mentions.items()},
             tuple(number for number, info in enumerate(infos) if info[2]),
-            any(_PLACED.search(snippet) for snippet in context),
+            any(map(_placed, context)),
         )
 
     def extended(self, snippet: str, known: Mapping[str, Syntax | None]) -> _Index | None:
@@ -110,7 +118,7 @@ class _Index:
         for name in info[1]:
             mentions[name] = mentions.get(name, ()) + (number,)
         starred = (*self.starred, number) if info[2] else self.starred
-        return _Index((*self.infos, info), self.bound | info[0], mentions, starred, self.placed or bool(_PLACED.search(snippet)))
+        return _Index((*self.infos, info), self.bound | info[0], mentions, starred, self.placed or _placed(snippet))
 
 
 _MISSING = object()

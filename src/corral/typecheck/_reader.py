@@ -4,7 +4,7 @@ CPython's parser holds the GIL for its whole run (a script of 120 KB: some 180 m
 80 ms more), so a thread does not help: every other session on the host would wait that long. A
 few texts short enough are read on the event loop; longer ones are read in a child process,
 ``python -I -S _syntax.py`` (only the standard library: it starts in some 20 ms), which answers
-length-prefixed JSON over its pipes. Children are started when first needed and reused; one
+length-prefixed messages over its pipes (the texts in UTF-8, their `Syntax` in JSON). Children are started when first needed and reused; one
 whose read is cancelled, takes longer than ``time_limit``, or dies is killed, and the read raises
 RuntimeError (never a hang); a crash of a child loses no other read.
 
@@ -50,11 +50,10 @@ class _Child:
             raise RuntimeError(f'could not start the reader of scripts ({sys.executable}): {exc}') from exc
         return cls(proc)
 
-    async def read(self, texts: Sequence[str]) -> list[Syntax | None]:
+    async def read(self, texts: list[str]) -> list[Syntax | None]:
         assert self.proc.stdin is not None and self.proc.stdout is not None
-        request = json.dumps(list(texts)).encode()  # ASCII: lone surrogates go as escapes, and come back
         try:
-            self.proc.stdin.write(FRAME.pack(len(request)) + request)
+            self.proc.stdin.write(_syntax.request(texts))
             await self.proc.stdin.drain()
             size = FRAME.unpack(await self.proc.stdout.readexactly(FRAME.size))[0]
             answer = json.loads(await self.proc.stdout.readexactly(size))

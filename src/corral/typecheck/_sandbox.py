@@ -127,9 +127,9 @@ def unresolved_imports(
     offer and ty resolved anyway (ty's own diagnostics are at `reported` positions), and
     `unresolved-attribute` ones for the names a package's facade leaves out (`np.load`, `from
     pandas import read_pickle`), which the package's own types have."""
-    if syntax is None:
+    if syntax is None or not syntax.imports:
         return []
-    lines = _render.split_lines(code)
+    lines: list[str] | None = None  # split when needed: 3 ms for 120 KB
     found: list[tuple[int, int, str, str | None]] = []
     offered = _package_modules(packages)
     aliases: dict[str, str] = {}  # a name the script binds to a package module -> the module
@@ -149,6 +149,7 @@ def unresolved_imports(
                     aliases[asname or name] = f'{module}.{name}'
         elif not level and module and module != '__future__':
             if not allowed_module(module, host_modules, packages):
+                lines = _render.split_lines(code) if lines is None else lines
                 position = _module_position(lines, line, column)
                 if position is not None:
                     found.append((*position, module, None))
@@ -162,6 +163,9 @@ def unresolved_imports(
     for base, attribute, end_line, end_column in syntax.members if aliases else ():
         if base in aliases and attribute in catalog.WITHHELD_PACKAGE_NAMES.get(aliases[base], frozenset()):
             members.append((end_line, end_column, attribute, aliases[base]))
+    if not found and not members:
+        return []
+    lines = _render.split_lines(code) if lines is None else lines
     diagnostics = []
     for lineno, byte_col, name, module in sorted(found, key=lambda item: item[:2]):
         text = lines[lineno - 1] if 0 < lineno <= len(lines) else ''

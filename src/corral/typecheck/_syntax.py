@@ -20,7 +20,7 @@ import sys
 import threading
 from typing import Any, Literal, NamedTuple
 
-__all__ = ['Names', 'Syntax', 'decode', 'encode', 'parse', 'read']
+__all__ = ['FRAME', 'Names', 'Syntax', 'decode', 'encode', 'parse', 'read', 'request']
 
 #: `(names bound, names mentioned (bound ones too), has a * import)` of a script.
 Names = tuple[frozenset[str], frozenset[str], bool]
@@ -209,16 +209,26 @@ def decode(data: Any) -> Syntax | None:
     )
 
 
-#: A message between the host and the child: its length in bytes, then that much JSON.
+#: The length in bytes of what follows, at the head of each message between the host and the child.
 FRAME = struct.Struct('>I')
 
 
+def request(texts: list[str]) -> bytes:
+    """The message asking the child to read `texts`: their number, then each as its length and its
+    UTF-8 (a lone surrogate as it is: `surrogatepass`)."""
+    parts = [FRAME.pack(len(texts))]
+    for text in texts:
+        data = text.encode('utf-8', 'surrogatepass')
+        parts += (FRAME.pack(len(data)), data)
+    return b''.join(parts)
+
+
 def _serve() -> None:
-    """The child's loop: read a JSON list of texts, answer the JSON list of their `encode`d
-    `Syntax`, until the host closes the pipe."""
+    """The child's loop: read a `request`, answer the length and the JSON of the list of the texts'
+    `encode`d `Syntax`, until the host closes the pipe."""
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     while header := stdin.read(FRAME.size):
-        texts = json.loads(stdin.read(FRAME.unpack(header)[0]))
+        texts = [stdin.read(FRAME.unpack(stdin.read(FRAME.size))[0]).decode('utf-8', 'surrogatepass') for _ in range(FRAME.unpack(header)[0])]
         answer = json.dumps([encode(read(text)) for text in texts], separators=(',', ':')).encode()
         stdout.write(FRAME.pack(len(answer)) + answer)
         stdout.flush()
