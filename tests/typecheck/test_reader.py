@@ -118,6 +118,20 @@ async def test_a_child_that_dies_fails_its_read_with_a_clear_error_and_the_next_
         await reader.aclose()
 
 
+async def test_a_child_that_ended_while_it_waited_is_not_given_a_read():
+    reader = SyntaxReader()
+    reader.inline_characters = 0
+    try:
+        await reader.read(['x = 1'])
+        [idle] = reader._idle
+        idle.proc.send_signal(signal.SIGKILL)
+        assert await idle.proc.wait() == -9
+        assert await reader.read(['y = 2']) == [_syntax.read('y = 2')]
+        assert reader._idle != [idle] and len(reader._idle) == 1
+    finally:
+        await reader.aclose()
+
+
 async def test_a_check_whose_reader_dies_is_a_checker_error(checkers):
     _, child = checkers
     check = asyncio.create_task(child.check(LONG * 50, stubs=STUBS))
