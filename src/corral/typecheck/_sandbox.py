@@ -155,9 +155,9 @@ def unresolved_imports(
                     found.append((*position, module, None))
             elif module in catalog.STDLIB_MODULES and module not in host_modules:
                 # `from json import decoder`: ty accepts a submodule the facade does not offer
-                offered = set(catalog.module_names(module))
+                facade = set(catalog.module_names(module))
                 for alias_line, alias_column, name, _ in names:
-                    if name != '*' and name not in offered:
+                    if name != '*' and name not in facade:
                         found.append((alias_line, alias_column, name, module))
     members: list[tuple[int, int, str, str]] = []
     for base, attribute, end_line, end_column in syntax.members if aliases else ():
