@@ -241,21 +241,16 @@ def test_what_the_caches_keep_of_long_scripts_is_bounded(monkeypatch):
     monkeypatch.setattr(_context, '_KEPT_CHARACTERS', 20)
     _context._INDEXES.clear()
     short, long = 'kept = 1', 'not_kept = kept  # ' + 'x' * 1000
-    remembered = _context._kept_names.cache_info().currsize
+    remembered = len(_context._NAMES)
     assert relevant_context([short, long], 'not_kept') == [short, long]
-    assert _context._kept_names.cache_info().currsize == remembered + 2  # `short` and the new code, not `long`
+    assert len(_context._NAMES) == remembered + 2  # `short` and the new code, not `long`
     assert list(_context._INDEXES) == []  # the context is over 50 x 20 characters
     relevant_context([short], 'not_kept')
     assert list(_context._INDEXES) == [(short,)]
     string = "'" + 'y' * 10_001 + "'"
-    strings = _context._expression_names.cache_info().currsize
+    strings = _syntax._expression_names.cache_info().currsize
     assert relevant_context([short], f'kept = {string}') == [short]  # a string too long to read as a type
-    assert _context._expression_names.cache_info().currsize == strings
-
-
-async def test_a_check_keeps_no_tree_of_its_script(warm):
-    await warm.check('value = 1\nvalue + 1', context=['other = 2'])
-    assert _syntax.nodes.cache_info().currsize == 0
+    assert _syntax._expression_names.cache_info().currsize == strings
 
 
 async def test_what_the_quick_check_leaves_out_cannot_hide_an_error(warm):

@@ -405,7 +405,7 @@ class Session:
                 return await self._observed(self._settle(self._feed(code, lookup, print_callback or print_to_host)))
             except SandboxError as error:
                 span.set_status(trace.Status(trace.StatusCode.ERROR, type(error).__name__))
-                self._remember_ran(code, error)
+                await self._remember_ran(code, error)
                 raise
 
     async def resume(
@@ -556,12 +556,12 @@ class Session:
         except (SandboxError, OSError, RuntimeError) as error:
             self._kill(f'{stopped.why}, and going back to the state before it failed ({error})')
 
-    def _remember_ran(self, code: str, error: SandboxError) -> None:
+    async def _remember_ran(self, code: str, error: SandboxError) -> None:
         """Keep, as context of the next type check, the part of a failed script that ran: the names
-        it bound stay in the worker (see `typecheck.ran_part`)."""
+        it bound stay in the worker (see `TypeChecker.ran_part`)."""
         if not self._type_check or self._dead is not None:
             return
-        from ..typecheck import failing_line, ran_part  # as the pool does: loaded when checks are on
+        from ..typecheck import failing_line  # as the pool does: loaded when checks are on
 
         if isinstance(error, SandboxRuntimeError) and error.exc_type == 'TypeError' and error.message.startswith(UNPACKABLE_RESULT):
             part = code  # it ran to its end
@@ -569,7 +569,7 @@ class Session:
             frames = error.display()
             if isinstance(error, SandboxRuntimeError) and error.message and frames.endswith(error.message):
                 frames = frames[: -len(error.message)]  # the script's own text: it could hold a frame's line
-            part = ran_part(code, failing_line(frames, self.script_name))
+            part = await self._pool._type_checker().ran_part(code, failing_line(frames, self.script_name))
         else:  # nothing ran
             return
         if part.strip():

@@ -7,6 +7,6 @@ two lines of source context (see ``_render``), or None when the script is clean.
 """
 
 from ._checker import TypeChecker
-from ._ran import failing_line, ran_part
+from ._ran import failing_line
 
-__all__ = ['TypeChecker', 'failing_line', 'ran_part']
+__all__ = ['TypeChecker', 'failing_line']

@@ -10,9 +10,7 @@ located at module level.
 
 from __future__ import annotations
 
-import ast
-
-from ._syntax import nodes
+from ._syntax import Syntax
 
 __all__ = ['AWAIT_MESSAGES', 'ModuleScope']
 
@@ -27,24 +25,14 @@ AWAIT_MESSAGES = frozenset(
     }
 )
 
-_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
-
 
 class ModuleScope:
     """Answers "is this (line, column) of the code at module scope?"."""
 
-    def __init__(self, code: str, lines: list[str]) -> None:
+    def __init__(self, syntax: Syntax | None, lines: list[str]) -> None:
+        """`syntax` is the code's (None: it does not parse), `lines` its lines."""
         self._lines = lines
-        self._ranges: list[tuple[tuple[int, int], tuple[int, int]]] | None
-        every = nodes(code)
-        if every is None:
-            self._ranges = None
-            return
-        self._ranges = [
-            ((node.lineno, node.col_offset), (node.end_lineno or node.lineno, node.end_col_offset or 0))
-            for node in every
-            if isinstance(node, _SCOPES)
-        ]
+        self._ranges = None if syntax is None else [((line, column), (end, end_column)) for line, column, end, end_column in syntax.scopes]
 
     def at_module_level(self, line: int, column: int) -> bool:
         """``line`` and ``column`` are 1-based, ``column`` counted in characters

@@ -24,11 +24,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..errors import SandboxCheckerError, SandboxLimitError
-from . import _render, _sandbox, _syntax
+from . import _ran, _render, _sandbox
 from ._awaits import AWAIT_MESSAGES, ModuleScope
-from ._context import read_script, relevant_context
+from ._context import relevant_context, unread
+from ._reader import SyntaxReader
 from ._server import TyServer, lower_priority, memory_bound, out_of_memory, without_top_level_awaits
 from ._stdlib import SandboxTypeshed, sandbox_typeshed
+from ._syntax import Syntax
 
 __all__ = ['TypeChecker']
 
@@ -43,10 +45,6 @@ _INVALID_SYNTAX_PREFIX = 'error[invalid-syntax]: '
 # CONDA_PREFIX, XDG_CONFIG_HOME, COLUMNS, ...) is dropped so that the user's
 # configuration and Python environment can't change the result.
 _PASSTHROUGH_ENV = ('PATH', 'SYSTEMROOT', 'LANG', 'LC_ALL', 'TMPDIR')
-#: Characters of the longest script whose syntax tree is read on the event loop: a longer one is
-#: parsed and read in a thread, so that the loop is held up only while CPython's parser runs
-#: (it holds the GIL), not while the tree is walked in Python (twice as long again).
-_READ_INLINE = 4096
 _TOO_SLOW = (
     'the type check of the script took longer than the type_check_time limit of {} seconds and was stopped; '
     'the script did not run (a script this slow to check is very long or very branched: split it into smaller scripts)'
@@ -245,6 +243,7 @@ class TypeChecker:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._slots: set[_Slot] = set()
         self._stub_checks: dict[tuple[str | None, tuple[tuple[str, str], ...]], asyncio.Task[str | None]] = {}
+        self._reader = SyntaxReader()
 
     # ------------------------------------------------------------------ setup
 
@@ -396,7 +395,6 @@ class TypeChecker:
         finally:
             demote.cancel()
             self._release(slot, ok)  # a slot cut short is killed with its processes
-            _syntax.forget()  # no tree of this script is kept past its check
 
     async def _prepare(self) -> None:
         """Find ty, make the checker's folders and build the sandbox's standard library stubs
@@ -416,19 +414,35 @@ class TypeChecker:
         # The earlier snippets come first in the file so the new code sees their
         # names and types; their own diagnostics are dropped afterwards. The warm
         # server's quick check needs only those the new code depends on.
-        if len(code) > _READ_INLINE:
-            await asyncio.to_thread(read_script, code)
-        quick_prefix, quick_offset = _joined(relevant_context(context, code))
+        known: dict[str, Syntax | None] = {}
+        texts = [code, *unread(context, code)]
+        while texts:  # off the event loop when long; again what another check made forgotten meanwhile
+            known.update(zip(texts, await self._reader.read(texts)))
+            texts = [text for text in unread(context, code) if text not in known]
+        syntax = known[code]
+        quick_prefix, quick_offset = _joined(relevant_context(context, code, known))
         # the server gets the script's text with the request; only `ty check` reads its file
         changed = slot.sync({**wanted, script_name: slot.files.get(script_name, '')})
         server = self._serve(slot)
         quick_text, quick_offset = _with_futures(quick_prefix, quick_offset, code)
-        if server is not None and await self._clean(server, slot, changed, quick_text, code, quick_offset, script_name, frozenset(modules)):
+        if server is not None and await self._clean(server, slot, changed, quick_text, code, syntax, quick_offset, script_name, frozenset(modules)):
             return None
         text, offset = _with_futures(*_joined(context), code)
         slot.sync({**wanted, script_name: text})
         stdout = await self._run_ty(slot, script_name)
-        return await self._postprocess(stdout, slot, script_name, code, offset, frozenset(modules))
+        return await self._postprocess(stdout, slot, script_name, code, syntax, offset, frozenset(modules))
+
+    async def ran_part(self, code: str, line: int | None) -> str:
+        """The source of the script `code` that ran before its top-level statement at `line`
+        raised, for the next check's context (see `_ran`); '' when nothing can be known to have
+        run (`line` is None, the code does not parse, or it could not be read)."""
+        if line is None:
+            return ''
+        try:
+            [syntax] = await self._reader.read([code])
+        except RuntimeError:
+            return ''
+        return _ran.ran_part(code, line, syntax)
 
     async def check_stubs(self, stubs: str | None, modules: Mapping[str, str] = {}) -> str | None:
         """ty's diagnostics of the stub files themselves, or None when they have no error.
@@ -480,7 +494,16 @@ class TypeChecker:
         return self._scrub('\n\n'.join(diagnostics), slot)
 
     async def _clean(
-        self, server: TyServer, slot: _Slot, changed: list[str], text: str, code: str, offset: int, script_name: str, host_modules: frozenset[str]
+        self,
+        server: TyServer,
+        slot: _Slot,
+        changed: list[str],
+        text: str,
+        code: str,
+        syntax: Syntax | None,
+        offset: int,
+        script_name: str,
+        host_modules: frozenset[str],
     ) -> bool:
         """Whether the warm server finds nothing to report in the new code (False: ask `ty check`)."""
         try:
@@ -494,8 +517,8 @@ class TypeChecker:
             slot.server = None
             self._background(server.aclose())
             return False
-        own = without_top_level_awaits([d for d in diagnostics if d['range']['start']['line'] >= offset], code, first_line=offset)
-        return not own and not _sandbox.unresolved_imports(code, script_name, host_modules, (), self.packages)
+        own = without_top_level_awaits([d for d in diagnostics if d['range']['start']['line'] >= offset], code, offset, syntax)
+        return not own and not _sandbox.unresolved_imports(code, syntax, script_name, host_modules, (), self.packages)
 
     async def _run_ty(self, slot: _Slot, script_name: str) -> str:
         assert self._ty_bin is not None and self._root is not None
@@ -553,7 +576,7 @@ class TypeChecker:
     # ----------------------------------------------------------- postprocess
 
     async def _postprocess(
-        self, stdout: str, slot: _Slot, script_name: str, code: str, offset: int, host_modules: frozenset[str] = frozenset()
+        self, stdout: str, slot: _Slot, script_name: str, code: str, syntax: Syntax | None, offset: int, host_modules: frozenset[str]
     ) -> str | None:
         if self._typeshed is not None:
             stdlib = self._typeshed.stdlib
@@ -577,7 +600,7 @@ class TypeChecker:
                 and primary.path == script_name
             ):
                 if scope is None:
-                    scope = ModuleScope(code, code_lines)
+                    scope = ModuleScope(syntax, code_lines)
                 if scope.at_module_level(primary.line, primary.col):
                     continue
             _sandbox.annotate(stripped, host_modules, code_lines, script_name, self.packages)
@@ -591,7 +614,7 @@ class TypeChecker:
             for d in kept
             if d.primary is not None and d.primary.path == script_name and d.header.startswith('error[import-not-found]')
         }
-        for synthetic in _sandbox.unresolved_imports(code, script_name, host_modules, reported, self.packages):
+        for synthetic in _sandbox.unresolved_imports(code, syntax, script_name, host_modules, reported, self.packages):
             position = (synthetic.primary.line, synthetic.primary.col) if synthetic.primary else (0, 0)
             index = next(
                 (
@@ -656,8 +679,9 @@ class TypeChecker:
     # ----------------------------------------------------------------- close
 
     async def aclose(self) -> None:
-        """Stop the checker's servers and remove its folders.  It can't be used afterwards."""
+        """Stop the checker's servers and reader and remove its folders.  It can't be used afterwards."""
         self._closed = True
+        await self._reader.aclose()
         for slot in list(self._slots):
             await slot.close()
         self._slots.clear()

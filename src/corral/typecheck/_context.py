@@ -29,19 +29,14 @@ the full one. Found by a differential fuzz of the quick check against the full o
 
 from __future__ import annotations
 
-import ast
 import dataclasses
-import functools
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
-from ._syntax import nodes, parse_expression
+from ._syntax import Names, Syntax, read
 
-__all__ = ['read_script', 'relevant_context']
+__all__ = ['relevant_context', 'unread']
 
-#: Characters of the longest string read as a possible type; a longer one makes its snippet
-#: unreadable (all earlier snippets are then checked).
-_LONGEST_STRING = 10_000
 #: Characters of the longest snippet whose names are remembered (a context is remembered up to
 #: 50 times that): what the caches keep of past sessions' scripts stays small (at the most some
 #: 40 MB of snippets and 16 indexes of some 2 MB each).
@@ -50,16 +45,24 @@ _KEPT_CHARACTERS = 10_000
 #: Text that may hold a suppression comment or a `__future__` import (see the module docstring).
 _PLACED = re.compile(r'ignore|__future__', re.IGNORECASE)
 
-#: `(names bound, names mentioned (bound ones too), has a * import)` of one snippet.
-_Names = tuple[frozenset[str], frozenset[str], bool]
+
+def _placed(text: str) -> bool:
+    """Whether `_PLACED` finds something in `text`. A search that ignores case is slow (9 ms in
+    120 KB): first, the quick look for what it can find, lowered (only `İ` and `ı` besides `i` and
+    `I` match an `i` that ignores case, so `gnore` stays)."""
+    lowered = text.lower()
+    return ('gnore' in lowered or '__future__' in lowered) and _PLACED.search(text) is not None
 
 
-def relevant_context(context: Sequence[str], code: str) -> list[str]:
+def relevant_context(context: Sequence[str], code: str, known: Mapping[str, Syntax | None] = {}) -> list[str]:
     """The snippets of `context` that `code` depends on, in their order (all of them when a
-    snippet or `code` does not parse, or may hold text that acts by its place in the file)."""
-    new = _names(code)
-    index = _index(tuple(context))
-    if new is None or index is None or index.placed or _PLACED.search(code):
+    snippet or `code` does not parse, or may hold text that acts by its place in the file).
+
+    `known` holds the syntax of texts read beforehand (those `unread` names, read off the event
+    loop when long); any other text whose names are not remembered is read here."""
+    new = _names(code, known)
+    index = _index(tuple(context), known)
+    if new is None or index is None or index.placed or _placed(code):
         return list(context)
     bound, infos, mentions = index.bound, index.infos, index.mentions
     kept = set(index.starred)
@@ -79,19 +82,19 @@ def relevant_context(context: Sequence[str], code: str) -> list[str]:
 class _Index:
     """The names of a session's earlier snippets, as `relevant_context` looks them up."""
 
-    infos: tuple[_Names, ...]
+    infos: tuple[Names, ...]
     bound: frozenset[str]  # every name some snippet binds
     mentions: dict[str, tuple[int, ...]]  # name -> the snippets that mention it
     starred: tuple[int, ...]  # the snippets with a * import
     placed: bool  # some snippet may hold a suppression comment or a `__future__` import
 
     @staticmethod
-    def built(context: Sequence[str]) -> _Index | None:
+    def built(context: Sequence[str], known: Mapping[str, Syntax | None]) -> _Index | None:
         """The index of `context`, in one pass (None when a snippet does not parse)."""
-        infos: list[_Names] = []
+        infos: list[Names] = []
         mentions: dict[str, list[int]] = {}
         for number, snippet in enumerate(context):
-            info = _names(snippet)
+            info = _names(snippet, known)
             if info is None:
                 return None
             infos.append(info)
@@ -102,12 +105,12 @@ class _Index:
             frozenset().union(*(info[0] for info in infos)),
             {name: tuple(numbers) for name, numbers in mentions.items()},
             tuple(number for number, info in enumerate(infos) if info[2]),
-            any(_PLACED.search(snippet) for snippet in context),
+            any(map(_placed, context)),
         )
 
-    def extended(self, snippet: str) -> _Index | None:
+    def extended(self, snippet: str, known: Mapping[str, Syntax | None]) -> _Index | None:
         """This index with `snippet` after its snippets (None when it does not parse)."""
-        info = _names(snippet)
+        info = _names(snippet, known)
         if info is None:
             return None
         number = len(self.infos)
@@ -115,7 +118,7 @@ class _Index:
         for name in info[1]:
             mentions[name] = mentions.get(name, ()) + (number,)
         starred = (*self.starred, number) if info[2] else self.starred
-        return _Index((*self.infos, info), self.bound | info[0], mentions, starred, self.placed or bool(_PLACED.search(snippet)))
+        return _Index((*self.infos, info), self.bound | info[0], mentions, starred, self.placed or _placed(snippet))
 
 
 _MISSING = object()
@@ -125,15 +128,15 @@ _INDEXES: dict[tuple[str, ...], _Index | None] = {}
 _INDEXES_KEPT = 16
 
 
-def _index(context: tuple[str, ...]) -> _Index | None:
+def _index(context: tuple[str, ...], known: Mapping[str, Syntax | None]) -> _Index | None:
     """The index of `context`, or None when one of its snippets does not parse."""
     index = _INDEXES.pop(context, _MISSING)  # put back below, as the most recently used
     if index is _MISSING:
         before = _INDEXES.get(context[:-1], _MISSING) if context else _MISSING
         if before is _MISSING:
-            index = _Index.built(context)
+            index = _Index.built(context, known)
         else:
-            index = None if before is None else before.extended(context[-1])  # type: ignore[union-attr]
+            index = None if before is None else before.extended(context[-1], known)  # type: ignore[union-attr]
     if sum(map(len, context)) <= _KEPT_CHARACTERS * 50:
         _INDEXES[context] = index  # type: ignore[assignment]
     while len(_INDEXES) > _INDEXES_KEPT:
@@ -141,88 +144,33 @@ def _index(context: tuple[str, ...]) -> _Index | None:
     return index  # type: ignore[return-value]
 
 
-def read_script(code: str) -> None:
-    """Parse a new script and read its names ahead of `relevant_context`, which then finds them
-    remembered. Safe to run in a thread: it reads and fills only caches that take locks."""
-    _names(code)
+def unread(context: Sequence[str], code: str) -> list[str]:
+    """The texts of `context` and `code` whose names `relevant_context` would read (it remembers
+    the others): read them first, and pass their syntax to it as `known`."""
+    context = tuple(context)
+    if context in _INDEXES:
+        needed: Sequence[str] = [code]
+    elif context and _INDEXES.get(context[:-1], _MISSING) is not _MISSING:
+        needed = [code] if _INDEXES[context[:-1]] is None else [context[-1], code]
+    else:
+        needed = [*context, code]
+    return [text for text in dict.fromkeys(needed) if text not in _NAMES]
 
 
-def _names(code: str) -> _Names | None:
+#: Names of snippets up to `_KEPT_CHARACTERS` long (the most recently used last), across sessions.
+_NAMES: dict[str, Names | None] = {}
+_NAMES_KEPT = 4096
+
+
+def _names(code: str, known: Mapping[str, Syntax | None] = {}) -> Names | None:
     """`(names bound, names mentioned (bound ones too), has a * import)` of a snippet, or None
-    when it does not parse. Remembered for snippets up to `_KEPT_CHARACTERS` long, and for the
-    last two longer ones (the scripts being checked)."""
-    return _kept_names(code) if len(code) <= _KEPT_CHARACTERS else _long_names(code)
-
-
-@functools.lru_cache(maxsize=4096)  # names of earlier snippets, across sessions
-def _kept_names(code: str) -> _Names | None:
-    return _read_names(code)
-
-
-@functools.lru_cache(maxsize=2)  # a long script, read in a thread before its check (`read_script`)
-def _long_names(code: str) -> _Names | None:
-    return _read_names(code)
-
-
-def _read_names(code: str) -> _Names | None:
-    every = nodes(code)
-    if every is None:
-        return None
-    bound: set[str] = set()
-    mentioned: set[str] = set()
-    star = False
-    for node in every:
-        if isinstance(node, ast.Name):
-            (mentioned if isinstance(node.ctx, ast.Load) else bound).add(node.id)
-        elif isinstance(node, (ast.Attribute, ast.Subscript)) and not isinstance(node.ctx, ast.Load):
-            base = node.value  # `a.v = x`, `d[k] = x`, `del a.v`: they narrow what `a`, `d` hold
-            while isinstance(base, (ast.Attribute, ast.Subscript, ast.Starred)):
-                base = base.value
-            if isinstance(base, ast.Name):
-                bound.add(base.id)
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-            names = _string_names(node.value)  # a string annotation, `cast('T', x)` ...
-            if names is None:
-                return None
-            mentioned |= names
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            bound.add(node.name)
-        elif isinstance(node, ast.alias):
-            if node.name == '*':
-                star = True
-            else:
-                bound.add(node.asname or node.name.partition('.')[0])
-        elif isinstance(node, (ast.Global, ast.Nonlocal)):
-            bound.update(node.names)
-        elif isinstance(node, ast.arg):
-            bound.add(node.arg)
-        elif isinstance(node, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)) and node.name:
-            bound.add(node.name)
-        elif isinstance(node, ast.MatchMapping) and node.rest:
-            bound.add(node.rest)
-    return frozenset(bound), frozenset(mentioned | bound), star
-
-
-def _string_names(text: str, depth: int = 0) -> frozenset[str] | None:
-    """The names a string would mention if it were an expression (a forward reference); None
-    for one too long or too nested to read, which makes its snippet count as unreadable."""
-    if len(text) > _LONGEST_STRING or depth > 3:
-        return None
-    return _expression_names(text, depth)
-
-
-@functools.lru_cache(maxsize=1024)  # the same keys and literals come back feed after feed
-def _expression_names(text: str, depth: int) -> frozenset[str] | None:
-    tree = parse_expression(text.strip())
-    if tree is None:
-        return frozenset()
-    names: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Name):
-            names.add(node.id)
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str):  # nested: `list["int"]`
-            inner = _string_names(node.value, depth + 1)
-            if inner is None:
-                return None
-            names |= inner
-    return frozenset(names)
+    when it does not parse or holds a string too long or nested to read as a type."""
+    names = _NAMES.pop(code, _MISSING)
+    if names is _MISSING:
+        syntax = known[code] if code in known else read(code)
+        names = None if syntax is None else syntax.names
+    if len(code) <= _KEPT_CHARACTERS:
+        _NAMES[code] = names  # type: ignore[assignment]
+        while len(_NAMES) > _NAMES_KEPT:
+            del _NAMES[next(iter(_NAMES))]
+    return names  # type: ignore[return-value]

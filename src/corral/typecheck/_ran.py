@@ -12,19 +12,14 @@ statement binds nothing when it raises (`x = await f()` leaves `x` unset), so it
 
 from __future__ import annotations
 
-import ast
 import re
 
-from ._syntax import nodes
+from ._syntax import Syntax
 
 __all__ = ['failing_line', 'ran_part']
 
 #: A frame of the script's top level in a traceback's text (`SandboxRuntimeError.display()`).
 _TOP_LEVEL_FRAME = re.compile(r'^  File "(?P<file>[^"\n]+)", line (?P<line>\d+), in <module>$', re.MULTILINE)
-
-_COMPOUND = (ast.For, ast.AsyncFor, ast.While, ast.If, ast.With, ast.AsyncWith, ast.Try, ast.Match)
-if hasattr(ast, 'TryStar'):  # Python 3.11
-    _COMPOUND += (ast.TryStar,)
 
 
 def failing_line(traceback: str, script_name: str) -> int | None:
@@ -35,28 +30,26 @@ def failing_line(traceback: str, script_name: str) -> int | None:
     return lines[-1] if lines else None
 
 
-def ran_part(code: str, line: int | None) -> str:
-    """The source of `code` that ran before its top-level statement at `line` raised, for the type
-    check's context: the statements before it, and the statement itself when it is compound.
+def ran_part(code: str, line: int | None, syntax: Syntax | None) -> str:
+    """The source of `code` (whose syntax is `syntax`) that ran before its top-level statement at
+    `line` raised, for the type check's context: the statements before it, and the statement
+    itself when it is compound.
 
     Returns '' when nothing can be known to have run (`line` is None, or the code does not parse).
     """
-    tree = nodes(code)
-    if line is None or not tree:
+    if line is None or syntax is None:
         return ''
-    lines = code.splitlines(keepends=True)
-    for statement in tree[0].body:  # type: ignore[attr-defined]
-        decorators = getattr(statement, 'decorator_list', None)
-        start = decorators[0].lineno if decorators else statement.lineno
-        if start <= line <= (statement.end_lineno or statement.lineno):
+    for start, first, column, end, compound in syntax.statements:
+        if start <= line <= end:
             break
     else:
         return ''
-    if isinstance(statement, _COMPOUND):
-        return ''.join(lines[: statement.end_lineno or statement.lineno])
-    if decorators:  # each decorator has a line of its own, from its `@`
+    lines = code.splitlines(keepends=True)
+    if compound:
+        return ''.join(lines[:end])
+    if start < first:  # decorated: each decorator has a line of its own, from its `@`
         return ''.join(lines[: start - 1])
-    head = lines[start - 1][: _column(lines[start - 1], statement.col_offset)]  # `x = 1; f()`: `x = 1`
+    head = lines[start - 1][: _column(lines[start - 1], column)]  # `x = 1; f()`: `x = 1`
     return ''.join(lines[: start - 1]) + head.rstrip().rstrip(';')
 
 

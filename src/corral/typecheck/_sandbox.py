@@ -24,7 +24,7 @@ from ..language import catalog
 from ..language.builtins import UNAVAILABLE_BUILTINS
 from ..language.modules import module_names
 from . import _render
-from ._syntax import nodes
+from ._syntax import Syntax, parse
 
 __all__ = ['annotate', 'unresolved_imports', 'typed_dicts', 'typed_dict_hint']
 
@@ -88,9 +88,9 @@ _EXPECTED_TYPED_DICT_RE = re.compile(r'Expected `([A-Za-z_][A-Za-z0-9_]*)`, foun
 def typed_dicts(stubs: Collection[str]) -> frozenset[str]:
     """The names of the classes the stub texts define as `TypedDict`s (`class Order(TypedDict):`)."""
     names = set()
-    for text in stubs:
-        tree = nodes(text)
-        for node in tree or ():
+    for text in stubs:  # the host's own, and short: read here
+        tree = parse(text)
+        for node in ast.walk(tree) if tree is not None else ():
             if isinstance(node, ast.ClassDef) and any(
                 (isinstance(base, ast.Name) and base.id == 'TypedDict') or (isinstance(base, ast.Attribute) and base.attr == 'TypedDict')
                 for base in node.bases
@@ -116,52 +116,57 @@ def typed_dict_hint(diag: _render.Diagnostic, names: Collection[str]) -> None:
 
 
 def unresolved_imports(
-    code: str, script_name: str, host_modules: Collection[str], reported: Collection[tuple[int, int]], packages: Collection[str] = ()
+    code: str,
+    syntax: Syntax | None,
+    script_name: str,
+    host_modules: Collection[str],
+    reported: Collection[tuple[int, int]],
+    packages: Collection[str] = (),
 ) -> list[_render.Diagnostic]:
-    """ty-format `import-not-found` diagnostics for the script's imports of modules (and
-    submodules, `from json import decoder`) the sandbox does not offer and ty resolved anyway
-    (ty's own diagnostics are at `reported` positions), and `unresolved-attribute` ones for the
-    names a package's facade leaves out (`np.load`, `from pandas import read_pickle`), which the
-    package's own types have."""
-    every = nodes(code)
-    if every is None:
+    """ty-format `import-not-found` diagnostics for the imports of the script `code` (whose syntax
+    is `syntax`) of modules (and submodules, `from json import decoder`) the sandbox does not
+    offer and ty resolved anyway (ty's own diagnostics are at `reported` positions), and
+    `unresolved-attribute` ones for the names a package's facade leaves out (`np.load`, `from
+    pandas import read_pickle`), which the package's own types have."""
+    if syntax is None or not syntax.imports:
         return []
-    lines = _render.split_lines(code)
+    lines: list[str] | None = None  # split when needed: 3 ms for 120 KB
     found: list[tuple[int, int, str, str | None]] = []
     offered = _package_modules(packages)
     aliases: dict[str, str] = {}  # a name the script binds to a package module -> the module
-    for node in every:
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                if not allowed_module(alias.name, host_modules, packages):
-                    found.append((alias.lineno, alias.col_offset, alias.name, None))
-                elif alias.name in offered:
-                    aliases[alias.asname or alias.name.partition('.')[0]] = alias.name if alias.asname else alias.name.partition('.')[0]
-        elif isinstance(node, ast.ImportFrom) and node.module in offered:
-            withheld = catalog.WITHHELD_PACKAGE_NAMES.get(node.module, frozenset())
-            for alias in node.names:
-                if alias.name in withheld:
-                    found.append((alias.lineno, alias.col_offset, alias.name, node.module))
-                elif f'{node.module}.{alias.name}' in offered:
-                    aliases[alias.asname or alias.name] = f'{node.module}.{alias.name}'
-        elif isinstance(node, ast.ImportFrom) and not node.level and node.module and node.module != '__future__':
-            if not allowed_module(node.module, host_modules, packages):
-                position = _module_position(lines, node)
+    for is_from, line, column, module, level, names in syntax.imports:
+        if not is_from:
+            for alias_line, alias_column, name, asname in names:
+                if not allowed_module(name, host_modules, packages):
+                    found.append((alias_line, alias_column, name, None))
+                elif name in offered:
+                    aliases[asname or name.partition('.')[0]] = name if asname else name.partition('.')[0]
+        elif module in offered:
+            withheld = catalog.WITHHELD_PACKAGE_NAMES.get(module, frozenset())
+            for alias_line, alias_column, name, asname in names:
+                if name in withheld:
+                    found.append((alias_line, alias_column, name, module))
+                elif f'{module}.{name}' in offered:
+                    aliases[asname or name] = f'{module}.{name}'
+        elif not level and module and module != '__future__':
+            if not allowed_module(module, host_modules, packages):
+                lines = _render.split_lines(code) if lines is None else lines
+                position = _module_position(lines, line, column)
                 if position is not None:
-                    found.append((*position, node.module, None))
-            elif node.module in catalog.STDLIB_MODULES and node.module not in host_modules:
+                    found.append((*position, module, None))
+            elif module in catalog.STDLIB_MODULES and module not in host_modules:
                 # `from json import decoder`: ty accepts a submodule the facade does not offer
-                offered = set(module_names(node.module))
-                for alias in node.names:
-                    if alias.name != '*' and alias.name not in offered:
-                        found.append((alias.lineno, alias.col_offset, alias.name, node.module))
+                facade = set(module_names(module))
+                for alias_line, alias_column, name, _ in names:
+                    if name != '*' and name not in facade:
+                        found.append((alias_line, alias_column, name, module))
     members: list[tuple[int, int, str, str]] = []
-    if aliases:
-        for node in every:
-            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases:
-                module = aliases[node.value.id]
-                if node.attr in catalog.WITHHELD_PACKAGE_NAMES.get(module, frozenset()):
-                    members.append((node.end_lineno or node.lineno, node.end_col_offset or 0, node.attr, module))
+    for base, attribute, end_line, end_column in syntax.members if aliases else ():
+        if base in aliases and attribute in catalog.WITHHELD_PACKAGE_NAMES.get(aliases[base], frozenset()):
+            members.append((end_line, end_column, attribute, aliases[base]))
+    if not found and not members:
+        return []
+    lines = _render.split_lines(code) if lines is None else lines
     diagnostics = []
     for lineno, byte_col, name, module in sorted(found, key=lambda item: item[:2]):
         text = lines[lineno - 1] if 0 < lineno <= len(lines) else ''
@@ -181,14 +186,14 @@ def _byte_to_char(text: str, col: int) -> int:
     return max(0, min(col, len(text)))
 
 
-def _module_position(lines: list[str], node: ast.ImportFrom) -> tuple[int, int] | None:
-    """Line and byte column of the module name in `from module import ...`."""
-    text = lines[node.lineno - 1] if 0 < node.lineno <= len(lines) else ''
+def _module_position(lines: list[str], line: int, column: int) -> tuple[int, int] | None:
+    """Line and byte column of the module name in `from module import ...` at `line`, `column`."""
+    text = lines[line - 1] if 0 < line <= len(lines) else ''
     data = text.encode('utf-8')
-    match = re.compile(rb'from\s+').match(data, node.col_offset)
+    match = re.compile(rb'from\s+').match(data, column)
     if match is None:
         return None
-    return node.lineno, match.end()
+    return line, match.end()
 
 
 def _diagnostic(

@@ -27,10 +27,12 @@ import pathlib
 import resource
 import time
 import weakref
+from types import EllipsisType
 from typing import Any, Self
 
 from ._awaits import AWAIT_MESSAGES, ModuleScope
 from ._render import split_lines
+from ._syntax import Syntax, read
 
 __all__ = ['TyServer', 'memory_bound', 'is_async_outside_function', 'lower_priority', 'out_of_memory', 'without_top_level_awaits']
 
@@ -47,17 +49,20 @@ def is_async_outside_function(diag: dict) -> bool:
     return diag.get('code') == 'invalid-syntax' and diag.get('message') in AWAIT_MESSAGES
 
 
-def without_top_level_awaits(diagnostics: list[dict], text: str, first_line: int = 0) -> list[dict]:
+def without_top_level_awaits(
+    diagnostics: list[dict], text: str, first_line: int = 0, syntax: Syntax | None | EllipsisType = ...
+) -> list[dict]:
     """``diagnostics`` less the async-outside-a-function ones located at module
     level of ``text`` (those inside a ``def``/``lambda``/``class`` are real errors).
     ``text`` starts at line ``first_line`` (counted from 0) of the checked file,
-    where all of ``diagnostics`` are."""
+    where all of ``diagnostics`` are. ``syntax`` is ``text``'s when already read
+    (``SyntaxReader``); else ``text`` is read here, if a diagnostic needs it."""
     kept = []
     scope: ModuleScope | None = None
     for diag in diagnostics:
         if is_async_outside_function(diag):
             if scope is None:
-                scope = ModuleScope(text, split_lines(text))
+                scope = ModuleScope(read(text) if syntax is ... else syntax, split_lines(text))
             start = diag['range']['start']
             if scope.at_module_level(start['line'] - first_line + 1, start['character'] + 1):
                 continue
