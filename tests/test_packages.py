@@ -110,6 +110,48 @@ async def test_a_plot_is_drawn_with_text_and_written_as_png(pool):
     """) == b'\x89PNG\r\n\x1a\n'
 
 
+async def test_savefig_writes_pdf_postscript_svg_and_pillows_formats_with_the_fonts_in_memory(pool, data):
+    heads = await run(pool, """
+        import io
+        import matplotlib.pyplot as plt
+        figure, axes = plt.subplots(figsize=(2, 2), dpi=40)
+        axes.plot([1, 2, 3], [1, 4, 9])
+        axes.set_title('$\\sum_i x_i^2$ ü'), axes.set_xlabel('serif', family='serif'), axes.set_ylabel('mono', family='monospace', fontweight='bold')
+
+        def written(form, **rc):
+            buffer = io.BytesIO()
+            with plt.rc_context(rc):
+                figure.savefig(buffer, format=form)
+            return buffer.getvalue()
+
+        pdf = written('pdf')
+        embedded = written('pdf', **{'pdf.fonttype': 42})  # the TrueType fonts embedded, subset by fontTools
+        core = written('pdf', **{'pdf.use14corefonts': True})  # the AFM metrics of the PDF core fonts
+        plt.savefig('/out/figure.pdf')
+        plt.savefig('/out/figure.svg')
+        (
+            [written(form)[:length] for form, length in (('svg', 14), ('ps', 15), ('eps', 23), ('png', 8), ('jpg', 3), ('gif', 6), ('tiff', 4))],
+            written('webp')[8:12],
+            pdf[:9], b'/FontFile2' in embedded, b'/BaseFont /Helvetica' in core, b'/CreationDate (D:19700101000000Z)' in pdf,
+            open('/out/figure.pdf', 'rb').read()[:9], open('/out/figure.svg').read()[:5],
+        )
+    """, mounts=[Mount(data / 'out', '/out')])
+    assert heads == (
+        [
+            b'<?xml version=', b'%!PS-Adobe-3.0\n', b'%!PS-Adobe-3.0 EPSF-3.0', PNG, b'\xff\xd8\xff', b'GIF87a', b'II*\x00',
+        ],
+        b'WEBP', b'%PDF-1.4\n', True, True, True, b'%PDF-1.4\n', '<?xml',
+    )
+    assert not (data / 'out' / 'figure.pdf').exists()  # an overlay: the file stays in the session
+
+
+async def test_savefig_refuses_the_formats_the_sandbox_cannot_write_in_matplotlibs_words(pool):
+    supported = 'supported formats: eps, gif, jpeg, jpg, pdf, png, ps, raw, rgba, svg, svgz, tif, tiff, webp'
+    code = "import io\nimport matplotlib.pyplot as plt\nplt.plot([1])\nplt.savefig(io.BytesIO(), format='{}')"
+    assert await refusal(pool, code.format('pgf')) == f"ValueError: Format 'pgf' is not supported ({supported})"
+    assert await refusal(pool, code.format('avif')) == f"ValueError: Format 'avif' is not supported ({supported})"
+
+
 async def test_numpy_random_draws_from_the_session_seed(pool):
     code = """
         import numpy as np
