@@ -60,14 +60,43 @@ async def test_a_package_brings_what_it_needs():
     assert corral.Pool().packages == ()
 
 
-async def test_the_plain_pool_loads_no_package():
+def _without(package: str) -> str:
+    return (
+        f'this sandbox was started without {package}; work with the modules below, or tell the user that its host can add it '
+        f"(Pool(packages=['{package}']), packages=['{package}'] on CodeTool and CodeMode, --packages {package} on corral mcp and corral serve)"
+        '. A script may import: abc, asyncio,'
+    )
+
+
+async def test_the_plain_pool_loads_no_package_and_says_how_a_host_adds_one():
     async with corral.Pool(warm_workers=0) as plain:
-        text = await refusal(plain, 'import numpy')
-        assert text.startswith(
-            "ModuleNotFoundError: No module named 'numpy': third-party packages are not installed in the sandbox; use the "
+        assert (await refusal(plain, 'import numpy')).startswith(f"ModuleNotFoundError: No module named 'numpy': {_without('numpy')}")
+        assert (await refusal(plain, 'import pandas as pd')).startswith(f"ModuleNotFoundError: No module named 'pandas': {_without('pandas')}")
+        assert (await refusal(plain, 'from pandas import DataFrame')).startswith(f"ModuleNotFoundError: No module named 'pandas': {_without('pandas')}")
+        assert (await refusal(plain, 'import matplotlib.pyplot as plt')).startswith(
+            f"ModuleNotFoundError: No module named 'matplotlib.pyplot': {_without('matplotlib')}"
+        )
+        # a package no pool offers keeps its words
+        assert (await refusal(plain, 'import scipy')).startswith(
+            "ModuleNotFoundError: No module named 'scipy': third-party packages are not installed in the sandbox; use the "
             'standard library modules below. A script may import: abc, asyncio,'
         )
         assert 'numpy' not in _maps(plain._zygote.pid)
+        # the type checker says the same, as a diagnostic
+        assert (await typing_error(plain, 'from pandas import DataFrame')).startswith(
+            'error[import-not-found]: Cannot resolve imported module `pandas`\n'
+            ' --> main.py:1:6\n'
+            '  |\n'
+            '1 | from pandas import DataFrame\n'
+            '  |      ^^^^^^\n'
+            f"info: No module named 'pandas': {_without('pandas')}"
+        )
+    async with corral.Pool(packages=['numpy'], warm_workers=0) as numeric:
+        assert (await refusal(numeric, 'import matplotlib.pyplot')).startswith(
+            f"ModuleNotFoundError: No module named 'matplotlib.pyplot': {_without('matplotlib')}"
+        )
+        info = (await typing_error(numeric, 'import pandas')).splitlines()[-1]
+        assert info.startswith(f"info: No module named 'pandas': {_without('pandas')}") and ', numpy, numpy.fft, numpy.linalg, numpy.random, operator, ' in info
 
 
 async def test_the_packages_are_in_the_zygote_before_any_script(pool):
