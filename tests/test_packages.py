@@ -281,6 +281,33 @@ async def test_what_an_array_holds_crosses_by_the_rules_of_any_value(pool):
     assert text == 'OverflowError: the result has at least 2,000 items; at most 1,000 may leave the sandbox (the value_items limit)'
 
 
+async def test_an_array_or_table_too_large_to_cross_is_refused_by_its_shape_before_it_is_converted(pool):
+    # 60 MB of int8 fit in the memory limit; as nested lists they would take some 1.4 GB (a
+    # reference and an object per number), which the memory limit would stop first
+    limits = corral.Limits(memory=400 * 1024**2, value_items=None)
+    tail = 'may leave the sandbox (the value_size limit)'
+    assert await refusal(pool, 'import numpy as np\nnp.zeros(60_000_000, dtype=np.int8)', limits=limits) == (
+        f'OverflowError: the result takes at least 1,440,000,056 bytes; at most 67,108,864 {tail}'
+    )
+    assert await refusal(pool, "import numpy as np\n[1, {'a': np.zeros((6_000, 10_000), dtype=np.int8)}]", limits=limits) == (
+        f'OverflowError: the result takes at least 1,440,384,056 bytes; at most 67,108,864 {tail}'
+    )
+    assert await refusal(pool, 'import numpy as np\nimport pandas as pd\npd.DataFrame(np.zeros((6_000_000, 10), dtype=np.int8))', limits=limits) == (
+        f'OverflowError: the result takes at least 1,968,000,472 bytes; at most 67,108,864 {tail}'
+    )
+    async with pool.checkout(limits=limits) as session:
+        code = 'import numpy as np\nimport pandas as pd\nreport(pd.Series(np.zeros(60_000_000, dtype=np.int8)))'
+        with pytest.raises(corral.SandboxError) as caught:
+            await session.feed_run(code, external_lookup={'report': lambda series: 1})
+        assert str(caught.value).strip().splitlines()[-1] == (
+            f'OverflowError: the call to report() takes at least 2,880,000,176 bytes; at most 67,108,864 {tail}'
+        )
+        assert await session.feed_run('np.zeros((2, 2), dtype=np.int8)') == [[0, 0], [0, 0]]  # the session goes on
+    # the bound counts items as the walk does: exactly
+    text = await refusal(pool, 'import pandas as pd\npd.DataFrame({"a": range(400), "b": range(400)})', limits=corral.Limits(value_items=1000))
+    assert text == 'OverflowError: the result has at least 1,605 items; at most 1,000 may leave the sandbox (the value_items limit)'
+
+
 async def test_code_tool_shows_the_library_repr(pool):
     from corral.integrations import CodeTool
 
