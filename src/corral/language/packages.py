@@ -521,12 +521,11 @@ class _FontFile(io.BytesIO):
         return self._path
 
 
-def _font_file(path: Any) -> Any:
-    """A font read into memory as a file (`_FontFile`), or `path` itself when it is a file already."""
-    if not _is_path(path):
-        return path
+def _font_file(path: Any) -> _FontFile:
+    """A font read into memory, as a file. Anything else (another path, a file a script made)
+    is refused: FreeType and fontTools parse only the fonts matplotlib ships."""
     if not _is_font(path):
-        raise FileNotFoundError(f'the sandbox has the fonts matplotlib ships, not {os.fsdecode(path)!r}')
+        raise FileNotFoundError(f'the sandbox has the fonts matplotlib ships, not {os.fsdecode(path) if _is_path(path) else path!r}')
     return _FontFile(_font_key(path))
 
 
