@@ -60,14 +60,43 @@ async def test_a_package_brings_what_it_needs():
     assert corral.Pool().packages == ()
 
 
-async def test_the_plain_pool_loads_no_package():
+def _without(package: str) -> str:
+    return (
+        f'this sandbox was started without {package}; work with the modules below, or tell the user that its host can add it '
+        f"(Pool(packages=['{package}']), packages=['{package}'] on CodeTool and CodeMode, --packages {package} on corral mcp and corral serve)"
+        '. A script may import: abc, asyncio,'
+    )
+
+
+async def test_the_plain_pool_loads_no_package_and_says_how_a_host_adds_one():
     async with corral.Pool(warm_workers=0) as plain:
-        text = await refusal(plain, 'import numpy')
-        assert text.startswith(
-            "ModuleNotFoundError: No module named 'numpy': third-party packages are not installed in the sandbox; use the "
+        assert (await refusal(plain, 'import numpy')).startswith(f"ModuleNotFoundError: No module named 'numpy': {_without('numpy')}")
+        assert (await refusal(plain, 'import pandas as pd')).startswith(f"ModuleNotFoundError: No module named 'pandas': {_without('pandas')}")
+        assert (await refusal(plain, 'from pandas import DataFrame')).startswith(f"ModuleNotFoundError: No module named 'pandas': {_without('pandas')}")
+        assert (await refusal(plain, 'import matplotlib.pyplot as plt')).startswith(
+            f"ModuleNotFoundError: No module named 'matplotlib.pyplot': {_without('matplotlib')}"
+        )
+        # a package no pool offers keeps its words
+        assert (await refusal(plain, 'import scipy')).startswith(
+            "ModuleNotFoundError: No module named 'scipy': third-party packages are not installed in the sandbox; use the "
             'standard library modules below. A script may import: abc, asyncio,'
         )
         assert 'numpy' not in _maps(plain._zygote.pid)
+        # the type checker says the same, as a diagnostic
+        assert (await typing_error(plain, 'from pandas import DataFrame')).startswith(
+            'error[import-not-found]: Cannot resolve imported module `pandas`\n'
+            ' --> main.py:1:6\n'
+            '  |\n'
+            '1 | from pandas import DataFrame\n'
+            '  |      ^^^^^^\n'
+            f"info: No module named 'pandas': {_without('pandas')}"
+        )
+    async with corral.Pool(packages=['numpy'], warm_workers=0) as numeric:
+        assert (await refusal(numeric, 'import matplotlib.pyplot')).startswith(
+            f"ModuleNotFoundError: No module named 'matplotlib.pyplot': {_without('matplotlib')}"
+        )
+        info = (await typing_error(numeric, 'import pandas')).splitlines()[-1]
+        assert info.startswith(f"info: No module named 'pandas': {_without('pandas')}") and ', numpy, numpy.fft, numpy.linalg, numpy.random, operator, ' in info
 
 
 async def test_the_packages_are_in_the_zygote_before_any_script(pool):
@@ -108,6 +137,48 @@ async def test_a_plot_is_drawn_with_text_and_written_as_png(pool):
         figure.savefig(buffer, format='png')
         buffer.getvalue()[:8]
     """) == b'\x89PNG\r\n\x1a\n'
+
+
+async def test_savefig_writes_pdf_postscript_svg_and_pillows_formats_with_the_fonts_in_memory(pool, data):
+    heads = await run(pool, """
+        import io
+        import matplotlib.pyplot as plt
+        figure, axes = plt.subplots(figsize=(2, 2), dpi=40)
+        axes.plot([1, 2, 3], [1, 4, 9])
+        axes.set_title('$\\sum_i x_i^2$ ü'), axes.set_xlabel('serif', family='serif'), axes.set_ylabel('mono', family='monospace', fontweight='bold')
+
+        def written(form, **rc):
+            buffer = io.BytesIO()
+            with plt.rc_context(rc):
+                figure.savefig(buffer, format=form)
+            return buffer.getvalue()
+
+        pdf = written('pdf')
+        embedded = written('pdf', **{'pdf.fonttype': 42})  # the TrueType fonts embedded, subset by fontTools
+        core = written('pdf', **{'pdf.use14corefonts': True})  # the AFM metrics of the PDF core fonts
+        plt.savefig('/out/figure.pdf')
+        plt.savefig('/out/figure.svg')
+        (
+            [written(form)[:length] for form, length in (('svg', 14), ('ps', 15), ('eps', 23), ('png', 8), ('jpg', 3), ('gif', 6), ('tiff', 4))],
+            written('webp')[8:12],
+            pdf[:9], b'/FontFile2' in embedded, b'/BaseFont /Helvetica' in core, b'/CreationDate (D:19700101000000Z)' in pdf,
+            open('/out/figure.pdf', 'rb').read()[:9], open('/out/figure.svg').read()[:5],
+        )
+    """, mounts=[Mount(data / 'out', '/out')])
+    assert heads == (
+        [
+            b'<?xml version=', b'%!PS-Adobe-3.0\n', b'%!PS-Adobe-3.0 EPSF-3.0', PNG, b'\xff\xd8\xff', b'GIF87a', b'II*\x00',
+        ],
+        b'WEBP', b'%PDF-1.4\n', True, True, True, b'%PDF-1.4\n', '<?xml',
+    )
+    assert not (data / 'out' / 'figure.pdf').exists()  # an overlay: the file stays in the session
+
+
+async def test_savefig_refuses_the_formats_the_sandbox_cannot_write_in_matplotlibs_words(pool):
+    supported = 'supported formats: eps, gif, jpeg, jpg, pdf, png, ps, raw, rgba, svg, svgz, tif, tiff, webp'
+    code = "import io\nimport matplotlib.pyplot as plt\nplt.plot([1])\nplt.savefig(io.BytesIO(), format='{}')"
+    assert await refusal(pool, code.format('pgf')) == f"ValueError: Format 'pgf' is not supported ({supported})"
+    assert await refusal(pool, code.format('avif')) == f"ValueError: Format 'avif' is not supported ({supported})"
 
 
 async def test_numpy_random_draws_from_the_session_seed(pool):
@@ -208,6 +279,33 @@ async def test_what_an_array_holds_crosses_by_the_rules_of_any_value(pool):
     assert await refusal(pool, 'import numpy as np\nnp.array([1 + 2j])') == unpackable.format('complex')
     text = await refusal(pool, 'import numpy as np\nnp.zeros(2000)', limits=corral.Limits(value_items=1000))
     assert text == 'OverflowError: the result has at least 2,000 items; at most 1,000 may leave the sandbox (the value_items limit)'
+
+
+async def test_an_array_or_table_too_large_to_cross_is_refused_by_its_shape_before_it_is_converted(pool):
+    # 60 MB of int8 fit in the memory limit; as nested lists they would take some 1.4 GB (a
+    # reference and an object per number), which the memory limit would stop first
+    limits = corral.Limits(memory=400 * 1024**2, value_items=None)
+    tail = 'may leave the sandbox (the value_size limit)'
+    assert await refusal(pool, 'import numpy as np\nnp.zeros(60_000_000, dtype=np.int8)', limits=limits) == (
+        f'OverflowError: the result takes at least 1,440,000,056 bytes; at most 67,108,864 {tail}'
+    )
+    assert await refusal(pool, "import numpy as np\n[1, {'a': np.zeros((6_000, 10_000), dtype=np.int8)}]", limits=limits) == (
+        f'OverflowError: the result takes at least 1,440,384,056 bytes; at most 67,108,864 {tail}'
+    )
+    assert await refusal(pool, 'import numpy as np\nimport pandas as pd\npd.DataFrame(np.zeros((6_000_000, 10), dtype=np.int8))', limits=limits) == (
+        f'OverflowError: the result takes at least 1,968,000,472 bytes; at most 67,108,864 {tail}'
+    )
+    async with pool.checkout(limits=limits) as session:
+        code = 'import numpy as np\nimport pandas as pd\nreport(pd.Series(np.zeros(60_000_000, dtype=np.int8)))'
+        with pytest.raises(corral.SandboxError) as caught:
+            await session.feed_run(code, external_lookup={'report': lambda series: 1})
+        assert str(caught.value).strip().splitlines()[-1] == (
+            f'OverflowError: the call to report() takes at least 2,880,000,176 bytes; at most 67,108,864 {tail}'
+        )
+        assert await session.feed_run('np.zeros((2, 2), dtype=np.int8)') == [[0, 0], [0, 0]]  # the session goes on
+    # the bound counts items as the walk does: exactly
+    text = await refusal(pool, 'import pandas as pd\npd.DataFrame({"a": range(400), "b": range(400)})', limits=corral.Limits(value_items=1000))
+    assert text == 'OverflowError: the result has at least 1,605 items; at most 1,000 may leave the sandbox (the value_items limit)'
 
 
 async def test_code_tool_shows_the_library_repr(pool):

@@ -31,10 +31,11 @@ refused as the function would be. A matplotlib figure (or the axes of one) cross
 How much crosses is bounded twice. The sender measures a value before packing it (`measure`):
 its items, its decoded size and its depth, counted as the receiver will build it (every reference
 is a copy of its own there: `[[]] * 1000` becomes a thousand lists), and refuses a value that
-contains itself. The receiver counts again while it decodes (`Decoder`), so a sender that skips
-its own check cannot make it build more than the limits allow. Tuples, sets and frozensets are
-arrays whose first item is a marker, so one decoder walks every container kind, and nesting is
-counted across all of them.
+contains itself; a numpy array or a pandas table is measured by its shape before its plain form
+is made (`package_bound`), so one too large is refused without building the lists. The receiver
+counts again while it decodes (`Decoder`), so a sender that skips its own check cannot make it
+build more than the limits allow. Tuples, sets and frozensets are arrays whose first item is a
+marker, so one decoder walks every container kind, and nesting is counted across all of them.
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ import msgpack
 
 __all__ = [
     'pack', 'unpack', 'measure', 'Decoder', 'ValueLimitError', 'bounded_repr', 'host_default', 'sandbox_default',
-    'Image', 'cut_text', 'describe_type', 'package_form', 'library_repr', 'MAX_FRAME', 'MAX_DEPTH', 'REPR_LIMIT',
+    'Image', 'cut_text', 'describe_type', 'package_bound', 'package_form', 'library_repr', 'MAX_FRAME', 'MAX_DEPTH', 'REPR_LIMIT',
     'UNPACKABLE_RESULT',
 ]
 
@@ -273,6 +274,45 @@ def package_form(value: Any) -> Any:
     return _NOT_A_PACKAGE_VALUE
 
 
+_EMPTY_LIST, _EMPTY_DICT, _LEAST_OBJECT = sys.getsizeof([]), sys.getsizeof({}), sys.getsizeof(None)
+
+
+def package_bound(value: Any) -> tuple[int, int] | None:
+    """At least the (items, bytes) `measure` counts of a numpy array's or a pandas table's plain
+    form (`package_form`), from its shape alone, so it is checked before the form is made (for a
+    large array, many times the array's own memory). None for any other value.
+
+    An array of shape (a, b) becomes a list of a lists of b items: a + a*b items (references),
+    1 + a lists, a*b objects, each at least the smallest (None); a `DataFrame` of n rows and m
+    columns is a dict of three entries: m names, n labels, and n row lists of m cells.
+    """
+    np, pd = _package_types()
+    dicts = 1
+    if np is not None and isinstance(value, np.ndarray):
+        shape = np.ndarray.shape.__get__(value)
+        if not shape:
+            return None
+        dicts = lists = references = 0
+        leaves = 1
+        for length in shape:
+            lists += leaves
+            leaves *= length
+            references += leaves
+    elif pd is not None and isinstance(value, pd.DataFrame):
+        rows, columns = pd.DataFrame.shape.fget(value)
+        lists, references, leaves = 3 + rows, columns + 2 * rows + rows * columns, columns + rows + rows * columns
+    elif pd is not None and isinstance(value, pd.Series):
+        rows = pd.Series.__len__(value)
+        lists, references, leaves = 2, 2 * rows, 2 * rows
+    elif pd is not None and isinstance(value, pd.Index):
+        dicts, lists, references = 0, 1, pd.Index.__len__(value)
+        leaves = references
+    else:
+        return None
+    items = references + 3 * dicts
+    return items, dicts * _EMPTY_DICT + lists * _EMPTY_LIST + 8 * references + leaves * _LEAST_OBJECT
+
+
 def _figure_of(value: Any) -> Any:
     """The matplotlib figure `value` is, or whose axes it is; None for anything else."""
     figure, axes = sys.modules.get('matplotlib.figure'), sys.modules.get('matplotlib.axes')
@@ -386,6 +426,9 @@ def measure(
     the value in the error (`'the result'`), `crossing` the direction (`'leave the sandbox'`).
     A container referenced many times is walked once; the walk stops at the first limit passed.
 
+    A numpy array or a pandas table is checked by its shape before its plain form is made
+    (`package_bound`), so one too large to cross is refused without the memory the form takes.
+
     Raises `ValueLimitError` past `items` or `size` (None: no limit), `ValueError` for a value that
     contains itself or is nested deeper than `MAX_DEPTH`, and `convert`'s `TypeError` for a
     value of a type that may not cross.
@@ -393,8 +436,8 @@ def measure(
     quick = _quick(value, 0)
     if quick is not None and (items is None or quick[0] <= items) and (size is None or quick[1] <= size):
         return  # a small plain value, as most host-call arguments are: within the limits
-    root = value if type(value) in _BOUNDARY_TYPES else convert(value)
     walk = _Walk(items, size, subject, crossing, convert)
+    root = value if type(value) in _BOUNDARY_TYPES else walk.converted(value)
     own = sys.getsizeof(root)
     if type(root) not in _CONTAINER_TYPES:
         walk.check(0, own, exact=True)
@@ -428,6 +471,14 @@ class _Walk:
                 limit='value_size',
                 value=self.size,
             )
+
+    def converted(self, value: Any) -> Any:
+        """`value` converted to a type that may cross; a numpy array's or a pandas table's plain
+        form only once the least it takes (`package_bound`) is within the limits."""
+        bound = package_bound(value)
+        if bound is not None:
+            self.check(*bound)
+        return self.convert(value)
 
     def container(self, container: Any, original: Any, depth: int, own: int) -> tuple[int, int, int]:
         """(items, bytes, levels) below `container`, an exact container type made from `original`
@@ -468,7 +519,7 @@ class _Walk:
         if others:
             self.path.add(key)
             for element, times in repeats:
-                converted = element if type(element) in _BOUNDARY_TYPES else self.convert(element)
+                converted = element if type(element) in _BOUNDARY_TYPES else self.converted(element)
                 element_size = sys.getsizeof(converted)
                 total += element_size * times
                 if type(converted) in _CONTAINER_TYPES:

@@ -4,7 +4,8 @@ Pickle (it runs code as it loads), strings evaluated as code (pandas' `query`/`e
 names and attribute access), raw memory (`as_strided`, `ndarray.ctypes`, a buffer read at a
 negative offset or as object pointers, `resize(refcheck=False)` leaving a view on freed memory,
 `__array_interface__` answered by a script's `__getattr__` or a Series' labels), function names
-given as strings (`df.agg('__getattribute__', '_mgr')`), files and processes. The worker runs
+given as strings (`df.agg('__getattribute__', '_mgr')`), files (a font file named by a script
+included) and processes. The worker runs
 every lockdown layer too; these tests hold the language layer to its word on its own.
 """
 
@@ -82,6 +83,9 @@ ATTACKS = {
     'numpy_submodule': ('import numpy.lib', 'SandboxRuntimeError', "ModuleNotFoundError: No module named 'numpy.lib': the sandbox offers 'numpy' itself, not its submodules. A script may import: abc, asyncio, base64, bisect, calendar, collections, collections.abc, contextlib, copy, csv, dataclasses, datetime, decimal, difflib, enum, fnmatch, fractions, functools, glob, hashlib, heapq, io, itertools, json, math, matplotlib, matplotlib.pyplot, numpy, numpy.fft, numpy.linalg, numpy.random, operator, os, os.path, pandas, pathlib, pprint, random, re, statistics, string, sys, textwrap, time, typing, unicodedata, uuid, zoneinfo"),
     'switch_backend': ("import matplotlib.pyplot as plt\nplt.switch_backend('tkagg')", 'SandboxRuntimeError', "AttributeError: module 'matplotlib.pyplot' has no attribute 'switch_backend' in the sandbox: the sandbox draws with Agg: a figure as the last expression, or plt.show(), comes back as a PNG image. dir(matplotlib.pyplot) lists the 203 names matplotlib.pyplot offers"),
     'mpl_use': ("import matplotlib\nmatplotlib.use('tkagg')", 'SandboxRuntimeError', "AttributeError: module 'matplotlib' has no attribute 'use' in the sandbox: the sandbox draws with Agg: a figure as the last expression, or plt.show(), comes back as a PNG image. matplotlib offers: ExecutableNotFoundError, MatplotlibDeprecationWarning, RcParams, bivar_colormaps, color_sequences, colormaps, defaultParams, multivar_colormaps, pyplot, rc, rcParams, rcParamsDefault, rcParamsOrig, rc_context, rc_params, rcdefaults"),
+    'font_file_pdf': ("import io, pathlib\nimport matplotlib.pyplot as plt\nplt.figure().text(0, 0, 'x', fontproperties=pathlib.Path('/etc/passwd'))\nplt.savefig(io.BytesIO(), format='pdf')", 'SandboxRuntimeError', "FileNotFoundError: the sandbox has the fonts matplotlib ships, not '/etc/passwd'"),
+    'font_file_png': ("import matplotlib.pyplot as plt\nplt.figure().text(0, 0, 'x', fontproperties={'fname': '/etc/passwd'})\nplt.gcf()", 'SandboxRuntimeError', "TypeError: the value of the last expression cannot leave the sandbox: the sandbox has the fonts matplotlib ships, not '/etc/passwd'"),
+    'savefig_pgf': ("import io\nimport matplotlib.pyplot as plt\nplt.plot([1])\nplt.savefig(io.BytesIO(), format='pgf')", 'SandboxRuntimeError', "ValueError: Format 'pgf' is not supported (supported formats: eps, gif, jpeg, jpg, pdf, png, ps, raw, rgba, svg, svgz, tif, tiff, webp)"),
     'style': ("import pandas as pd\npd.DataFrame({'a': [1]}).style", 'SandboxRuntimeError', "AttributeError: 'DataFrame' object has no attribute 'style' in the sandbox: styling needs templates the sandbox does not have; use to_string() or to_html()"),
 }
 

@@ -58,6 +58,7 @@ __all__ = [
     'seal_record',
     'ENVELOPE_BYTES',
     'call_size',
+    'check_packages',
     'feed_size',
     'input_size',
     'mac_of',
@@ -68,7 +69,8 @@ __all__ = [
 
 #: The format of the state this corral writes and reads. Bump it whenever the journal's meaning
 #: changes (a message kind, what the worker does with one): an old state would replay wrongly.
-#: 2: states bound to their store row (`binding`), records appended to them.
+#: 2: states bound to their store row (`binding`), records appended to them. A state's and a
+#: record's `packages` came within version 2, as a key a reader takes as empty when absent.
 FORMAT_VERSION = 2
 
 #: Default largest state, in bytes, a pool dumps or loads (`Pool(max_state_bytes=...)`).
@@ -137,6 +139,10 @@ class SessionState:
       (args and kwargs as the worker sent them, packed); `answers`: `[call_id, payload]` of calls
       that answered before the pause and were not yet taken in; `blocked`: the sync call the
       worker waits on, or -1 when it waits in its event loop.
+    - `packages`: the packages the pool that ran the feeds loaded (`Pool(packages=...)`, with
+      what they need); a loading pool must load them too (`check_packages`). A state written
+      before states carried them has none: a pool without packages wrote it, or its replay
+      imports a package the loading pool lacks and is refused as a replay that went another way.
     """
 
     fingerprint: bytes
@@ -148,6 +154,7 @@ class SessionState:
     pending: list[list[Any]] = field(default_factory=list)
     answers: list[list[Any]] = field(default_factory=list)
     blocked: int = -1
+    packages: list[str] = field(default_factory=list)
 
     def to_plain(self) -> dict[str, Any]:
         return {
@@ -160,6 +167,7 @@ class SessionState:
             'pending': self.pending,
             'answers': self.answers,
             'blocked': self.blocked,
+            'packages': self.packages,
         }
 
     @classmethod
@@ -176,6 +184,7 @@ class SessionState:
             pending=body['pending'],
             answers=body['answers'],
             blocked=body['blocked'],
+            packages=body.get('packages', []),
         )
         state.check()
         return state
@@ -188,6 +197,8 @@ class SessionState:
             raise ValueError('malformed mounts')
         if not isinstance(self.overlay, dict) or not isinstance(self.blocked, int):
             raise ValueError('malformed overlay')
+        if not (isinstance(self.packages, list) and all(isinstance(name, str) for name in self.packages)):
+            raise ValueError('malformed packages')
         for item in self.pending:
             if not (isinstance(item, list) and len(item) == 5 and isinstance(item[0], int) and isinstance(item[1], str)):
                 raise ValueError('malformed pending call')
@@ -228,7 +239,8 @@ class StateRecord:
     """What one stored feed appends to a stored state (`seal_record`): the feeds from index `start`
     of the journal on (the feed that ran; `start` one lower when it replaces the journal's last,
     open feed: a paused feed that went on), `overlay`, the changes to the overlay since the part
-    before (`overlay_changes`), and the pause of a paused session as `SessionState` has it."""
+    before (`overlay_changes`), the pause of a paused session as `SessionState` has it, and the
+    packages of the pool that ran the feed (a session stored by one pool goes on in another)."""
 
     start: int
     feeds: list[FeedRecord]
@@ -236,9 +248,10 @@ class StateRecord:
     pending: list[list[Any]] = field(default_factory=list)
     answers: list[list[Any]] = field(default_factory=list)
     blocked: int = -1
+    packages: list[str] = field(default_factory=list)
 
     def to_plain(self) -> dict[str, Any]:
-        plain = {name: getattr(self, name) for name in ('start', 'overlay', 'pending', 'answers', 'blocked')}
+        plain = {name: getattr(self, name) for name in ('start', 'overlay', 'pending', 'answers', 'blocked', 'packages')}
         return {**plain, 'feeds': [record.to_plain() for record in self.feeds]}
 
     def apply(self, state: SessionState) -> None:
@@ -249,6 +262,9 @@ class StateRecord:
         state.feeds[self.start :] = self.feeds
         state.overlay = _apply_overlay_changes(state.overlay, self.overlay)
         state.pending, state.answers, state.blocked = self.pending, self.answers, self.blocked
+        if not isinstance(self.packages, list):
+            raise ValueError('malformed packages')
+        state.packages = [*state.packages, *(name for name in self.packages if name not in state.packages)]
         state.check()
 
 
@@ -335,12 +351,29 @@ def _decode_state(body: dict[str, Any], expected: bytes) -> SessionState:
     return state
 
 
-def open_state(data: bytes, key: bytes, *, quota: int, expected: bytes) -> SessionState:
-    """Check and decode a dumped state (`Session.dump()`), for a pool whose fingerprint is `expected`.
+def check_packages(state: SessionState, packages: tuple[str, ...]) -> None:
+    """Raise `SandboxStateError` when the pool loading `state` lacks a package of the pool that
+    made it (`packages`: the loading pool's). A pool with more packages may load it: a replay
+    imports only what the journal's scripts imported, so a package none of them imported is
+    never touched. (A script that caught the `ImportError` of a package its pool lacked takes the
+    other branch where the import succeeds; the replay refuses the state when the feed's outcome,
+    output, value or host calls then differ from the record.)"""
+    missing = [name for name in state.packages if name not in packages]
+    if missing:
+        raise SandboxStateError(
+            f"the session state was made in a pool that loads {', '.join(state.packages)}, and this pool does not load "
+            f"{', '.join(missing)}: check the session out from a pool made with packages={state.packages!r}"
+        )
+
+
+def open_state(data: bytes, key: bytes, *, quota: int, expected: bytes, packages: tuple[str, ...] = ()) -> SessionState:
+    """Check and decode a dumped state (`Session.dump()`), for a pool whose fingerprint is
+    `expected` and which loads `packages`.
 
     Raises `SandboxStateError` naming what is wrong: oversized, not a state, truncated, altered
     (or signed with another key), another format version, made for other host functions, or
-    a stored session's state (bound to its store row: `checkout(session_id=...)` loads it).
+    a stored session's state (bound to its store row: `checkout(session_id=...)` loads it), or
+    made in a pool with a package this one lacks (`check_packages`).
     """
     body = _open_envelope(data, key, quota=quota)
     if body.get('binding') is not None:
@@ -348,11 +381,14 @@ def open_state(data: bytes, key: bytes, *, quota: int, expected: bytes) -> Sessi
             "these bytes are a stored session's state, bound to its place in the store, not a dumped one: "
             'check the session out with pool.checkout(session_id=...), or load what session.dump() returns'
         )
-    return _decode_state(body, expected)
+    session_state = _decode_state(body, expected)
+    check_packages(session_state, packages)
+    return session_state
 
 
 def open_stored(
-    state: bytes, records: list[bytes], generation: int, key: bytes, *, quota: int, expected: bytes, tenant: str, session_id: str
+    state: bytes, records: list[bytes], generation: int, key: bytes, *, quota: int, expected: bytes, tenant: str, session_id: str,
+    packages: tuple[str, ...] = (),
 ) -> tuple[SessionState, Chain]:
     """Check and decode what a store holds for `(tenant, session_id)` at the store's `generation`:
     a full state and the records appended to it. Returns the state, and the `Chain` the
@@ -362,7 +398,8 @@ def open_stored(
     part that belongs to another tenant or another session (copied into this row), a dumped
     state put in the row, a state older or newer than the store's generation (an older state
     put back: rolled back), a record that does not follow the part before it (dropped,
-    reordered or replayed), or records over the quota in all.
+    reordered or replayed), records over the quota in all, or a package the pool that ran a
+    feed loaded and this one (`packages`) lacks.
     """
     where = f'the stored state of session {session_id!r}'
     body = _open_envelope(state, key, quota=quota)
@@ -384,7 +421,8 @@ def open_stored(
             )
         try:
             record = StateRecord(
-                part['start'], [FeedRecord.from_plain(item) for item in part['feeds']], part['overlay'], part['pending'], part['answers'], part['blocked']
+                part['start'], [FeedRecord.from_plain(item) for item in part['feeds']], part['overlay'], part['pending'], part['answers'], part['blocked'],
+                part.get('packages', []),
             )
             record.apply(session_state)
         except (ValueError, KeyError, TypeError) as error:
@@ -397,6 +435,7 @@ def open_stored(
             + ('an older state of the session was put back (rolled back)' if chain.generation < generation else "the store's generation was altered")
             + ', so it is refused'
         )
+    check_packages(session_state, packages)
     return session_state, chain
 
 

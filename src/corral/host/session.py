@@ -322,6 +322,7 @@ class Session:
                 expected=self._fingerprint(),
                 tenant=self.tenant,
                 session_id=source,  # type: ignore[arg-type]
+                packages=self._pool.packages,
             )
             await self._restore(state)
             if not self._fork:  # the store has it: the next feed appends to it
@@ -1142,6 +1143,7 @@ class Session:
             pending=pending,
             answers=[[call_id, payload] for call_id, payload in self._answers] if self._paused else [],
             blocked=self._blocked if self._paused and self._blocked is not None else -1,
+            packages=list(self._pool.packages),
         )
 
     def _fingerprint(self) -> bytes:
@@ -1157,14 +1159,16 @@ class Session:
         A state of a paused session comes back paused: answer it with `resume()`.
 
         Raises `SandboxStateError` for a state that is oversized, not a state, truncated, altered
-        or signed with another key, of another format version, made for other host functions,
-        missing a mount, or that does not replay as it ran; `RuntimeError` when this session has
-        run feeds already.
+        or signed with another key, of another format version, made for other host functions or
+        in a pool with a package this one lacks (`Pool(packages=...)`), missing a mount, or that
+        does not replay as it ran; `RuntimeError` when this session has run feeds already.
         """
         self._check_usable()
         if self._journal or self._paused:
             raise RuntimeError('load_session needs a freshly checked-out session; this one has run feeds')
-        await self._restore(open_state(state, self._pool._state_key(), quota=self._pool.max_state_bytes, expected=self._fingerprint()))
+        await self._restore(
+            open_state(state, self._pool._state_key(), quota=self._pool.max_state_bytes, expected=self._fingerprint(), packages=self._pool.packages)
+        )
         self._full_due = True
         await self._store_state()
 
@@ -1277,7 +1281,9 @@ class Session:
         binding = Binding(self.tenant, self.session_id, generation)
         if chain is not None and not self._full_due:
             start = self._stored - 1 if self._stored_open else self._stored
-            record = StateRecord(start, state.feeds[start:], overlay_changes(self._stored_overlay, state.overlay), state.pending, state.answers, state.blocked)
+            record = StateRecord(
+                start, state.feeds[start:], overlay_changes(self._stored_overlay, state.overlay), state.pending, state.answers, state.blocked, state.packages
+            )
             data = seal_record(record, key, binding=binding, previous=chain.mac)
             compact_at = max(chain.state_bytes, min(_COMPACT_BYTES, self._pool.max_state_bytes // 2))  # records never pass the quota
             if chain.records < _COMPACT_RECORDS and chain.record_bytes + len(data) <= compact_at:

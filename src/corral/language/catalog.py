@@ -162,6 +162,11 @@ _NETWORK = 'a script has no network access; call the host functions you were giv
 _PROCESSES = 'a script cannot run commands, processes or threads'
 _INTERNALS = 'interpreter internals are not available in the sandbox'
 _THIRD_PARTY = 'third-party packages are not installed in the sandbox; use the standard library modules below'
+#: Why a package a pool can offer (`PACKAGES`) is missing: the pool was made without it.
+_WITHOUT_PACKAGE = (
+    'this sandbox was started without {0}; work with the modules below, or tell the user that its host '
+    "can add it (Pool(packages=['{0}']), packages=['{0}'] on CodeTool and CodeMode, --packages {0} on corral mcp and corral serve)"
+)
 
 #: Why a module is missing, for the modules a model reaches for most.
 MODULE_HINTS: dict[str, str] = {
@@ -186,10 +191,11 @@ MODULE_HINTS: dict[str, str] = {
     ),
     'logging': 'print() is the script\'s output',
     **dict.fromkeys(
-        ['numpy', 'pandas', 'scipy', 'sklearn', 'matplotlib', 'pydantic', 'yaml', 'bs4', 'dateutil', 'pytz', 'attrs',
-         'typing_extensions', 'tqdm', 'rich', 'polars', 'openai', 'anthropic'],
+        ['scipy', 'sklearn', 'pydantic', 'yaml', 'bs4', 'dateutil', 'pytz', 'attrs', 'typing_extensions', 'tqdm', 'rich',
+         'polars', 'openai', 'anthropic'],
         _THIRD_PARTY,
     ),
+    **{name: _WITHOUT_PACKAGE.format(name) for name in PACKAGES},
 }
 
 _RUN = 'a script cannot run commands or processes'

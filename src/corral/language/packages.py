@@ -7,8 +7,10 @@ libraries would read later is read here, once, and every forked worker shares it
 - numpy, pandas and matplotlib are imported, with the modules they import on first use (pandas'
   parsers and formatters, Pillow's PNG writer) loaded by a warm-up that uses them;
 - matplotlib draws with the Agg backend; its fonts (the ones it ships) are read into memory, and
-  `FT2Font` reads them from there (a font file kept open would be one file offset shared by every
-  worker);
+  `FT2Font`, the PDF and PostScript writers and fontTools (which subsets the fonts they embed)
+  read them from there (a font file kept open would be one file offset shared by every worker);
+  `savefig` writes PNG, JPEG, GIF, TIFF, WebP, raw RGBA, SVG, PDF, PostScript and EPS, and
+  refuses the rest (PGF runs LaTeX, AVIF's encoder starts threads) in matplotlib's own words;
 - BLAS runs one thread (the host starts the zygote with `OPENBLAS_NUM_THREADS=1` and friends): a
   zygote forks workers only while it is single-threaded.
 
@@ -31,6 +33,7 @@ The module facades (`BUILDERS`: what `import numpy` gives a script) hold the rev
 
 from __future__ import annotations
 
+import codecs
 import functools
 import importlib
 import io
@@ -265,9 +268,11 @@ def _reader(function: Callable[..., Any], argument: str, mode: str) -> Callable[
     return read
 
 
-def _writer(method: Callable[..., Any], argument: str, *, binary: bool = False, position: int = 0) -> Callable[..., Any]:
+def _writer(method: Callable[..., Any], argument: str, *, binary: bool = False, position: int = 0, suffix_format: bool = False) -> Callable[..., Any]:
     """`method` (a method, or a function with `position` arguments before the path) with its
-    path `argument` opened for writing through the sandbox's open() (mode 'w', or `mode=` 'a')."""
+    path `argument` opened for writing through the sandbox's open() (mode 'w', or `mode=` 'a').
+    `suffix_format`: the path's suffix is the `format` when none is given (`savefig` reads the
+    format from a path's name, which the file opened for it has not)."""
 
     @functools.wraps(method)
     def write(*args: Any, **kwargs: Any) -> Any:
@@ -275,6 +280,11 @@ def _writer(method: Callable[..., Any], argument: str, *, binary: bool = False, 
         mode = kwargs.get('mode', 'w') if not binary else 'wb'
         if mode not in ('w', 'a', 'x', 'wb'):
             mode = 'w'
+        path = args[where] if len(args) > where else kwargs.get(argument)
+        if suffix_format and kwargs.get('format') is None and _is_path(path):
+            suffix = os.path.splitext(hostio.fspath(path))[1][1:]
+            if suffix:
+                kwargs['format'] = suffix
         if len(args) > where and _is_path(args[where]):
             with hostio.open(args[where], mode) as file:
                 return method(*args[:where], file, *args[where + 1 :], **kwargs)
@@ -389,7 +399,8 @@ def _load_pandas() -> None:
     package_form(frame), package_form(frame['y']), library_repr(frame), library_repr(frame['y'])
 
 
-#: The fonts matplotlib ships, read before the lockdown: path -> bytes.
+#: The fonts matplotlib ships (TrueType, and the AFM metrics of the PDF and PostScript core
+#: fonts), read before the lockdown: path -> bytes.
 _FONTS: dict[str, bytes] = {}
 
 
@@ -397,6 +408,7 @@ def _load_matplotlib() -> None:
     import matplotlib
 
     matplotlib.use('Agg')
+    import fontTools.ttLib
     import matplotlib.pyplot as plt
     from matplotlib import font_manager, ft2font
     from matplotlib.figure import Figure
@@ -405,20 +417,19 @@ def _load_matplotlib() -> None:
     manager = font_manager.fontManager
     manager.ttflist = [entry for entry in manager.ttflist if _inside(entry.fname, data)]
     manager.afmlist = [entry for entry in manager.afmlist if _inside(entry.fname, data)]
-    folder = os.path.join(data, 'fonts', 'ttf')
-    for name in sorted(os.listdir(folder)):
-        if name.endswith('.ttf'):
-            path = os.path.join(folder, name)
-            with open(path, 'rb') as file:
-                _FONTS[path] = _FONTS[os.path.realpath(path)] = file.read()
-    for entry in manager.ttflist:
+    for kind, suffix in (('ttf', '.ttf'), ('afm', '.afm'), ('pdfcorefonts', '.afm')):
+        folder = os.path.join(data, 'fonts', kind)
+        for name in sorted(os.listdir(folder)):
+            if name.endswith(suffix):
+                path = os.path.join(folder, name)
+                with open(path, 'rb') as file:
+                    _FONTS[path] = _FONTS[os.path.realpath(path)] = file.read()
+    for entry in (*manager.ttflist, *manager.afmlist):
         _FONTS.setdefault(_font_key(entry.fname), _FONTS.get(os.path.realpath(entry.fname), b''))
     real_font = ft2font.FT2Font
 
     def memory_font(filename: Any, *args: Any, **kwargs: Any) -> Any:
-        if not _is_font(filename):
-            raise FileNotFoundError(f'the sandbox has the fonts matplotlib ships, not {filename!r}')
-        return real_font(io.BytesIO(_FONTS[_font_key(filename)]), *args, **kwargs)
+        return real_font(_font_file(filename), *args, **kwargs)
 
     font_manager.ft2font = types.SimpleNamespace(**{**vars(ft2font), 'FT2Font': memory_font})
     font_manager._get_font.cache_clear()
@@ -426,14 +437,15 @@ def _load_matplotlib() -> None:
     # stat, refused after the lockdown): the fonts in memory answer
     from matplotlib import _mathtext
 
-    font_os = types.SimpleNamespace(**{**vars(os), 'path': types.SimpleNamespace(**{
+    font_os = types.SimpleNamespace(**{**vars(os), 'stat': _font_stat, 'path': types.SimpleNamespace(**{
         **vars(os.path),
         'exists': lambda path: _is_font(path) or os.path.exists(path),
         'isfile': lambda path: _is_font(path) or os.path.isfile(path),
         'realpath': lambda path, **kwargs: _font_key(path) if _is_font(path) else os.path.realpath(path, **kwargs),
     })})
     font_manager.os = _mathtext.os = font_os
-    Figure.savefig = _writer(Figure.savefig, 'fname', binary=True)
+    _file_formats(font_os)
+    Figure.savefig = _writer(Figure.savefig, 'fname', binary=True, suffix_format=True)
     # warm-up: draw and write a figure with what a plot usually has (Pillow's PNG writer loads here)
     figure, axes = plt.subplots()
     axes.plot([1, 2, 3], [1, 4, 9], label='$x^2$')
@@ -448,7 +460,85 @@ def _load_matplotlib() -> None:
         frame = pd.DataFrame({'x': [1, 2, 3], 'y': [3, 1, 2]}, index=pd.date_range('2024-01-01', periods=3))
         frame.plot(), frame['y'].plot.pie(), frame.plot.bar(), frame.plot.scatter(x='x', y='y'), frame.hist()
     figure.savefig(io.BytesIO(), format='png'), figure.savefig(io.BytesIO(), format='svg')
+    # the other writers (Pillow's); fonttype 3 draws the glyphs in a PDF or PostScript file, 42
+    # embeds the font, subset by fontTools, which imports the module of each font table it reads
+    # on first use: every table of every font
+    figure, axes = plt.subplots(figsize=(1, 1), dpi=10)
+    axes.plot([1, 2]), axes.set_title('$x^2$ ü'), axes.set_xlabel('x', family='serif'), axes.set_ylabel('y', family='monospace')
+    for form in ('jpg', 'gif', 'tiff', 'webp', 'svgz', 'pdf', 'ps', 'eps'):
+        figure.savefig(io.BytesIO(), format=form)
+    for path in {_font_key(entry.fname) for entry in manager.ttflist}:
+        for tag in fontTools.ttLib.TTFont(_font_file(path), lazy=True).keys():
+            fontTools.ttLib.getTableModule(tag)
+    for encoding in ('mac_roman', 'utf_16_be', 'utf_32_be', 'latin_1'):  # font names, PostScript text
+        codecs.lookup(encoding)
     plt.close('all')
+
+
+#: The formats `savefig` writes in the sandbox. Left out: pgf (it runs LaTeX, a process) and
+#: avif (its encoder starts threads).
+_FORMATS = ('png', 'jpg', 'jpeg', 'gif', 'tif', 'tiff', 'webp', 'raw', 'rgba', 'svg', 'svgz', 'pdf', 'ps', 'eps')
+
+
+def _file_formats(font_os: Any) -> None:
+    """Load the writers of every format in `_FORMATS`, reading fonts from memory, and drop the
+    rest from matplotlib's table of formats, so `savefig` refuses them with its own words
+    ("Format 'pgf' is not supported (supported formats: ...)")."""
+    import fontTools.ttLib.ttFont
+    from matplotlib import backend_bases
+    from matplotlib.backends import _backend_pdf_ps, backend_pdf, backend_ps, backend_svg
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from PIL import GifImagePlugin, JpegImagePlugin, TiffImagePlugin, WebPImagePlugin  # noqa: F401  (savefig's writers)
+
+    # the files carry no date from the worker's clock (a script reads the clock through the
+    # session's grant): the writers date them as reproducible builds do, from SOURCE_DATE_EPOCH
+    # (reproducible-builds.org/specs/source-date-epoch), which reads 0 here: 1970-01-01
+    dated = types.SimpleNamespace(**{**vars(font_os), 'getenv': lambda key, default=None: '0' if key == 'SOURCE_DATE_EPOCH' else os.getenv(key, default)})
+    backend_pdf.os = backend_ps.os = backend_svg.os = dated
+    for module in (_backend_pdf_ps, backend_pdf, fontTools.ttLib.ttFont):
+        module.open = _font_open  # type: ignore[attr-defined]  (a module's global shadows the builtin)
+    for form in list(backend_bases._default_backends):
+        if form in _FORMATS:
+            backend_bases.get_registered_canvas_class(form)
+        else:
+            del backend_bases._default_backends[form], backend_bases._default_filetypes[form]
+            if f'print_{form}' in vars(FigureCanvasAgg):
+                delattr(FigureCanvasAgg, f'print_{form}')
+
+
+class _FontFile(io.BytesIO):
+    """A font file read into memory. Its repr is its path: `FT2Font` takes a file's repr for its
+    `fname`, by which the PDF and PostScript writers find the font again to embed it."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(_FONTS[path])
+        self._path = path
+
+    def __repr__(self) -> str:
+        return self._path
+
+
+def _font_file(path: Any) -> _FontFile:
+    """A font read into memory, as a file. Anything else (another path, a file a script made)
+    is refused: FreeType and fontTools parse only the fonts matplotlib ships."""
+    if not _is_font(path):
+        raise FileNotFoundError(f'the sandbox has the fonts matplotlib ships, not {os.fsdecode(path) if _is_path(path) else path!r}')
+    return _FontFile(_font_key(path))
+
+
+def _font_open(path: Any, mode: str = 'r') -> Any:
+    """`open()` for the font readers of matplotlib's PDF and PostScript writers (and fontTools,
+    which subsets the fonts they embed): a font file, from memory."""
+    if mode != 'rb':
+        raise PermissionError(f'the sandbox reads the fonts matplotlib ships, and writes none: {os.fsdecode(path)!r}')
+    return _font_file(path)
+
+
+def _font_stat(path: Any, *args: Any, **kwargs: Any) -> Any:
+    """`os.stat` for matplotlib's font writers, which log a font's size: a font in memory answers."""
+    if _is_font(path):
+        return os.stat_result((0o100444, 0, 0, 1, 0, 0, len(_FONTS[_font_key(path)]), 0, 0, 0))
+    return os.stat(path, *args, **kwargs)
 
 
 def _inside(path: str, folder: str) -> bool:
@@ -560,7 +650,7 @@ def _pyplot() -> dict[str, Any]:
         if not name.startswith('_') and getattr(getattr(plt, name), '__module__', '') .startswith('matplotlib')
     ]
     values = _public(plt, names)
-    values['savefig'] = _writer(plt.savefig, 'fname', binary=True, position=-1)
+    values['savefig'] = _writer(plt.savefig, 'fname', binary=True, position=-1, suffix_format=True)
     values['show'] = show
     values['rcParams'] = plt.rcParams
     return values
