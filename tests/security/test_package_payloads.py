@@ -14,7 +14,7 @@ pytestmark = pytest.mark.asyncio(loop_scope='module')
 
 
 async def test_the_payloads_are_named_once():
-    assert len({payload.id for payload in PAYLOADS}) == len(PAYLOADS) == 13
+    assert len({payload.id for payload in PAYLOADS}) == len(PAYLOADS) == 15
 
 
 @pytest.mark.parametrize('payload', [pytest.param(p, id=p.id) for p in PAYLOADS])
