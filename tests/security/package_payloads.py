@@ -37,7 +37,7 @@ PAYLOADS: list[Attack] = [
         import io
         import pandas as pd
         pd.read_pickle(io.BytesIO(b"cbuiltins\nopen\n(VMARKER\nVw\ntR."))
-    """, f"AttributeError: module 'pandas' has no attribute 'read_pickle' in the sandbox: {_PICKLE}: read_csv or read_json. dir(pandas) lists the 84 names pandas offers"),
+    """, f"AttributeError: module 'pandas' has no attribute 'read_pickle' in the sandbox: {_PICKLE}: read_csv or read_json. dir(pandas) lists the 83 names pandas offers"),
     attack('np-load-pickle-command', 'numpy CVE-2019-6446: np.load unpickles object arrays', r"""
         import io
         import numpy as np

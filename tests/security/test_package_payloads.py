@@ -30,3 +30,13 @@ async def test_payload_is_refused(pool, tmp_path, payload):
     assert last_line(error) == placed(payload.expected)
     assert type(error) is corral.SandboxRuntimeError
     assert sorted(path.name for path in tmp_path.iterdir()) == ['secret']
+
+
+async def test_pandas_to_pickle_is_refused(pool, tmp_path):
+    """pandas' module-level `to_pickle` (in `pd.__all__`), beside the methods closed on its classes."""
+    error = await refusal(pool, f"import pandas as pd\npd.to_pickle(pd.DataFrame({{'a': [1]}}), {str(tmp_path / 'frame.pkl')!r})")
+    assert last_line(error) == (
+        "AttributeError: module 'pandas' has no attribute 'to_pickle' in the sandbox: pickle runs code as it loads; keep "
+        'data as CSV or JSON: to_csv or to_json. dir(pandas) lists the 83 names pandas offers'
+    )
+    assert list(tmp_path.iterdir()) == []
