@@ -13,13 +13,15 @@ matplotlib (`Pool(packages=[...])`) and the attacks are the packages' own ways o
   have refused, a class hierarchy or a frame, say) but changed nothing outside the worker;
 - leaked: the script ran to its end and returned host information it should not see (the native
   attacks of `attacks.py` return a text starting with LEAK: a host file's metadata, the host's pid,
-  name or network, a root uid);
+  name or network, a root uid; the package payloads, the text of `SECRET`);
 - escaped: the marker file appeared on the host.
 
-Each attack runs in a fresh session, with a fresh folder on the host that holds the marker's place
-and a file only root may read, `SECRET`, holding `package_payloads.SECRET_TEXT`.
+Each attack runs in a fresh session, with a fresh folder on the host (only the user running the
+ablation may enter it) that holds the marker's place and `SECRET`, a file only that user may
+read, holding `package_payloads.SECRET_TEXT`.
 
-This is a measurement, not a test: the suite in `test_attacks.py` asserts the full configuration.
+This is a measurement, not a test: `test_attacks.py`, `test_package_attacks.py` and
+`test_package_payloads.py` assert the full configuration.
 """
 
 from __future__ import annotations
