@@ -112,6 +112,7 @@ _NUMPY_WITHHELD = {
 }
 _PANDAS_WITHHELD = {
     'read_pickle': _PICKLE + ': read_csv or read_json',
+    'to_pickle': _PICKLE + ': to_csv or to_json',
     'eval': _EVAL,
     'read_clipboard': 'a script has no clipboard',
     'read_sql': 'databases are reached through the host functions you were given',

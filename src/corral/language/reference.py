@@ -4,10 +4,15 @@
 
 The page lists what a script may use in the words the run time and the type checker use (they
 all read `catalog.py`), and a test checks that the file in the repository is what this prints.
+Its last section, what numpy, pandas and matplotlib offer (`render_packages`), is built from the
+same facades a worker builds, so printing it imports the three libraries: it needs the `data`
+extra (`pip install 'corral[data]'`), and lists the names of the versions installed.
 """
 
 from __future__ import annotations
 
+import importlib
+import importlib.metadata
 import sys
 import types
 
@@ -16,7 +21,7 @@ from .builtins import EXCEPTIONS, SAFE_BUILTINS, UNAVAILABLE_BUILTINS
 from .modules import module_names, stdlib_module
 from .rules import DEFINABLE_DUNDERS, READ_DUNDERS, STORE_DUNDERS
 
-__all__ = ['render']
+__all__ = ['render', 'render_language', 'render_packages']
 
 _SYNTAX = """\
 A script is a Python 3.11 program. It may use everything a model writes for data work and
@@ -117,7 +122,16 @@ def _module_section(name: str) -> list[str]:
 
 
 def render() -> str:
-    """The page, as Markdown."""
+    """The page, as Markdown: `render_language()` then `render_packages()`.
+
+    Raises `ImportError` when numpy, pandas or matplotlib is not installed (see `render_packages`).
+    """
+    return render_language() + '\n' + render_packages()
+
+
+def render_language() -> str:
+    """The page up to its section on the packages: syntax, builtins, standard library modules,
+    files and output. Needs only the standard library."""
     lines = [
         '# The sandbox language',
         '',
@@ -126,6 +140,8 @@ def render() -> str:
         'What a script may use, in the words a script reads when it reaches for something else. The',
         'run time and the type checker (`type_check=True`) say the same: the checker reports what is',
         'missing before anything runs, in ty\'s format, with the run-time message as an `info:` line.',
+        'A pool made with `Pool(packages=[...])` offers numpy, pandas and matplotlib too: see',
+        '[the last section](#packages-numpy-pandas-and-matplotlib).',
         '',
         '## Syntax',
         '',
@@ -234,6 +250,100 @@ def render() -> str:
         'host calls (`feed_run(print_callback=...)`).',
         '',
     ]
+    return '\n'.join(lines)
+
+
+def _by_hint(names: dict[str, str | None]) -> list[str]:
+    """`name -> hint` as lines of names sharing a hint, in the order of their first name."""
+    groups: dict[str | None, list[str]] = {}
+    for name in sorted(names):
+        groups.setdefault(names[name], []).append(name)
+    return [f'  - {_code_list(members)}' + (f': {hint}' if hint else '') for hint, members in groups.items()]
+
+
+def _package_section(name: str) -> list[str]:
+    module = stdlib_module(name)
+    real = importlib.import_module(name)
+    lines = [f'### `{name}`', '']
+    groups: dict[str, list[str]] = {}
+    own = []
+    for member in module_names(name):
+        value = getattr(module, member)
+        groups.setdefault(_kind(value), []).append(member)
+        if not isinstance(value, types.ModuleType) and value is not getattr(real, member, None):
+            own.append(member)
+    for kind in ('modules', 'functions', 'classes', 'exceptions', 'constants'):
+        if kind in groups:
+            lines.append(f'- {kind}: {_code_list(groups[kind])}')
+    if own:
+        lines.append(f"- the sandbox's own: {_code_list(own)}")
+    withheld = catalog.WITHHELD_PACKAGE_NAMES.get(name, frozenset())
+    if withheld:
+        lines.append('- not offered:')
+        lines += _by_hint({member: catalog.MEMBER_HINTS.get((name, member)) for member in withheld})
+    lines.append('')
+    return lines
+
+
+def render_packages() -> str:
+    """The page's section on numpy, pandas and matplotlib: for each module a script may import
+    from them, the names its facade offers, the sandbox's own versions among them, and the names
+    it leaves out with the reason a script reads; then the attributes closed on the libraries'
+    objects. The facades take each library's public names (`__all__`) less the ones left out, so
+    the section names the versions it lists.
+
+    Raises `ImportError` (naming the `data` extra) when one of the libraries is not installed.
+    """
+    versions = []
+    for package in catalog.PACKAGES:
+        try:
+            versions.append(f'{package} {importlib.metadata.version(package)}')
+            importlib.import_module(package)
+        except ImportError as error:
+            raise ImportError(f"the page lists what {package} offers scripts: install it with pip install 'corral[data]'") from error
+    modules = [module for package in catalog.PACKAGES for module in catalog.PACKAGE_MODULES[package]]
+    lines = [
+        '## Packages: numpy, pandas and matplotlib',
+        '',
+        f"A pool made with `Pool(packages=[...])` (any of {', '.join(f'`{package!r}`' for package in catalog.PACKAGES)};",
+        "installed with `pip install 'corral[data]'`) loads these libraries before its workers lock",
+        'down, and its scripts may import these modules besides the standard library:',
+        ', '.join(f'`{module}`' for module in modules) + '. pandas and matplotlib bring numpy. In a pool',
+        'without them the import fails:',
+        '',
+        '```',
+        'ModuleNotFoundError: ' + catalog.missing_module('numpy'),
+        '```',
+        '',
+        'Values cross in a plain form, both ways: a numpy scalar as the Python scalar, an array as',
+        "nested lists, a `Series` as `{'name': ..., 'index': [...], 'data': [...]}`, a `DataFrame` as",
+        "`{'columns': [...], 'index': [...], 'data': [[row], ...]}`, an `Index` as a list, `NaT` and `NA`",
+        "as None; the host also gets the library's own repr of the value (`session.value_repr`). A",
+        'figure (or its axes) as the last expression, or `plt.show()`, arrives at the host as',
+        "`corral.Image(data=<PNG bytes>, mime_type='image/png')`.",
+        '',
+        "Each module is a facade, as the standard library's are: the library's public names less the",
+        'ones it leaves out, each with the reason a script reads (`AttributeError`, and the same words',
+        "from the type checker). The sandbox's own versions take the library's arguments; they read",
+        "and write files through `open()` (the session's mounts), draw random numbers from the",
+        "session's seed, and show figures as images.",
+        '',
+        f"Listed for {', '.join(versions)}; another version offers its own public names.",
+        '',
+    ]
+    for name in modules:
+        lines += _package_section(name)
+    lines += [
+        "### Closed on the libraries' objects",
+        '',
+        'These attributes are closed in the classes themselves, so every way to them (a method read by',
+        "name, `getattr`, pandas' `df.agg('to_pickle')`, a subclass's `super()`) meets the refusal:",
+        '',
+    ]
+    for cls, hints in catalog.PACKAGE_ATTRIBUTE_HINTS.items():
+        lines.append(f'- `{cls}`:')
+        lines += _by_hint(dict(hints))
+    lines.append('')
     return '\n'.join(lines)
 
 
