@@ -3,14 +3,17 @@ its key's tenant, reaches only that tenant's sessions, and stays within that ten
 
 from __future__ import annotations
 
+import asyncio
 import re
 import subprocess
 import sys
 
 import pytest
+from websockets.asyncio.client import connect
 
 import corral
 from corral import RemotePool, logfire
+from corral.server import protocol
 from corral.server.app import create_app
 from corral.server.metrics import Metrics
 from corral.server.quotas import Quotas
@@ -193,3 +196,49 @@ def test_serve_refuses_an_unknown_store_url_before_it_listens():
         "corral serve: error: --store: unknown store URL 'ftp://x': the accepted store URLs are 'sqlite:///absolute/path.db', "
         "'sqlite:relative/path.db', and 'postgresql://user:password@host:port/database' (or 'postgres://...')\n"
     )
+
+
+async def test_close_then_checkout_at_a_quota_of_one_never_finds_the_slot_taken(tmp_path):
+    """A session's close returns once the server has given its slot back: 50 sessions in a row,
+    each checked out as the one before it closed, at `concurrent_sessions=1`."""
+    store = f'sqlite:///{tmp_path}/store.db'
+    with running_server(tmp_path, store=store) as server:
+        async with corral.KeyRing(store) as keys, Quotas(store) as quotas:
+            key = await keys.create('acme')
+            await quotas.set('acme', concurrent_sessions=1)
+            async with RemotePool(server.url, api_key=key) as pool:
+                for index in range(50):
+                    async with pool.checkout(ephemeral=index % 2 == 0) as session:
+                        assert await session.feed_run(f'{index} + 1') == index + 1
+                    async with pool.checkout():  # closed at once
+                        pass
+    assert 'Traceback' not in server.output()
+
+
+async def test_a_dropped_connection_gives_its_slot_back_once_the_server_sees_it_gone(tmp_path):
+    """A client that vanishes without a close frame (its TCP connection cut) frees its slot as soon
+    as the server reads the connection's end: the next checkout at `concurrent_sessions=1` opens."""
+    store = f'sqlite:///{tmp_path}/store.db'
+    with running_server(tmp_path, store=store) as server:
+        async with corral.KeyRing(store) as keys, Quotas(store) as quotas:
+            key = await keys.create('acme')
+            await quotas.set('acme', concurrent_sessions=1)
+            headers = {'authorization': f'Bearer {key}'}
+            async with RemotePool(server.url, api_key=key) as pool:
+                for _ in range(3):
+                    async with connect(server.url + protocol.PATH, additional_headers=headers, compression=None) as ws:
+                        await ws.send(protocol.encode([protocol.OPEN, protocol.PROTOCOL_VERSION, {}]))
+                        assert protocol.decode(await ws.recv())[0] == protocol.OPENED
+                        error = await refused(pool, corral.SandboxQuotaError)
+                        assert error.display() == "tenant 'acme' has 1 session open; its quota is 1 (concurrent_sessions)"
+                        ws.transport.abort()  # gone, with no close frame
+                    for attempt in range(200):  # bounded: the server reads the end at once, then ends the session
+                        try:
+                            async with pool.checkout() as session:
+                                assert await session.feed_run('1 + 1') == 2
+                            break
+                        except corral.SandboxQuotaError:
+                            await asyncio.sleep(0.05)
+                    else:
+                        pytest.fail('the slot of the dropped connection was never given back')
+    assert 'Traceback' not in server.output()

@@ -242,6 +242,10 @@ class _Gone(Exception):
     """The client closed the connection."""
 
 
+class _Closing(Exception):
+    """The client asked to end the session (CLOSE): it is told when the session has ended (CLOSED)."""
+
+
 class _AsyncProxy:
     """An async host function of the session: the call goes to the client, which answers it."""
 
@@ -307,7 +311,7 @@ class _Connection:
         writer = self._loop.create_task(self._write_loop())
         self._main = asyncio.current_task()
         started = time.monotonic()
-        opening = False
+        opening = closing = False
         close = _Close(1000, None)
         self._serving = True
         try:
@@ -329,6 +333,8 @@ class _Connection:
             close = error
         except _Gone:
             pass
+        except _Closing:
+            closing = True
         except asyncio.TimeoutError:
             close = _Close(p.CLOSE_PROTOCOL, SandboxError(f'the client sent no OPEN frame within {self.server.open_timeout:g} seconds'))
         except asyncio.CancelledError:
@@ -348,6 +354,8 @@ class _Connection:
                     await hook.session_closed(self.tenant, self.session, time.monotonic() - started)
         if close.error is not None and close.code != p.CLOSE_SLOW:
             self._respond(p.error_message(close.error))
+        elif closing:  # the session has ended and its slot is free: a checkout the client makes next finds it so
+            self._send(p.encode([p.CLOSED]))
         await self._finish_writing(writer, close.code != p.CLOSE_SLOW)
         reason = close.reason.encode('utf-8')[:120].decode('utf-8', 'ignore')  # a close frame's reason is short
         with contextlib.suppress(Exception):  # a client that does not read does not take the close either
@@ -649,6 +657,9 @@ class _Connection:
             kind = message[0]
             if kind == p.ANSWERS:
                 self._answers(message)
+            elif kind == p.CLOSE:
+                _shape(message, 1)
+                raise _Closing
             elif kind in (p.FEED, p.RESUME, p.DUMP, p.LOAD):
                 if self._request is not None and not self._request.done():
                     raise _Close(p.CLOSE_PROTOCOL, SandboxError('the client sent a request while another was running'))
