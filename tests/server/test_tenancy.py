@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import sqlite3
 import subprocess
 import sys
 
@@ -242,3 +243,41 @@ async def test_a_dropped_connection_gives_its_slot_back_once_the_server_sees_it_
                     else:
                         pytest.fail('the slot of the dropped connection was never given back')
     assert 'Traceback' not in server.output()
+
+
+async def test_a_session_whose_slot_lapsed_and_was_taken_runs_no_feed_until_a_place_frees(tmp_path):
+    """The replica was away past the slot's TTL, and another session of the tenant took the place:
+    the renewal that follows finds the quota full, and the session's feeds are refused, saying so,
+    until a place frees and the slot is taken back."""
+    store = corral.open_store(f'sqlite:///{tmp_path}/store.db')
+    keys, quotas = corral.KeyRing(store), Quotas(store, slot_ttl=1.5)
+    pool = corral.Pool(store=quotas.guard(store), warm_workers=0)
+    app = create_app(pool=pool, authenticate=authenticator(keys, anonymous=False), hooks=[TenantHooks(quotas)])
+    try:
+        async with serving_app(app, pool) as address:
+            key = await keys.create('acme')
+            await quotas.set('acme', concurrent_sessions=1)
+            async with RemotePool(f'ws://{address}', api_key=key) as remote, remote.checkout() as session:
+                assert await session.feed_run('1') == 1
+                with sqlite3.connect(store.path) as db:  # its slot lapsed, and another session's took the place
+                    db.execute("UPDATE corral_tenant_sessions SET holder = 'another' WHERE tenant = 'acme'")
+                for _ in range(200):  # bounded: the next renewal, a third of the TTL later, finds it
+                    try:
+                        await session.feed_run('2')
+                    except corral.SandboxQuotaError as refusal:
+                        error = refusal
+                        break
+                    await asyncio.sleep(0.05)
+                else:
+                    pytest.fail('the lapsed slot was renewed past the quota')
+                assert error.display() == (
+                    "tenant 'acme' has 1 session open; its quota is 1 (concurrent_sessions), and this session's slot lapsed "
+                    '(not renewed within 1.5 seconds) and was taken meanwhile: it runs no feed until one of the others closes'
+                )
+                with sqlite3.connect(store.path) as db:  # the other session closed
+                    db.execute("DELETE FROM corral_tenant_sessions WHERE holder = 'another'")
+                assert await session.feed_run('3') == 3
+                assert await store.take_tenant_slot('acme', 'probe', limit=1, ttl=30) == (False, 1)  # held again
+    finally:
+        await quotas.close()
+        await store.close()
