@@ -46,7 +46,10 @@ from ..values import bounded_repr
 from ..store import Store
 from . import protocol as p
 
-__all__ = ['create_app', 'CorralServer', 'ServerHooks', 'Authenticate', 'MAX_OUTBOX', 'GATHER_SECONDS', 'OPEN_TIMEOUT', 'IDLE_TIMEOUT']
+__all__ = [
+    'create_app', 'CorralServer', 'ServerHooks', 'Authenticate', 'MAX_OUTBOX', 'GATHER_SECONDS', 'OPEN_TIMEOUT', 'IDLE_TIMEOUT',
+    'MAX_PENDING', 'MAX_PENDING_PER_ADDRESS',
+]
 
 #: `authenticate(api_key) -> tenant`: `api_key` is the bearer token of the connection's
 #: `authorization` header, or None without one. Return the tenant's name (`''`: the single
@@ -74,6 +77,14 @@ IDLE_TIMEOUT = 600.0
 
 #: Seconds a new connection has to send its OPEN frame.
 OPEN_TIMEOUT = 30.0
+
+#: Connections that have not sent their OPEN frame yet (authenticated or not), from one client
+#: address and in all, that the server holds at once (`corral serve --max-pending-per-address`,
+#: `--max-pending`); each may wait `OPEN_TIMEOUT` seconds. More are refused as they are accepted,
+#: so that connections that never open a session cannot pile up: one address's at most as many
+#: as 100 clients opening their sessions together need, and room for ten such addresses in all.
+MAX_PENDING_PER_ADDRESS = 128
+MAX_PENDING = 1024
 
 _propagator = TraceContextTextMapPropagator()
 _log = logging.getLogger('corral.server')
@@ -114,7 +125,9 @@ class CorralServer:
     """What the app serves from (`app.state.corral`): the pool, its hooks, and the live connections.
 
     `draining` is True once the server stops taking sessions (a readiness probe answers 503 then);
-    `sessions` counts the connections that hold a session.
+    `sessions` counts the connections that hold a session; `pending` those that have not sent
+    their OPEN frame yet, and `refused` the connections refused as they were accepted, by reason
+    (`'pending_per_address'`, `'pending_total'`: see `MAX_PENDING`).
     """
 
     def __init__(
@@ -127,6 +140,8 @@ class CorralServer:
         max_outbox: int,
         open_timeout: float,
         idle_timeout: float | None,
+        max_pending: int = MAX_PENDING,
+        max_pending_per_address: int = MAX_PENDING_PER_ADDRESS,
     ) -> None:
         self.pool = pool
         self.authenticate = authenticate
@@ -135,8 +150,13 @@ class CorralServer:
         self.max_outbox = max_outbox
         self.open_timeout = open_timeout
         self.idle_timeout = idle_timeout
+        self.max_pending = max_pending
+        self.max_pending_per_address = max_pending_per_address
         self.draining = False
         self.connections: set[_Connection] = set()
+        self.pending = 0
+        self.refused = {'pending_per_address': 0, 'pending_total': 0}
+        self._pending_by_address: dict[str, int] = {}
 
     @property
     def sessions(self) -> int:
@@ -158,6 +178,32 @@ class CorralServer:
         while self.connections and loop.time() < deadline:
             await asyncio.sleep(0.05)
 
+    def admit(self, address: str) -> None:
+        """Count a connection from `address` as pending (until `opened`); raises `SandboxError`
+        when `address`, or every address together, has as many pending as the server takes."""
+        held = self._pending_by_address.get(address, 0)
+        if held >= self.max_pending_per_address:
+            self.refused['pending_per_address'] += 1
+            raise SandboxError(
+                f"too many connections from {address} wait to open a session ({self.max_pending_per_address}, "
+                "the server's limit per address); open fewer at once"
+            )
+        if self.pending >= self.max_pending:
+            self.refused['pending_total'] += 1
+            raise SandboxError(
+                f"too many connections wait to open a session ({self.max_pending}, the server's limit); "
+                'try again later, or another replica'
+            )
+        self._pending_by_address[address] = held + 1
+        self.pending += 1
+
+    def pending_ended(self, address: str) -> None:
+        """A connection `admit` counted sent its OPEN frame, or ended before it did."""
+        self.pending -= 1
+        held = self._pending_by_address.pop(address) - 1
+        if held:
+            self._pending_by_address[address] = held
+
     def checkout(self, tenant: str, **options: Any) -> Session:
         """`pool.checkout(**options)` as `tenant`: its own sessions only (checkout, resume, fork)."""
         return self.pool.checkout(tenant=tenant, **options)
@@ -174,6 +220,8 @@ def create_app(
     max_outbox: int = MAX_OUTBOX,
     open_timeout: float = OPEN_TIMEOUT,
     idle_timeout: float | None = IDLE_TIMEOUT,
+    max_pending: int = MAX_PENDING,
+    max_pending_per_address: int = MAX_PENDING_PER_ADDRESS,
 ) -> Starlette:
     """The Starlette app serving sessions at `protocol.PATH` (`/session`), one WebSocket each.
 
@@ -189,6 +237,10 @@ def create_app(
       client's next request before it is parked (None: never): its worker ends, and the client
       takes it up again when it next needs it, as after a drain (a stored one from the store, an
       ephemeral one from its state, which the server sends the client as it parks it).
+    - `max_pending`, `max_pending_per_address`: connections that have not sent their OPEN frame
+      yet, in all and from one client address (see `MAX_PENDING`); more are refused as they are
+      accepted, with an error (and a close reason) saying which limit, and close code
+      `protocol.CLOSE_BUSY`. Behind a proxy, every client has the proxy's address.
 
     The app's state holds the `CorralServer` as `app.state.corral`.
     """
@@ -196,6 +248,8 @@ def create_app(
         raise ValueError('give the pool its store (Pool(store=...)), or a store for the default pool, not both')
     if max_frame <= 0 or max_outbox <= 0 or open_timeout <= 0 or (idle_timeout is not None and idle_timeout <= 0):
         raise ValueError('max_frame, max_outbox, open_timeout and idle_timeout must be positive')
+    if max_pending <= 0 or max_pending_per_address <= 0:
+        raise ValueError('max_pending and max_pending_per_address must be positive')
     own_pool = pool is None
     server = CorralServer(
         pool if pool is not None else Pool(store=store),
@@ -205,6 +259,8 @@ def create_app(
         max_outbox=max_outbox,
         open_timeout=open_timeout,
         idle_timeout=idle_timeout,
+        max_pending=max_pending,
+        max_pending_per_address=max_pending_per_address,
     )
 
     async def session_endpoint(websocket: WebSocket) -> None:
@@ -311,14 +367,22 @@ class _Connection:
         writer = self._loop.create_task(self._write_loop())
         self._main = asyncio.current_task()
         started = time.monotonic()
-        opening = closing = False
+        opening = closing = pending = False
         close = _Close(1000, None)
+        address = self.ws.client.host if self.ws.client is not None else ''
         self._serving = True
         try:
             if self.server.draining:
                 raise _Close(p.CLOSE_DRAIN, SandboxError('the corral server is shutting down; connect again (to another replica)'))
+            try:
+                self.server.admit(address)
+            except SandboxError as error:
+                raise _Close(p.CLOSE_BUSY, error) from None
+            pending = True
             self.tenant = await self._authenticate()
             message = await asyncio.wait_for(self._receive(), self.server.open_timeout)
+            pending = False
+            self.server.pending_ended(address)
             options = self._open_options(message)
             try:
                 for hook in self.server.hooks:
@@ -346,6 +410,8 @@ class _Connection:
             _log.exception('a session connection failed')
             close = _Close(CLOSE_SERVER_ERROR, SandboxError(f'the corral server failed ({type(error).__name__}: {error})'))
         finally:
+            if pending:
+                self.server.pending_ended(address)
             self._serving = False
             await self._end_session(drain=close.code == p.CLOSE_DRAIN)
             self.server.connections.discard(self)

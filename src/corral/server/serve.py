@@ -52,7 +52,7 @@ def main(argv: list[str]) -> int:
     try:
         import uvicorn
 
-        from .app import IDLE_TIMEOUT, MAX_OUTBOX, create_app
+        from .app import IDLE_TIMEOUT, MAX_OUTBOX, MAX_PENDING, MAX_PENDING_PER_ADDRESS, create_app
     except ImportError as error:
         print(f'corral serve: error: the server needs its extra ({error}): pip install "corral[server]"', file=sys.stderr)
         return 2
@@ -66,6 +66,14 @@ def main(argv: list[str]) -> int:
     parser.add_argument('--max-frame', type=int, default=p.MAX_FRAME, metavar='BYTES', help=f'largest frame taken from a client (default: {p.MAX_FRAME})')
     parser.add_argument('--max-outbox', type=int, default=MAX_OUTBOX, metavar='BYTES', help=f'bytes held for a client that does not read before it is cut off (default: {MAX_OUTBOX})')
     parser.add_argument('--idle-timeout', type=float, default=IDLE_TIMEOUT, metavar='SECONDS', help=f"seconds a session waits for its client's next request before it is parked (default: {IDLE_TIMEOUT:g})")
+    parser.add_argument(
+        '--max-pending', type=int, default=MAX_PENDING, metavar='N',
+        help=f'connections that have not opened a session yet, in all, before more are refused (default: {MAX_PENDING})',
+    )
+    parser.add_argument(
+        '--max-pending-per-address', type=int, default=MAX_PENDING_PER_ADDRESS, metavar='N',
+        help=f"connections from one client address that have not opened a session yet, before more are refused (default: {MAX_PENDING_PER_ADDRESS})",
+    )
     parser.add_argument('--drain-grace', type=float, default=DRAIN_GRACE, metavar='SECONDS', help=f'on SIGTERM, seconds the feeds running get to end before their sessions move elsewhere (default: {DRAIN_GRACE:g})')
     parser.add_argument('--lease-ttl', type=float, default=30.0, metavar='SECONDS', help="seconds a stored session's lease outlives a replica that died holding it (default: 30)")
     parser.add_argument(
@@ -117,15 +125,21 @@ def main(argv: list[str]) -> int:
         store=quotas.guard(store), skip_layers=args.skip_layers, packages=args.packages, lease_ttl=args.lease_ttl, state_key=state_key, observer=metrics
     )
     draining = lambda: app.state.corral.draining  # noqa: E731
-    app = create_app(
-        pool=pool,
-        routes=ops_routes(metrics, ready=pool_readiness(pool, draining=draining)),
-        authenticate=authenticator(keys, anonymous=_loopback(args.host)),
-        hooks=[TenantHooks(quotas)],
-        max_frame=args.max_frame,
-        max_outbox=args.max_outbox,
-        idle_timeout=args.idle_timeout,
-    )
+    try:
+        app = create_app(
+            pool=pool,
+            routes=ops_routes(metrics, ready=pool_readiness(pool, draining=draining)),
+            authenticate=authenticator(keys, anonymous=_loopback(args.host)),
+            hooks=[TenantHooks(quotas)],
+            max_frame=args.max_frame,
+            max_outbox=args.max_outbox,
+            idle_timeout=args.idle_timeout,
+            max_pending=args.max_pending,
+            max_pending_per_address=args.max_pending_per_address,
+        )
+    except ValueError as error:
+        print(f'corral serve: error: {error}', file=sys.stderr)
+        return 2
     config = uvicorn.Config(
         app,
         host=args.host,
@@ -138,6 +152,7 @@ def main(argv: list[str]) -> int:
         ssl_certfile=args.ssl_certfile,
     )
     corral = app.state.corral
+    metrics.watch(corral)
 
     class Server(uvicorn.Server):
         async def shutdown(self, sockets: Any = None) -> None:
