@@ -323,3 +323,52 @@ async def test_connections_that_never_open_a_session_are_bounded_per_address_and
 
 def _metric(metrics: Metrics, name: str) -> dict[tuple[tuple[str, str], ...], float]:
     return {tuple(sorted(sample.labels.items())): sample.value for family in metrics.registry.collect() for sample in family.samples if sample.name == name}
+
+
+async def test_the_operator_sets_the_ceilings_of_the_limits_higher_or_lower(tmp_path):
+    """`--max-limit NAME=VALUE`: memory's ceiling raised over the default, wall_time given one (2 s,
+    lower than its default), cpu_time's lowered: a session may go up to each ceiling, not past
+    it, and a limit it leaves at its default gets the ceiling where that is lower."""
+    options = ('--max-limit', f'memory={2 * 1024**3}', '--max-limit', 'wall_time=2', '--max-limit', 'cpu_time=300')
+    with running_server(tmp_path, *options) as server:
+        for limits, error in [
+            ({'memory': 3 * 1024**3}, "limits.memory=3221225472 is over this server's ceiling of 2147483648: a session of corral serve may lower its memory, not raise or lift it"),
+            ({'wall_time': None}, "limits.wall_time=None is over this server's ceiling of 2.0: a session of corral serve may lower its wall_time, not raise or lift it"),
+            ({'wall_time': 2.5}, "limits.wall_time=2.5 is over this server's ceiling of 2.0: a session of corral serve may lower its wall_time, not raise or lift it"),
+            ({'cpu_time': 600}, "limits.cpu_time=600 is over this server's ceiling of 300: a session of corral serve may lower its cpu_time, not raise or lift it"),
+        ]:
+            received, close_code = await exchange(server.url, protocol.encode([protocol.OPEN, protocol.PROTOCOL_VERSION, {'limits': limits}]))
+            assert (errors(received), close_code) == ([('ValueError', error)], protocol.CLOSE_ENDED)
+        async with RemotePool(server.url) as pool:
+            with pytest.raises(ValueError) as info:
+                async with pool.checkout(limits=Limits(memory=3 * 1024**3)):
+                    pass
+            assert str(info.value) == "limits.memory=3221225472 is over this server's ceiling of 2147483648: a session of corral serve may lower its memory, not raise or lift it"
+            # up to the raised ceiling; the others left at their defaults get their lower ceilings
+            async with pool.checkout(limits=Limits(memory=2 * 1024**3, host_calls=5)) as session:
+                assert await session.feed_run('1 + 1') == 2  # opened: over the default's 1 GiB, under the ceiling
+                with pytest.raises(corral.SandboxLimitError) as stopped:
+                    await session.feed_run('while True:\n    pass')
+                assert (stopped.value.limit, stopped.value.value) == ('wall_time', 2)
+            async with pool.checkout() as session:  # no limits given: the server's defaults, under its ceilings
+                with pytest.raises(corral.SandboxLimitError) as stopped:
+                    await session.feed_run('while True:\n    pass')
+                assert (stopped.value.limit, stopped.value.value) == ('wall_time', 2)
+            async with pool.checkout(limits=Limits(wall_time=1.0)) as session:  # lowered further by the session
+                with pytest.raises(corral.SandboxLimitError) as stopped:
+                    await session.feed_run('while True:\n    pass')
+                assert (stopped.value.limit, stopped.value.value) == ('wall_time', 1.0)
+    assert 'Traceback' not in server.output()
+
+
+def test_ceilings_of_unknown_limits_or_bad_values_are_refused():
+    for max_limits, text in [
+        ({'colour': 3}, "unknown limit 'colour' for a ceiling; the limits are the fields of corral.Limits: wall_time, memory, cpu_time, recursion, host_calls, output, code_size, type_check_time, type_check_memory, value_items, value_size, grace"),
+        ({'memory': 1.5}, 'the ceiling of memory must be a whole number of 0 or more, not 1.5'),
+        ({'wall_time': -1}, 'the ceiling of wall_time must be a number of 0 or more, not -1'),
+        ({'wall_time': float('nan')}, 'the ceiling of wall_time must be a number of 0 or more, not nan'),
+        ({'cpu_time': None}, 'the ceiling of cpu_time must be a whole number of 0 or more, not None'),
+    ]:
+        with pytest.raises(ValueError) as info:
+            create_app(pool=corral.Pool(warm_workers=0), max_limits=max_limits)
+        assert str(info.value) == text

@@ -25,8 +25,8 @@ import shutil
 import tempfile
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from dataclasses import fields
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from dataclasses import fields, replace
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -125,6 +125,9 @@ class CorralServer:
     """What the app serves from (`app.state.corral`): the pool, its hooks, and the live connections.
 
     `draining` is True once the server stops taking sessions (a readiness probe answers 503 then);
+    `ceilings` maps each limit a session may lower but not raise to its ceiling (see
+    `create_app(max_limits=...)`); `bounds` is `Limits()` with those ceilings, and `default_limits`
+    with each default lowered to its ceiling: what a session gets for a limit it does not set.
     `sessions` counts the connections that hold a session; `pending` those that have not sent
     their OPEN frame yet, and `refused` the connections refused as they were accepted, by reason
     (`'pending_per_address'`, `'pending_total'`: see `MAX_PENDING`).
@@ -142,8 +145,14 @@ class CorralServer:
         idle_timeout: float | None,
         max_pending: int = MAX_PENDING,
         max_pending_per_address: int = MAX_PENDING_PER_ADDRESS,
+        max_limits: Mapping[str, float] | None = None,
     ) -> None:
         self.pool = pool
+        self.ceilings = _ceilings(max_limits or {})
+        self.bounds = replace(_DEFAULT_LIMITS, **self.ceilings)
+        self.default_limits = replace(
+            _DEFAULT_LIMITS, **{name: _lower(getattr(_DEFAULT_LIMITS, name), ceiling) for name, ceiling in self.ceilings.items()}
+        )
         self.authenticate = authenticate
         self.hooks = tuple(hooks)
         self.max_frame = max_frame
@@ -222,6 +231,7 @@ def create_app(
     idle_timeout: float | None = IDLE_TIMEOUT,
     max_pending: int = MAX_PENDING,
     max_pending_per_address: int = MAX_PENDING_PER_ADDRESS,
+    max_limits: Mapping[str, float] | None = None,
 ) -> Starlette:
     """The Starlette app serving sessions at `protocol.PATH` (`/session`), one WebSocket each.
 
@@ -241,6 +251,15 @@ def create_app(
       yet, in all and from one client address (see `MAX_PENDING`); more are refused as they are
       accepted, with an error (and a close reason) saying which limit, and close code
       `protocol.CLOSE_BUSY`. Behind a proxy, every client has the proxy's address.
+    - `max_limits`: the operator's ceilings on sessions' `Limits`, by field name (`{'memory':
+      2 * 1024**3, 'wall_time': 60}`), higher or lower than the defaults. A session's `limits` may
+      lower a limit with a ceiling, never raise or lift it (refused with a `ValueError` naming the
+      ceiling); a limit it leaves at its default gets the ceiling when that is lower. Without a
+      ceiling of their own, `memory`, `cpu_time`, `type_check_time` and `type_check_memory` have
+      the default `Limits()`'s as theirs: the host's CPU and memory, which every tenant shares. A
+      ceiling on `value_items` or `value_size` is also the bound on what the server decodes from
+      one frame (default: the default `Limits()`'s). Raises `ValueError` for an unknown limit or a
+      value that is not a number of 0 or more (a whole one for a count of bytes, calls or items).
 
     The app's state holds the `CorralServer` as `app.state.corral`.
     """
@@ -261,6 +280,7 @@ def create_app(
         idle_timeout=idle_timeout,
         max_pending=max_pending,
         max_pending_per_address=max_pending_per_address,
+        max_limits=max_limits,
     )
 
     async def session_endpoint(websocket: WebSocket) -> None:
@@ -507,9 +527,10 @@ class _Connection:
         # The server's bounds on what it decodes: a client's limits may lower them, never lift them
         # (a session's value_items=None would let one frame of 1-byte arrays take gigabytes and
         # hold the event loop of every session for seconds).
-        limits = self.session.limits if self.session is not None else _BOUNDS
-        items = _lower(limits.value_items, _BOUNDS.value_items) + 1024
-        size = 2 * _lower(limits.value_size, _BOUNDS.value_size) + len(data)
+        bounds = self.server.bounds
+        limits = self.session.limits if self.session is not None else bounds
+        items = _lower(limits.value_items, bounds.value_items) + 1024
+        size = 2 * _lower(limits.value_size, bounds.value_size) + len(data)
         try:
             return p.decode(data, items=items, size=size)
         except Exception as error:
@@ -628,15 +649,18 @@ class _Connection:
             stubs, functions = item
             modules[name] = ExternalModule(_proxies(self, functions, f'{name}.'), stubs=stubs)
         limits = options.get('limits')
-        if limits is not None:
+        defaults = self.server.default_limits
+        if limits is None:
+            limits = None if defaults == _DEFAULT_LIMITS else defaults
+        else:
             if not isinstance(limits, dict):
                 raise _Malformed('limits must be a map')
             names = {field.name for field in fields(Limits)}
             if not set(limits) <= names:
                 raise TypeError(f'unknown limits {sorted(set(limits) - names)}; the limits are the fields of corral.Limits')
-            limits = Limits(**limits)
-            for name in _CEILINGS:
-                value, ceiling = getattr(limits, name), getattr(_BOUNDS, name)
+            limits = replace(defaults, **limits)  # a limit the session leaves out is the server's default
+            for name, ceiling in self.server.ceilings.items():
+                value = getattr(limits, name)
                 if value is None or value > ceiling:
                     raise ValueError(
                         f"limits.{name}={value!r} is over this server's ceiling of {ceiling!r}: "
@@ -875,12 +899,27 @@ class _Connection:
 #: Where the sessions' checkout options are made (their mounts written, later removed), off the event loop.
 _PREPARING = concurrent.futures.ThreadPoolExecutor(thread_name_prefix='corral-mounts')
 
-#: The largest values the server decodes from a client, and the ceilings of `_CEILINGS`: the default `Limits()`'s.
-_BOUNDS = Limits()
-#: The limits a client may lower but not raise: the CPU and memory its worker and its type check
-#: take from the host, which every tenant shares (a tenant's CPU quota is checked as a feed starts,
-#: so a feed's own `cpu_time` is what bounds it).
+#: The defaults of a session's limits; with the server's ceilings, its bounds (`CorralServer.bounds`).
+_DEFAULT_LIMITS = Limits()
+#: The limits a client may lower but not raise even without an operator's ceiling (their ceiling is
+#: then the default): the CPU and memory its worker and its type check take from the host, which
+#: every tenant shares (a tenant's CPU quota is checked as a feed starts, so a feed's own
+#: `cpu_time` is what bounds it).
 _CEILINGS = ('memory', 'cpu_time', 'type_check_time', 'type_check_memory')
+
+
+def _ceilings(max_limits: Mapping[str, float]) -> dict[str, float]:
+    """The ceilings of `create_app(max_limits=...)`, each of the type of its limit's default; `_CEILINGS` by default."""
+    names = [field.name for field in fields(Limits)]
+    ceilings: dict[str, float] = {name: getattr(_DEFAULT_LIMITS, name) for name in _CEILINGS}
+    for name, value in max_limits.items():
+        if name not in names:
+            raise ValueError(f'unknown limit {name!r} for a ceiling; the limits are the fields of corral.Limits: {", ".join(names)}')
+        whole = isinstance(getattr(_DEFAULT_LIMITS, name), int)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not (0 <= value < float('inf')) or (whole and value != int(value)):
+            raise ValueError(f'the ceiling of {name} must be {"a whole number" if whole else "a number"} of 0 or more, not {value!r}')
+        ceilings[name] = int(value) if whole else float(value)
+    return ceilings
 
 
 def _lower(limit: int | None, bound: int | None) -> int:

@@ -42,6 +42,8 @@ _propagator = TraceContextTextMapPropagator()
 _ARRAY = msgpack.Packer()
 #: Bytes of a frame's envelope beside the answers it carries.
 _ENVELOPE = 64
+#: The default limits: a session's limits that differ from these are sent to the server.
+_DEFAULT_LIMITS = Limits()
 #: Attempts at one request, each on a connection of its own, before a lost connection is final.
 _RESUMES = 4
 #: Seconds a session's close waits, by default, for the server to say the session has ended
@@ -132,7 +134,9 @@ class RemotePool:
         are sent (up to the server's frame limit in all), and the script's overlay writes stay in
         the session there. A read-write mount, an `OsAccess` subclass, or a clock function cannot
         be served from the server and raise `ValueError`. The clock (`clock=True`) is the server's,
-        in this machine's UTC offset.
+        in this machine's UTC offset. `limits` may lower the limits the server puts a ceiling on,
+        never raise them (`ValueError` naming the ceiling); a limit left at its default gets the
+        server's default, which is its ceiling when that is lower.
         """
         if self._closed:
             raise RuntimeError('the pool is closed')
@@ -148,7 +152,8 @@ class RemotePool:
             'ephemeral': ephemeral,
             'session_id': session_id,
             'fork': fork,
-            'limits': None if limits is None else {name: getattr(limits, name) for name in limits.__slots__},
+            # the limits set to other than their defaults: the server gives the rest its own defaults (see `checkout`)
+            'limits': None if limits is None else {name: getattr(limits, name) for name in limits.__slots__ if getattr(limits, name) != getattr(_DEFAULT_LIMITS, name)},
             'script_name': script_name,
             'random_seed': random_seed,
             'os_access': _os_access(os_access),
