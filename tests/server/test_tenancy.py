@@ -213,6 +213,16 @@ async def test_close_then_checkout_at_a_quota_of_one_never_finds_the_slot_taken(
                         assert await session.feed_run(f'{index} + 1') == index + 1
                     async with pool.checkout():  # closed at once
                         pass
+                # a feed cancelled while it runs closes the session too; its close and the block's wait for one answer
+                for _ in range(3):
+                    async with pool.checkout() as session:
+                        spinning = asyncio.ensure_future(session.feed_run('while True:\n    pass'))
+                        await asyncio.sleep(0.2)
+                        spinning.cancel()
+                        await asyncio.gather(spinning, session.aclose(), return_exceptions=True)
+                        assert spinning.cancelled()
+                    async with pool.checkout() as session:
+                        assert await session.feed_run('2 + 2') == 4
     assert 'Traceback' not in server.output()
 
 

@@ -316,6 +316,8 @@ class RemoteSession:
             self._reader.cancel()
             await asyncio.gather(self._reader, return_exceptions=True)
             self._reader = None
+        if self._closing is not None and not self._closing.done():  # no answer can come any more
+            self._closing.set_result(None)
 
     async def aclose(self) -> None:
         """End the session: close its connection (a stored session stays in the server's store). Safe to call twice."""
@@ -330,11 +332,12 @@ class RemoteSession:
         """Ask the server to end the session (CLOSE) and wait, up to `RemotePool.close_timeout`
         seconds, for it to say it has (CLOSED) or to close the connection; then close it here. From
         then on the session no longer holds one of its tenant's `concurrent_sessions`."""
-        if self._ws is not None and self._lost is None and self._reader is not None and not self._reader.done():
-            closing = self._closing = asyncio.get_running_loop().create_future()
+        if self._closing is None and self._ws is not None and self._lost is None and self._reader is not None and not self._reader.done():
+            self._closing = asyncio.get_running_loop().create_future()
             await self._send(p.encode([p.CLOSE]))
+        if self._closing is not None and not self._closing.done():  # a close in another task waits for the same answer
             with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(asyncio.shield(closing), self._pool.close_timeout)
+                await asyncio.wait_for(asyncio.shield(self._closing), self._pool.close_timeout)
         await self._drop_connection()
 
     # ----- requests ------------------------------------------------------------------------------
