@@ -102,6 +102,40 @@ async def test_a_held_session_is_renewed_and_a_crashed_replicas_expires(store_ur
             assert await store.take_tenant_slot('acme', 'other', limit=1, ttl=30) == (True, 0)
 
 
+LAPSED = (
+    "tenant 'acme' has 1 session open; its quota is 1 (concurrent_sessions), and this session's slot lapsed "
+    '(not renewed within 30 seconds) and was taken meanwhile: it runs no feed until one of the others closes'
+)
+
+
+async def test_a_lapsed_slot_is_taken_again_only_under_the_quota(store_url):
+    """A slot whose holder was away past its TTL (its row gone, as the next count removes an
+    expired one) is renewed only if the tenant is under its quota: others may have taken its place."""
+    async with Quotas(store_url) as quotas, Quotas(store_url) as replica, corral.open_store(store_url) as store:
+        await quotas.set('acme', concurrent_sessions=1)
+        async with quotas.session('acme') as slot:
+            await slot.renew()  # live: extended
+            await store.release_tenant_slot('acme', slot.holder)  # lapsed while its holder was away
+            async with replica.session('acme'):  # and another session took the place meanwhile
+                for attempt in (slot.renew(), slot.check()):
+                    error = await quota_error(attempt)
+                    assert error.display() == LAPSED
+                    assert (error.tenant, error.quota, error.limit, error.used) == ('acme', 'concurrent_sessions', 1, 1)
+                assert slot.lost is not None
+                assert await store.take_tenant_slot('acme', 'probe', limit=1, ttl=30) == (False, 1)  # one held, not two
+            await slot.check()  # the place is free again: taken back
+            assert slot.lost is None
+            error = await quota_error(replica.session('acme').__aenter__())
+            assert error.display() == "tenant 'acme' has 1 session open; its quota is 1 (concurrent_sessions)"
+        # a live slot is renewed even past a quota lowered meanwhile: lowering it bounds new sessions only
+        await quotas.set('acme', concurrent_sessions=2)
+        async with quotas.session('acme') as one, quotas.session('acme') as two:
+            await quotas.set('acme', concurrent_sessions=1)
+            await one.renew()
+            await two.renew()
+        assert await store.take_tenant_slot('acme', 'probe', limit=1, ttl=30) == (True, 0)  # both given back
+
+
 async def test_the_last_slot_goes_to_one_of_many_racing_for_it(store_url):
     async with Quotas(store_url) as quotas:
         await quotas.set('acme', concurrent_sessions=3)

@@ -4,6 +4,7 @@ ends that client's session only; no client or script holds up another."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 import pytest
 from websockets.asyncio.client import connect
@@ -12,8 +13,10 @@ from websockets.exceptions import ConnectionClosed
 import corral
 from corral import Limits, RemotePool
 from corral.server import protocol
+from corral.server.app import create_app
+from corral.server.metrics import Metrics
 
-from .conftest import running_server
+from .conftest import running_server, serving_app
 
 #: Seconds a test waits for something the server does on its own (a lease released).
 SETTLE_SECONDS = 20
@@ -265,3 +268,107 @@ async def test_a_session_may_lower_the_limits_the_server_holds_to_a_ceiling(serv
         with pytest.raises(corral.SandboxLimitError) as info:
             await session.feed_run('total = 0\nwhile True:\n    total += 1')
         assert (info.value.limit, info.value.value) == ('cpu_time', 1)
+
+
+async def test_connections_that_never_open_a_session_are_bounded_per_address_and_in_all(tmp_path):
+    """Connections that have not sent OPEN count against `max_pending_per_address` (one client
+    address) and `max_pending` (every address): past either, a connection is refused as it is
+    accepted, with an error and a close reason saying which, and counted in the metrics. A
+    connection stops counting once it sends OPEN (or ends)."""
+    metrics = Metrics()
+    pool = corral.Pool(warm_workers=0, observer=metrics)
+    app = create_app(pool=pool, max_pending=3, max_pending_per_address=2)
+    metrics.watch(app.state.corral)
+    per_address = "too many connections from 127.0.0.1 wait to open a session (2, the server's limit per address); open fewer at once"
+    in_all = "too many connections wait to open a session (3, the server's limit); try again later, or another replica"
+
+    async def refused_at_accept(url: str, host: str) -> tuple[list[tuple[str, str]], int | None, str | None]:
+        received = []
+        async with connect(url + protocol.PATH, compression=None, local_addr=(host, 0)) as ws:
+            with contextlib.suppress(ConnectionClosed):
+                async for data in ws:
+                    received.append(protocol.decode(data))
+            return errors(received), ws.close_code, ws.close_reason
+
+    async with serving_app(app, pool) as address:
+        url = f'ws://{address}'
+        async with contextlib.AsyncExitStack() as held:
+            first = await held.enter_async_context(connect(url + protocol.PATH, compression=None))
+            await held.enter_async_context(connect(url + protocol.PATH, compression=None))
+            assert await refused_at_accept(url, '127.0.0.1') == ([('SandboxError', per_address)], protocol.CLOSE_BUSY, per_address)
+            await held.enter_async_context(connect(url + protocol.PATH, compression=None, local_addr=('127.0.0.2', 0)))  # another address
+            assert await refused_at_accept(url, '127.0.0.3') == ([('SandboxError', in_all)], protocol.CLOSE_BUSY, in_all)
+            async with RemotePool(url) as remote:
+                with pytest.raises(corral.SandboxError) as info:
+                    async with remote.checkout():
+                        pass
+                assert info.value.display() == per_address
+            assert app.state.corral.pending == 3
+            assert _metric(metrics, 'corral_connections_pending') == {(): 3.0}
+            await first.send(OPEN)  # opened: it no longer counts as pending
+            assert protocol.decode(await first.recv())[0] == protocol.OPENED
+            assert app.state.corral.pending == 2
+            async with RemotePool(url) as remote, remote.checkout() as session:
+                assert await session.feed_run('1 + 1') == 2
+        assert _metric(metrics, 'corral_connections_refused_total') == {
+            (('reason', 'pending_per_address'),): 2.0,
+            (('reason', 'pending_total'),): 1.0,
+        }
+        for _ in range(200):  # bounded: the server sees the held connections end
+            if app.state.corral.pending == 0:
+                break
+            await asyncio.sleep(0.05)
+        assert app.state.corral.pending == 0
+
+
+def _metric(metrics: Metrics, name: str) -> dict[tuple[tuple[str, str], ...], float]:
+    return {tuple(sorted(sample.labels.items())): sample.value for family in metrics.registry.collect() for sample in family.samples if sample.name == name}
+
+
+async def test_the_operator_sets_the_ceilings_of_the_limits_higher_or_lower(tmp_path):
+    """`--max-limit NAME=VALUE`: memory's ceiling raised over the default, wall_time given one (2 s,
+    lower than its default), cpu_time's lowered: a session may go up to each ceiling, not past
+    it, and a limit it leaves at its default gets the ceiling where that is lower."""
+    options = ('--max-limit', f'memory={2 * 1024**3}', '--max-limit', 'wall_time=2', '--max-limit', 'cpu_time=300')
+    with running_server(tmp_path, *options) as server:
+        for limits, error in [
+            ({'memory': 3 * 1024**3}, "limits.memory=3221225472 is over this server's ceiling of 2147483648: a session of corral serve may lower its memory, not raise or lift it"),
+            ({'wall_time': None}, "limits.wall_time=None is over this server's ceiling of 2.0: a session of corral serve may lower its wall_time, not raise or lift it"),
+            ({'wall_time': 2.5}, "limits.wall_time=2.5 is over this server's ceiling of 2.0: a session of corral serve may lower its wall_time, not raise or lift it"),
+            ({'cpu_time': 600}, "limits.cpu_time=600 is over this server's ceiling of 300: a session of corral serve may lower its cpu_time, not raise or lift it"),
+        ]:
+            received, close_code = await exchange(server.url, protocol.encode([protocol.OPEN, protocol.PROTOCOL_VERSION, {'limits': limits}]))
+            assert (errors(received), close_code) == ([('ValueError', error)], protocol.CLOSE_ENDED)
+        async with RemotePool(server.url) as pool:
+            with pytest.raises(ValueError) as info:
+                async with pool.checkout(limits=Limits(memory=3 * 1024**3)):
+                    pass
+            assert str(info.value) == "limits.memory=3221225472 is over this server's ceiling of 2147483648: a session of corral serve may lower its memory, not raise or lift it"
+            # up to the raised ceiling; the others left at their defaults get their lower ceilings
+            async with pool.checkout(limits=Limits(memory=2 * 1024**3, host_calls=5)) as session:
+                assert await session.feed_run('1 + 1') == 2  # opened: over the default's 1 GiB, under the ceiling
+                with pytest.raises(corral.SandboxLimitError) as stopped:
+                    await session.feed_run('while True:\n    pass')
+                assert (stopped.value.limit, stopped.value.value) == ('wall_time', 2)
+            async with pool.checkout() as session:  # no limits given: the server's defaults, under its ceilings
+                with pytest.raises(corral.SandboxLimitError) as stopped:
+                    await session.feed_run('while True:\n    pass')
+                assert (stopped.value.limit, stopped.value.value) == ('wall_time', 2)
+            async with pool.checkout(limits=Limits(wall_time=1.0)) as session:  # lowered further by the session
+                with pytest.raises(corral.SandboxLimitError) as stopped:
+                    await session.feed_run('while True:\n    pass')
+                assert (stopped.value.limit, stopped.value.value) == ('wall_time', 1.0)
+    assert 'Traceback' not in server.output()
+
+
+def test_ceilings_of_unknown_limits_or_bad_values_are_refused():
+    for max_limits, text in [
+        ({'colour': 3}, "unknown limit 'colour' for a ceiling; the limits are the fields of corral.Limits: wall_time, memory, cpu_time, recursion, host_calls, output, code_size, type_check_time, type_check_memory, value_items, value_size, grace"),
+        ({'memory': 1.5}, 'the ceiling of memory must be a whole number of 0 or more, not 1.5'),
+        ({'wall_time': -1}, 'the ceiling of wall_time must be a number of 0 or more, not -1'),
+        ({'wall_time': float('nan')}, 'the ceiling of wall_time must be a number of 0 or more, not nan'),
+        ({'cpu_time': None}, 'the ceiling of cpu_time must be a whole number of 0 or more, not None'),
+    ]:
+        with pytest.raises(ValueError) as info:
+            create_app(pool=corral.Pool(warm_workers=0), max_limits=max_limits)
+        assert str(info.value) == text

@@ -3,14 +3,18 @@ its key's tenant, reaches only that tenant's sessions, and stays within that ten
 
 from __future__ import annotations
 
+import asyncio
 import re
+import sqlite3
 import subprocess
 import sys
 
 import pytest
+from websockets.asyncio.client import connect
 
 import corral
 from corral import RemotePool, logfire
+from corral.server import protocol
 from corral.server.app import create_app
 from corral.server.metrics import Metrics
 from corral.server.quotas import Quotas
@@ -193,3 +197,97 @@ def test_serve_refuses_an_unknown_store_url_before_it_listens():
         "corral serve: error: --store: unknown store URL 'ftp://x': the accepted store URLs are 'sqlite:///absolute/path.db', "
         "'sqlite:relative/path.db', and 'postgresql://user:password@host:port/database' (or 'postgres://...')\n"
     )
+
+
+async def test_close_then_checkout_at_a_quota_of_one_never_finds_the_slot_taken(tmp_path):
+    """A session's close returns once the server has given its slot back: 50 sessions in a row,
+    each checked out as the one before it closed, at `concurrent_sessions=1`."""
+    store = f'sqlite:///{tmp_path}/store.db'
+    with running_server(tmp_path, store=store) as server:
+        async with corral.KeyRing(store) as keys, Quotas(store) as quotas:
+            key = await keys.create('acme')
+            await quotas.set('acme', concurrent_sessions=1)
+            async with RemotePool(server.url, api_key=key) as pool:
+                for index in range(50):
+                    async with pool.checkout(ephemeral=index % 2 == 0) as session:
+                        assert await session.feed_run(f'{index} + 1') == index + 1
+                    async with pool.checkout():  # closed at once
+                        pass
+                # a feed cancelled while it runs closes the session too; its close and the block's wait for one answer
+                for _ in range(3):
+                    async with pool.checkout() as session:
+                        spinning = asyncio.ensure_future(session.feed_run('while True:\n    pass'))
+                        await asyncio.sleep(0.2)
+                        spinning.cancel()
+                        await asyncio.gather(spinning, session.aclose(), return_exceptions=True)
+                        assert spinning.cancelled()
+                    async with pool.checkout() as session:
+                        assert await session.feed_run('2 + 2') == 4
+    assert 'Traceback' not in server.output()
+
+
+async def test_a_dropped_connection_gives_its_slot_back_once_the_server_sees_it_gone(tmp_path):
+    """A client that vanishes without a close frame (its TCP connection cut) frees its slot as soon
+    as the server reads the connection's end: the next checkout at `concurrent_sessions=1` opens."""
+    store = f'sqlite:///{tmp_path}/store.db'
+    with running_server(tmp_path, store=store) as server:
+        async with corral.KeyRing(store) as keys, Quotas(store) as quotas:
+            key = await keys.create('acme')
+            await quotas.set('acme', concurrent_sessions=1)
+            headers = {'authorization': f'Bearer {key}'}
+            async with RemotePool(server.url, api_key=key) as pool:
+                for _ in range(3):
+                    async with connect(server.url + protocol.PATH, additional_headers=headers, compression=None) as ws:
+                        await ws.send(protocol.encode([protocol.OPEN, protocol.PROTOCOL_VERSION, {}]))
+                        assert protocol.decode(await ws.recv())[0] == protocol.OPENED
+                        error = await refused(pool, corral.SandboxQuotaError)
+                        assert error.display() == "tenant 'acme' has 1 session open; its quota is 1 (concurrent_sessions)"
+                        ws.transport.abort()  # gone, with no close frame
+                    for attempt in range(200):  # bounded: the server reads the end at once, then ends the session
+                        try:
+                            async with pool.checkout() as session:
+                                assert await session.feed_run('1 + 1') == 2
+                            break
+                        except corral.SandboxQuotaError:
+                            await asyncio.sleep(0.05)
+                    else:
+                        pytest.fail('the slot of the dropped connection was never given back')
+    assert 'Traceback' not in server.output()
+
+
+async def test_a_session_whose_slot_lapsed_and_was_taken_runs_no_feed_until_a_place_frees(tmp_path):
+    """The replica was away past the slot's TTL, and another session of the tenant took the place:
+    the renewal that follows finds the quota full, and the session's feeds are refused, saying so,
+    until a place frees and the slot is taken back."""
+    store = corral.open_store(f'sqlite:///{tmp_path}/store.db')
+    keys, quotas = corral.KeyRing(store), Quotas(store, slot_ttl=1.5)
+    pool = corral.Pool(store=quotas.guard(store), warm_workers=0)
+    app = create_app(pool=pool, authenticate=authenticator(keys, anonymous=False), hooks=[TenantHooks(quotas)])
+    try:
+        async with serving_app(app, pool) as address:
+            key = await keys.create('acme')
+            await quotas.set('acme', concurrent_sessions=1)
+            async with RemotePool(f'ws://{address}', api_key=key) as remote, remote.checkout() as session:
+                assert await session.feed_run('1') == 1
+                with sqlite3.connect(store.path) as db:  # its slot lapsed, and another session's took the place
+                    db.execute("UPDATE corral_tenant_sessions SET holder = 'another' WHERE tenant = 'acme'")
+                for _ in range(200):  # bounded: the next renewal, a third of the TTL later, finds it
+                    try:
+                        await session.feed_run('2')
+                    except corral.SandboxQuotaError as refusal:
+                        error = refusal
+                        break
+                    await asyncio.sleep(0.05)
+                else:
+                    pytest.fail('the lapsed slot was renewed past the quota')
+                assert error.display() == (
+                    "tenant 'acme' has 1 session open; its quota is 1 (concurrent_sessions), and this session's slot lapsed "
+                    '(not renewed within 1.5 seconds) and was taken meanwhile: it runs no feed until one of the others closes'
+                )
+                with sqlite3.connect(store.path) as db:  # the other session closed
+                    db.execute("DELETE FROM corral_tenant_sessions WHERE holder = 'another'")
+                assert await session.feed_run('3') == 3
+                assert await store.take_tenant_slot('acme', 'probe', limit=1, ttl=30) == (False, 1)  # held again
+    finally:
+        await quotas.close()
+        await store.close()

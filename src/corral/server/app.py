@@ -25,8 +25,8 @@ import shutil
 import tempfile
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from dataclasses import fields
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from dataclasses import fields, replace
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -46,7 +46,10 @@ from ..values import bounded_repr
 from ..store import Store
 from . import protocol as p
 
-__all__ = ['create_app', 'CorralServer', 'ServerHooks', 'Authenticate', 'MAX_OUTBOX', 'GATHER_SECONDS', 'OPEN_TIMEOUT', 'IDLE_TIMEOUT']
+__all__ = [
+    'create_app', 'CorralServer', 'ServerHooks', 'Authenticate', 'MAX_OUTBOX', 'GATHER_SECONDS', 'OPEN_TIMEOUT', 'IDLE_TIMEOUT',
+    'MAX_PENDING', 'MAX_PENDING_PER_ADDRESS',
+]
 
 #: `authenticate(api_key) -> tenant`: `api_key` is the bearer token of the connection's
 #: `authorization` header, or None without one. Return the tenant's name (`''`: the single
@@ -74,6 +77,14 @@ IDLE_TIMEOUT = 600.0
 
 #: Seconds a new connection has to send its OPEN frame.
 OPEN_TIMEOUT = 30.0
+
+#: Connections that have not sent their OPEN frame yet (authenticated or not), from one client
+#: address and in all, that the server holds at once (`corral serve --max-pending-per-address`,
+#: `--max-pending`); each may wait `OPEN_TIMEOUT` seconds. More are refused as they are accepted,
+#: so that connections that never open a session cannot pile up: one address's at most as many
+#: as 100 clients opening their sessions together need, and room for ten such addresses in all.
+MAX_PENDING_PER_ADDRESS = 128
+MAX_PENDING = 1024
 
 _propagator = TraceContextTextMapPropagator()
 _log = logging.getLogger('corral.server')
@@ -114,7 +125,12 @@ class CorralServer:
     """What the app serves from (`app.state.corral`): the pool, its hooks, and the live connections.
 
     `draining` is True once the server stops taking sessions (a readiness probe answers 503 then);
-    `sessions` counts the connections that hold a session.
+    `ceilings` maps each limit a session may lower but not raise to its ceiling (see
+    `create_app(max_limits=...)`); `bounds` is `Limits()` with those ceilings, and `default_limits`
+    with each default lowered to its ceiling: what a session gets for a limit it does not set.
+    `sessions` counts the connections that hold a session; `pending` those that have not sent
+    their OPEN frame yet, and `refused` the connections refused as they were accepted, by reason
+    (`'pending_per_address'`, `'pending_total'`: see `MAX_PENDING`).
     """
 
     def __init__(
@@ -127,16 +143,29 @@ class CorralServer:
         max_outbox: int,
         open_timeout: float,
         idle_timeout: float | None,
+        max_pending: int = MAX_PENDING,
+        max_pending_per_address: int = MAX_PENDING_PER_ADDRESS,
+        max_limits: Mapping[str, float] | None = None,
     ) -> None:
         self.pool = pool
+        self.ceilings = _ceilings(max_limits or {})
+        self.bounds = replace(_DEFAULT_LIMITS, **self.ceilings)
+        self.default_limits = replace(
+            _DEFAULT_LIMITS, **{name: _lower(getattr(_DEFAULT_LIMITS, name), ceiling) for name, ceiling in self.ceilings.items()}
+        )
         self.authenticate = authenticate
         self.hooks = tuple(hooks)
         self.max_frame = max_frame
         self.max_outbox = max_outbox
         self.open_timeout = open_timeout
         self.idle_timeout = idle_timeout
+        self.max_pending = max_pending
+        self.max_pending_per_address = max_pending_per_address
         self.draining = False
         self.connections: set[_Connection] = set()
+        self.pending = 0
+        self.refused = {'pending_per_address': 0, 'pending_total': 0}
+        self._pending_by_address: dict[str, int] = {}
 
     @property
     def sessions(self) -> int:
@@ -158,6 +187,32 @@ class CorralServer:
         while self.connections and loop.time() < deadline:
             await asyncio.sleep(0.05)
 
+    def admit(self, address: str) -> None:
+        """Count a connection from `address` as pending (until `opened`); raises `SandboxError`
+        when `address`, or every address together, has as many pending as the server takes."""
+        held = self._pending_by_address.get(address, 0)
+        if held >= self.max_pending_per_address:
+            self.refused['pending_per_address'] += 1
+            raise SandboxError(
+                f"too many connections from {address} wait to open a session ({self.max_pending_per_address}, "
+                "the server's limit per address); open fewer at once"
+            )
+        if self.pending >= self.max_pending:
+            self.refused['pending_total'] += 1
+            raise SandboxError(
+                f"too many connections wait to open a session ({self.max_pending}, the server's limit); "
+                'try again later, or another replica'
+            )
+        self._pending_by_address[address] = held + 1
+        self.pending += 1
+
+    def pending_ended(self, address: str) -> None:
+        """A connection `admit` counted sent its OPEN frame, or ended before it did."""
+        self.pending -= 1
+        held = self._pending_by_address.pop(address) - 1
+        if held:
+            self._pending_by_address[address] = held
+
     def checkout(self, tenant: str, **options: Any) -> Session:
         """`pool.checkout(**options)` as `tenant`: its own sessions only (checkout, resume, fork)."""
         return self.pool.checkout(tenant=tenant, **options)
@@ -174,6 +229,9 @@ def create_app(
     max_outbox: int = MAX_OUTBOX,
     open_timeout: float = OPEN_TIMEOUT,
     idle_timeout: float | None = IDLE_TIMEOUT,
+    max_pending: int = MAX_PENDING,
+    max_pending_per_address: int = MAX_PENDING_PER_ADDRESS,
+    max_limits: Mapping[str, float] | None = None,
 ) -> Starlette:
     """The Starlette app serving sessions at `protocol.PATH` (`/session`), one WebSocket each.
 
@@ -189,6 +247,19 @@ def create_app(
       client's next request before it is parked (None: never): its worker ends, and the client
       takes it up again when it next needs it, as after a drain (a stored one from the store, an
       ephemeral one from its state, which the server sends the client as it parks it).
+    - `max_pending`, `max_pending_per_address`: connections that have not sent their OPEN frame
+      yet, in all and from one client address (see `MAX_PENDING`); more are refused as they are
+      accepted, with an error (and a close reason) saying which limit, and close code
+      `protocol.CLOSE_BUSY`. Behind a proxy, every client has the proxy's address.
+    - `max_limits`: the operator's ceilings on sessions' `Limits`, by field name (`{'memory':
+      2 * 1024**3, 'wall_time': 60}`), higher or lower than the defaults. A session's `limits` may
+      lower a limit with a ceiling, never raise or lift it (refused with a `ValueError` naming the
+      ceiling); a limit it leaves at its default gets the ceiling when that is lower. Without a
+      ceiling of their own, `memory`, `cpu_time`, `type_check_time` and `type_check_memory` have
+      the default `Limits()`'s as theirs: the host's CPU and memory, which every tenant shares. A
+      ceiling on `value_items` or `value_size` is also the bound on what the server decodes from
+      one frame (default: the default `Limits()`'s). Raises `ValueError` for an unknown limit or a
+      value that is not a number of 0 or more (a whole one for a count of bytes, calls or items).
 
     The app's state holds the `CorralServer` as `app.state.corral`.
     """
@@ -196,6 +267,8 @@ def create_app(
         raise ValueError('give the pool its store (Pool(store=...)), or a store for the default pool, not both')
     if max_frame <= 0 or max_outbox <= 0 or open_timeout <= 0 or (idle_timeout is not None and idle_timeout <= 0):
         raise ValueError('max_frame, max_outbox, open_timeout and idle_timeout must be positive')
+    if max_pending <= 0 or max_pending_per_address <= 0:
+        raise ValueError('max_pending and max_pending_per_address must be positive')
     own_pool = pool is None
     server = CorralServer(
         pool if pool is not None else Pool(store=store),
@@ -205,6 +278,9 @@ def create_app(
         max_outbox=max_outbox,
         open_timeout=open_timeout,
         idle_timeout=idle_timeout,
+        max_pending=max_pending,
+        max_pending_per_address=max_pending_per_address,
+        max_limits=max_limits,
     )
 
     async def session_endpoint(websocket: WebSocket) -> None:
@@ -240,6 +316,10 @@ class _Close(Exception):
 
 class _Gone(Exception):
     """The client closed the connection."""
+
+
+class _Closing(Exception):
+    """The client asked to end the session (CLOSE): it is told when the session has ended (CLOSED)."""
 
 
 class _AsyncProxy:
@@ -307,14 +387,22 @@ class _Connection:
         writer = self._loop.create_task(self._write_loop())
         self._main = asyncio.current_task()
         started = time.monotonic()
-        opening = False
+        opening = closing = pending = False
         close = _Close(1000, None)
+        address = self.ws.client.host if self.ws.client is not None else ''
         self._serving = True
         try:
             if self.server.draining:
                 raise _Close(p.CLOSE_DRAIN, SandboxError('the corral server is shutting down; connect again (to another replica)'))
+            try:
+                self.server.admit(address)
+            except SandboxError as error:
+                raise _Close(p.CLOSE_BUSY, error) from None
+            pending = True
             self.tenant = await self._authenticate()
             message = await asyncio.wait_for(self._receive(), self.server.open_timeout)
+            pending = False
+            self.server.pending_ended(address)
             options = self._open_options(message)
             try:
                 for hook in self.server.hooks:
@@ -329,6 +417,8 @@ class _Connection:
             close = error
         except _Gone:
             pass
+        except _Closing:
+            closing = True
         except asyncio.TimeoutError:
             close = _Close(p.CLOSE_PROTOCOL, SandboxError(f'the client sent no OPEN frame within {self.server.open_timeout:g} seconds'))
         except asyncio.CancelledError:
@@ -340,6 +430,8 @@ class _Connection:
             _log.exception('a session connection failed')
             close = _Close(CLOSE_SERVER_ERROR, SandboxError(f'the corral server failed ({type(error).__name__}: {error})'))
         finally:
+            if pending:
+                self.server.pending_ended(address)
             self._serving = False
             await self._end_session(drain=close.code == p.CLOSE_DRAIN)
             self.server.connections.discard(self)
@@ -348,6 +440,8 @@ class _Connection:
                     await hook.session_closed(self.tenant, self.session, time.monotonic() - started)
         if close.error is not None and close.code != p.CLOSE_SLOW:
             self._respond(p.error_message(close.error))
+        elif closing:  # the session has ended and its slot is free: a checkout the client makes next finds it so
+            self._send(p.encode([p.CLOSED]))
         await self._finish_writing(writer, close.code != p.CLOSE_SLOW)
         reason = close.reason.encode('utf-8')[:120].decode('utf-8', 'ignore')  # a close frame's reason is short
         with contextlib.suppress(Exception):  # a client that does not read does not take the close either
@@ -433,9 +527,10 @@ class _Connection:
         # The server's bounds on what it decodes: a client's limits may lower them, never lift them
         # (a session's value_items=None would let one frame of 1-byte arrays take gigabytes and
         # hold the event loop of every session for seconds).
-        limits = self.session.limits if self.session is not None else _BOUNDS
-        items = _lower(limits.value_items, _BOUNDS.value_items) + 1024
-        size = 2 * _lower(limits.value_size, _BOUNDS.value_size) + len(data)
+        bounds = self.server.bounds
+        limits = self.session.limits if self.session is not None else bounds
+        items = _lower(limits.value_items, bounds.value_items) + 1024
+        size = 2 * _lower(limits.value_size, bounds.value_size) + len(data)
         try:
             return p.decode(data, items=items, size=size)
         except Exception as error:
@@ -554,15 +649,18 @@ class _Connection:
             stubs, functions = item
             modules[name] = ExternalModule(_proxies(self, functions, f'{name}.'), stubs=stubs)
         limits = options.get('limits')
-        if limits is not None:
+        defaults = self.server.default_limits
+        if limits is None:
+            limits = None if defaults == _DEFAULT_LIMITS else defaults
+        else:
             if not isinstance(limits, dict):
                 raise _Malformed('limits must be a map')
             names = {field.name for field in fields(Limits)}
             if not set(limits) <= names:
                 raise TypeError(f'unknown limits {sorted(set(limits) - names)}; the limits are the fields of corral.Limits')
-            limits = Limits(**limits)
-            for name in _CEILINGS:
-                value, ceiling = getattr(limits, name), getattr(_BOUNDS, name)
+            limits = replace(defaults, **limits)  # a limit the session leaves out is the server's default
+            for name, ceiling in self.server.ceilings.items():
+                value = getattr(limits, name)
                 if value is None or value > ceiling:
                     raise ValueError(
                         f"limits.{name}={value!r} is over this server's ceiling of {ceiling!r}: "
@@ -649,6 +747,9 @@ class _Connection:
             kind = message[0]
             if kind == p.ANSWERS:
                 self._answers(message)
+            elif kind == p.CLOSE:
+                _shape(message, 1)
+                raise _Closing
             elif kind in (p.FEED, p.RESUME, p.DUMP, p.LOAD):
                 if self._request is not None and not self._request.done():
                     raise _Close(p.CLOSE_PROTOCOL, SandboxError('the client sent a request while another was running'))
@@ -798,12 +899,27 @@ class _Connection:
 #: Where the sessions' checkout options are made (their mounts written, later removed), off the event loop.
 _PREPARING = concurrent.futures.ThreadPoolExecutor(thread_name_prefix='corral-mounts')
 
-#: The largest values the server decodes from a client, and the ceilings of `_CEILINGS`: the default `Limits()`'s.
-_BOUNDS = Limits()
-#: The limits a client may lower but not raise: the CPU and memory its worker and its type check
-#: take from the host, which every tenant shares (a tenant's CPU quota is checked as a feed starts,
-#: so a feed's own `cpu_time` is what bounds it).
+#: The defaults of a session's limits; with the server's ceilings, its bounds (`CorralServer.bounds`).
+_DEFAULT_LIMITS = Limits()
+#: The limits a client may lower but not raise even without an operator's ceiling (their ceiling is
+#: then the default): the CPU and memory its worker and its type check take from the host, which
+#: every tenant shares (a tenant's CPU quota is checked as a feed starts, so a feed's own
+#: `cpu_time` is what bounds it).
 _CEILINGS = ('memory', 'cpu_time', 'type_check_time', 'type_check_memory')
+
+
+def _ceilings(max_limits: Mapping[str, float]) -> dict[str, float]:
+    """The ceilings of `create_app(max_limits=...)`, each of the type of its limit's default; `_CEILINGS` by default."""
+    names = [field.name for field in fields(Limits)]
+    ceilings: dict[str, float] = {name: getattr(_DEFAULT_LIMITS, name) for name in _CEILINGS}
+    for name, value in max_limits.items():
+        if name not in names:
+            raise ValueError(f'unknown limit {name!r} for a ceiling; the limits are the fields of corral.Limits: {", ".join(names)}')
+        whole = isinstance(getattr(_DEFAULT_LIMITS, name), int)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not (0 <= value < float('inf')) or (whole and value != int(value)):
+            raise ValueError(f'the ceiling of {name} must be {"a whole number" if whole else "a number"} of 0 or more, not {value!r}')
+        ceilings[name] = int(value) if whole else float(value)
+    return ceilings
 
 
 def _lower(limit: int | None, bound: int | None) -> int:

@@ -13,6 +13,7 @@ happen. Errors are the exceptions a local session raises, with the same texts.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import datetime
 import inspect
@@ -35,14 +36,20 @@ from ..limits import Limits
 from ..values import ValueLimitError, describe_type, host_default, measure, pack
 from . import protocol as p
 
-__all__ = ['RemotePool', 'RemoteSession', 'pool_from_environment']
+__all__ = ['RemotePool', 'RemoteSession', 'pool_from_environment', 'CLOSE_TIMEOUT']
 
 _propagator = TraceContextTextMapPropagator()
 _ARRAY = msgpack.Packer()
 #: Bytes of a frame's envelope beside the answers it carries.
 _ENVELOPE = 64
+#: The default limits: a session's limits that differ from these are sent to the server.
+_DEFAULT_LIMITS = Limits()
 #: Attempts at one request, each on a connection of its own, before a lost connection is final.
 _RESUMES = 4
+#: Seconds a session's close waits, by default, for the server to say the session has ended
+#: (`RemotePool(close_timeout=...)`): ending it kills its worker and gives back its lease and its
+#: tenant's slot, which takes milliseconds unless the store is slow.
+CLOSE_TIMEOUT = 10.0
 
 
 class _Lost(Exception):
@@ -56,7 +63,10 @@ class RemotePool:
     `api_key` is sent as `authorization: Bearer <key>`. Each session is one WebSocket connection,
     opened when the session is entered (`async with pool.checkout(...)`) and closed when it is left;
     the pool itself holds no connection. `open_timeout`: seconds to connect and open a session.
-    `max_frame`: bytes of the largest frame taken from the server.
+    `close_timeout`: seconds a session's close waits for the server to say the session has ended
+    (and no longer counts in the tenant's `concurrent_sessions`, so that a checkout made after
+    the close is not refused for the slot the closed session held). `max_frame`: bytes of the
+    largest frame taken from the server.
 
     A session the server lets go (it drains on SIGTERM) or loses (it died) is taken up again on
     another replica behind the same URL, and the request in flight sent again with the answers its
@@ -66,7 +76,14 @@ class RemotePool:
     """
 
     def __init__(
-        self, url: str, *, api_key: str | None = None, open_timeout: float = 30.0, resume_timeout: float = 60.0, max_frame: int = p.MAX_FRAME
+        self,
+        url: str,
+        *,
+        api_key: str | None = None,
+        open_timeout: float = 30.0,
+        resume_timeout: float = 60.0,
+        close_timeout: float = CLOSE_TIMEOUT,
+        max_frame: int = p.MAX_FRAME,
     ) -> None:
         parts = urlsplit(url)
         scheme = {'http': 'ws', 'https': 'wss', 'ws': 'ws', 'wss': 'wss'}.get(parts.scheme)
@@ -76,6 +93,7 @@ class RemotePool:
         self.api_key = api_key
         self.open_timeout = open_timeout
         self.resume_timeout = resume_timeout
+        self.close_timeout = close_timeout
         self.max_frame = max_frame
         self._sessions: set[RemoteSession] = set()
         self._closed = False
@@ -116,7 +134,9 @@ class RemotePool:
         are sent (up to the server's frame limit in all), and the script's overlay writes stay in
         the session there. A read-write mount, an `OsAccess` subclass, or a clock function cannot
         be served from the server and raise `ValueError`. The clock (`clock=True`) is the server's,
-        in this machine's UTC offset.
+        in this machine's UTC offset. `limits` may lower the limits the server puts a ceiling on,
+        never raise them (`ValueError` naming the ceiling); a limit left at its default gets the
+        server's default, which is its ceiling when that is lower.
         """
         if self._closed:
             raise RuntimeError('the pool is closed')
@@ -132,7 +152,8 @@ class RemotePool:
             'ephemeral': ephemeral,
             'session_id': session_id,
             'fork': fork,
-            'limits': None if limits is None else {name: getattr(limits, name) for name in limits.__slots__},
+            # the limits set to other than their defaults: the server gives the rest its own defaults (see `checkout`)
+            'limits': None if limits is None else {name: getattr(limits, name) for name in limits.__slots__ if getattr(limits, name) != getattr(_DEFAULT_LIMITS, name)},
             'script_name': script_name,
             'random_seed': random_seed,
             'os_access': _os_access(os_access),
@@ -190,6 +211,7 @@ class RemoteSession:
         self._lost: BaseException | None = None
         self._drain_state: bytes | None = None
         self._drained = False
+        self._closing: asyncio.Future[None] | None = None  # set by CLOSED, or when the connection ends
         # the host calls of this connection, and the answers given during the request in flight,
         # on every connection it used: `[name, args, kwargs, how, value]` (see `protocol`, `held`)
         self._calls: dict[int, list[Any]] = {}
@@ -294,6 +316,8 @@ class RemoteSession:
             self._reader.cancel()
             await asyncio.gather(self._reader, return_exceptions=True)
             self._reader = None
+        if self._closing is not None and not self._closing.done():  # no answer can come any more
+            self._closing.set_result(None)
 
     async def aclose(self) -> None:
         """End the session: close its connection (a stored session stays in the server's store). Safe to call twice."""
@@ -302,6 +326,18 @@ class RemoteSession:
             self._dead = SandboxWorkerError('this session cannot run scripts: the session is closed; check out a new session')
         for task in [*self._tasks, *self._call_tasks]:
             task.cancel()
+        await self._close_connection()
+
+    async def _close_connection(self) -> None:
+        """Ask the server to end the session (CLOSE) and wait, up to `RemotePool.close_timeout`
+        seconds, for it to say it has (CLOSED) or to close the connection; then close it here. From
+        then on the session no longer holds one of its tenant's `concurrent_sessions`."""
+        if self._closing is None and self._ws is not None and self._lost is None and self._reader is not None and not self._reader.done():
+            self._closing = asyncio.get_running_loop().create_future()
+            await self._send(p.encode([p.CLOSE]))
+        if self._closing is not None and not self._closing.done():  # a close in another task waits for the same answer
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(asyncio.shield(self._closing), self._pool.close_timeout)
         await self._drop_connection()
 
     # ----- requests ------------------------------------------------------------------------------
@@ -408,7 +444,7 @@ class RemoteSession:
             self._dead = SandboxWorkerError('this session cannot run scripts: a feed was cancelled while the script ran; check out a new session')
             for task in self._call_tasks:
                 task.cancel()
-            await asyncio.shield(self._drop_connection())
+            await asyncio.shield(self._close_connection())
             raise
         finally:
             self._response = None
@@ -464,11 +500,17 @@ class RemoteSession:
             reason = SandboxError(f'the corral server sent a malformed frame ({type(error).__name__}: {error})')
             await _close(ws)
         self._lost = reason or SandboxWorkerError('this session cannot run scripts: the corral server closed the connection; check out a new session')
+        if self._closing is not None and not self._closing.done():
+            self._closing.set_result(None)
         if self._response is not None and not self._response.done():
             self._response.set_exception(_Lost())
 
     def _on_message(self, message: list[Any]) -> None:
         kind = message[0]
+        if self._closing is not None:  # the session is closing: what its feed still sends is not run
+            if kind == p.CLOSED and not self._closing.done():
+                self._closing.set_result(None)
+            return
         if kind == p.EVENTS:
             for event in message[1]:
                 if event[0] == p.CALL:

@@ -11,9 +11,11 @@ asks for it, through the official `prometheus-client`; `/healthz` says the proce
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import choose_encoder
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
@@ -23,6 +25,9 @@ from ..errors import SandboxError, SandboxStateError, SandboxStoreError, StubErr
 from ..host.deferred import SandboxPaused
 from ..host.observer import PoolObserver
 from ..host.pool import Pool
+
+if TYPE_CHECKING:
+    from .app import CorralServer
 
 __all__ = ['FEED_BUCKETS', 'Metrics', 'READY_TIMEOUT', 'TYPE_CHECK_BUCKETS', 'error_kind', 'ops_routes', 'pool_readiness']
 
@@ -69,6 +74,12 @@ class Metrics(PoolObserver):
     - `corral_feed_seconds` (histogram, `FEED_BUCKETS`): wall time of each feed, type check included.
     - `corral_worker_starts_total` (counter): workers forked, for checkouts or kept warm.
     - `corral_type_check_seconds` (histogram, `TYPE_CHECK_BUCKETS`): wall time of each ty check.
+
+    And, once it watches a server (`watch`), the server's connections:
+
+    - `corral_connections_pending` (gauge): connections that have not sent their OPEN frame yet.
+    - `corral_connections_refused_total{reason}` (counter): connections refused as they were
+      accepted, by `reason`: `pending_per_address`, `pending_total` (see `app.MAX_PENDING`).
     """
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
@@ -81,6 +92,10 @@ class Metrics(PoolObserver):
         self.feed_seconds = Histogram('corral_feed_seconds', 'Wall time of a feed, type check included.', buckets=FEED_BUCKETS, registry=r)
         self.worker_starts = Counter('corral_worker_starts', 'Sandbox workers forked, for checkouts or kept warm.', registry=r)
         self.type_check_seconds = Histogram('corral_type_check_seconds', 'Wall time of a type check.', buckets=TYPE_CHECK_BUCKETS, registry=r)
+
+    def watch(self, server: CorralServer) -> None:
+        """Report `server`'s connections too (its `pending` and `refused` counts, read at each scrape)."""
+        self.registry.register(_ConnectionCollector(server))
 
     def worker_started(self) -> None:
         self.worker_starts.inc()
@@ -109,6 +124,22 @@ class Metrics(PoolObserver):
 
     def type_checked(self, seconds: float, passed: bool) -> None:
         self.type_check_seconds.observe(seconds)
+
+
+class _ConnectionCollector:
+    """The connection metrics of `Metrics.watch`, read from the server's counts at each scrape."""
+
+    def __init__(self, server: CorralServer) -> None:
+        self._server = server
+
+    def collect(self) -> Iterator[Metric]:
+        yield GaugeMetricFamily('corral_connections_pending', 'Connections that have not opened a session yet.', value=self._server.pending)
+        refused = CounterMetricFamily(
+            'corral_connections_refused', 'Connections refused as they were accepted, by reason: pending_per_address, pending_total.', labels=['reason']
+        )
+        for reason, count in self._server.refused.items():
+            refused.add_metric([reason], count)
+        yield refused
 
 
 def ops_routes(metrics: Metrics, ready: Callable[[], Awaitable[bool]]) -> list[Route]:

@@ -18,6 +18,9 @@ Bearer <api key>` (when it has one) and the W3C trace context of the caller (`tr
                                       None: keep the feed's)
       [DUMP]                          the session's state
       [LOAD, state]                   load a state into this fresh session
+      [CLOSE]                         end the session (a request running is cut off); the server
+                                      answers CLOSED once the session has ended and its tenant's
+                                      slot is free, then closes the connection
 
     server -> client
       [OPENED, session_id, random_seed, max_frame, pending]   the session is ready
@@ -33,6 +36,8 @@ Bearer <api key>` (when it has one) and the W3C trace context of the caller (`tr
       [DRAIN, state]                  the server is shutting down: the session ends here, to be taken up
                                       elsewhere (a stored one from the store, by its id; an ephemeral one
                                       from `state`, its dumped state, None when it could not be dumped)
+      [CLOSED]                        the answer to CLOSE: the session has ended, and no longer
+                                      counts in its tenant's `concurrent_sessions`
 
 Every response to a request (and OPENED) ends with `pending`, the calls the session is paused on
 (`[call_id, function, args, kwargs, payload]` each; empty when it is not paused).
@@ -66,9 +71,9 @@ from .. import values
 from ..values import bounded_repr, pack, unpack
 
 __all__ = [
-    'PROTOCOL_VERSION', 'PATH', 'MAX_FRAME', 'OPEN', 'FEED', 'ANSWERS', 'RESUME', 'DUMP', 'LOAD',
-    'OPENED', 'EVENTS', 'RESULT', 'PAUSED', 'ERROR', 'DRAIN', 'CALL', 'OUTPUT',
-    'CLOSE_PROTOCOL', 'CLOSE_UNAUTHORIZED', 'CLOSE_TOO_LARGE', 'CLOSE_SLOW', 'CLOSE_ENDED', 'CLOSE_DRAIN',
+    'PROTOCOL_VERSION', 'PATH', 'MAX_FRAME', 'OPEN', 'FEED', 'ANSWERS', 'RESUME', 'DUMP', 'LOAD', 'CLOSE',
+    'OPENED', 'EVENTS', 'RESULT', 'PAUSED', 'ERROR', 'DRAIN', 'CLOSED', 'CALL', 'OUTPUT',
+    'CLOSE_PROTOCOL', 'CLOSE_UNAUTHORIZED', 'CLOSE_TOO_LARGE', 'CLOSE_SLOW', 'CLOSE_ENDED', 'CLOSE_DRAIN', 'CLOSE_BUSY',
     'encode', 'decode', 'error_message', 'error_from', 'builtin_exception', 'pending_from', 'pending_items',
 ]
 
@@ -82,8 +87,8 @@ PATH = '/session'
 #: value as large as a worker's channel carries (`corral.values.MAX_FRAME`), and room for its envelope.
 MAX_FRAME = values.MAX_FRAME + 64 * 1024
 
-OPEN, FEED, ANSWERS, RESUME, DUMP, LOAD = range(1, 7)
-OPENED, EVENTS, RESULT, PAUSED, ERROR, DRAIN = range(11, 17)
+OPEN, FEED, ANSWERS, RESUME, DUMP, LOAD, CLOSE = range(1, 8)
+OPENED, EVENTS, RESULT, PAUSED, ERROR, DRAIN, CLOSED = range(11, 18)
 CALL, OUTPUT = range(21, 23)
 
 #: WebSocket close codes (4000-4999 are the application's, RFC 6455 7.4.2).
@@ -93,6 +98,7 @@ CLOSE_TOO_LARGE = 4413  # a frame over the server's max_frame
 CLOSE_SLOW = 4408  # the client did not read what the server sent
 CLOSE_ENDED = 4410  # the session could not start, or ended (its worker died)
 CLOSE_DRAIN = 4503  # the server is shutting down
+CLOSE_BUSY = 4429  # too many connections wait to open a session (from the client's address, or in all)
 
 
 def encode(message: list[Any]) -> bytes:

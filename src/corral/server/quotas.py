@@ -14,12 +14,12 @@ import asyncio
 import contextlib
 import dataclasses
 import math
+import secrets
 import weakref
 from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING, cast
 
 from ..errors import SandboxQuotaError, SandboxStoreError
-from ..host.lease import Lease
 from ..store.base import Store, check_state, check_tenant
 from ..store.tenants import QUOTA_NAMES, TenantTables
 from ..store.url import open_tenant_tables
@@ -27,7 +27,7 @@ from ..store.url import open_tenant_tables
 if TYPE_CHECKING:
     from ..host.session import Session
 
-__all__ = ['QuotaStore', 'Quotas', 'TenantQuotas']
+__all__ = ['QuotaStore', 'Quotas', 'TenantQuotas', 'TenantSlot']
 
 
 @dataclasses.dataclass(frozen=True)
@@ -152,17 +152,16 @@ class Quotas:
     # -- enforcement
 
     @contextlib.asynccontextmanager
-    async def session(self, tenant: str) -> AsyncGenerator[None]:
-        """Hold one of the tenant's `concurrent_sessions` for the block. Raises `SandboxQuotaError`
-        when the tenant has that many open already, e.g. `tenant 'acme' has 10 sessions open; its
-        quota is 10 (concurrent_sessions)`. The slot is renewed every third of `slot_ttl` while
-        held, and given back at the end of the block."""
-        # A slot is a lease on one of the places the tenant's quota allows: the lease's renewals
-        # and release, with the slot table in place of the sessions' leases.
-        slot = Lease(cast(Store, _SlotTable(self)), 'slot', ttl=self.slot_ttl, tenant=check_tenant(tenant))
+    async def session(self, tenant: str) -> AsyncGenerator[TenantSlot]:
+        """Hold one of the tenant's `concurrent_sessions` for the block (the `TenantSlot`). Raises
+        `SandboxQuotaError` when the tenant has that many open already, e.g. `tenant 'acme' has 10
+        sessions open; its quota is 10 (concurrent_sessions)`. The slot is renewed every third of
+        `slot_ttl` while held (a lapsed one only under the quota: see `TenantSlot`), and given
+        back at the end of the block."""
+        slot = TenantSlot(self, tenant)
         await slot.acquire()
         try:
-            yield
+            yield slot
         finally:
             await slot.release()
 
@@ -275,31 +274,81 @@ class Quotas:
         return QuotaStore(store, self)
 
 
-class _SlotTable:
-    """The tenant's session slots, spoken to as a `Lease` speaks to a store (the id is unused: a
-    tenant's slots are told apart by their holders)."""
+class TenantSlot:
+    """One of a tenant's `concurrent_sessions`, held for one session (`Quotas.session` yields it).
 
-    def __init__(self, quotas: Quotas) -> None:
+    While held it is renewed every third of the quotas' `slot_ttl`. A slot whose renewals did not
+    reach the store for `slot_ttl` seconds lapses, and other sessions of the tenant may take its
+    place meanwhile: its next renewal then takes it again only under the quota, as a new session
+    would. Refused, `lost` is the `SandboxQuotaError` saying so (`check` raises it), and every later
+    renewal tries again; a store that fails leaves the slot as it was until a renewal gets through.
+    """
+
+    def __init__(self, quotas: Quotas, tenant: str) -> None:
+        self.tenant = check_tenant(tenant)
+        self.holder = secrets.token_hex(16)
+        self.lost: SandboxQuotaError | None = None
         self._quotas = quotas
         self._tables = quotas._tables
+        self._task: asyncio.Task[None] | None = None
 
-    async def acquire(self, session_id: str, *, holder: str, ttl: float, tenant: str) -> None:
-        limit = (await self._quotas.of(tenant)).concurrent_sessions
-        taken, in_use = await self._tables.take_tenant_slot(tenant, holder, limit=limit, ttl=ttl)
+    async def acquire(self) -> None:
+        """Take the slot; raises `SandboxQuotaError` when the tenant has its quota of sessions open,
+        e.g. `tenant 'acme' has 10 sessions open; its quota is 10 (concurrent_sessions)`."""
+        limit = (await self._quotas.of(self.tenant)).concurrent_sessions
+        taken, in_use = await self._tables.take_tenant_slot(self.tenant, self.holder, limit=limit, ttl=self._quotas.slot_ttl)
         if not taken:
-            raise SandboxQuotaError(
-                f'tenant {tenant!r} has {in_use} session{"" if in_use == 1 else "s"} open; its quota is {limit} (concurrent_sessions)',
-                tenant=tenant,
-                quota='concurrent_sessions',
-                limit=cast(int, limit),
-                used=in_use,
+            raise self._refusal(limit, in_use, '')
+        self._task = asyncio.get_running_loop().create_task(self._renew_while_held())
+
+    async def renew(self) -> None:
+        """Extend the slot by `slot_ttl` seconds from now. Raises `SandboxQuotaError` (and keeps it
+        as `lost`) when the slot had lapsed and the tenant's sessions took every place meanwhile, e.g.
+        `tenant 'acme' has 1 session open; its quota is 1 (concurrent_sessions), and this session's
+        slot lapsed (not renewed within 30 seconds) and was taken meanwhile: it runs no feed until
+        one of the others closes`."""
+        limit = (await self._quotas.of(self.tenant)).concurrent_sessions
+        held, in_use = await self._tables.renew_tenant_slot(self.tenant, self.holder, limit=limit, ttl=self._quotas.slot_ttl)
+        if not held:
+            self.lost = self._refusal(
+                limit,
+                in_use,
+                f', and this session\'s slot lapsed (not renewed within {self._quotas.slot_ttl:g} seconds) and was taken meanwhile: '
+                'it runs no feed until one of the others closes',
             )
+            raise self.lost
+        self.lost = None
 
-    async def renew(self, session_id: str, *, holder: str, ttl: float, tenant: str) -> None:
-        await self._tables.renew_tenant_slot(tenant, holder, ttl=ttl)
+    async def check(self) -> None:
+        """Raise `lost` when the slot is not held, after trying once more to take it again (`renew`)."""
+        if self.lost is not None:
+            await self.renew()
 
-    async def release(self, session_id: str, *, holder: str, tenant: str) -> None:
-        await self._tables.release_tenant_slot(tenant, holder)
+    async def _renew_while_held(self) -> None:
+        while True:
+            await asyncio.sleep(self._quotas.slot_ttl / 3)
+            with contextlib.suppress(SandboxQuotaError, SandboxStoreError, OSError):  # kept as `lost`, or tried again
+                await self.renew()
+
+    async def release(self) -> None:
+        """Stop renewing and give the slot back (unreleased, it lapses after `slot_ttl`). Safe to call twice."""
+        if self._task is None:
+            return
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+        self._task = None
+        with contextlib.suppress(SandboxStoreError, OSError):
+            await self._tables.release_tenant_slot(self.tenant, self.holder)
+
+    def _refusal(self, limit: int | None, in_use: int, why: str) -> SandboxQuotaError:
+        return SandboxQuotaError(
+            f'tenant {self.tenant!r} has {in_use} session{"" if in_use == 1 else "s"} open; its quota is {limit} (concurrent_sessions){why}',
+            tenant=self.tenant,
+            quota='concurrent_sessions',
+            limit=cast(int, limit),
+            used=in_use,
+        )
 
 
 class QuotaStore:

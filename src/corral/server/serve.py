@@ -2,6 +2,7 @@
 
     corral serve [--host 127.0.0.1] [--port 8765] [--store sqlite:///PATH|postgresql://...]
                  [--max-frame BYTES] [--max-outbox BYTES] [--idle-timeout SECONDS] [--drain-grace SECONDS] [--lease-ttl SECONDS] [--state-key-file FILE] [--packages numpy,pandas,matplotlib] [--ssl-keyfile KEY --ssl-certfile CERT] [--skip-layers LAYER,...]
+                 [--max-pending N] [--max-pending-per-address N] [--max-limit NAME=VALUE ...]
 
 With no options it serves on loopback only, sessions stored in the embedded SQLite store. Every
 connection runs as the tenant of the API key it sends (`corral keys create --tenant NAME`, kept in
@@ -47,12 +48,27 @@ def _loopback(host: str) -> bool:
         return False
 
 
+def _max_limit(text: str) -> tuple[str, float]:
+    """One `--max-limit NAME=VALUE`: the limit's name and its ceiling (a number, in the limit's unit)."""
+    name, equals, value = text.partition('=')
+    if not equals or not name.strip():
+        raise argparse.ArgumentTypeError(f'{text!r} is not NAME=VALUE (e.g. memory=2147483648, wall_time=60)')
+    try:
+        return name.strip(), int(value)
+    except ValueError:
+        pass
+    try:
+        return name.strip(), float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f'the ceiling of {name.strip()} must be a number, not {value!r}') from None
+
+
 def main(argv: list[str]) -> int:
     """Run `corral serve` until SIGINT or SIGTERM; returns the exit status."""
     try:
         import uvicorn
 
-        from .app import IDLE_TIMEOUT, MAX_OUTBOX, create_app
+        from .app import IDLE_TIMEOUT, MAX_OUTBOX, MAX_PENDING, MAX_PENDING_PER_ADDRESS, create_app
     except ImportError as error:
         print(f'corral serve: error: the server needs its extra ({error}): pip install "corral[server]"', file=sys.stderr)
         return 2
@@ -66,6 +82,20 @@ def main(argv: list[str]) -> int:
     parser.add_argument('--max-frame', type=int, default=p.MAX_FRAME, metavar='BYTES', help=f'largest frame taken from a client (default: {p.MAX_FRAME})')
     parser.add_argument('--max-outbox', type=int, default=MAX_OUTBOX, metavar='BYTES', help=f'bytes held for a client that does not read before it is cut off (default: {MAX_OUTBOX})')
     parser.add_argument('--idle-timeout', type=float, default=IDLE_TIMEOUT, metavar='SECONDS', help=f"seconds a session waits for its client's next request before it is parked (default: {IDLE_TIMEOUT:g})")
+    parser.add_argument(
+        '--max-pending', type=int, default=MAX_PENDING, metavar='N',
+        help=f'connections that have not opened a session yet, in all, before more are refused (default: {MAX_PENDING})',
+    )
+    parser.add_argument(
+        '--max-pending-per-address', type=int, default=MAX_PENDING_PER_ADDRESS, metavar='N',
+        help=f"connections from one client address that have not opened a session yet, before more are refused (default: {MAX_PENDING_PER_ADDRESS})",
+    )
+    parser.add_argument(
+        '--max-limit', type=_max_limit, action='append', default=[], metavar='NAME=VALUE',
+        help="a ceiling on sessions' limits (a field of corral.Limits, in its unit: bytes, seconds, items ...), higher or lower than "
+        'its default; sessions may lower it, not raise it. Repeat for more limits (default: the default Limits() '
+        'for memory, cpu_time, type_check_time and type_check_memory, no ceiling for the others)',
+    )
     parser.add_argument('--drain-grace', type=float, default=DRAIN_GRACE, metavar='SECONDS', help=f'on SIGTERM, seconds the feeds running get to end before their sessions move elsewhere (default: {DRAIN_GRACE:g})')
     parser.add_argument('--lease-ttl', type=float, default=30.0, metavar='SECONDS', help="seconds a stored session's lease outlives a replica that died holding it (default: 30)")
     parser.add_argument(
@@ -117,15 +147,22 @@ def main(argv: list[str]) -> int:
         store=quotas.guard(store), skip_layers=args.skip_layers, packages=args.packages, lease_ttl=args.lease_ttl, state_key=state_key, observer=metrics
     )
     draining = lambda: app.state.corral.draining  # noqa: E731
-    app = create_app(
-        pool=pool,
-        routes=ops_routes(metrics, ready=pool_readiness(pool, draining=draining)),
-        authenticate=authenticator(keys, anonymous=_loopback(args.host)),
-        hooks=[TenantHooks(quotas)],
-        max_frame=args.max_frame,
-        max_outbox=args.max_outbox,
-        idle_timeout=args.idle_timeout,
-    )
+    try:
+        app = create_app(
+            pool=pool,
+            routes=ops_routes(metrics, ready=pool_readiness(pool, draining=draining)),
+            authenticate=authenticator(keys, anonymous=_loopback(args.host)),
+            hooks=[TenantHooks(quotas)],
+            max_frame=args.max_frame,
+            max_outbox=args.max_outbox,
+            idle_timeout=args.idle_timeout,
+            max_pending=args.max_pending,
+            max_pending_per_address=args.max_pending_per_address,
+            max_limits=dict(args.max_limit),
+        )
+    except ValueError as error:
+        print(f'corral serve: error: {error}', file=sys.stderr)
+        return 2
     config = uvicorn.Config(
         app,
         host=args.host,
@@ -138,6 +175,7 @@ def main(argv: list[str]) -> int:
         ssl_certfile=args.ssl_certfile,
     )
     corral = app.state.corral
+    metrics.watch(corral)
 
     class Server(uvicorn.Server):
         async def shutdown(self, sockets: Any = None) -> None:

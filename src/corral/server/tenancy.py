@@ -18,7 +18,7 @@ from typing import Any
 from ..host.session import Session
 from .app import Authenticate, ServerHooks
 from .keys import KeyRing
-from .quotas import Quotas
+from .quotas import Quotas, TenantSlot
 
 __all__ = ['TenantHooks', 'authenticator']
 
@@ -38,23 +38,35 @@ class TenantHooks(ServerHooks):
     """The hooks that hold a server's connections to their tenant's quotas: one of its
     `concurrent_sessions` from the session's opening to its close (`Quotas.session`), and
     `Quotas.feed` around every feed and resumption (refused past `cpu_seconds_per_hour`, its
-    worker's CPU counted after). A refusal reaches the client as the `SandboxQuotaError`."""
+    worker's CPU counted after, and refused while the session's slot is lost: see `TenantSlot`).
+    A refusal reaches the client as the `SandboxQuotaError`."""
 
     def __init__(self, quotas: Quotas) -> None:
         self.quotas = quotas
         # A connection opens and closes its session in its own task, and runs each feed in one task.
-        self._sessions: dict[asyncio.Task[Any], contextlib.AsyncExitStack] = {}
+        self._sessions: dict[asyncio.Task[Any], tuple[contextlib.AsyncExitStack, TenantSlot]] = {}
+        self._slots: dict[Session, TenantSlot] = {}
         self._feeds: dict[asyncio.Task[Any], contextlib.AsyncExitStack] = {}
 
     async def session_opening(self, tenant: str, options: dict[str, Any]) -> None:
-        self._sessions[_task()] = await _entered(self.quotas.session(tenant))
+        stack = contextlib.AsyncExitStack()
+        slot = await stack.enter_async_context(self.quotas.session(tenant))
+        self._sessions[_task()] = (stack, slot)
+
+    async def session_opened(self, tenant: str, session: Session) -> None:
+        self._slots[session] = self._sessions[_task()][1]
 
     async def session_closed(self, tenant: str, session: Session | None, seconds: float) -> None:
         held = self._sessions.pop(_task(), None)
+        if session is not None:
+            self._slots.pop(session, None)
         if held is not None:
-            await held.aclose()
+            await held[0].aclose()
 
     async def feed_starting(self, tenant: str, session: Session) -> None:
+        slot = self._slots.get(session)
+        if slot is not None:
+            await slot.check()
         self._feeds[_task()] = await _entered(self.quotas.feed(tenant, session))
 
     async def feed_ended(self, tenant: str, session: Session, outcome: str, seconds: float, host_calls: int) -> None:

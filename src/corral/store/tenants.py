@@ -186,8 +186,11 @@ class TenantTables(Protocol):
         `in_use` the live slots of other holders. Counting and taking are one transaction."""
         ...
 
-    async def renew_tenant_slot(self, tenant: str, holder: str, *, ttl: float) -> None:
-        """Extend `holder`'s slot to `ttl` seconds from now (taking it again if it expired)."""
+    async def renew_tenant_slot(self, tenant: str, holder: str, *, limit: int | None, ttl: float) -> tuple[bool, int]:
+        """Extend `holder`'s live slot to `ttl` seconds from now. A slot that lapsed (it expired, or
+        is gone) is taken again only as `take_tenant_slot` takes one, under `limit`: the places it
+        left may have been taken meanwhile. Returns `(held, in_use)`, `in_use` the live slots of
+        other holders when the slot had lapsed (0 when it was live)."""
         ...
 
     async def release_tenant_slot(self, tenant: str, holder: str) -> None:
@@ -312,23 +315,23 @@ class SQLiteTenantTables:
         def take(db: sqlite3.Connection) -> tuple[bool, int]:
             db.execute('BEGIN IMMEDIATE')  # the write lock first: no other process counts meanwhile
             with db:  # COMMIT, or ROLLBACK on an error
-                now = time.time()
-                db.execute('DELETE FROM corral_tenant_sessions WHERE tenant = ? AND expires <= ?', (tenant, now))
-                in_use = db.execute(
-                    'SELECT count(*) FROM corral_tenant_sessions WHERE tenant = ? AND holder != ?', (tenant, holder)
-                ).fetchone()[0]
-                if limit is not None and in_use >= limit:
-                    return False, in_use
-                db.execute('INSERT OR REPLACE INTO corral_tenant_sessions VALUES (?, ?, ?)', (tenant, holder, now + ttl))
-                return True, in_use
+                return _sqlite_take_slot(db, tenant, holder, limit, ttl)
 
         return await self._run(take)
 
-    async def renew_tenant_slot(self, tenant: str, holder: str, *, ttl: float) -> None:
+    async def renew_tenant_slot(self, tenant: str, holder: str, *, limit: int | None, ttl: float) -> tuple[bool, int]:
         tenant, holder, ttl = check_tenant(tenant), check_holder(holder), check_ttl(ttl)
-        await self._run(
-            lambda db: db.execute('INSERT OR REPLACE INTO corral_tenant_sessions VALUES (?, ?, ?)', (tenant, holder, time.time() + ttl))
-        )
+
+        def renew(db: sqlite3.Connection) -> tuple[bool, int]:
+            db.execute('BEGIN IMMEDIATE')
+            with db:
+                now = time.time()
+                live = db.execute(
+                    'UPDATE corral_tenant_sessions SET expires = ? WHERE tenant = ? AND holder = ? AND expires > ?', (now + ttl, tenant, holder, now)
+                )
+                return (True, 0) if live.rowcount == 1 else _sqlite_take_slot(db, tenant, holder, limit, ttl)
+
+        return await self._run(renew)
 
     async def release_tenant_slot(self, tenant: str, holder: str) -> None:
         tenant, holder = check_tenant(tenant), check_holder(holder)
@@ -362,6 +365,17 @@ class SQLiteTenantTables:
             return float(row[0])
 
         return await self._run(total)
+
+
+def _sqlite_take_slot(db: sqlite3.Connection, tenant: str, holder: str, limit: int | None, ttl: float) -> tuple[bool, int]:
+    """`take_tenant_slot` in a transaction that holds the write lock."""
+    now = time.time()
+    db.execute('DELETE FROM corral_tenant_sessions WHERE tenant = ? AND expires <= ?', (tenant, now))
+    in_use = db.execute('SELECT count(*) FROM corral_tenant_sessions WHERE tenant = ? AND holder != ?', (tenant, holder)).fetchone()[0]
+    if limit is not None and in_use >= limit:
+        return False, in_use
+    db.execute('INSERT OR REPLACE INTO corral_tenant_sessions VALUES (?, ?, ?)', (tenant, holder, now + ttl))
+    return True, in_use
 
 
 # The current minute of the database server's clock: every replica counts in the same minutes.
@@ -449,24 +463,22 @@ class PostgresTenantTables:
     async def take_tenant_slot(self, tenant: str, holder: str, *, limit: int | None, ttl: float) -> tuple[bool, int]:
         tenant, holder, ttl = check_tenant(tenant), check_holder(holder), check_ttl(ttl)
 
-        async def take(db: asyncpg.Connection) -> tuple[bool, int]:
-            async with db.transaction():
-                # One counter at a time per tenant, on every replica: the count stays true until COMMIT.
-                await db.execute('SELECT pg_advisory_xact_lock($1, hashtext($2))', _SLOT_LOCK, tenant)
-                await db.execute('DELETE FROM corral_tenant_sessions WHERE tenant = $1 AND expires <= now()', tenant)
-                in_use = await db.fetchval(
-                    'SELECT count(*) FROM corral_tenant_sessions WHERE tenant = $1 AND holder <> $2', tenant, holder
-                )
-                if limit is not None and in_use >= limit:
-                    return False, in_use
-                await _upsert_slot(db, tenant, holder, ttl)
-                return True, in_use
+        return await self._run(lambda db: _pg_take_slot(db, tenant, holder, limit, ttl))
 
-        return await self._run(take)
-
-    async def renew_tenant_slot(self, tenant: str, holder: str, *, ttl: float) -> None:
+    async def renew_tenant_slot(self, tenant: str, holder: str, *, limit: int | None, ttl: float) -> tuple[bool, int]:
         tenant, holder, ttl = check_tenant(tenant), check_holder(holder), check_ttl(ttl)
-        await self._run(lambda db: _upsert_slot(db, tenant, holder, ttl))
+
+        async def renew(db: asyncpg.Connection) -> tuple[bool, int]:
+            live = await db.execute(
+                'UPDATE corral_tenant_sessions SET expires = now() + make_interval(secs => $3) '
+                'WHERE tenant = $1 AND holder = $2 AND expires > now()',
+                tenant,
+                holder,
+                ttl,
+            )
+            return (True, 0) if live == 'UPDATE 1' else await _pg_take_slot(db, tenant, holder, limit, ttl)
+
+        return await self._run(renew)
 
     async def release_tenant_slot(self, tenant: str, holder: str) -> None:
         tenant, holder = check_tenant(tenant), check_holder(holder)
@@ -499,6 +511,19 @@ class PostgresTenantTables:
             )
         )
         return float(total)
+
+
+async def _pg_take_slot(db: asyncpg.Connection, tenant: str, holder: str, limit: int | None, ttl: float) -> tuple[bool, int]:
+    """`take_tenant_slot` on one connection."""
+    async with db.transaction():
+        # One counter at a time per tenant, on every replica: the count stays true until COMMIT.
+        await db.execute('SELECT pg_advisory_xact_lock($1, hashtext($2))', _SLOT_LOCK, tenant)
+        await db.execute('DELETE FROM corral_tenant_sessions WHERE tenant = $1 AND expires <= now()', tenant)
+        in_use = await db.fetchval('SELECT count(*) FROM corral_tenant_sessions WHERE tenant = $1 AND holder <> $2', tenant, holder)
+        if limit is not None and in_use >= limit:
+            return False, in_use
+        await _upsert_slot(db, tenant, holder, ttl)
+        return True, in_use
 
 
 async def _upsert_slot(db: asyncpg.Connection, tenant: str, holder: str, ttl: float) -> None:
