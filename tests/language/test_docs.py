@@ -58,7 +58,7 @@ def test_the_packages_section_lists_every_name_and_refusal():
     modules = [module for package in catalog.PACKAGES for module in catalog.PACKAGE_MODULES[package]]
     assert [section.partition('\n')[0] for section in sections] == [f'`{module}`' for module in modules] + ["Closed on the libraries' objects"]
     for module, section in zip(modules, sections):
-        for name in (*catalog.module_names(module), *catalog.WITHHELD_PACKAGE_NAMES.get(module, ())):
+        for name in (*module_names(module), *catalog.WITHHELD_PACKAGE_NAMES.get(module, ())):
             assert f'`{name}`' in section, (module, name)
         for name in catalog.WITHHELD_PACKAGE_NAMES.get(module, ()):
             hint = catalog.MEMBER_HINTS.get((module, name))
