@@ -34,7 +34,7 @@ from .host.sync import SyncPool, SyncSession
 from .limits import Limits
 from .server.client import RemotePool, RemoteSession
 from .server.keys import ApiKey, KeyRing
-from .server.quotas import QuotaStore, Quotas, TenantQuotas
+from .server.quotas import QuotaStore, Quotas, TenantQuotas, TenantSlot
 from .store import PostgresStore, SQLiteStore, Store, StoredState, open_store
 from .values import Image, bounded_repr
 
@@ -79,6 +79,7 @@ __all__ = [
     'SyncPool',
     'SyncSession',
     'TenantQuotas',
+    'TenantSlot',
     'bounded_repr',
     'open_store',
 ]

@@ -188,7 +188,7 @@ class CorralServer:
             await asyncio.sleep(0.05)
 
     def admit(self, address: str) -> None:
-        """Count a connection from `address` as pending (until `opened`); raises `SandboxError`
+        """Count a connection from `address` as pending (until `pending_ended`); raises `SandboxError`
         when `address`, or every address together, has as many pending as the server takes."""
         held = self._pending_by_address.get(address, 0)
         if held >= self.max_pending_per_address:
