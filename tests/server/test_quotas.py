@@ -337,9 +337,8 @@ async def test_cpu_seconds_are_counted_per_feed_and_refused_past_the_quota(store
         async with pool.checkout() as session:
             async with quotas.feed('acme', session):
                 assert await session.feed_run(BURN) == sum(range(2_000_000))
-            first = session.cpu_seconds
-            assert first > 0.05
-            assert await quotas.cpu_used('acme') == pytest.approx(first)  # counted here at once
+            first = await quotas.cpu_used('acme')  # counted here at once, as the feed ended
+            assert 0.05 < first <= session.cpu_seconds  # the worker may use a little more after its feed
             assert await replica.cpu_used('acme') == 0.0  # and in the store after the flush
             await quotas.flush()
             assert await replica.cpu_used('acme') == pytest.approx(first)
@@ -347,7 +346,7 @@ async def test_cpu_seconds_are_counted_per_feed_and_refused_past_the_quota(store
             async with quotas.feed('acme', session):
                 await session.feed_run(BURN)
             used = await quotas.cpu_used('acme')
-            assert used == pytest.approx(session.cpu_seconds) and used > first
+            assert first < used <= session.cpu_seconds
             assert await quotas.cpu_used('beta') == 0.0
             await quotas.set('acme', cpu_seconds_per_hour=round(used / 2, 2))
             for refusing in (quotas, replica):
@@ -370,7 +369,8 @@ async def test_a_failed_feed_counts_its_cpu_too(store):
         with pytest.raises(corral.SandboxRuntimeError):
             async with quotas.feed('acme', session):
                 await session.feed_run(BURN + '\n1 / 0')
-        assert await quotas.cpu_used('acme') == pytest.approx(session.cpu_seconds) and session.cpu_seconds > 0.05
+        # counted as the feed ended: the worker's own clean-up after its failure may add a little
+        assert 0.05 < await quotas.cpu_used('acme') <= session.cpu_seconds
     await quotas.close()
 
 
@@ -385,12 +385,13 @@ async def test_cpu_seconds_the_store_fails_to_take_are_kept_for_the_next_flush(t
                 assert await session.feed_run(BURN) == sum(range(2_000_000))
             await quotas.flush()
             assert await store.cpu_seconds_last_hour('acme') == 0.0
-            assert await quotas.cpu_used('acme') == pytest.approx(session.cpu_seconds)  # still counted here
+            counted = await quotas.cpu_used('acme')  # still counted here
+            assert 0.05 < counted <= session.cpu_seconds
             with sqlite3.connect(store.path) as db:
                 db.execute('DROP TRIGGER refuse')
             await quotas.flush()
-            assert await store.cpu_seconds_last_hour('acme') == pytest.approx(session.cpu_seconds)
-            assert await quotas.cpu_used('acme') == pytest.approx(session.cpu_seconds)  # not twice
+            assert await store.cpu_seconds_last_hour('acme') == pytest.approx(counted)
+            assert await quotas.cpu_used('acme') == pytest.approx(counted)  # not twice
         await quotas.close()
 
 
