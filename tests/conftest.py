@@ -1,9 +1,32 @@
+"""Fixtures shared by the whole suite: the real parts that take seconds to start are started once
+and shared as widely as the tests allow.
+
+- `pool`: a plain `corral.Pool`, one per test module. Every checkout is a fresh worker of its own,
+  so the tests of a module share nothing but the zygote; a test that needs a pool of other
+  options, or one it may break, makes its own.
+- `packages_pool`: a pool with pandas and matplotlib loaded (its zygote takes some 13 seconds to
+  start), one per test run; tests that use it run in the test run's event loop
+  (`pytest.mark.asyncio(loop_scope='session')`).
+- `postgres_server`: one real PostgreSQL server per test run (see store/postgres_server.py); each
+  test that uses it drops the tables it needs empty.
+
+Async tests and fixtures run in one event loop per module (pyproject's `asyncio_default_*_loop_scope`),
+so that a fixture of any scope and the test using it share a loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
 import pytest
+import pytest_asyncio
 
 import corral
 
+from store.postgres_server import PostgresServer
 
-@pytest.fixture
+
+@pytest_asyncio.fixture(scope='module', loop_scope='module')
 async def pool():
     async with corral.Pool() as pool:
         yield pool
@@ -13,3 +36,23 @@ async def pool():
 async def session(pool):
     async with pool.checkout() as session:
         yield session
+
+
+@pytest_asyncio.fixture(scope='session', loop_scope='session')
+async def packages_pool():
+    async with corral.Pool(packages=['pandas', 'matplotlib'], warm_workers=1) as pool:
+        yield pool
+
+
+@pytest.fixture(scope='session')
+def postgres_server() -> Iterator[PostgresServer]:
+    """A real PostgreSQL server; without PostgreSQL's binaries its tests fail, saying what to install."""
+    try:
+        server = PostgresServer()
+    except RuntimeError as error:
+        pytest.fail(str(error), pytrace=False)
+    try:
+        server.start()
+        yield server
+    finally:
+        server.remove()

@@ -13,6 +13,7 @@ pytest.importorskip('matplotlib')
 _PATH = pathlib.Path(__file__).resolve().parent.parent / 'bench' / 'packages.py'
 
 
+@pytest.mark.slow
 async def test_every_figure_runs_once():
     spec = importlib.util.spec_from_file_location('corral_bench_packages', _PATH)
     bench = importlib.util.module_from_spec(spec)

@@ -19,6 +19,7 @@ spec.loader.exec_module(bench)
 KEYS = ['alone feed p50', 'checkout p50', 'checkout p99', 'feed p50', 'feed p99', 'feeds/s', 'per host call']
 
 
+@pytest.mark.slow
 async def test_the_bench_measures_the_server_and_the_local_pool(tmp_path):
     with bench.corral_serve(str(tmp_path)) as url:
         for side in (bench.ServerSide([url]), bench.LocalSide()):

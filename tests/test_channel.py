@@ -39,6 +39,7 @@ boundary_values = st.recursive(
 
 
 @given(boundary_values)
+@pytest.mark.slow
 def test_every_boundary_value_round_trips_with_its_exact_type(value):
     for side in ('host', 'sandbox'):
         decoded = unpack(pack(value, side=side))
@@ -167,6 +168,7 @@ async def test_a_worker_that_goes_silent_hits_the_wall_time_limit(fake_worker):
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(garbage=st.binary(min_size=1, max_size=300))
+@pytest.mark.slow
 async def test_random_bytes_from_a_worker_never_crash_or_hang_the_host(pool, garbage):
     async with fake_worker_session(pool, wall_time=0.3) as (session, worker):
         feed = asyncio.ensure_future(session.feed_run('1'))

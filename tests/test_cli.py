@@ -4,6 +4,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 
 def corral(*args, cwd, stdin=None):
     done = subprocess.run([sys.executable, '-m', 'corral', *args], input=stdin, capture_output=True, text=True, cwd=cwd, timeout=120, check=False)
@@ -33,6 +35,7 @@ def test_bad_usage_exits_2(tmp_path):
     assert (code, out) == (2, '') and "invalid choice: 'frobnicate'" in err
 
 
+@pytest.mark.slow
 def test_functions_module_and_type_check(tmp_path):
     (tmp_path / 'tools.py').write_text(textwrap.dedent('''
         def add(a: int, b: int) -> int:
@@ -96,6 +99,7 @@ def corral_without_namespaces(*args, cwd):
 _NAMESPACES = 'ipcns,mntns,netns,pidns,userns,utsns'
 
 
+@pytest.mark.slow
 def test_a_missing_layer_is_refused_with_display_text_and_exit_1(tmp_path):
     (tmp_path / 'script.py').write_text('1 + 1\n')
     for command in (['run', 'script.py'], ['demo'], ['mcp', '--functions', 'tools.py']):
@@ -111,6 +115,7 @@ def test_a_missing_layer_is_refused_with_display_text_and_exit_1(tmp_path):
         assert 'Traceback' not in err
 
 
+@pytest.mark.slow
 def test_skip_layers_runs_without_them(tmp_path):
     (tmp_path / 'script.py').write_text('1 + 1\n')
     assert corral_without_namespaces('run', 'script.py', '--skip-layers', _NAMESPACES, cwd=tmp_path) == (0, '2\n', '')
@@ -140,6 +145,7 @@ def test_a_script_ending_in_an_assignment_prints_the_value_as_the_tools_return_i
     assert corral('run', '-', '--type-check', cwd=tmp_path, stdin='class A: ...\nA') == (0, "<class '__main__.A'>\n", '')
 
 
+@pytest.mark.slow
 def test_limits(tmp_path):
     code, out, err = corral('run', '-', '--limits', 'wall_time=0.5,memory=256MiB', cwd=tmp_path, stdin='while True:\n    pass')
     assert (code, out, err.splitlines()[-1]) == (1, '', 'TimeoutError: the script ran past the wall_time limit of 0.5 seconds')
@@ -173,6 +179,7 @@ def corral_limits(**values):
     return Limits(**values)
 
 
+@pytest.mark.slow
 def test_stubs_are_checked_without_type_check_and_must_fit_the_functions(tmp_path):
     (tmp_path / 'api.pyi').write_text('def lookup(key: str) -> int: ...\n')
     code, out, err = corral('run', '-', '--stubs', 'api.pyi', cwd=tmp_path, stdin='lookup(1)\n')

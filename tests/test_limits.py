@@ -335,6 +335,7 @@ async def test_a_check_past_the_type_check_time_limit_is_stopped_and_the_session
         assert await session.feed_run('x') == 5  # it did not run: it sets x to 3
 
 
+@pytest.mark.slow
 async def test_a_check_past_the_type_check_memory_limit_is_stopped_and_the_session_goes_on(pool):
     limits = corral.Limits(type_check_memory=256 * 1024**2, type_check_time=None, grace=30.0)
     async with pool.checkout(type_check=True, limits=limits) as session:
@@ -348,6 +349,7 @@ async def test_a_check_past_the_type_check_memory_limit_is_stopped_and_the_sessi
         assert await session.feed_run('1 + 1') == 2
 
 
+@pytest.mark.slow
 async def test_the_wall_time_limit_counts_the_run_not_the_check_or_the_compile(pool):
     # 12,000 assignments: ty and the worker's compile take a second or more together; the run, microseconds.
     code = ''.join(f'a{i}=1\n' for i in range(12_000)) + 'a1 + a11999'

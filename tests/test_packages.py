@@ -13,7 +13,6 @@ import textwrap
 from typing import Any
 
 import pytest
-import pytest_asyncio
 
 import corral
 from corral import Mount
@@ -21,13 +20,13 @@ from corral import Mount
 pytest.importorskip('pandas')
 pytest.importorskip('matplotlib')
 
-pytestmark = pytest.mark.asyncio(loop_scope='module')
+pytestmark = pytest.mark.asyncio(loop_scope='session')
 
 
-@pytest_asyncio.fixture(scope='module', loop_scope='module')
-async def pool():
-    async with corral.Pool(packages=['pandas', 'matplotlib'], warm_workers=1) as pool:
-        yield pool
+@pytest.fixture
+def pool(packages_pool: corral.Pool) -> corral.Pool:
+    """The test run's pool with pandas and matplotlib (tests/conftest.py)."""
+    return packages_pool
 
 
 async def run(pool: corral.Pool, code: str, **checkout: Any) -> Any:
@@ -249,6 +248,7 @@ async def test_arrays_tables_and_scalars_cross_in_a_plain_form(pool):
         assert await session.feed_run('1') == 1 and session.value_repr is None
 
 
+@pytest.mark.slow
 async def test_tables_cross_to_host_functions_and_back():
     import pandas as pd
 
@@ -434,6 +434,7 @@ async def test_the_facades_refusals_are_diagnostics_too(pool):
 
 # ----- the integrations and the command line take packages ----------------------------------------------
 
+@pytest.mark.slow
 async def test_code_tool_and_code_mode_take_packages():
     from corral.integrations import CodeTool
     from corral.integrations._common import add_packages
@@ -460,6 +461,7 @@ async def test_code_tool_and_code_mode_take_packages():
     assert parser.parse_args([]).packages == ()
 
 
+@pytest.mark.slow
 async def test_the_readmes_data_example_runs_as_copied(tmp_path):
     import asyncio
     import os

@@ -20,16 +20,19 @@ def _run(*args: str) -> subprocess.CompletedProcess[str]:
     ('module', 'expected'),
     [('corral.examples.code_tool_main', CODE_TOOL_OUTPUT), ('corral.examples.billing_main', BILLING_OUTPUT)],
 )
+@pytest.mark.slow
 def test_document_example_prints_what_the_document_shows(module, expected):
     done = _run('-m', module)
     assert (done.stdout, done.stderr, done.returncode) == (expected, '', 0)
 
 
+@pytest.mark.slow
 def test_demo_command_is_the_code_tool_example():
     done = _run('-m', 'corral', 'demo')
     assert (done.stdout, done.returncode) == (CODE_TOOL_OUTPUT, 0)
 
 
+@pytest.mark.slow
 def test_the_readmes_use_example_runs_as_copied():
     readme = (Path(__file__).parent.parent / 'README.md').read_text()
     section = readme[readme.index('\n## Use\n'):]

@@ -375,6 +375,7 @@ async def test_a_worker_killed_mid_feed_ends_its_session_not_the_host(pool):
         assert await session.feed_run('40 + 2') == 42
 
 
+@pytest.mark.slow
 async def test_fifty_concurrent_sessions_each_gathering_host_calls(pool):
     async def double(n):
         await asyncio.sleep(0.01)
@@ -493,6 +494,7 @@ async def test_a_result_larger_than_a_frame_is_the_scripts_type_error(pool):
         assert await session.feed_run('2') == 2
 
 
+@pytest.mark.slow
 async def test_sets_whose_hashes_collide_cannot_stall_the_host(pool):
     async with pool.checkout() as session:
         await session.feed_run('P = 2**61 - 1\nS = set()\nfor i in range(1, 10001):\n    S.add(i * P)')

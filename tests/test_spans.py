@@ -8,6 +8,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 APP = '''
 import asyncio, json
 from opentelemetry import trace
@@ -61,6 +63,7 @@ print(json.dumps([
 '''
 
 
+@pytest.mark.slow
 def test_feeds_host_calls_and_type_checks_make_spans():
     done = subprocess.run([sys.executable, '-c', APP], capture_output=True, text=True, timeout=120, check=True)
     spans = json.loads(done.stdout)

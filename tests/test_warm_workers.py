@@ -64,6 +64,7 @@ async def enter_together(stack: contextlib.AsyncExitStack, pool: corral.Pool, co
     return sessions
 
 
+@pytest.mark.slow
 async def test_checkouts_that_find_no_idle_worker_keep_more_warm_then_the_surplus_decays():
     now = [0.0]
     async with corral.Pool(warm_workers=1, max_warm_workers=4, warm_decay=10.0) as pool, contextlib.AsyncExitStack() as stack:

@@ -84,6 +84,7 @@ async def test_stdio_server_with_module_functions():
         )
 
 
+@pytest.mark.slow
 async def test_upstream_servers_behind_one_run_code():
     async with Client(corral_mcp('--upstream', UPSTREAM, '--functions', FUNCTIONS)) as client:
         (tool,) = (await client.list_tools()).tools
@@ -213,6 +214,7 @@ def test_usage_errors(capsys):
     assert 'corral mcp: --functions no/such/file.py: no such file: no/such/file.py' in capsys.readouterr().err
 
 
+@pytest.mark.slow
 async def test_upstream_servers_start_at_the_same_time_and_the_server_reports_its_version(tmp_path):
     import importlib.metadata
 

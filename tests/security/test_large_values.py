@@ -287,6 +287,7 @@ def _corral_run(tmp_path, code):
     return done.returncode, done.stdout, done.stderr
 
 
+@pytest.mark.slow
 async def test_corral_run_shows_every_refusal_and_cuts_a_long_repr(tmp_path):
     assert _corral_run(tmp_path, 't = []\nfor i in range(500):\n    t = [t]\nfor i in range(20):\n    t = (t,)\nt\n') == (
         1, '', UNPACKABLE + 'the result is nested more than 100 levels deep\n'

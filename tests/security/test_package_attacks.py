@@ -15,20 +15,19 @@ import datetime
 import textwrap
 
 import pytest
-import pytest_asyncio
 
 import corral
 
 pytest.importorskip('pandas')
 pytest.importorskip('matplotlib')
 
-pytestmark = pytest.mark.asyncio(loop_scope='module')
+pytestmark = pytest.mark.asyncio(loop_scope='session')
 
 
-@pytest_asyncio.fixture(scope='module', loop_scope='module')
-async def pool():
-    async with corral.Pool(packages=['pandas', 'matplotlib'], warm_workers=1) as pool:
-        yield pool
+@pytest.fixture
+def pool(packages_pool: corral.Pool) -> corral.Pool:
+    """The test run's pool with pandas and matplotlib (tests/conftest.py)."""
+    return packages_pool
 
 
 #: name -> (script, the error corral raises, the last line of the text the model reads)

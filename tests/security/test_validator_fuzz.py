@@ -203,6 +203,7 @@ def _check_rewritten(original: ast.Module, rewritten: ast.Module) -> None:
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(programs)
+@pytest.mark.slow
 def test_generated_programs(tree):
     source = _source(tree)
     assume(source is not None)
@@ -232,6 +233,7 @@ _TEMPLATES = [
 
 @settings(max_examples=600, deadline=None)
 @given(st.sampled_from(_TEMPLATES), identifiers, st.data())
+@pytest.mark.slow
 def test_names_in_every_position(template, name, data):
     written = _lookalike(name, data) if data.draw(st.booleans()) else name
     source = template.format(n=written)
@@ -269,6 +271,7 @@ _OBJECTS = [(), 1, 'text', print, len, _Target(), _Target, type, object, [1]]
 
 @settings(max_examples=500, deadline=None)
 @given(st.sampled_from(_OBJECTS), identifiers, st.data())
+@pytest.mark.slow
 def test_guarded_getattr_never_returns_a_refused_attribute(obj, name, data):
     written = _lookalike(name, data) if data.draw(st.booleans()) else name
     normalized = normalize(written)

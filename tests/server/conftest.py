@@ -1,6 +1,5 @@
 """Real `corral serve` processes on loopback, started by the tests, each with a store of its own, and
-the stores they share: SQLite files and a real PostgreSQL server (started once per test run, as the
-store tests start theirs)."""
+the stores they share: SQLite files and the test run's PostgreSQL server (tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -17,12 +16,11 @@ from typing import Any
 from dataclasses import dataclass
 from pathlib import Path
 
-import asyncpg
 import pytest
 
 import corral
 
-from store.postgres_server import PostgresServer
+from store.postgres_server import drop_tables
 
 pytest.importorskip('uvicorn')
 pytest.importorskip('websockets')
@@ -101,30 +99,9 @@ def running_server(folder: Path, *options: str, store: str | None = None) -> Ite
                 process.wait()
 
 
-#: Every table a store creates: a test on PostgreSQL starts from an empty database.
-TABLES = 'corral_sessions, corral_leases, corral_records, corral_api_keys, corral_tenants, corral_tenant_sessions, corral_tenant_cpu'
-
-
-@pytest.fixture(scope='session')
-def postgres_server() -> Iterator[PostgresServer]:
-    """A real PostgreSQL server for the server tests (as tests/store starts one)."""
-    try:
-        server = PostgresServer()
-    except RuntimeError as error:
-        pytest.fail(str(error), pytrace=False)
-    try:
-        server.start()
-        yield server
-    finally:
-        server.remove()
-
-
 async def _emptied(url: str) -> str:
-    connection = await asyncpg.connect(url)
-    try:
-        await connection.execute(f'DROP TABLE IF EXISTS {TABLES}')
-    finally:
-        await connection.close()
+    """`url`, its database emptied: a test on PostgreSQL starts from no tables."""
+    await drop_tables(url)
     return url
 
 

@@ -302,6 +302,7 @@ def corral_command(*args: str) -> tuple[int, str, str]:
     return done.returncode, done.stdout, done.stderr
 
 
+@pytest.mark.slow
 def test_keys_commands(tmp_path):
     store = f'sqlite://{tmp_path}/server.db'
     code, key, note = corral_command('keys', 'create', '--tenant', 'acme', '--store', store)
@@ -327,6 +328,7 @@ def test_keys_commands(tmp_path):
     )
 
 
+@pytest.mark.slow
 def test_tenants_commands(tmp_path):
     store = f'sqlite://{tmp_path}/server.db'
     corral_command('keys', 'create', '--tenant', 'beta', '--store', store)

@@ -86,6 +86,7 @@ async def test_concurrent_sessions_are_counted_across_replicas(store_url):
         assert error.display() == "tenant 'acme' has 0 sessions open; its quota is 0 (concurrent_sessions)"
 
 
+@pytest.mark.slow
 async def test_a_held_session_is_renewed_and_a_crashed_replicas_expires(store_url):
     # TTLs of seconds, renewed every third of one: a loaded machine's stalls stay well inside them
     async with Quotas(store_url, slot_ttl=2.0) as quotas:
@@ -441,6 +442,7 @@ async def test_session_cpu_seconds_come_from_the_kernel():
             assert session._worker is None and session.cpu_seconds > 0.5  # read as the session killed it (limit: 1 s)
 
 
+@pytest.mark.slow
 async def test_a_long_feed_counts_as_it_runs(store):
     """The worker's CPU is read while the feed runs: other feeds of the tenant see it before the
     feed ends (and a worker that dies on its own keeps what was read)."""

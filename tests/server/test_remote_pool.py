@@ -263,6 +263,7 @@ async def test_stub_errors_and_concurrent_feeds_are_refused_as_locally(server):
     assert str(busy.value) == 'feed_run is already running on this session; await it before the next one'
 
 
+@pytest.mark.slow
 def test_a_server_with_packages_sends_a_frame_as_its_plain_form_and_its_own_repr(tmp_path):
     pytest.importorskip('pandas')
     from corral.integrations import CodeTool

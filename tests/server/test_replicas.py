@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import signal
 
+import pytest
+
 import corral
 from corral import RemotePool
 
@@ -19,6 +21,7 @@ def key_file(folder) -> str:
     return str(path)
 
 
+@pytest.mark.slow
 async def test_a_session_stored_through_one_replica_resumes_through_another(tmp_path, shared_store):
     store = shared_store
     key = ('--state-key-file', key_file(tmp_path))
@@ -30,6 +33,7 @@ async def test_a_session_stored_through_one_replica_resumes_through_another(tmp_
             assert await session.feed_run('x + [3]') == [1, 2, 3]
 
 
+@pytest.mark.slow
 async def test_a_replica_killed_mid_feed(tmp_path, shared_store):
     store = shared_store
     key = ('--state-key-file', key_file(tmp_path), '--lease-ttl', '2')
@@ -50,6 +54,7 @@ async def test_a_replica_killed_mid_feed(tmp_path, shared_store):
         assert a.process.wait() == -signal.SIGKILL
 
 
+@pytest.mark.slow
 async def test_a_drained_replica_hands_its_sessions_to_another(tmp_path, shared_store):
     store = shared_store
     key = ('--state-key-file', key_file(tmp_path))
@@ -110,6 +115,7 @@ async def test_a_retried_feed_that_takes_another_path_names_the_calls_it_did_not
     ]
 
 
+@pytest.mark.slow
 async def test_an_idle_session_is_parked_and_taken_up_again_when_next_used(tmp_path):
     with running_server(tmp_path, '--idle-timeout', '0.5') as a:
         async with RemotePool(a.url) as pool, pool.checkout() as ephemeral, pool.checkout(ephemeral=False) as stored:

@@ -165,6 +165,7 @@ async def test_a_client_that_disconnects_mid_feed_leaves_its_session_stored_and_
             assert await other.feed_run('sum(range(10))') == 45
 
 
+@pytest.mark.slow
 async def test_a_client_that_never_reads_is_cut_off_without_holding_up_others(small_server):
     options = {'ephemeral': False, 'limits': {'output': None, 'wall_time': 60.0}}
     async with connect(small_server.url + protocol.PATH, compression=None, max_size=None, max_queue=1) as slow:
@@ -246,6 +247,7 @@ async def test_a_client_cannot_lift_the_bound_on_the_items_the_server_decodes(se
         assert ws.close_code == protocol.CLOSE_PROTOCOL
 
 
+@pytest.mark.slow
 async def test_a_mount_of_many_files_is_written_without_holding_up_other_sessions(server):
     """A mount's files are written to disk off the event loop: while one connection's 100,000
     folders are made, another session opens and runs, and the mount arrives whole."""

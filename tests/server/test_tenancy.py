@@ -38,6 +38,7 @@ async def refused(pool: RemotePool, error: type[corral.SandboxError] = corral.Sa
     return info.value
 
 
+@pytest.mark.slow
 async def test_keys_and_tenants_over_the_server(tmp_path, shared_store, monkeypatch):
     """Keyless on loopback until the first key is made; then a wrong key, no key and a revoked key
     get one text, and another tenant's session id (checkout, fork, resume) reads as an unknown one."""
@@ -103,6 +104,7 @@ async def test_a_server_beyond_loopback_refuses_callers_without_a_key(tmp_path):
             assert await session.feed_run('1 + 1') == 2
 
 
+@pytest.mark.slow
 async def test_each_quota_over_the_server(tmp_path, shared_store):
     """Concurrent sessions, stored bytes and CPU seconds, each refused with its text (the error's
     attributes cross the connection too), and another tenant is not held back by them."""

@@ -1,33 +1,19 @@
 """Fixtures for the store tests: one contract, run against a SQLite file and a real PostgreSQL server.
 
-The PostgreSQL server is started once per test run (initdb in a temporary directory, a free loopback
-port) and removed at the end. Without PostgreSQL's binaries the PostgreSQL tests fail, saying what to
-install; they are never skipped.
+The PostgreSQL server (tests/conftest.py) is started once per test run (initdb in a temporary
+directory, a free loopback port) and removed at the end. Without PostgreSQL's binaries the
+PostgreSQL tests fail, saying what to install; they are never skipped.
 """
 
 from __future__ import annotations
 
 import dataclasses
 
-import asyncpg
 import pytest
 
 import corral
 
-from .postgres_server import PostgresServer
-
-
-@pytest.fixture(scope='session')
-def postgres_server():
-    try:
-        server = PostgresServer()
-    except RuntimeError as e:
-        pytest.fail(str(e), pytrace=False)
-    try:
-        server.start()
-        yield server
-    finally:
-        server.remove()
+from .postgres_server import drop_tables
 
 
 @dataclasses.dataclass
@@ -39,15 +25,6 @@ class Backend:
 
     def open(self) -> corral.Store:
         return corral.open_store(self.url)
-
-
-async def drop_tables(url: str) -> None:
-    """An empty PostgreSQL database for the next test: the store creates its tables again."""
-    connection = await asyncpg.connect(url)
-    try:
-        await connection.execute('DROP TABLE IF EXISTS corral_sessions, corral_records, corral_leases')
-    finally:
-        await connection.close()
 
 
 @pytest.fixture(params=['sqlite', 'postgres'])

@@ -18,7 +18,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-__all__ = ['PostgresServer', 'find_binaries']
+__all__ = ['PostgresServer', 'drop_tables', 'find_binaries']
 
 _PROGRAMS = ('initdb', 'pg_ctl', 'postgres')
 
@@ -114,6 +114,18 @@ class PostgresServer:
         if (self.data / 'postmaster.pid').exists():
             self._run('pg_ctl', '-D', str(self.data), '-m', 'immediate', '-w', 'stop')
         shutil.rmtree(self.directory, ignore_errors=True)
+
+
+async def drop_tables(url: str) -> None:
+    """Drop every table of the database at `url` (its public schema, made anew): the next store on it
+    starts from nothing, whichever tables the tests before it made."""
+    import asyncpg
+
+    connection = await asyncpg.connect(url)
+    try:
+        await connection.execute('DROP SCHEMA public CASCADE; CREATE SCHEMA public')
+    finally:
+        await connection.close()
 
 
 def _environment() -> dict[str, str]:

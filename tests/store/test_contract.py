@@ -372,6 +372,7 @@ _RACER = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 async def test_concurrent_acquire_from_two_processes(store, backend):
     count = 40
     for i in range(count):  # leases that expire before the race starts

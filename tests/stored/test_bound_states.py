@@ -14,19 +14,9 @@ import asyncpg
 import pytest
 
 import corral
-from store.postgres_server import PostgresServer
+from store.postgres_server import drop_tables
 
 KEY = b'test-state-key-0123456789abcdef!'
-
-
-@pytest.fixture(scope='module')
-def postgres_url():
-    server = PostgresServer()
-    server.start()
-    try:
-        yield server.url
-    finally:
-        server.remove()
 
 
 class Rows:
@@ -76,12 +66,8 @@ class Rows:
 async def url(request, tmp_path):
     if request.param == 'sqlite':
         return f'sqlite://{tmp_path}/store.db'
-    url = request.getfixturevalue('postgres_url')
-    db = await asyncpg.connect(url)
-    try:
-        await db.execute('DROP TABLE IF EXISTS corral_sessions, corral_records, corral_leases')
-    finally:
-        await db.close()
+    url = request.getfixturevalue('postgres_server').url
+    await drop_tables(url)
     return url
 
 

@@ -11,6 +11,7 @@ the order things happened in into variables; after the load, both sessions run t
 
 import asyncio
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -139,5 +140,6 @@ async def check(feeds, later, second_dump):
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(runs())
+@pytest.mark.slow
 def test_a_loaded_session_goes_on_exactly_as_the_one_dumped(run):
     asyncio.run(check(*run))

@@ -23,6 +23,7 @@ async def reopened(url: str, session_id: str, code: str, **options):
             return await session.feed_run(code)
 
 
+@pytest.mark.slow
 async def test_two_32_mib_overlay_files_leave_the_session_saveable(tmp_path):
     """The red team's input: the overlay's own limit equals the state quota, so two 32 MiB files
     made a state over the quota, and every feed after raised once its host calls had run."""

@@ -420,6 +420,7 @@ async def test_a_paused_call_resumes_in_another_process_without_calling_anything
     assert child('resume', str(tmp_path / 'state'), 'yes') == ["[10, 'yes', 20]", "calls ['fetch 2']"]
 
 
+@pytest.mark.slow
 def test_a_stored_session_survives_its_host_process_killed_between_feeds(tmp_path):
     store = str(tmp_path / 'store.db')
     env = {**os.environ, 'PYTHONPATH': os.pathsep.join(sys.path)}

@@ -62,6 +62,7 @@ async def test_a_check_past_its_time_limit_is_stopped_and_its_processes_killed(c
     assert await checker.check('y: int = "a"', time_limit=30) is not None
 
 
+@pytest.mark.slow
 async def test_a_check_past_its_memory_bound_is_stopped(checker: TypeChecker) -> None:
     with pytest.raises(SandboxLimitError) as error:
         await checker.check(branches(3500), memory=256 * 1024**2)

@@ -174,6 +174,7 @@ def _closure(context, code):
 
 @settings(max_examples=300, deadline=None)
 @given(session=st.lists(_SNIPPET, max_size=12), code=_SNIPPET)
+@pytest.mark.slow
 def test_an_index_grown_feed_by_feed_or_built_at_once_keeps_the_closure(session, code):
     _context._INDEXES.clear()
     for n in range(len(session) + 1):

@@ -441,6 +441,7 @@ AGREEMENT_CASES = [
 ]
 
 
+@pytest.mark.slow
 async def test_agrees_with_cli(server: TyServer, folder: Folder) -> None:
     """Same diagnostics as `ty check` (position, severity, code, first message
     line) once top-level awaits are dropped from both, on one warm server."""

@@ -360,6 +360,7 @@ async def test_temporary_folder_never_appears(checker: TypeChecker) -> None:
         assert needle not in result
 
 
+@pytest.mark.slow
 async def test_concurrent_checks(checker: TypeChecker) -> None:
     async def one(i: int) -> None:
         code = f'value{i}: str = {i}\n'
