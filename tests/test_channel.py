@@ -57,10 +57,17 @@ def _types(value):
 
 @pytest.mark.parametrize(
     ('code', 'data', 'message'),
-    [(10, b'1.2.3', 'malformed Decimal in a frame'), (10, b'\xff', 'malformed Decimal in a frame'), (11, b'short', 'bytes is not a 16-char string')],
-    ids=['decimal-syntax', 'decimal-bytes', 'uuid-length'],
+    [
+        (10, b'1.2.3', 'malformed Decimal in a frame'),
+        (10, b'\xff', 'malformed Decimal in a frame'),
+        (11, b'short', 'bytes is not a 16-char string'),
+        (8, b'\x00', 'malformed timedelta or time zone in a frame'),  # found by hypothesis: it raised struct.error
+        (9, b'', 'malformed timedelta or time zone in a frame'),
+        (8, b'\x7f\xff\xff\xff' + bytes(8), 'malformed timedelta or time zone in a frame'),  # past timedelta's days: OverflowError
+    ],
+    ids=['decimal-syntax', 'decimal-bytes', 'uuid-length', 'timedelta-short', 'timezone-empty', 'timedelta-days'],
 )
-def test_a_malformed_decimal_or_uuid_is_a_value_error(code, data, message):
+def test_a_malformed_extension_is_a_value_error(code, data, message):
     with pytest.raises(ValueError, match=message):
         unpack(msgpack.packb(msgpack.ExtType(code, data)))
 

@@ -725,8 +725,11 @@ class Decoder:
             kind = {_DATETIME: datetime.datetime, _DATE: datetime.date, _TIME: datetime.time}[code]
             return kind.fromisoformat(text)
         if code in (_TIMEDELTA, _TIMEZONE):
-            days, seconds, microseconds = _DURATION.unpack(data)
-            duration = datetime.timedelta(days=days, seconds=seconds, microseconds=microseconds)
+            try:
+                days, seconds, microseconds = _DURATION.unpack(data)
+                duration = datetime.timedelta(days=days, seconds=seconds, microseconds=microseconds)
+            except (struct.error, OverflowError):  # not 12 bytes; more than timedelta's 999,999,999 days
+                raise ValueError('malformed timedelta or time zone in a frame') from None
             return duration if code == _TIMEDELTA else datetime.timezone(duration)
         raise ValueError(f'unknown extension type {code} in a frame')
 

