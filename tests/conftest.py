@@ -5,8 +5,8 @@ and shared as widely as the tests allow.
   so the tests of a module share nothing but the zygote; a test that needs a pool of other
   options, or one it may break, makes its own.
 - `packages_pool`: a pool with pandas and matplotlib loaded (its zygote takes some 13 seconds to
-  start), one per test run; tests that use it run in the test run's event loop
-  (`pytest.mark.asyncio(loop_scope='session')`).
+  start), one per test module. Not one per test run: its type checker's `ty` servers are children
+  of the test process, and tests/typecheck counts those of its own.
 - `postgres_server`: one real PostgreSQL server per test run (see store/postgres_server.py); each
   test that uses it drops the tables it needs empty.
 
@@ -38,7 +38,7 @@ async def session(pool):
         yield session
 
 
-@pytest_asyncio.fixture(scope='session', loop_scope='session')
+@pytest_asyncio.fixture(scope='module', loop_scope='module')
 async def packages_pool():
     async with corral.Pool(packages=['pandas', 'matplotlib'], warm_workers=1) as pool:
         yield pool

@@ -21,12 +21,12 @@ import corral
 pytest.importorskip('pandas')
 pytest.importorskip('matplotlib')
 
-pytestmark = pytest.mark.asyncio(loop_scope='session')
+pytestmark = pytest.mark.asyncio(loop_scope='module')
 
 
 @pytest.fixture
 def pool(packages_pool: corral.Pool) -> corral.Pool:
-    """The test run's pool with pandas and matplotlib (tests/conftest.py)."""
+    """The module's pool with pandas and matplotlib (tests/conftest.py)."""
     return packages_pool
 
 
