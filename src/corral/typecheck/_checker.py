@@ -28,7 +28,7 @@ from . import _ran, _render, _sandbox
 from ._awaits import AWAIT_MESSAGES, ModuleScope
 from ._context import relevant_context, unread
 from ._reader import SyntaxReader
-from ._server import TyServer, lower_priority, memory_bound, out_of_memory, without_top_level_awaits
+from ._server import TyServer, kill_child, lower_priority, memory_bound, out_of_memory, without_top_level_awaits
 from ._stdlib import SandboxTypeshed, sandbox_typeshed
 from ._syntax import Syntax
 
@@ -553,8 +553,7 @@ class TypeChecker:
                 lower_priority(proc.pid)
             out, err = await proc.communicate()
         except BaseException:  # the check's deadline, or cancellation: don't leave ty running
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
+            kill_child(proc)
             with contextlib.suppress(Exception):
                 await proc.wait()
             raise

@@ -17,13 +17,13 @@ data, and the host's ``__main__`` module is not imported again in it (``spawn`` 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
 import sys
 from collections.abc import Sequence
 
 from . import _syntax
+from ._server import kill_child
 from ._syntax import FRAME, Syntax
 
 __all__ = ['SyntaxReader']
@@ -58,18 +58,13 @@ class _Child:
             size = FRAME.unpack(await self.proc.stdout.readexactly(FRAME.size))[0]
             answer = json.loads(await self.proc.stdout.readexactly(size))
         except (OSError, asyncio.IncompleteReadError):
-            try:  # not killed at once: the kill of an ended child would reap it, and lose its exit code
-                code = await asyncio.wait_for(self.proc.wait(), 1.0)
-            except TimeoutError:
-                self.kill()
-                code = await self.proc.wait()
+            self.kill()  # one that ended keeps its exit code (see `kill_child`)
+            code = await self.proc.wait()
             raise RuntimeError(f'the reader of scripts stopped (exit code {code})') from None
         return [_syntax.decode(data) for data in answer]
 
     def kill(self) -> None:
-        if self.proc.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                self.proc.kill()
+        kill_child(self.proc)
 
     async def close(self) -> None:
         """End the child (its stdin closed: it exits) and reap it."""

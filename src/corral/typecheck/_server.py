@@ -25,6 +25,7 @@ import json
 import os
 import pathlib
 import resource
+import signal
 import time
 import weakref
 from types import EllipsisType
@@ -114,10 +115,16 @@ def _frame(message: dict) -> bytes:
     return b'Content-Length: %d\r\n\r\n%b' % (len(body), body)
 
 
-def _kill(proc: asyncio.subprocess.Process) -> None:
+def kill_child(proc: asyncio.subprocess.Process) -> None:
+    """SIGKILL the child `proc` unless it has ended; asyncio's child watcher reaps it.
+
+    Not `proc.kill()`: on Python 3.11 `Popen.send_signal` first polls the child, which reaps one
+    that has just exited behind the watcher's back, and the watcher then logs `Unknown child
+    process pid ..., will report returncode 255` on the application's stderr (and loses the exit
+    code). The pid cannot be reused before the watcher has reaped it."""
     if proc.returncode is None:
         with contextlib.suppress(ProcessLookupError):
-            proc.kill()
+            os.kill(proc.pid, signal.SIGKILL)
 
 
 class TyServer:
@@ -146,7 +153,7 @@ class TyServer:
             asyncio.create_task(self._read_loop()),
             asyncio.create_task(self._stderr_loop()),
         ]
-        self._finalizer = weakref.finalize(self, _kill, proc)
+        self._finalizer = weakref.finalize(self, kill_child, proc)
 
     # ------------------------------------------------------------------ start
 
@@ -279,7 +286,7 @@ class TyServer:
     def abort(self) -> None:
         """Kill the server now, mid-request or not (``aclose`` still reaps it)."""
         self._broken('the ty server was stopped')
-        _kill(self._proc)
+        kill_child(self._proc)
 
     @property
     def out_of_memory(self) -> bool:
@@ -300,7 +307,7 @@ class TyServer:
         finally:
             if proc.stdin is not None:
                 proc.stdin.close()
-            _kill(proc)
+            kill_child(proc)
             await proc.wait()
             self._finalizer.detach()
             for task in self._tasks:
@@ -355,7 +362,7 @@ class TyServer:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(asyncio.shield(self._tasks[0]), 1.0)
             self._broken(f'the ty server stopped reading its input ({exc})')
-            _kill(self._proc)
+            kill_child(self._proc)
             raise RuntimeError(self._error) from None
 
     async def _notify(self, method: str, params: Any) -> None:
@@ -371,7 +378,7 @@ class TyServer:
                 return await self._raw_request(method, params, before)
         except TimeoutError:
             self._broken(f'the ty server did not answer {method} within {self.timeout:g}s')
-            _kill(self._proc)
+            kill_child(self._proc)
             raise RuntimeError(self._error) from None
 
     async def _raw_request(self, method: str, params: Any, before: bytes = b'') -> Any:
@@ -439,7 +446,7 @@ class TyServer:
             raise
         except Exception as exc:  # noqa: BLE001 - anything unexpected: the server is unusable
             self._broken(f'bad message from the ty server: {exc!r}')
-            _kill(self._proc)
+            kill_child(self._proc)
             return
         returncode = await self._proc.wait()
         with contextlib.suppress(Exception):  # the stderr tail explains a crash
