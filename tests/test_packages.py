@@ -331,6 +331,9 @@ async def test_a_figure_its_axes_or_plt_show_arrive_as_png_images(pool):
         axes = await session.feed_run("pd.DataFrame({'a': [1, 3, 2]}).plot(figsize=(2, 2))")
         assert isinstance(axes, corral.Image) and axes.data.startswith(PNG)
         assert await session.feed_run('plt.get_fignums()') == [1, 2]
+        nested = await session.feed_run('plt.figure(figsize=(2, 2), dpi=40).subfigures(1, 2)[0].subplots()')  # axes in a subfigure
+        assert isinstance(nested, corral.Image) and nested.data.startswith(PNG)
+        await session.feed_run('plt.close(3)')
         shown = await session.feed_run('plt.close("all")\nplt.figure(figsize=(2, 2))\nplt.plot([1, 2])\nplt.figure(figsize=(2, 2))\nplt.bar(["a"], [1])\nplt.show()')
         assert [type(image) for image in shown] == [corral.Image, corral.Image] and shown[0].data != shown[1].data
         assert await session.feed_run('plt.get_fignums()') == []  # show() closes what it drew

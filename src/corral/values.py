@@ -314,12 +314,16 @@ def package_bound(value: Any) -> tuple[int, int] | None:
 
 
 def _figure_of(value: Any) -> Any:
-    """The matplotlib figure `value` is, or whose axes it is; None for anything else."""
+    """The matplotlib figure `value` is, or whose axes it is (the whole figure, for axes in a
+    subfigure); None for anything else."""
     figure, axes = sys.modules.get('matplotlib.figure'), sys.modules.get('matplotlib.axes')
     if figure is not None and isinstance(value, figure.Figure):
         return value
     if axes is not None and isinstance(value, axes.Axes):
-        return axes.Axes.get_figure(value)
+        found = axes.Axes.get_figure(value)
+        while isinstance(found, figure.SubFigure):
+            found = found._parent
+        return found
     return None
 
 
