@@ -331,6 +331,9 @@ async def test_a_figure_its_axes_or_plt_show_arrive_as_png_images(pool):
         axes = await session.feed_run("pd.DataFrame({'a': [1, 3, 2]}).plot(figsize=(2, 2))")
         assert isinstance(axes, corral.Image) and axes.data.startswith(PNG)
         assert await session.feed_run('plt.get_fignums()') == [1, 2]
+        nested = await session.feed_run('plt.figure(figsize=(2, 2), dpi=40).subfigures(1, 2)[0].subplots()')  # axes in a subfigure
+        assert isinstance(nested, corral.Image) and nested.data.startswith(PNG)
+        await session.feed_run('plt.close(3)')
         shown = await session.feed_run('plt.close("all")\nplt.figure(figsize=(2, 2))\nplt.plot([1, 2])\nplt.figure(figsize=(2, 2))\nplt.bar(["a"], [1])\nplt.show()')
         assert [type(image) for image in shown] == [corral.Image, corral.Image] and shown[0].data != shown[1].data
         assert await session.feed_run('plt.get_fignums()') == []  # show() closes what it drew
@@ -338,8 +341,48 @@ async def test_a_figure_its_axes_or_plt_show_arrive_as_png_images(pool):
 
 
 async def test_an_image_counts_towards_value_size(pool):
-    text = await refusal(pool, 'import matplotlib.pyplot as plt\nplt.figure(figsize=(8, 8), dpi=200)\nplt.plot([1, 2])\nplt.gcf()', limits=corral.Limits(value_size=10_000))
-    assert text.startswith('OverflowError: the result takes ') and text.endswith('bytes; at most 10,000 may leave the sandbox (the value_size limit)')
+    # each figure of 100 x 100 pixels (40,000 bytes drawn) passes the pixel check; three PNGs of noise do not
+    code = 'import matplotlib.pyplot as plt, numpy as np\nplt.figure(figsize=(1, 1), dpi=100)\nplt.figimage(np.random.default_rng(0).random((100, 100, 3)))\n[plt.gcf()] * 3'
+    text = await refusal(pool, code, limits=corral.Limits(value_size=60_000))
+    assert text.startswith('OverflowError: the result takes ') and text.endswith('bytes; at most 60,000 may leave the sandbox (the value_size limit)')
+    assert 'drawn' not in text
+
+
+async def test_a_figure_too_large_to_cross_is_refused_by_its_pixel_size_before_it_is_drawn(pool):
+    """A figure is drawn into width * height * 4 bytes (RGBA) before it becomes a PNG: one past
+    value_size is refused before that memory is taken (a 1000-inch figure at 1000 dpi ran into
+    the memory limit), as the last expression, in a list, or shown."""
+    limits = corral.Limits(value_size=10_000)
+    expected = 'OverflowError: the result takes 10,240,000 bytes drawn (a figure of 1,600 x 1,600 pixels, 4 bytes each); at most 10,000 may leave the sandbox (the value_size limit)'
+    for last in ('plt.gcf()', 'plt.show()', '[1, plt.gcf()]'):
+        code = f'import matplotlib.pyplot as plt\nplt.figure(figsize=(8, 8), dpi=200)\nplt.plot([1, 2])\n{last}'
+        assert await refusal(pool, code, limits=limits) == expected
+    huge = 'import matplotlib.pyplot as plt\nplt.figure(figsize=(1000, 1000), dpi=1000)'
+    assert await refusal(pool, huge) == (
+        'OverflowError: the result takes 4,000,000,000,000 bytes drawn (a figure of 1,000,000 x 1,000,000 pixels, 4 bytes each); '
+        'at most 67,108,864 may leave the sandbox (the value_size limit)'
+    )
+    # the savefig.dpi setting draws the figure too
+    assert await refusal(pool, "import matplotlib.pyplot as plt\nplt.rcParams['savefig.dpi'] = 5000\nplt.plot([1])\nplt.show()") == (
+        'OverflowError: the result takes 3,072,000,000 bytes drawn (a figure of 32,000 x 24,000 pixels, 4 bytes each); '
+        'at most 67,108,864 may leave the sandbox (the value_size limit)'
+    )
+    # past 2**23 pixels a side, matplotlib refuses it in its own words
+    assert await refusal(pool, 'import matplotlib.pyplot as plt\nplt.figure(figsize=(100000, 1), dpi=100)') == (
+        'TypeError: the value of the last expression cannot leave the sandbox: '
+        'Image size of 10000000x100 pixels is too large. It must be less than 2^23 in each direction.'
+    )
+
+
+async def test_savefig_refuses_a_figure_past_the_memory_limit_before_drawing_it(pool, data):
+    for target in ('io.BytesIO()', "'/out/big.png'"):
+        code = f'import matplotlib.pyplot as plt, io\nplt.plot([1])\nplt.savefig({target}, dpi=20000)'
+        assert await refusal(pool, code, mounts=[Mount(data / 'out', '/out')]) == (
+            'ValueError: savefig would draw a figure of 128,000 x 96,000 pixels into 49,152,000,000 bytes, '
+            'more than the memory limit of 1,073,741,824 bytes: make the figure smaller (figsize) or its dpi lower'
+        )
+    # vector formats are not drawn into pixels
+    assert await run(pool, 'import matplotlib.pyplot as plt, io\nplt.plot([1])\nb = io.BytesIO()\nplt.savefig(b, format="svg", dpi=20000)\nb.getvalue()[:5]') == b'<?xml'
 
 
 async def test_code_tool_returns_image_blocks(pool):

@@ -314,13 +314,37 @@ def package_bound(value: Any) -> tuple[int, int] | None:
 
 
 def _figure_of(value: Any) -> Any:
-    """The matplotlib figure `value` is, or whose axes it is; None for anything else."""
+    """The matplotlib figure `value` is, or whose axes it is (the whole figure, for axes in a
+    subfigure); None for anything else."""
     figure, axes = sys.modules.get('matplotlib.figure'), sys.modules.get('matplotlib.axes')
     if figure is not None and isinstance(value, figure.Figure):
         return value
     if axes is not None and isinstance(value, axes.Axes):
-        return axes.Axes.get_figure(value)
+        found = axes.Axes.get_figure(value)
+        while isinstance(found, figure.SubFigure):
+            found = found._parent
+        return found
     return None
+
+
+#: matplotlib's Agg renderer refuses a canvas this many pixels wide or high, in its own words
+#: ("Image size of ... pixels is too large. It must be less than 2^23 in each direction."),
+#: before it allocates one (matplotlib's src/_backend_agg.h).
+AGG_MAX_SIDE = 1 << 23
+
+
+def figure_pixels(figure: Any, dpi: Any = None) -> tuple[int, int]:
+    """(width, height) in pixels of `figure` drawn by `savefig` at `dpi` (None: the
+    `savefig.dpi` setting; 'figure': the figure's own dpi), read with matplotlib's own methods
+    (a subclass's overrides are not called). Agg draws it into width * height * 4 bytes (RGBA)."""
+    matplotlib = sys.modules['matplotlib']
+    figure_class = sys.modules['matplotlib.figure'].Figure
+    if dpi is None:
+        dpi = matplotlib.rcParams['savefig.dpi']
+    if dpi == 'figure':
+        dpi = figure_class.dpi.fget(figure)
+    width, height = figure_class.get_size_inches(figure) * dpi
+    return int(width), int(height)
 
 
 def figure_image(figure: Any) -> Image:
@@ -478,7 +502,22 @@ class _Walk:
         bound = package_bound(value)
         if bound is not None:
             self.check(*bound)
+        figure = _figure_of(value)
+        if figure is not None and self.size is not None:
+            self.check_figure(*figure_pixels(figure))
         return self.convert(value)
+
+    def check_figure(self, width: int, height: int) -> None:
+        """A figure is drawn into width * height * 4 bytes before it is a PNG: refused past
+        `size` before it is drawn (past `AGG_MAX_SIDE` a side, matplotlib refuses it itself)."""
+        drawn = width * height * 4
+        if width < AGG_MAX_SIDE and height < AGG_MAX_SIDE and drawn > self.size:  # type: ignore[operator]
+            raise ValueLimitError(
+                f'{self.subject} takes {drawn:,} bytes drawn (a figure of {width:,} x {height:,} pixels, 4 bytes each); '
+                f'at most {self.size:,} may {self.crossing} (the value_size limit)',
+                limit='value_size',
+                value=self.size,  # type: ignore[arg-type]
+            )
 
     def container(self, container: Any, original: Any, depth: int, own: int) -> tuple[int, int, int]:
         """(items, bytes, levels) below `container`, an exact container type made from `original`

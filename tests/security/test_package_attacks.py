@@ -30,6 +30,9 @@ def pool(packages_pool: corral.Pool) -> corral.Pool:
     return packages_pool
 
 
+USETEX = "ValueError: text.usetex is not available in the sandbox: it runs LaTeX, a program; matplotlib's own mathtext renders $...$"
+DISTILLER = 'ValueError: ps.usedistiller is not available in the sandbox: it runs Ghostscript or xpdf, programs; savefig writes PostScript and EPS without it'
+
 #: name -> (script, the error corral raises, the last line of the text the model reads)
 ATTACKS = {
     # pickle
@@ -86,6 +89,19 @@ ATTACKS = {
     'font_file_png': ("import matplotlib.pyplot as plt\nplt.figure().text(0, 0, 'x', fontproperties={'fname': '/etc/passwd'})\nplt.gcf()", 'SandboxRuntimeError', "TypeError: the value of the last expression cannot leave the sandbox: the sandbox has the fonts matplotlib ships, not '/etc/passwd'"),
     'savefig_pgf': ("import io\nimport matplotlib.pyplot as plt\nplt.plot([1])\nplt.savefig(io.BytesIO(), format='pgf')", 'SandboxRuntimeError', "ValueError: Format 'pgf' is not supported (supported formats: eps, gif, jpeg, jpg, pdf, png, ps, raw, rgba, svg, svgz, tif, tiff, webp)"),
     'style': ("import pandas as pd\npd.DataFrame({'a': [1]}).style", 'SandboxRuntimeError', "AttributeError: 'DataFrame' object has no attribute 'style' in the sandbox: styling needs templates the sandbox does not have; use to_string() or to_html()"),
+    # settings that run a program (LaTeX, Ghostscript), refused where they are set
+    'usetex_rcparams': ("import matplotlib\nmatplotlib.rcParams['text.usetex'] = True", 'SandboxRuntimeError', USETEX),
+    'usetex_rc': ("import matplotlib.pyplot as plt\nplt.rc('text', usetex=True)", 'SandboxRuntimeError', USETEX),
+    'usetex_update': ("import matplotlib.pyplot as plt\nplt.rcParams.update({'text.usetex': 'yes'})", 'SandboxRuntimeError', USETEX),
+    'usetex_rc_context': ("import matplotlib\nwith matplotlib.rc_context({'text.usetex': True}):\n    pass", 'SandboxRuntimeError', USETEX),
+    'usetex_text': ("import matplotlib.pyplot as plt\nplt.figure().text(0, 0, 'x', usetex=True)", 'SandboxRuntimeError', USETEX),
+    'usetex_set': ("import matplotlib.pyplot as plt\nplt.title('x').set_usetex(1)", 'SandboxRuntimeError', USETEX),
+    # set past the rcParams' own checks: refused where TeX would run
+    'usetex_dict_setitem': ("import matplotlib.pyplot as plt\ndict.__setitem__(plt.rcParams, 'text.usetex', True)\nplt.title('x')\nplt.gcf()", 'SandboxRuntimeError', 'TypeError: the value of the last expression cannot leave the sandbox: ' + USETEX.removeprefix('ValueError: ')),
+    'usedistiller_dict_setitem': ("import io\nimport matplotlib.pyplot as plt\ndict.__setitem__(plt.rcParams, 'ps.usedistiller', 'ghostscript')\nplt.plot([1])\nplt.savefig(io.BytesIO(), format='eps')", 'SandboxRuntimeError', DISTILLER),
+    'usedistiller': ("import matplotlib.pyplot as plt\nplt.rcParams['ps.usedistiller'] = 'ghostscript'", 'SandboxRuntimeError', DISTILLER),
+    'usedistiller_xpdf': ("import matplotlib.pyplot as plt\nplt.rc('ps', usedistiller='xpdf')", 'SandboxRuntimeError', DISTILLER),
+    'savefig_backend': ("import io\nimport matplotlib.pyplot as plt\nplt.plot([1])\nplt.savefig(io.BytesIO(), backend='pgf')", 'SandboxRuntimeError', "ValueError: savefig(backend='pgf') is not available in the sandbox: figures are drawn with Agg; savefig(format=...) picks the file's format (png, pdf, svg, ps ...)"),
 }
 
 
@@ -96,6 +112,34 @@ async def test_attack_is_refused(pool, name):
         with pytest.raises(getattr(corral, kind)) as caught:
             await session.feed_run(code)
     assert str(caught.value).strip().splitlines()[-1] == text
+
+
+def _matplotlib_folders() -> list[str]:
+    import matplotlib
+
+    return [matplotlib.get_cachedir(), matplotlib.get_configdir(), matplotlib.get_data_path()]
+
+
+async def test_no_matplotlib_error_names_a_folder_of_the_host(pool):
+    """The refusals above, and drawing or saving with every setting a script may change, never
+    show the host's matplotlib cache, config or data folder (TeX's cache named it)."""
+    scripts = [code for code, _, _ in ATTACKS.values() if 'matplotlib' in code]
+    scripts += [
+        f"import io\nimport matplotlib.pyplot as plt\ndict.__setitem__(plt.rcParams, {setting!r}, {value!r})\nplt.title('x')\nplt.savefig(io.BytesIO(), format={form!r})"
+        for setting, value in (('text.usetex', True), ('ps.usedistiller', 'ghostscript'))
+        for form in ('png', 'pdf', 'ps', 'eps', 'svg', 'pgf')
+        if setting == 'text.usetex' or form in ('ps', 'eps')
+    ]
+    scripts += ["import matplotlib.pyplot as plt\nplt.rcParams['savefig.directory'] = '/etc'\nplt.plot([1])\nplt.savefig('x.png')"]
+    folders = _matplotlib_folders()
+    async with pool.checkout() as session:
+        for code in scripts:
+            try:
+                await session.feed_run(code)
+            except corral.SandboxError as error:
+                assert not [folder for folder in folders if folder in str(error)], code
+            else:
+                raise AssertionError(f'not refused: {code}')
 
 
 _SECRET = """

@@ -44,7 +44,7 @@ import types
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ..values import Image, figure_image, library_repr, package_form
+from ..values import AGG_MAX_SIDE, figure_pixels, library_repr, package_form
 from . import hostio
 from .catalog import PACKAGE_ATTRIBUTE_HINTS, PACKAGE_MODULES, PACKAGES, WITHHELD_PACKAGE_NAMES, package_closure
 from .facades import clock_method, session_entropy
@@ -56,25 +56,27 @@ __all__ = ['BUILDERS', 'load', 'loaded', 'take_shown']
 _loaded: list[str] = []
 
 
-#: The figures `plt.show()` drew in the feed running (see `take_shown`).
-_shown: list[Image] = []
+#: The figures `plt.show()` showed in the feed running (see `take_shown`).
+_shown: list[Any] = []
 
 
-def take_shown() -> list[Image]:
-    """The figures `plt.show()` drew since the last call, as PNG images (the worker makes them
-    the feed's value when the script has none)."""
-    images = _shown[:]
+def take_shown() -> list[Any]:
+    """The figures `plt.show()` showed since the last call (the worker makes them the feed's
+    value when the script has none: each is checked against the value_size limit by its pixel
+    size, then drawn as a PNG image, as a figure that is the last expression is)."""
+    figures = _shown[:]
     _shown.clear()
-    return images
+    return figures
 
 
 def show(*args: Any, **kwargs: Any) -> None:
-    """`matplotlib.pyplot.show`: every open figure is drawn as a PNG image, which comes back to
-    the host as the script's value (when its last expression has none), and closed."""
+    """`matplotlib.pyplot.show`: every open figure comes back to the host as a PNG image, as
+    the script's value (when its last expression has none), and is closed. The figures are
+    drawn when the feed ends."""
     import matplotlib.pyplot as plt
 
     for number in plt.get_fignums():
-        _shown.append(figure_image(plt.figure(number)))
+        _shown.append(plt.figure(number))
     plt.close('all')
 
 
@@ -445,7 +447,8 @@ def _load_matplotlib() -> None:
     })})
     font_manager.os = _mathtext.os = font_os
     _file_formats(font_os)
-    Figure.savefig = _writer(Figure.savefig, 'fname', binary=True, suffix_format=True)
+    Figure.savefig = _writer(_bounded_savefig(Figure.savefig), 'fname', binary=True, suffix_format=True)
+    _close_programs()
     # warm-up: draw and write a figure with what a plot usually has (Pillow's PNG writer loads here)
     figure, axes = plt.subplots()
     axes.plot([1, 2, 3], [1, 4, 9], label='$x^2$')
@@ -504,6 +507,96 @@ def _file_formats(font_os: Any) -> None:
             del backend_bases._default_backends[form], backend_bases._default_filetypes[form]
             if f'print_{form}' in vars(FigureCanvasAgg):
                 delattr(FigureCanvasAgg, f'print_{form}')
+
+
+#: matplotlib's settings that run a program (LaTeX, Ghostscript): name -> (the values that run
+#: none, the refusal).
+_PROGRAM_SETTINGS = {
+    'text.usetex': ((False,), "text.usetex is not available in the sandbox: it runs LaTeX, a program; matplotlib's own mathtext renders $...$"),
+    'ps.usedistiller': ((None, False), 'ps.usedistiller is not available in the sandbox: it runs Ghostscript or xpdf, programs; savefig writes PostScript and EPS without it'),
+}
+
+
+def _refuse_program(key: str, value: Any) -> None:
+    """Raise `ValueError` with the refusal when setting `key` to `value` would run a program."""
+    if key in _PROGRAM_SETTINGS:
+        import matplotlib
+
+        allowed, refusal = _PROGRAM_SETTINGS[key]
+        if matplotlib.RcParams.validate[key](value) not in allowed:
+            raise ValueError(refusal)
+
+
+def _close_programs() -> None:
+    """Refuse, where they are set, the settings that run a program: `rcParams[...] = ...` (and
+    `plt.rc`, `rcParams.update`, `rc_context`, which go through it), a text's `usetex=True`;
+    and where the program would run (TeX's manager, PostScript's distillers), for a setting
+    made some other way."""
+    import matplotlib
+    from matplotlib import texmanager
+    from matplotlib.backends import backend_ps
+    from matplotlib.text import Text
+
+    setitem = matplotlib.RcParams.__setitem__
+
+    @functools.wraps(setitem)
+    def __setitem__(self: Any, key: str, value: Any) -> None:
+        _refuse_program(key, value)
+        setitem(self, key, value)
+
+    set_usetex = Text.set_usetex
+
+    @functools.wraps(set_usetex)
+    def set_usetex_(self: Any, usetex: Any) -> None:
+        if usetex is not None:
+            _refuse_program('text.usetex', usetex)
+        set_usetex(self, usetex)
+
+    def no_tex(*args: Any, **kwargs: Any) -> Any:
+        raise ValueError(_PROGRAM_SETTINGS['text.usetex'][1])
+
+    def no_distiller(*args: Any, **kwargs: Any) -> Any:
+        raise ValueError(_PROGRAM_SETTINGS['ps.usedistiller'][1])
+
+    matplotlib.RcParams.__setitem__ = __setitem__  # type: ignore[method-assign]
+    Text.set_usetex = set_usetex_  # type: ignore[method-assign]
+    texmanager.TexManager.__new__ = no_tex  # type: ignore[method-assign]
+    backend_ps.gs_distill = backend_ps.xpdf_distill = no_distiller
+
+
+#: The formats `savefig` draws with Agg, into width * height * 4 bytes.
+_RASTER_FORMATS = frozenset({'png', 'jpg', 'jpeg', 'gif', 'tif', 'tiff', 'webp', 'raw', 'rgba'})
+
+
+def _bounded_savefig(savefig: Callable[..., Any]) -> Callable[..., Any]:
+    """`Figure.savefig` drawing with Agg only (`backend=` another is refused), running no
+    program (`_PROGRAM_SETTINGS`, however they were set), and refusing to
+    draw a figure whose pixels take more bytes than the memory limit (RLIMIT_AS) allows, before
+    it allocates them (past `AGG_MAX_SIDE` a side, matplotlib refuses it in its own words)."""
+    import resource
+
+    import matplotlib
+
+    @functools.wraps(savefig)
+    def bounded(self: Any, *args: Any, **kwargs: Any) -> Any:
+        backend = kwargs.get('backend')
+        if backend is not None and str(backend).lower() != 'agg':
+            raise ValueError(f"savefig(backend={backend!r}) is not available in the sandbox: figures are drawn with Agg; savefig(format=...) picks the file's format (png, pdf, svg, ps ...)")
+        for key, (allowed, refusal) in _PROGRAM_SETTINGS.items():  # set past rcParams' own checks
+            if matplotlib.rcParams[key] not in allowed:
+                raise ValueError(refusal)
+        form = kwargs.get('format') or matplotlib.rcParams['savefig.format']
+        if str(form).lower() in _RASTER_FORMATS:
+            width, height = figure_pixels(self, kwargs.get('dpi'))
+            drawn, memory = width * height * 4, resource.getrlimit(resource.RLIMIT_AS)[0]
+            if width < AGG_MAX_SIDE and height < AGG_MAX_SIDE and memory != resource.RLIM_INFINITY and drawn > memory:
+                raise ValueError(
+                    f'savefig would draw a figure of {width:,} x {height:,} pixels into {drawn:,} bytes, more than the memory '
+                    f'limit of {memory:,} bytes: make the figure smaller (figsize) or its dpi lower'
+                )
+        return savefig(self, *args, **kwargs)
+
+    return bounded
 
 
 class _FontFile(io.BytesIO):
