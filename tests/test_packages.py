@@ -196,6 +196,19 @@ async def test_matplotlibs_own_writers_and_readers_of_paths_use_the_mounts(pool,
     assert list((data / 'out').iterdir()) == []  # an overlay: the files stay in the session
 
 
+async def test_a_pillow_write_that_fails_removes_its_file_through_the_sandbox(pool, data):
+    """Pillow removes the file it made when writing fails: the sandbox's file, on the mount."""
+    assert await run(pool, """
+        import os
+        import matplotlib.pyplot as plt
+        try:
+            plt.figure().canvas.print_webp('/out/a.webp', pil_kwargs={'quality': 'high'})
+        except ValueError as error:
+            caught = str(error)
+        caught, os.path.exists('/out/a.webp')
+    """, mounts=[Mount(data / 'out', '/out')]) == ("could not convert string to float: 'high'", False)
+
+
 async def test_savefig_refuses_the_formats_the_sandbox_cannot_write_in_matplotlibs_words(pool):
     supported = 'supported formats: eps, gif, jpeg, jpg, pdf, png, ps, raw, rgba, svg, svgz, tif, tiff, webp'
     code = "import io\nimport matplotlib.pyplot as plt\nplt.plot([1])\nplt.savefig(io.BytesIO(), format='{}')"

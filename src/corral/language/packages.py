@@ -512,8 +512,8 @@ def _script_files() -> None:
     """Route the paths a script hands matplotlib (and Pillow, which writes and reads its images)
     through the sandbox's open(), wherever they are opened: `cbook.to_filehandle` (and
     `open_file_cm`, on it: `print_png`, `print_figure`, `print_svg`, `PdfPages` ...),
-    `_open_file_or_url` (`rc_file`, `rc_context(fname=)`, a style file) and Pillow's `open`
-    (`AxesImage.write_png`, `imsave`, `imread`). A path on a mount works; any other, a URL
+    `_open_file_or_url` (`rc_file`, `rc_context(fname=)`, a style file) and Pillow's `open`,
+    `os.path.exists` and `os.remove` (`AxesImage.write_png`, `imsave`, `imread`). A path on a mount works; any other, a URL
     too, is refused with open()'s words. matplotlib's own files are read before this: its
     styles (`matplotlib.style.core`, imported here) and its fonts (`_FONTS`)."""
     import gzip
@@ -522,6 +522,8 @@ def _script_files() -> None:
     import matplotlib.style.core  # noqa: F401  (its library of styles: read now, with matplotlib's open)
     from matplotlib import cbook
     from PIL import Image, ImageFile, TiffImagePlugin
+
+    from .facades import exists, remove
 
     to_filehandle = cbook.to_filehandle
 
@@ -551,6 +553,8 @@ def _script_files() -> None:
     cbook.to_filehandle = script_filehandle
     matplotlib._open_file_or_url = open_file_or_url
     Image.builtins = types.SimpleNamespace(open=hostio.open)  # type: ignore[attr-defined]
+    # Image.save asks whether the path exists first, and removes the file it made if writing fails
+    Image.os = types.SimpleNamespace(**{**vars(os), 'remove': remove, 'path': types.SimpleNamespace(**{**vars(os.path), 'exists': exists})})  # type: ignore[attr-defined]
     ImageFile.open = TiffImagePlugin.open = hostio.open  # type: ignore[attr-defined]  (a module's global shadows the builtin)
 
 
