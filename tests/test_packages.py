@@ -173,6 +173,42 @@ async def test_savefig_writes_pdf_postscript_svg_and_pillows_formats_with_the_fo
     assert not (data / 'out' / 'figure.pdf').exists()  # an overlay: the file stays in the session
 
 
+async def test_matplotlibs_own_writers_and_readers_of_paths_use_the_mounts(pool, data):
+    """Past savefig: the canvas's writers, an image's write_png and an rc file, read and written
+    through the sandbox's open() (so on the mounts, as savefig)."""
+    (data / 'data' / 'thick.rc').write_text('lines.linewidth: 7\n')
+    written = await run(pool, """
+        import matplotlib
+        import matplotlib.pyplot as plt
+        figure, axes = plt.subplots(figsize=(1, 1), dpi=10)
+        figure.canvas.print_png('/out/a.png')
+        figure.canvas.print_figure('/out/b.svg')
+        figure.canvas.print_figure('/out/c.pdf.gz', format='pdf')
+        axes.imshow([[0, 1], [1, 0]]).write_png('/out/d.png')
+        with matplotlib.rc_context(fname='/data/thick.rc'):
+            width = matplotlib.rcParams['lines.linewidth']
+        (
+            open('/out/a.png', 'rb').read()[:8], open('/out/b.svg').read()[:5],
+            open('/out/c.pdf.gz', 'rb').read()[:2], open('/out/d.png', 'rb').read()[:8], width,
+        )
+    """, mounts=[Mount(data / 'data', '/data', mode='read-only'), Mount(data / 'out', '/out')])
+    assert written == (PNG, '<?xml', b'\x1f\x8b', PNG, 7.0)  # gzip's magic number
+    assert list((data / 'out').iterdir()) == []  # an overlay: the files stay in the session
+
+
+async def test_a_pillow_write_that_fails_removes_its_file_through_the_sandbox(pool, data):
+    """Pillow removes the file it made when writing fails: the sandbox's file, on the mount."""
+    assert await run(pool, """
+        import os
+        import matplotlib.pyplot as plt
+        try:
+            plt.figure().canvas.print_webp('/out/a.webp', pil_kwargs={'quality': 'high'})
+        except ValueError as error:
+            caught = str(error)
+        caught, os.path.exists('/out/a.webp')
+    """, mounts=[Mount(data / 'out', '/out')]) == ("could not convert string to float: 'high'", False)
+
+
 async def test_savefig_refuses_the_formats_the_sandbox_cannot_write_in_matplotlibs_words(pool):
     supported = 'supported formats: eps, gif, jpeg, jpg, pdf, png, ps, raw, rgba, svg, svgz, tif, tiff, webp'
     code = "import io\nimport matplotlib.pyplot as plt\nplt.plot([1])\nplt.savefig(io.BytesIO(), format='{}')"

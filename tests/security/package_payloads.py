@@ -13,9 +13,9 @@ the process layers below stop it:
   `np.loadtxt`) and returns after `LEAK `: the value starting with LEAK is a leak.
 
 Each has the last line of the error a script gets with every layer on (`expected`, with the same
-placeholders); `test_package_payloads.py` checks it. Two of them, matplotlib writing a path with
-its canvas's and its images' own methods, are refused by the process layers alone: the language
-layer routes `savefig` through `open()`, not those.
+placeholders); `test_package_payloads.py` checks it. matplotlib writing a path with its canvas's and
+its images' own methods (past `savefig`) is refused by the language layer as `open()` refuses it:
+it routes the paths matplotlib and Pillow open through `open()`, wherever they open them.
 """
 
 from __future__ import annotations
@@ -26,8 +26,6 @@ _GRANT = (
     'PermissionError: [Errno 13] Permission denied (the host has not granted file access; the host grants it with '
     "checkout(mounts=[Mount(host_dir, sandbox_path)])): '{}'"
 )
-#: What a worker that opens a host path itself gets, with every layer on.
-_OS_REFUSED = "PermissionError: [Errno 1] Operation not permitted: 'MARKER'"
 _FILES = 'numpy reads and writes files as text here: np.loadtxt, np.genfromtxt and np.savetxt on the mounted folders'
 _PICKLE = 'pickle runs code as it loads; keep data as CSV or JSON'
 
@@ -73,18 +71,16 @@ PAYLOADS: list[Attack] = [
         plt.plot([1, 2])
         plt.savefig('MARKER', format='png')
     """, _GRANT.format('MARKER')),
-    # matplotlib writing a path itself, past the savefig the sandbox routes through open(): the
-    # language layer lets these through, and the process layers refuse the file (the ablation's
-    # "language guard only" row shows them escape)
+    # matplotlib writing a path itself, past savefig: through open() all the same
     attack('canvas-print-png-marker', 'matplotlib documentation: FigureCanvasAgg.print_png writes a path', """
         import matplotlib.pyplot as plt
         plt.figure().canvas.print_png('MARKER')
-    """, _OS_REFUSED),
+    """, _GRANT.format('MARKER')),
     attack('image-write-png-marker', 'matplotlib documentation: AxesImage.write_png writes a path', """
         import matplotlib.pyplot as plt
         figure, axes = plt.subplots()
         axes.imshow([[0, 1], [1, 0]]).write_png('MARKER')
-    """, _OS_REFUSED),
+    """, _GRANT.format('MARKER')),
     # native code through numpy
     attack('ctypeslib-libc-open', 'numpy documentation: numpy.ctypeslib loads shared libraries', """
         import numpy as np

@@ -34,6 +34,7 @@ The module facades (`BUILDERS`: what `import numpy` gives a script) hold the rev
 from __future__ import annotations
 
 import codecs
+import contextlib
 import functools
 import importlib
 import io
@@ -447,6 +448,7 @@ def _load_matplotlib() -> None:
     })})
     font_manager.os = _mathtext.os = font_os
     _file_formats(font_os)
+    _script_files()
     Figure.savefig = _writer(_bounded_savefig(Figure.savefig), 'fname', binary=True, suffix_format=True)
     _close_programs()
     # warm-up: draw and write a figure with what a plot usually has (Pillow's PNG writer loads here)
@@ -597,6 +599,56 @@ def _bounded_savefig(savefig: Callable[..., Any]) -> Callable[..., Any]:
         return savefig(self, *args, **kwargs)
 
     return bounded
+
+
+def _script_files() -> None:
+    """Route the paths a script hands matplotlib (and Pillow, which writes and reads its images)
+    through the sandbox's open(), wherever they are opened: `cbook.to_filehandle` (and
+    `open_file_cm`, on it: `print_png`, `print_figure`, `print_svg`, `PdfPages` ...),
+    `_open_file_or_url` (`rc_file`, `rc_context(fname=)`, a style file) and Pillow's `open`,
+    `os.path.exists` and `os.remove` (`AxesImage.write_png`, `imsave`, `imread`). A path on a mount works; any other, a URL
+    too, is refused with open()'s words. matplotlib's own files are read before this: its
+    styles (`matplotlib.style.core`, imported here) and its fonts (`_FONTS`)."""
+    import gzip
+
+    import matplotlib
+    import matplotlib.style.core  # noqa: F401  (its library of styles: read now, with matplotlib's open)
+    from matplotlib import cbook
+    from PIL import Image, ImageFile, TiffImagePlugin
+
+    from .facades import exists, remove
+
+    to_filehandle = cbook.to_filehandle
+
+    def script_filehandle(fname: Any, flag: str = 'r', return_opened: bool = False, encoding: str | None = None) -> Any:
+        if not isinstance(fname, (str, os.PathLike)):
+            return to_filehandle(fname, flag, return_opened, encoding)
+        path = hostio.fspath(fname)
+        if path.endswith(('.gz', '.bz2')):
+            raw = hostio.open(path, flag.replace('b', '').replace('t', '') + 'b')
+            if path.endswith('.gz'):
+                file = gzip.GzipFile(fileobj=raw, mode=flag)
+                file.myfileobj = raw  # closed with the file, as gzip.open closes what it opened
+            else:
+                import bz2
+
+                file = bz2.BZ2File(raw, flag)
+                file._closefp = True  # closed with the file, as BZ2File closes what it opened
+        else:
+            file = hostio.open(path, flag, encoding=encoding)
+        return (file, True) if return_opened else file
+
+    @contextlib.contextmanager
+    def open_file_or_url(fname: Any) -> Any:
+        with hostio.open(fname, encoding='utf-8') as file:
+            yield file
+
+    cbook.to_filehandle = script_filehandle
+    matplotlib._open_file_or_url = open_file_or_url
+    Image.builtins = types.SimpleNamespace(open=hostio.open)  # type: ignore[attr-defined]
+    # Image.save asks whether the path exists first, and removes the file it made if writing fails
+    Image.os = types.SimpleNamespace(**{**vars(os), 'remove': remove, 'path': types.SimpleNamespace(**{**vars(os.path), 'exists': exists})})  # type: ignore[attr-defined]
+    ImageFile.open = TiffImagePlugin.open = hostio.open  # type: ignore[attr-defined]  (a module's global shadows the builtin)
 
 
 class _FontFile(io.BytesIO):
