@@ -400,6 +400,8 @@ def test_ceilings_of_unknown_limits_or_bad_values_are_refused():
         ({'wall_time': -1}, 'the ceiling of wall_time must be a number of 0 or more, not -1'),
         ({'wall_time': float('nan')}, 'the ceiling of wall_time must be a number of 0 or more, not nan'),
         ({'cpu_time': None}, 'the ceiling of cpu_time must be a whole number of 0 or more, not None'),
+        ({'memory': 10**30}, 'the ceiling of memory is out of range: Limits.memory must be from 0 to 9223372036854775807, not 1000000000000000000000000000000'),
+        ({'recursion': 0}, 'the ceiling of recursion is out of range: Limits.recursion must be from 1 to 9223372036854775807, not 0'),
     ]:
         with pytest.raises(ValueError) as info:
             create_app(pool=corral.Pool(warm_workers=0), max_limits=max_limits)
