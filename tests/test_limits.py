@@ -389,3 +389,27 @@ async def test_a_slow_check_in_one_session_holds_up_no_other_sessions_check(pool
         finally:
             slow.cancel()
             await asyncio.gather(slow, return_exceptions=True)
+
+
+@pytest.mark.parametrize(
+    ('limits', 'error'),
+    [
+        ({'wall_time': float('nan')}, "ValueError: Limits.wall_time must be from 0 to 9223372036854775807, not nan"),
+        ({'cpu_time': float('inf')}, 'TypeError: Limits.cpu_time must be a whole number or None, not inf'),
+        ({'memory': -1}, 'ValueError: Limits.memory must be from 0 to 9223372036854775807, not -1'),
+        ({'memory': 2**70}, 'ValueError: Limits.memory must be from 0 to 9223372036854775807, not 1180591620717411303424'),
+        ({'memory': 1.5}, 'TypeError: Limits.memory must be a whole number or None, not 1.5'),
+        ({'recursion': 0}, 'ValueError: Limits.recursion must be from 1 to 9223372036854775807, not 0'),
+        ({'recursion': None}, 'TypeError: Limits.recursion must be a whole number, not None'),
+        ({'grace': None}, 'TypeError: Limits.grace must be a number, not None'),
+        ({'wall_time': True}, 'TypeError: Limits.wall_time must be a number or None, not True'),
+        ({'output': '1000'}, "TypeError: Limits.output must be a whole number or None, not '1000'"),
+    ],
+)
+def test_a_limit_that_is_no_number_of_its_kind_is_refused(limits, error):
+    """NaN passed every comparison with a server's ceiling; a negative memory, or one past an
+    rlimit's range, failed in the server as it set the rlimit; recursion=None in the worker."""
+    with pytest.raises((TypeError, ValueError)) as info:
+        corral.Limits(**limits)
+    assert f'{type(info.value).__name__}: {info.value}' == error
+    assert corral.Limits(wall_time=2, memory=None, recursion=1, grace=0) == corral.Limits(wall_time=2, memory=None, recursion=1, grace=0.0)

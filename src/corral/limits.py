@@ -60,6 +60,35 @@ class Limits:
     value_size: int | None = 64 * 1024**2
     grace: float = 1.0
 
+    def __post_init__(self) -> None:
+        """Refuse a limit that is not a number of its kind: each is an int (bytes, seconds of CPU,
+        calls, items; `memory`, `cpu_time`, `type_check_memory` no more than an rlimit's 2**63 - 1)
+        or, for `wall_time`, `type_check_time` and `grace`, a finite int or float; 0 or more, at
+        least 1 for `recursion`; `None` for any but `recursion` and `grace`. Raises `TypeError`
+        (a wrong type) or `ValueError` (out of range), naming the limit and the value: a server
+        takes a session's limits from its client (`corral serve`)."""
+        for name in self.__slots__:  # type: ignore[attr-defined]
+            value = getattr(self, name)
+            if value is None and name not in _REQUIRED:
+                continue
+            whole = name not in _SECONDS
+            if isinstance(value, bool) or not isinstance(value, int if whole else (int, float)):
+                kind = 'a whole number' if whole else 'a number'
+                raise TypeError(f'Limits.{name} must be {kind}{"" if name in _REQUIRED else " or None"}, not {value!r}')
+            lowest = 1 if name == 'recursion' else 0
+            if not (lowest <= value <= _LARGEST):  # NaN and infinity too
+                raise ValueError(f'Limits.{name} must be from {lowest} to {_LARGEST}, not {value!r}')
+
+
+#: The limits counted in seconds, which may be fractions; the others are whole numbers.
+_SECONDS = frozenset({'wall_time', 'type_check_time', 'grace'})
+
+#: The limits that cannot be turned off.
+_REQUIRED = frozenset({'recursion', 'grace'})
+
+#: The largest value of any limit: an rlimit's largest (rlim_t, a signed 64-bit count to setrlimit).
+_LARGEST = 2**63 - 1
+
 
 #: The unit a limit counts, singular and plural, as its messages name it.
 _UNITS = {

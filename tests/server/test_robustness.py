@@ -103,6 +103,36 @@ def errors(received: list[list]) -> list[tuple[str, str]]:
             protocol.CLOSE_ENDED,
             ('ValueError', "limits.type_check_time=None is over this server's ceiling of 10.0: a session of corral serve may lower its type_check_time, not raise or lift it"),
         ),
+        (  # a limit that is no number of its kind, which passed the ceilings (NaN) or failed inside the server or worker
+            [protocol.encode([protocol.OPEN, protocol.PROTOCOL_VERSION, {'limits': {'wall_time': float('nan')}}])],
+            protocol.CLOSE_ENDED,
+            ('ValueError', 'Limits.wall_time must be from 0 to 9223372036854775807, not nan'),
+        ),
+        (  # a limit that is no number of its kind, which passed the ceilings (NaN) or failed inside the server or worker
+            [protocol.encode([protocol.OPEN, protocol.PROTOCOL_VERSION, {'limits': {'memory': float('nan')}}])],
+            protocol.CLOSE_ENDED,
+            ('TypeError', 'Limits.memory must be a whole number or None, not nan'),
+        ),
+        (  # a limit that is no number of its kind, which passed the ceilings (NaN) or failed inside the server or worker
+            [protocol.encode([protocol.OPEN, protocol.PROTOCOL_VERSION, {'limits': {'memory': -1}}])],
+            protocol.CLOSE_ENDED,
+            ('ValueError', 'Limits.memory must be from 0 to 9223372036854775807, not -1'),
+        ),
+        (  # a limit that is no number of its kind, which passed the ceilings (NaN) or failed inside the server or worker
+            [protocol.encode([protocol.OPEN, protocol.PROTOCOL_VERSION, {'limits': {'recursion': None}}])],
+            protocol.CLOSE_ENDED,
+            ('TypeError', 'Limits.recursion must be a whole number, not None'),
+        ),
+        (  # a limit that is no number of its kind, which passed the ceilings (NaN) or failed inside the server or worker
+            [protocol.encode([protocol.OPEN, protocol.PROTOCOL_VERSION, {'limits': {'wall_time': 'big'}}])],
+            protocol.CLOSE_ENDED,
+            ('TypeError', "Limits.wall_time must be a number or None, not 'big'"),
+        ),
+        (  # a limit that is no number of its kind, which passed the ceilings (NaN) or failed inside the server or worker
+            [protocol.encode([protocol.OPEN, protocol.PROTOCOL_VERSION, {'limits': {'grace': float('inf')}}])],
+            protocol.CLOSE_ENDED,
+            ('ValueError', 'Limits.grace must be from 0 to 9223372036854775807, not inf'),
+        ),
         ([OPEN, protocol.encode([protocol.ANSWERS, [[5, 'ok', 1]]])], protocol.CLOSE_PROTOCOL, 'the client answered call 5, which the server never made'),
         ([OPEN, protocol.encode([99])], protocol.CLOSE_PROTOCOL, 'the client sent a frame of unknown kind 99'),
         ([OPEN, protocol.encode([protocol.FEED, 'x'])], protocol.CLOSE_PROTOCOL, 'the client sent a malformed frame (kind 2 with 2 items, expected 5)'),
@@ -370,6 +400,8 @@ def test_ceilings_of_unknown_limits_or_bad_values_are_refused():
         ({'wall_time': -1}, 'the ceiling of wall_time must be a number of 0 or more, not -1'),
         ({'wall_time': float('nan')}, 'the ceiling of wall_time must be a number of 0 or more, not nan'),
         ({'cpu_time': None}, 'the ceiling of cpu_time must be a whole number of 0 or more, not None'),
+        ({'memory': 10**30}, 'the ceiling of memory is out of range: Limits.memory must be from 0 to 9223372036854775807, not 1000000000000000000000000000000'),
+        ({'recursion': 0}, 'the ceiling of recursion is out of range: Limits.recursion must be from 1 to 9223372036854775807, not 0'),
     ]:
         with pytest.raises(ValueError) as info:
             create_app(pool=corral.Pool(warm_workers=0), max_limits=max_limits)

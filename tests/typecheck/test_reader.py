@@ -2,6 +2,7 @@
 check says exactly what it says when the script is read on the event loop."""
 
 import asyncio
+import contextlib
 import re
 import signal
 
@@ -193,3 +194,23 @@ async def test_what_the_reader_keeps_is_the_syntax_of_its_last_long_texts():
         assert reader._kept[texts[-1]] == _syntax.read(texts[-1])
     finally:
         await reader.aclose()
+
+
+async def test_a_long_scripts_syntax_comes_from_the_child_in_messages_of_a_few_hundred_items():
+    """The child's answer for a script of 1,200 statements, names, members and an import of 700
+    names was one JSON, decoded in one go on the event loop (some 80 ms for 12,000 statements);
+    each message now holds at most `CHUNK` items, and they add up to the `Syntax` read inline."""
+    texts = [
+        'from m import (' + ', '.join(f'a{i} as b{i}' for i in range(700)) + ')\nimport os, sys\nfrom k import ' + ', '.join(f'c{i}' for i in range(300)),
+        '\n'.join(f'n{i} = m{i}' for i in range(1200)),
+        'import os\n' + '\n'.join(f'os.a{i}' for i in range(1400)),
+        "x: 'A' = 1\nfrom q import *\n" + 'def f():\n    lambda: 1\n' * 300,
+        'x = (',
+    ]
+    messages = [_syntax.encode(_syntax.read(text)) for text in texts]
+    assert [len(each) for each in messages] == [10, 16, 15, 9, 1]
+    assert max(len(items) if part != 5 else len(items[1]) for each in messages for part, items in each[:-1]) == _syntax.CHUNK == 256
+    async with contextlib.aclosing(SyntaxReader()) as reader:
+        reader.inline_characters = 0
+        assert await reader.read(texts) == [_syntax.read(text) for text in texts]
+        assert (await reader.read(texts[-1:]), len(reader._idle)) == ([None], 1)

@@ -919,6 +919,10 @@ def _ceilings(max_limits: Mapping[str, float]) -> dict[str, float]:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not (0 <= value < float('inf')) or (whole and value != int(value)):
             raise ValueError(f'the ceiling of {name} must be {"a whole number" if whole else "a number"} of 0 or more, not {value!r}')
         ceilings[name] = int(value) if whole else float(value)
+        try:  # in the range a session's limit may take
+            Limits(**{name: ceilings[name]})
+        except ValueError as error:
+            raise ValueError(f'the ceiling of {name} is out of range: {error}') from None
     return ceilings
 
 

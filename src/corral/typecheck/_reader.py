@@ -4,7 +4,7 @@ CPython's parser holds the GIL for its whole run (a script of 120 KB: some 180 m
 80 ms more), so a thread does not help: every other session on the host would wait that long. A
 few texts short enough are read on the event loop; longer ones are read in a child process,
 ``python -I -S _syntax.py`` (only the standard library: it starts in some 20 ms), which answers
-length-prefixed messages over its pipes (the texts in UTF-8, their `Syntax` in JSON). Children are started when first needed and reused; one
+length-prefixed messages over its pipes (the texts in UTF-8, their `Syntax` in JSON messages of a few hundred items each, so that no decode holds the event loop long). Children are started when first needed and reused; one
 whose read is cancelled, takes longer than ``time_limit``, or dies is killed, and the read raises
 RuntimeError (never a hang); a crash of a child loses no other read.
 
@@ -55,13 +55,19 @@ class _Child:
         try:
             self.proc.stdin.write(_syntax.request(texts))
             await self.proc.stdin.drain()
-            size = FRAME.unpack(await self.proc.stdout.readexactly(FRAME.size))[0]
-            answer = json.loads(await self.proc.stdout.readexactly(size))
+            syntaxes: list[Syntax | None] = []
+            for _ in texts:
+                decoder, done = _syntax.Decoder(), False
+                while not done:  # a message at a time, each a few hundred items: other tasks run between them
+                    size = FRAME.unpack(await self.proc.stdout.readexactly(FRAME.size))[0]
+                    done, syntax = decoder.add(json.loads(await self.proc.stdout.readexactly(size)))
+                    await asyncio.sleep(0)
+                syntaxes.append(syntax)
         except (OSError, asyncio.IncompleteReadError):
             self.kill()  # one that ended keeps its exit code (see `kill_child`)
             code = await self.proc.wait()
             raise RuntimeError(f'the reader of scripts stopped (exit code {code})') from None
-        return [_syntax.decode(data) for data in answer]
+        return syntaxes
 
     def kill(self) -> None:
         kill_child(self.proc)
