@@ -23,7 +23,7 @@ _EACH_ENDING = [
 
 async def test_the_package_attacks_are_the_refusals_and_the_payloads():
     attacks = ablation.package_attacks()
-    assert len(attacks) == len(REFUSALS) + len(PAYLOADS) == 69
+    assert len(attacks) == len(REFUSALS) + len(PAYLOADS) == 80
     assert not any('/tmp/x' in code for code, _ in attacks)
     assert attacks[list(REFUSALS).index('tofile')] == ("import numpy as np\nnp.arange(3).tofile('MARKER')", False)
 
