@@ -46,6 +46,11 @@ async def exchange(url: str, *frames: bytes | str) -> tuple[list[list], int | No
 OPEN = protocol.encode([protocol.OPEN, protocol.PROTOCOL_VERSION, {}])
 
 
+def opening(limits: dict) -> bytes:
+    """An OPEN frame asking for `limits`."""
+    return protocol.encode([protocol.OPEN, protocol.PROTOCOL_VERSION, {'limits': limits}])
+
+
 def errors(received: list[list]) -> list[tuple[str, str]]:
     return [(message[1], message[2]) for message in received if message[0] == protocol.ERROR]
 
@@ -89,47 +94,48 @@ def errors(received: list[list]) -> list[tuple[str, str]]:
             ('ValueError', "the read-write mount at /data cannot be served remotely (the server cannot write your files); use mode='overlay' or 'read-only'"),
         ),
         (
-            [protocol.encode([protocol.OPEN, protocol.PROTOCOL_VERSION, {'limits': {'cpu_time': None}}])],
+            [opening({'cpu_time': None})],
             protocol.CLOSE_ENDED,
             ('ValueError', "limits.cpu_time=None is over this server's ceiling of 600: a session of corral serve may lower its cpu_time, not raise or lift it"),
         ),
         (
-            [protocol.encode([protocol.OPEN, protocol.PROTOCOL_VERSION, {'limits': {'memory': 2 * 1024**3}}])],
+            [opening({'memory': 2 * 1024**3})],
             protocol.CLOSE_ENDED,
             ('ValueError', "limits.memory=2147483648 is over this server's ceiling of 1073741824: a session of corral serve may lower its memory, not raise or lift it"),
         ),
         (
-            [protocol.encode([protocol.OPEN, protocol.PROTOCOL_VERSION, {'limits': {'type_check_time': None}}])],
+            [opening({'type_check_time': None})],
             protocol.CLOSE_ENDED,
             ('ValueError', "limits.type_check_time=None is over this server's ceiling of 10.0: a session of corral serve may lower its type_check_time, not raise or lift it"),
         ),
-        (  # a limit that is no number of its kind, which passed the ceilings (NaN) or failed inside the server or worker
-            [protocol.encode([protocol.OPEN, protocol.PROTOCOL_VERSION, {'limits': {'wall_time': float('nan')}}])],
+        # a limit that is no number of its kind, which passed the ceilings (NaN) or failed inside the server or worker
+        (
+            [opening({'wall_time': float('nan')})],
             protocol.CLOSE_ENDED,
             ('ValueError', 'Limits.wall_time must be from 0 to 9223372036854775807, not nan'),
         ),
-        (  # a limit that is no number of its kind, which passed the ceilings (NaN) or failed inside the server or worker
-            [protocol.encode([protocol.OPEN, protocol.PROTOCOL_VERSION, {'limits': {'memory': float('nan')}}])],
+        (
+            [opening({'memory': float('nan')})],
             protocol.CLOSE_ENDED,
             ('TypeError', 'Limits.memory must be a whole number or None, not nan'),
         ),
-        (  # a limit that is no number of its kind, which passed the ceilings (NaN) or failed inside the server or worker
-            [protocol.encode([protocol.OPEN, protocol.PROTOCOL_VERSION, {'limits': {'memory': -1}}])],
+        (
+            [opening({'memory': -1})],
             protocol.CLOSE_ENDED,
             ('ValueError', 'Limits.memory must be from 0 to 9223372036854775807, not -1'),
         ),
-        (  # a limit that is no number of its kind, which passed the ceilings (NaN) or failed inside the server or worker
-            [protocol.encode([protocol.OPEN, protocol.PROTOCOL_VERSION, {'limits': {'recursion': None}}])],
+        (
+            [opening({'recursion': None})],
             protocol.CLOSE_ENDED,
             ('TypeError', 'Limits.recursion must be a whole number, not None'),
         ),
-        (  # a limit that is no number of its kind, which passed the ceilings (NaN) or failed inside the server or worker
-            [protocol.encode([protocol.OPEN, protocol.PROTOCOL_VERSION, {'limits': {'wall_time': 'big'}}])],
+        (
+            [opening({'wall_time': 'big'})],
             protocol.CLOSE_ENDED,
             ('TypeError', "Limits.wall_time must be a number or None, not 'big'"),
         ),
-        (  # a limit that is no number of its kind, which passed the ceilings (NaN) or failed inside the server or worker
-            [protocol.encode([protocol.OPEN, protocol.PROTOCOL_VERSION, {'limits': {'grace': float('inf')}}])],
+        (
+            [opening({'grace': float('inf')})],
             protocol.CLOSE_ENDED,
             ('ValueError', 'Limits.grace must be from 0 to 9223372036854775807, not inf'),
         ),
@@ -264,7 +270,7 @@ async def test_a_client_cannot_lift_the_bound_on_the_items_the_server_decodes(se
     """Its session's `value_items` may lower the bound on a frame's items, never raise it: one frame
     of a million 1-byte arrays would otherwise take the server gigabytes and hold every session."""
     async with connect(server.url + protocol.PATH, compression=None, max_size=None) as ws:
-        await ws.send(protocol.encode([protocol.OPEN, protocol.PROTOCOL_VERSION, {'limits': limits}]))
+        await ws.send(opening(limits))
         assert protocol.decode(await ws.recv())[0] == protocol.OPENED
         await ws.send(protocol.encode([protocol.FEED, 'f()', {'f': False}, {}, []]))
         assert protocol.decode(await ws.recv()) == [protocol.EVENTS, [[protocol.CALL, 0, 'f', [], {}]]]
@@ -369,7 +375,7 @@ async def test_the_operator_sets_the_ceilings_of_the_limits_higher_or_lower(tmp_
             ({'wall_time': 2.5}, "limits.wall_time=2.5 is over this server's ceiling of 2.0: a session of corral serve may lower its wall_time, not raise or lift it"),
             ({'cpu_time': 600}, "limits.cpu_time=600 is over this server's ceiling of 300: a session of corral serve may lower its cpu_time, not raise or lift it"),
         ]:
-            received, close_code = await exchange(server.url, protocol.encode([protocol.OPEN, protocol.PROTOCOL_VERSION, {'limits': limits}]))
+            received, close_code = await exchange(server.url, opening(limits))
             assert (errors(received), close_code) == ([('ValueError', error)], protocol.CLOSE_ENDED)
         async with RemotePool(server.url) as pool:
             with pytest.raises(ValueError) as info:
