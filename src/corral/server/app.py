@@ -260,7 +260,7 @@ def create_app(
       2 * 1024**3, 'wall_time': 60}`), higher or lower than the defaults. A session's `limits` may
       lower a limit with a ceiling, never raise or lift it (refused with a `ValueError` naming the
       ceiling); a limit it leaves at its default gets the ceiling when that is lower. Without a
-      ceiling of their own, `memory`, `cpu_time`, `type_check_time` and `type_check_memory` have
+      ceiling of their own, `memory`, `cpu_time`, `stub_size`, `type_check_time` and `type_check_memory` have
       the default `Limits()`'s as theirs: the host's CPU and memory, which every tenant shares. A
       ceiling on `value_items` or `value_size` is also the bound on what the server decodes from
       one frame (default: the default `Limits()`'s). Raises `ValueError` for an unknown limit or a
@@ -914,7 +914,7 @@ _DEFAULT_LIMITS = Limits()
 #: then the default): the CPU and memory its worker and its type check take from the host, which
 #: every tenant shares (a tenant's CPU quota is checked as a feed starts, so a feed's own
 #: `cpu_time` is what bounds it).
-_CEILINGS = ('memory', 'cpu_time', 'type_check_time', 'type_check_memory')
+_CEILINGS = ('memory', 'cpu_time', 'stub_size', 'type_check_time', 'type_check_memory')
 
 
 def _ceilings(max_limits: Mapping[str, float]) -> dict[str, float]:
