@@ -224,17 +224,19 @@ class Session:
             self._system.room = self._overlay_room
         self._cpu_seconds = 0.0  # the worker's CPU at the last reading (cpu_seconds)
         self._checker_cpu = 0.0  # the CPU of the session's type checks (cpu_seconds)
+        self._ended_cpu = 0.0  # the CPU of its workers before this one (a feed rolled back) (cpu_seconds)
         self._opened = False  # entered, and its end not yet reported to the pool's observer
 
     @property
     def cpu_seconds(self) -> float:
         """The CPU seconds (user + system) the session's worker has used since it was forked,
-        replays of a loaded state included, and its type checker's processes in the session's
-        checks (its stubs', its scripts'): read from the kernel (`/proc`, and as each ty check
-        ends), never from the worker. After the worker ends it stays at the last reading, taken
+        replays of a loaded state included, and those of the workers a stored session's feed
+        stopped by a time limit replaced (which replay its journal), and its type checker's
+        processes in the session's checks (its stubs', its scripts'): read from the kernel
+        (`/proc`, and as each ty check ends), never from the worker. After the worker ends it stays at the last reading, taken
         as the session killed it. A server counts a tenant's CPU from it (see `corral.server.quotas`)."""
         self._read_cpu()
-        return self._cpu_seconds + self._checker_cpu
+        return self._ended_cpu + self._cpu_seconds + self._checker_cpu
 
     def _count_check(self, seconds: float) -> None:
         self._checker_cpu += seconds
@@ -303,6 +305,7 @@ class Session:
         loop = asyncio.get_running_loop()
         self._transport, _ = await loop.connect_accepted_socket(lambda: _Protocol(self), worker.sock)
         self._worker = worker
+        self._ended_cpu, self._cpu_seconds = self._ended_cpu + self._cpu_seconds, 0.0  # the last reading of the one before
 
     async def _open_stored(self) -> None:
         """Take the lease of the stored session (a new one, the one named, or a fork of it) and its state."""

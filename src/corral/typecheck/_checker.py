@@ -394,8 +394,9 @@ class TypeChecker:
         ``SandboxCheckerError`` when ty is missing or fails, ValueError or TypeError for a bad
         script name or module stubs.  ``on_cpu``, when given, is called once with the CPU
         seconds (user + system) the check's ty processes used, whether it passed, failed or was
-        stopped: a `ty check` process's as the kernel accounts it when it ends, and what the
-        slot's warm `ty server` used since a check last counted it."""
+        stopped: a `ty check` process's as the kernel accounts it when it ends, what the slot's
+        warm `ty server` used since a check last counted it, and the syntax reader's child's for
+        a long script."""
         if not _SCRIPT_NAME_RE.match(script_name) or script_name[:-3] in (STUBS_MODULE, '__builtins__'):
             raise ValueError(f'invalid script name: {script_name!r}')
         code = code.removeprefix('\ufeff')
@@ -473,7 +474,7 @@ class TypeChecker:
         known: dict[str, Syntax | None] = {}
         texts = [code, *unread(context, code)]
         while texts:  # off the event loop when long; again what another check made forgotten meanwhile
-            known.update(zip(texts, await self._reader.read(texts)))
+            known.update(zip(texts, await self._reader.read(texts, slot.add_cpu)))
             texts = [text for text in unread(context, code) if text not in known]
         syntax = known[code]
         quick_prefix, quick_offset = _joined(relevant_context(context, code, known))
