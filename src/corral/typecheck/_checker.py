@@ -6,7 +6,9 @@ each ty process's heap).  Going past either raises ``SandboxLimitError``; any ot
 (not installed, cannot start, crashed) raises ``SandboxCheckerError``.  Each check has a folder
 and a warm ``ty server`` of its own (a slot), so one slow check holds up no other: the others
 use other slots, and a check still running after ``TypeChecker.demote_after`` seconds gets the
-lowest CPU priority, so that it takes only the CPU the others leave.
+lowest CPU priority, so that it takes only the CPU the others leave.  The check of a session's
+stubs (``check_stubs``) is bounded the same way, and each check reports the CPU its processes used
+(``on_cpu``), which a session counts.
 """
 
 from __future__ import annotations
