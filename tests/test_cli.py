@@ -157,7 +157,7 @@ def test_limits(tmp_path):
         ('memory=3 parsecs', "--limits: memory takes a number of bytes, with an optional unit (KiB, MiB, GiB, KB, MB, GB), or none; not '3 parsecs'"),
         ('recursion=none', '--limits: recursion cannot be turned off'),
         ('host_calls=1.5', "--limits: host_calls takes a whole number; not '1.5'"),
-        ('speed=1', "--limits takes NAME=VALUE pairs separated by commas, NAME one of wall_time, memory, cpu_time, recursion, host_calls, output, code_size, type_check_time, type_check_memory, value_items, value_size, grace; not 'speed=1'"),
+        ('speed=1', "--limits takes NAME=VALUE pairs separated by commas, NAME one of wall_time, memory, cpu_time, recursion, host_calls, output, code_size, stub_size, type_check_time, type_check_memory, value_items, value_size, grace; not 'speed=1'"),
     ]:
         assert corral('run', '-', '--limits', spec, cwd=tmp_path, stdin='1') == (2, '', f'corral: error: {error}\n')
 

@@ -310,6 +310,36 @@ async def test_a_script_over_the_code_size_limit_is_refused_and_the_session_goes
         assert await session.feed_run("s = '" + 'é' * 40 + "'\nlen(s)") == 40  # 86 bytes
 
 
+@pytest.mark.parametrize('type_check', [False, True], ids=['unchecked', 'checked'])
+async def test_stubs_over_the_stub_size_limit_are_refused_as_the_session_opens(pool, type_check):
+    """A session's stubs and its modules' together: 6 MB of stubs took ty 0.6 GB, checked by every script's check."""
+    stubs = 'def f() -> str: ...\n# é\n'  # 25 bytes
+    module = corral.ExternalModule({'g': lambda: 1}, stubs='def g() -> int: ...\n')  # 20 bytes
+    for limit in (44, 0):
+        with pytest.raises(corral.SandboxLimitError) as info:
+            async with pool.checkout(type_check=type_check, type_check_stubs=stubs, external_modules={'m': module}, limits=corral.Limits(stub_size=limit)):
+                pass
+        assert (info.value.display(), info.value.limit, info.value.value) == (
+            f"the stubs are 45 bytes (type_check_stubs and the external modules' stubs together), more than the stub_size limit of {limit} bytes; "
+            'the session did not open',
+            'stub_size',
+            limit,
+        )
+    async with pool.checkout(type_check=type_check, type_check_stubs=stubs, external_modules={'m': module}, limits=corral.Limits(stub_size=45)) as session:
+        assert await session.feed_run('import m\nm.g()', external_lookup={'f': lambda: ''}) == 1
+
+
+async def test_a_sessions_cpu_seconds_count_its_type_checks(pool):
+    """ty's processes (the stubs' check, each script's) were not counted in `Session.cpu_seconds`, which a server's CPU quota counts."""
+    async with pool.checkout(type_check=True, type_check_stubs='def f(x: int) -> int: ...\n# a new stub\n') as session:
+        opened = session.cpu_seconds
+        assert opened > 0 and session._checker_cpu == opened - session._cpu_seconds > 0  # the stubs' check
+        with pytest.raises(corral.SandboxTypingError):
+            await session.feed_run('f("a")', external_lookup={'f': lambda x: x})  # `ty check` runs for its diagnostics
+        assert session._checker_cpu > opened - session._cpu_seconds
+        assert session.cpu_seconds == session._cpu_seconds + session._checker_cpu
+
+
 async def test_the_issue_script_is_refused_by_the_default_code_size(pool):
     # 16,000 branches, some 500 KB: it made ty take 3 GB and 27 s, and blocked the host while parsing.
     async with pool.checkout(type_check=True) as session:

@@ -76,7 +76,7 @@ def public_functions(module: ModuleType) -> dict[str, Callable[..., Any]]:
 
 #: Units of the sizes `--limits` takes (`memory=256MiB`): bytes per unit.
 _SIZE_UNITS = {'': 1, 'b': 1, 'kb': 1000, 'mb': 1000**2, 'gb': 1000**3, 'kib': 1024, 'mib': 1024**2, 'gib': 1024**3}
-_SIZES = ('memory', 'output', 'code_size', 'type_check_memory', 'value_size')
+_SIZES = ('memory', 'output', 'code_size', 'stub_size', 'type_check_memory', 'value_size')
 _SIZE_RE = re.compile(r'^\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*$', re.IGNORECASE)
 
 
@@ -84,7 +84,7 @@ def parse_limits(specs: list[str]) -> Limits:
     """`Limits` from `--limits` values, each `NAME=VALUE[,NAME=VALUE...]` (the later wins).
 
     NAME is a field of `corral.Limits`; VALUE is a number of seconds (`wall_time`, `cpu_time`,
-    `grace`), of bytes with an optional unit (`memory`, `output`, `code_size`, `type_check_memory`,
+    `grace`), of bytes with an optional unit (`memory`, `output`, `code_size`, `stub_size`, `type_check_memory`,
     `value_size`: `256MiB`, `1GB`, `4096`), a count (`recursion`, `host_calls`, `value_items`), or `none` to turn the limit off. Raises `ValueError` naming what is wrong.
     """
     fields = {field.name: field for field in dataclasses.fields(Limits)}

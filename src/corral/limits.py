@@ -29,11 +29,16 @@ class Limits:
       run. The host parses a checked script, and CPython's parser holds the GIL, so this also
       bounds how long one script's check holds up every other session (some 4 ms per KiB on a
       busy 2-core VM).
+    - `stub_size`: bytes (UTF-8) of a session's stubs, its `type_check_stubs` and its external
+      modules' stubs together; more are refused as the session opens. ty reads them with every
+      check, and a checker holds them meanwhile.
     - `type_check_time`: seconds the type check of one script may take (ty, and the worker
       compiling the script meanwhile); past it the check is stopped and the script does not run.
-      Not counted in `wall_time`, which starts when the script does.
+      Not counted in `wall_time`, which starts when the script does. It bounds the check of the
+      stubs as the session opens too (past it, the session does not open).
     - `type_check_memory`: bytes of heap (RLIMIT_DATA: private writable memory) of each ty process
-      checking the script; past it ty is stopped and the script does not run.
+      checking the script; past it ty is stopped and the script does not run. It bounds the
+      check of the stubs too.
     - `value_items`: items in one value that crosses the boundary (the script's result, the
       arguments of a host call, a host function's result): every item of every list, tuple, set
       and frozenset and every entry of every dict, each reference counted as the copy it becomes
@@ -54,6 +59,7 @@ class Limits:
     host_calls: int | None = 10_000
     output: int | None = 1024**2
     code_size: int | None = 128 * 1024
+    stub_size: int | None = 1024**2
     type_check_time: float | None = 10.0
     type_check_memory: int | None = 1024**3
     value_items: int | None = 1_000_000
@@ -100,6 +106,7 @@ _UNITS = {
     'host_calls': ('host call', 'host calls'),
     'recursion': ('call', 'calls'),
     'code_size': ('byte', 'bytes'),
+    'stub_size': ('byte', 'bytes'),
     'type_check_time': ('second', 'seconds'),
     'type_check_memory': ('byte', 'bytes'),
     'value_items': ('item', 'items'),

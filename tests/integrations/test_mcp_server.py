@@ -223,3 +223,52 @@ async def test_upstream_servers_start_at_the_same_time_and_the_server_reports_it
     async with Client(corral_mcp('--upstream', upstreams[0], '--upstream', upstreams[1])) as client:
         assert client.server_info.version == importlib.metadata.version('corral')
         assert await run_code(client, 'import asyncio\nawait asyncio.gather(east_name(), west_name())') == (False, "['east', 'west']")
+
+
+async def test_http_sandboxes_are_kept_per_client_and_bounded_per_client(pool):
+    """The HTTP server kept 32 sandboxes for all its clients together: a client opening sessions,
+    or making calls without one, closed the others' sandboxes, least recently used first. Now a
+    client's new sessions close its own, past the limit in all those of the client holding the
+    most, and a call without a session has a sandbox for itself alone."""
+    import httpx2
+    import uvicorn
+    from mcp.client.streamable_http import streamable_http_client
+
+    server, close = build_server(pool=pool, transport='http', per_client=2, limit=3)
+    port = _free_port()
+    http = uvicorn.Server(uvicorn.Config(server.streamable_http_app(), host='127.0.0.1', port=port, log_level='warning', lifespan='on'))
+    serving = asyncio.ensure_future(http.serve())
+
+    def client(address: str, mode: str = 'legacy') -> Client:
+        """A client from `address`; 'legacy': with an MCP session (`Mcp-Session-Id`), 'auto': the
+        2026 protocol's, which has none."""
+        connection = httpx2.AsyncClient(timeout=60, transport=httpx2.AsyncHTTPTransport(local_address=address))
+        return Client(streamable_http_client(f'http://127.0.0.1:{port}/mcp', http_client=connection), mode=mode)
+
+    gone = (True, 'The script did not run, because it has type errors:\nerror[unresolved-reference]: Name `v` used when not defined\n --> main.py:1:1\n  |\n1 | v\n  | ^')
+    try:
+        while not http.started:
+            await asyncio.sleep(0.02)
+        async with client('127.0.0.1') as a, client('127.0.0.2') as b1, client('127.0.0.2') as b2, client('127.0.0.2') as b3:
+            for name, session in (('a', a), ('b1', b1), ('b2', b2), ('b3', b3)):  # b3 is b's third: b1's sandbox closes
+                await run_code(session, f'v = {name!r}')
+            assert await run_code(a, 'v') == (False, "'a'")
+            assert await run_code(b2, 'v') == (False, "'b2'")
+            assert await run_code(b3, 'v') == (False, "'b3'")
+            assert await run_code(b1, 'v') == gone  # b1's session starts again: b2's sandbox closes
+            assert await run_code(b3, 'v') == (False, "'b3'")
+            async with client('127.0.0.3') as c:  # the fourth in all: the client holding the most (b) gives one up
+                await run_code(c, 'v = "c"')
+                assert await run_code(c, 'v') == (False, "'c'")
+                assert await run_code(a, 'v') == (False, "'a'")
+                assert await run_code(b3, 'v') == (False, "'b3'")  # b1's closed: b's least recently used
+            async with client('127.0.0.4', mode='auto') as modern:  # no session: a sandbox for each call, kept by none
+                for _ in range(4):  # they each took a kept sandbox (and closed another's)
+                    assert await run_code(modern, 'v = 1\nv') == (False, '1')
+                assert await run_code(modern, 'v') == gone
+            assert await run_code(a, 'v') == (False, "'a'")
+            assert await run_code(b3, 'v') == (False, "'b3'")
+    finally:
+        http.should_exit = True
+        await serving
+        await close()

@@ -401,7 +401,7 @@ async def test_the_operator_sets_the_ceilings_of_the_limits_higher_or_lower(tmp_
 
 def test_ceilings_of_unknown_limits_or_bad_values_are_refused():
     for max_limits, text in [
-        ({'colour': 3}, "unknown limit 'colour' for a ceiling; the limits are the fields of corral.Limits: wall_time, memory, cpu_time, recursion, host_calls, output, code_size, type_check_time, type_check_memory, value_items, value_size, grace"),
+        ({'colour': 3}, "unknown limit 'colour' for a ceiling; the limits are the fields of corral.Limits: wall_time, memory, cpu_time, recursion, host_calls, output, code_size, stub_size, type_check_time, type_check_memory, value_items, value_size, grace"),
         ({'memory': 1.5}, 'the ceiling of memory must be a whole number of 0 or more, not 1.5'),
         ({'wall_time': -1}, 'the ceiling of wall_time must be a number of 0 or more, not -1'),
         ({'wall_time': float('nan')}, 'the ceiling of wall_time must be a number of 0 or more, not nan'),

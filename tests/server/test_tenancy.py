@@ -170,12 +170,13 @@ async def test_refusals_are_counted_in_the_errors_by_kind(tmp_path):
         async with serving_app(app, pool) as address:
             url = f'ws://{address}'
             key = await keys.create('acme')
-            await quotas.set('acme', concurrent_sessions=1, cpu_seconds_per_hour=0)
+            await quotas.set('acme', concurrent_sessions=1)
             async with RemotePool(url) as anonymous:
                 assert (await refused(anonymous, corral.SandboxAuthError)).display() == REFUSAL
             async with RemotePool(url, api_key=key) as remote, remote.checkout() as session:
                 error = await refused(remote, corral.SandboxQuotaError)
                 assert error.display() == "tenant 'acme' has 1 session open; its quota is 1 (concurrent_sessions)"
+                await quotas.set('acme', cpu_seconds_per_hour=0)
                 with pytest.raises(corral.SandboxQuotaError) as info:
                     await session.feed_run('1')
                 assert info.value.display() == "tenant 'acme' used 0.0 CPU seconds in the last hour; its quota is 0 (cpu_seconds_per_hour)"
@@ -293,3 +294,58 @@ async def test_a_session_whose_slot_lapsed_and_was_taken_runs_no_feed_until_a_pl
     finally:
         await quotas.close()
         await store.close()
+
+
+async def _cpu_rose(quotas: Quotas, tenant: str, above: float) -> float:
+    """The tenant's CPU seconds in the store once they rose above `above` (the server writes them within its flush interval)."""
+    for _ in range(100):
+        used = await quotas.cpu_used(tenant)
+        if used > above:
+            return used
+        await asyncio.sleep(0.1)
+    return used
+
+
+def _cpu_refusal(error: corral.SandboxQuotaError, limit: str) -> str:
+    assert (error.tenant, error.quota) == ('acme', 'cpu_seconds_per_hour')
+    return f"tenant 'acme' used {error.used:.1f} CPU seconds in the last hour; its quota is {limit} (cpu_seconds_per_hour)"
+
+
+@pytest.mark.slow
+async def test_replays_count_toward_the_cpu_quota_and_wait_for_it(tmp_path):
+    """A stored session whose journal burns CPU, opened, forked and loaded by a tenant: each
+    replay's CPU counts toward its cpu_seconds_per_hour though no feed follows, and once the
+    tenant is over it, no open, fork or load starts (they replayed uncounted and unchecked)."""
+    store = f'sqlite:///{tmp_path}/store.db'
+    burn = 'total = 0\nfor i in range(6_000_000):\n    total += i\ntotal'
+    with running_server(tmp_path, '--state-key-file', key_file(tmp_path), store=store) as server:
+        async with corral.KeyRing(store) as keys, Quotas(store) as quotas:
+            acme = await keys.create('acme')
+            async with RemotePool(server.url, api_key=acme) as pool:
+                async with pool.checkout(ephemeral=False) as session:
+                    assert await session.feed_run(burn) == sum(range(6_000_000))
+                    session_id = session.session_id
+                fed = await _cpu_rose(quotas, 'acme', 0.0)
+                for options in ({'session_id': session_id}, {'session_id': session_id, 'fork': True}):
+                    before = await quotas.cpu_used('acme')
+                    async with pool.checkout(**options):  # replayed as it opens; no feed
+                        pass
+                    assert await _cpu_rose(quotas, 'acme', before + fed / 2) > before + fed / 2, options
+                async with pool.checkout(session_id=session_id) as session:
+                    state = await session.dump()
+                before = await quotas.cpu_used('acme')
+                async with pool.checkout() as fresh:
+                    await fresh.load_session(state)
+                    assert await fresh.feed_run('total') == sum(range(6_000_000))
+                assert await _cpu_rose(quotas, 'acme', before + fed / 2) > before + fed / 2
+
+                async with pool.checkout() as fresh:  # over the quota from here on
+                    await quotas.set('acme', cpu_seconds_per_hour=1)
+                    with pytest.raises(corral.SandboxQuotaError) as info:
+                        await fresh.load_session(state)
+                    assert info.value.display() == _cpu_refusal(info.value, '1')
+                    assert info.value.used > 1
+                for options in ({'session_id': session_id}, {'session_id': session_id, 'fork': True}, {}):
+                    error = await refused(pool, corral.SandboxQuotaError, **options)
+                    assert error.display() == _cpu_refusal(error, '1'), options
+    assert 'Traceback' not in server.output()

@@ -287,6 +287,24 @@ async def test_a_stored_feed_stopped_by_wall_time_is_undone_and_an_ephemeral_one
     )
 
 
+async def test_the_replay_after_a_stopped_feed_counts_in_cpu_seconds(pool):
+    """The new worker that replays the journal counted from 0 again: `cpu_seconds` fell back, and
+    a server's CPU quota (which counts what it grew by) counted neither the replay nor what
+    followed until it was past the old worker's reading."""
+    burn = 'total = 0\nfor i in range(1_500_000):\n    total += i\ntotal'
+    async with pool.checkout(ephemeral=False, limits=corral.Limits(wall_time=2)) as stored:
+        assert await stored.feed_run(burn) == sum(range(1_500_000))
+        fed = stored.cpu_seconds
+        assert fed > 0.05
+        with pytest.raises(corral.SandboxLimitError):
+            await stored.feed_run('while True:\n    pass')
+        stopped = stored.cpu_seconds
+        assert stopped > fed + 0.2  # the loop's CPU, and the journal's replayed in a new worker
+        assert stored._ended_cpu > fed  # the stopped worker's reading, counted on
+        assert await stored.feed_run('total') == sum(range(1_500_000))
+        assert stored.cpu_seconds >= stopped
+
+
 async def test_a_feed_stopped_by_a_limit_its_steps_reach_replays_to_the_same_point(pool):
     limits = corral.Limits(host_calls=2)
     async with pool.checkout(limits=limits) as original:

@@ -110,3 +110,97 @@ async def test_a_slow_check_holds_up_no_other(checker: TypeChecker) -> None:
     finally:
         heavy.cancel()
         await asyncio.gather(heavy, return_exceptions=True)
+
+
+def _union_stubs(classes: int) -> str:
+    """Stubs of `classes` small classes and one function over their union: some 9 KB for 400, which
+    keep ty busy for seconds (quadratic in the union's size)."""
+    lines = [f'class C{i}:\n    x: int' for i in range(classes)]
+    return '\n'.join([*lines, 'U = ' + ' | '.join(f'C{i}' for i in range(classes)), 'def f(x: U) -> U: ...']) + '\n'
+
+
+STUBS_SLOW = (
+    'the type check of the stubs took longer than the type_check_time limit of 1 seconds and was stopped; the session did not open '
+    '(stubs this slow to check are very large, or have very large unions or overloads: simplify them)'
+)
+STUBS_LARGE = (
+    'the type check of the stubs needed more than the type_check_memory limit of 134217728 bytes and was stopped; the session did not open '
+    '(stubs this costly to check are very large, or have very large unions or overloads: simplify them)'
+)
+
+
+@pytest.mark.slow
+async def test_the_stub_check_is_bounded_in_time_and_its_cpu_counted(checker: TypeChecker) -> None:
+    """400 classes in a union kept ty busy for 12 s and more, without a bound; now within the time
+    limit, its process killed, and the CPU it used reported."""
+    assert await checker.check_stubs('def f() -> int: ...\n', time_limit=30) is None  # the checker's setup is not the stubs' time
+    used: list[float] = []
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    with pytest.raises(SandboxLimitError) as error:
+        await checker.check_stubs(_union_stubs(400), time_limit=1, on_cpu=used.append)
+    assert loop.time() - started < 3
+    assert (str(error.value), error.value.limit, error.value.value) == (STUBS_SLOW, 'type_check_time', 1)
+    assert len(used) == 1 and 0.05 < used[0] < 3  # on a busy machine ty gets part of the second
+    assert _ty_processes() == {}
+    assert (len(checker._stub_results), checker._stub_checks) == (1, {})  # a stopped check is not kept: the first stubs' answer only
+
+
+@pytest.mark.slow
+async def test_the_stub_check_is_bounded_in_memory(checker: TypeChecker) -> None:
+    """6 MB of plain stubs took 0.6 GB of ty's heap."""
+    stubs = ''.join(f'def function_{i}(argument: int, other: str = "") -> list[int]: ...\n' for i in range(90_000))
+    assert len(stubs) > 6_000_000
+    with pytest.raises(SandboxLimitError) as error:
+        await checker.check_stubs(stubs, memory=128 * 1024**2)
+    assert (str(error.value), error.value.limit, error.value.value) == (STUBS_LARGE, 'type_check_memory', 128 * 1024**2)
+
+
+async def test_a_stub_check_nobody_waits_for_is_stopped_and_a_shared_one_goes_on(checker: TypeChecker) -> None:
+    """The check was shielded: a checkout that left kept ty running for as long as it took. Now it
+    stops when the last checkout waiting for it gives up, and goes on while one still waits."""
+    assert await checker.check_stubs('def f() -> int: ...\n') is None
+    alone = asyncio.ensure_future(checker.check_stubs(_union_stubs(400)))
+    await asyncio.sleep(0.5)
+    assert len(_ty_processes()) == 1
+    alone.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await alone
+    for _ in range(50):
+        if not _ty_processes():
+            break
+        await asyncio.sleep(0.02)
+    assert _ty_processes() == {}
+    assert checker._stub_checks == {}
+
+    stubs = _union_stubs(60) + 'def g() -> Litteral[1]: ...\n'
+    first = asyncio.ensure_future(checker.check_stubs(stubs))
+    second = asyncio.ensure_future(checker.check_stubs(stubs))
+    await asyncio.sleep(0.05)
+    first.cancel()
+    diagnostics = await second
+    assert diagnostics is not None and diagnostics.startswith('error[unresolved-reference]: Name `Litteral` used when not defined')
+    assert first.cancelled()
+
+
+async def test_checked_stubs_are_kept_by_a_hash_of_their_text(checker: TypeChecker) -> None:
+    """The answers were kept with the stubs' whole text as their key (64 MiB each, 64 of them)."""
+    used: list[float] = []
+    stubs = 'def f() -> int: ...\n' + '# padding\n' * 10_000
+    assert await checker.check_stubs(stubs, {'m': 'def g() -> str: ...\n'}, on_cpu=used.append) is None
+    assert await checker.check_stubs(stubs, {'m': 'def g() -> str: ...\n'}, on_cpu=used.append) is None  # kept: ty does not run
+    assert len(used) == 1 and used[0] > 0
+    assert [len(key) for key in checker._stub_results] == [32]
+    assert await checker.check_stubs(stubs, {'m': 'def g() -> int: ...\n'}) is None
+    assert await checker.check_stubs(None, {'m': stubs}) is None
+    assert len(checker._stub_results) == 3
+
+
+async def test_a_scripts_check_reports_the_cpu_of_its_ty_processes(checker: TypeChecker) -> None:
+    """`ty check` (a script with an error) and the warm server (a clean one) both count."""
+    used: list[float] = []
+    assert await checker.check('x: int = "a"', on_cpu=used.append) is not None
+    await asyncio.sleep(1)  # the slot's server has started and warmed up
+    for i in range(30):  # clean: the warm server answers (/proc counts its CPU in ticks of 10 ms)
+        assert await checker.check(f'y{i}: int = {i}\n' + 'z = [str(x) for x in range(10)]\n' * 200, on_cpu=used.append) is None
+    assert len(used) == 31 and used[0] > 0 and sum(used[1:]) > 0  # the server's start and warm-up too

@@ -214,3 +214,16 @@ async def test_a_long_scripts_syntax_comes_from_the_child_in_messages_of_a_few_h
         reader.inline_characters = 0
         assert await reader.read(texts) == [_syntax.read(text) for text in texts]
         assert (await reader.read(texts[-1:]), len(reader._idle)) == ([None], 1)
+
+
+async def test_a_read_in_a_child_reports_the_cpu_it_took():
+    """A long script's syntax is read in a child process, whose CPU counts toward the session's checks."""
+    reader = SyntaxReader()
+    try:
+        long = ''.join(f'value_{i} = [str(x) for x in range({i})]\n' for i in range(3000))
+        used: list[float] = []
+        assert len(await reader.read(['x = 1'], used.append)) == 1 and used == []  # read inline: no child
+        [syntax] = await reader.read([long], used.append)
+        assert syntax is not None and len(used) == 1 and used[0] > 0
+    finally:
+        await reader.aclose()

@@ -223,16 +223,23 @@ class Session:
         if self._quota is not None:
             self._system.room = self._overlay_room
         self._cpu_seconds = 0.0  # the worker's CPU at the last reading (cpu_seconds)
+        self._checker_cpu = 0.0  # the CPU of the session's type checks (cpu_seconds)
+        self._ended_cpu = 0.0  # the CPU of its workers before this one (a feed rolled back) (cpu_seconds)
         self._opened = False  # entered, and its end not yet reported to the pool's observer
 
     @property
     def cpu_seconds(self) -> float:
         """The CPU seconds (user + system) the session's worker has used since it was forked,
-        replays of a loaded state included: read from the kernel (`/proc`), never from the worker.
-        After the worker ends it stays at the last reading, taken as the session killed it. A
-        server counts a tenant's CPU from it (see `corral.server.quotas`)."""
+        replays of a loaded state included, and those of the workers a stored session's feed
+        stopped by a time limit replaced (which replay its journal), and its type checker's
+        processes in the session's checks (its stubs', its scripts'): read from the kernel
+        (`/proc`, and as each ty check ends), never from the worker. After the worker ends it stays at the last reading, taken
+        as the session killed it. A server counts a tenant's CPU from it (see `corral.server.quotas`)."""
         self._read_cpu()
-        return self._cpu_seconds
+        return self._ended_cpu + self._cpu_seconds + self._checker_cpu
+
+    def _count_check(self, seconds: float) -> None:
+        self._checker_cpu += seconds
 
     def _read_cpu(self) -> None:
         seconds = self._worker.cpu_seconds() if self._worker is not None else None
@@ -275,6 +282,7 @@ class Session:
 
     async def __aenter__(self) -> Session:
         try:
+            self._check_stub_size()
             if self._type_check:
                 await self._check_stubs()
             try:
@@ -297,6 +305,7 @@ class Session:
         loop = asyncio.get_running_loop()
         self._transport, _ = await loop.connect_accepted_socket(lambda: _Protocol(self), worker.sock)
         self._worker = worker
+        self._ended_cpu, self._cpu_seconds = self._ended_cpu + self._cpu_seconds, 0.0  # the last reading of the one before
 
     async def _open_stored(self) -> None:
         """Take the lease of the stored session (a new one, the one named, or a fork of it) and its state."""
@@ -334,6 +343,21 @@ class Session:
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
 
+    def _check_stub_size(self) -> None:
+        """Raise `SandboxLimitError` for stubs (the session's and its external modules') past `Limits.stub_size`."""
+        limit = self.limits.stub_size
+        texts = [text for text in (self._stubs, *(module.stubs for module in self._modules.values())) if isinstance(text, str)]
+        if limit is None or sum(len(text) for text in texts) * 4 <= limit:  # else short enough
+            return
+        size = sum(len(text.encode('utf-8', 'surrogatepass')) for text in texts)
+        if size > limit:
+            raise SandboxLimitError(
+                f"the stubs are {size} bytes (type_check_stubs and the external modules' stubs together), "
+                f'more than the stub_size limit of {limit} bytes; the session did not open',
+                limit='stub_size',
+                value=limit,
+            )
+
     async def _check_stubs(self) -> None:
         """Raise `StubError` for stubs ty finds errors in, or an external module's stub of a function
         the module does not have: either would leave a script's use of it unchecked."""
@@ -342,7 +366,9 @@ class Session:
             if problem is not None:
                 raise StubError(problem)
         modules = {name: module.stubs or '' for name, module in self._modules.items()}
-        diagnostics = await self._pool._type_checker().check_stubs(self._stubs, modules)
+        diagnostics = await self._pool._type_checker().check_stubs(
+            self._stubs, modules, time_limit=self.limits.type_check_time, memory=self.limits.type_check_memory, on_cpu=self._count_check
+        )
         if diagnostics is not None:
             raise StubError(f'ty finds errors in the stubs, which would leave their functions unchecked:\n{diagnostics}', diagnostics=diagnostics)
 
@@ -678,6 +704,7 @@ class Session:
                 context=self._context,
                 time_limit=self.limits.type_check_time,
                 memory=self.limits.type_check_memory,
+                on_cpu=self._count_check,
             )
             self._pool.observer.type_checked(perf_counter() - started, diagnostics is None)
             if span.is_recording():

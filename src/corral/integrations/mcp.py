@@ -5,8 +5,8 @@
     corral mcp ... --transport http --port 8000   # streamable HTTP at http://127.0.0.1:8000/mcp
 
 `--functions` and `--upstream` repeat and combine. Variables persist between the `run_code` calls of
-one MCP session (the one client of a stdio server; each `Mcp-Session-Id` over HTTP); `restart: true`
-starts again. Needs the `mcp` extra (`pip install "corral[mcp]"`).
+one MCP session (the one client of a stdio server; each `Mcp-Session-Id` over HTTP, a number of
+them per client address: see `_Sessions`); `restart: true` starts again. Needs the `mcp` extra (`pip install "corral[mcp]"`).
 """
 
 from __future__ import annotations
@@ -198,21 +198,35 @@ async def connect_upstreams(group: anyio.abc.TaskGroup, commands: Sequence[str |
 # ----- the server ------------------------------------------------------------------------------
 
 class _Sessions:
-    """One `CodeTool` with a kept sandbox per MCP session, the least recently used closed past `limit`."""
+    """One `CodeTool` with a kept sandbox per MCP session, by its client and session id (see
+    `_http_session`): at most `per_client` for one client, whose least recently used is closed
+    for its next, and `limit` in all, past which the least recently used of the client holding
+    the most is closed. So a client that opens many sessions closes its own sandboxes, not
+    another's, and a client holding no more than its share (`limit` over the clients) loses none
+    to the others."""
 
-    def __init__(self, make: Callable[[], CodeTool], *, limit: int = 32) -> None:
+    def __init__(self, make: Callable[[], CodeTool], *, per_client: int = 32, limit: int = 64) -> None:
         self._make = make
+        self._per_client = per_client
         self._limit = limit
-        self._tools: collections.OrderedDict[Any, CodeTool] = collections.OrderedDict()
+        self._tools: collections.OrderedDict[tuple[str, str], CodeTool] = collections.OrderedDict()
 
-    async def get(self, key: Any) -> CodeTool:
+    async def get(self, client: str, session: str) -> CodeTool:
+        key = (client, session)
         tool = self._tools.get(key)
-        if tool is None:
-            tool = self._tools[key] = self._make()
-            while len(self._tools) > self._limit:
-                _, oldest = self._tools.popitem(last=False)
-                await oldest.aclose()
-        self._tools.move_to_end(key)
+        if tool is not None:
+            self._tools.move_to_end(key)
+            return tool
+        held = collections.Counter(holder for holder, _ in self._tools)
+        closing = None
+        if held[client] >= self._per_client:
+            closing = self._tools.pop(next(other for other in self._tools if other[0] == client))
+        elif len(self._tools) >= self._limit:
+            most = max(held.values())
+            closing = self._tools.pop(next(other for other in self._tools if held[other[0]] == most))
+        tool = self._tools[key] = self._make()  # before the close: a call meanwhile finds it
+        if closing is not None:
+            await closing.aclose()
         return tool
 
     async def aclose(self) -> None:
@@ -221,15 +235,19 @@ class _Sessions:
             await tool.aclose()
 
 
-def _one_session(ctx: Context) -> Any:
+def _one_session(ctx: Context) -> tuple[str, str] | None:
     """Over stdio the server has one client: one sandbox for the whole connection."""
-    return None
+    return ('', '')
 
 
-def _http_session(ctx: Context) -> Any:
-    """Over HTTP, the client's `Mcp-Session-Id`; without one, a sandbox of its own for each call."""
-    headers = ctx.headers or {}
-    return headers.get('mcp-session-id') or object()
+def _http_session(ctx: Context) -> tuple[str, str] | None:
+    """Over HTTP, the client's address and its `Mcp-Session-Id`; None without one (a sandbox for
+    the call alone). Behind a proxy every client has the proxy's address."""
+    session = (ctx.headers or {}).get('mcp-session-id')
+    if session is None:
+        return None
+    address = getattr(ctx.request_context.request, 'client', None)
+    return (address.host if address is not None else '', session)
 
 
 def _version() -> str:
@@ -250,12 +268,16 @@ def build_server(
     keep_session: bool = True,
     transport: str = 'stdio',
     name: str = 'corral',
+    per_client: int = 32,
+    limit: int = 64,
 ) -> tuple[MCPServer, Callable[[], Awaitable[None]]]:
     """An `MCPServer` with a `run_code` tool over `functions`, and the coroutine function that closes it.
 
     `stubs`, when given, is the stub text of `functions` (for functions known only by schemas).
     With `keep_session`, variables persist across calls: for the whole connection over `'stdio'`,
-    per `Mcp-Session-Id` over `'http'`.
+    per `Mcp-Session-Id` over `'http'`, where `per_client` sandboxes are kept for one client
+    address and `limit` in all (see `_Sessions`: a client's new sessions close its own least
+    recently used sandbox, never another client's while that one holds no more than its share).
     """
     session_key = _one_session if transport == 'stdio' else _http_session
     functions = dict(functions or {})
@@ -264,7 +286,7 @@ def build_server(
         return CodeTool(functions, stubs=stubs, type_check=type_check, limits=limits, pool=pool, keep_session=keep_session)
 
     template = make()
-    sessions = _Sessions(make)
+    sessions = _Sessions(make, per_client=per_client, limit=limit)
     server = MCPServer(name, version=_version(), instructions='Run Python scripts with the run_code tool; its description lists the functions a script can call.')
 
     async def run_code(
@@ -272,8 +294,15 @@ def build_server(
         ctx: Context,
         restart: Annotated[bool, Field(description='Start from a fresh sandbox, without the variables of earlier calls.')] = False,
     ) -> CallToolResult:
-        tool = await sessions.get(session_key(ctx) if keep_session else None)
-        text, ok, images = await tool._execute(code, restart=restart)
+        key = session_key(ctx) if keep_session else ('', '')
+        if key is None:  # a sandbox of its own, closed after the call
+            tool = make()
+            try:
+                text, ok, images = await tool._execute(code, restart=restart)
+            finally:
+                await tool.aclose()
+        else:
+            text, ok, images = await (await sessions.get(*key))._execute(code, restart=restart)
         # Returned as is, so the model reads exactly corral's text (a raised ToolError gets a prefix);
         # a figure the script made follows as an image
         pictures = [ImageContent(type='image', data=base64.b64encode(image.data).decode('ascii'), mime_type=image.mime_type) for image in images]

@@ -106,6 +106,11 @@ class ServerHooks:
         """A client asks for a session (before any worker starts). `options` are its checkout
         options as `corral.server.protocol` carries them (`session_id`, `ephemeral`, `limits` ...)."""
 
+    async def session_starting(self, tenant: str, session: Session) -> None:
+        """The session is about to start: its type checker to check its stubs, its worker to
+        start, a stored one (or the one it forks) to be replayed in it. `session_opened` follows
+        when it started, else `session_closed` with None."""
+
     async def session_opened(self, tenant: str, session: Session) -> None:
         """The session started (its worker is up; a stored session holds its lease)."""
 
@@ -114,7 +119,7 @@ class ServerHooks:
         Called once for every `session_opening` that did not raise."""
 
     async def feed_starting(self, tenant: str, session: Session) -> None:
-        """A feed (or a resumption of a paused one) is about to run."""
+        """A feed, a resumption of a paused one, or a load of a state (which replays its feeds) is about to run."""
 
     async def feed_ended(self, tenant: str, session: Session, outcome: str, seconds: float, host_calls: int) -> None:
         """A feed ended: `outcome` is 'ok', 'paused', or the class name of the exception it raised
@@ -255,7 +260,7 @@ def create_app(
       2 * 1024**3, 'wall_time': 60}`), higher or lower than the defaults. A session's `limits` may
       lower a limit with a ceiling, never raise or lift it (refused with a `ValueError` naming the
       ceiling); a limit it leaves at its default gets the ceiling when that is lower. Without a
-      ceiling of their own, `memory`, `cpu_time`, `type_check_time` and `type_check_memory` have
+      ceiling of their own, `memory`, `cpu_time`, `stub_size`, `type_check_time` and `type_check_memory` have
       the default `Limits()`'s as theirs: the host's CPU and memory, which every tenant shares. A
       ceiling on `value_items` or `value_size` is also the bound on what the server decodes from
       one frame (default: the default `Limits()`'s). Raises `ValueError` for an unknown limit or a
@@ -628,6 +633,8 @@ class _Connection:
             session = self.server.checkout(self.tenant, **checkout)
         except (TypeError, ValueError, RuntimeError) as error:
             raise _Close(p.CLOSE_ENDED, error) from None
+        for hook in self.server.hooks:
+            await hook.session_starting(self.tenant, session)
         try:
             await session.__aenter__()
         except (SandboxError, ValueError, TypeError, RuntimeError) as error:
@@ -772,10 +779,11 @@ class _Connection:
         if kind == p.DUMP:
             _shape(message, 1)
             return await self._outcome(session.dump())
-        if kind == p.LOAD:
+        if kind == p.LOAD:  # a feed for the hooks: it replays the state's feeds
             _, state = _shape(message, 2)
-            return await self._outcome(session.load_session(state))
-        if kind == p.FEED:
+            trace, held = None, []
+            run = lambda: session.load_session(state)  # noqa: E731
+        elif kind == p.FEED:
             _, code, functions, trace, held = _shape(message, 5)
             lookup = self._lookup(functions)
             run = lambda: session.feed_run(code, external_lookup=lookup, print_callback=self._print)  # noqa: E731
@@ -797,14 +805,15 @@ class _Connection:
                 for hook in self.server.hooks:
                     await hook.feed_starting(self.tenant, session)
             except SandboxError as error:  # refused (a quota): counted as a feed that failed
-                self.server.pool.observer.feed_ended(time.monotonic() - started, error)
+                if kind != p.LOAD:
+                    self.server.pool.observer.feed_ended(time.monotonic() - started, error)
                 raise
             value = await run()
             unused = [entry for entries in self._held.values() for entry in entries]
             if unused:
                 outcome = 'SandboxWorkerError'
                 return p.error_message(SandboxWorkerError(_diverged(unused)))
-            return [p.RESULT, value, session.value_repr]
+            return [p.RESULT, value, None if kind == p.LOAD else session.value_repr]
         except SandboxPaused:
             outcome = 'paused'
             return [p.PAUSED]
@@ -905,7 +914,7 @@ _DEFAULT_LIMITS = Limits()
 #: then the default): the CPU and memory its worker and its type check take from the host, which
 #: every tenant shares (a tenant's CPU quota is checked as a feed starts, so a feed's own
 #: `cpu_time` is what bounds it).
-_CEILINGS = ('memory', 'cpu_time', 'type_check_time', 'type_check_memory')
+_CEILINGS = ('memory', 'cpu_time', 'stub_size', 'type_check_time', 'type_check_memory')
 
 
 def _ceilings(max_limits: Mapping[str, float]) -> dict[str, float]:

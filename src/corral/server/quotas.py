@@ -37,9 +37,10 @@ class TenantQuotas:
 
     - `concurrent_sessions`: sessions checked out at once, on all replicas together.
     - `stored_bytes`: bytes of stored session states (the signed states as the store holds them).
-    - `cpu_seconds_per_hour`: CPU seconds (user + system) of the tenant's workers in the last 60
-      minutes of the store's clock, counted per minute. A feed starts only while the tenant is
-      under it, so one feed can go over it by at most its own `Limits.cpu_time`.
+    - `cpu_seconds_per_hour`: CPU seconds (user + system) of the tenant's workers and type checks
+      in the last 60 minutes of the store's clock, counted per minute. A session opens, and a
+      feed or load starts, only while the tenant is under it, so one can go over it by at most
+      its own `Limits.cpu_time` (and `type_check_time`).
 
     Raises `ValueError` for a negative, fractional (for the counts) or non-finite value.
     """
@@ -189,10 +190,10 @@ class Quotas:
 
     @contextlib.asynccontextmanager
     async def feed(self, tenant: str, session: Session) -> AsyncGenerator[None]:
-        """Around one feed (or resume) of `session`: refuse to start it past the tenant's
-        `cpu_seconds_per_hour` (`check_cpu`), and afterwards add the CPU the session's worker used
-        since its last feed counted here (`Session.cpu_seconds`, so the replay of a loaded state
-        counts with the first feed) to the tenant's use, whether the feed succeeded or not.
+        """Around one feed, resume or load of `session`: refuse to start it past the tenant's
+        `cpu_seconds_per_hour` (`check_cpu`), and afterwards add the CPU the session used since
+        it was last counted here (`Session.cpu_seconds`: its worker's, a load's replay and its type
+        checks included) to the tenant's use, whether the feed succeeded or not.
 
         The worker's CPU is also read every `flush_interval` seconds while the feed runs, so a long
         feed counts as it goes, and a worker that dies on its own (where nothing can read its CPU
@@ -200,6 +201,15 @@ class Quotas:
         written to the store within `flush_interval` seconds, one write per tenant (not per feed,
         so a feed's reply never waits for a commit), which is when other replicas see them."""
         await self.check_cpu(tenant)
+        async with self.counting(tenant, session):
+            yield
+
+    @contextlib.asynccontextmanager
+    async def counting(self, tenant: str, session: Session) -> AsyncGenerator[None]:
+        """Count the CPU `session` uses in the block toward the tenant's `cpu_seconds_per_hour`, as
+        `feed` does, without refusing anything: around a session's opening, whose worker replays
+        a stored state and whose type checker checks its stubs (the server checks the quota
+        before the session opens)."""
         counting = asyncio.get_running_loop().create_task(self._count_while_running(tenant, session))
         try:
             yield

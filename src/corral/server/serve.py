@@ -94,7 +94,7 @@ def main(argv: list[str]) -> int:
         '--max-limit', type=_max_limit, action='append', default=[], metavar='NAME=VALUE',
         help="a ceiling on sessions' limits (a field of corral.Limits, in its unit: bytes, seconds, items ...), higher or lower than "
         'its default; sessions may lower it, not raise it. Repeat for more limits (default: the default Limits() '
-        'for memory, cpu_time, type_check_time and type_check_memory, no ceiling for the others)',
+        'for memory, cpu_time, stub_size, type_check_time and type_check_memory, no ceiling for the others)',
     )
     parser.add_argument('--drain-grace', type=float, default=DRAIN_GRACE, metavar='SECONDS', help=f'on SIGTERM, seconds the feeds running get to end before their sessions move elsewhere (default: {DRAIN_GRACE:g})')
     parser.add_argument('--lease-ttl', type=float, default=30.0, metavar='SECONDS', help="seconds a stored session's lease outlives a replica that died holding it (default: 30)")

@@ -36,10 +36,12 @@ def authenticator(keys: KeyRing, *, anonymous: bool) -> Authenticate:
 
 class TenantHooks(ServerHooks):
     """The hooks that hold a server's connections to their tenant's quotas: one of its
-    `concurrent_sessions` from the session's opening to its close (`Quotas.session`), and
-    `Quotas.feed` around every feed and resumption (refused past `cpu_seconds_per_hour`, its
-    worker's CPU counted after, and refused while the session's slot is lost: see `TenantSlot`).
-    A refusal reaches the client as the `SandboxQuotaError`."""
+    `concurrent_sessions` from the session's opening to its close (`Quotas.session`), and its
+    `cpu_seconds_per_hour`: a session opens (replaying a stored one, or the one it forks) only
+    under it, with the CPU of the opening counted (`Quotas.counting`), and `Quotas.feed` is
+    around every feed, resumption and load (refused past the quota, the session's CPU counted
+    after, and refused while the session's slot is lost: see `TenantSlot`). A refusal reaches
+    the client as the `SandboxQuotaError`."""
 
     def __init__(self, quotas: Quotas) -> None:
         self.quotas = quotas
@@ -47,21 +49,33 @@ class TenantHooks(ServerHooks):
         self._sessions: dict[asyncio.Task[Any], tuple[contextlib.AsyncExitStack, TenantSlot]] = {}
         self._slots: dict[Session, TenantSlot] = {}
         self._feeds: dict[asyncio.Task[Any], contextlib.AsyncExitStack] = {}
+        self._openings: dict[asyncio.Task[Any], contextlib.AsyncExitStack] = {}
 
     async def session_opening(self, tenant: str, options: dict[str, Any]) -> None:
+        await self.quotas.check_cpu(tenant)
         stack = contextlib.AsyncExitStack()
         slot = await stack.enter_async_context(self.quotas.session(tenant))
         self._sessions[_task()] = (stack, slot)
 
+    async def session_starting(self, tenant: str, session: Session) -> None:
+        self._openings[_task()] = await _entered(self.quotas.counting(tenant, session))
+
     async def session_opened(self, tenant: str, session: Session) -> None:
+        await self._opened()
         self._slots[session] = self._sessions[_task()][1]
 
     async def session_closed(self, tenant: str, session: Session | None, seconds: float) -> None:
+        await self._opened()  # an opening that failed: what it used counts all the same
         held = self._sessions.pop(_task(), None)
         if session is not None:
             self._slots.pop(session, None)
         if held is not None:
             await held[0].aclose()
+
+    async def _opened(self) -> None:
+        counting = self._openings.pop(_task(), None)
+        if counting is not None:
+            await counting.aclose()
 
     async def feed_starting(self, tenant: str, session: Session) -> None:
         slot = self._slots.get(session)

@@ -6,29 +6,34 @@ each ty process's heap).  Going past either raises ``SandboxLimitError``; any ot
 (not installed, cannot start, crashed) raises ``SandboxCheckerError``.  Each check has a folder
 and a warm ``ty server`` of its own (a slot), so one slow check holds up no other: the others
 use other slots, and a check still running after ``TypeChecker.demote_after`` seconds gets the
-lowest CPU priority, so that it takes only the CPU the others leave.
+lowest CPU priority, so that it takes only the CPU the others leave.  The check of a session's
+stubs (``check_stubs``) is bounded the same way, and each check reports the CPU its processes used
+(``on_cpu``), which a session counts.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
+import hashlib
 import keyword
 import os
 import re
 import shutil
+import subprocess
 import sys
 import tempfile
 import weakref
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 from ..errors import SandboxCheckerError, SandboxLimitError
 from . import _ran, _render, _sandbox
 from ._awaits import AWAIT_MESSAGES, ModuleScope
 from ._context import relevant_context, unread
 from ._reader import SyntaxReader
-from ._server import TyServer, kill_child, lower_priority, memory_bound, out_of_memory, without_top_level_awaits
+from ._server import TyServer, lower_priority, memory_bound, out_of_memory, run_to_end, without_top_level_awaits
 from ._stdlib import SandboxTypeshed, sandbox_typeshed
 from ._syntax import Syntax
 
@@ -53,6 +58,15 @@ _TOO_LARGE = (
     'the type check of the script needed more than the type_check_memory limit of {} bytes and was stopped; '
     'the script did not run (a script this costly to check is very long or very branched: split it into smaller scripts)'
 )
+_STUBS_TOO_SLOW = (
+    'the type check of the stubs took longer than the type_check_time limit of {} seconds and was stopped; '
+    'the session did not open (stubs this slow to check are very large, or have very large unions or overloads: simplify them)'
+)
+_STUBS_TOO_LARGE = (
+    'the type check of the stubs needed more than the type_check_memory limit of {} bytes and was stopped; '
+    'the session did not open (stubs this costly to check are very large, or have very large unions or overloads: simplify them)'
+)
+_T = TypeVar('_T')
 
 
 class _OutOfMemory(Exception):
@@ -156,6 +170,15 @@ def _module_files(modules: Mapping[str, str], script_name: str) -> dict[str, str
     return files
 
 
+def _stubs_digest(stubs: str | None, modules: Mapping[str, str]) -> bytes:
+    """A hash of a session's stubs and its modules' (what `check_stubs` keeps its answers by)."""
+    digest = hashlib.blake2b(digest_size=32)
+    for part in ('' if stubs is None else '+' + stubs, *(text for item in sorted(modules.items()) for text in item)):
+        data = part.encode('utf-8', 'surrogatepass')
+        digest.update(len(data).to_bytes(8, 'little') + data)
+    return digest.digest()
+
+
 class _Slot:
     """A folder holding one check's files; reused between checks with the same memory bound."""
 
@@ -168,9 +191,11 @@ class _Slot:
         self.server: TyServer | None = None
         self.starting: asyncio.Task[None] | None = None
         #: The `ty check` process running for the slot's check.
-        self.process: asyncio.subprocess.Process | None = None
+        self.process: subprocess.Popen[bytes] | None = None
         #: Whether the slot's processes run at the lowest priority (the slot is then not reused).
         self.demoted = False
+        #: CPU seconds of the slot's ty processes in its current check (see `TypeChecker.check`).
+        self.cpu = 0.0
 
     def lower_priority(self) -> None:
         """Let the slot's ty processes, now and later, run only on CPU that others leave."""
@@ -179,6 +204,9 @@ class _Slot:
             self.server.lower_priority()
         if self.process is not None and self.process.returncode is None:
             lower_priority(self.process.pid)
+
+    def add_cpu(self, seconds: float) -> None:
+        self.cpu += seconds
 
     def sync(self, wanted: dict[str, str]) -> list[str]:
         """Make the folder hold exactly ``wanted``, writing only what changed; return what changed."""
@@ -226,7 +254,7 @@ class TypeChecker:
     #: Seconds after which a check's ty processes get the lowest CPU priority: a check of a
     #: model's script takes milliseconds, and one that runs on must not slow the others.
     demote_after: float = 1.0
-    #: Sets of stubs whose own diagnostics (`check_stubs`) are kept.
+    #: Sets of stubs whose own diagnostics (`check_stubs`) are kept, by a hash of their text.
     stub_checks_kept: int = 64
 
     def __init__(self, packages: Sequence[str] = ()) -> None:
@@ -242,7 +270,9 @@ class TypeChecker:
         self._typeshed_bin: str | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._slots: set[_Slot] = set()
-        self._stub_checks: dict[tuple[str | None, tuple[tuple[str, str], ...]], asyncio.Task[str | None]] = {}
+        self._stub_results: collections.OrderedDict[bytes, str | None] = collections.OrderedDict()
+        # stub checks running, by the stubs' hash and the check's limits, and how many wait on each
+        self._stub_checks: dict[tuple[bytes, float | None, int | None], tuple[asyncio.Task[str | None], list[int]]] = {}
         self._reader = SyntaxReader()
 
     # ------------------------------------------------------------------ setup
@@ -354,6 +384,7 @@ class TypeChecker:
         context: Sequence[str] = (),
         time_limit: float | None = None,
         memory: int | None = None,
+        on_cpu: Callable[[float], None] | None = None,
     ) -> str | None:
         """Return the rendered diagnostics (str, no trailing newline, diagnostics
         separated by one blank line, no 'Found N diagnostics' line), or None when
@@ -363,7 +394,11 @@ class TypeChecker:
         bytes (None: no bound).  Raises ``SandboxLimitError`` past either (``limit`` is
         ``'type_check_time'`` or ``'type_check_memory'``, as in ``Limits``),
         ``SandboxCheckerError`` when ty is missing or fails, ValueError or TypeError for a bad
-        script name or module stubs."""
+        script name or module stubs.  ``on_cpu``, when given, is called once with the CPU
+        seconds (user + system) the check's ty processes used, whether it passed, failed or was
+        stopped: a `ty check` process's as the kernel accounts it when it ends, what the slot's
+        warm `ty server` used since a check last counted it, and the syntax reader's child's for
+        a long script."""
         if not _SCRIPT_NAME_RE.match(script_name) or script_name[:-3] in (STUBS_MODULE, '__builtins__'):
             raise ValueError(f'invalid script name: {script_name!r}')
         code = code.removeprefix('\ufeff')
@@ -378,23 +413,47 @@ class TypeChecker:
         except (RuntimeError, OSError) as exc:
             raise SandboxCheckerError(f'the type checker could not check the script, so it did not run: {exc}') from None
         ok = False
-        demote = asyncio.get_running_loop().call_later(self.demote_after, slot.lower_priority)
+        slot.cpu = 0.0
         try:
-            async with asyncio.timeout(time_limit) as deadline:
-                result = await self._check(slot, code, script_name, wanted, modules, context)
+            result = await self._bounded(
+                slot, self._check(slot, code, script_name, wanted, modules, context), time_limit, memory, _TOO_SLOW, _TOO_LARGE
+            )
             ok = True
             return result
-        except TimeoutError:
-            if not deadline.expired():
-                raise
-            raise SandboxLimitError(_TOO_SLOW.format(time_limit), limit='type_check_time', value=time_limit) from None
-        except _OutOfMemory:
-            raise SandboxLimitError(_TOO_LARGE.format(memory), limit='type_check_memory', value=memory) from None
         except (RuntimeError, OSError) as exc:  # OSError: the checker's own folders (a full disk)
             raise SandboxCheckerError(f'the type checker could not check the script, so it did not run: {exc}') from None
         finally:
-            demote.cancel()
+            self._count_server(slot)
+            if on_cpu is not None:
+                on_cpu(slot.cpu)
             self._release(slot, ok)  # a slot cut short is killed with its processes
+
+    async def _bounded(
+        self, slot: _Slot, work: Awaitable[_T], time_limit: float | None, memory: int | None, too_slow: str, too_large: str
+    ) -> _T:
+        """`work` (a check in `slot`) within `time_limit` seconds and `memory` bytes of heap per ty
+        process, its ty processes demoted after `demote_after` seconds; `SandboxLimitError` past
+        either, with the text `too_slow` or `too_large` (formatted with the limit)."""
+        demote = asyncio.get_running_loop().call_later(self.demote_after, slot.lower_priority)
+        try:
+            async with asyncio.timeout(time_limit) as deadline:
+                return await work
+        except TimeoutError:
+            if not deadline.expired():
+                raise
+            raise SandboxLimitError(too_slow.format(time_limit), limit='type_check_time', value=time_limit) from None
+        except _OutOfMemory:
+            raise SandboxLimitError(too_large.format(memory), limit='type_check_memory', value=memory) from None
+        finally:
+            demote.cancel()
+
+    def _count_server(self, slot: _Slot) -> None:
+        """Add to the slot's check what its warm server used since a check last counted it (its start and warm-up included)."""
+        server = slot.server
+        now = server.cpu_seconds() if server is not None else None
+        if now is not None and server is not None:
+            slot.add_cpu(max(now - server.counted_cpu, 0.0))
+            server.counted_cpu = now
 
     async def _prepare(self) -> None:
         """Find ty, make the checker's folders and build the sandbox's standard library stubs
@@ -417,7 +476,7 @@ class TypeChecker:
         known: dict[str, Syntax | None] = {}
         texts = [code, *unread(context, code)]
         while texts:  # off the event loop when long; again what another check made forgotten meanwhile
-            known.update(zip(texts, await self._reader.read(texts)))
+            known.update(zip(texts, await self._reader.read(texts, slot.add_cpu)))
             texts = [text for text in unread(context, code) if text not in known]
         syntax = known[code]
         quick_prefix, quick_offset = _joined(relevant_context(context, code, known))
@@ -444,54 +503,95 @@ class TypeChecker:
             return ''
         return _ran.ran_part(code, line, syntax)
 
-    async def check_stubs(self, stubs: str | None, modules: Mapping[str, str] = {}) -> str | None:
+    async def check_stubs(
+        self,
+        stubs: str | None,
+        modules: Mapping[str, str] = {},
+        *,
+        time_limit: float | None = None,
+        memory: int | None = None,
+        on_cpu: Callable[[float], None] | None = None,
+    ) -> str | None:
         """ty's diagnostics of the stub files themselves, or None when they have no error.
 
         A stub ty cannot read (a misspelled import such as `from typing import Litteral`, an
         undefined type, a syntax error) does not fail a script's check: the function it declares
         is then left unchecked, silently. The text is ty's, with the files named as in a script's
         diagnostics (`repl_type_stubs.pyi`, `<module>.pyi`). The answer for the same stubs is kept
-        (the last `stub_checks_kept` sets), so a pool's checkouts pay for it once.
-        """
-        key = (stubs, tuple(sorted(modules.items())))
-        task = self._stub_checks.get(key)
-        if task is not None and task.done() and not task.cancelled() and task.exception() is None:
-            return task.result()
-        if task is None:
-            task = self._stub_checks[key] = asyncio.get_running_loop().create_task(self._check_stubs(stubs, modules))
-            while len(self._stub_checks) > self.stub_checks_kept:
-                del self._stub_checks[next(iter(self._stub_checks))]
-        try:
-            return await asyncio.shield(task)  # shared: a cancelled checkout leaves it to the others
-        except RuntimeError:
-            if self._stub_checks.get(key) is task:
-                del self._stub_checks[key]
-            raise
+        (the last `stub_checks_kept` sets, by a hash of their text), so a pool's checkouts pay for
+        it once; checkouts asking for the same stubs with the same limits at once share one check,
+        which is stopped when every one of them has given up waiting (cancelled).
 
-    async def _check_stubs(self, stubs: str | None, modules: Mapping[str, str]) -> str | None:
+        Bounded as a script's check is (`check`): `time_limit`, `memory`, demoted after
+        `demote_after` seconds, `SandboxLimitError` past a limit (saying the session did not
+        open), `SandboxCheckerError` when ty fails. `on_cpu` is called with the CPU seconds of the
+        check's ty process by the checkout that started it (a kept answer costs none)."""
+        key = _stubs_digest(stubs, modules)
+        if key in self._stub_results:
+            self._stub_results.move_to_end(key)
+            return self._stub_results[key]
+        running = (key, time_limit, memory)
+        shared = self._stub_checks.get(running)
+        if shared is None:
+            task = asyncio.get_running_loop().create_task(self._check_stubs(key, stubs, modules, time_limit, memory, on_cpu))
+            shared = self._stub_checks[running] = (task, [0])
+            task.add_done_callback(lambda _: self._stub_checks.get(running) is shared and self._stub_checks.pop(running))
+        task, waiting = shared
+        waiting[0] += 1
+        try:
+            return await asyncio.shield(task)  # shared: a checkout that gives up leaves it to the others
+        except asyncio.CancelledError:
+            if waiting[0] == 1 and not task.done():  # the last one waiting: nobody wants it any more
+                task.cancel()
+                if self._stub_checks.get(running) is shared:  # a checkout asking next starts afresh
+                    del self._stub_checks[running]
+            raise
+        finally:
+            waiting[0] -= 1
+
+    async def _check_stubs(
+        self,
+        key: bytes,
+        stubs: str | None,
+        modules: Mapping[str, str],
+        time_limit: float | None,
+        memory: int | None,
+        on_cpu: Callable[[float], None] | None,
+    ) -> str | None:
         wanted = {_CONFIG_FILE: ''}
         wanted.update(_module_files(modules, 'main.py'))
         if stubs is not None:
             wanted[f'{STUBS_MODULE}.pyi'] = stubs
         if len(wanted) == 1:
             return None
-        # a folder of its own: a slot's warm server would not hear of the files changed here
-        slot = self._new_slot(None)
-        self._slots.discard(slot)
         try:
             await self._prepare()
+            # a folder of its own: a slot's warm server would not hear of the files changed here
+            slot = self._new_slot(memory)
+        except (RuntimeError, OSError) as exc:
+            raise SandboxCheckerError(f'the type checker could not check the stubs: {exc}') from None
+        self._slots.discard(slot)
+        try:
             slot.sync(wanted)
-            stdout = await self._run_ty(slot, '.')
+            stdout = await self._bounded(slot, self._run_ty(slot, '.'), time_limit, memory, _STUBS_TOO_SLOW, _STUBS_TOO_LARGE)
+        except (RuntimeError, OSError) as exc:
+            raise SandboxCheckerError(f'the type checker could not check the stubs: {exc}') from None
         finally:
             shutil.rmtree(slot.path, ignore_errors=True)
+            if on_cpu is not None:
+                on_cpu(slot.cpu)
         if self._typeshed is not None:
             stdlib = self._typeshed.stdlib
             for root in sorted({stdlib, os.path.realpath(stdlib)}, key=len, reverse=True):
                 stdout = stdout.replace(root + os.sep, 'stdlib/')
         diagnostics = [d for d in stdout.strip().split('\n\n') if d and not d.startswith(('Found ', 'All checks passed'))]
-        if not any(d.startswith(('error[', 'fatal[')) for d in diagnostics):
-            return None
-        return self._scrub('\n\n'.join(diagnostics), slot)
+        result = None
+        if any(d.startswith(('error[', 'fatal[')) for d in diagnostics):
+            result = self._scrub('\n\n'.join(diagnostics), slot)
+        self._stub_results[key] = result
+        while len(self._stub_results) > self.stub_checks_kept:
+            self._stub_results.popitem(last=False)
+        return result
 
     async def _clean(
         self,
@@ -514,6 +614,7 @@ class TypeChecker:
         except RuntimeError:
             if server.out_of_memory:
                 raise _OutOfMemory from None
+            self._count_server(slot)
             slot.server = None
             self._background(server.aclose())
             return False
@@ -536,14 +637,14 @@ class TypeChecker:
             '--',
             script_name,
         ]  # fmt: skip
-        try:
-            proc = await asyncio.create_subprocess_exec(
-                *memory_bound([self._ty_bin, *args], slot.memory),
+        try:  # not through asyncio's child watcher, which would reap it before its CPU is read (`run_to_end`)
+            proc = subprocess.Popen(
+                memory_bound([self._ty_bin, *args], slot.memory),
                 cwd=slot.path,
                 env=self._env,
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
             )
         except OSError as exc:
             raise RuntimeError(f'could not start the ty type checker ({self._ty_bin}): {exc}') from exc
@@ -551,12 +652,7 @@ class TypeChecker:
         try:
             if slot.demoted:
                 lower_priority(proc.pid)
-            out, err = await proc.communicate()
-        except BaseException:  # the check's deadline, or cancellation: don't leave ty running
-            kill_child(proc)
-            with contextlib.suppress(Exception):
-                await proc.wait()
-            raise
+            out, err = await run_to_end(proc, slot.add_cpu)  # the check's deadline, or cancellation: ty is killed
         finally:
             slot.process = None
         stdout = out.decode('utf-8', 'replace')

@@ -20,10 +20,10 @@ import asyncio
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from . import _syntax
-from ._server import kill_child
+from ._server import kill_child, process_cpu
 from ._syntax import FRAME, Syntax
 
 __all__ = ['SyntaxReader']
@@ -106,8 +106,10 @@ class SyntaxReader:
         self._closed = False
         self._children = asyncio.Semaphore(os.cpu_count() or 1)
 
-    async def read(self, texts: Sequence[str]) -> list[Syntax | None]:
+    async def read(self, texts: Sequence[str], on_cpu: Callable[[float], None] | None = None) -> list[Syntax | None]:
         """The `Syntax` of each of `texts` (None for one that does not parse), in their order.
+        `on_cpu`, when given, is called with the CPU seconds a child used for them (`/proc`), if
+        one read them.
 
         Raises RuntimeError when a child cannot be started, dies or takes longer than
         `time_limit` seconds (it is then killed)."""
@@ -119,7 +121,7 @@ class SyntaxReader:
         if sum(map(len, unread)) <= self.inline_characters:
             found.update((text, _syntax.read(text)) for text in unread)
         elif unread:
-            found.update(zip(unread, await self._read_in_child(unread)))
+            found.update(zip(unread, await self._read_in_child(unread, on_cpu)))
             for text in unread:
                 if len(text) > self.inline_characters:
                     self._kept[text] = found[text]
@@ -127,7 +129,7 @@ class SyntaxReader:
                 del self._kept[next(iter(self._kept))]
         return [found[text] for text in texts]
 
-    async def _read_in_child(self, texts: list[str]) -> list[Syntax | None]:
+    async def _read_in_child(self, texts: list[str], on_cpu: Callable[[float], None] | None) -> list[Syntax | None]:
         if self._closed:
             raise RuntimeError('the reader of scripts is closed')
         async with self._children:
@@ -136,6 +138,7 @@ class SyntaxReader:
             child = self._idle.pop() if self._idle else await _Child.start()
             self._running.add(child)
             done = False
+            before = process_cpu(child.proc.pid)
             try:
                 async with asyncio.timeout(self.time_limit) as deadline:
                     syntaxes = await child.read(texts)
@@ -146,6 +149,9 @@ class SyntaxReader:
                     raise
                 raise RuntimeError(f'the reader of scripts took longer than {self.time_limit} seconds and was stopped') from None
             finally:
+                after = process_cpu(child.proc.pid) if child.proc.returncode is None else None
+                if on_cpu is not None and before is not None and after is not None:
+                    on_cpu(after - before)
                 self._running.discard(child)
                 if done and not self._closed and len(self._idle) < self.max_idle:
                     self._idle.append(child)

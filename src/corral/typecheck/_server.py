@@ -26,16 +26,21 @@ import os
 import pathlib
 import resource
 import signal
+import subprocess
 import time
 import weakref
 from types import EllipsisType
+from collections.abc import Callable
 from typing import Any, Self
 
 from ._awaits import AWAIT_MESSAGES, ModuleScope
 from ._render import split_lines
 from ._syntax import Syntax, read
 
-__all__ = ['TyServer', 'memory_bound', 'is_async_outside_function', 'lower_priority', 'out_of_memory', 'without_top_level_awaits']
+__all__ = [
+    'TyServer', 'memory_bound', 'is_async_outside_function', 'lower_priority', 'out_of_memory', 'without_top_level_awaits',
+    'process_cpu', 'run_to_end',
+]
 
 _SCRIPT = 'main.py'
 _ERRORS_KEPT = 40  # lines of the server's stderr kept for error messages
@@ -115,7 +120,66 @@ def _frame(message: dict) -> bytes:
     return b'Content-Length: %d\r\n\r\n%b' % (len(body), body)
 
 
-def kill_child(proc: asyncio.subprocess.Process) -> None:
+def process_cpu(pid: int) -> float | None:
+    """The CPU seconds (user + system, all threads) process ``pid`` has used, from fields 14 and
+    15 of ``/proc/<pid>/stat`` (clock ticks; proc(5)); None when it cannot be read."""
+    try:
+        with open(f'/proc/{pid}/stat', 'rb') as stat:
+            fields = stat.read().rpartition(b')')[2].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+async def run_to_end(proc: subprocess.Popen[bytes], on_cpu: Callable[[float], None]) -> tuple[bytes, bytes]:
+    """Read the stdout and stderr of the child ``proc`` (started with both piped) to their end,
+    reap it and set its ``returncode``; ``on_cpu`` is called with the CPU seconds (user + system)
+    it used, from the kernel's account of it as it is reaped (``wait4``), which no reading of
+    ``/proc`` can give for a process that ends. The child must not be known to asyncio's child
+    watcher, which would reap it first. Cancelled, the child is killed, and reaped all the same."""
+    loop = asyncio.get_running_loop()
+    reaped = loop.create_task(_reap(proc, on_cpu))
+    reading = asyncio.gather(_read_to_end(proc.stdout), _read_to_end(proc.stderr))
+    try:
+        out, err = await reading
+        await asyncio.shield(reaped)  # a cancellation here must not stop the reaping
+    except BaseException:
+        kill_child(proc)
+        reading.cancel()
+        with contextlib.suppress(BaseException):
+            await asyncio.shield(reaped)
+        raise
+    return out, err
+
+
+async def _read_to_end(pipe: Any) -> bytes:
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=2**31, loop=loop)
+    transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader, loop=loop), pipe)
+    try:
+        return await reader.read()
+    finally:
+        transport.close()
+
+
+async def _reap(proc: subprocess.Popen[bytes], on_cpu: Callable[[float], None]) -> None:
+    loop = asyncio.get_running_loop()
+    descriptor = os.pidfd_open(proc.pid)  # the child is not reaped before this does it: its pid is its own
+    try:
+        ended = loop.create_future()
+        loop.add_reader(descriptor, lambda: ended.done() or ended.set_result(None))
+        try:
+            await ended
+        finally:
+            loop.remove_reader(descriptor)
+        _, status, usage = os.wait4(proc.pid, 0)
+    finally:
+        os.close(descriptor)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    on_cpu(usage.ru_utime + usage.ru_stime)
+
+
+def kill_child(proc: asyncio.subprocess.Process | subprocess.Popen[bytes]) -> None:
     """SIGKILL the child `proc` unless it has ended; asyncio's child watcher reaps it.
 
     Not `proc.kill()`: on Python 3.11 `Popen.send_signal` first polls the child, which reaps one
@@ -154,6 +218,8 @@ class TyServer:
             asyncio.create_task(self._stderr_loop()),
         ]
         self._finalizer = weakref.finalize(self, kill_child, proc)
+        #: The server's CPU seconds up to the last check that counted them (`TypeChecker.check`'s `on_cpu`).
+        self.counted_cpu = 0.0
 
     # ------------------------------------------------------------------ start
 
@@ -287,6 +353,10 @@ class TyServer:
         """Kill the server now, mid-request or not (``aclose`` still reaps it)."""
         self._broken('the ty server was stopped')
         kill_child(self._proc)
+
+    def cpu_seconds(self) -> float | None:
+        """The CPU seconds (user + system) the server has used since it started; None once it ended."""
+        return process_cpu(self._proc.pid) if self._proc.returncode is None else None
 
     @property
     def out_of_memory(self) -> bool:
