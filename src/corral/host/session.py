@@ -9,6 +9,7 @@ import contextvars
 import functools
 import hashlib
 import inspect
+import os
 import re
 import secrets
 import socket
@@ -59,6 +60,7 @@ from .journal import (
     seal,
     seal_record,
 )
+from .checkpoints import Checkpoint, state_digest
 from .lease import Lease
 from .os_access import OVERLAY_LIMIT, Mount, OsAccess, SystemCalls
 from .workers import WorkerProcess
@@ -223,6 +225,7 @@ class Session:
         if self._quota is not None:
             self._system.room = self._overlay_room
         self._cpu_seconds = 0.0  # the worker's CPU at the last reading (cpu_seconds)
+        self._cpu_base = 0.0  # what a checkpoint's worker had used before this session took it
         self._opened = False  # entered, and its end not yet reported to the pool's observer
 
     @property
@@ -232,7 +235,7 @@ class Session:
         After the worker ends it stays at the last reading, taken as the session killed it. A
         server counts a tenant's CPU from it (see `corral.server.quotas`)."""
         self._read_cpu()
-        return self._cpu_seconds
+        return self._cpu_seconds - self._cpu_base
 
     def _read_cpu(self) -> None:
         seconds = self._worker.cpu_seconds() if self._worker is not None else None
@@ -292,8 +295,12 @@ class Session:
         self._pool.observer.session_opened()
         return self
 
-    async def _start_worker(self) -> None:
-        worker = await self._pool._take_worker(self.limits)
+    async def _start_worker(self, worker: WorkerProcess | None = None) -> None:
+        """Take a fresh worker from the pool (or `worker`, a checkpoint's) and connect its channel."""
+        if worker is None:
+            worker = await self._pool._take_worker(self.limits)
+        else:
+            self._cpu_base = worker.cpu_seconds() or 0.0
         loop = asyncio.get_running_loop()
         self._transport, _ = await loop.connect_accepted_socket(lambda: _Protocol(self), worker.sock)
         self._worker = worker
@@ -311,8 +318,9 @@ class Session:
         await self._lease.acquire()
         if source is not None and not self._fork:
             stored = await store.get(source, tenant=self.tenant)
-        await self._start_worker()
-        if stored is not None:
+        if stored is None:
+            await self._start_worker()
+        else:
             state, chain = open_stored(
                 stored.state,
                 stored.records,
@@ -324,7 +332,11 @@ class Session:
                 session_id=source,  # type: ignore[arg-type]
                 packages=self._pool.packages,
             )
-            await self._restore(state)
+            checkpoint = None
+            if self._pool._checkpoints is not None:  # a fork takes it too: the source replays next time
+                checkpoint = self._pool._checkpoints.take(self.tenant, source, state_digest(state), (self.limits.memory, self.limits.cpu_time))  # type: ignore[arg-type]
+            await self._start_worker(None if checkpoint is None else checkpoint.worker)
+            await self._restore(state, checkpoint)
             if not self._fork:  # the store has it: the next feed appends to it
                 self._chain, self._stored, self._stored_open = chain, len(self._journal), self._paused
                 self._stored_overlay = self._system.overlay()
@@ -354,9 +366,12 @@ class Session:
             self._tick.cancel()
         if self._worker is not None:
             self._read_cpu()  # the last reading, before the worker's counters go with it
+            checkpoint = self._checkpoint()
             if self._transport is not None:
                 self._transport.abort()
             self._worker.kill()
+            if checkpoint is not None:
+                self._pool._checkpoints.keep(checkpoint)  # type: ignore[union-attr]
             self._worker = None
         if self._dead is None:
             self._dead = 'the session is closed'
@@ -1172,8 +1187,57 @@ class Session:
         self._full_due = True
         await self._store_state()
 
-    async def _restore(self, state: SessionState) -> None:
-        """Make this fresh session the one `state` holds: its mounts checked, its overlay, seed and feeds."""
+    def _checkpoint(self) -> Checkpoint | None:
+        """This closing session's worker as a live checkpoint, with a channel of its own (the
+        transport closes this one): for a stored session between feeds whose state the store has
+        whole, on a pool that keeps checkpoints; else None."""
+        checkpoints, worker = self._pool._checkpoints, self._worker
+        if (
+            checkpoints is None
+            or worker is None
+            or not self._opened  # entered whole: a checkout that failed part way has no state to keep
+            or self._pool._closed
+            or self._lease is None
+            or self._lease.lost is not None
+            or self._dead is not None
+            or self._done is not None
+            or self._paused
+            or self._call_tasks
+            or self._replaying is not None
+            or self._stored != len(self._journal)
+            or self._stored_open
+            or not worker.idle()
+        ):
+            return None
+        try:
+            state = self._state()
+        except SandboxStateError:
+            return None
+        sock = socket.socket(fileno=os.dup(worker.sock.fileno()))
+        sock.setblocking(False)
+        parked = WorkerProcess(worker.pidfd, sock)
+        worker.pidfd = -1  # the checkpoint's now: killing the session's handle closes only its channel
+        return Checkpoint(
+            self.tenant,
+            self.session_id,  # type: ignore[arg-type]
+            state_digest(state),
+            (self.limits.memory, self.limits.cpu_time),
+            parked,
+            list(self._journal),
+            list(self._context),
+            self._next_call,
+            self._journal_bytes,
+            dict(self._asyncs),
+        )
+
+    def _resume_checkpoint(self, checkpoint: Checkpoint) -> None:
+        """Take the host side of a checkpoint's session: what replaying its journal would rebuild."""
+        self._journal, self._context = list(checkpoint.journal), list(checkpoint.context)
+        self._next_call, self._journal_bytes, self._asyncs = checkpoint.next_call, checkpoint.journal_bytes, dict(checkpoint.asyncs)
+
+    async def _restore(self, state: SessionState, checkpoint: Checkpoint | None = None) -> None:
+        """Make this fresh session the one `state` holds: its mounts checked, its overlay, seed and
+        feeds (replayed, or taken from `checkpoint`, whose worker holds exactly this state)."""
         have = {path: mode for path, mode in self._system.mounts()}
         for path, mode in state.mounts:
             if have.get(path) != mode:
@@ -1188,7 +1252,10 @@ class Session:
             raise SandboxStateError(f'the session state is malformed ({error})') from None
         self._system.seed = state.seed
         self.script_name = state.script_name
-        await self._replay_state(state)
+        if checkpoint is not None:
+            self._resume_checkpoint(checkpoint)
+        else:
+            await self._replay_state(state)
 
     async def _replay_state(self, state: SessionState) -> None:
         """Replay each feed of `state` in this session's worker, answering from its record."""

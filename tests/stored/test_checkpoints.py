@@ -1,0 +1,261 @@
+"""Live checkpoints: a stored session's worker kept after it closed, taken by the next checkout of
+that exact state, and the journal replayed to the same session whenever there is none."""
+
+import asyncio
+import socket
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+import corral
+from corral.host.checkpoints import Checkpoint, Checkpoints, state_digest
+from corral.host.journal import SessionState
+from corral.host.workers import WorkerProcess
+
+from .test_replay_property import outcome, runs
+
+KEY = b'checkpoint-state-key-0123456789a'
+
+
+class Recorder(corral.PoolObserver):
+    def __init__(self):
+        self.taken = []
+        self.changes = []
+        self.calls = 0
+
+    def checkpoint_taken(self, used):
+        self.taken.append(used)
+
+    def checkpoints_changed(self, count, memory):
+        self.changes.append((count, memory))
+
+    def host_call(self, function):
+        self.calls += 1
+
+
+def dead(pid):
+    """Whether process `pid` is gone, or a zombie."""
+    try:
+        with open(f'/proc/{pid}/stat') as stat:
+            return stat.read().rpartition(')')[2].split()[0] in ('Z', 'X')
+    except FileNotFoundError:
+        return True
+
+
+async def wait_dead(pid):
+    for _ in range(200):
+        if dead(pid):
+            return True
+        await asyncio.sleep(0.01)
+    return False
+
+
+async def fetch(n):
+    return {'n': n, 'twice': n * 2}
+
+
+@pytest.fixture
+def store_url(tmp_path):
+    return f'sqlite:///{tmp_path}/store.db'
+
+
+async def stored(pool, codes, **options):
+    """A stored session that ran `codes`, closed: its id and its worker's pid."""
+    async with pool.checkout(ephemeral=False, **options) as session:
+        for code in codes:
+            await session.feed_run(code, external_lookup={'fetch': fetch})
+        return session.session_id, session._worker.pid
+
+
+SETUP = [
+    'import asyncio\nclass Box:\n    def __init__(self, v):\n        self.v = v\nboxes = [Box(x) for x in range(3)]',
+    "rows = await asyncio.gather(*(fetch(n) for n in range(4)))\ntotal = sum(r['twice'] for r in rows)\ntotal",
+]
+
+
+async def test_a_checkout_of_a_closed_stored_session_starts_from_its_worker_and_calls_nothing_again(store_url):
+    recorder = Recorder()
+    async with corral.Pool(state_key=KEY, store=store_url, observer=recorder) as pool:
+        session_id, pid = await stored(pool, SETUP)
+        assert recorder.calls == 4
+        assert len(pool._checkpoints) == 1 and recorder.changes[-1][0] == 1 and recorder.changes[-1][1] > 0
+        async with pool.checkout(session_id=session_id) as session:
+            assert session._worker.pid == pid
+            assert recorder.taken == [True] and len(pool._checkpoints) == 0
+            assert await session.feed_run('[total, [b.v for b in boxes], type(boxes[0]).__name__]') == [12, [0, 1, 2], 'Box']
+            assert await session.feed_run("(await fetch(5))['twice']", external_lookup={'fetch': fetch}) == 10
+            assert session.cpu_seconds < 0.5
+        assert recorder.calls == 5
+        async with pool.checkout(session_id=session_id) as session:  # kept again after that feed: the newer state
+            assert session._worker.pid == pid
+            assert await session.feed_run('total') == 12
+        assert recorder.taken == [True, True]
+
+
+async def test_without_a_checkpoint_the_journal_replays_to_the_same_session(store_url):
+    recorder = Recorder()
+    async with corral.Pool(state_key=KEY, store=store_url, observer=recorder) as pool:
+        session_id, pid = await stored(pool, SETUP)
+    assert await wait_dead(pid)  # the pool closed: its checkpoints died with it
+    async with corral.Pool(state_key=KEY, store=store_url, observer=recorder) as pool:
+        async with pool.checkout(session_id=session_id) as session:
+            assert session._worker.pid != pid
+            assert await session.feed_run('[total, [b.v for b in boxes]]') == [12, [0, 1, 2]]
+    assert recorder.taken == [False]
+    assert recorder.calls == 4
+
+
+async def test_a_checkpoint_of_a_state_that_moved_on_elsewhere_is_dropped_and_the_new_state_replayed(store_url):
+    recorder = Recorder()
+    async with corral.Pool(state_key=KEY, store=store_url, observer=recorder) as pool, corral.Pool(state_key=KEY, store=store_url, checkpoints=None) as other:
+        session_id, pid = await stored(pool, ['x = 1'])
+        async with other.checkout(session_id=session_id) as session:  # another process feeds it
+            await session.feed_run('x = 2')
+        async with pool.checkout(session_id=session_id) as session:
+            assert session._worker.pid != pid
+            assert await session.feed_run('x') == 2
+        assert recorder.taken == [False]
+        assert await wait_dead(pid)
+
+
+async def test_a_fork_starts_from_the_checkpoint_other_limits_and_a_pool_without_checkpoints_replay(store_url):
+    recorder = Recorder()
+    async with corral.Pool(state_key=KEY, store=store_url, observer=recorder) as pool:
+        session_id, pid = await stored(pool, ['x = [1, 2]'])
+        async with pool.checkout(session_id=session_id, fork=True) as fork:  # the source's state, in a new session
+            assert fork._worker.pid == pid and fork.session_id != session_id
+            assert await fork.feed_run('x.append(3)\nx') == [1, 2, 3]
+            fork_id = fork.session_id
+        assert list(pool._checkpoints._kept) == [('', fork_id)]  # the fork's own; the source's was taken
+        async with pool.checkout(session_id=session_id) as session:
+            assert session._worker.pid != pid
+            assert await session.feed_run('x') == [1, 2]
+        async with pool.checkout(session_id=session_id, limits=corral.Limits(memory=256 * 1024 * 1024)) as session:
+            assert await session.feed_run('x') == [1, 2]  # its worker's rlimits are the checkout's: replayed
+        assert recorder.taken == [True, False, False]
+    async with corral.Pool(state_key=KEY, store=store_url, checkpoints=None) as pool:
+        session_id, pid = await stored(pool, ['y = 3'])
+        assert pool._checkpoints is None and await wait_dead(pid)
+        async with pool.checkout(session_id=session_id) as session:
+            assert await session.feed_run('y') == 3
+
+
+async def test_paused_failed_and_unstored_sessions_keep_no_checkpoint(store_url):
+    def approve(what):
+        raise corral.Deferred({'approve': what})
+
+    async with corral.Pool(state_key=KEY, store=store_url) as pool:
+        async with pool.checkout(ephemeral=False) as session:
+            with pytest.raises(corral.SandboxPaused):
+                await session.feed_run('approve("x")', external_lookup={'approve': approve})
+        async with pool.checkout() as session:  # ephemeral
+            await session.feed_run('x = 1')
+        with pytest.raises(corral.SandboxStateError):
+            async with pool.checkout(session_id='0' * 32):
+                pass
+        assert len(pool._checkpoints) == 0
+
+
+async def test_checkpoints_are_bounded_per_pool_and_per_tenant_least_recently_kept_first(store_url):
+    limits = corral.CheckpointLimits(count=3, tenant_count=2)
+    async with corral.Pool(state_key=KEY, store=store_url, checkpoints=limits) as pool:
+        a1, pid_a1 = await stored(pool, ['v = "a1"'], tenant='a')
+        a2, pid_a2 = await stored(pool, ['v = "a2"'], tenant='a')
+        a3, pid_a3 = await stored(pool, ['v = "a3"'], tenant='a')  # over tenant a's two: a1 goes
+        assert await wait_dead(pid_a1)
+        assert sorted(pool._checkpoints._kept) == [('a', a2), ('a', a3)]
+        b1, pid_b1 = await stored(pool, ['v = "b1"'], tenant='b')
+        b2, pid_b2 = await stored(pool, ['v = "b2"'], tenant='b')  # over the pool's three: a2 goes
+        assert await wait_dead(pid_a2)
+        assert list(pool._checkpoints._kept) == [('a', a3), ('b', b1), ('b', b2)]
+        async with pool.checkout(session_id=a1, tenant='a') as session:  # evicted: replayed
+            assert session._worker.pid != pid_a1 and await session.feed_run('v') == 'a1'
+        async with pool.checkout(session_id=b1, tenant='b') as session:
+            assert session._worker.pid == pid_b1 and await session.feed_run('v') == 'b1'
+        memory = pool._checkpoints.memory
+        assert memory == sum(kept.memory for kept in pool._checkpoints._kept.values()) > 0
+    assert await wait_dead(pid_a3) and await wait_dead(pid_b2)
+    async with corral.Pool(state_key=KEY, store=store_url, checkpoints=corral.CheckpointLimits(tenant_memory=4096)) as pool:
+        _, pid = await stored(pool, ['w = 1'])  # a worker holds more than 4 KiB of its own
+        assert len(pool._checkpoints) == 0 and await wait_dead(pid)
+
+
+def fake_worker():
+    """A handle on no process, whose channel's other end is returned too."""
+    ours, theirs = socket.socketpair()
+    theirs.setblocking(False)
+    return WorkerProcess(-1, theirs), ours
+
+
+def test_a_checkpoint_is_taken_only_by_its_tenant_and_session_for_the_exact_state_and_rlimits():
+    state = SessionState(fingerprint=b'f', seed=1, script_name='main.py', feeds=[], mounts=[], overlay={'/data': [{'b': 1, 'a': 2}, [], []]})
+    digest = state_digest(state)
+    reordered = SessionState(fingerprint=b'f', seed=1, script_name='main.py', feeds=[], mounts=[], overlay={'/data': [{'a': 2, 'b': 1}, [], []]})
+    assert state_digest(reordered) == digest
+    assert state_digest(SessionState(fingerprint=b'f', seed=2, script_name='main.py', feeds=[], mounts=[], overlay={})) != digest
+    recorder = Recorder()
+    checkpoints = Checkpoints(corral.CheckpointLimits(), recorder)
+    for tenant, session_id in (('b', 's'), ('a', 't')):  # another tenant's, another session's: not found
+        worker, _ = fake_worker()
+        checkpoints._kept[('a', 's')] = Checkpoint('a', 's', digest, (None, None), worker, [], [], 0, 0, {})
+        assert checkpoints.take(tenant, session_id, digest, (None, None)) is None
+        assert ('a', 's') in checkpoints._kept and worker.sock.fileno() >= 0
+    for wanted, rlimits in ((b'other', (None, None)), (digest, (1 << 30, None))):  # another state, other rlimits: dropped
+        worker, _ = fake_worker()
+        checkpoints._kept[('a', 's')] = Checkpoint('a', 's', digest, (None, None), worker, [], [], 0, 0, {})
+        assert checkpoints.take('a', 's', wanted, rlimits) is None
+        assert ('a', 's') not in checkpoints._kept and worker.sock.fileno() == -1
+    assert recorder.taken == [False, False, False, False]
+    worker, host = fake_worker()
+    checkpoints._kept.clear()
+    checkpoints._kept[('a', 's')] = Checkpoint('a', 's', digest, (None, None), worker, [], [], 0, 0, {})
+    host.sendall(b'x')  # the worker sent something nobody read: not idle, not taken
+    assert checkpoints.take('a', 's', digest, (None, None)) is None and worker.sock.fileno() == -1
+    worker, host = fake_worker()
+    checkpoints._kept[('a', 's')] = Checkpoint('a', 's', digest, (None, None), worker, [], [], 0, 0, {})
+    assert checkpoints.take('a', 's', digest, (None, None)).worker is worker
+    assert recorder.taken[-2:] == [False, True]
+
+
+@pytest.mark.parametrize(
+    ('options', 'message'),
+    [
+        ({'count': 0}, 'CheckpointLimits.count must be a positive int, not 0'),
+        ({'memory': 1.5}, 'CheckpointLimits.memory must be a positive int, not 1.5'),
+        ({'tenant_count': -1}, 'CheckpointLimits.tenant_count must be a positive int, not -1'),
+        ({'tenant_memory': True}, 'CheckpointLimits.tenant_memory must be a positive int, not True'),
+    ],
+)
+def test_checkpoint_limits_refuse_what_is_no_positive_int(options, message):
+    with pytest.raises(ValueError) as raised:
+        corral.CheckpointLimits(**options)
+    assert str(raised.value) == message
+
+
+async def both_paths(store_url, feeds, later):
+    """The generated feeds run in a stored session that closes; one checkout starts from its
+    checkpoint, a fork of it replays the journal in a pool without checkpoints; both go on alike."""
+    recorder = Recorder()
+    async with corral.Pool(state_key=KEY, store=store_url, observer=recorder, warm_workers=1) as pool, corral.Pool(
+        state_key=KEY, store=store_url, checkpoints=None, warm_workers=1
+    ) as replaying:
+        async with pool.checkout(ephemeral=False) as original:
+            await original.feed_run('import asyncio, random, uuid')
+            for code, _ in feeds:
+                await outcome(original, code)
+            session_id = original.session_id
+        async with replaying.checkout(session_id=session_id, fork=True) as replayed, pool.checkout(session_id=session_id) as resumed:
+            assert recorder.taken == [True]
+            reads = '[' + ', '.join(read for _, read in feeds) + ']'
+            for code in [*later, reads]:
+                results = [await outcome(session, code) for session in (resumed, replayed)]
+                assert results[0] == results[1], code
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(runs())
+@pytest.mark.slow
+def test_a_session_from_its_checkpoint_goes_on_exactly_as_one_replayed(tmp_path_factory, run):
+    feeds, later, _ = run
+    store_url = f'sqlite:///{tmp_path_factory.mktemp("store")}/store.db'
+    asyncio.run(both_paths(store_url, feeds, later))
