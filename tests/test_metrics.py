@@ -217,7 +217,7 @@ async def test_metrics_count_the_live_checkpoints_and_where_stored_sessions_were
         async with pool.checkout(session_id=session_id) as session:
             assert await session.feed_run('x') == 1
         _, samples = await scrape(app)
-        assert samples[('corral_stored_loads_total', (('source', 'checkpoint'),))] == 1
+        assert samples[('corral_loads_total', (('source', 'checkpoint'),))] == 1
         assert samples[('corral_checkpoints', ())] == 1  # kept again as it closed
         await pool.aclose()
         _, samples = await scrape(app)

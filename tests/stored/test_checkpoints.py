@@ -140,6 +140,32 @@ async def test_a_fork_starts_from_the_checkpoint_other_limits_and_a_pool_without
             assert await session.feed_run('y') == 3
 
 
+async def test_a_dumped_session_closed_right_after_is_loaded_from_its_worker_once_and_by_its_tenant_only():
+    recorder = Recorder()
+    async with corral.Pool(state_key=KEY, observer=recorder) as pool:
+        async with pool.checkout(tenant='a') as session:
+            for code in SETUP:
+                await session.feed_run(code, external_lookup={'fetch': fetch})
+            state = await session.dump()
+            pid = session._worker.pid
+        assert len(pool._checkpoints) == 1
+        async with pool.checkout(tenant='b') as other:  # another tenant holding the bytes: replayed
+            await other.load_session(state)
+            assert other._worker.pid != pid and await other.feed_run('total') == 12
+        async with pool.checkout(tenant='a') as first, pool.checkout(tenant='a') as second:
+            await first.load_session(state)
+            await second.load_session(state)  # the checkpoint is used once: the second replays
+            assert first._worker.pid == pid and second._worker.pid != pid
+            assert await first.feed_run('boxes.append(Box(9))\n[b.v for b in boxes]') == [0, 1, 2, 9]
+            assert await second.feed_run('[b.v for b in boxes]') == [0, 1, 2]
+        assert recorder.taken == [False, True, False] and recorder.calls == 4
+        async with pool.checkout() as session:
+            await session.feed_run('z = 1')
+            await session.dump()
+            await session.feed_run('z = 2')  # its state moved on from the one given out
+        assert len(pool._checkpoints) == 0
+
+
 async def test_paused_failed_and_unstored_sessions_keep_no_checkpoint(store_url):
     def approve(what):
         raise corral.Deferred({'approve': what})
@@ -163,7 +189,7 @@ async def test_checkpoints_are_bounded_per_pool_and_per_tenant_least_recently_ke
         a2, pid_a2 = await stored(pool, ['v = "a2"'], tenant='a')
         a3, pid_a3 = await stored(pool, ['v = "a3"'], tenant='a')  # over tenant a's two: a1 goes
         assert await wait_dead(pid_a1)
-        assert sorted(pool._checkpoints._kept) == [('a', a2), ('a', a3)]
+        assert list(pool._checkpoints._kept) == [('a', a2), ('a', a3)]
         b1, pid_b1 = await stored(pool, ['v = "b1"'], tenant='b')
         b2, pid_b2 = await stored(pool, ['v = "b2"'], tenant='b')  # over the pool's three: a2 goes
         assert await wait_dead(pid_a2)

@@ -1,12 +1,17 @@
-"""Live checkpoints: a stored session's worker kept alive after its session closed, so that the
-next checkout of that session on this pool starts from it instead of replaying the journal.
+"""Live checkpoints: a session's worker kept alive after the session closed, so that the next
+load of its exact state on this pool starts from it instead of replaying the journal.
+
+Two kinds of session leave one: a stored session (the store has its state whole), and a session
+whose state `dump()` gave out and that ran nothing since.
 
 A checkpoint is the closed session's own worker, parked as it was between two feeds: locked down
-as ever, its channel idle. It is taken only by a checkout of the same tenant and session id (to
-go on with the session, or to fork it: `fork=True` starts the new session from the source's
-worker, which then replays next time) whose stored state, read from the store and verified as
-always, has the exact digest the session had when it closed (`state_digest`), and whose worker
-rlimits (`Limits.memory`, `Limits.cpu_time`) are the same; never by another session's checkout. A state that moved on
+as ever, its channel idle. A stored session's is taken only by a checkout of the same tenant and
+session id (to go on with the session, or to fork it: `fork=True` starts the new session from
+the source's worker, which then replays next time); a dumped session's only by a
+`load_session()` of the same tenant given that state. Either way the state, read from the store
+or the bytes given and verified as always, must have the exact digest the session had when it
+closed (`state_digest`), and the worker rlimits (`Limits.memory`, `Limits.cpu_time`) must be
+the same. A state that moved on
 elsewhere (another process fed the session), a missing checkpoint (another host, a restart,
 evicted) or any mismatch replays the journal as without checkpoints, to the same session: the
 journal stays the truth, and a checkpoint is a cache in front of it, used once.
@@ -63,7 +68,7 @@ class Checkpoint:
     """A parked worker and what its session's host side knew of it (the journal replay would rebuild)."""
 
     tenant: str
-    session_id: str
+    session_id: str | None  # None: a dumped session's, found by its digest
     digest: bytes
     rlimits: tuple[int | None, int | None]
     worker: WorkerProcess
@@ -107,14 +112,15 @@ def private_memory(pid: int | None) -> int | None:
 class Checkpoints:
     """The checkpoints of one pool, least recently kept first, bounded by `CheckpointLimits`.
 
-    At most one per (tenant, session id): keeping a newer one kills the older. `observer` hears
+    At most one per tenant and stored session (keeping a newer one kills the older), or per tenant
+    and state of a dumped session. `observer` hears
     of each change (`PoolObserver.checkpoints_changed`, `checkpoint_taken`).
     """
 
     def __init__(self, limits: CheckpointLimits, observer: PoolObserver) -> None:
         self.limits = limits
         self._observer = observer
-        self._kept: OrderedDict[tuple[str, str], Checkpoint] = OrderedDict()
+        self._kept: OrderedDict[tuple[str, str | bytes], Checkpoint] = OrderedDict()
         self.memory = 0
 
     def __len__(self) -> int:
@@ -124,13 +130,14 @@ class Checkpoints:
         """Keep `checkpoint`, evicting the least recently kept past the bounds; False (its worker
         killed) when it alone is over a tenant's memory, or its memory cannot be read."""
         memory = private_memory(checkpoint.worker.pid)
-        self._drop((checkpoint.tenant, checkpoint.session_id))
+        key = _key(checkpoint.tenant, checkpoint.session_id, checkpoint.digest)
+        self._drop(key)
         if memory is None or memory > min(self.limits.tenant_memory, self.limits.memory):
             checkpoint.worker.kill()
             self._changed()
             return False
         checkpoint.memory = memory
-        self._kept[(checkpoint.tenant, checkpoint.session_id)] = checkpoint
+        self._kept[key] = checkpoint
         self.memory += memory
         limits = self.limits
         while True:  # the new checkpoint is the tenant's last and fits alone: it stays
@@ -143,11 +150,12 @@ class Checkpoints:
         self._changed()
         return True
 
-    def take(self, tenant: str, session_id: str, digest: bytes, rlimits: tuple[int | None, int | None]) -> Checkpoint | None:
-        """The checkpoint of this session, removed from the pool, when it holds exactly the state of
-        `digest` under the same rlimits and its worker is alive and idle; else None (a checkpoint
-        of the session that does not match is killed: its state is not the session's any more)."""
-        checkpoint = self._kept.pop((tenant, session_id), None)
+    def take(self, tenant: str, session_id: str | None, digest: bytes, rlimits: tuple[int | None, int | None]) -> Checkpoint | None:
+        """The checkpoint of this stored session (`session_id`), or of this dumped state (None),
+        removed from the pool, when it holds exactly the state of `digest` under the same rlimits
+        and its worker is alive and idle; else None (a checkpoint of the session that does not
+        match is killed: its state is not the session's any more)."""
+        checkpoint = self._kept.pop(_key(tenant, session_id, digest), None)
         if checkpoint is None:
             self._observer.checkpoint_taken(False)
             return None
@@ -166,7 +174,7 @@ class Checkpoints:
             self._drop(key)
         self._changed()
 
-    def _drop(self, key: tuple[str, str]) -> None:
+    def _drop(self, key: tuple[str, str | bytes]) -> None:
         checkpoint = self._kept.pop(key, None)
         if checkpoint is not None:
             self.memory -= checkpoint.memory
@@ -174,3 +182,7 @@ class Checkpoints:
 
     def _changed(self) -> None:
         self._observer.checkpoints_changed(len(self._kept), self.memory)
+
+
+def _key(tenant: str, session_id: str | None, digest: bytes) -> tuple[str, str | bytes]:
+    return (tenant, digest if session_id is None else session_id)

@@ -46,5 +46,6 @@ class PoolObserver:
         """The pool now keeps `count` live checkpoints holding `memory` bytes (see `CheckpointLimits`)."""
 
     def checkpoint_taken(self, used: bool) -> None:
-        """A checkout of a stored session looked for its checkpoint: `used` is True when it started
-        from it, False when it replayed the journal (no checkpoint, or one of another state)."""
+        """A checkout of a stored session by id (`fork=True` too), or a `load_session`, looked for
+        the state's checkpoint: `used` is True when it started from it, False when it replayed the
+        journal (no checkpoint, or one of another state or rlimits)."""

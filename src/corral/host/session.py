@@ -226,6 +226,7 @@ class Session:
             self._system.room = self._overlay_room
         self._cpu_seconds = 0.0  # the worker's CPU at the last reading (cpu_seconds)
         self._cpu_base = 0.0  # what a checkpoint's worker had used before this session took it
+        self._dumped: bytes | None = None  # the digest of the state dump() last gave out
         self._opened = False  # entered, and its end not yet reported to the pool's observer
 
     @property
@@ -1139,7 +1140,11 @@ class Session:
             raise RuntimeError('cannot dump a session while a feed runs; await it first')
         if self._unreplayable is not None:
             raise SandboxStateError(f'this session cannot be dumped: {self._unreplayable}, so its state would not replay exactly')
-        return seal(self._state(), self._pool._state_key(), quota=self._pool.max_state_bytes)
+        state = self._state()
+        data = seal(state, self._pool._state_key(), quota=self._pool.max_state_bytes)
+        if self._pool._checkpoints is not None:
+            self._dumped = state_digest(state)  # closed as it is now, its worker is kept for a load of this state
+        return data
 
     def _state(self) -> SessionState:
         pending = []
@@ -1171,7 +1176,9 @@ class Session:
         so every variable, function, class and import comes back and no host function runs again.
         Give the new checkout the same `type_check_stubs`, `external_modules` and mounts (the
         overlay writes come from the state; read-only and read-write mounts must be given again).
-        A state of a paused session comes back paused: answer it with `resume()`.
+        A state of a paused session comes back paused: answer it with `resume()`. A state that a
+        session of this pool gave out with `dump()` and closed right after, of the same tenant,
+        starts from that session's worker instead (a live checkpoint: see `CheckpointLimits`).
 
         Raises `SandboxStateError` for a state that is oversized, not a state, truncated, altered
         or signed with another key, of another format version, made for other host functions or
@@ -1181,37 +1188,46 @@ class Session:
         self._check_usable()
         if self._journal or self._paused:
             raise RuntimeError('load_session needs a freshly checked-out session; this one has run feeds')
-        await self._restore(
-            open_state(state, self._pool._state_key(), quota=self._pool.max_state_bytes, expected=self._fingerprint(), packages=self._pool.packages)
-        )
+        opened = open_state(state, self._pool._state_key(), quota=self._pool.max_state_bytes, expected=self._fingerprint(), packages=self._pool.packages)
+        checkpoint = None
+        if self._pool._checkpoints is not None:
+            checkpoint = self._pool._checkpoints.take(self.tenant, None, state_digest(opened), (self.limits.memory, self.limits.cpu_time))
+        if checkpoint is not None:  # the session's fresh worker goes, the checkpoint's takes its place
+            transport, worker = self._transport, self._worker
+            self._transport = self._worker = None  # its channel's end is no news of this session
+            assert transport is not None and worker is not None
+            transport.abort()
+            worker.kill()
+            await self._start_worker(checkpoint.worker)
+        await self._restore(opened, checkpoint)
         self._full_due = True
         await self._store_state()
 
     def _checkpoint(self) -> Checkpoint | None:
         """This closing session's worker as a live checkpoint, with a channel of its own (the
-        transport closes this one): for a stored session between feeds whose state the store has
-        whole, on a pool that keeps checkpoints; else None."""
-        checkpoints, worker = self._pool._checkpoints, self._worker
+        transport closes this one), on a pool that keeps checkpoints: for a stored session between
+        feeds whose state the store has whole, or one whose state `dump()` gave out; else None."""
+        checkpoints, worker, lease = self._pool._checkpoints, self._worker, self._lease
         if (
             checkpoints is None
             or worker is None
             or not self._opened  # entered whole: a checkout that failed part way has no state to keep
             or self._pool._closed
-            or self._lease is None
-            or self._lease.lost is not None
             or self._dead is not None
             or self._done is not None
             or self._paused
             or self._call_tasks
             or self._replaying is not None
-            or self._stored != len(self._journal)
-            or self._stored_open
+            or (lease is None and self._dumped is None)
+            or (lease is not None and (lease.lost is not None or self._stored != len(self._journal) or self._stored_open))
             or not worker.idle()
         ):
             return None
         try:
-            state = self._state()
+            digest = state_digest(self._state())
         except SandboxStateError:
+            return None
+        if lease is None and digest != self._dumped:  # it ran feeds after its dump
             return None
         sock = socket.socket(fileno=os.dup(worker.sock.fileno()))
         sock.setblocking(False)
@@ -1219,8 +1235,8 @@ class Session:
         worker.pidfd = -1  # the checkpoint's now: killing the session's handle closes only its channel
         return Checkpoint(
             self.tenant,
-            self.session_id,  # type: ignore[arg-type]
-            state_digest(state),
+            self.session_id if lease is not None else None,
+            digest,
             (self.limits.memory, self.limits.cpu_time),
             parked,
             list(self._journal),

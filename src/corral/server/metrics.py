@@ -76,8 +76,8 @@ class Metrics(PoolObserver):
     - `corral_type_check_seconds` (histogram, `TYPE_CHECK_BUCKETS`): wall time of each ty check.
     - `corral_checkpoints` and `corral_checkpoint_bytes` (gauges): the live checkpoints the pool
       keeps, and the private memory of their workers (see `CheckpointLimits`).
-    - `corral_stored_loads_total{source}` (counter): checkouts of a stored session by id, by where
-      its state came from: `checkpoint` or `replay`.
+    - `corral_loads_total{source}` (counter): checkouts of a stored session by id and
+      `load_session` calls, by where the state came from: `checkpoint` or `replay`.
 
     And, once it watches a server (`watch`), the server's connections:
 
@@ -98,7 +98,7 @@ class Metrics(PoolObserver):
         self.type_check_seconds = Histogram('corral_type_check_seconds', 'Wall time of a type check.', buckets=TYPE_CHECK_BUCKETS, registry=r)
         self.checkpoints = Gauge('corral_checkpoints', 'Live checkpoints kept.', registry=r)
         self.checkpoint_bytes = Gauge('corral_checkpoint_bytes', 'Private memory of the live checkpoints kept.', registry=r)
-        self.stored_loads = Counter('corral_stored_loads', 'Checkouts of a stored session by id, by source: checkpoint or replay.', ['source'], registry=r)
+        self.loads = Counter('corral_loads', 'Checkouts of a stored session by id and load_session calls, by source: checkpoint or replay.', ['source'], registry=r)
 
     def watch(self, server: CorralServer) -> None:
         """Report `server`'s connections too (its `pending` and `refused` counts, read at each scrape)."""
@@ -137,7 +137,7 @@ class Metrics(PoolObserver):
         self.checkpoint_bytes.set(memory)
 
     def checkpoint_taken(self, used: bool) -> None:
-        self.stored_loads.labels('checkpoint' if used else 'replay').inc()
+        self.loads.labels('checkpoint' if used else 'replay').inc()
 
 
 class _ConnectionCollector:
