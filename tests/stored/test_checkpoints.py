@@ -166,6 +166,27 @@ async def test_a_dumped_session_closed_right_after_is_loaded_from_its_worker_onc
         assert len(pool._checkpoints) == 0
 
 
+async def test_what_a_script_leaves_in_its_worker_reaches_no_other_session(store_url):
+    leave = 'import asyncio\nsecret = "of session A"\nasync def later():\n    await asyncio.sleep(0)\n    return secret\ntask = asyncio.ensure_future(later())\nsecret'
+    async with corral.Pool(state_key=KEY, store=store_url, warm_workers=1) as pool:
+        session_a, pid = await stored(pool, [leave], tenant='t')
+        idle = [worker.pid for worker in pool._idle]
+        assert pid not in idle  # parked apart: never a warm worker for the next checkout
+        async with pool.checkout(ephemeral=False, tenant='t') as other, pool.checkout(tenant='t') as ephemeral:
+            for session in (other, ephemeral):
+                assert session._worker.pid != pid
+                with pytest.raises(corral.SandboxRuntimeError) as raised:
+                    await session.feed_run('secret')
+                assert raised.value.display().endswith("NameError: name 'secret' is not defined")
+            state = await other.dump()
+        async with pool.checkout(tenant='t') as loader:  # a load of another session's state: never A's worker
+            await loader.load_session(state)
+            assert loader._worker.pid != pid
+        async with pool.checkout(session_id=session_a, tenant='t') as again:
+            assert again._worker.pid == pid
+            assert await again.feed_run('[secret, task.done()]') == ['of session A', True]
+
+
 async def test_paused_failed_and_unstored_sessions_keep_no_checkpoint(store_url):
     def approve(what):
         raise corral.Deferred({'approve': what})
