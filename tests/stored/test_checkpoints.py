@@ -187,15 +187,65 @@ async def test_what_a_script_leaves_in_its_worker_reaches_no_other_session(store
             assert await again.feed_run('[secret, task.done()]') == ['of session A', True]
 
 
-async def test_paused_failed_and_unstored_sessions_keep_no_checkpoint(store_url):
-    def approve(what):
-        raise corral.Deferred({'approve': what})
+def approve(what):
+    raise corral.Deferred({'approve': what})
 
+
+PAUSING = [
+    'import asyncio\nlog = []\nasync def step(n):\n    log.append(await fetch(n))\n    return n',
+    "first = await asyncio.gather(step(1), step(2))\nok = approve('send')\nlog.append(ok)\n[first, ok, await step(3), await asyncio.sleep(0.01), len(log)]",
+]
+
+
+async def paused_then_resumed(pool, replaying, *, tenant=''):
+    """A stored session paused on `approve`, closed, taken from its checkpoint and from a replay: what each resume gives."""
+    lookup = {'fetch': fetch, 'approve': approve}
+    async with pool.checkout(ephemeral=False, tenant=tenant) as session:
+        await session.feed_run(PAUSING[0], external_lookup=lookup)
+        with pytest.raises(corral.SandboxPaused) as paused:
+            await session.feed_run(PAUSING[1], external_lookup=lookup)
+        session_id, pid = session.session_id, session._worker.pid
+    (call,) = paused.value.calls
+    results = []
+    async with pool.checkout(session_id=session_id, tenant=tenant) as resumed, replaying.checkout(session_id=session_id, fork=True, tenant=tenant) as replayed:
+        assert resumed._worker.pid == pid and replayed._worker.pid != pid
+        for session in (resumed, replayed):
+            assert session.paused and [c.call_id for c in session.pending_calls] == [call.call_id]
+            results.append(await session.resume({call.call_id: 'yes'}, external_lookup=lookup))
+            results.append(await session.feed_run('log'))
+    return results
+
+
+async def test_a_paused_stored_session_resumes_from_its_checkpoint_as_from_a_replay(store_url):
+    recorder = Recorder()
+    async with corral.Pool(state_key=KEY, store=store_url, observer=recorder) as pool, corral.Pool(state_key=KEY, store=store_url, checkpoints=None) as replaying:
+        results = await paused_then_resumed(pool, replaying)
+    value = [[1, 2], 'yes', 3, None, 4]
+    log = [{'n': 1, 'twice': 2}, {'n': 2, 'twice': 4}, 'yes', {'n': 3, 'twice': 6}]
+    assert results == [value, log, value, log]
+    assert recorder.taken == [True]
+
+
+async def test_a_paused_session_dumped_and_closed_loads_from_its_checkpoint_and_resumes():
+    lookup = {'fetch': fetch, 'approve': approve}
+    async with corral.Pool(state_key=KEY) as pool:
+        async with pool.checkout() as session:
+            await session.feed_run(PAUSING[0], external_lookup=lookup)
+            with pytest.raises(corral.SandboxPaused) as paused:
+                await session.feed_run(PAUSING[1], external_lookup=lookup)
+            state, pid = await session.dump(), session._worker.pid
+        (call,) = paused.value.calls
+        values = []
+        for _ in range(2):  # from the checkpoint, then replayed
+            async with pool.checkout() as session:
+                await session.load_session(state)
+                values.append((session._worker.pid == pid, await session.resume({call.call_id: 'ok'}, external_lookup=lookup)))
+        assert values == [(True, [[1, 2], 'ok', 3, None, 4]), (False, [[1, 2], 'ok', 3, None, 4])]
+
+
+async def test_an_ephemeral_session_never_dumped_and_a_checkout_that_failed_keep_no_checkpoint(store_url):
     async with corral.Pool(state_key=KEY, store=store_url) as pool:
-        async with pool.checkout(ephemeral=False) as session:
-            with pytest.raises(corral.SandboxPaused):
-                await session.feed_run('approve("x")', external_lookup={'approve': approve})
-        async with pool.checkout() as session:  # ephemeral
+        async with pool.checkout() as session:
             await session.feed_run('x = 1')
         with pytest.raises(corral.SandboxStateError):
             async with pool.checkout(session_id='0' * 32):

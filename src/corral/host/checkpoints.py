@@ -2,7 +2,8 @@
 load of its exact state on this pool starts from it instead of replaying the journal.
 
 Two kinds of session leave one: a stored session (the store has its state whole), and a session
-whose state `dump()` gave out and that ran nothing since.
+whose state `dump()` gave out and that ran nothing since; either between feeds, or paused on
+deferred calls (its worker waits in the feed, and `resume()` goes on from there).
 
 A checkpoint is the closed session's own worker, parked as it was between two feeds: locked down
 as ever, its channel idle. A stored session's is taken only by a checkout of the same tenant and
@@ -77,13 +78,22 @@ class Checkpoint:
     next_call: int
     journal_bytes: int
     asyncs: dict[str, bool]
+    #: Of a paused session: the open feed's trace so far (a `hashlib.blake2b`), its host calls,
+    #: the sync call its worker waits on, and `(timeout,)` of the WAIT it asked; else None.
+    trace: Any = None
+    calls: int = 0
+    blocked: int | None = None
+    waiting: tuple[float | None] | None = None
     memory: int = field(default=0)
 
 
 def state_digest(state: SessionState) -> bytes:
-    """A digest of everything in `state` (32 bytes of BLAKE2b), with maps in key order: the same for
-    the state a session held when it closed and the same state read back from the store."""
-    return hashlib.blake2b(msgpack.packb(_canonical(state.to_plain()), use_bin_type=True), digest_size=32).digest()
+    """A digest of everything in `state` (32 bytes of BLAKE2b): the same for the state a session
+    held when it closed and the same state read back from the store or the bytes. The overlay is
+    the one map whose keys come from outside (paths): it is taken in key order."""
+    plain = state.to_plain()
+    plain['overlay'] = _canonical(plain['overlay'])
+    return hashlib.blake2b(msgpack.packb(plain, use_bin_type=True), digest_size=32).digest()
 
 
 def _canonical(value: Any) -> Any:

@@ -6,6 +6,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import contextvars
+import dataclasses
 import functools
 import hashlib
 import inspect
@@ -232,7 +233,8 @@ class Session:
     @property
     def cpu_seconds(self) -> float:
         """The CPU seconds (user + system) the session's worker has used since it was forked,
-        replays of a loaded state included: read from the kernel (`/proc`), never from the worker.
+        replays of a loaded state included (a worker taken from a live checkpoint: since this
+        session took it): read from the kernel (`/proc`), never from the worker.
         After the worker ends it stays at the last reading, taken as the session killed it. A
         server counts a tenant's CPU from it (see `corral.server.quotas`)."""
         self._read_cpu()
@@ -1215,11 +1217,11 @@ class Session:
             or self._pool._closed
             or self._dead is not None
             or self._done is not None
-            or self._paused
             or self._call_tasks
+            or self._running
             or self._replaying is not None
             or (lease is None and self._dumped is None)
-            or (lease is not None and (lease.lost is not None or self._stored != len(self._journal) or self._stored_open))
+            or (lease is not None and (lease.lost is not None or self._stored != len(self._journal) or self._stored_open != self._paused))
             or not worker.idle()
         ):
             return None
@@ -1244,12 +1246,24 @@ class Session:
             self._next_call,
             self._journal_bytes,
             dict(self._asyncs),
+            *((self._trace.copy(), self._calls, self._blocked, None if self._waiting is None else (self._waiting[1],)) if self._paused else ()),
         )
 
-    def _resume_checkpoint(self, checkpoint: Checkpoint) -> None:
-        """Take the host side of a checkpoint's session: what replaying its journal would rebuild."""
+    def _resume_checkpoint(self, checkpoint: Checkpoint, state: SessionState) -> None:
+        """Take the host side of a checkpoint's session: what replaying `state` would rebuild."""
         self._journal, self._context = list(checkpoint.journal), list(checkpoint.context)
         self._next_call, self._journal_bytes, self._asyncs = checkpoint.next_call, checkpoint.journal_bytes, dict(checkpoint.asyncs)
+        if checkpoint.trace is None:
+            return
+        try:
+            self._restore_pause(state)
+        except (ValueError, TypeError) as error:
+            raise SandboxStateError(f'the session state is malformed ({error})') from None
+        open_feed = self._journal[-1]  # its own copy: this session's feed goes on
+        self._record = self._journal[-1] = dataclasses.replace(open_feed, inputs=list(open_feed.inputs), calls=list(open_feed.calls))
+        self._trace, self._calls, self._blocked = checkpoint.trace.copy(), checkpoint.calls, checkpoint.blocked
+        self._waiting = None if checkpoint.waiting is None else (perf_counter(), checkpoint.waiting[0])
+        self._paused = True
 
     async def _restore(self, state: SessionState, checkpoint: Checkpoint | None = None) -> None:
         """Make this fresh session the one `state` holds: its mounts checked, its overlay, seed and
@@ -1269,7 +1283,7 @@ class Session:
         self._system.seed = state.seed
         self.script_name = state.script_name
         if checkpoint is not None:
-            self._resume_checkpoint(checkpoint)
+            self._resume_checkpoint(checkpoint, state)
         else:
             await self._replay_state(state)
 
