@@ -187,6 +187,40 @@ async def test_what_a_script_leaves_in_its_worker_reaches_no_other_session(store
             assert await again.feed_run('[secret, task.done()]') == ['of session A', True]
 
 
+FORK_ATTEMPTS = """
+import ctypes, errno, os, signal
+libc = ctypes.CDLL(None, use_errno=True)
+tried = {}
+try:
+    os.fork()
+    tried['os.fork'] = 'forked'
+except OSError as error:
+    tried['os.fork'] = errno.errorcode[error.errno]
+for name, call in (('fork', lambda: libc.fork()), ('vfork', lambda: libc.vfork()), ('clone', lambda: libc.syscall(56, int(signal.SIGCHLD), 0, 0, 0, 0)),
+                   ('clone3', lambda: libc.syscall(435, 0, 0))):
+    tried[name] = errno.errorcode[ctypes.get_errno()] if call() == -1 else 'forked'
+tried
+"""
+
+
+async def test_a_worker_taken_from_a_checkpoint_cannot_fork_even_without_the_language_layer(store_url):
+    expected = {'os.fork': 'EPERM', 'fork': 'EPERM', 'vfork': 'EPERM', 'clone': 'EPERM', 'clone3': 'ENOSYS'}
+    async with corral.Pool(state_key=KEY, store=store_url, skip_layers={'language'}, warm_workers=0) as pool:
+        async with pool.checkout(ephemeral=False) as session:
+            assert await session.feed_run(FORK_ATTEMPTS) == expected
+            session_id, pid = session.session_id, session._worker.pid
+        async with pool.checkout(session_id=session_id) as session:
+            assert session._worker.pid == pid
+            assert await session.feed_run(FORK_ATTEMPTS) == expected
+            assert await session.feed_run('os.getpid()') == pid_in_namespace(pid)
+
+
+def pid_in_namespace(pid):
+    """The pid `pid` has in the innermost PID namespace it is in (the last NSpid of its status)."""
+    with open(f'/proc/{pid}/status') as status:
+        return int(next(line for line in status if line.startswith('NSpid:')).split()[-1])
+
+
 def approve(what):
     raise corral.Deferred({'approve': what})
 
