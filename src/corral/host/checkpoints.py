@@ -23,6 +23,7 @@ refuses every fork and clone.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -132,17 +133,24 @@ class Checkpoints:
         self._observer = observer
         self._kept: OrderedDict[tuple[str, str | bytes], Checkpoint] = OrderedDict()
         self.memory = 0
+        self._closed = False
 
     def __len__(self) -> int:
         return len(self._kept)
 
-    def keep(self, checkpoint: Checkpoint) -> bool:
+    async def keep(self, checkpoint: Checkpoint) -> bool:
         """Keep `checkpoint`, evicting the least recently kept past the bounds; False (its worker
-        killed) when it alone is over a tenant's memory, or its memory cannot be read."""
-        memory = private_memory(checkpoint.worker.pid)
+        killed) when it alone is over a tenant's memory, its memory cannot be read, or the pool
+        closed meanwhile. The memory is read in a thread: the kernel takes a millisecond or more
+        to sum a process's pages."""
+        try:
+            memory = await asyncio.get_running_loop().run_in_executor(None, private_memory, checkpoint.worker.pid)
+        except BaseException:
+            checkpoint.worker.kill()
+            raise
         key = _key(checkpoint.tenant, checkpoint.session_id, checkpoint.digest)
         self._drop(key)
-        if memory is None or memory > min(self.limits.tenant_memory, self.limits.memory):
+        if self._closed or memory is None or memory > min(self.limits.tenant_memory, self.limits.memory):
             checkpoint.worker.kill()
             self._changed()
             return False
@@ -179,7 +187,8 @@ class Checkpoints:
         return checkpoint
 
     def close(self) -> None:
-        """Kill every checkpoint's worker."""
+        """Kill every checkpoint's worker, and keep none from now on."""
+        self._closed = True
         for key in list(self._kept):
             self._drop(key)
         self._changed()

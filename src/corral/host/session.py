@@ -367,17 +367,18 @@ class Session:
             task.cancel()
         if self._tick is not None:
             self._tick.cancel()
+        checkpoint = None
         if self._worker is not None:
             self._read_cpu()  # the last reading, before the worker's counters go with it
             checkpoint = self._checkpoint()
             if self._transport is not None:
                 self._transport.abort()
             self._worker.kill()
-            if checkpoint is not None:
-                self._pool._checkpoints.keep(checkpoint)  # type: ignore[union-attr]
             self._worker = None
         if self._dead is None:
             self._dead = 'the session is closed'
+        if checkpoint is not None:
+            await self._pool._checkpoints.keep(checkpoint)  # type: ignore[union-attr]
         if self._opened:
             self._opened = False
             self._pool.observer.session_closed()
