@@ -277,6 +277,26 @@ async def test_a_paused_session_dumped_and_closed_loads_from_its_checkpoint_and_
         assert values == [(True, [[1, 2], 'ok', 3, None, 4]), (False, [[1, 2], 'ok', 3, None, 4])]
 
 
+async def test_a_load_refused_for_a_missing_mount_kills_the_checkpoint_and_leaves_the_session_fresh(tmp_path):
+    async with corral.Pool(state_key=KEY) as pool:
+        async with pool.checkout(mounts=corral.Mount(str(tmp_path), '/data', mode='overlay')) as session:
+            await session.feed_run("open('/data/a.txt', 'w').write('x')\nkept = 1")
+            state, pid = await session.dump(), session._worker.pid
+        assert len(pool._checkpoints) == 1
+        async with pool.checkout() as session:
+            with pytest.raises(corral.SandboxStateError) as raised:
+                await session.load_session(state)
+            assert str(raised.value) == (
+                "the session state uses the overlay mount at /data, which this checkout does not have: "
+                "pass checkout(mounts=Mount(<host folder>, '/data', mode='overlay'))"
+            )
+            assert session._worker.pid != pid and await wait_dead(pid)
+            with pytest.raises(corral.SandboxRuntimeError):
+                await session.feed_run('kept')  # nothing of the state reached it
+            assert await session.feed_run('1 + 1') == 2
+        assert len(pool._checkpoints) == 0
+
+
 async def test_an_ephemeral_session_never_dumped_and_a_checkout_that_failed_keep_no_checkpoint(store_url):
     async with corral.Pool(state_key=KEY, store=store_url) as pool:
         async with pool.checkout() as session:

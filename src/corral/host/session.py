@@ -37,6 +37,7 @@ from ..errors import (
 )
 from ..limits import Limits, amount
 from ..values import UNPACKABLE_RESULT, Decoder, ValueLimitError, bounded_repr, describe_type, host_default, measure, pack, unpack
+from .checkpoints import Checkpoint, state_digest
 from .deferred import Deferred, PendingCall, SandboxPaused
 from .external import ExternalModule, exception_payload, is_async_callable, missing_functions
 from .journal import DONE as FEED_DONE
@@ -61,7 +62,6 @@ from .journal import (
     seal,
     seal_record,
 )
-from .checkpoints import Checkpoint, state_digest
 from .lease import Lease
 from .os_access import OVERLAY_LIMIT, Mount, OsAccess, SystemCalls
 from .workers import WorkerProcess
@@ -338,7 +338,8 @@ class Session:
             checkpoint = None
             if self._pool._checkpoints is not None:  # a fork takes it too: the source replays next time
                 checkpoint = self._pool._checkpoints.take(self.tenant, source, state_digest(state), (self.limits.memory, self.limits.cpu_time))  # type: ignore[arg-type]
-            await self._start_worker(None if checkpoint is None else checkpoint.worker)
+            if checkpoint is None:
+                await self._start_worker()
             await self._restore(state, checkpoint)
             if not self._fork:  # the store has it: the next feed appends to it
                 self._chain, self._stored, self._stored_open = chain, len(self._journal), self._paused
@@ -1195,13 +1196,6 @@ class Session:
         checkpoint = None
         if self._pool._checkpoints is not None:
             checkpoint = self._pool._checkpoints.take(self.tenant, None, state_digest(opened), (self.limits.memory, self.limits.cpu_time))
-        if checkpoint is not None:  # the session's fresh worker goes, the checkpoint's takes its place
-            transport, worker = self._transport, self._worker
-            self._transport = self._worker = None  # its channel's end is no news of this session
-            assert transport is not None and worker is not None
-            transport.abort()
-            worker.kill()
-            await self._start_worker(checkpoint.worker)
         await self._restore(opened, checkpoint)
         self._full_due = True
         await self._store_state()
@@ -1250,16 +1244,26 @@ class Session:
             *((self._trace.copy(), self._calls, self._blocked, None if self._waiting is None else (self._waiting[1],)) if self._paused else ()),
         )
 
-    def _resume_checkpoint(self, checkpoint: Checkpoint, state: SessionState) -> None:
-        """Take the host side of a checkpoint's session: what replaying `state` would rebuild."""
+    async def _resume_checkpoint(self, checkpoint: Checkpoint, state: SessionState) -> None:
+        """Run this session in the checkpoint's worker (a fresh worker it has goes), and take the
+        host side of the checkpoint's session: what replaying `state` would rebuild."""
+        if checkpoint.trace is not None:
+            try:
+                self._restore_pause(state)
+            except (ValueError, TypeError) as error:
+                checkpoint.worker.kill()
+                raise SandboxStateError(f'the session state is malformed ({error})') from None
+        transport, worker = self._transport, self._worker
+        self._transport = self._worker = None  # the fresh worker's channel closing is no news of this session
+        if transport is not None:
+            transport.abort()
+        if worker is not None:
+            worker.kill()
+        await self._start_worker(checkpoint.worker)
         self._journal, self._context = list(checkpoint.journal), list(checkpoint.context)
         self._next_call, self._journal_bytes, self._asyncs = checkpoint.next_call, checkpoint.journal_bytes, dict(checkpoint.asyncs)
         if checkpoint.trace is None:
             return
-        try:
-            self._restore_pause(state)
-        except (ValueError, TypeError) as error:
-            raise SandboxStateError(f'the session state is malformed ({error})') from None
         open_feed = self._journal[-1]  # its own copy: this session's feed goes on
         self._record = self._journal[-1] = dataclasses.replace(open_feed, inputs=list(open_feed.inputs), calls=list(open_feed.calls))
         self._trace, self._calls, self._blocked = checkpoint.trace.copy(), checkpoint.calls, checkpoint.blocked
@@ -1268,23 +1272,29 @@ class Session:
 
     async def _restore(self, state: SessionState, checkpoint: Checkpoint | None = None) -> None:
         """Make this fresh session the one `state` holds: its mounts checked, its overlay, seed and
-        feeds (replayed, or taken from `checkpoint`, whose worker holds exactly this state)."""
-        have = {path: mode for path, mode in self._system.mounts()}
-        for path, mode in state.mounts:
-            if have.get(path) != mode:
-                raise SandboxStateError(
-                    f'the session state uses the {mode} mount at {path}, which this checkout does not have: '
-                    f'pass checkout(mounts=Mount(<host folder>, {path!r}, mode={mode!r}))'
-                )
+        feeds (replayed, or taken from `checkpoint`, whose worker holds exactly this state: killed
+        when the state does not fit this session)."""
         try:
-            self._system.restore_overlay(state.overlay)
-            self._overlay = self._system.overlay()
-        except (ValueError, TypeError) as error:
-            raise SandboxStateError(f'the session state is malformed ({error})') from None
+            have = {path: mode for path, mode in self._system.mounts()}
+            for path, mode in state.mounts:
+                if have.get(path) != mode:
+                    raise SandboxStateError(
+                        f'the session state uses the {mode} mount at {path}, which this checkout does not have: '
+                        f'pass checkout(mounts=Mount(<host folder>, {path!r}, mode={mode!r}))'
+                    )
+            try:
+                self._system.restore_overlay(state.overlay)
+                self._overlay = self._system.overlay()
+            except (ValueError, TypeError) as error:
+                raise SandboxStateError(f'the session state is malformed ({error})') from None
+        except BaseException:
+            if checkpoint is not None:
+                checkpoint.worker.kill()
+            raise
         self._system.seed = state.seed
         self.script_name = state.script_name
         if checkpoint is not None:
-            self._resume_checkpoint(checkpoint, state)
+            await self._resume_checkpoint(checkpoint, state)
         else:
             await self._replay_state(state)
 
