@@ -110,11 +110,12 @@ class Pool:
     `warm_decay` seconds without such a checkout halve the extra ones (their workers are killed),
     back down to `warm_workers`. A checkout that finds none idle takes the next worker forked.
 
-    A stored session's worker outlives its session as a live checkpoint (see
-    `corral.host.checkpoints`): the next `checkout(session_id=...)` of that session on this pool,
-    of the exact state it closed with, starts from it in well under a millisecond instead of
-    replaying the journal. `checkpoints` bounds them (`CheckpointLimits`: count and memory, per
-    pool and per tenant, least recently kept evicted first); `None` keeps none.
+    A closed session's worker outlives it as a live checkpoint (see `corral.host.checkpoints`):
+    the next `checkout(session_id=...)` (or `fork=True`) of a stored session on this pool, or
+    `load_session` of a state `dump()` gave out, of the exact state the session closed with,
+    starts from it in a millisecond or two (the store's read aside), whatever its number of
+    feeds, instead of replaying the journal. `checkpoints` bounds them (`CheckpointLimits`: count
+    and memory, per pool and per tenant, least recently kept evicted first); `None` keeps none.
 
     `observer`, a `PoolObserver`, hears of worker starts, sessions, feeds, host calls and type
     checks as they happen (`corral.server.metrics.Metrics` counts them for Prometheus).
