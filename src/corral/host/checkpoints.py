@@ -5,17 +5,17 @@ Two kinds of session leave one: a stored session (the store has its state whole)
 whose state `dump()` gave out and that ran nothing since; either between feeds, or paused on
 deferred calls (its worker waits in the feed, and `resume()` goes on from there).
 
-A checkpoint is the closed session's own worker, parked as it was between two feeds: locked down
-as ever, its channel idle. A stored session's is taken only by a checkout of the same tenant and
+A checkpoint is the closed session's own worker, parked as it was: locked down as ever, its
+channel idle. A stored session's is taken only by a checkout of the same tenant and
 session id (to go on with the session, or to fork it: `fork=True` starts the new session from
 the source's worker, which then replays next time); a dumped session's only by a
 `load_session()` of the same tenant given that state. Either way the state, read from the store
 or the bytes given and verified as always, must have the exact digest the session had when it
 closed (`state_digest`), and the worker rlimits (`Limits.memory`, `Limits.cpu_time`) must be
-the same. A state that moved on
-elsewhere (another process fed the session), a missing checkpoint (another host, a restart,
-evicted) or any mismatch replays the journal as without checkpoints, to the same session: the
-journal stays the truth, and a checkpoint is a cache in front of it, used once.
+the same. A state that moved on elsewhere (another process fed the session), a missing
+checkpoint (another host, a restart, evicted) or any mismatch replays the journal as without
+checkpoints, to the same session: the journal stays the truth, and a checkpoint is a cache in
+front of it, used once.
 
 No process is forked for it, so no lockdown layer changes: the worker's seccomp filter still
 refuses every fork and clone.
@@ -49,7 +49,7 @@ class CheckpointLimits:
     - `tenant_count`, `tenant_memory`: the same, for the checkpoints of one tenant.
 
     Past a bound the least recently kept checkpoints go first (their workers are killed). A
-    checkpoint larger than `tenant_memory` is not kept. Raises `ValueError` for a bound that is
+    checkpoint larger than `tenant_memory` (or `memory`) is not kept. Raises `ValueError` for a bound that is
     not a positive int.
     """
 
@@ -124,8 +124,8 @@ class Checkpoints:
     """The checkpoints of one pool, least recently kept first, bounded by `CheckpointLimits`.
 
     At most one per tenant and stored session (keeping a newer one kills the older), or per tenant
-    and state of a dumped session. `observer` hears
-    of each change (`PoolObserver.checkpoints_changed`, `checkpoint_taken`).
+    and state of a dumped session. `observer` hears of each change
+    (`PoolObserver.checkpoints_changed`, `checkpoint_taken`).
     """
 
     def __init__(self, limits: CheckpointLimits, observer: PoolObserver) -> None:
