@@ -7,12 +7,18 @@
 Prints a Markdown table of medians (min–max) and the ratios corral / monty:
 
 - dump and load_session of a session of 1, 10 and 50 feeds of an agent-like script (five host
-  calls gathered, a loop over their results, a class), time and size;
+  calls gathered, a loop over their results, a class), time and size: corral's load of a state
+  its pool made (the dumped session's live checkpoint), and of the same state once more, which
+  replays its journal;
+- `checkout(session_id=...)` and `checkout(session_id=..., fork=True)` of a stored session of 10
+  and 50 feeds, just closed: from its live checkpoint, and replayed (a pool that keeps none);
 - what a load costs against what the feeds cost when they ran: wall time (the host calls took
   a millisecond each; a replay answers them from the record) and CPU time (host process plus
   worker, from /proc/<pid>/schedstat);
 - a feed of a stored session (written to the store after every feed) against an ephemeral one,
-  late in sessions of 10, 50 and 500 feeds (`--stored-only` measures this alone).
+  late in sessions of 10, 50 and 500 feeds (`--stored-only` measures this alone);
+- 50 checkouts in a row, each running `1 + 1` and closing, back to back and with 50 ms between
+  them (as an agent calls its tool), and a trivial feed (`1 + 1`) on a session.
 
 corral's state is a journal replayed in a fresh worker; monty's is a copy of its heap. So corral's
 load grows with the work the feeds did, monty's with the size of what they left behind.
@@ -86,14 +92,67 @@ async def corral_round(pool: corral.Pool, feeds: int) -> dict[str, float]:
         t0 = time.perf_counter()
         state = await session.dump()
         dumped = time.perf_counter() - t0
-    async with pool.checkout() as loaded:
-        pid = loaded._worker.pid
+    async with pool.checkout() as loaded:  # the dumped session's worker, its checkpoint, takes over
         cpu0, host0, t0 = cpu_ns(pid), host_cpu_ns(), time.perf_counter()
         await loaded.load_session(state)
         load = time.perf_counter() - t0
+        assert loaded._worker.pid == pid
         load_cpu = cpu_ns(pid) - cpu0 + host_cpu_ns() - host0
         assert (await loaded.feed_run('report'))['feed'] == feeds - 1
-    return {'dump': dumped, 'load': load, 'size': len(state), 'ran': ran, 'ran_cpu': ran_cpu / 1e9, 'load_cpu': load_cpu / 1e9}
+    async with pool.checkout() as replayed:  # the checkpoint was used once: this load replays
+        pid = replayed._worker.pid
+        cpu0, host0, t0 = cpu_ns(pid), host_cpu_ns(), time.perf_counter()
+        await replayed.load_session(state)
+        replay = time.perf_counter() - t0
+        replay_cpu = cpu_ns(pid) - cpu0 + host_cpu_ns() - host0
+        assert (await replayed.feed_run('report'))['feed'] == feeds - 1
+    return {
+        'dump': dumped, 'load': load, 'size': len(state), 'ran': ran, 'ran_cpu': ran_cpu / 1e9, 'load_cpu': load_cpu / 1e9,
+        'replay': replay, 'replay_cpu': replay_cpu / 1e9,
+    }
+
+
+async def stored_round(pool: corral.Pool, cold: corral.Pool, feeds: int) -> dict[str, float]:
+    """Seconds to enter `checkout(session_id=...)` and `fork=True` of a stored session of `feeds`
+    feeds just closed: from its live checkpoint (`pool`), and replayed (`cold`, a pool on the same
+    store that keeps no checkpoints)."""
+    async with pool.checkout(ephemeral=False) as session:
+        for i in range(feeds):
+            await session.feed_run(feed(i), external_lookup=TOOLS)
+        session_id = session.session_id
+    times = {}
+    for name, chosen, fork in (('resume', pool, False), ('fork', pool, True), ('resume_replay', cold, False), ('fork_replay', cold, True)):
+        t0 = time.perf_counter()
+        async with chosen.checkout(session_id=session_id, fork=fork) as loaded:
+            times[name] = time.perf_counter() - t0
+            assert (await loaded.feed_run('report'))['feed'] == feeds - 1
+    return times
+
+
+async def checkouts(pool: Any, count: int = 50, gap: float = 0.0) -> float:
+    """Seconds per checkout of `count` in a row, each running `1 + 1` and closing, `gap` seconds
+    apart (the gaps not counted)."""
+    spent = 0.0
+    for _ in range(count):
+        if gap:
+            await asyncio.sleep(gap)
+        t0 = time.perf_counter()
+        async with pool.checkout() as session:
+            assert await session.feed_run('1 + 1') == 2
+        spent += time.perf_counter() - t0
+    return spent / count
+
+
+async def trivial_feed(pool: Any, count: int = 200) -> float:
+    """Seconds per `1 + 1` fed to one session, the median of `count`."""
+    async with pool.checkout() as session:
+        await session.feed_run('1 + 1')
+        times = []
+        for _ in range(count):
+            t0 = time.perf_counter()
+            await session.feed_run('1 + 1')
+            times.append(time.perf_counter() - t0)
+    return statistics.median(times)
 
 
 async def monty_round(pool: Any, feeds: int) -> dict[str, float]:
@@ -186,6 +245,20 @@ async def main(argv: list[str] | None = None) -> None:
                                 results['monty'].append(await monty_round(monty, feeds))
                     rows.append((feeds, results))
                     print(f'{feeds} feeds done', file=sys.stderr)
+                stored: dict[int, list[dict[str, float]]] = {}
+                churn: dict[str, dict[str, list[float]]] = {side: {'back': [], 'apart': [], 'trivial': []} for side in ('corral', 'monty')}
+                if not args.stored_only:
+                    async with corral.Pool(state_key=KEY, store=store, checkpoints=None) as cold:
+                        for feeds in (10,) if args.quick else (10, 50):
+                            stored[feeds] = [await stored_round(pool, cold, feeds) for _ in range(reps)]
+                    print('stored checkouts done', file=sys.stderr)
+                    for rep in range(reps):
+                        sides = [('corral', pool), ('monty', monty)] if monty is not None else [('corral', pool)]
+                        for side, chosen in sides if rep % 2 == 0 else sides[::-1]:
+                            churn[side]['back'].append(await checkouts(chosen))
+                            churn[side]['apart'].append(await checkouts(chosen, gap=0.05))
+                            churn[side]['trivial'].append(await trivial_feed(chosen))
+                    print('checkouts done', file=sys.stderr)
                 lengths = (10, 50) if args.quick else (10, 50, 500)
                 costs = {n: [await stored_feed_cost(pool, n) for _ in range(1 if n >= 500 else reps)] for n in lengths}
             finally:
@@ -195,22 +268,50 @@ async def main(argv: list[str] | None = None) -> None:
     print('| --- | --- | --- | --- | --- |')
     for feeds, results in rows:
         c, m = results['corral'], results['monty']
-        for key, label, scale, unit in (('dump', 'dump', 1e3, 'ms'), ('load', 'load_session', 1e3, 'ms'), ('size', 'state size', 1 / 1024, 'KiB')):
+        for key, label, scale, unit in (
+            ('dump', 'dump', 1e3, 'ms'),
+            ('load', 'load_session (corral: its checkpoint)', 1e3, 'ms'),
+            ('replay', 'load_session (corral: replayed)', 1e3, 'ms'),
+            ('size', 'state size', 1 / 1024, 'KiB'),
+        ):
             cv = [r[key] for r in c]
-            mv = [r[key] for r in m]
+            mv = [r['load' if key == 'replay' else key] for r in m]
             ratio = f'{statistics.median(cv) / statistics.median(mv):.2f}×' if mv else '—'
             print(f'| {feeds} | {label} | {cell(cv, scale, unit)} | {cell(mv, scale, unit) if mv else "not installed"} | {ratio} |')
     print()
-    print('| feeds | the feeds ran (wall) | load_session (wall) | load / ran, wall | the feeds ran (CPU, host + worker) | load_session (CPU) | load / ran, CPU |')
-    print('| --- | --- | --- | --- | --- | --- | --- |')
+    print('| feeds | the feeds ran (wall) | replayed load (wall) | replay / ran, wall | the feeds ran (CPU, host + worker) | replayed load (CPU) | replay / ran, CPU | load from the checkpoint (CPU) |')
+    print('| --- | --- | --- | --- | --- | --- | --- | --- |')
     for feeds, results in rows:
         c = results['corral']
-        ran, load = [r['ran'] for r in c], [r['load'] for r in c]
-        ran_cpu, load_cpu = [r['ran_cpu'] for r in c], [r['load_cpu'] for r in c]
+        ran, load = [r['ran'] for r in c], [r['replay'] for r in c]
+        ran_cpu, load_cpu = [r['ran_cpu'] for r in c], [r['replay_cpu'] for r in c]
         print(
             f'| {feeds} | {cell(ran, 1e3)} | {cell(load, 1e3)} | {statistics.median(load) / statistics.median(ran):.2f}× '
-            f'| {cell(ran_cpu, 1e3)} | {cell(load_cpu, 1e3)} | {statistics.median(load_cpu) / statistics.median(ran_cpu):.2f}× |'
+            f'| {cell(ran_cpu, 1e3)} | {cell(load_cpu, 1e3)} | {statistics.median(load_cpu) / statistics.median(ran_cpu):.2f}× '
+            f'| {cell([r["load_cpu"] for r in c], 1e3)} |'
         )
+    if stored:
+        print()
+        print("| feeds | stored session, just closed | corral, from its checkpoint | corral, replayed | monty's load_session | checkpoint / monty | replayed / monty |")
+        print('| --- | --- | --- | --- | --- | --- | --- |')
+        loads = {feeds: [r['load'] for r in results['monty']] for feeds, results in rows}
+        for feeds, samples in stored.items():
+            mv = loads.get(feeds, [])
+            for key, label in (('resume', 'checkout(session_id=...)'), ('fork', 'checkout(session_id=..., fork=True)')):
+                live, cold = [r[key] for r in samples], [r[f'{key}_replay'] for r in samples]
+                ratios = (f'{statistics.median(v) / statistics.median(mv):.2f}×' if mv else '—' for v in (live, cold))
+                print(f'| {feeds} | {label} | {cell(live, 1e3)} | {cell(cold, 1e3)} | {cell(mv, 1e3) if mv else "—"} | {" | ".join(ratios)} |')
+        print()
+        print('| measure | corral | monty | corral / monty |')
+        print('| --- | --- | --- | --- |')
+        for key, label, scale, unit in (
+            ('back', '50 checkouts + `1 + 1` + close, back to back, per checkout', 1e3, 'ms'),
+            ('apart', 'the same, 50 ms between checkouts, per checkout', 1e3, 'ms'),
+            ('trivial', 'trivial feed (`1 + 1`), median of 200', 1e6, 'µs'),
+        ):
+            cv, mv = churn['corral'][key], churn['monty'][key]
+            ratio = f'{statistics.median(cv) / statistics.median(mv):.2f}×' if mv else '—'
+            print(f'| {label} | {cell(cv, scale, unit)} | {cell(mv, scale, unit) if mv else "not installed"} | {ratio} |')
     print()
     print('| session length (feeds) | a late feed, ephemeral | a late feed, stored | stored / ephemeral | added | written to the store | writing it |')
     print('| --- | --- | --- | --- | --- | --- | --- |')

@@ -20,7 +20,21 @@ spec.loader.exec_module(bench)
 async def test_a_corral_round_dumps_and_loads():
     async with corral.Pool(state_key=bench.KEY) as pool:
         result = await bench.corral_round(pool, 1)
-    assert sorted(result) == ['dump', 'load', 'load_cpu', 'ran', 'ran_cpu', 'size']
+    assert sorted(result) == ['dump', 'load', 'load_cpu', 'ran', 'ran_cpu', 'replay', 'replay_cpu', 'size']
+
+
+async def test_a_stored_round_resumes_and_forks_from_the_checkpoint_and_replayed(tmp_path):
+    async with corral.Pool(state_key=bench.KEY, store=f'sqlite:///{tmp_path}/s.db') as pool, corral.Pool(
+        state_key=bench.KEY, store=pool.store, checkpoints=None
+    ) as cold:
+        result = await bench.stored_round(pool, cold, 2)
+    assert sorted(result) == ['fork', 'fork_replay', 'resume', 'resume_replay']
+
+
+async def test_checkouts_in_a_row_and_the_trivial_feed_run():
+    async with corral.Pool() as pool:
+        assert await bench.checkouts(pool, count=2, gap=0.01) > 0
+        assert await bench.trivial_feed(pool, count=3) > 0
 
 
 @pytest.mark.skipif(bench.AsyncMonty is None, reason='pydantic-monty is not installed')

@@ -87,6 +87,8 @@ async def test_metrics_count_the_feeds_calls_errors_and_workers_of_real_sessions
         ('corral_feed_seconds_count', ()): 6.0,
         ('corral_worker_starts_total', ()): 2.0,
         ('corral_type_check_seconds_count', ()): 3.0,
+        ('corral_checkpoints', ()): 0.0,  # ephemeral sessions keep none
+        ('corral_checkpoint_bytes', ()): 0.0,
     }
     assert samples[('corral_feed_seconds_bucket', (('le', '+Inf'),))] == 6.0
     assert samples[('corral_type_check_seconds_bucket', (('le', '+Inf'),))] == 3.0
@@ -200,3 +202,23 @@ async def test_a_pool_whose_store_is_unreachable_is_not_ready():
         ready = pool_readiness(pool, lambda: False)
         assert await ready() is False
         assert await probe(ready, '/readyz') == (503, 'not ready')
+
+
+async def test_metrics_count_the_live_checkpoints_and_where_stored_sessions_were_loaded_from(tmp_path):
+    metrics = Metrics()
+    app = Starlette(routes=ops_routes(metrics, ready=always_ready))
+    async with corral.Pool(warm_workers=0, observer=metrics, store=f'sqlite:///{tmp_path}/store.db') as pool:
+        async with pool.checkout(ephemeral=False) as session:
+            await session.feed_run('x = 1')
+            session_id = session.session_id
+        _, samples = await scrape(app)
+        assert samples[('corral_checkpoints', ())] == 1
+        assert samples[('corral_checkpoint_bytes', ())] == pool._checkpoints.memory > 0
+        async with pool.checkout(session_id=session_id) as session:
+            assert await session.feed_run('x') == 1
+        _, samples = await scrape(app)
+        assert samples[('corral_loads_total', (('source', 'checkpoint'),))] == 1
+        assert samples[('corral_checkpoints', ())] == 1  # kept again as it closed
+        await pool.aclose()
+        _, samples = await scrape(app)
+        assert samples[('corral_checkpoints', ())] == 0 and samples[('corral_checkpoint_bytes', ())] == 0

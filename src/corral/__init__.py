@@ -23,6 +23,7 @@ from .errors import (
     SandboxWorkerError,
     StubError,
 )
+from .host.checkpoints import CheckpointLimits
 from .host.deferred import Deferred, PendingCall, SandboxPaused
 from .host.external import ExternalModule
 from .host.observer import PoolObserver
@@ -40,6 +41,7 @@ from .values import Image, bounded_repr
 
 __all__ = [
     'ApiKey',
+    'CheckpointLimits',
     'CodeTool',
     'Deferred',
     'ExternalModule',

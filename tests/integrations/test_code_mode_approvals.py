@@ -199,12 +199,16 @@ async def test_the_variables_of_a_conversation_come_back_in_its_next_run(pool):
     script = Script("inbox = await count_inbox()\nnotes = ['first']")
     agent = mail_agent(script, pool, made)
     first = await agent.run('one')
+    kept = list(pool._checkpoints._kept)  # the run's session, closed: its worker is a live checkpoint
+    assert len(kept) == 1
     # the model's responses are counted over the whole history: the first run's 'done' was the second
     script.steps += ['(answered: done)', "notes.append('second')\n[inbox, notes]"]
     second = await agent.run('two', message_history=first.all_messages())
     assert answers(second.new_messages()) == [[3, ['first', 'second']]]
     assert made == ['count_inbox']
-    # The history of the first run, again: its variables as the first run left them (a fork).
+    assert kept[0] not in pool._checkpoints._kept  # the second run's fork started from it
+    # The history of the first run, again: its variables as the first run left them (a fork, its
+    # checkpoint used already: replayed).
     script.steps[2] = 'notes'
     again = await agent.run('two again', message_history=first.all_messages())
     assert answers(again.new_messages()) == [['first']]

@@ -682,6 +682,7 @@ async def test_a_replay_does_not_run_under_wall_time_and_what_follows_its_pause_
     async with pool.checkout(limits=limits) as original:
         await original.feed_run(code, external_lookup=tools)
         state = await original.dump()
+        await original.feed_run('None')  # its state moves on: no live checkpoint, the load replays
     async with pool.checkout(limits=limits) as loaded:
         pid, serve = loaded._worker.pid, loaded._serve_replay
         going_on = asyncio.get_running_loop().create_future()

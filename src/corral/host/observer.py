@@ -41,3 +41,11 @@ class PoolObserver:
 
     def type_checked(self, seconds: float, passed: bool) -> None:
         """ty checked a script in `seconds` of wall time; `passed` is False when it found errors."""
+
+    def checkpoints_changed(self, count: int, memory: int) -> None:
+        """The pool now keeps `count` live checkpoints holding `memory` bytes (see `CheckpointLimits`)."""
+
+    def checkpoint_taken(self, used: bool) -> None:
+        """A checkout of a stored session by id (`fork=True` too), or a `load_session`, looked for
+        the state's checkpoint: `used` is True when it started from it, False when it replayed the
+        journal (no checkpoint, or one of another state or rlimits)."""

@@ -12,6 +12,7 @@ from ..language.catalog import package_closure
 from ..limits import Limits
 from ..store.base import check_tenant
 from ..worker.zygote import LAYERS
+from .checkpoints import CheckpointLimits, Checkpoints
 from .external import ExternalModule
 from .journal import MAX_STATE_BYTES
 from .observer import PoolObserver
@@ -109,6 +110,13 @@ class Pool:
     `warm_decay` seconds without such a checkout halve the extra ones (their workers are killed),
     back down to `warm_workers`. A checkout that finds none idle takes the next worker forked.
 
+    A closed session's worker outlives it as a live checkpoint (see `corral.host.checkpoints`):
+    the next `checkout(session_id=...)` (or `fork=True`) of a stored session on this pool, or
+    `load_session` of a state `dump()` gave out, of the exact state the session closed with,
+    starts from it in a millisecond or two (the store's read aside), whatever its number of
+    feeds, instead of replaying the journal. `checkpoints` bounds them (`CheckpointLimits`: count
+    and memory, per pool and per tenant, least recently kept evicted first); `None` keeps none.
+
     `observer`, a `PoolObserver`, hears of worker starts, sessions, feeds, host calls and type
     checks as they happen (`corral.server.metrics.Metrics` counts them for Prometheus).
 
@@ -130,6 +138,7 @@ class Pool:
         warm_decay: float = 30.0,
         observer: PoolObserver | None = None,
         packages: Collection[str] = (),
+        checkpoints: CheckpointLimits | None = CheckpointLimits(),
     ) -> None:
         if warm_workers < 0:
             raise ValueError('warm_workers must be 0 or more')
@@ -166,6 +175,7 @@ class Pool:
         self._refill_sleeping = False
         self._decay_timer: asyncio.TimerHandle | None = None
         self._checker: TypeChecker | None = None
+        self._checkpoints = None if checkpoints is None else Checkpoints(checkpoints, self.observer)
         self._closed = False
 
     async def __aenter__(self) -> Pool:
@@ -213,6 +223,8 @@ class Pool:
         for worker in self._idle:
             worker.kill()
         self._idle.clear()
+        if self._checkpoints is not None:
+            self._checkpoints.close()
         while self._waiting:
             waiter = self._waiting.popleft()
             if not waiter.done():

@@ -6,9 +6,11 @@ import asyncio
 import concurrent.futures
 import contextlib
 import contextvars
+import dataclasses
 import functools
 import hashlib
 import inspect
+import os
 import re
 import secrets
 import socket
@@ -35,6 +37,7 @@ from ..errors import (
 )
 from ..limits import Limits, amount
 from ..values import UNPACKABLE_RESULT, Decoder, ValueLimitError, bounded_repr, describe_type, host_default, measure, pack, unpack
+from .checkpoints import Checkpoint, state_digest
 from .deferred import Deferred, PendingCall, SandboxPaused
 from .external import ExternalModule, exception_payload, is_async_callable, missing_functions
 from .journal import DONE as FEED_DONE
@@ -225,18 +228,21 @@ class Session:
         self._cpu_seconds = 0.0  # the worker's CPU at the last reading (cpu_seconds)
         self._checker_cpu = 0.0  # the CPU of the session's type checks (cpu_seconds)
         self._ended_cpu = 0.0  # the CPU of its workers before this one (a feed rolled back) (cpu_seconds)
+        self._cpu_base = 0.0  # what a checkpoint's worker had used before this session took it
+        self._dumped: bytes | None = None  # the digest of the state dump() last gave out
         self._opened = False  # entered, and its end not yet reported to the pool's observer
 
     @property
     def cpu_seconds(self) -> float:
         """The CPU seconds (user + system) the session's worker has used since it was forked,
-        replays of a loaded state included, and those of the workers a stored session's feed
-        stopped by a time limit replaced (which replay its journal), and its type checker's
-        processes in the session's checks (its stubs', its scripts'): read from the kernel
-        (`/proc`, and as each ty check ends), never from the worker. After the worker ends it stays at the last reading, taken
-        as the session killed it. A server counts a tenant's CPU from it (see `corral.server.quotas`)."""
+        replays of a loaded state included (a worker taken from a live checkpoint: since this
+        session took it), and those of the workers a stored session's feed stopped by a time limit
+        replaced (which replay its journal), and its type checker's processes in the session's
+        checks (its stubs', its scripts'): read from the kernel (`/proc`, and as each ty check
+        ends), never from the worker. After the worker ends it stays at the last reading, taken as
+        the session killed it. A server counts a tenant's CPU from it (see `corral.server.quotas`)."""
         self._read_cpu()
-        return self._ended_cpu + self._cpu_seconds + self._checker_cpu
+        return self._ended_cpu + self._cpu_seconds - self._cpu_base + self._checker_cpu
 
     def _count_check(self, seconds: float) -> None:
         self._checker_cpu += seconds
@@ -300,12 +306,19 @@ class Session:
         self._pool.observer.session_opened()
         return self
 
-    async def _start_worker(self) -> None:
-        worker = await self._pool._take_worker(self.limits)
+    async def _start_worker(self, worker: WorkerProcess | None = None) -> None:
+        """Take a fresh worker from the pool (or `worker`, a checkpoint's) and connect its channel."""
+        base = 0.0
+        if worker is None:
+            worker = await self._pool._take_worker(self.limits)
+        else:
+            base = worker.cpu_seconds() or 0.0
         loop = asyncio.get_running_loop()
         self._transport, _ = await loop.connect_accepted_socket(lambda: _Protocol(self), worker.sock)
         self._worker = worker
-        self._ended_cpu, self._cpu_seconds = self._ended_cpu + self._cpu_seconds, 0.0  # the last reading of the one before
+        # The last reading of the one before is kept; this one counts from what it had used.
+        self._ended_cpu += self._cpu_seconds - self._cpu_base
+        self._cpu_seconds, self._cpu_base = base, base
 
     async def _open_stored(self) -> None:
         """Take the lease of the stored session (a new one, the one named, or a fork of it) and its state."""
@@ -320,8 +333,9 @@ class Session:
         await self._lease.acquire()
         if source is not None and not self._fork:
             stored = await store.get(source, tenant=self.tenant)
-        await self._start_worker()
-        if stored is not None:
+        if stored is None:
+            await self._start_worker()
+        else:
             state, chain = open_stored(
                 stored.state,
                 stored.records,
@@ -333,7 +347,12 @@ class Session:
                 session_id=source,  # type: ignore[arg-type]
                 packages=self._pool.packages,
             )
-            await self._restore(state)
+            checkpoint = None
+            if self._pool._checkpoints is not None:  # a fork takes it too: the source replays next time
+                checkpoint = self._pool._checkpoints.take(self.tenant, source, state_digest(state), (self.limits.memory, self.limits.cpu_time))  # type: ignore[arg-type]
+            if checkpoint is None:
+                await self._start_worker()
+            await self._restore(state, checkpoint)
             if not self._fork:  # the store has it: the next feed appends to it
                 self._chain, self._stored, self._stored_open = chain, len(self._journal), self._paused
                 self._stored_overlay = self._system.overlay()
@@ -378,14 +397,18 @@ class Session:
             task.cancel()
         if self._tick is not None:
             self._tick.cancel()
+        checkpoint = None
         if self._worker is not None:
             self._read_cpu()  # the last reading, before the worker's counters go with it
+            checkpoint = self._checkpoint()
             if self._transport is not None:
                 self._transport.abort()
             self._worker.kill()
             self._worker = None
         if self._dead is None:
             self._dead = 'the session is closed'
+        if checkpoint is not None:
+            await self._pool._checkpoints.keep(checkpoint)  # type: ignore[union-attr]
         if self._opened:
             self._opened = False
             self._pool.observer.session_closed()
@@ -1151,7 +1174,11 @@ class Session:
             raise RuntimeError('cannot dump a session while a feed runs; await it first')
         if self._unreplayable is not None:
             raise SandboxStateError(f'this session cannot be dumped: {self._unreplayable}, so its state would not replay exactly')
-        return seal(self._state(), self._pool._state_key(), quota=self._pool.max_state_bytes)
+        state = self._state()
+        data = seal(state, self._pool._state_key(), quota=self._pool.max_state_bytes)
+        if self._pool._checkpoints is not None:
+            self._dumped = state_digest(state)  # closed as it is now, its worker is kept for a load of this state
+        return data
 
     def _state(self) -> SessionState:
         pending = []
@@ -1183,7 +1210,9 @@ class Session:
         so every variable, function, class and import comes back and no host function runs again.
         Give the new checkout the same `type_check_stubs`, `external_modules` and mounts (the
         overlay writes come from the state; read-only and read-write mounts must be given again).
-        A state of a paused session comes back paused: answer it with `resume()`.
+        A state of a paused session comes back paused: answer it with `resume()`. A state that a
+        session of this pool gave out with `dump()` and closed right after, of the same tenant,
+        starts from that session's worker instead (a live checkpoint: see `CheckpointLimits`).
 
         Raises `SandboxStateError` for a state that is oversized, not a state, truncated, altered
         or signed with another key, of another format version, made for other host functions or
@@ -1193,29 +1222,111 @@ class Session:
         self._check_usable()
         if self._journal or self._paused:
             raise RuntimeError('load_session needs a freshly checked-out session; this one has run feeds')
-        await self._restore(
-            open_state(state, self._pool._state_key(), quota=self._pool.max_state_bytes, expected=self._fingerprint(), packages=self._pool.packages)
-        )
+        opened = open_state(state, self._pool._state_key(), quota=self._pool.max_state_bytes, expected=self._fingerprint(), packages=self._pool.packages)
+        checkpoint = None
+        if self._pool._checkpoints is not None:
+            checkpoint = self._pool._checkpoints.take(self.tenant, None, state_digest(opened), (self.limits.memory, self.limits.cpu_time))
+        await self._restore(opened, checkpoint)
         self._full_due = True
         await self._store_state()
 
-    async def _restore(self, state: SessionState) -> None:
-        """Make this fresh session the one `state` holds: its mounts checked, its overlay, seed and feeds."""
-        have = {path: mode for path, mode in self._system.mounts()}
-        for path, mode in state.mounts:
-            if have.get(path) != mode:
-                raise SandboxStateError(
-                    f'the session state uses the {mode} mount at {path}, which this checkout does not have: '
-                    f'pass checkout(mounts=Mount(<host folder>, {path!r}, mode={mode!r}))'
-                )
+    def _checkpoint(self) -> Checkpoint | None:
+        """This closing session's worker as a live checkpoint, with a channel of its own (the
+        transport closes this one), on a pool that keeps checkpoints: for a stored session between
+        feeds whose state the store has whole, or one whose state `dump()` gave out; else None."""
+        checkpoints, worker, lease = self._pool._checkpoints, self._worker, self._lease
+        if (
+            checkpoints is None
+            or worker is None
+            or not self._opened  # entered whole: a checkout that failed part way has no state to keep
+            or self._pool._closed
+            or self._dead is not None
+            or self._done is not None
+            or self._call_tasks
+            or self._running
+            or self._replaying is not None
+            or (lease is None and self._dumped is None)
+            or (lease is not None and (lease.lost is not None or self._stored != len(self._journal) or self._stored_open != self._paused))
+            or not worker.idle()
+        ):
+            return None
         try:
-            self._system.restore_overlay(state.overlay)
-            self._overlay = self._system.overlay()
-        except (ValueError, TypeError) as error:
-            raise SandboxStateError(f'the session state is malformed ({error})') from None
+            digest = state_digest(self._state())
+        except SandboxStateError:
+            return None
+        if lease is None and digest != self._dumped:  # it ran feeds after its dump
+            return None
+        sock = socket.socket(fileno=os.dup(worker.sock.fileno()))
+        sock.setblocking(False)
+        parked = WorkerProcess(worker.pidfd, sock)
+        worker.pidfd = -1  # the checkpoint's now: killing the session's handle closes only its channel
+        return Checkpoint(
+            self.tenant,
+            self.session_id if lease is not None else None,
+            digest,
+            (self.limits.memory, self.limits.cpu_time),
+            parked,
+            list(self._journal),
+            list(self._context),
+            self._next_call,
+            self._journal_bytes,
+            dict(self._asyncs),
+            *((self._trace.copy(), self._calls, self._blocked, None if self._waiting is None else (self._waiting[1],)) if self._paused else ()),
+        )
+
+    async def _resume_checkpoint(self, checkpoint: Checkpoint, state: SessionState) -> None:
+        """Run this session in the checkpoint's worker (a fresh worker it has goes), and take the
+        host side of the checkpoint's session: what replaying `state` would rebuild."""
+        if checkpoint.trace is not None:
+            try:
+                self._restore_pause(state)
+            except (ValueError, TypeError) as error:
+                checkpoint.worker.kill()
+                raise SandboxStateError(f'the session state is malformed ({error})') from None
+        transport, worker = self._transport, self._worker
+        self._transport = self._worker = None  # the fresh worker's channel closing is no news of this session
+        if transport is not None:
+            transport.abort()
+        if worker is not None:
+            worker.kill()
+        await self._start_worker(checkpoint.worker)
+        self._journal, self._context = list(checkpoint.journal), list(checkpoint.context)
+        self._next_call, self._journal_bytes, self._asyncs = checkpoint.next_call, checkpoint.journal_bytes, dict(checkpoint.asyncs)
+        if checkpoint.trace is None:
+            return
+        open_feed = self._journal[-1]  # its own copy: this session's feed goes on
+        self._record = self._journal[-1] = dataclasses.replace(open_feed, inputs=list(open_feed.inputs), calls=list(open_feed.calls))
+        self._trace, self._calls, self._blocked = checkpoint.trace.copy(), checkpoint.calls, checkpoint.blocked
+        self._waiting = None if checkpoint.waiting is None else (perf_counter(), checkpoint.waiting[0])
+        self._paused = True
+
+    async def _restore(self, state: SessionState, checkpoint: Checkpoint | None = None) -> None:
+        """Make this fresh session the one `state` holds: its mounts checked, its overlay, seed and
+        feeds (replayed, or taken from `checkpoint`, whose worker holds exactly this state: killed
+        when the state does not fit this session)."""
+        try:
+            have = {path: mode for path, mode in self._system.mounts()}
+            for path, mode in state.mounts:
+                if have.get(path) != mode:
+                    raise SandboxStateError(
+                        f'the session state uses the {mode} mount at {path}, which this checkout does not have: '
+                        f'pass checkout(mounts=Mount(<host folder>, {path!r}, mode={mode!r}))'
+                    )
+            try:
+                self._system.restore_overlay(state.overlay)
+                self._overlay = self._system.overlay()
+            except (ValueError, TypeError) as error:
+                raise SandboxStateError(f'the session state is malformed ({error})') from None
+        except BaseException:
+            if checkpoint is not None:
+                checkpoint.worker.kill()
+            raise
         self._system.seed = state.seed
         self.script_name = state.script_name
-        await self._replay_state(state)
+        if checkpoint is not None:
+            await self._resume_checkpoint(checkpoint, state)
+        else:
+            await self._replay_state(state)
 
     async def _replay_state(self, state: SessionState) -> None:
         """Replay each feed of `state` in this session's worker, answering from its record."""

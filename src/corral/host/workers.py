@@ -56,6 +56,18 @@ class WorkerProcess:
         except OSError:
             return False
 
+    def idle(self) -> bool:
+        """True while the worker is alive and has sent nothing the host has not read."""
+        if self.sock.fileno() < 0:
+            return False
+        try:
+            self.sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            return True
+        except OSError:
+            return False
+        return False
+
     def cpu_seconds(self) -> float | None:
         """The CPU seconds (user + system, all threads) the worker has used since its fork, from
         fields 14 and 15 of `/proc/<pid>/stat` (clock ticks; proc(5)); None once it was killed or

@@ -74,6 +74,10 @@ class Metrics(PoolObserver):
     - `corral_feed_seconds` (histogram, `FEED_BUCKETS`): wall time of each feed, type check included.
     - `corral_worker_starts_total` (counter): workers forked, for checkouts or kept warm.
     - `corral_type_check_seconds` (histogram, `TYPE_CHECK_BUCKETS`): wall time of each ty check.
+    - `corral_checkpoints` and `corral_checkpoint_bytes` (gauges): the live checkpoints the pool
+      keeps, and the private memory of their workers (see `CheckpointLimits`).
+    - `corral_loads_total{source}` (counter): checkouts of a stored session by id and
+      `load_session` calls, by where the state came from: `checkpoint` or `replay`.
 
     And, once it watches a server (`watch`), the server's connections:
 
@@ -92,6 +96,9 @@ class Metrics(PoolObserver):
         self.feed_seconds = Histogram('corral_feed_seconds', 'Wall time of a feed, type check included.', buckets=FEED_BUCKETS, registry=r)
         self.worker_starts = Counter('corral_worker_starts', 'Sandbox workers forked, for checkouts or kept warm.', registry=r)
         self.type_check_seconds = Histogram('corral_type_check_seconds', 'Wall time of a type check.', buckets=TYPE_CHECK_BUCKETS, registry=r)
+        self.checkpoints = Gauge('corral_checkpoints', 'Live checkpoints kept.', registry=r)
+        self.checkpoint_bytes = Gauge('corral_checkpoint_bytes', 'Private memory of the live checkpoints kept.', registry=r)
+        self.loads = Counter('corral_loads', 'Checkouts of a stored session by id and load_session calls, by source: checkpoint or replay.', ['source'], registry=r)
 
     def watch(self, server: CorralServer) -> None:
         """Report `server`'s connections too (its `pending` and `refused` counts, read at each scrape)."""
@@ -124,6 +131,13 @@ class Metrics(PoolObserver):
 
     def type_checked(self, seconds: float, passed: bool) -> None:
         self.type_check_seconds.observe(seconds)
+
+    def checkpoints_changed(self, count: int, memory: int) -> None:
+        self.checkpoints.set(count)
+        self.checkpoint_bytes.set(memory)
+
+    def checkpoint_taken(self, used: bool) -> None:
+        self.loads.labels('checkpoint' if used else 'replay').inc()
 
 
 class _ConnectionCollector:

@@ -1,0 +1,207 @@
+"""Live checkpoints: a session's worker kept alive after the session closed, so that the next
+load of its exact state on this pool starts from it instead of replaying the journal.
+
+Two kinds of session leave one: a stored session (the store has its state whole), and a session
+whose state `dump()` gave out and that ran nothing since; either between feeds, or paused on
+deferred calls (its worker waits in the feed, and `resume()` goes on from there).
+
+A checkpoint is the closed session's own worker, parked as it was: locked down as ever, its
+channel idle. A stored session's is taken only by a checkout of the same tenant and
+session id (to go on with the session, or to fork it: `fork=True` starts the new session from
+the source's worker, which then replays next time); a dumped session's only by a
+`load_session()` of the same tenant given that state. Either way the state, read from the store
+or the bytes given and verified as always, must have the exact digest the session had when it
+closed (`state_digest`), and the worker rlimits (`Limits.memory`, `Limits.cpu_time`) must be
+the same. A state that moved on elsewhere (another process fed the session), a missing
+checkpoint (another host, a restart, evicted) or any mismatch replays the journal as without
+checkpoints, to the same session: the journal stays the truth, and a checkpoint is a cache in
+front of it, used once.
+
+No process is forked for it, so no lockdown layer changes: the worker's seccomp filter still
+refuses every fork and clone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import msgpack
+
+from .journal import FeedRecord, SessionState
+from .workers import WorkerProcess
+
+if TYPE_CHECKING:
+    from .observer import PoolObserver
+
+__all__ = ['CheckpointLimits', 'Checkpoint', 'Checkpoints', 'state_digest']
+
+
+@dataclass(frozen=True)
+class CheckpointLimits:
+    """How many checkpoints a pool keeps, and how much memory they may hold (`Pool(checkpoints=...)`).
+
+    - `count`, `memory`: at most this many checkpoints, holding at most this many bytes (the
+      private memory of their workers, from `/proc/<pid>/smaps_rollup`), in the whole pool;
+    - `tenant_count`, `tenant_memory`: the same, for the checkpoints of one tenant.
+
+    Past a bound the least recently kept checkpoints go first (their workers are killed). A
+    checkpoint larger than `tenant_memory` (or `memory`) is not kept. Raises `ValueError` for a bound that is
+    not a positive int.
+    """
+
+    count: int = 16
+    memory: int = 512 << 20
+    tenant_count: int = 4
+    tenant_memory: int = 128 << 20
+
+    def __post_init__(self) -> None:
+        for name in ('count', 'memory', 'tenant_count', 'tenant_memory'):
+            value = getattr(self, name)
+            if type(value) is not int or value <= 0:
+                raise ValueError(f'CheckpointLimits.{name} must be a positive int, not {value!r}')
+
+
+@dataclass
+class Checkpoint:
+    """A parked worker and what its session's host side knew of it (the journal replay would rebuild)."""
+
+    tenant: str
+    session_id: str | None  # None: a dumped session's, found by its digest
+    digest: bytes
+    rlimits: tuple[int | None, int | None]
+    worker: WorkerProcess
+    journal: list[FeedRecord]
+    context: list[str]
+    next_call: int
+    journal_bytes: int
+    asyncs: dict[str, bool]
+    #: Of a paused session: the open feed's trace so far (a `hashlib.blake2b`), its host calls,
+    #: the sync call its worker waits on, and `(timeout,)` of the WAIT it asked; else None.
+    trace: Any = None
+    calls: int = 0
+    blocked: int | None = None
+    waiting: tuple[float | None] | None = None
+    memory: int = field(default=0)
+
+
+def state_digest(state: SessionState) -> bytes:
+    """A digest of everything in `state` (32 bytes of BLAKE2b): the same for the state a session
+    held when it closed and the same state read back from the store or the bytes. The overlay is
+    the one map whose keys come from outside (paths): it is taken in key order."""
+    plain = state.to_plain()
+    plain['overlay'] = _canonical(plain['overlay'])
+    return hashlib.blake2b(msgpack.packb(plain, use_bin_type=True), digest_size=32).digest()
+
+
+def _canonical(value: Any) -> Any:
+    if isinstance(value, dict):
+        return [[key, _canonical(item)] for key, item in sorted(value.items())]
+    if isinstance(value, (list, tuple)):
+        return [_canonical(item) for item in value]
+    return value
+
+
+def private_memory(pid: int | None) -> int | None:
+    """Bytes of memory process `pid` holds alone (Private_Clean + Private_Dirty of
+    `/proc/<pid>/smaps_rollup`); None when it cannot be read (the process is gone)."""
+    try:
+        with open(f'/proc/{pid}/smaps_rollup', 'rb') as rollup:
+            text = rollup.read()
+    except OSError:
+        return None
+    total = 0
+    for line in text.splitlines():
+        if line.startswith((b'Private_Clean:', b'Private_Dirty:')):
+            total += int(line.split()[1]) * 1024
+    return total
+
+
+class Checkpoints:
+    """The checkpoints of one pool, least recently kept first, bounded by `CheckpointLimits`.
+
+    At most one per tenant and stored session (keeping a newer one kills the older), or per tenant
+    and state of a dumped session. `observer` hears of each change
+    (`PoolObserver.checkpoints_changed`, `checkpoint_taken`).
+    """
+
+    def __init__(self, limits: CheckpointLimits, observer: PoolObserver) -> None:
+        self.limits = limits
+        self._observer = observer
+        self._kept: OrderedDict[tuple[str, str | bytes], Checkpoint] = OrderedDict()
+        self.memory = 0
+        self._closed = False
+
+    def __len__(self) -> int:
+        return len(self._kept)
+
+    async def keep(self, checkpoint: Checkpoint) -> bool:
+        """Keep `checkpoint`, evicting the least recently kept past the bounds; False (its worker
+        killed) when it alone is over a tenant's memory, its memory cannot be read, or the pool
+        closed meanwhile. The memory is read in a thread: the kernel takes a millisecond or more
+        to sum a process's pages."""
+        try:
+            memory = await asyncio.get_running_loop().run_in_executor(None, private_memory, checkpoint.worker.pid)
+        except BaseException:
+            checkpoint.worker.kill()
+            raise
+        key = _key(checkpoint.tenant, checkpoint.session_id, checkpoint.digest)
+        self._drop(key)
+        if self._closed or memory is None or memory > min(self.limits.tenant_memory, self.limits.memory):
+            checkpoint.worker.kill()
+            self._changed()
+            return False
+        checkpoint.memory = memory
+        self._kept[key] = checkpoint
+        self.memory += memory
+        limits = self.limits
+        while True:  # the new checkpoint is the tenant's last and fits alone: it stays
+            tenant = [key for key in self._kept if key[0] == checkpoint.tenant]
+            if len(tenant) <= limits.tenant_count and sum(self._kept[key].memory for key in tenant) <= limits.tenant_memory:
+                break
+            self._drop(tenant[0])
+        while len(self._kept) > limits.count or self.memory > limits.memory:
+            self._drop(next(iter(self._kept)))
+        self._changed()
+        return True
+
+    def take(self, tenant: str, session_id: str | None, digest: bytes, rlimits: tuple[int | None, int | None]) -> Checkpoint | None:
+        """The checkpoint of this stored session (`session_id`), or of this dumped state (None),
+        removed from the pool, when it holds exactly the state of `digest` under the same rlimits
+        and its worker is alive and idle; else None (a checkpoint of the session that does not
+        match is killed: its state is not the session's any more)."""
+        checkpoint = self._kept.pop(_key(tenant, session_id, digest), None)
+        if checkpoint is None:
+            self._observer.checkpoint_taken(False)
+            return None
+        self.memory -= checkpoint.memory
+        usable = checkpoint.digest == digest and checkpoint.rlimits == rlimits and checkpoint.worker.idle()
+        if not usable:
+            checkpoint.worker.kill()
+            checkpoint = None
+        self._changed()
+        self._observer.checkpoint_taken(checkpoint is not None)
+        return checkpoint
+
+    def close(self) -> None:
+        """Kill every checkpoint's worker, and keep none from now on."""
+        self._closed = True
+        for key in list(self._kept):
+            self._drop(key)
+        self._changed()
+
+    def _drop(self, key: tuple[str, str | bytes]) -> None:
+        checkpoint = self._kept.pop(key, None)
+        if checkpoint is not None:
+            self.memory -= checkpoint.memory
+            checkpoint.worker.kill()
+
+    def _changed(self) -> None:
+        self._observer.checkpoints_changed(len(self._kept), self.memory)
+
+
+def _key(tenant: str, session_id: str | None, digest: bytes) -> tuple[str, str | bytes]:
+    return (tenant, digest if session_id is None else session_id)
