@@ -36,7 +36,7 @@ def authenticator(keys: KeyRing, *, anonymous: bool) -> Authenticate:
 
 class TenantHooks(ServerHooks):
     """The hooks that hold a server's connections to their tenant's quotas: one of its
-    `concurrent_sessions` from the session's opening to its close (`Quotas.session`), and
+    `concurrent_sessions` from the session's request (before its OPEN frame is decoded) to its close (`Quotas.session`), and
     `Quotas.feed` around every feed and resumption (refused past `cpu_seconds_per_hour`, its
     worker's CPU counted after, and refused while the session's slot is lost: see `TenantSlot`).
     A refusal reaches the client as the `SandboxQuotaError`."""
@@ -48,7 +48,7 @@ class TenantHooks(ServerHooks):
         self._slots: dict[Session, TenantSlot] = {}
         self._feeds: dict[asyncio.Task[Any], contextlib.AsyncExitStack] = {}
 
-    async def session_opening(self, tenant: str, options: dict[str, Any]) -> None:
+    async def session_requested(self, tenant: str) -> None:
         stack = contextlib.AsyncExitStack()
         slot = await stack.enter_async_context(self.quotas.session(tenant))
         self._sessions[_task()] = (stack, slot)
