@@ -322,3 +322,29 @@ async def test_an_open_without_mounts_never_waits_for_uploads(tmp_path):
             assert protocol.decode(await ws.recv()) == [protocol.RESULT, ('', ''), None, []]
             for answer in answers:
                 answer.cancel()
+
+
+async def test_each_tenant_takes_its_turns_one_at_a_time():
+    """`TenantTurns`: a tenant's second turn waits for its first, another tenant's does not, and a
+    tenant with no turn held or awaited leaves nothing behind."""
+    from corral.server.app import TenantTurns
+
+    turns, order = TenantTurns(), []
+
+    async def take(tenant: str, name: str, hold: asyncio.Event) -> None:
+        async with turns.turn(tenant):
+            order.append(name)
+            await hold.wait()
+
+    first, second, other = asyncio.Event(), asyncio.Event(), asyncio.Event()
+    tasks = [asyncio.create_task(take('acme', 'acme 1', first)), asyncio.create_task(take('acme', 'acme 2', second))]
+    tasks.append(asyncio.create_task(take('beta', 'beta 1', other)))
+    await asyncio.sleep(0.01)
+    assert order == ['acme 1', 'beta 1']
+    first.set()
+    await asyncio.sleep(0.01)
+    assert order == ['acme 1', 'beta 1', 'acme 2']
+    second.set()
+    other.set()
+    await asyncio.gather(*tasks)
+    assert turns._locks == {}
