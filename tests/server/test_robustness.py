@@ -59,7 +59,7 @@ def errors(received: list[list]) -> list[tuple[str, str]]:
     ('frames', 'code', 'error'),
     [
         (['hello'], protocol.CLOSE_PROTOCOL, 'the client sent a text frame; corral frames are binary (msgpack)'),
-        ([b'\xc1'], protocol.CLOSE_PROTOCOL, 'the client sent a malformed frame (FormatError)'),
+        ([b'\xc1'], protocol.CLOSE_PROTOCOL, 'the client sent a malformed frame (ValueError: a message must be a non-empty list whose first item is its kind)'),
         ([protocol.encode({'not': 'a list'})], protocol.CLOSE_PROTOCOL, 'the client sent a malformed frame (ValueError: a message must be a non-empty list whose first item is its kind)'),
         ([protocol.encode([protocol.FEED, 'x', {}, {}, []])], protocol.CLOSE_PROTOCOL, 'the first frame of a connection must be OPEN'),
         (
@@ -265,12 +265,38 @@ async def test_a_host_function_of_the_client_that_raises_stop_iteration_fails_in
         assert await session.feed_run('1 + 1') == 2
 
 
-@pytest.mark.parametrize('limits', [{'value_items': None}, {'value_items': 10**12}])
-async def test_a_client_cannot_lift_the_bound_on_the_items_the_server_decodes(server, limits):
-    """Its session's `value_items` may lower the bound on a frame's items, never raise it: one frame
-    of a million 1-byte arrays would otherwise take the server gigabytes and hold every session."""
+@pytest.mark.parametrize(
+    ('limits', 'value'),
+    [
+        ({'value_items': None}, ('value_items', 'None', '1000000')),
+        ({'value_items': 10**12}, ('value_items', '1000000000000', '1000000')),
+        ({'value_size': None}, ('value_size', 'None', '67108864')),
+        ({'value_size': 2**40}, ('value_size', '1099511627776', '67108864')),
+    ],
+)
+async def test_a_client_cannot_lift_the_bounds_on_the_values_the_server_decodes(server, limits, value):
+    """A session may lower `value_items` and `value_size`, never raise or lift them: the server
+    decodes its worker's values and its client's frames within them (with `value_items=None`, a
+    feed of `[[]] * 8_000_000` grew the server by 580 MB)."""
+    name, asked, ceiling = value
+    received, close_code = await exchange(server.url, opening(limits))
+    text = f"limits.{name}={asked} is over this server's ceiling of {ceiling}: a session of corral serve may lower its {name}, not raise or lift it"
+    assert (errors(received), close_code) == ([('ValueError', text)], protocol.CLOSE_ENDED)
+
+
+async def test_values_the_server_decodes_are_bounded_by_its_ceilings(server):
+    """A result of 8 million items stays in the worker, and a client's frame of more items than the
+    server's bound ends its connection, with the bound's own texts."""
+    async with RemotePool(server.url) as pool, pool.checkout() as session:
+        with pytest.raises(corral.SandboxLimitError) as info:
+            await session.feed_run('x = [[]] * 8_000_000\nx')
+        assert (str(info.value), info.value.limit) == (
+            'OverflowError: the result has at least 8,000,000 items; at most 1,000,000 may leave the sandbox (the value_items limit)',
+            'value_items',
+        )
+        assert await session.feed_run('len(x)') == 8_000_000
     async with connect(server.url + protocol.PATH, compression=None, max_size=None) as ws:
-        await ws.send(opening(limits))
+        await ws.send(OPEN)
         assert protocol.decode(await ws.recv())[0] == protocol.OPENED
         await ws.send(protocol.encode([protocol.FEED, 'f()', {'f': False}, {}, []]))
         assert protocol.decode(await ws.recv()) == [protocol.EVENTS, [[protocol.CALL, 0, 'f', [], {}]]]
@@ -287,7 +313,7 @@ async def test_a_client_cannot_lift_the_bound_on_the_items_the_server_decodes(se
 async def test_a_mount_of_many_files_is_written_without_holding_up_other_sessions(server):
     """A mount's files are written to disk off the event loop: while one connection's 100,000
     folders are made, another session opens and runs, and the mount arrives whole."""
-    dirs = [[f'd{index}', 0.0] for index in range(100_000)]
+    dirs = [[f'd{index}', 0.0] for index in range(99_999)]
     options = {'mounts': [['/data', 'read-only', [['d7/note.txt', b'kept', 0.0]], dirs]]}
     async with connect(server.url + protocol.PATH, compression=None, max_size=None) as big:
         await big.send(protocol.encode([protocol.OPEN, protocol.PROTOCOL_VERSION, options]))
@@ -298,7 +324,7 @@ async def test_a_mount_of_many_files_is_written_without_holding_up_other_session
             assert not opened.done()  # the big mount is still being written meanwhile
         assert protocol.decode(await opened)[0] == protocol.OPENED
         await big.send(protocol.encode([protocol.FEED, "import os\n(len(os.listdir('/data')), open('/data/d7/note.txt').read())", {}, {}, []]))
-        assert protocol.decode(await big.recv()) == [protocol.RESULT, (100_000, 'kept'), None, []]
+        assert protocol.decode(await big.recv()) == [protocol.RESULT, (99_999, 'kept'), None, []]
 
 
 async def test_a_session_may_lower_the_limits_the_server_holds_to_a_ceiling(server):

@@ -18,6 +18,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import datetime
+import functools
 import logging
 import os
 import posixpath
@@ -25,30 +26,33 @@ import shutil
 import tempfile
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import fields, replace
 from typing import Any
 
 from opentelemetry import context as otel_context
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.routing import BaseRoute, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from ..errors import SandboxError, SandboxWorkerError
+from ..errors import SandboxAuthError, SandboxError, SandboxQuotaError, SandboxStoreError, SandboxWorkerError
 from ..host.deferred import Deferred, SandboxPaused
 from ..host.external import ExternalModule
 from ..host.os_access import Mount, OsAccess
 from ..host.pool import Pool
-from ..host.session import Session
+from ..host.session import _INLINE_FRAME, Session, _decoding_thread
 from ..limits import Limits
 from ..values import bounded_repr
 from ..store import Store
 from . import protocol as p
+from .origins import OriginGuard
 
 __all__ = [
     'create_app', 'CorralServer', 'ServerHooks', 'Authenticate', 'MAX_OUTBOX', 'GATHER_SECONDS', 'OPEN_TIMEOUT', 'IDLE_TIMEOUT',
-    'MAX_PENDING', 'MAX_PENDING_PER_ADDRESS',
+    'MAX_PENDING', 'MAX_PENDING_PER_ADDRESS', 'KEY_RECHECK', 'TenantTurns', 'MAX_MOUNT_FILES', 'MAX_TENANT_MOUNT_FILES',
+    'MAX_TENANT_MOUNT_BYTES',
 ]
 
 #: `authenticate(api_key) -> tenant`: `api_key` is the bearer token of the connection's
@@ -75,6 +79,11 @@ CLOSE_SECONDS = 5.0
 #: Seconds a session may wait for its client's next request before it is parked (see `create_app`).
 IDLE_TIMEOUT = 600.0
 
+#: Seconds after which a connection's API key is checked again, at the client's next frame: a key
+#: revoked (or, without one, the first key made) ends its open connections within this time of
+#: their next request or answer, with the client's `SandboxAuthError`; one store lookup a second at most.
+KEY_RECHECK = 1.0
+
 #: Seconds a new connection has to send its OPEN frame.
 OPEN_TIMEOUT = 30.0
 
@@ -85,6 +94,16 @@ OPEN_TIMEOUT = 30.0
 #: as 100 clients opening their sessions together need, and room for ten such addresses in all.
 MAX_PENDING_PER_ADDRESS = 128
 MAX_PENDING = 1024
+
+#: Files and folders a session's mounts may hold (`corral serve --max-mount-files`; their bytes are
+#: bounded by the frame), and files and folders (`--max-tenant-mount-files`) and bytes
+#: (`--max-tenant-mount-bytes`) that the mounts of one tenant's open sessions on a server may hold
+#: together. Past them an OPEN is refused before a file is written (a `ValueError`, a
+#: `SandboxQuotaError`). A tenant's mounts are written one OPEN at a time, in threads of their
+#: own: six OPENs of 100,000 empty files each held every OPEN of every tenant for a minute.
+MAX_MOUNT_FILES = 100_000
+MAX_TENANT_MOUNT_FILES = 400_000
+MAX_TENANT_MOUNT_BYTES = 1024**3
 
 _propagator = TraceContextTextMapPropagator()
 _log = logging.getLogger('corral.server')
@@ -102,6 +121,10 @@ class ServerHooks:
     connection as a server error. Hooks run on the event loop: they must not block it.
     """
 
+    async def session_requested(self, tenant: str) -> None:
+        """A client sent its OPEN frame, not decoded yet: refuse here what the tenant may not open
+        at all (its quota of sessions), before the server spends time decoding the frame."""
+
     async def session_opening(self, tenant: str, options: dict[str, Any]) -> None:
         """A client asks for a session (before any worker starts). `options` are its checkout
         options as `corral.server.protocol` carries them (`session_id`, `ephemeral`, `limits` ...)."""
@@ -116,7 +139,7 @@ class ServerHooks:
 
     async def session_closed(self, tenant: str, session: Session | None, seconds: float) -> None:
         """The connection ended after `seconds`; `session` is None when it never opened one.
-        Called once for every `session_opening` that did not raise."""
+        Called once for every `session_requested` that did not raise."""
 
     async def feed_starting(self, tenant: str, session: Session) -> None:
         """A feed, a resumption of a paused one, or a load of a state (which replays its feeds) is about to run."""
@@ -126,6 +149,34 @@ class ServerHooks:
         (`'SandboxRuntimeError'` ...); `seconds` of wall time; `host_calls` sent to the client."""
 
 
+class TenantTurns:
+    """Tenants' turns at something every tenant shares (the thread that decodes large frames, the
+    one that writes mounts): one at a time per tenant, so that one tenant's many connections queue
+    behind each other, not in front of every other tenant's.
+
+        async with server.decoding.turn(tenant):
+            ...
+    """
+
+    def __init__(self) -> None:
+        self._locks: dict[str, tuple[asyncio.Lock, int]] = {}  # the tenant's lock, and its holder and waiters
+
+    @contextlib.asynccontextmanager
+    async def turn(self, tenant: str) -> AsyncIterator[None]:
+        """Wait for the tenant's turn, and hold it for the block."""
+        lock, users = self._locks.get(tenant) or (asyncio.Lock(), 0)
+        self._locks[tenant] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._locks[tenant]
+            if users == 1:
+                del self._locks[tenant]
+            else:
+                self._locks[tenant] = (lock, users - 1)
+
+
 class CorralServer:
     """What the app serves from (`app.state.corral`): the pool, its hooks, and the live connections.
 
@@ -133,8 +184,11 @@ class CorralServer:
     `ceilings` maps each limit a session may lower but not raise to its ceiling (see
     `create_app(max_limits=...)`); `bounds` is `Limits()` with those ceilings, and `default_limits`
     with each default lowered to its ceiling: what a session gets for a limit it does not set.
-    `sessions` counts the connections that hold a session; `pending` those that have not sent
-    their OPEN frame yet, and `refused` the connections refused as they were accepted, by reason
+    `sessions` counts the connections that hold a session; `decoding` and `uploading` give
+    tenants their turns at the thread that decodes large frames and at those that write mounts
+    (`TenantTurns`); `mounted` holds each tenant's files and folders, and bytes, of mounts in its
+    open sessions here (see `MAX_MOUNT_FILES`); `pending` counts the connections that
+    have not sent their OPEN frame yet, and `refused` the connections refused as they were accepted, by reason
     (`'pending_per_address'`, `'pending_total'`: see `MAX_PENDING`).
     """
 
@@ -151,6 +205,9 @@ class CorralServer:
         max_pending: int = MAX_PENDING,
         max_pending_per_address: int = MAX_PENDING_PER_ADDRESS,
         max_limits: Mapping[str, float] | None = None,
+        max_mount_files: int = MAX_MOUNT_FILES,
+        max_tenant_mount_files: int = MAX_TENANT_MOUNT_FILES,
+        max_tenant_mount_bytes: int = MAX_TENANT_MOUNT_BYTES,
     ) -> None:
         self.pool = pool
         self.ceilings = _ceilings(max_limits or {})
@@ -171,6 +228,12 @@ class CorralServer:
         self.pending = 0
         self.refused = {'pending_per_address': 0, 'pending_total': 0}
         self._pending_by_address: dict[str, int] = {}
+        self.decoding = TenantTurns()
+        self.uploading = TenantTurns()
+        self.max_mount_files = max_mount_files
+        self.max_tenant_mount_files = max_tenant_mount_files
+        self.max_tenant_mount_bytes = max_tenant_mount_bytes
+        self.mounted: dict[str, tuple[int, int]] = {}
 
     @property
     def sessions(self) -> int:
@@ -237,6 +300,10 @@ def create_app(
     max_pending: int = MAX_PENDING,
     max_pending_per_address: int = MAX_PENDING_PER_ADDRESS,
     max_limits: Mapping[str, float] | None = None,
+    allowed_origins: Collection[str] = (),
+    max_mount_files: int = MAX_MOUNT_FILES,
+    max_tenant_mount_files: int = MAX_TENANT_MOUNT_FILES,
+    max_tenant_mount_bytes: int = MAX_TENANT_MOUNT_BYTES,
 ) -> Starlette:
     """The Starlette app serving sessions at `protocol.PATH` (`/session`), one WebSocket each.
 
@@ -260,11 +327,15 @@ def create_app(
       2 * 1024**3, 'wall_time': 60}`), higher or lower than the defaults. A session's `limits` may
       lower a limit with a ceiling, never raise or lift it (refused with a `ValueError` naming the
       ceiling); a limit it leaves at its default gets the ceiling when that is lower. Without a
-      ceiling of their own, `memory`, `cpu_time`, `stub_size`, `type_check_time` and `type_check_memory` have
-      the default `Limits()`'s as theirs: the host's CPU and memory, which every tenant shares. A
-      ceiling on `value_items` or `value_size` is also the bound on what the server decodes from
-      one frame (default: the default `Limits()`'s). Raises `ValueError` for an unknown limit or a
+      ceiling of their own, `memory`, `cpu_time`, `stub_size`, `type_check_time`,
+      `type_check_memory`, `value_items` and `value_size` have the default `Limits()`'s as theirs:
+      the host's CPU and memory, which every tenant shares. The ceilings on `value_items` and
+      `value_size` also bound what the server decodes from one of the client's frames. Raises `ValueError` for an unknown limit or a
       value that is not a number of 0 or more (a whole one for a count of bytes, calls or items).
+    - `max_mount_files`, `max_tenant_mount_files`, `max_tenant_mount_bytes`: see `MAX_MOUNT_FILES`.
+    - `allowed_origins`: the web origins (`'https://app.example.com'`) whose pages may open a
+      WebSocket here; an upgrade from any other web page (one with an `Origin` header) is refused
+      with 403 (see `corral.server.origins`). corral's clients send no `Origin`.
 
     The app's state holds the `CorralServer` as `app.state.corral`.
     """
@@ -274,6 +345,8 @@ def create_app(
         raise ValueError('max_frame, max_outbox, open_timeout and idle_timeout must be positive')
     if max_pending <= 0 or max_pending_per_address <= 0:
         raise ValueError('max_pending and max_pending_per_address must be positive')
+    if max_mount_files < 0 or max_tenant_mount_files < 0 or max_tenant_mount_bytes < 0:
+        raise ValueError('max_mount_files, max_tenant_mount_files and max_tenant_mount_bytes must be 0 or more')
     own_pool = pool is None
     server = CorralServer(
         pool if pool is not None else Pool(store=store),
@@ -286,6 +359,9 @@ def create_app(
         max_pending=max_pending,
         max_pending_per_address=max_pending_per_address,
         max_limits=max_limits,
+        max_mount_files=max_mount_files,
+        max_tenant_mount_files=max_tenant_mount_files,
+        max_tenant_mount_bytes=max_tenant_mount_bytes,
     )
 
     async def session_endpoint(websocket: WebSocket) -> None:
@@ -304,7 +380,11 @@ def create_app(
             if own_pool:
                 await server.pool.aclose()
 
-    app = Starlette(routes=[WebSocketRoute(p.PATH, session_endpoint), *routes], lifespan=lifespan)
+    app = Starlette(
+        routes=[WebSocketRoute(p.PATH, session_endpoint), *routes],
+        middleware=[Middleware(OriginGuard, allowed=allowed_origins)],
+        lifespan=lifespan,
+    )
     app.state.corral = server
     return app
 
@@ -313,10 +393,28 @@ class _Close(Exception):
     """End the connection: send the client `error` (when it still reads) and close with `code`."""
 
     def __init__(self, code: int, error: BaseException | None, reason: str = '') -> None:
+        error = None if error is None else _told(error)
         super().__init__(code, error)
         self.code = code
         self.error = error
         self.reason = reason if error is None else str(error)
+
+
+def _told(error: BaseException) -> BaseException:
+    """What a client is told of `error`: the error itself, unless it is a failure of the server's
+    own parts, whose text names them (a store's database user, host, port and name; a bug's
+    details): then a text that names none, and the details go to the server's log."""
+    if isinstance(error, SandboxStoreError):
+        _log.error('the session store failed: %s', error)
+        return SandboxStoreError("the corral server's session store failed; try again later (the server's log has the details)")
+    if p.error_message(error)[1] == 'SandboxError' and not isinstance(error, SandboxError):  # neither corral's nor built-in
+        _log.error('a session connection failed', exc_info=error)
+        return _failed(error)
+    return error
+
+
+def _failed(error: BaseException) -> SandboxError:
+    return SandboxError(f"the corral server failed ({type(error).__name__}); the server's log has the details")
 
 
 class _Gone(Exception):
@@ -381,7 +479,10 @@ class _Connection:
         self._ending: _Close | None = None
         self._serving = False  # until the session ends: `end()` may cancel the connection's task
         self._mount_dir: str | None = None
-        self._preparing: concurrent.futures.Future[dict[str, Any]] | None = None
+        self._uploading: concurrent.futures.Future[tuple[list[Mount], int]] | None = None
+        self._mounted: tuple[int, int] | None = None  # files and folders, bytes: counted in `CorralServer.mounted`
+        self._key: str | None = None
+        self._key_checked = 0.0
         self._headers_trace = {k: v for k, v in websocket.headers.items() if k in ('traceparent', 'tracestate')}
 
     # ----- the connection's life ------------------------------------------------------------
@@ -405,17 +506,16 @@ class _Connection:
                 raise _Close(p.CLOSE_BUSY, error) from None
             pending = True
             self.tenant = await self._authenticate()
-            message = await asyncio.wait_for(self._receive(), self.server.open_timeout)
+            data = await asyncio.wait_for(self._frame(), self.server.open_timeout)
             pending = False
             self.server.pending_ended(address)
-            options = self._open_options(message)
-            try:
-                for hook in self.server.hooks:
-                    await hook.session_opening(self.tenant, options)
-            except SandboxError as error:  # refused (a quota): counted as a checkout that failed
-                self.server.pool.observer.checkout_failed(error)
-                raise
+            if self._kind(data) != p.OPEN:
+                raise _Close(p.CLOSE_PROTOCOL, SandboxError('the first frame of a connection must be OPEN'))
+            # what the tenant may not open at all is refused before its options are decoded
+            await self._hooks_opening(lambda hook: hook.session_requested(self.tenant))
             opening = True
+            options = self._open_options(await self._decode(data))
+            await self._hooks_opening(lambda hook: hook.session_opening(self.tenant, options))
             await self._open(options)
             await self._serve()
         except _Close as error:
@@ -433,7 +533,7 @@ class _Connection:
             close = _Close(p.CLOSE_ENDED, error)
         except Exception as error:  # a bug (of a hook, say): this connection ends, the server goes on
             _log.exception('a session connection failed')
-            close = _Close(CLOSE_SERVER_ERROR, SandboxError(f'the corral server failed ({type(error).__name__}: {error})'))
+            close = _Close(CLOSE_SERVER_ERROR, _failed(error))
         finally:
             if pending:
                 self.server.pending_ended(address)
@@ -479,11 +579,17 @@ class _Connection:
                         state = await self.session.dump()
                 self._send(p.encode([p.DRAIN, state]))
             await self.session.aclose()
-        if self._preparing is not None:  # its mounts are written before they are removed
+        if self._uploading is not None:  # its mounts are written before they are removed
             with contextlib.suppress(Exception):
-                await asyncio.wrap_future(self._preparing)
+                await asyncio.wrap_future(self._uploading)
         if self._mount_dir is not None:  # in the thread too: removing many files holds up no session
-            await asyncio.wrap_future(_PREPARING.submit(shutil.rmtree, self._mount_dir, ignore_errors=True))
+            await asyncio.wrap_future(_UPLOADS.submit(shutil.rmtree, self._mount_dir, ignore_errors=True))
+        if self._mounted is not None:
+            files, size = self.server.mounted.pop(self.tenant)
+            left = (files - self._mounted[0], size - self._mounted[1])
+            if left != (0, 0):
+                self.server.mounted[self.tenant] = left
+            self._mounted = None
 
     async def _finish_writing(self, writer: asyncio.Task[None], wait: bool) -> None:
         self._flush()
@@ -498,13 +604,22 @@ class _Connection:
         while self._outbox:
             await asyncio.sleep(0.01)
 
+    async def _hooks_opening(self, call: Callable[[ServerHooks], Awaitable[None]]) -> None:
+        try:
+            for hook in self.server.hooks:
+                await call(hook)
+        except SandboxError as error:  # refused (a quota): counted as a checkout that failed
+            self.server.pool.observer.checkout_failed(error)
+            raise
+
     async def _authenticate(self) -> str:
         if self.server.authenticate is None:
             return ''
         header = self.ws.headers.get('authorization')
-        key = header[7:].strip() if header is not None and header[:7].lower() == 'bearer ' else None
+        self._key = header[7:].strip() if header is not None and header[:7].lower() == 'bearer ' else None
+        self._key_checked = time.monotonic()
         try:
-            tenant = await self.server.authenticate(key)
+            tenant = await self.server.authenticate(self._key)
         except SandboxError as error:
             self.server.pool.observer.checkout_failed(error)
             raise _Close(p.CLOSE_UNAUTHORIZED, error) from None
@@ -512,9 +627,27 @@ class _Connection:
             raise TypeError(f'authenticate must return the tenant as a str, not {type(tenant).__name__}')
         return tenant
 
+    async def _recheck_key(self) -> None:
+        """Authenticate the connection's key again when `KEY_RECHECK` seconds have passed since it
+        last was: a key revoked meanwhile, or one that now gives another tenant, ends the connection
+        with the client's `SandboxAuthError`. A store that fails to answer leaves it as it was."""
+        if self.server.authenticate is None or time.monotonic() - self._key_checked < KEY_RECHECK:
+            return
+        self._key_checked = time.monotonic()
+        try:
+            tenant = await self.server.authenticate(self._key)
+        except SandboxStoreError as error:
+            _log.warning('the API key of a connection could not be checked again: %s', error)
+            return
+        except SandboxError as error:
+            raise _Close(p.CLOSE_UNAUTHORIZED, error) from None
+        if tenant != self.tenant:
+            raise _Close(p.CLOSE_UNAUTHORIZED, SandboxAuthError(f'the API key of this connection now belongs to another tenant than {self.tenant!r}'))
+
     # ----- frames in and out -------------------------------------------------------------------
 
-    async def _receive(self) -> list[Any]:
+    async def _frame(self) -> bytes:
+        """The client's next frame, not decoded yet (see `_kind`, `_decode`)."""
         try:
             message = await self.ws.receive()
         except (WebSocketDisconnect, RuntimeError):
@@ -529,6 +662,21 @@ class _Connection:
                 p.CLOSE_TOO_LARGE,
                 SandboxError(f"the client sent a frame of {len(data)} bytes, larger than the server's limit of {self.server.max_frame} bytes (corral serve --max-frame)"),
             )
+        return data
+
+    def _kind(self, data: bytes) -> int:
+        """The kind of a frame's message, read without decoding the rest: what the server refuses
+        by kind or by its tenant's quotas, it refuses before it spends time decoding."""
+        try:
+            return p.kind_of(data)
+        except ValueError as error:
+            raise _Close(p.CLOSE_PROTOCOL, SandboxError(f'the client sent a malformed frame (ValueError: {error})')) from None
+
+    async def _decode(self, data: bytes) -> list[Any]:
+        """A frame's message. One over `_INLINE_FRAME` bytes is decoded in the thread that decodes
+        workers' large frames, a few KiB at a time (`Decoder.decode_in_steps`): one client's frame
+        of 330,000 small maps held the event loop, and every other session's feeds, for 3 s. A
+        tenant's large frames take their turns there one at a time (`CorralServer.decoding`)."""
         # The server's bounds on what it decodes: a client's limits may lower them, never lift them
         # (a session's value_items=None would let one frame of 1-byte arrays take gigabytes and
         # hold the event loop of every session for seconds).
@@ -537,7 +685,11 @@ class _Connection:
         items = _lower(limits.value_items, bounds.value_items) + 1024
         size = 2 * _lower(limits.value_size, bounds.value_size) + len(data)
         try:
-            return p.decode(data, items=items, size=size)
+            if len(data) <= _INLINE_FRAME:
+                return p.decode(data, items=items, size=size)
+            decode = functools.partial(p.decode, data, items=items, size=size, in_steps=True)
+            async with self.server.decoding.turn(self.tenant):
+                return await self._loop.run_in_executor(_decoding_thread(), decode)
         except Exception as error:
             why = f'{type(error).__name__}: {error}' if str(error) else type(error).__name__
             raise _Close(p.CLOSE_PROTOCOL, SandboxError(f'the client sent a malformed frame ({why})')) from None
@@ -621,9 +773,11 @@ class _Connection:
 
     async def _open(self, options: dict[str, Any]) -> None:
         try:
-            # in a thread: writing a mount's many files must not hold up the other sessions
-            self._preparing = _PREPARING.submit(self._checkout_options, options)
-            checkout = await asyncio.wrap_future(self._preparing)
+            # in threads: many modules or a mount's many files must not hold up the other sessions
+            checkout = await asyncio.wrap_future(_PREPARING.submit(self._checkout_options, options))
+            checkout['mounts'] = await self._upload(options.get('mounts'))
+        except SandboxError as error:  # over a tenant's bound on its mounts
+            raise _Close(p.CLOSE_ENDED, error) from None
         except Exception as error:
             if type(error) in (TypeError, ValueError):  # the options do not fit (raised as checkout raises them)
                 raise _Close(p.CLOSE_ENDED, error) from None
@@ -684,7 +838,6 @@ class _Connection:
             'script_name': options.get('script_name', 'main.py'),
             'random_seed': options.get('random_seed'),
             'os_access': self._os_access(options.get('os_access')),
-            'mounts': self._mounts(options.get('mounts') or []),
         }
 
     def _os_access(self, item: Any) -> OsAccess | None:
@@ -702,20 +855,66 @@ class _Connection:
             clock = lambda: datetime.datetime.now(zone)  # noqa: E731
         return OsAccess(environ=environ, clock=clock, cwd=cwd)
 
-    def _mounts(self, items: Any) -> list[Mount]:
-        """The client's mounts, their files written to a folder of this connection's (removed when it ends)."""
-        if not isinstance(items, list):
-            raise _Malformed('mounts must be a list')
-        mounts = []
-        for index, item in enumerate(items):
-            if not (isinstance(item, list) and len(item) == 4 and isinstance(item[2], list) and isinstance(item[3], list)):
-                raise _Malformed('a mount is malformed')
-            sandbox_path, mode, files, dirs = item
+    async def _upload(self, items: Any) -> list[Mount]:
+        """The client's mounts (see `_mounts`), written in the uploads' threads, which no OPEN
+        without mounts waits for, one upload of the tenant's at a time (`CorralServer.uploading`),
+        within the server's bounds on files per session and on files and bytes per tenant."""
+        if not items:
+            return []
+        if not isinstance(items, list) or not all(isinstance(item, list) and len(item) == 4 and isinstance(item[2], list) and isinstance(item[3], list) for item in items):
+            raise _Malformed('mounts must be a list' if not isinstance(items, list) else 'a mount is malformed')
+        for sandbox_path, mode, _, _ in items:
             if mode == 'read-write':
                 raise ValueError(
                     f'the read-write mount at {sandbox_path} cannot be served remotely (the server cannot write your files); '
                     "use mode='overlay' or 'read-only'"
                 )
+        entries = sum(len(files) + len(dirs) for _, _, files, dirs in items)
+        server = self.server
+        if entries > server.max_mount_files:
+            raise ValueError(
+                f'the mounts hold {entries:,} files and folders; a session of this server may upload {server.max_mount_files:,} '
+                '(corral serve --max-mount-files)'
+            )
+        async with server.uploading.turn(self.tenant):
+            held_files, held_bytes = server.mounted.get(self.tenant, (0, 0))
+            if held_files + entries > server.max_tenant_mount_files:
+                raise self._over_mounts('mount_files', held_files, entries, server.max_tenant_mount_files, 'files and folders')
+            self._uploading = _UPLOADS.submit(self._mounts, items, server.max_tenant_mount_bytes - held_bytes)
+            try:
+                mounts, size = await asyncio.wrap_future(self._uploading)
+            except _OverBytes as over:
+                raise self._over_mounts('mount_bytes', held_bytes, over.size, server.max_tenant_mount_bytes, 'bytes') from None
+            self._mounted = (entries, size)
+            held_files, held_bytes = server.mounted.get(self.tenant, (0, 0))  # less, if another session ended meanwhile
+            server.mounted[self.tenant] = (held_files + entries, held_bytes + size)
+        return mounts
+
+    def _over_mounts(self, quota: str, held: int, more: int, limit: int, what: str) -> SandboxQuotaError:
+        return SandboxQuotaError(
+            f"the open sessions of tenant {self.tenant!r} on this server hold {held:,} {what} of mounts, and these mounts' {more:,} "
+            f'would bring that to {held + more:,}; its limit is {limit:,} (corral serve --max-tenant-{quota.replace("_", "-")})',
+            tenant=self.tenant,
+            quota=quota,
+            limit=limit,
+            used=held,
+        )
+
+    def _mounts(self, items: list[Any], bytes_left: int) -> tuple[list[Mount], int]:
+        """The client's mounts (shapes checked by `_upload`), their files written to a folder of
+        this connection's (removed when it ends), and their bytes. Raises `_OverBytes` before
+        writing anything when the files hold more than `bytes_left` bytes."""
+        size = 0
+        for _, _, files, _ in items:
+            for file in files:
+                if not (isinstance(file, list) and len(file) == 3 and isinstance(file[1], bytes)):
+                    raise _Malformed('a mount file is malformed')
+                size += len(file[1])
+        if size > bytes_left:
+            raise _OverBytes(size)
+        mounts = []
+        for index, item in enumerate(items):
+            sandbox_path, mode, files, dirs = item
             if self._mount_dir is None:
                 self._mount_dir = tempfile.mkdtemp(prefix='corral-mounts-')
             root = os.path.join(self._mount_dir, str(index))
@@ -728,8 +927,6 @@ class _Connection:
                     os.utime(path, (mtime, mtime))
                 for rel, data, mtime in files:
                     path = _inside(root, rel)
-                    if not isinstance(data, bytes):
-                        raise _Malformed('a mount file is malformed')
                     os.makedirs(os.path.dirname(path), exist_ok=True)
                     descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
                     with os.fdopen(descriptor, 'wb') as file:
@@ -738,31 +935,34 @@ class _Connection:
             except OSError as error:  # paths that collide (a file where a folder is): the server's own paths are not shown
                 raise _Malformed(f'the mount path {rel!r} cannot be written ({error.strerror})') from None
             mounts.append(Mount(root, sandbox_path, mode))
-        return mounts
+        return mounts, size
 
     # ----- requests ----------------------------------------------------------------------------
 
     async def _serve(self) -> None:
         while True:
             try:
-                message = await asyncio.wait_for(self._receive(), self.server.idle_timeout)
+                data = await asyncio.wait_for(self._frame(), self.server.idle_timeout)
             except asyncio.TimeoutError:
                 if self.busy:
                     continue
                 # parked: its client takes it up again when it needs it
                 raise _Close(p.CLOSE_DRAIN, None, f'the session was idle for {self.server.idle_timeout:g} seconds') from None
-            kind = message[0]
+            kind = self._kind(data)
+            if kind in (p.FEED, p.RESUME, p.DUMP, p.LOAD) and self.busy:
+                raise _Close(p.CLOSE_PROTOCOL, SandboxError('the client sent a request while another was running'))
+            if kind not in (p.ANSWERS, p.CLOSE, p.FEED, p.RESUME, p.DUMP, p.LOAD):
+                raise _Close(p.CLOSE_PROTOCOL, SandboxError(f'the client sent a frame of unknown kind {kind!r}'))
+            if kind != p.CLOSE:
+                await self._recheck_key()
+            message = await self._decode(data)
             if kind == p.ANSWERS:
                 self._answers(message)
             elif kind == p.CLOSE:
                 _shape(message, 1)
                 raise _Closing
-            elif kind in (p.FEED, p.RESUME, p.DUMP, p.LOAD):
-                if self._request is not None and not self._request.done():
-                    raise _Close(p.CLOSE_PROTOCOL, SandboxError('the client sent a request while another was running'))
-                self._request = self._loop.create_task(self._handle(message))
             else:
-                raise _Close(p.CLOSE_PROTOCOL, SandboxError(f'the client sent a frame of unknown kind {kind!r}'))
+                self._request = self._loop.create_task(self._handle(message))
 
     async def _handle(self, message: list[Any]) -> None:
         session = self.session
@@ -820,7 +1020,7 @@ class _Connection:
         except BaseException as error:
             outcome = type(error).__name__
             if isinstance(error, Exception):
-                return p.error_message(error)
+                return p.error_message(_told(error))
             raise
         finally:
             self._held = {}
@@ -832,7 +1032,7 @@ class _Connection:
         try:
             return [p.RESULT, await awaitable, None]
         except Exception as error:
-            return p.error_message(error)
+            return p.error_message(_told(error))
 
     def _lookup(self, functions: Any) -> dict[str, _AsyncProxy]:
         try:
@@ -905,16 +1105,21 @@ class _Connection:
             raise _Close(p.CLOSE_PROTOCOL, SandboxError(f'the client answered call {call_id} in an unknown way {how!r}'))
 
 
-#: Where the sessions' checkout options are made (their mounts written, later removed), off the event loop.
-_PREPARING = concurrent.futures.ThreadPoolExecutor(thread_name_prefix='corral-mounts')
+#: Where the sessions' checkout options are made, off the event loop; their mounts are not written here.
+_PREPARING = concurrent.futures.ThreadPoolExecutor(thread_name_prefix='corral-options')
+#: Where the sessions' mounts are written and removed: one upload of a tenant's at a time
+#: (`CorralServer.uploading`), so that one tenant's uploads hold one of these threads at most.
+_UPLOADS = concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix='corral-mounts')
 
 #: The defaults of a session's limits; with the server's ceilings, its bounds (`CorralServer.bounds`).
 _DEFAULT_LIMITS = Limits()
 #: The limits a client may lower but not raise even without an operator's ceiling (their ceiling is
 #: then the default): the CPU and memory its worker and its type check take from the host, which
 #: every tenant shares (a tenant's CPU quota is checked as a feed starts, so a feed's own
-#: `cpu_time` is what bounds it).
-_CEILINGS = ('memory', 'cpu_time', 'stub_size', 'type_check_time', 'type_check_memory')
+#: `cpu_time` is what bounds it), and the items and bytes of the values the server decodes from
+#: its worker and its client (a session's `value_items=None` let one result of 8 million empty
+#: lists grow the server by 580 MB).
+_CEILINGS = ('memory', 'cpu_time', 'stub_size', 'type_check_time', 'type_check_memory', 'value_items', 'value_size')
 
 
 def _ceilings(max_limits: Mapping[str, float]) -> dict[str, float]:
@@ -943,6 +1148,14 @@ def _lower(limit: int | None, bound: int | None) -> int:
 
 class _Malformed(ValueError):
     """A frame's content does not have the protocol's shape."""
+
+
+class _OverBytes(Exception):
+    """A client's mounts hold more bytes than its tenant has left (`size`: theirs)."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__(size)
+        self.size = size
 
 
 def _shape(message: list[Any], length: int) -> list[Any]:

@@ -65,16 +65,18 @@ from __future__ import annotations
 import builtins
 from typing import Any
 
+import msgpack
+
 from .. import errors
 from ..host.deferred import PendingCall
 from .. import values
-from ..values import bounded_repr, pack, unpack
+from ..values import Decoder, bounded_repr, pack
 
 __all__ = [
     'PROTOCOL_VERSION', 'PATH', 'MAX_FRAME', 'OPEN', 'FEED', 'ANSWERS', 'RESUME', 'DUMP', 'LOAD', 'CLOSE',
     'OPENED', 'EVENTS', 'RESULT', 'PAUSED', 'ERROR', 'DRAIN', 'CLOSED', 'CALL', 'OUTPUT',
     'CLOSE_PROTOCOL', 'CLOSE_UNAUTHORIZED', 'CLOSE_TOO_LARGE', 'CLOSE_SLOW', 'CLOSE_ENDED', 'CLOSE_DRAIN', 'CLOSE_BUSY',
-    'encode', 'decode', 'error_message', 'error_from', 'builtin_exception', 'pending_from', 'pending_items',
+    'encode', 'decode', 'kind_of', 'error_message', 'error_from', 'builtin_exception', 'pending_from', 'pending_items',
 ]
 
 #: The version of this protocol. The server refuses a client of another version, saying so.
@@ -106,13 +108,31 @@ def encode(message: list[Any]) -> bytes:
     return pack(message, side='host')
 
 
-def decode(data: bytes, *, items: int | None = None, size: int | None = None) -> list[Any]:
+def decode(data: bytes, *, items: int | None = None, size: int | None = None, in_steps: bool = False) -> list[Any]:
     """The message in a frame; raises `ValueError` for anything that is not a non-empty list
-    starting with an int kind (and what `corral.values.unpack` raises, bounded by `items`, `size`)."""
-    message = unpack(data, items=items, size=size)
+    starting with an int kind (and what `corral.values.Decoder` raises, bounded by `items`, `size`).
+    `in_steps`: decoded a few KiB at a time (`Decoder.decode_in_steps`), to run in a thread."""
+    decoder = Decoder(items=items, size=size)
+    message = decoder.decode_in_steps(data) if in_steps else decoder.decode(data)
     if not isinstance(message, list) or not message or type(message[0]) is not int:
         raise ValueError('a message must be a non-empty list whose first item is its kind')
     return message
+
+
+def kind_of(data: bytes) -> int:
+    """The kind of the message in a frame, read from its first few bytes without decoding the
+    rest: what the server refuses by kind (a frame out of turn) costs it nothing to refuse. Raises
+    `ValueError` where `decode` would not find a non-empty list starting with an int kind."""
+    unpacker = msgpack.Unpacker(max_buffer_size=16)
+    unpacker.feed(data[:16])  # an array's header (5 bytes at most) and an int (9 at most)
+    try:
+        length = unpacker.read_array_header()
+        kind = unpacker.unpack() if length else None
+    except (msgpack.UnpackException, ValueError):  # not an array, cut short, or no msgpack
+        kind = None
+    if type(kind) is not int:
+        raise ValueError('a message must be a non-empty list whose first item is its kind')
+    return kind
 
 
 #: The corral exceptions an ERROR may name, by class name.

@@ -3,6 +3,8 @@
     corral serve [--host 127.0.0.1] [--port 8765] [--store sqlite:///PATH|postgresql://...]
                  [--max-frame BYTES] [--max-outbox BYTES] [--idle-timeout SECONDS] [--drain-grace SECONDS] [--lease-ttl SECONDS] [--state-key-file FILE] [--packages numpy,pandas,matplotlib] [--ssl-keyfile KEY --ssl-certfile CERT] [--skip-layers LAYER,...]
                  [--max-pending N] [--max-pending-per-address N] [--max-limit NAME=VALUE ...]
+                 [--handshake-timeout SECONDS] [--max-handshakes-per-address N] [--allow-origin ORIGIN ...]
+                 [--max-mount-files N] [--max-tenant-mount-files N] [--max-tenant-mount-bytes BYTES]
 
 With no options it serves on loopback only, sessions stored in the embedded SQLite store. Every
 connection runs as the tenant of the API key it sends (`corral keys create --tenant NAME`, kept in
@@ -68,7 +70,11 @@ def main(argv: list[str]) -> int:
     try:
         import uvicorn
 
-        from .app import IDLE_TIMEOUT, MAX_OUTBOX, MAX_PENDING, MAX_PENDING_PER_ADDRESS, create_app
+        from .app import (
+            IDLE_TIMEOUT, MAX_MOUNT_FILES, MAX_OUTBOX, MAX_PENDING, MAX_PENDING_PER_ADDRESS, MAX_TENANT_MOUNT_BYTES, MAX_TENANT_MOUNT_FILES,
+            create_app,
+        )
+        from .listener import HANDSHAKE_TIMEOUT, MAX_HANDSHAKES_PER_ADDRESS, guarded_http
     except ImportError as error:
         print(f'corral serve: error: the server needs its extra ({error}): pip install "corral[server]"', file=sys.stderr)
         return 2
@@ -95,6 +101,31 @@ def main(argv: list[str]) -> int:
         help="a ceiling on sessions' limits (a field of corral.Limits, in its unit: bytes, seconds, items ...), higher or lower than "
         'its default; sessions may lower it, not raise it. Repeat for more limits (default: the default Limits() '
         'for memory, cpu_time, stub_size, type_check_time and type_check_memory, no ceiling for the others)',
+    )
+    parser.add_argument(
+        '--handshake-timeout', type=float, default=HANDSHAKE_TIMEOUT, metavar='SECONDS',
+        help=f'seconds a connection has to send its HTTP request (the WebSocket upgrade) before it is closed (default: {HANDSHAKE_TIMEOUT:g})',
+    )
+    parser.add_argument(
+        '--max-handshakes-per-address', type=int, default=MAX_HANDSHAKES_PER_ADDRESS, metavar='N',
+        help=f'connections from one client address that have not upgraded to a WebSocket yet, before more are refused (default: {MAX_HANDSHAKES_PER_ADDRESS})',
+    )
+    parser.add_argument(
+        '--max-mount-files', type=int, default=MAX_MOUNT_FILES, metavar='N',
+        help=f"files and folders a session's mounts may upload (default: {MAX_MOUNT_FILES})",
+    )
+    parser.add_argument(
+        '--max-tenant-mount-files', type=int, default=MAX_TENANT_MOUNT_FILES, metavar='N',
+        help=f"files and folders the mounts of one tenant's open sessions may hold together (default: {MAX_TENANT_MOUNT_FILES})",
+    )
+    parser.add_argument(
+        '--max-tenant-mount-bytes', type=int, default=MAX_TENANT_MOUNT_BYTES, metavar='BYTES',
+        help=f"bytes the mounts of one tenant's open sessions may hold together (default: {MAX_TENANT_MOUNT_BYTES})",
+    )
+    parser.add_argument(
+        '--allow-origin', action='append', default=[], metavar='ORIGIN',
+        help="a web origin (https://app.example.com) whose pages may open sessions; repeat for more. Without one, every "
+        "WebSocket from a web page (one that sends an Origin header) is refused; corral's clients send none",
     )
     parser.add_argument('--drain-grace', type=float, default=DRAIN_GRACE, metavar='SECONDS', help=f'on SIGTERM, seconds the feeds running get to end before their sessions move elsewhere (default: {DRAIN_GRACE:g})')
     parser.add_argument('--lease-ttl', type=float, default=30.0, metavar='SECONDS', help="seconds a stored session's lease outlives a replica that died holding it (default: 30)")
@@ -159,7 +190,12 @@ def main(argv: list[str]) -> int:
             max_pending=args.max_pending,
             max_pending_per_address=args.max_pending_per_address,
             max_limits=dict(args.max_limit),
+            allowed_origins=args.allow_origin,
+            max_mount_files=args.max_mount_files,
+            max_tenant_mount_files=args.max_tenant_mount_files,
+            max_tenant_mount_bytes=args.max_tenant_mount_bytes,
         )
+        http = guarded_http(handshake_timeout=args.handshake_timeout, max_per_address=args.max_handshakes_per_address)
     except ValueError as error:
         print(f'corral serve: error: {error}', file=sys.stderr)
         return 2
@@ -167,6 +203,7 @@ def main(argv: list[str]) -> int:
         app,
         host=args.host,
         port=args.port,
+        http=http,
         ws_max_size=args.max_frame + 1024 * 1024,  # frames past max_frame get the app's error; far past it, uvicorn's close
         ws_per_message_deflate=False,
         lifespan='on',

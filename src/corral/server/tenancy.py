@@ -36,12 +36,12 @@ def authenticator(keys: KeyRing, *, anonymous: bool) -> Authenticate:
 
 class TenantHooks(ServerHooks):
     """The hooks that hold a server's connections to their tenant's quotas: one of its
-    `concurrent_sessions` from the session's opening to its close (`Quotas.session`), and its
-    `cpu_seconds_per_hour`: a session opens (replaying a stored one, or the one it forks) only
-    under it, with the CPU of the opening counted (`Quotas.counting`), and `Quotas.feed` is
-    around every feed, resumption and load (refused past the quota, the session's CPU counted
-    after, and refused while the session's slot is lost: see `TenantSlot`). A refusal reaches
-    the client as the `SandboxQuotaError`."""
+    `concurrent_sessions` from the session's request (before its OPEN frame is decoded) to its
+    close (`Quotas.session`), and its `cpu_seconds_per_hour`: a session is requested and opens
+    (replaying a stored one, or the one it forks) only under it, with the CPU of the opening
+    counted (`Quotas.counting`), and `Quotas.feed` is around every feed, resumption and load
+    (refused past the quota, the session's CPU counted after, and refused while the session's
+    slot is lost: see `TenantSlot`). A refusal reaches the client as the `SandboxQuotaError`."""
 
     def __init__(self, quotas: Quotas) -> None:
         self.quotas = quotas
@@ -51,7 +51,7 @@ class TenantHooks(ServerHooks):
         self._feeds: dict[asyncio.Task[Any], contextlib.AsyncExitStack] = {}
         self._openings: dict[asyncio.Task[Any], contextlib.AsyncExitStack] = {}
 
-    async def session_opening(self, tenant: str, options: dict[str, Any]) -> None:
+    async def session_requested(self, tenant: str) -> None:
         await self.quotas.check_cpu(tenant)
         stack = contextlib.AsyncExitStack()
         slot = await stack.enter_async_context(self.quotas.session(tenant))

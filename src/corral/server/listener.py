@@ -1,0 +1,86 @@
+"""The HTTP side of `corral serve`, before a connection reaches the app: uvicorn's HTTP protocol
+with a deadline on each connection's request and a bound on the connections from one address
+that have not upgraded to a WebSocket yet.
+
+uvicorn times out neither a request that never ends nor a client that keeps many of them open:
+300 connections sending half an upgrade request each held 300 descriptors for good, and never
+reached the app, whose bounds (`create_app(max_pending_per_address=...)`) count upgraded
+connections only. Here a connection has `handshake_timeout` seconds to send its request, and an
+address that has `max_per_address` connections not yet upgraded gets the next refused at once.
+
+    config = uvicorn.Config(app, http=guarded_http(handshake_timeout=10, max_per_address=128))
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from uvicorn.protocols.http.auto import AutoHTTPProtocol
+
+__all__ = ['guarded_http', 'HANDSHAKE_TIMEOUT', 'MAX_HANDSHAKES_PER_ADDRESS']
+
+#: Seconds a connection has to send its HTTP request (the WebSocket upgrade, or a request of
+#: `/metrics` or a probe) before it is closed (`corral serve --handshake-timeout`).
+HANDSHAKE_TIMEOUT = 10.0
+
+#: Connections from one address that have not upgraded to a WebSocket yet, past which the next is
+#: refused with a 503 as it is accepted (`corral serve --max-handshakes-per-address`): as many as
+#: `MAX_PENDING_PER_ADDRESS` clients opening their sessions together need.
+MAX_HANDSHAKES_PER_ADDRESS = 128
+
+
+def guarded_http(*, handshake_timeout: float = HANDSHAKE_TIMEOUT, max_per_address: int = MAX_HANDSHAKES_PER_ADDRESS) -> type[asyncio.Protocol]:
+    """A uvicorn HTTP protocol class (give it as `uvicorn.Config(http=...)`) whose connections
+    have `handshake_timeout` seconds to send their request, and of which at most `max_per_address`
+    from one client address wait for theirs or their upgrade at once (each class counts its own).
+    A refused connection gets `503 Service Unavailable` with a text naming the bound. Raises
+    `ValueError` unless both are above 0."""
+    if not handshake_timeout > 0 or max_per_address <= 0:
+        raise ValueError('handshake_timeout and max_per_address must be above 0')
+    waiting: dict[str, int] = {}
+
+    class GuardedHTTPProtocol(AutoHTTPProtocol):  # type: ignore[misc, valid-type]
+        _address: str | None = None
+        _deadline: asyncio.TimerHandle | None = None
+
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            address = self.client[0] if self.client else ''
+            if waiting.get(address, 0) >= max_per_address:
+                text = (
+                    f'too many connections from {address} wait to send their request ({max_per_address}, '
+                    "the server's limit per address); open fewer at once\n"
+                ).encode()
+                transport.write(b'HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/plain; charset=utf-8\r\n'
+                                b'connection: close\r\ncontent-length: %d\r\n\r\n%s' % (len(text), text))
+                transport.close()
+                return
+            waiting[address] = waiting.get(address, 0) + 1
+            self._address = address
+            self._deadline = self.loop.call_later(handshake_timeout, self._expired)
+
+        def _expired(self) -> None:
+            self._deadline = None
+            if self.cycle is None or self.cycle.response_complete:  # no request under way (one of the app's runs on)
+                self.transport.close()
+
+        def _uncount(self) -> None:
+            if self._deadline is not None:
+                self._deadline.cancel()
+                self._deadline = None
+            if self._address is not None:
+                left = waiting.pop(self._address) - 1
+                if left:
+                    waiting[self._address] = left
+                self._address = None
+
+        def handle_websocket_upgrade(self, *args: Any) -> None:
+            self._uncount()  # the app counts it from here (`max_pending_per_address`)
+            super().handle_websocket_upgrade(*args)
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._uncount()
+            super().connection_lost(exc)
+
+    return GuardedHTTPProtocol
