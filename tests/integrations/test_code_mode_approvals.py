@@ -382,3 +382,24 @@ async def test_a_tenant_per_user_keeps_one_user_s_approvals_and_histories_from_a
     third = await mail_agent(later, pool, made, tenant=lambda ctx: ctx.deps).run('go on', message_history=second.all_messages(), deps='alice')
     assert answers(third.new_messages()) == [4]
 
+
+async def test_max_tool_calls_counts_the_calls_of_a_script_across_its_pauses(pool):
+    made: list[Any] = []
+    code = "sent = []\nfor i in range(4):\n    sent.append(await send_email(to=f'{i}@b.c', body='hi'))\nsent"
+    agent = mail_agent(Script(code), pool, made, max_tool_calls=3)
+    result = await agent.run('x')
+    for _ in range(3):
+        (request,) = result.output.approvals
+        result = await agent.run(message_history=result.all_messages(), deferred_tool_results=DeferredToolResults(approvals={request.tool_call_id: True}))
+    assert made == ['send_email 0@b.c', 'send_email 1@b.c', 'send_email 2@b.c']
+    assert answers(result.new_messages()) == [
+        (
+            'retry',
+            'The script failed: Traceback (most recent call last):\n  File "main.py", line 3, in <module>\n'
+            "    sent.append(await send_email(to=f'{i}@b.c', body='hi'))\n                " + '^' * 42 + '\n'
+            'RuntimeError: a script may make at most 3 tool calls, and this one tried to make more; make fewer calls per script '
+            '(filter first, or split the work across run_code calls)\n\n'
+            'Before the failure, the script made 1 function call; whatever it did has happened:\n'
+            "- send_email(to='2@b.c', body='hi') returned 'sent to 2@b.c'\nDo not repeat a call that changed something.",
+        )
+    ]

@@ -115,7 +115,7 @@ class CodeMode(AbstractCapability[AgentDepsT]):
       with `tools={'code_mode': True}`). The others stay ordinary tool calls.
     - `max_retries`: how many times a failed script (syntax, type, runtime error, a limit) is sent
       back to the model to fix, per `run_code` call.
-    - `max_tool_calls`: calls a single script may make to the tools.
+    - `max_tool_calls`: calls a single script may make to the tools, over all its pauses.
     - `type_check`: check every script against the tools' stubs before it runs.
     - `limits`: the sandbox's `corral.Limits` (wall time, memory, output ...).
     - `packages`: third-party packages scripts may import (`'numpy'`, `'pandas'`, `'matplotlib'`) in
@@ -525,6 +525,9 @@ class CodeModeToolset(WrapperToolset[AgentDepsT]):
                             f'deferred tool results for the run_code call {parent_id!r} name a stored session whose script '
                             'that call did not pause; they are refused'
                         )
+                    # the calls the script made before it paused count toward max_tool_calls
+                    calls.count = max((call.payload.get('calls', 0) for call in pending), default=0)
+                    calls.deferred = [call.payload for call in pending]
                     answers = await calls.answer(resume['session_id'], session.pending_calls, resume['answers'], resume['metadata'])
                     outcome = await run_script(session, tool_args['code'], lookup, answers=answers)
             except SandboxPaused as paused:
@@ -747,6 +750,7 @@ class _Calls:
         self.returns: dict[str, ToolReturnPart] = {}
         self.records: list[CallRecord] = []
         self.fatal: BaseException | None = None
+        self.deferred: list[dict[str, Any]] = []  # the payloads of the calls that paused the script
 
     def host_function(self, tool_name: str, function: SchemaFunction) -> Callable[..., Any]:
         async def call_tool(*args: Any, **kwargs: Any) -> Any:
@@ -755,10 +759,10 @@ class _Calls:
         call_tool.__name__ = function.name
         return call_tool
 
-    def _check_limits(self, tool_name: str) -> None:
+    def _check_limits(self, tool_name: str, *, counted: bool = False) -> None:
         if self.fatal is not None:
             raise RuntimeError('the agent run is stopping; no more tool calls can be made')
-        if self.count >= self.limit:
+        if not counted and self.count >= self.limit:
             raise RuntimeError(
                 f'a script may make at most {self.limit} tool calls, and this one tried to make more; '
                 'make fewer calls per script (filter first, or split the work across run_code calls)'
@@ -796,7 +800,9 @@ class _Calls:
             try:
                 if isinstance(result, ToolApproved):
                     args = result.override_args if result.override_args is not None else arguments
-                    values[call_id] = await self.call(tool_name, args, approved=True, metadata=metadata.get(call_id), tool_call_id=tool_call_id)
+                    values[call_id] = await self.call(
+                        tool_name, args, approved=True, metadata=metadata.get(call_id), tool_call_id=tool_call_id, counted=True
+                    )
                 elif isinstance(result, ToolDenied):
                     self.records.append(CallRecord(tool_name, arguments, 'refused'))
                     raise PermissionError(f'{tool_name}() was denied: {result.message}')
@@ -823,9 +829,16 @@ class _Calls:
         approved: bool = False,
         metadata: Any = None,
         tool_call_id: str | None = None,
+        counted: bool = False,
     ) -> Any:
-        self._check_limits(tool_name)
-        self.count += 1
+        """Make the script's call to `tool_name` through the tool manager: its value for the
+        script, or the error the script sees. `counted`: the call was counted toward
+        `max_tool_calls` when the script made it (an approved call of a paused script)."""
+        self._check_limits(tool_name, counted=counted)
+        if not counted:
+            self.count += 1
+            for payload in self.deferred:  # stored with the pause: the count its resumption goes on from
+                payload['calls'] = self.count
         call_id = tool_call_id or f'{self.parent_id}__{self.count}'
         part = ToolCallPart(tool_name=tool_name, args=arguments, tool_call_id=call_id)
         self.parts[call_id] = part
@@ -848,7 +861,9 @@ class _Calls:
             if self.pausable:
                 record.outcome = 'refused'  # not run yet: the script pauses until it is answered
                 self.parts.pop(call_id)
-                raise Deferred({'tool_name': tool_name, 'args': arguments, 'kind': kind, 'metadata': error.metadata, 'run_code': self.parent_id}) from None
+                payload = {'tool_name': tool_name, 'args': arguments, 'kind': kind, 'metadata': error.metadata, 'run_code': self.parent_id, 'calls': self.count}
+                self.deferred.append(payload)
+                raise Deferred(payload) from None
             if isinstance(error, ApprovalRequired):
                 message = f'{tool_name}() needs approval before it runs, and calls made from run_code cannot be approved on this agent'
             else:
