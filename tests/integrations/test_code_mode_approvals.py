@@ -403,3 +403,22 @@ async def test_max_tool_calls_counts_the_calls_of_a_script_across_its_pauses(poo
             "- send_email(to='2@b.c', body='hi') returned 'sent to 2@b.c'\nDo not repeat a call that changed something.",
         )
     ]
+
+
+async def test_max_tool_calls_counts_the_calls_gathered_with_a_paused_one(pool):
+    made: list[Any] = []
+    code = (
+        'import asyncio\n'
+        "r = await asyncio.gather(send_email(to='a@b.c', body='hi'), count_inbox(), count_inbox())\n"
+        'n = await count_inbox()'
+    )
+    agent = mail_agent(Script(code), pool, made, max_tool_calls=3)
+    first = await agent.run('x')
+    (request,) = first.output.approvals
+    second = await agent.run(message_history=first.all_messages(), deferred_tool_results=DeferredToolResults(approvals={request.tool_call_id: True}))
+    assert made == ['count_inbox', 'count_inbox', 'send_email a@b.c']
+    (retry,) = answers(second.new_messages())
+    assert retry[1].splitlines()[4] == (
+        'RuntimeError: a script may make at most 3 tool calls, and this one tried to make more; make fewer calls per script '
+        '(filter first, or split the work across run_code calls)'
+    )
