@@ -192,3 +192,17 @@ async def test_a_host_that_dies_after_its_answer_went_in_leaves_the_call_answere
                 await asyncio.sleep(0.1)
         else:
             pytest.fail('the lease of the dead host never ran out')
+
+
+async def test_a_resumption_with_no_answers_leaves_the_pause_stored(pool, url):
+    """Nothing is written: a host that died in the meantime would otherwise leave the pause lost."""
+    session_id = await paused_session(pool, 'wall_time')
+    async with corral.open_store(url) as store:
+        generation = (await store.get(session_id)).generation
+        async with pool.checkout(session_id=session_id) as session:
+            with pytest.raises(corral.SandboxPaused) as again:
+                await session.resume({})
+            assert [call.call_id for call in again.value.calls] == [0]
+        assert (await store.get(session_id)).generation == generation + 1  # the pause again, and only that
+    async with pool.checkout(session_id=session_id) as later:
+        assert [call.call_id for call in later.pending_calls] == [0]

@@ -1337,7 +1337,7 @@ class Session:
         pauses again or ends, with the whole feed: never paused on a call already answered.
         Raises what the store raises; nothing reached the worker then.
         """
-        if self._lease is None or self._replaying is not None:
+        if self._lease is None or self._replaying is not None or not call_ids:  # no answer: the feed pauses again as it is
             return
         state = self._state()
         state.feeds.pop()  # the paused feed
