@@ -206,3 +206,19 @@ async def test_a_resumption_with_no_answers_leaves_the_pause_stored(pool, url):
         assert (await store.get(session_id)).generation == generation + 1  # the pause again, and only that
     async with pool.checkout(session_id=session_id) as later:
         assert [call.call_id for call in later.pending_calls] == [0]
+
+
+async def test_the_files_a_stopped_resumed_feed_wrote_are_gone_here_and_in_the_store(pool, tmp_path):
+    (tmp_path / 'data').mkdir()
+    mount = corral.Mount(tmp_path / 'data', '/data')
+    code = "open('/data/before.txt', 'w').write('b')\nsent = send_email('a@b.c')\nwhile True:\n    pass"
+    read = "import os\nsorted(os.listdir('/data'))"
+    async with pool.checkout(ephemeral=False, mounts=mount, limits=corral.Limits(wall_time=1)) as session:
+        with pytest.raises(corral.SandboxPaused) as paused:
+            await session.feed_run(code, external_lookup=TOOLS)
+        with pytest.raises(corral.SandboxLimitError):
+            await session.resume({paused.value.calls[0].call_id: 'sent'})
+        session_id = session.session_id
+    async with pool.checkout(session_id=session_id, mounts=mount) as later:  # as the store has it right after the stop
+        assert await later.feed_run(read) == []
+    assert list((tmp_path / 'data').iterdir()) == []

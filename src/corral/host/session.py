@@ -1340,8 +1340,8 @@ class Session:
         if self._lease is None or self._replaying is not None or not call_ids:  # no answer: the feed pauses again as it is
             return
         state = self._state()
-        state.feeds.pop()  # the paused feed
-        state.pending, state.answers, state.blocked, state.answered = [], [], -1, [*self._resumed, *call_ids]
+        state.feeds.pop()  # the paused feed, and its files (as `_roll_back` leaves them)
+        state.overlay, state.pending, state.answers, state.blocked, state.answered = self._overlay, [], [], -1, [*self._resumed, *call_ids]
         await self._store_state(state)
         self._resumed = state.answered
 
