@@ -422,3 +422,28 @@ async def test_max_tool_calls_counts_the_calls_gathered_with_a_paused_one(pool):
         'RuntimeError: a script may make at most 3 tool calls, and this one tried to make more; make fewer calls per script '
         '(filter first, or split the work across run_code calls)'
     )
+
+
+def test_a_tenant_is_a_str_or_a_function_and_not_for_a_remote_pool():
+    from pydantic_ai.exceptions import UserError
+
+    from corral.pydantic_ai import CodeMode
+
+    with pytest.raises(UserError) as info:
+        CodeMode(pool=corral.RemotePool('ws://127.0.0.1:9'), tenant='alice')
+    assert str(info.value) == (
+        "CodeMode tenant scopes the sessions of a Pool's store; a RemotePool's tenant is its API key's: give each user a key of their own"
+    )
+    with pytest.raises(UserError) as info:
+        CodeMode(tenant=7)
+    assert str(info.value) == 'CodeMode tenant must be a str or a function of the run context, not int'
+    assert CodeMode(tenant='alice').tenant == 'alice'
+
+
+async def test_a_tenant_function_that_gives_no_str_is_refused(pool):
+    from pydantic_ai.exceptions import UserError
+
+    made: list[Any] = []
+    with pytest.raises(UserError) as info:
+        await mail_agent(Script('1'), pool, made, tenant=lambda ctx: None).run('x')
+    assert str(info.value) == 'CodeMode tenant must give a str, not NoneType'
