@@ -283,6 +283,7 @@ async def test_a_handler_that_approves_the_paused_run_code_call_itself_is_refuse
     assert made == ['count_inbox']  # the script did not run again
 
 
+@pytest.mark.slow
 async def test_an_approved_call_whose_script_is_then_stopped_is_not_run_again_by_the_same_answer(pool):
     from pydantic_ai.exceptions import UserError
 

@@ -97,6 +97,7 @@ async def test_an_answer_whose_feed_is_stopped_is_not_taken_again_here_or_in_a_l
         assert await later.feed_run('before') == 1
 
 
+@pytest.mark.slow
 async def test_a_later_checkout_refuses_the_same_answer_again_naming_the_call(pool):
     session_id = await paused_session(pool, 'wall_time')
     async with pool.checkout(session_id=session_id, limits=STOPS['wall_time'][0]) as session:
@@ -116,6 +117,7 @@ async def test_a_later_checkout_refuses_the_same_answer_again_naming_the_call(po
         assert str(not_paused.value) == 'this session is not paused: resume() answers the deferred calls of a paused feed'
 
 
+@pytest.mark.slow
 async def test_answers_are_stored_before_they_reach_the_worker(pool, url):
     """What the store holds while the resumed feed runs: the session before the paused feed, call 0 answered."""
     session_id = await paused_session(pool, 'wall_time')
