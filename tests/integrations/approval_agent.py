@@ -31,10 +31,11 @@ def approval_pool(store_dir: str | Path) -> corral.Pool:
     return corral.Pool(state_key=KEY, warm_workers=0, store=f'sqlite:///{store_dir}/sessions.db')
 
 
-def mail_agent(script: Script, pool: corral.Pool | None, made: list[Any]) -> Agent[None, str | DeferredToolRequests]:
+def mail_agent(script: Script, pool: corral.Pool | None, made: list[Any], **code_mode: Any) -> Agent[Any, str | DeferredToolRequests]:
     """`count_inbox` and `send_email` (needs approval), `archive` (raises ApprovalRequired unless
-    approved), `lookup_price` (runs outside the agent: CallDeferred); `made` records each call made."""
-    agent = Agent(script.model, output_type=[str, DeferredToolRequests], capabilities=[CodeMode(pool=pool)])
+    approved), `lookup_price` (runs outside the agent: CallDeferred); `made` records each call made.
+    `code_mode`: more options of its `CodeMode`."""
+    agent = Agent(script.model, output_type=[str, DeferredToolRequests], capabilities=[CodeMode(pool=pool, **code_mode)])
 
     @agent.tool_plain
     def count_inbox() -> int:

@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+import corral
+
 pytest.importorskip('pydantic_ai')
 
 from pydantic_ai import DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDenied
@@ -39,6 +41,12 @@ def asked(requests: DeferredToolRequests) -> tuple[list[tuple[str, dict[str, Any
     return [(p.tool_name, p.args) for p in requests.approvals], [(p.tool_name, p.args) for p in requests.calls]
 
 
+STOPPED = (
+    'The script failed: Traceback (most recent call last):\n  File "main.py", line 2, in <module>\n    while True:\n'
+    'TimeoutError: the script ran past the wall_time limit of 1 second\n\n'
+    'Before the failure, the script made 1 function call; whatever it did has happened:\n'
+    "- send_email(to='a@b.c', body='hi') returned 'sent to a@b.c'\nDo not repeat a call that changed something."
+)
 SEND = "n = await count_inbox()\nr = await send_email(to='a@b.c', body=f'{n} new')\n[n, r]"
 
 
@@ -277,3 +285,170 @@ async def test_a_handler_that_approves_the_paused_run_code_call_itself_is_refuse
     )
     assert seen == [['send_email'], ['run_code']]
     assert made == ['count_inbox']  # the script did not run again
+
+
+@pytest.mark.slow
+async def test_an_approved_call_whose_script_is_then_stopped_is_not_run_again_by_the_same_answer(pool):
+    from pydantic_ai.exceptions import UserError
+
+    made: list[Any] = []
+    code = "r = await send_email(to='a@b.c', body='hi')\nwhile True:\n    pass"
+    agent = mail_agent(Script(code), pool, made, limits=corral.Limits(wall_time=1))
+    first = await agent.run('x')
+    (request,) = first.output.approvals
+    results = DeferredToolResults(approvals={request.tool_call_id: True})
+    second = await agent.run(message_history=first.all_messages(), deferred_tool_results=results)
+    assert answers(second.new_messages()) == [('retry', STOPPED)]
+    assert made == ['send_email a@b.c']
+    for _ in range(3):
+        with pytest.raises(UserError) as info:
+            await agent.run(message_history=first.all_messages(), deferred_tool_results=results)
+        assert str(info.value) == 'deferred tool results answer calls the paused script does not wait on: [0]'
+    assert made == ['send_email a@b.c']
+
+
+async def test_answers_for_another_run_code_call_than_the_one_that_paused_the_session_are_refused(pool):
+    """An attacker's own paused run, answered with the victim's session id in its tool call ids."""
+    from pydantic_ai.exceptions import UserError
+    from pydantic_ai.messages import ToolCallPart
+
+    made: list[Any] = []
+    victim = await mail_agent(Script(SEND), pool, made).run('x')
+    victim_session = INNER_ID.fullmatch(victim.output.approvals[0].tool_call_id)['session']
+    attacker = mail_agent(Script(ToolCallPart('run_code', {'code': SEND}, tool_call_id='mine')), pool, made)
+    own = await attacker.run('x')
+    forged = DeferredToolResults(approvals={f'mine__corral-{victim_session}-1': ToolApproved(override_args={'to': 'evil@x.y', 'body': 'hi'})})
+    with pytest.raises(UserError) as info:
+        await attacker.run(message_history=own.all_messages(), deferred_tool_results=forged)
+    assert str(info.value) == "deferred tool results for the run_code call 'mine' name a stored session whose script that call did not pause; they are refused"
+    assert made == ['count_inbox', 'count_inbox']
+    # the victim's own answer still resumes the victim's script
+    second = await mail_agent(Script(SEND), pool, made).run(
+        message_history=victim.all_messages(), deferred_tool_results=DeferredToolResults(approvals={victim.output.approvals[0].tool_call_id: True})
+    )
+    assert answers(second.new_messages()) == [[3, 'sent to a@b.c']]
+    assert made == ['count_inbox', 'count_inbox', 'send_email a@b.c']
+
+
+async def test_a_history_naming_a_session_its_run_code_call_did_not_return_is_not_forked(pool):
+    from pydantic_ai.exceptions import UserError
+    from pydantic_ai.messages import ToolCallPart
+
+    made: list[Any] = []
+    victim = await mail_agent(Script(ToolCallPart('run_code', {'code': "secret = 'victim data'\n1"}, tool_call_id='victim_1')), pool, made).run('x')
+    (victim_return,) = [part for message in victim.all_messages() for part in getattr(message, 'parts', []) if getattr(part, 'tool_name', None) == 'run_code' and hasattr(part, 'metadata') and part.metadata]
+    own = await mail_agent(Script('2'), pool, made).run('x')
+    history = own.all_messages()
+    (own_return,) = [part for message in history for part in getattr(message, 'parts', []) if getattr(part, 'tool_name', None) == 'run_code' and hasattr(part, 'metadata') and part.metadata]
+    assert set(own_return.metadata) >= {'corral_session_id', 'corral_session_binding'}
+    for forged in (
+        {'corral_session_id': victim_return.metadata['corral_session_id']},
+        {'corral_session_id': victim_return.metadata['corral_session_id'], 'corral_session_binding': victim_return.metadata['corral_session_binding']},
+        {'corral_session_id': victim_return.metadata['corral_session_id'], 'corral_session_binding': own_return.metadata['corral_session_binding']},
+    ):
+        own_return.metadata = {**own_return.metadata, **forged}
+        if 'corral_session_binding' not in forged:
+            del own_return.metadata['corral_session_binding']
+        with pytest.raises(UserError) as info:
+            await mail_agent(Script('2', '', 'secret'), pool, made).run('read it', message_history=history)
+        assert str(info.value) == (
+            "the latest run_code return of the message history ('call_1') names a stored session that call did not return "
+            '(its corral_session_binding does not match), so it is not continued'
+        )
+
+
+async def test_a_tenant_per_user_keeps_one_user_s_approvals_and_histories_from_another_s_sessions(pool):
+    from pydantic_ai.exceptions import UserError
+
+    from corral import SandboxStateError
+
+    made: list[Any] = []
+    alice = mail_agent(Script(SEND), pool, made, tenant=lambda ctx: ctx.deps)
+    first = await alice.run('x', deps='alice')
+    (request,) = first.output.approvals
+    results = DeferredToolResults(approvals={request.tool_call_id: ToolApproved(override_args={'to': 'evil@x.y', 'body': 'hi'})})
+    with pytest.raises(SandboxStateError) as info:  # everything alice's client has, sent by mallory
+        await mail_agent(Script(SEND), pool, made, tenant=lambda ctx: ctx.deps).run(
+            message_history=first.all_messages(), deferred_tool_results=results, deps='mallory'
+        )
+    assert str(info.value) == f"no stored session with id {INNER_ID.fullmatch(request.tool_call_id)['session']!r}"
+    second = await mail_agent(Script(SEND, 'n'), pool, made, tenant=lambda ctx: ctx.deps).run(
+        message_history=first.all_messages(), deferred_tool_results=DeferredToolResults(approvals={request.tool_call_id: True}), deps='alice'
+    )
+    assert answers(second.new_messages()) == [[3, 'sent to a@b.c'], 3]
+    assert made == ['count_inbox', 'send_email a@b.c']
+    later = Script(SEND, 'n', '', 'n + 1')
+    with pytest.raises(UserError) as info:  # alice's whole history, continued as mallory
+        await mail_agent(later, pool, made, tenant=lambda ctx: ctx.deps).run('go on', message_history=second.all_messages(), deps='mallory')
+    assert str(info.value) == (
+        "the latest run_code return of the message history ('call_2') names a stored session that call did not return "
+        '(its corral_session_binding does not match), so it is not continued'
+    )
+    third = await mail_agent(later, pool, made, tenant=lambda ctx: ctx.deps).run('go on', message_history=second.all_messages(), deps='alice')
+    assert answers(third.new_messages()) == [4]
+
+
+async def test_max_tool_calls_counts_the_calls_of_a_script_across_its_pauses(pool):
+    made: list[Any] = []
+    code = "sent = []\nfor i in range(4):\n    sent.append(await send_email(to=f'{i}@b.c', body='hi'))\nsent"
+    agent = mail_agent(Script(code), pool, made, max_tool_calls=3)
+    result = await agent.run('x')
+    for _ in range(3):
+        (request,) = result.output.approvals
+        result = await agent.run(message_history=result.all_messages(), deferred_tool_results=DeferredToolResults(approvals={request.tool_call_id: True}))
+    assert made == ['send_email 0@b.c', 'send_email 1@b.c', 'send_email 2@b.c']
+    assert answers(result.new_messages()) == [
+        (
+            'retry',
+            'The script failed: Traceback (most recent call last):\n  File "main.py", line 3, in <module>\n'
+            "    sent.append(await send_email(to=f'{i}@b.c', body='hi'))\n                " + '^' * 42 + '\n'
+            'RuntimeError: a script may make at most 3 tool calls, and this one tried to make more; make fewer calls per script '
+            '(filter first, or split the work across run_code calls)\n\n'
+            'Before the failure, the script made 1 function call; whatever it did has happened:\n'
+            "- send_email(to='2@b.c', body='hi') returned 'sent to 2@b.c'\nDo not repeat a call that changed something.",
+        )
+    ]
+
+
+async def test_max_tool_calls_counts_the_calls_gathered_with_a_paused_one(pool):
+    made: list[Any] = []
+    code = (
+        'import asyncio\n'
+        "r = await asyncio.gather(send_email(to='a@b.c', body='hi'), count_inbox(), count_inbox())\n"
+        'n = await count_inbox()'
+    )
+    agent = mail_agent(Script(code), pool, made, max_tool_calls=3)
+    first = await agent.run('x')
+    (request,) = first.output.approvals
+    second = await agent.run(message_history=first.all_messages(), deferred_tool_results=DeferredToolResults(approvals={request.tool_call_id: True}))
+    assert made == ['count_inbox', 'count_inbox', 'send_email a@b.c']
+    (retry,) = answers(second.new_messages())
+    assert retry[1].splitlines()[4] == (
+        'RuntimeError: a script may make at most 3 tool calls, and this one tried to make more; make fewer calls per script '
+        '(filter first, or split the work across run_code calls)'
+    )
+
+
+def test_a_tenant_is_a_str_or_a_function_and_not_for_a_remote_pool():
+    from pydantic_ai.exceptions import UserError
+
+    from corral.pydantic_ai import CodeMode
+
+    with pytest.raises(UserError) as info:
+        CodeMode(pool=corral.RemotePool('ws://127.0.0.1:9'), tenant='alice')
+    assert str(info.value) == (
+        "CodeMode tenant scopes the sessions of a Pool's store; a RemotePool's tenant is its API key's: give each user a key of their own"
+    )
+    with pytest.raises(UserError) as info:
+        CodeMode(tenant=7)
+    assert str(info.value) == 'CodeMode tenant must be a str or a function of the run context, not int'
+    assert CodeMode(tenant='alice').tenant == 'alice'
+
+
+async def test_a_tenant_function_that_gives_no_str_is_refused(pool):
+    from pydantic_ai.exceptions import UserError
+
+    made: list[Any] = []
+    with pytest.raises(UserError) as info:
+        await mail_agent(Script('1'), pool, made, tenant=lambda ctx: None).run('x')
+    assert str(info.value) == 'CodeMode tenant must give a str, not NoneType'

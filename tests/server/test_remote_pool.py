@@ -205,6 +205,35 @@ async def test_a_paused_stored_session_resumes_through_another_connection(server
             assert await again.resume({1: 'B'}) == 'AB'
 
 
+async def test_an_answer_whose_feed_is_stopped_is_refused_when_given_again(server):
+    def approve(action: str) -> str:
+        raise Deferred(action)
+
+    answered = (
+        'call id(s) [0] were answered already: {}, so the session went back to its state before that feed '
+        'and the calls are not pending any more; a call is answered once'
+    )
+    async with RemotePool(server.url) as pool:
+        async with pool.checkout(ephemeral=False, limits=Limits(wall_time=1)) as session:
+            with pytest.raises(SandboxPaused):
+                await session.feed_run("x = approve('send')\nwhile True:\n    pass", external_lookup={'approve': approve})
+            with pytest.raises(corral.SandboxLimitError):
+                await session.resume({0: 'yes'})
+            with pytest.raises(RuntimeError) as again:
+                await session.resume({0: 'yes'})
+            assert str(again.value) == answered.format(
+                'the feed went on with the answers and was stopped (feed 1 was stopped by the wall_time limit at a point no replay can reproduce)'
+            )
+            session_id = session.session_id
+        async with pool.checkout(session_id=session_id) as later:
+            assert later.pending_calls == []
+            with pytest.raises(RuntimeError) as again:
+                await later.resume({0: 'yes'})
+    assert str(again.value) == answered.format(
+        'the feed that took them went on and did not end (a limit or a dead worker stopped it, or its host stopped)'
+    )
+
+
 async def test_overlay_mount_and_environment_travel_to_the_server(server, tmp_path):
     (tmp_path / 'sub').mkdir()
     (tmp_path / 'sub' / 'data.txt').write_text('hello')

@@ -55,6 +55,38 @@ async def test_a_replica_killed_mid_feed(tmp_path, shared_store):
 
 
 @pytest.mark.slow
+async def test_a_replica_killed_mid_resumption_leaves_its_answer_given(tmp_path, shared_store):
+    store = shared_store
+    key = ('--state-key-file', key_file(tmp_path), '--lease-ttl', '2')
+    with running_server(tmp_path, *key, store=store) as a, running_server(tmp_path, *key, store=store) as b:
+        calls = []
+
+        def approve() -> str:
+            raise corral.Deferred()
+
+        async def step(name: str) -> str:
+            calls.append(name)
+            a.process.kill()  # the replica running the resumed feed dies before this answer reaches it
+            return name.upper()
+
+        tools = {'approve': approve, 'step': step}
+        async with Balancer([a.port, b.port]) as service, RemotePool(service.url) as pool, pool.checkout(ephemeral=False) as session:
+            await session.feed_run('x = 1')
+            with pytest.raises(corral.SandboxPaused):
+                await session.feed_run("x = 2\nok = approve()\nawait step('two')", external_lookup=tools)
+            with pytest.raises(RuntimeError) as again:
+                await session.resume({0: 'yes'}, external_lookup=tools)
+            assert str(again.value) == (
+                'call id(s) [0] were answered already: the feed that took them went on and did not end (a limit or a dead worker '
+                'stopped it, or its host stopped), so the session went back to its state before that feed and the calls are not '
+                'pending any more; a call is answered once'
+            )
+            assert calls == ['two']
+            assert await session.feed_run('x') == 1
+        assert a.process.wait() == -signal.SIGKILL
+
+
+@pytest.mark.slow
 async def test_a_drained_replica_hands_its_sessions_to_another(tmp_path, shared_store):
     store = shared_store
     key = ('--state-key-file', key_file(tmp_path))

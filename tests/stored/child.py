@@ -4,6 +4,9 @@
     python child.py resume STATE_FILE VALUE       load a paused state, resume its one pending call with VALUE
     python child.py feeds STORE_DB [SESSION_ID]   check out a stored session; run each line of stdin
                                                   as a feed, printing `session_id value` after each
+    python child.py answer STORE_DB SESSION_ID    check out a paused stored session, answer its call 0
+                                                  with 'sent', print `answered` a second into the
+                                                  feed's going on, and wait to be killed
 """
 
 import asyncio
@@ -31,7 +34,7 @@ TOOLS = {'approve': approve, 'fetch': fetch}
 
 async def main() -> None:
     command, *rest = sys.argv[1:]
-    store = f'sqlite:///{rest[0]}' if command == 'feeds' else None
+    store = f'sqlite:///{rest[0]}' if command in ('feeds', 'answer') else None
     async with corral.Pool(state_key=KEY, warm_workers=0, store=store, lease_ttl=1.0) as pool:
         if command == 'load':
             async with pool.checkout() as session:
@@ -48,6 +51,12 @@ async def main() -> None:
                 for line in sys.stdin:
                     value = await session.feed_run(line.replace('\\n', '\n'), external_lookup=TOOLS)
                     print(session.session_id, repr(value), flush=True)
+        elif command == 'answer':
+            async with pool.checkout(session_id=rest[1], limits=corral.Limits(wall_time=60)) as session:
+                going_on = asyncio.ensure_future(session.resume({0: 'sent'}))
+                await asyncio.sleep(1.0)
+                print('answered', flush=True)
+                await going_on
     print('calls', CALLS)
 
 

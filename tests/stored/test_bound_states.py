@@ -302,7 +302,7 @@ async def test_a_paused_feed_stored_then_resumed_in_another_checkout_replaces_it
         (call,) = session.pending_calls
         await session.resume({call.call_id: 41})
     _, generation, records = await Rows(url).read('', session_id)
-    assert generation == 4 and len(records) == 3  # the feed, its pause, and its end
+    assert generation == 5 and len(records) == 4  # the feed, its pause, its answers (the open feed gone), and its end
     async with pool.checkout(session_id=session_id) as session:
         assert not session.paused
         assert await session.feed_run('(a, b, c)') == (1, 41, 42)

@@ -70,7 +70,7 @@ __all__ = [
 #: The format of the state this corral writes and reads. Bump it whenever the journal's meaning
 #: changes (a message kind, what the worker does with one): an old state would replay wrongly.
 #: 2: states bound to their store row (`binding`), records appended to them. A state's and a
-#: record's `packages` came within version 2, as a key a reader takes as empty when absent.
+#: record's `packages` and `answered` came within version 2, as keys a reader takes as empty when absent.
 FORMAT_VERSION = 2
 
 #: Default largest state, in bytes, a pool dumps or loads (`Pool(max_state_bytes=...)`).
@@ -143,6 +143,11 @@ class SessionState:
       what they need); a loading pool must load them too (`check_packages`). A state written
       before states carried them has none: a pool without packages wrote it, or its replay
       imports a package the loading pool lacks and is refused as a replay that went another way.
+    - `answered`: the call ids of a paused feed that `Session.resume` answered, when the feed
+      that took the answers did not reach the store as it went on (it was stopped, or its host
+      stopped): the state is the one before that feed, and a second answer to one of these calls
+      is refused (see `Session.resume`). Written before the answers reach the worker; a state
+      written before states carried it has none.
     """
 
     fingerprint: bytes
@@ -155,6 +160,7 @@ class SessionState:
     answers: list[list[Any]] = field(default_factory=list)
     blocked: int = -1
     packages: list[str] = field(default_factory=list)
+    answered: list[int] = field(default_factory=list)
 
     def to_plain(self) -> dict[str, Any]:
         return {
@@ -168,6 +174,7 @@ class SessionState:
             'answers': self.answers,
             'blocked': self.blocked,
             'packages': self.packages,
+            'answered': self.answered,
         }
 
     @classmethod
@@ -185,6 +192,7 @@ class SessionState:
             answers=body['answers'],
             blocked=body['blocked'],
             packages=body.get('packages', []),
+            answered=body.get('answered', []),
         )
         state.check()
         return state
@@ -199,6 +207,8 @@ class SessionState:
             raise ValueError('malformed overlay')
         if not (isinstance(self.packages, list) and all(isinstance(name, str) for name in self.packages)):
             raise ValueError('malformed packages')
+        if not (isinstance(self.answered, list) and all(type(call_id) is int for call_id in self.answered)):
+            raise ValueError('malformed answered calls')
         for item in self.pending:
             if not (isinstance(item, list) and len(item) == 5 and isinstance(item[0], int) and isinstance(item[1], str)):
                 raise ValueError('malformed pending call')
@@ -238,9 +248,11 @@ class Binding:
 class StateRecord:
     """What one stored feed appends to a stored state (`seal_record`): the feeds from index `start`
     of the journal on (the feed that ran; `start` one lower when it replaces the journal's last,
-    open feed: a paused feed that went on), `overlay`, the changes to the overlay since the part
-    before (`overlay_changes`), the pause of a paused session as `SessionState` has it, and the
-    packages of the pool that ran the feed (a session stored by one pool goes on in another)."""
+    open feed: a paused feed that went on; no feeds from there when its answers were given, see
+    `SessionState.answered`), `overlay`, the changes to the overlay since the part before
+    (`overlay_changes`), the pause of a paused session and its answered calls as `SessionState`
+    has them, and the packages of the pool that ran the feed (a session stored by one pool goes
+    on in another)."""
 
     start: int
     feeds: list[FeedRecord]
@@ -249,9 +261,10 @@ class StateRecord:
     answers: list[list[Any]] = field(default_factory=list)
     blocked: int = -1
     packages: list[str] = field(default_factory=list)
+    answered: list[int] = field(default_factory=list)
 
     def to_plain(self) -> dict[str, Any]:
-        plain = {name: getattr(self, name) for name in ('start', 'overlay', 'pending', 'answers', 'blocked', 'packages')}
+        plain = {name: getattr(self, name) for name in ('start', 'overlay', 'pending', 'answers', 'blocked', 'packages', 'answered')}
         return {**plain, 'feeds': [record.to_plain() for record in self.feeds]}
 
     def apply(self, state: SessionState) -> None:
@@ -261,7 +274,7 @@ class StateRecord:
             raise ValueError('a record does not continue the journal')
         state.feeds[self.start :] = self.feeds
         state.overlay = _apply_overlay_changes(state.overlay, self.overlay)
-        state.pending, state.answers, state.blocked = self.pending, self.answers, self.blocked
+        state.pending, state.answers, state.blocked, state.answered = self.pending, self.answers, self.blocked, self.answered
         if not isinstance(self.packages, list):
             raise ValueError('malformed packages')
         state.packages = [*state.packages, *(name for name in self.packages if name not in state.packages)]
@@ -422,7 +435,7 @@ def open_stored(
         try:
             record = StateRecord(
                 part['start'], [FeedRecord.from_plain(item) for item in part['feeds']], part['overlay'], part['pending'], part['answers'], part['blocked'],
-                part.get('packages', []),
+                part.get('packages', []), part.get('answered', []),
             )
             record.apply(session_state)
         except (ValueError, KeyError, TypeError) as error:

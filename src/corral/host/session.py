@@ -194,6 +194,9 @@ class Session:
         self._answers: deque[tuple[int, bytes]] = deque()  # async replies the worker has not asked for yet
         self._running: set[int] = set()  # async host calls in flight
         self._deferred: dict[int, PendingCall] = {}
+        self._resumed: list[int] = []  # the deferred calls of the feed in flight that resume() answered
+        # the calls a resumption answered whose feed was then stopped, and why: a second answer is refused
+        self._answered: tuple[list[int], str] = ([], '')
         self._blocked: int | None = None  # the sync call the worker waits on
         self._waiting: tuple[float, float | None] | None = None  # (since, timeout) of the worker's WAIT
         self._tick: asyncio.TimerHandle | None = None
@@ -445,6 +448,7 @@ class Session:
         if self._paused:
             raise RuntimeError('this session is paused on deferred host calls: answer them with session.resume() first')
         lookup = _checked_lookup(external_lookup)
+        self._answered = ([], '')
         if not self.ephemeral:
             self._overlay = self._system.overlay()  # what the feed leaves if it is undone (see `_roll_back`)
         spans = _tracer.start_as_current_span('run code') if _tracing() else contextlib.nullcontext(trace.INVALID_SPAN)
@@ -477,13 +481,27 @@ class Session:
         stderr) again for the calls the rest of the feed makes; on the session that paused, its
         feed's are kept unless given.
 
-        Raises `RuntimeError` when the session is not paused, `KeyError` for a call id that is not
-        pending, and what `feed_run` raises.
+        A call is answered once. A stored session writes the answers to its store before they
+        reach the worker, as a state without the paused feed: should the feed not end (a time
+        limit or a dead worker stops it, or the host running it stops), the session goes back to
+        its state before that feed, here and in the store, and an answer to the same call again
+        is refused, whoever checks the session out.
+
+        Raises `RuntimeError` when the session is not paused (naming the calls answered already
+        when those are answered again), `KeyError` for a call id that is not pending,
+        `SandboxStateError` when the store cannot take the answers (nothing reached the worker),
+        and what `feed_run` raises.
         """
         self._check_usable()
+        values, errors = dict(values or {}), dict(errors or {})
+        again = sorted((set(values) | set(errors)) & set(self._answered[0]))
+        if again:
+            raise RuntimeError(
+                f"call id(s) {again} were answered already: {self._answered[1]}, so the session went back to its state before that feed "
+                'and the calls are not pending any more; a call is answered once'
+            )
         if not self._paused:
             raise RuntimeError('this session is not paused: resume() answers the deferred calls of a paused feed')
-        values, errors = dict(values or {}), dict(errors or {})
         unknown = sorted((set(values) | set(errors)) - set(self._deferred))
         if unknown:
             raise KeyError(f'call id(s) {unknown} are not pending; the pending calls are {sorted(self._deferred)}')
@@ -497,6 +515,7 @@ class Session:
             self._lookup = {**_checked_lookup(external_lookup), **self._module_lookup()}
         if print_callback is not None:
             self._print = print_callback
+        await self._store_answered(sorted((*values, *errors)))
         sync_answer: bytes | None = None
         for call_id in sorted((*values, *errors)):
             call = self._deferred.pop(call_id)
@@ -592,8 +611,11 @@ class Session:
 
     async def _roll_back(self, stopped: FeedRecord) -> None:
         """A stored session's feed stopped by a time limit (or a dead worker): go back to the state
-        before that feed, as the store has it, replayed in a new worker. When that fails too, the
-        session ends (the store still has the state)."""
+        before that feed, as the store has it (a resumed feed's answers were stored with it gone:
+        `_store_answered`), replayed in a new worker. When that fails too, the session ends (the
+        store still has the state)."""
+        if self._resumed:
+            self._answered = (self._resumed, f'the feed went on with the answers and was stopped ({stopped.why})')
         self._journal.remove(stopped)
         self._kill(stopped.why)
         self._system.restore_overlay(self._overlay)
@@ -704,6 +726,7 @@ class Session:
             for fname, is_async in members.items():
                 self._asyncs[f'{name}.{fname}'] = is_async
         self._calls = 0
+        self._resumed = []
         self._trace = hashlib.blake2b(digest_size=16)
         self._record = record
         self._journal.append(record)
@@ -1198,6 +1221,7 @@ class Session:
             answers=[[call_id, payload] for call_id, payload in self._answers] if self._paused else [],
             blocked=self._blocked if self._paused and self._blocked is not None else -1,
             packages=list(self._pool.packages),
+            answered=list(self._answered[0]),
         )
 
     def _fingerprint(self) -> bytes:
@@ -1323,6 +1347,7 @@ class Session:
             raise
         self._system.seed = state.seed
         self.script_name = state.script_name
+        self._answered = (list(state.answered), 'the feed that took them went on and did not end (a limit or a dead worker stopped it, or its host stopped)')
         if checkpoint is not None:
             await self._resume_checkpoint(checkpoint, state)
         else:
@@ -1400,8 +1425,8 @@ class Session:
         self._kill(f'its replay went another way than the recorded run: {why}')
         self._fail(SandboxStateError(f'the session state could not be replayed: feed {len(self._journal)} went another way than the recorded run: {why}'))
 
-    async def _store_state(self) -> None:
-        """Write a stored session's state to the pool's store (nothing for an ephemeral session):
+    async def _store_state(self, state: SessionState | None = None) -> None:
+        """Write a stored session's state (or `state`) to the pool's store (nothing for an ephemeral session):
         a record of what changed since the last write, appended (its cost is the feed's), or the
         full state when there is none yet, the session loaded another, or the records appended
         since the last full state outgrow it (`_COMPACT_BYTES`, `_COMPACT_RECORDS`): so a write
@@ -1413,14 +1438,15 @@ class Session:
             raise SandboxStateError(f'the session {self.session_id} was not stored: its lease was lost ({lease.lost})')
         if self._done is not None:
             raise RuntimeError('cannot store a session while a feed runs')
-        state = self._state()
+        state = self._state() if state is None else state
         chain, key = self._chain, self._pool._state_key()
         generation = 1 if chain is None else chain.generation + 1
         binding = Binding(self.tenant, self.session_id, generation)
         if chain is not None and not self._full_due:
             start = self._stored - 1 if self._stored_open else self._stored
             record = StateRecord(
-                start, state.feeds[start:], overlay_changes(self._stored_overlay, state.overlay), state.pending, state.answers, state.blocked, state.packages
+                start, state.feeds[start:], overlay_changes(self._stored_overlay, state.overlay), state.pending, state.answers, state.blocked, state.packages,
+                state.answered,
             )
             data = seal_record(record, key, binding=binding, previous=chain.mac)
             compact_at = max(chain.state_bytes, min(_COMPACT_BYTES, self._pool.max_state_bytes // 2))  # records never pass the quota
@@ -1438,7 +1464,24 @@ class Session:
         self._stored_done(state)
 
     def _stored_done(self, state: SessionState) -> None:
-        self._stored, self._stored_open, self._stored_overlay = len(state.feeds), self._paused, state.overlay
+        self._stored, self._stored_open, self._stored_overlay = len(state.feeds), bool(state.feeds) and state.feeds[-1].outcome == OPEN, state.overlay
+
+    async def _store_answered(self, call_ids: list[int]) -> None:
+        """Before the answers to `call_ids` reach a paused stored session's worker: store its state
+        without the paused feed, naming every call of the feed answered so far (`SessionState.answered`).
+
+        From here the store holds the session either as it was before the feed (with these calls
+        answered for good: a stop, or a host that stops, leaves it there) or, once the feed
+        pauses again or ends, with the whole feed: never paused on a call already answered.
+        Raises what the store raises; nothing reached the worker then.
+        """
+        if self._lease is None or self._replaying is not None or not call_ids:  # no answer: the feed pauses again as it is
+            return
+        state = self._state()
+        state.feeds.pop()  # the paused feed, and its files (as `_roll_back` leaves them)
+        state.overlay, state.pending, state.answers, state.blocked, state.answered = self._overlay, [], [], -1, [*self._resumed, *call_ids]
+        await self._store_state(state)
+        self._resumed = state.answered
 
     # ----- a stored session's size ---------------------------------------------------------------
 

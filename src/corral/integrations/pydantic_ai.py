@@ -22,7 +22,11 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import hashlib
+import hmac
+import json
 import re
+import secrets
 import typing
 from collections.abc import Callable, Sequence
 from dataclasses import KW_ONLY, dataclass, field, replace
@@ -111,7 +115,7 @@ class CodeMode(AbstractCapability[AgentDepsT]):
       with `tools={'code_mode': True}`). The others stay ordinary tool calls.
     - `max_retries`: how many times a failed script (syntax, type, runtime error, a limit) is sent
       back to the model to fix, per `run_code` call.
-    - `max_tool_calls`: calls a single script may make to the tools.
+    - `max_tool_calls`: calls a single script may make to the tools, over all its pauses.
     - `type_check`: check every script against the tools' stubs before it runs.
     - `limits`: the sandbox's `corral.Limits` (wall time, memory, output ...).
     - `packages`: third-party packages scripts may import (`'numpy'`, `'pandas'`, `'matplotlib'`) in
@@ -123,6 +127,14 @@ class CodeMode(AbstractCapability[AgentDepsT]):
       `DeferredToolRequests` naming that call (its tool and arguments); the next run's
       `deferred_tool_results` resume it from that call, in any process using the store. And the
       next run of a conversation (given its message history) starts from a fork of its session.
+      A stored session is bound to the `run_code` call that paused or returned it: answers given
+      to another `run_code` call, and a history whose `run_code` return names a session that
+      call did not return (signed with the pool's state key), are refused with a `UserError`.
+    - `tenant`: whose stored sessions a run reaches: a str, or a function of the run's context
+      (`tenant=lambda ctx: ctx.deps.user_id`), as `Pool.checkout(tenant=...)` takes it. An
+      application whose users send back their message histories and approvals gives each user
+      a tenant: a session id another user learned then names no session of theirs. A
+      `RemotePool`'s tenant is its API key's: give each user a key of their own instead.
     - `os_access`: a `corral.OsAccess` granting the script environment variables (`environ=`), the
       clock (`clock=True`), or files outside the mounts.
     - `mount`: one `corral.Mount(host_dir, sandbox_path, mode)` or several: host folders the script
@@ -150,6 +162,7 @@ class CodeMode(AbstractCapability[AgentDepsT]):
     limits: Limits | None = None
     pool: Pool | RemotePool | None = field(default=None, repr=False)
     packages: Sequence[str] = ()
+    tenant: str | Callable[[RunContext[AgentDepsT]], str] | None = field(default=None, repr=False)
     # the stubs of the latest step, for the instructions (a fresh one for each run: see `for_run`)
     _catalog: _Catalog = field(default_factory=lambda: _Catalog(), init=False, repr=False, compare=False)
 
@@ -184,6 +197,10 @@ class CodeMode(AbstractCapability[AgentDepsT]):
             raise UserError('CodeMode max_retries must be 0 or more')
         if self.max_tool_calls < 1:
             raise UserError('CodeMode max_tool_calls must be at least 1')
+        if self.tenant is not None and not (isinstance(self.tenant, str) or callable(self.tenant)):
+            raise UserError(f'CodeMode tenant must be a str or a function of the run context, not {type(self.tenant).__name__}')
+        if self.tenant is not None and isinstance(self.pool, RemotePool):
+            raise UserError(_REMOTE_TENANT)
 
     async def for_run(self, ctx: RunContext[AgentDepsT]) -> CodeMode[AgentDepsT]:
         return replace(self)  # with a fresh `_catalog`
@@ -229,6 +246,7 @@ class CodeMode(AbstractCapability[AgentDepsT]):
             mounts=mount_list(self.mount),
             packages=self.packages,
             catalog=self._catalog if self.dynamic_catalog else None,
+            tenant=self.tenant,
         )
 
 
@@ -277,25 +295,26 @@ class _RunState:
         limits: Limits | None,
         session_id: str | None = None,
         messages: Sequence[ModelMessage] = (),
+        tenant: str = '',
     ) -> Session:
-        """The run's session: the one open, else a new one, or the stored session `session_id`.
+        """The run's session: the one open, else a new one, or the stored session `session_id`
+        of `tenant` (`''`: the store's one tenant).
 
         The first session of a run with a store forks the stored session of the latest `run_code`
-        return in `messages` (the message history), so the conversation's variables come back.
+        return in `messages` (the message history), so the conversation's variables come back;
+        raises `UserError` when that return does not carry the binding this pool signed for it.
         """
+        pool = self.pool()
+        if tenant and isinstance(pool, RemotePool):
+            raise UserError(_REMOTE_TENANT)
         fork_from: str | None = None
         if session_id is not None:
             await self.reset()
         elif not self._continued and self.stored:
-            fork_from = _latest_session(messages)
+            fork_from = _latest_session(messages, self.binding_key(), tenant)
         self._continued = True
         if self.session is None:
             self.stubs = stubs
-            pool = self._pool
-            if pool is None:
-                if self._own_pool is None:
-                    self._own_pool = pool_from_environment(warm_workers=0, packages=self._packages)
-                pool = self._own_pool
             session = pool.checkout(
                 type_check=type_check,
                 type_check_stubs=stubs,
@@ -305,6 +324,7 @@ class _RunState:
                 ephemeral=False if session_id or fork_from else not self.stored,
                 session_id=session_id or fork_from,
                 fork=fork_from is not None,
+                **({'tenant': tenant} if tenant else {}),
             )
             try:
                 await session.__aenter__()
@@ -313,6 +333,24 @@ class _RunState:
                 raise
             self.session = session
         return self.session
+
+    def pool(self) -> Pool | RemotePool:
+        """The pool the run's sessions come from: the one given, else one of its own."""
+        if self._pool is not None:
+            return self._pool
+        if self._own_pool is None:
+            self._own_pool = pool_from_environment(warm_workers=0, packages=self._packages)
+        return self._own_pool
+
+    def binding_key(self) -> bytes:
+        """The key that signs which `run_code` call returned a stored session (`_binding`): made
+        from the pool's state key, a `RemotePool`'s API key, or else a key of this process."""
+        pool = self.pool()
+        if isinstance(pool, RemotePool):
+            secret = pool.api_key.encode() if pool.api_key else _PROCESS_KEY
+        else:
+            secret = pool._state_key()
+        return hmac.new(secret, _BINDING_LABEL, hashlib.sha256).digest()
 
     async def reset(self) -> None:
         session, self.session = self.session, None
@@ -341,6 +379,7 @@ class CodeModeToolset(WrapperToolset[AgentDepsT]):
     packages: Sequence[str] = ()
     #: when set, the stubs go here (for the instructions) instead of the `run_code` description
     catalog: _Catalog | None = field(default=None, repr=False, compare=False)
+    tenant: str | Callable[[RunContext[AgentDepsT]], str] | None = field(default=None, repr=False)
     _state: _RunState | None = field(default=None, init=False, repr=False, compare=False)
 
     async def for_run(self, ctx: RunContext[AgentDepsT]) -> AbstractToolset[AgentDepsT]:
@@ -436,6 +475,10 @@ class CodeModeToolset(WrapperToolset[AgentDepsT]):
         if parent is None:
             raise UserError('run_code needs the run context of an agent run step (ctx.tool_manager is not set)')
         resume = (ctx.tool_call_metadata or {}).get(_RESUME) if ctx.tool_call_approved else None
+        tenant = self.tenant(ctx) if callable(self.tenant) else (self.tenant or '')
+        if not isinstance(tenant, str):
+            raise UserError(f'CodeMode tenant must give a str, not {type(tenant).__name__}')
+        parent_id = ctx.tool_call_id or RUN_CODE
         async with state.lock:
             restarted: str | None = None
             if resume is None and ctx.tool_call_id in state.paused:
@@ -459,9 +502,10 @@ class CodeModeToolset(WrapperToolset[AgentDepsT]):
                 limits=self.limits,
                 session_id=None if resume is None else resume['session_id'],
                 messages=ctx.messages,
+                tenant=tenant,
             )
             calls = _Calls(
-                parent_id=ctx.tool_call_id or RUN_CODE,
+                parent_id=parent_id,
                 limit=self.max_tool_calls,
                 ctx=ctx,
                 manager=ToolManager[AgentDepsT](
@@ -474,6 +518,16 @@ class CodeModeToolset(WrapperToolset[AgentDepsT]):
                 if resume is None:
                     outcome = await run_script(session, tool_args['code'], lookup)
                 else:
+                    pending = session.pending_calls
+                    if any(not isinstance(call.payload, dict) or call.payload.get('run_code') != parent_id for call in pending):
+                        await state.reset()
+                        raise UserError(
+                            f'deferred tool results for the run_code call {parent_id!r} name a stored session whose script '
+                            'that call did not pause; they are refused'
+                        )
+                    # the calls the script made before it paused count toward max_tool_calls
+                    calls.count = max((call.payload.get('calls', 0) for call in pending), default=0)
+                    calls.deferred = [call.payload for call in pending]
                     answers = await calls.answer(resume['session_id'], session.pending_calls, resume['answers'], resume['metadata'])
                     outcome = await run_script(session, tool_args['code'], lookup, answers=answers)
             except SandboxPaused as paused:
@@ -511,6 +565,7 @@ class CodeModeToolset(WrapperToolset[AgentDepsT]):
         metadata = {'tool_calls': calls.parts, 'tool_returns': returns}
         if session.session_id is not None:
             metadata[_SESSION] = session.session_id  # the next run of the conversation forks it
+            metadata[_BINDING] = _binding(state.binding_key(), tenant, session.session_id, parent_id)
         # a figure the script made (its value, or plt.show()) reaches the model as the image itself
         images = [BinaryContent(data=image.data, media_type=image.mime_type) for image in images_in(outcome.value)]
         return ToolReturn(return_value=content, content=images or None, metadata=metadata)
@@ -521,18 +576,37 @@ _PAUSED = 'corral_paused'
 _RESUME = 'corral_resume'
 #: `run_code` return metadata key: the stored session the script ran in
 _SESSION = 'corral_session_id'
+#: `run_code` return metadata key: the MAC that binds that session to the return's tool call id (and tenant)
+_BINDING = 'corral_session_binding'
+_BINDING_LABEL = b'corral code mode: a stored session bound to the run_code call that returned it'
+_REMOTE_TENANT = "CodeMode tenant scopes the sessions of a Pool's store; a RemotePool's tenant is its API key's: give each user a key of their own"
+#: the binding key of a RemotePool without an API key: the process's own
+_PROCESS_KEY = secrets.token_bytes(32)
 #: the tool call id a call of a paused script is asked for by: `<run_code call id>__corral-<session id>-<call id>`
 _INNER_ID = re.compile(r'(?P<parent>.+)__corral-(?P<session>[0-9a-f]+)-(?P<call>[0-9]+)')
 
 
-def _latest_session(messages: Sequence[ModelMessage]) -> str | None:
-    """The stored session of the latest `run_code` return in `messages`, if any."""
+def _binding(key: bytes, tenant: str, session_id: str, tool_call_id: str) -> str:
+    """The hex HMAC-SHA256 that says the `run_code` call `tool_call_id` returned stored session `session_id` of `tenant`."""
+    return hmac.new(key, json.dumps([tenant, session_id, tool_call_id]).encode(), hashlib.sha256).hexdigest()
+
+
+def _latest_session(messages: Sequence[ModelMessage], key: bytes, tenant: str) -> str | None:
+    """The stored session of the latest `run_code` return in `messages`, if any. Raises
+    `UserError` when that return does not carry the binding (`_binding`) of its session to its
+    tool call id and `tenant`: a history that names a session its call did not return."""
     for message in reversed(messages):
         if isinstance(message, ModelRequest):
             for part in reversed(message.parts):
                 if isinstance(part, ToolReturnPart) and part.tool_name == RUN_CODE and isinstance(part.metadata, dict):
                     session_id = part.metadata.get(_SESSION)
                     if isinstance(session_id, str):
+                        mac = part.metadata.get(_BINDING)
+                        if not (isinstance(mac, str) and mac.isascii() and hmac.compare_digest(mac, _binding(key, tenant, session_id, part.tool_call_id))):
+                            raise UserError(
+                                f'the latest run_code return of the message history ({part.tool_call_id!r}) names a stored session '
+                                f'that call did not return (its {_BINDING} does not match), so it is not continued'
+                            )
                         return session_id
     return None
 
@@ -676,6 +750,7 @@ class _Calls:
         self.returns: dict[str, ToolReturnPart] = {}
         self.records: list[CallRecord] = []
         self.fatal: BaseException | None = None
+        self.deferred: list[dict[str, Any]] = []  # the payloads of the calls that paused the script
 
     def host_function(self, tool_name: str, function: SchemaFunction) -> Callable[..., Any]:
         async def call_tool(*args: Any, **kwargs: Any) -> Any:
@@ -684,10 +759,10 @@ class _Calls:
         call_tool.__name__ = function.name
         return call_tool
 
-    def _check_limits(self, tool_name: str) -> None:
+    def _check_limits(self, tool_name: str, *, counted: bool = False) -> None:
         if self.fatal is not None:
             raise RuntimeError('the agent run is stopping; no more tool calls can be made')
-        if self.count >= self.limit:
+        if not counted and self.count >= self.limit:
             raise RuntimeError(
                 f'a script may make at most {self.limit} tool calls, and this one tried to make more; '
                 'make fewer calls per script (filter first, or split the work across run_code calls)'
@@ -725,7 +800,9 @@ class _Calls:
             try:
                 if isinstance(result, ToolApproved):
                     args = result.override_args if result.override_args is not None else arguments
-                    values[call_id] = await self.call(tool_name, args, approved=True, metadata=metadata.get(call_id), tool_call_id=tool_call_id)
+                    values[call_id] = await self.call(
+                        tool_name, args, approved=True, metadata=metadata.get(call_id), tool_call_id=tool_call_id, counted=True
+                    )
                 elif isinstance(result, ToolDenied):
                     self.records.append(CallRecord(tool_name, arguments, 'refused'))
                     raise PermissionError(f'{tool_name}() was denied: {result.message}')
@@ -752,9 +829,16 @@ class _Calls:
         approved: bool = False,
         metadata: Any = None,
         tool_call_id: str | None = None,
+        counted: bool = False,
     ) -> Any:
-        self._check_limits(tool_name)
-        self.count += 1
+        """Make the script's call to `tool_name` through the tool manager: its value for the
+        script, or the error the script sees. `counted`: the call was counted toward
+        `max_tool_calls` when the script made it (an approved call of a paused script)."""
+        self._check_limits(tool_name, counted=counted)
+        if not counted:
+            self.count += 1
+            for payload in self.deferred:  # stored with the pause: the count its resumption goes on from
+                payload['calls'] = self.count
         call_id = tool_call_id or f'{self.parent_id}__{self.count}'
         part = ToolCallPart(tool_name=tool_name, args=arguments, tool_call_id=call_id)
         self.parts[call_id] = part
@@ -777,7 +861,9 @@ class _Calls:
             if self.pausable:
                 record.outcome = 'refused'  # not run yet: the script pauses until it is answered
                 self.parts.pop(call_id)
-                raise Deferred({'tool_name': tool_name, 'args': arguments, 'kind': kind, 'metadata': error.metadata}) from None
+                payload = {'tool_name': tool_name, 'args': arguments, 'kind': kind, 'metadata': error.metadata, 'run_code': self.parent_id, 'calls': self.count}
+                self.deferred.append(payload)
+                raise Deferred(payload) from None
             if isinstance(error, ApprovalRequired):
                 message = f'{tool_name}() needs approval before it runs, and calls made from run_code cannot be approved on this agent'
             else:
