@@ -8,7 +8,10 @@
 """
 
 from .errors import (
+    CorralError,
+    OperatorError,
     SandboxAuthError,
+    SandboxConnectionError,
     SandboxCheckerError,
     SandboxError,
     SandboxInsecureError,
@@ -57,7 +60,10 @@ __all__ = [
     'Quotas',
     'RemotePool',
     'RemoteSession',
+    'CorralError',
+    'OperatorError',
     'SandboxAuthError',
+    'SandboxConnectionError',
     'SandboxCheckerError',
     'SandboxError',
     'SandboxInsecureError',

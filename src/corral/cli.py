@@ -30,7 +30,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable
 
-from .errors import SandboxError, SandboxInsecureError, StubError
+from .errors import CorralError, SandboxInsecureError, StubError
 from .host.pool import Pool
 from .host.session import print_to_host
 from .integrations._common import add_skip_layers
@@ -146,7 +146,7 @@ async def _run(args: argparse.Namespace) -> int:
                 outcome = await run_script(session, code, functions, print_callback=print_to_host)
     except StubError as error:
         raise _UsageError(str(error)) from None
-    except SandboxError as error:  # before any script ran: a lockdown layer missing
+    except CorralError as error:  # before any script ran: a lockdown layer missing
         print(error.display(), file=sys.stderr)
         return 1
     if outcome.error is not None:

@@ -32,13 +32,14 @@ try:
     import anyio.abc
     from mcp import Client
     from mcp.client.stdio import StdioServerParameters
+    from mcp.shared.exceptions import MCPError
     from mcp.server.mcpserver import Context, MCPServer
-    from mcp_types import CallToolResult, ImageContent, TextContent
+    from mcp_types import INTERNAL_ERROR, CallToolResult, ImageContent, TextContent
     from pydantic import Field
 except ImportError as _error:  # pragma: no cover - depends on the installed extras
     raise ImportError('corral.integrations.mcp needs the MCP SDK: install it with `pip install "corral[mcp]"`') from _error
 
-from ..errors import SandboxInsecureError
+from ..errors import OperatorError, SandboxInsecureError
 from ..host.pool import Pool
 from ..limits import Limits
 from ._common import add_packages, add_skip_layers
@@ -273,7 +274,10 @@ def build_server(
         restart: Annotated[bool, Field(description='Start from a fresh sandbox, without the variables of earlier calls.')] = False,
     ) -> CallToolResult:
         tool = await sessions.get(session_key(ctx) if keep_session else None)
-        text, ok, images = await tool._execute(code, restart=restart)
+        try:
+            text, ok, images = await tool._execute(code, restart=restart)
+        except OperatorError as error:  # the client application's (its user's) to act on: a protocol error, no tool result
+            raise MCPError(INTERNAL_ERROR, f'corral: {error.display()}') from None
         # Returned as is, so the model reads exactly corral's text (a raised ToolError gets a prefix);
         # a figure the script made follows as an image
         pictures = [ImageContent(type='image', data=base64.b64encode(image.data).decode('ascii'), mime_type=image.mime_type) for image in images]

@@ -6,8 +6,8 @@
     corral tenants set NAME [--concurrent-sessions N] [--stored-bytes SIZE] [--cpu-seconds-per-hour S] [--store URL]
     corral tenants list [--store URL]                   each tenant's own quotas ('default': the server's)
 
-`--store` is the server's store URL (`sqlite:///path.db`, `postgresql://...`; default: the embedded
-SQLite store). A quota given as `default` goes back to the server's default; sizes take units
+`--store` is the server's store URL (`sqlite:///path.db`, `postgresql://...`; default: `$CORRAL_STORE`
+as `corral serve` reads it, else the embedded SQLite store). A quota given as `default` goes back to the server's default; sizes take units
 (`512MiB`, `2GB`). Exit status 0; 1 when the store fails or has no such key; 2 for bad usage (a bad name or value).
 """
 
@@ -20,8 +20,9 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from ..errors import SandboxError
+from ..errors import CorralError
 from ..store.tenants import QUOTA_NAMES
+from ..store.url import configured_store_url
 from .keys import KeyRing
 from .quotas import Quotas
 
@@ -68,7 +69,9 @@ _QUOTA_OPTIONS = {'concurrent_sessions': (_count, 'N'), 'stored_bytes': (_size, 
 def add_commands(commands: Any) -> None:
     """Add `keys` and `tenants` to the `corral` command's subparsers."""
     store = argparse.ArgumentParser(add_help=False)
-    store.add_argument('--store', metavar='URL', help='the server\'s store: sqlite:///path.db or postgresql://... (default: the embedded SQLite store)')
+    store.add_argument(
+        '--store', metavar='URL', help="the server's store: sqlite:///path.db or postgresql://... (default: $CORRAL_STORE, else the embedded SQLite store)"
+    )
     keys = commands.add_parser('keys', help="a server's API keys").add_subparsers(dest='action', required=True)
     create = keys.add_parser('create', parents=[store], help='make a key for a tenant and print it (shown once)')
     create.add_argument('--tenant', required=True, help='the tenant the key acts as')
@@ -85,16 +88,17 @@ def add_commands(commands: Any) -> None:
 
 async def run(args: argparse.Namespace) -> int:
     """Run `corral keys ...` or `corral tenants ...`; returns the exit status."""
+    store = configured_store_url(args.store)
     try:
         if args.command == 'keys':
-            async with KeyRing(args.store) as ring:
+            async with KeyRing(store) as ring:
                 return await _keys(ring, args)
-        async with Quotas(args.store) as quotas:
+        async with Quotas(store) as quotas:
             return await _tenants(quotas, args)
     except ValueError as error:
         print(f'corral: error: {error}', file=sys.stderr)
         return 2
-    except (LookupError, SandboxError) as error:
+    except (LookupError, CorralError) as error:
         print(f'corral: error: {error}', file=sys.stderr)
         return 1
 

@@ -35,7 +35,7 @@ from starlette.applications import Starlette
 from starlette.routing import BaseRoute, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from ..errors import SandboxError, SandboxWorkerError
+from ..errors import CorralError, SandboxError, SandboxWorkerError
 from ..host.deferred import Deferred, SandboxPaused
 from ..host.external import ExternalModule
 from ..host.os_access import Mount, OsAccess
@@ -53,7 +53,7 @@ __all__ = [
 
 #: `authenticate(api_key) -> tenant`: `api_key` is the bearer token of the connection's
 #: `authorization` header, or None without one. Return the tenant's name (`''`: the single
-#: tenant of a server without keys); raise a `corral.SandboxError` whose text says why to refuse.
+#: tenant of a server without keys); raise a `corral.CorralError` (`SandboxAuthError`) whose text says why to refuse.
 Authenticate = Callable[[str | None], Awaitable[str]]
 
 #: Bytes the server holds for a client that does not read what it is sent (its prints, its host
@@ -97,7 +97,7 @@ class ServerHooks:
     """What the server tells the parts that watch or bound it (metrics, quotas); every method is a
     no-op here: subclass and override what you need, and pass instances as `create_app(hooks=[...])`.
 
-    A hook that raises a `corral.SandboxError` refuses what it was asked about (the client gets
+    A hook that raises a `corral.CorralError` (`SandboxQuotaError`, say) refuses what it was asked about (the client gets
     that exception with its text); any other exception is a bug of the hook, and ends the
     connection as a server error. Hooks run on the event loop: they must not block it.
     """
@@ -397,6 +397,7 @@ class _Connection:
             try:
                 self.server.admit(address)
             except SandboxError as error:
+                _log.info('refused (connections): %s', error)
                 raise _Close(p.CLOSE_BUSY, error) from None
             pending = True
             self.tenant = await self._authenticate()
@@ -407,7 +408,7 @@ class _Connection:
             try:
                 for hook in self.server.hooks:
                     await hook.session_opening(self.tenant, options)
-            except SandboxError as error:  # refused (a quota): counted as a checkout that failed
+            except CorralError as error:  # refused (a quota): counted as a checkout that failed
                 self.server.pool.observer.checkout_failed(error)
                 raise
             opening = True
@@ -424,7 +425,7 @@ class _Connection:
         except asyncio.CancelledError:
             close = self._ending or _Close(p.CLOSE_DRAIN, None, 'the server is shutting down')
             asyncio.current_task().uncancel()  # type: ignore[union-attr]
-        except SandboxError as error:
+        except CorralError as error:
             close = _Close(p.CLOSE_ENDED, error)
         except Exception as error:  # a bug (of a hook, say): this connection ends, the server goes on
             _log.exception('a session connection failed')
@@ -500,7 +501,7 @@ class _Connection:
         key = header[7:].strip() if header is not None and header[:7].lower() == 'bearer ' else None
         try:
             tenant = await self.server.authenticate(key)
-        except SandboxError as error:
+        except CorralError as error:
             self.server.pool.observer.checkout_failed(error)
             raise _Close(p.CLOSE_UNAUTHORIZED, error) from None
         if not isinstance(tenant, str):
@@ -630,7 +631,7 @@ class _Connection:
             raise _Close(p.CLOSE_ENDED, error) from None
         try:
             await session.__aenter__()
-        except (SandboxError, ValueError, TypeError, RuntimeError) as error:
+        except (CorralError, ValueError, TypeError, RuntimeError) as error:
             raise _Close(p.CLOSE_ENDED, error) from None
         self.session = session
         for hook in self.server.hooks:
@@ -796,7 +797,7 @@ class _Connection:
             try:
                 for hook in self.server.hooks:
                     await hook.feed_starting(self.tenant, session)
-            except SandboxError as error:  # refused (a quota): counted as a feed that failed
+            except CorralError as error:  # refused (a quota): counted as a feed that failed
                 self.server.pool.observer.feed_ended(time.monotonic() - started, error)
                 raise
             value = await run()

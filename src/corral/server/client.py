@@ -26,7 +26,7 @@ from urllib.parse import urlsplit, urlunsplit
 import msgpack
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from ..errors import SandboxError, SandboxSessionBusyError, SandboxWorkerError
+from ..errors import CorralError, OperatorError, SandboxConnectionError, SandboxError, SandboxSessionBusyError, SandboxWorkerError
 from ..host.deferred import Deferred, PendingCall, SandboxPaused
 from ..host.external import ExternalModule, exception_payload, is_async_callable
 from ..host.os_access import MAX_FILE, Mount, OsAccess
@@ -259,7 +259,7 @@ class RemoteSession:
         try:
             self._ws = await connect(self._pool.url, additional_headers=headers, max_size=self._pool.max_frame, compression=None, open_timeout=None)
         except Exception as error:  # OSError, or the server refused the upgrade (websockets.InvalidStatus ...)
-            raise SandboxWorkerError(f'cannot connect to the corral server at {self._pool.url}: {error}') from None
+            raise SandboxConnectionError(f'cannot connect to the corral server at {self._pool.url}: {error}') from None
         self._lost, self._drained, self._drain_state, self._calls = None, False, None, {}
         self._reader = asyncio.get_running_loop().create_task(self._read_loop(self._ws))
         try:
@@ -299,12 +299,15 @@ class RemoteSession:
             try:
                 await self._connect(options)
                 return
-            except SandboxError as error:
+            except CorralError as error:
                 await self._drop_connection()
                 # another replica may take it: one that holds its lease still, or is shutting down too
-                retry = isinstance(error, (SandboxSessionBusyError, SandboxWorkerError)) or type(error) is SandboxError
+                retry = isinstance(error, (SandboxSessionBusyError, SandboxWorkerError, SandboxConnectionError)) or type(error) is SandboxError
                 if not retry or loop.time() + delay > deadline:
-                    raise SandboxWorkerError(f'{lost} (taking the session up again on another server failed: {error})') from None
+                    if isinstance(error, OperatorError) and not isinstance(error, SandboxConnectionError):
+                        raise error from None  # a key revoked, a quota: the application's to act on
+                    kind = SandboxConnectionError if isinstance(error, SandboxConnectionError) else SandboxWorkerError
+                    raise kind(f'{lost} (taking the session up again on another server failed: {error})') from None
             await asyncio.sleep(delay)
             delay = min(delay * 2, 1.0)
 
@@ -419,7 +422,7 @@ class RemoteSession:
                     await self._wait_for_calls(lost)
                     await self._take_up_again(lost)
                 except BaseException as error:
-                    self._dead = error if isinstance(error, SandboxError) else lost
+                    self._dead = error if isinstance(error, CorralError) else lost
                     raise
             if message[0] in (p.FEED, p.RESUME):
                 message = [*message[:-1], list(self._held)]

@@ -7,7 +7,7 @@ import builtins
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..errors import SandboxError, SandboxStateError, SandboxStoreError
+from ..errors import CorralError, SandboxStateError, SandboxStoreError
 from .base import (
     StoredState,
     busy_error,
@@ -329,7 +329,7 @@ class PostgresStore(PostgresTenantTables):
             pool = await self._open()
             async with pool.acquire() as connection:
                 return await operation(connection)
-        except SandboxError:
+        except CorralError:
             raise
         except (OSError, asyncio.TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as e:
             raise self._translate(e) from None
