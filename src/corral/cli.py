@@ -3,7 +3,7 @@
     corral run SCRIPT|- [--stubs FILE.pyi] [--functions MODULE] [--type-check] [--limits NAME=VALUE,...] [--skip-layers LAYER,...]
     corral demo [--billing] [--skip-layers LAYER,...]
     corral mcp [--functions MODULE] [--upstream 'COMMAND ...'] [--transport stdio|http] [--skip-layers LAYER,...] ...
-    corral keys create|list|revoke ...; corral tenants set|list ...   (see corral.server.admin)
+    corral keys create|list|revoke ...; corral tenants set|list ...; corral sessions list|delete|expire ...   (see corral.server.admin)
     corral serve [--host 127.0.0.1] [--port 8765] [--store URL] ...   (see corral.server.serve)
 
 `run` prints the repr of the script's result on stdout (the assigned value when the script ends
@@ -212,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == 'demo':
             return _demo(args)
-        if args.command in ('keys', 'tenants'):
+        if args.command in ('keys', 'tenants', 'sessions'):
             return asyncio.run(admin.run(args))
         return asyncio.run(_run(args))
     except _UsageError as error:

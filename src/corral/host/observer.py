@@ -41,3 +41,7 @@ class PoolObserver:
 
     def type_checked(self, seconds: float, passed: bool) -> None:
         """ty checked a script in `seconds` of wall time; `passed` is False when it found errors."""
+
+    def sessions_expired(self, count: int) -> None:
+        """The pool's retention deleted `count` stored sessions (1 or more) untouched for longer
+        than `Pool(retention=...)`."""

@@ -314,6 +314,18 @@ class _Close(Exception):
         self.reason = reason if error is None else str(error)
 
 
+def _check_version(version: Any) -> None:
+    """Refuse a client of another protocol version than the server's, naming both."""
+    if version != p.PROTOCOL_VERSION:
+        raise _Close(
+            p.CLOSE_PROTOCOL,
+            SandboxError(
+                f'this corral server speaks protocol version {p.PROTOCOL_VERSION}, the client version {version!r}: '
+                'use a corral client of the same version as the server'
+            ),
+        )
+
+
 class _Gone(Exception):
     """The client closed the connection."""
 
@@ -404,6 +416,9 @@ class _Connection:
             message = await asyncio.wait_for(self._receive(), self.server.open_timeout)
             pending = False
             self.server.pending_ended(address)
+            if message[0] in (p.LIST, p.DELETE):  # the tenant's stored sessions, with no session opened
+                self._respond(await self._manage(message))
+                raise _Close(1000, None)
             options = self._open_options(message)
             try:
                 for hook in self.server.hooks:
@@ -599,18 +614,26 @@ class _Connection:
 
     # ----- opening the session -----------------------------------------------------------------
 
+    async def _manage(self, message: list[Any]) -> list[Any]:
+        """The answer to LIST or DELETE, on the connection's tenant's stored sessions."""
+        name = 'LIST' if message[0] == p.LIST else 'DELETE'
+        if len(message) != (2 if name == 'LIST' else 3) or (name == 'DELETE' and not isinstance(message[2], str)):
+            raise _Close(p.CLOSE_PROTOCOL, SandboxError(f'the {name} frame is malformed'))
+        _check_version(message[1])
+        store = self.server.pool.store
+        try:
+            if name == 'LIST':
+                return [p.SESSIONS, await store.list(tenant=self.tenant)]
+            await store.delete(message[2], tenant=self.tenant)
+        except ValueError as error:  # a malformed id
+            raise _Close(p.CLOSE_ENDED, error) from None
+        return [p.DELETED]
+
     def _open_options(self, message: list[Any]) -> dict[str, Any]:
         if message[0] != p.OPEN or len(message) != 3:
             raise _Close(p.CLOSE_PROTOCOL, SandboxError('the first frame of a connection must be OPEN'))
         _, version, options = message
-        if version != p.PROTOCOL_VERSION:
-            raise _Close(
-                p.CLOSE_PROTOCOL,
-                SandboxError(
-                    f'this corral server speaks protocol version {p.PROTOCOL_VERSION}, the client version {version!r}: '
-                    'use a corral client of the same version as the server'
-                ),
-            )
+        _check_version(version)
         if not isinstance(options, dict):
             raise _Close(p.CLOSE_PROTOCOL, SandboxError('the OPEN frame is malformed: its options are not a map'))
         return options

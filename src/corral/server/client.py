@@ -107,6 +107,46 @@ class RemotePool:
     async def start(self) -> None:
         """Nothing to start: sessions connect when they are entered (kept for `Pool`'s API)."""
 
+    async def list_sessions(self) -> list[str]:
+        """The ids of the stored sessions of this pool's tenant (its API key's) on the server,
+        sorted. Raises `SandboxConnectionError`, `SandboxAuthError`, `SandboxStoreError` as a checkout does."""
+        return (await self._manage([p.LIST, p.PROTOCOL_VERSION]))[1]
+
+    async def delete_session(self, session_id: str) -> None:
+        """Delete this tenant's stored session `session_id` on the server, with its records, giving
+        back the bytes it held (the tenant's `stored_bytes`). Raises `SandboxStateError` when it is
+        not stored, `SandboxSessionBusyError` while it is checked out, `ValueError` for a malformed id,
+        and what `list_sessions` raises."""
+        if not isinstance(session_id, str):
+            raise TypeError(f'session_id must be a str, not {type(session_id).__name__}')
+        await self._manage([p.DELETE, p.PROTOCOL_VERSION, session_id])
+
+    async def _manage(self, message: list[Any]) -> list[Any]:
+        """Send LIST or DELETE on a connection of its own; the server's answer."""
+        from websockets.asyncio.client import connect
+        from websockets.exceptions import ConnectionClosed
+
+        headers = {} if self.api_key is None else {'authorization': f'Bearer {self.api_key}'}
+        try:
+            ws = await asyncio.wait_for(connect(self.url, additional_headers=headers, max_size=self.max_frame, compression=None, open_timeout=None), self.open_timeout)
+        except Exception as error:  # OSError, a timeout, or the server refused the upgrade
+            raise SandboxConnectionError(f'cannot connect to the corral server at {self.url}: {error}') from None
+        try:
+            await ws.send(p.encode(message))
+            reply = p.decode(await asyncio.wait_for(ws.recv(), self.open_timeout))
+        except ConnectionClosed as closed:
+            raise _closed_error(closed) from None
+        except (ValueError, TypeError) as error:
+            raise SandboxError(f'the corral server sent a malformed frame ({type(error).__name__}: {error})') from None
+        finally:
+            await _close(ws)
+        if reply[0] == p.ERROR and len(reply) == 5:
+            raise p.error_from(reply[1], reply[2], reply[3])
+        expected = {p.LIST: p.SESSIONS, p.DELETE: p.DELETED}[message[0]]
+        if reply[0] == expected and (expected == p.DELETED or (len(reply) == 3 and isinstance(reply[1], list))):
+            return reply
+        raise SandboxError('the corral server sent a malformed response')
+
     async def aclose(self) -> None:
         """End the sessions still open (a stored session stays in the server's store)."""
         self._closed = True

@@ -74,6 +74,7 @@ class Metrics(PoolObserver):
     - `corral_feed_seconds` (histogram, `FEED_BUCKETS`): wall time of each feed, type check included.
     - `corral_worker_starts_total` (counter): workers forked, for checkouts or kept warm.
     - `corral_type_check_seconds` (histogram, `TYPE_CHECK_BUCKETS`): wall time of each ty check.
+    - `corral_sessions_expired_total` (counter): stored sessions the pool's retention deleted.
 
     And, once it watches a server (`watch`), the server's connections:
 
@@ -92,6 +93,7 @@ class Metrics(PoolObserver):
         self.feed_seconds = Histogram('corral_feed_seconds', 'Wall time of a feed, type check included.', buckets=FEED_BUCKETS, registry=r)
         self.worker_starts = Counter('corral_worker_starts', 'Sandbox workers forked, for checkouts or kept warm.', registry=r)
         self.type_check_seconds = Histogram('corral_type_check_seconds', 'Wall time of a type check.', buckets=TYPE_CHECK_BUCKETS, registry=r)
+        self.sessions_expired_total = Counter('corral_sessions_expired', 'Stored sessions deleted by the retention, untouched for longer.', registry=r)
 
     def watch(self, server: CorralServer) -> None:
         """Report `server`'s connections too (its `pending` and `refused` counts, read at each scrape)."""
@@ -124,6 +126,9 @@ class Metrics(PoolObserver):
 
     def type_checked(self, seconds: float, passed: bool) -> None:
         self.type_check_seconds.observe(seconds)
+
+    def sessions_expired(self, count: int) -> None:
+        self.sessions_expired_total.inc(count)
 
 
 class _ConnectionCollector:

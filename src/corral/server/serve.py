@@ -1,7 +1,7 @@
 """The `corral serve` command: the app of `corral.server.app` on uvicorn.
 
     corral serve [--host 127.0.0.1] [--port 8765] [--store sqlite:///PATH|postgresql://...]
-                 [--max-frame BYTES] [--max-outbox BYTES] [--idle-timeout SECONDS] [--drain-grace SECONDS] [--lease-ttl SECONDS] [--state-key-file FILE] [--packages numpy,pandas,matplotlib] [--ssl-keyfile KEY --ssl-certfile CERT] [--skip-layers LAYER,...]
+                 [--max-frame BYTES] [--max-outbox BYTES] [--idle-timeout SECONDS] [--drain-grace SECONDS] [--lease-ttl SECONDS] [--retention DURATION] [--state-key-file FILE] [--packages numpy,pandas,matplotlib] [--ssl-keyfile KEY --ssl-certfile CERT] [--skip-layers LAYER,...]
                  [--max-pending N] [--max-pending-per-address N] [--max-limit NAME=VALUE ...]
 
 With no options it serves on loopback only, sessions stored in the embedded SQLite store. Every
@@ -37,6 +37,7 @@ from ..store.url import STORE_ENV, configured_store_url
 from ..worker.zygote import LAYERS
 from ..integrations._common import add_packages, add_skip_layers
 from . import protocol as p
+from .admin import parse_duration
 
 __all__ = ['main', 'DEFAULT_PORT', 'DRAIN_GRACE']
 
@@ -106,6 +107,10 @@ def main(argv: list[str]) -> int:
         'for memory, cpu_time, type_check_time and type_check_memory, no ceiling for the others)',
     )
     parser.add_argument('--drain-grace', type=float, default=DRAIN_GRACE, metavar='SECONDS', help=f'on SIGTERM, seconds the feeds running get to end before their sessions move elsewhere (default: {DRAIN_GRACE:g})')
+    parser.add_argument(
+        '--retention', type=parse_duration, metavar='DURATION',
+        help="delete stored sessions (every tenant's) untouched for this long, with their records: seconds, or 90m, 12h, 30d (default: kept for ever)",
+    )
     parser.add_argument('--lease-ttl', type=float, default=30.0, metavar='SECONDS', help="seconds a stored session's lease outlives a replica that died holding it (default: 30)")
     parser.add_argument(
         '--state-key-file', metavar='FILE', default=os.environ.get('CORRAL_STATE_KEY_FILE'),
@@ -158,7 +163,8 @@ def main(argv: list[str]) -> int:
     keys, quotas = KeyRing(store), Quotas(store)
     metrics = Metrics()
     pool = Pool(
-        store=quotas.guard(store), skip_layers=args.skip_layers, packages=args.packages, lease_ttl=args.lease_ttl, state_key=state_key, observer=metrics
+        store=quotas.guard(store), skip_layers=args.skip_layers, packages=args.packages, lease_ttl=args.lease_ttl, state_key=state_key, observer=metrics,
+        retention=args.retention,
     )
     draining = lambda: app.state.corral.draining  # noqa: E731
     try:
@@ -217,8 +223,9 @@ def main(argv: list[str]) -> int:
             scheme = 'wss' if args.ssl_certfile else 'ws'
             skipped = sorted(pool.skip_layers)
             log.info(
-                'serving on %s://%s:%d, sessions stored in %s, %d API key%s, lockdown layers: %s%s',
-                scheme, args.host, args.port, where, keys_made, '' if keys_made == 1 else 's',
+                'serving on %s://%s:%d, sessions stored in %s%s, %d API key%s, lockdown layers: %s%s',
+                scheme, args.host, args.port, where, f' (kept {args.retention:g} seconds untouched)' if args.retention else '',
+                keys_made, '' if keys_made == 1 else 's',
                 ', '.join(layer for layer in LAYERS if layer not in pool.skip_layers),
                 f' (skipped: {", ".join(skipped)})' if skipped else '',
             )

@@ -302,6 +302,31 @@ class PostgresStore(PostgresTenantTables):
 
         return await self._run(list_ids)
 
+    async def delete_untouched(self, seconds: float) -> builtins.list[tuple[str, str]]:
+        """Delete the sessions, of every tenant, neither written nor leased in the last `seconds` (of
+        the database server's clock), in one transaction; returns their `(tenant, session_id)`, sorted."""
+        seconds = check_ttl(seconds)
+
+        async def delete_untouched(db: asyncpg.Connection) -> builtins.list[tuple[str, str]]:
+            async with db.transaction():
+                rows = await db.fetch(
+                    'DELETE FROM corral_sessions s WHERE s.updated < now() - make_interval(secs => $1) '
+                    'AND NOT EXISTS (SELECT 1 FROM corral_leases l WHERE l.tenant = s.tenant AND l.session_id = s.session_id '
+                    'AND l.expires >= now() - make_interval(secs => $1)) RETURNING s.tenant, s.session_id',
+                    seconds,
+                )
+                tenants, ids = [row[0] for row in rows], [row[1] for row in rows]
+                for table in ('corral_records', 'corral_leases'):
+                    await db.execute(
+                        f'DELETE FROM {table} t USING unnest($1::text[], $2::text[]) AS gone(tenant, session_id) '
+                        'WHERE t.tenant = gone.tenant AND t.session_id = gone.session_id',
+                        tenants,
+                        ids,
+                    )
+            return sorted((row[0], row[1]) for row in rows)
+
+        return await self._run(delete_untouched)
+
     def default_state_key(self) -> bytes:
         """Always raises `SandboxStateError`: a key kept in the database would let anyone who can
         write the database forge states, so a PostgreSQL store needs `Pool(state_key=...)`."""
