@@ -87,6 +87,7 @@ async def test_metrics_count_the_feeds_calls_errors_and_workers_of_real_sessions
         ('corral_feed_seconds_count', ()): 6.0,
         ('corral_worker_starts_total', ()): 2.0,
         ('corral_type_check_seconds_count', ()): 3.0,
+        ('corral_sessions_expired_total', ()): 0.0,  # the pool has no retention
     }
     assert samples[('corral_feed_seconds_bucket', (('le', '+Inf'),))] == 6.0
     assert samples[('corral_type_check_seconds_bucket', (('le', '+Inf'),))] == 3.0

@@ -35,7 +35,7 @@ def _installed(packages: tuple[str, ...]) -> tuple[str, ...]:
 
     for name in packages:
         if importlib.util.find_spec(name) is None:
-            raise ImportError(f"package {name!r} is not installed: pip install 'corral[data]'", name=name)
+            raise ImportError(f"package {name!r} is not installed: pip install -e '.[data]' in corral's clone", name=name)
     return packages
 
 #: Warm workers are forked with the rlimits of the default `Limits()`; a session with other
@@ -107,7 +107,7 @@ class Pool:
     `packages` (from `'numpy'`, `'pandas'`, `'matplotlib'`; each with what it needs) are loaded
     into the zygote before the lockdown, so a script's `import pandas as pd` costs nothing (see the
     README's section on data work); a name not among them raises `ValueError`, a package not
-    installed `ImportError` (they come with `pip install 'corral[data]'`). Without packages, the
+    installed `ImportError` (they come with `pip install -e '.[data]' in corral's clone`). Without packages, the
     zygote loads none of them.
 
     Creating a pool starts nothing; the zygote (a warm Python process that forks workers) starts

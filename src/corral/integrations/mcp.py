@@ -6,7 +6,7 @@
 
 `--functions` and `--upstream` repeat and combine. Variables persist between the `run_code` calls of
 one MCP session (the one client of a stdio server; each `Mcp-Session-Id` over HTTP); `restart: true`
-starts again. Needs the `mcp` extra (`pip install "corral[mcp]"`).
+starts again. Needs the `mcp` extra (`pip install -e '.[mcp]'` in corral's clone).
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ import base64
 import collections
 import contextlib
 import importlib
-import importlib.metadata
 import importlib.util
 import inspect
 import os
@@ -37,12 +36,12 @@ try:
     from mcp_types import INTERNAL_ERROR, CallToolResult, ImageContent, TextContent
     from pydantic import Field
 except ImportError as _error:  # pragma: no cover - depends on the installed extras
-    raise ImportError('corral.integrations.mcp needs the MCP SDK: install it with `pip install "corral[mcp]"`') from _error
+    raise ImportError("corral.integrations.mcp needs the MCP SDK: install it with `pip install -e '.[mcp]'` in corral's clone") from _error
 
 from ..errors import OperatorError, SandboxInsecureError
 from ..host.pool import Pool
 from ..limits import Limits
-from ._common import add_packages, add_skip_layers
+from ._common import add_packages, add_skip_layers, corral_version, is_loopback, warn_skipped_layers
 from .code_tool import CodeTool
 from .stubs import SchemaFunction, StubWriter, python_name
 
@@ -233,14 +232,6 @@ def _http_session(ctx: Context) -> Any:
     return headers.get('mcp-session-id') or object()
 
 
-def _version() -> str:
-    """corral's version, as installed (`importlib.metadata`), which the server reports to clients."""
-    try:
-        return importlib.metadata.version('corral')
-    except importlib.metadata.PackageNotFoundError:  # run from a source folder that is not installed
-        return '0+unknown'
-
-
 def build_server(
     *,
     functions: Mapping[str, Callable[..., Any]] | None = None,
@@ -266,7 +257,7 @@ def build_server(
 
     template = make()
     sessions = _Sessions(make)
-    server = MCPServer(name, version=_version(), instructions='Run Python scripts with the run_code tool; its description lists the functions a script can call.')
+    server = MCPServer(name, version=corral_version(), instructions='Run Python scripts with the run_code tool; its description lists the functions a script can call.')
 
     async def run_code(
         code: Annotated[str, Field(description='The Python script to run.')],
@@ -374,6 +365,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_usage(sys.stderr)
         print('corral mcp: give --functions MODULE or --upstream COMMAND (or both)', file=sys.stderr)
         return 2
+    warn_skipped_layers('corral mcp', args.skip_layers)
+    if args.transport == 'http' and not is_loopback(args.host):
+        print(
+            f'corral mcp: warning: serving run_code over HTTP on {args.host}, beyond loopback, with no authentication: '
+            'anyone who can reach it runs scripts that call your functions; put it behind a proxy that authenticates, '
+            'or listen on 127.0.0.1',
+            file=sys.stderr,
+        )
     functions: dict[str, Callable[..., Any]] = {}
     for spec in args.functions:
         try:

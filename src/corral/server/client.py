@@ -291,7 +291,7 @@ class RemoteSession:
         try:
             from websockets.asyncio.client import connect
         except ImportError:
-            raise ImportError('RemotePool needs the websockets package: pip install "corral[server]"') from None
+            raise ImportError("RemotePool needs the websockets package: pip install -e '.[server]' in corral's clone") from None
         headers = {}
         if self._pool.api_key is not None:
             headers['authorization'] = f'Bearer {self._pool.api_key}'

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import ipaddress
 import logging
 import os
 import sys
@@ -35,7 +34,7 @@ from ..errors import SandboxInsecureError, SandboxStateError, SandboxStoreError
 from ..store.base import redact_url
 from ..store.url import STORE_ENV, configured_store_url
 from ..worker.zygote import LAYERS
-from ..integrations._common import add_packages, add_skip_layers
+from ..integrations._common import add_packages, add_skip_layers, is_loopback
 from . import protocol as p
 from .admin import parse_duration
 
@@ -47,15 +46,6 @@ DEFAULT_PORT = 8765
 #: Seconds, on SIGTERM, that the feeds running get to end (`corral serve --drain-grace`); give the
 #: pod's `terminationGracePeriodSeconds` more than this.
 DRAIN_GRACE = 20.0
-
-
-def _loopback(host: str) -> bool:
-    if host == 'localhost':
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def _max_limit(text: str) -> tuple[str, float]:
@@ -80,7 +70,7 @@ def main(argv: list[str]) -> int:
 
         from .app import IDLE_TIMEOUT, MAX_OUTBOX, MAX_PENDING, MAX_PENDING_PER_ADDRESS, create_app
     except ImportError as error:
-        print(f'corral serve: error: the server needs its extra ({error}): pip install -e ".[server]" in corral\'s clone', file=sys.stderr)
+        print(f"corral serve: error: the server needs its extra ({error}): pip install -e '.[server]' in corral's clone", file=sys.stderr)
         return 2
     parser = argparse.ArgumentParser(prog='corral serve', description='Serve corral sandboxes over WebSocket; host functions run in each client.')
     parser.add_argument('--host', default='127.0.0.1', help='address to listen on (default: 127.0.0.1, loopback only); beyond loopback every caller needs an API key')
@@ -171,7 +161,7 @@ def main(argv: list[str]) -> int:
         app = create_app(
             pool=pool,
             routes=ops_routes(metrics, ready=pool_readiness(pool, draining=draining)),
-            authenticate=authenticator(keys, anonymous=_loopback(args.host)),
+            authenticate=authenticator(keys, anonymous=is_loopback(args.host)),
             hooks=[TenantHooks(quotas)],
             max_frame=args.max_frame,
             max_outbox=args.max_outbox,
@@ -231,7 +221,7 @@ def main(argv: list[str]) -> int:
             )
             if skipped:
                 log.warning('scripts run without the lockdown layers %s, so they are less contained (--skip-layers)', ', '.join(skipped))
-            if not _loopback(args.host) and keys_made == 0:
+            if not is_loopback(args.host) and keys_made == 0:
                 log.warning(
                     'listening on %s, beyond loopback, and the store has no API key: every caller is refused until one is made '
                     '(corral keys create --tenant NAME, with this store: --store or $%s)', args.host, STORE_ENV,

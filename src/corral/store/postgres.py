@@ -96,7 +96,7 @@ class PostgresStore(PostgresTenantTables):
     `Pool(state_key=...)` (`default_state_key` raises and says so). Use a store from one event loop
     (its connections belong to the loop that opened them).
 
-    Needs asyncpg: `pip install 'corral[postgres]'`.
+    Needs asyncpg: `pip install -e '.[postgres]' in corral's clone`.
     """
 
     def __init__(
@@ -111,7 +111,7 @@ class PostgresStore(PostgresTenantTables):
         try:
             import asyncpg  # noqa: F401
         except ImportError:
-            raise ImportError("the PostgreSQL session store needs asyncpg: pip install 'corral[postgres]'") from None
+            raise ImportError("the PostgreSQL session store needs asyncpg: pip install -e '.[postgres]' in corral's clone") from None
         if not 1 <= min_size <= max_size:
             raise ValueError(f'need 1 <= min_size <= max_size; got min_size={min_size}, max_size={max_size}')
         self._dsn = dsn
