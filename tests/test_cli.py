@@ -268,3 +268,18 @@ def test_mcp_over_http_beyond_loopback_warns(tmp_path):
         'corral mcp: warning: serving run_code over HTTP on 0.0.0.0, beyond loopback, with no authentication: anyone who can '
         'reach it runs scripts that call your functions; put it behind a proxy that authenticates, or listen on 127.0.0.1\n',
     ]
+
+
+def test_the_readmes_mcp_client_configuration_starts_corral_mcp():
+    import json
+    import re
+    from pathlib import Path
+
+    from corral.integrations.mcp import _parser
+
+    readme = (Path(__file__).resolve().parents[1] / 'README.md').read_text()
+    (block,) = [text for text in re.findall(r'```json\n(.*?)```', readme, re.DOTALL) if 'mcpServers' in text]
+    server = json.loads(textwrap.dedent(block))['mcpServers']['corral']
+    assert server['command'].endswith('/.venv/bin/corral') and server['args'][0] == 'mcp'
+    args = _parser().parse_args(server['args'][1:])
+    assert (args.functions, args.transport) == (['/path/to/tools.py'], 'stdio')
