@@ -79,3 +79,33 @@ def test_retention_deletes_untouched_sessions_and_counts_them(tmp_path):
         assert asyncio.run(corral.RemotePool(server.url).list_sessions()) == []
         assert ', sessions stored in sqlite:///' in server.output() and ' (kept 1 seconds untouched), 0 API keys' in server.output()
         assert 'INFO: corral serve: deleted 1 stored session untouched for 1 seconds\n' in server.output()
+
+
+def test_malformed_list_and_delete_frames_are_refused_saying_what_is_wrong(tmp_path):
+    from websockets.sync.client import connect
+
+    from corral.server import protocol
+
+    def answer(message: list) -> tuple[list, int | None]:
+        with connect(server.url + protocol.PATH, compression=None) as ws:
+            ws.send(protocol.encode(message))
+            reply = protocol.decode(ws.recv(timeout=30))
+            try:
+                ws.recv(timeout=30)
+            except Exception:
+                pass
+            return reply, ws.close_code
+
+    with running_server(tmp_path) as server:
+        version = protocol.PROTOCOL_VERSION
+        assert answer([protocol.LIST]) == ([protocol.ERROR, 'SandboxError', 'the LIST frame is malformed', {}, []], protocol.CLOSE_PROTOCOL)
+        assert answer([protocol.DELETE, version, 5]) == ([protocol.ERROR, 'SandboxError', 'the DELETE frame is malformed', {}, []], protocol.CLOSE_PROTOCOL)
+        assert answer([protocol.LIST, 99]) == (
+            [protocol.ERROR, 'SandboxError', f'this corral server speaks protocol version {version}, the client version 99: '
+             'use a corral client of the same version as the server', {}, []],
+            protocol.CLOSE_PROTOCOL,
+        )
+        assert answer([protocol.DELETE, version, 'nobody-has-it']) == (
+            [protocol.ERROR, 'SandboxStateError', "no stored session with id 'nobody-has-it'", {}, []], protocol.CLOSE_ENDED
+        )
+        assert answer([protocol.LIST, version]) == ([protocol.SESSIONS, [], []], 1000)
