@@ -43,11 +43,21 @@ def test_a_store_that_cannot_be_used_stops_the_server_before_it_listens(tmp_path
     assert (code, out, err) == (
         1, '', f'corral serve: error: the store cannot be used: cannot create the session store {tmp_path}/missing/folder/s.db: No such file or directory\n'
     )
-    code, out, err = corral_command('serve', '--port', str(free_port()), '--store', 'postgresql://corral@127.0.0.1:9/corral')
+    postgres = ('serve', '--port', str(free_port()), '--store', 'postgresql://corral@127.0.0.1:9/corral')
+    code, out, err = corral_command(*postgres, env={'CORRAL_STATE_KEY': 'ab' * 32})
     assert (code, out, err) == (
         1, '', 'corral serve: error: the store cannot be used: cannot reach the PostgreSQL session store at postgresql://corral@127.0.0.1:9/corral: connection refused\n'
     )
     assert time.monotonic() - started < 60
+
+
+def test_a_postgresql_store_without_a_state_key_stops_the_server(postgres_server):
+    code, out, err = corral_command('serve', '--port', str(free_port()), '--store', postgres_server.url)  # every checkout would be refused
+    assert (code, out, err) == (
+        2, '', 'corral serve: error: a PostgreSQL session store keeps no state key: pass Pool(state_key=...), 32 random bytes '
+        '(e.g. from secrets.token_bytes(32)) kept outside the database, the same on every machine that shares the store '
+        '(--state-key-file, or $CORRAL_STATE_KEY in hex digits)\n'
+    )
 
 
 def test_the_start_is_logged_and_every_refused_key_too(tmp_path):

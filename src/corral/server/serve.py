@@ -199,16 +199,21 @@ def main(argv: list[str]) -> int:
 
     async def run() -> int:
         try:
-            try:  # a store that cannot be used stops the server before it listens
+            try:  # a store that cannot be used, or no key to sign states with, stops the server before it listens
                 where = redact_url(args.store) if args.store else f'the embedded SQLite store {store.path}'  # type: ignore[attr-defined]
                 keys_made = len([key for key in await keys.list() if key.revoked is None])
                 try:
                     await store.get(_PROBE)
                 except SandboxStateError:  # there is no such session: the store answered
                     pass
+                if state_key is None:
+                    store.default_state_key()  # a SQLite store's own key; a PostgreSQL store has none
             except SandboxStoreError as error:
                 print(f'corral serve: error: the store cannot be used: {error}', file=sys.stderr)
                 return 1
+            except SandboxStateError as error:  # no state key
+                print(f'corral serve: error: {error} (--state-key-file, or $CORRAL_STATE_KEY in hex digits)', file=sys.stderr)
+                return 2
             await pool.start()
             scheme = 'wss' if args.ssl_certfile else 'ws'
             skipped = sorted(pool.skip_layers)
