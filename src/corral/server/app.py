@@ -35,7 +35,7 @@ from starlette.applications import Starlette
 from starlette.routing import BaseRoute, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from ..errors import CorralError, SandboxError, SandboxWorkerError
+from ..errors import CorralError, SandboxConnectionError, SandboxError, SandboxWorkerError
 from ..host.deferred import Deferred, SandboxPaused
 from ..host.external import ExternalModule
 from ..host.os_access import Mount, OsAccess
@@ -188,18 +188,19 @@ class CorralServer:
             await asyncio.sleep(0.05)
 
     def admit(self, address: str) -> None:
-        """Count a connection from `address` as pending (until `pending_ended`); raises `SandboxError`
-        when `address`, or every address together, has as many pending as the server takes."""
+        """Count a connection from `address` as pending (until `pending_ended`); raises
+        `SandboxConnectionError` (no script can fix it) when `address`, or every address together,
+        has as many pending as the server takes."""
         held = self._pending_by_address.get(address, 0)
         if held >= self.max_pending_per_address:
             self.refused['pending_per_address'] += 1
-            raise SandboxError(
+            raise SandboxConnectionError(
                 f"too many connections from {address} wait to open a session ({self.max_pending_per_address}, "
                 "the server's limit per address); open fewer at once"
             )
         if self.pending >= self.max_pending:
             self.refused['pending_total'] += 1
-            raise SandboxError(
+            raise SandboxConnectionError(
                 f"too many connections wait to open a session ({self.max_pending}, the server's limit); "
                 'try again later, or another replica'
             )
@@ -408,7 +409,7 @@ class _Connection:
                 raise _Close(p.CLOSE_DRAIN, SandboxError('the corral server is shutting down; connect again (to another replica)'))
             try:
                 self.server.admit(address)
-            except SandboxError as error:
+            except SandboxConnectionError as error:
                 _log.info('refused (connections): %s', error)
                 raise _Close(p.CLOSE_BUSY, error) from None
             pending = True
