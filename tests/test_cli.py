@@ -49,13 +49,16 @@ def test_functions_module_and_type_check(tmp_path):
             pass
     '''))
     (tmp_path / 'ok.py').write_text('await shout("hi") + str(add(1, 2))\n')
-    assert corral('run', 'ok.py', '--functions', 'tools.py', '--type-check', cwd=tmp_path) == (0, "'HI3'\n", '')
+    assert corral('run', 'ok.py', '--functions', 'tools.py', cwd=tmp_path) == (0, "'HI3'\n", '')
     (tmp_path / 'bad.py').write_text('add("1", 2)\n')
-    code, out, err = corral('run', 'bad.py', '--functions', 'tools.py', '--type-check', cwd=tmp_path)
-    assert (code, out) == (1, '')
-    assert err.startswith('error[invalid-argument-type]: Argument to function `add` is incorrect\n --> bad.py:1:5\n')
+    for checked in ([], ['--type-check']):  # checked by default, as the tools and the demo check
+        code, out, err = corral('run', 'bad.py', '--functions', 'tools.py', *checked, cwd=tmp_path)
+        assert (code, out) == (1, '')
+        assert err.startswith('error[invalid-argument-type]: Argument to function `add` is incorrect\n --> bad.py:1:5\n')
+    code, out, err = corral('run', 'bad.py', '--functions', 'tools.py', '--no-type-check', cwd=tmp_path)
+    assert (code, out, err.splitlines()[-1]) == (1, '', 'TypeError: can only concatenate str (not "int") to str')
     (tmp_path / 'hidden.py').write_text('_hidden()\n')
-    code, out, err = corral('run', 'hidden.py', '--functions', 'tools.py', cwd=tmp_path)
+    code, out, err = corral('run', 'hidden.py', '--functions', 'tools.py', '--no-type-check', cwd=tmp_path)
     assert (code, err.splitlines()[-1]) == (1, "NameError: name '_hidden' is not defined")
 
 
@@ -118,9 +121,13 @@ def test_a_missing_layer_is_refused_with_display_text_and_exit_1(tmp_path):
 @pytest.mark.slow
 def test_skip_layers_runs_without_them(tmp_path):
     (tmp_path / 'script.py').write_text('1 + 1\n')
-    assert corral_without_namespaces('run', 'script.py', '--skip-layers', _NAMESPACES, cwd=tmp_path) == (0, '2\n', '')
+    warning = (
+        'corral: warning: scripts run without the lockdown layers ipcns, mntns, netns, pidns, userns, utsns, '
+        'so they are less contained (--skip-layers)\n'
+    )
+    assert corral_without_namespaces('run', 'script.py', '--skip-layers', _NAMESPACES, cwd=tmp_path) == (0, '2\n', warning)
     code, out, err = corral_without_namespaces('demo', '--skip-layers', _NAMESPACES, cwd=tmp_path)
-    assert (code, out.splitlines()[0], err) == (0, "['shipped', 'shipped']", '')
+    assert (code, out.splitlines()[0], err) == (0, "['shipped', 'shipped']", warning)
 
 
 def test_an_unknown_layer_is_bad_usage(tmp_path):
@@ -193,3 +200,86 @@ def test_stubs_are_checked_without_type_check_and_must_fit_the_functions(tmp_pat
         'corral: error: ty finds errors in the stubs, which would leave their functions unchecked:',
         'error[unresolved-reference]: Name `Key` used when not defined',
     ])
+
+
+def test_version(tmp_path):
+    import importlib.metadata
+
+    assert corral('--version', cwd=tmp_path) == (0, f"corral {importlib.metadata.version('corral')}\n", '')
+
+
+@pytest.mark.slow
+def test_mounts_environment_clock_and_packages(tmp_path):
+    (tmp_path / 'reports').mkdir()
+    (tmp_path / 'reports' / 'q1.txt').write_text('revenue: 42\n')
+    script = "import os\nopen('/data/q1.txt', 'w').write('0')\n[open('/data/q1.txt').read(), os.environ['REGION']]\n"
+    assert corral('run', '-', '--mount', 'reports:/data', '--env', 'REGION=eu', cwd=tmp_path, stdin=script) == (0, "['0', 'eu']\n", '')
+    assert (tmp_path / 'reports' / 'q1.txt').read_text() == 'revenue: 42\n'  # an overlay: nothing reached the host
+    code, out, err = corral('run', '-', '--mount', 'reports:/data:read-only', cwd=tmp_path, stdin="open('/data/q1.txt', 'w')\n")
+    assert (code, err.splitlines()[-1]) == (1, "OSError: [Errno 30] Read-only file system: '/data/q1.txt'")
+    assert corral('run', '-', '--mount', 'reports:/data:read-write', cwd=tmp_path, stdin="open('/data/q1.txt', 'w').write('1')\n") == (0, '1\n', '')
+    assert (tmp_path / 'reports' / 'q1.txt').read_text() == '1'
+    clock = 'import datetime\ndatetime.datetime.now().year > 2000\n'
+    code, out, err = corral('run', '-', cwd=tmp_path, stdin=clock)
+    assert (code, err.splitlines()[-1]) == (
+        1, 'PermissionError: the host has not granted clock access (datetime.now(), date.today(), time.time()); '
+        'the host grants it with checkout(os_access=OsAccess(clock=True))'
+    )
+    assert corral('run', '-', '--clock', cwd=tmp_path, stdin=clock) == (0, 'True\n', '')
+    code, out, err = corral('run', '-', cwd=tmp_path, stdin='import numpy\n')
+    assert code == 1 and '--packages numpy on corral run, corral mcp and corral serve' in err.splitlines()[-1]
+    assert corral('run', '-', '--packages', 'numpy', cwd=tmp_path, stdin='import numpy\nint(numpy.arange(4).sum())\n') == (0, '6\n', '')
+
+
+def test_bad_mounts_and_variables_are_bad_usage(tmp_path):
+    code, out, err = corral('run', '-', '--mount', 'absent:/data', cwd=tmp_path, stdin='1\n')
+    assert (code, err.splitlines()[-1]) == (2, "corral run: error: argument --mount: Mount host_dir 'absent' is not an existing folder")
+    code, out, err = corral('run', '-', '--mount', 'nothing', cwd=tmp_path, stdin='1\n')
+    assert (code, err.splitlines()[-1]) == (2, "corral run: error: argument --mount: takes HOST_DIR:PATH[:MODE] (e.g. ./reports:/data:read-only); not 'nothing'")
+    code, out, err = corral('run', '-', '--mount', f'{tmp_path}:/data:rw', cwd=tmp_path, stdin='1\n')
+    assert (code, err.splitlines()[-1]) == (2, "corral run: error: argument --mount: Mount mode must be one of 'overlay', 'read-only', 'read-write', not 'rw'")
+    code, out, err = corral('run', '-', '--env', 'CORRAL_NOT_SET_HERE', cwd=tmp_path, stdin='1\n')
+    assert (code, err.splitlines()[-1]) == (2, 'corral run: error: argument --env: CORRAL_NOT_SET_HERE is not set here; give it a value: --env CORRAL_NOT_SET_HERE=VALUE')
+
+
+@pytest.mark.slow
+def test_a_reader_that_leaves_ends_the_demo_quietly(tmp_path):
+    done = subprocess.run(f'{sys.executable} -m corral demo | head -1', shell=True, capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert (done.stdout, done.stderr) == ("['shipped', 'shipped']\n", '')
+
+
+@pytest.mark.slow
+def test_mcp_over_http_beyond_loopback_warns(tmp_path):
+    import socket
+
+    (tmp_path / 'tools.py').write_text('def add(a: int, b: int) -> int:\n    return a + b\n')
+    with socket.socket() as sock:
+        sock.bind(('127.0.0.1', 0))
+        port = sock.getsockname()[1]
+    command = [sys.executable, '-m', 'corral', 'mcp', '--functions', 'tools.py', '--transport', 'http', '--host', '0.0.0.0', '--port', str(port), '--skip-layers', 'uid']
+    process = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        lines = [process.stderr.readline(), process.stderr.readline()]
+    finally:
+        process.terminate()
+        process.wait(30)
+    assert lines == [
+        'corral mcp: warning: scripts run without the lockdown layers uid, so they are less contained (--skip-layers)\n',
+        'corral mcp: warning: serving run_code over HTTP on 0.0.0.0, beyond loopback, with no authentication: anyone who can '
+        'reach it runs scripts that call your functions; put it behind a proxy that authenticates, or listen on 127.0.0.1\n',
+    ]
+
+
+def test_the_readmes_mcp_client_configuration_starts_corral_mcp():
+    import json
+    import re
+    from pathlib import Path
+
+    from corral.integrations.mcp import _parser
+
+    readme = (Path(__file__).resolve().parents[1] / 'README.md').read_text()
+    (block,) = [text for text in re.findall(r'```json\n(.*?)```', readme, re.DOTALL) if 'mcpServers' in text]
+    server = json.loads(textwrap.dedent(block))['mcpServers']['corral']
+    assert server['command'].endswith('/.venv/bin/corral') and server['args'][0] == 'mcp'
+    args = _parser().parse_args(server['args'][1:])
+    assert (args.functions, args.transport) == (['/path/to/tools.py'], 'stdio')

@@ -19,9 +19,10 @@ KUBERNETES = '1.33.0'
 
 
 def manifests() -> dict[str, dict]:
-    """Every object of deploy/kubernetes/, by kind."""
+    """Every object `kubectl apply -f deploy/kubernetes/` applies, by kind, and the Secret's
+    template beside that folder."""
     objects = {}
-    for path in sorted((DEPLOY / 'kubernetes').glob('*.yaml')):
+    for path in [*sorted((DEPLOY / 'kubernetes').glob('*.yaml')), DEPLOY / 'secret.template.yaml']:
         for document in yaml.safe_load_all(path.read_text()):
             assert document['kind'] not in objects, f'two {document["kind"]} objects'
             objects[document['kind']] = document
@@ -30,6 +31,17 @@ def manifests() -> dict[str, dict]:
 
 def test_the_manifests_are_every_object_a_deployment_needs():
     assert sorted(manifests()) == ['Deployment', 'PodDisruptionBudget', 'Secret', 'Service']
+
+
+def test_applying_the_folder_never_replaces_the_real_secret_with_placeholders():
+    applied = [path.name for path in sorted((DEPLOY / 'kubernetes').iterdir())]
+    assert applied == ['deployment.yaml', 'poddisruptionbudget.yaml', 'service.yaml']
+    kinds = [document['kind'] for name in applied for document in yaml.safe_load_all((DEPLOY / 'kubernetes' / name).read_text())]
+    assert 'Secret' not in kinds
+    assert all('REPLACE-ME' not in (DEPLOY / 'kubernetes' / name).read_text() for name in applied)
+    assert manifests()['Secret']['stringData'] == {
+        'store-url': 'postgresql://corral:REPLACE-ME@postgres:5432/corral', 'state-key': 'REPLACE-ME-WITH-64-HEX-DIGITS'
+    }
 
 
 @pytest.mark.parametrize('kind', ['Deployment', 'PodDisruptionBudget', 'Secret', 'Service'])
@@ -129,8 +141,10 @@ def dockerfile_instructions() -> list[tuple[str, str]]:
 
 def test_the_image_installs_the_server_and_postgres_extras_and_runs_corral_serve():
     instructions = dockerfile_instructions()
-    assert instructions[0] == ('FROM', 'python:3.11-slim')
+    assert instructions[0] == ('FROM', 'python:3.11-slim-bookworm')
     (install,) = [argument for op, argument in instructions if op == 'RUN' and 'pip install' in argument]
+    assert install.startswith('pip install --constraint constraints.txt ')
+    assert ('COPY', 'pyproject.toml README.md deploy/constraints.txt ./') in instructions
     extras = re.search(r"'\.\[([a-z,-]+)\]'", install).group(1).split(',')
     assert extras == ['server', 'postgres']
     declared = tomllib.loads((DEPLOY.parent / 'pyproject.toml').read_text())['project']['optional-dependencies']
@@ -140,3 +154,48 @@ def test_the_image_installs_the_server_and_postgres_extras_and_runs_corral_serve
     _, container = pod_and_container()
     assert container['args'] == command[1]
     assert ('USER', '10001:10001') in instructions
+
+
+def pins() -> dict[str, str]:
+    lines = (DEPLOY / 'constraints.txt').read_text().splitlines()
+    return dict(line.split('==') for line in lines if line and not line.startswith('#'))
+
+
+def test_every_package_the_image_installs_is_pinned():
+    """The closure of corral[server,postgres]'s requirements on the image's Python 3.11 on Linux,
+    read from the installed packages' metadata: each is pinned, to the version the suite runs with."""
+    import importlib.metadata
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    environment = {'python_version': '3.11', 'python_full_version': '3.11.0', 'sys_platform': 'linux', 'platform_system': 'Linux'}
+
+    def applies(requirement: Requirement, extras: set[str]) -> bool:
+        return requirement.marker is None or any(requirement.marker.evaluate({**environment, 'extra': extra}) for extra in {''} | extras)
+
+    waiting = [r for r in map(Requirement, importlib.metadata.requires('corral') or []) if applies(r, {'server', 'postgres'})]
+    needed: set[str] = set()
+    while waiting:
+        requirement = waiting.pop()
+        name = canonicalize_name(requirement.name)
+        if name != 'corral' and name not in needed:
+            needed.add(name)
+            waiting += [r for r in map(Requirement, importlib.metadata.requires(name) or []) if applies(r, set(requirement.extras))]
+    pinned = {canonicalize_name(name): version for name, version in pins().items()}
+    assert sorted(needed) == sorted(pinned)
+    assert {name: importlib.metadata.version(name) for name in needed} == pinned
+
+
+def test_a_key_is_made_in_the_cluster_with_the_store_the_pod_reads():
+    """deploy/README.md's `kubectl exec ... corral keys create` reads the pod's CORRAL_STORE, the
+    variable the Deployment sets and `corral keys` reads without --store."""
+    readme = (DEPLOY / 'README.md').read_text()
+    assert 'kubectl exec deploy/corral -- corral keys create --tenant acme' in readme
+    deployment = manifests()['Deployment']
+    assert deployment['metadata']['name'] == 'corral'
+    _, container = pod_and_container()
+    assert 'CORRAL_STORE' in {variable['name'] for variable in container['env']}
+    from corral.store.url import STORE_ENV
+
+    assert STORE_ENV == 'CORRAL_STORE'

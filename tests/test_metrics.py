@@ -89,6 +89,7 @@ async def test_metrics_count_the_feeds_calls_errors_and_workers_of_real_sessions
         ('corral_type_check_seconds_count', ()): 3.0,
         ('corral_checkpoints', ()): 0.0,  # ephemeral sessions keep none
         ('corral_checkpoint_bytes', ()): 0.0,
+        ('corral_sessions_expired_total', ()): 0.0,  # the pool has no retention
     }
     assert samples[('corral_feed_seconds_bucket', (('le', '+Inf'),))] == 6.0
     assert samples[('corral_type_check_seconds_bucket', (('le', '+Inf'),))] == 3.0
@@ -150,6 +151,11 @@ async def test_readyz_says_what_the_readiness_check_says():
     assert await probe(ready, '/readyz') == (503, 'not ready')
     assert await probe(ready, '/healthz') == (200, 'ok')
 
+    async def reasoned() -> bool | str:
+        return 'the server is draining'
+
+    assert await probe(reasoned, '/readyz') == (503, 'not ready: the server is draining')
+
 
 async def test_a_readiness_check_that_fails_or_hangs_is_not_ready():
     async def broken() -> bool:
@@ -159,8 +165,8 @@ async def test_a_readiness_check_that_fails_or_hangs_is_not_ready():
         await asyncio.Event().wait()
         return True
 
-    assert await probe(broken, '/readyz') == (503, 'not ready')
-    assert await probe(hanging, '/readyz') == (503, 'not ready')
+    assert await probe(broken, '/readyz') == (503, 'not ready: the readiness check failed (ConnectionRefusedError: the store is unreachable)')
+    assert await probe(hanging, '/readyz') == (503, 'not ready: the readiness check took longer than 0.8 seconds')
 
 
 def test_the_host_layer_imports_no_metrics_library():
@@ -182,17 +188,20 @@ async def test_a_pool_is_ready_when_its_zygote_runs_its_store_answers_and_it_doe
     draining = False
     async with corral.Pool(store=f'sqlite:///{tmp_path}/sessions.db') as pool:
         ready = pool_readiness(pool, lambda: draining)
-        assert await ready() is False  # not started: the check starts it
+        assert await ready() == 'the sandbox workers are starting'  # not started: the check starts it
         await pool.start()
         assert (pool.started, await ready()) == (True, True)
         os.kill(pool._zygote._process.pid, signal.SIGKILL)
         pool._zygote._process.wait()
-        assert (pool.started, await ready()) == (False, False)  # the zygote died: started again
+        assert (pool.started, await ready()) == (False, 'the sandbox workers are starting')  # the zygote died: started again
         await pool.start()
         assert await ready() is True
         draining = True
-        assert await ready() is False
-    assert await ready() is False  # closed
+        assert await ready() == 'the server is draining'
+        draining = False
+    assert await ready() == 'the sandbox workers are starting'  # closed: the start it tries fails
+    await asyncio.sleep(0)
+    assert await ready() == 'the sandbox workers cannot start: the pool is closed'
 
 
 async def test_a_pool_whose_store_is_unreachable_is_not_ready():
@@ -200,8 +209,9 @@ async def test_a_pool_whose_store_is_unreachable_is_not_ready():
     async with corral.Pool(store=store, state_key=b'k' * 32) as pool:
         await pool.start()
         ready = pool_readiness(pool, lambda: False)
-        assert await ready() is False
-        assert await probe(ready, '/readyz') == (503, 'not ready')
+        unreachable = 'the store does not answer: cannot reach the PostgreSQL session store at postgresql://corral@127.0.0.1:9/corral: connection refused'
+        assert await ready() == unreachable
+        assert await probe(ready, '/readyz') == (503, f'not ready: {unreachable}')
 
 
 async def test_metrics_count_the_live_checkpoints_and_where_stored_sessions_were_loaded_from(tmp_path):

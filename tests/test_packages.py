@@ -62,7 +62,7 @@ async def test_a_package_brings_what_it_needs():
 def _without(package: str) -> str:
     return (
         f'this sandbox was started without {package}; work with the modules below, or tell the user that its host can add it '
-        f"(Pool(packages=['{package}']), packages=['{package}'] on CodeTool and CodeMode, --packages {package} on corral mcp and corral serve)"
+        f"(Pool(packages=['{package}']), packages=['{package}'] on CodeTool and CodeMode, --packages {package} on corral run, corral mcp and corral serve)"
         '. A script may import: abc, asyncio,'
     )
 

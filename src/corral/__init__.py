@@ -8,7 +8,10 @@
 """
 
 from .errors import (
+    CorralError,
+    OperatorError,
     SandboxAuthError,
+    SandboxConnectionError,
     SandboxCheckerError,
     SandboxError,
     SandboxInsecureError,
@@ -59,7 +62,10 @@ __all__ = [
     'Quotas',
     'RemotePool',
     'RemoteSession',
+    'CorralError',
+    'OperatorError',
     'SandboxAuthError',
+    'SandboxConnectionError',
     'SandboxCheckerError',
     'SandboxError',
     'SandboxInsecureError',

@@ -1,16 +1,19 @@
 """The `corral` command.
 
-    corral run SCRIPT|- [--stubs FILE.pyi] [--functions MODULE] [--type-check] [--limits NAME=VALUE,...] [--skip-layers LAYER,...]
+    corral run SCRIPT|- [--stubs FILE.pyi] [--functions MODULE] [--[no-]type-check] [--limits NAME=VALUE,...]
+               [--mount HOST_DIR:PATH[:MODE] ...] [--env NAME[=VALUE] ...] [--clock] [--packages NAME,...] [--skip-layers LAYER,...]
+    corral --version
     corral demo [--billing] [--skip-layers LAYER,...]
     corral mcp [--functions MODULE] [--upstream 'COMMAND ...'] [--transport stdio|http] [--skip-layers LAYER,...] ...
-    corral keys create|list|revoke ...; corral tenants set|list ...   (see corral.server.admin)
+    corral keys create|list|revoke ...; corral tenants set|list ...; corral sessions list|delete|expire ...   (see corral.server.admin)
     corral serve [--host 127.0.0.1] [--port 8765] [--store URL] ...   (see corral.server.serve)
 
 `run` prints the repr of the script's result on stdout (the assigned value when the script ends
 with an assignment, as the tools return it) and exits 0; on a sandbox error it prints the error's
 display text on stderr and exits 1; bad usage (and stubs that do not fit) exits 2. Every command
 refuses to run where a lockdown layer is missing (the display text of `SandboxInsecureError`,
-exit 1) unless `--skip-layers` names it.
+exit 1) unless `--skip-layers` names it, and warns on stderr when it does. A closed standard output
+(`corral demo | head`) ends a command quietly.
 """
 
 from __future__ import annotations
@@ -30,10 +33,11 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable
 
-from .errors import SandboxError, SandboxInsecureError, StubError
+from .errors import CorralError, SandboxInsecureError, StubError
+from .host.os_access import Mount, OsAccess
 from .host.pool import Pool
 from .host.session import print_to_host
-from .integrations._common import add_skip_layers
+from .integrations._common import add_packages, add_skip_layers, corral_version, warn_skipped_layers
 from .limits import Limits
 from .server import admin
 from .values import bounded_repr
@@ -112,6 +116,30 @@ def parse_limits(specs: list[str]) -> Limits:
     return Limits(**values)
 
 
+def _mount(text: str) -> Mount:
+    """One `--mount HOST_DIR:PATH[:MODE]` (MODE: overlay, the default; read-only; read-write)."""
+    host_dir, _, rest = text.partition(':')
+    path, _, mode = rest.partition(':')
+    if not host_dir or not path:
+        raise argparse.ArgumentTypeError(f'takes HOST_DIR:PATH[:MODE] (e.g. ./reports:/data:read-only); not {text!r}')
+    try:
+        return Mount(host_dir, path, mode or 'overlay')  # type: ignore[arg-type]
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def _variable(text: str) -> tuple[str, str]:
+    """One `--env NAME=VALUE`, or `--env NAME` for the value NAME has here."""
+    name, equals, value = text.partition('=')
+    if not name:
+        raise argparse.ArgumentTypeError(f'takes NAME=VALUE, or NAME for its value here; not {text!r}')
+    if not equals:
+        if name not in os.environ:
+            raise argparse.ArgumentTypeError(f'{name} is not set here; give it a value: --env {name}=VALUE')
+        value = os.environ[name]
+    return name, value
+
+
 async def _run(args: argparse.Namespace) -> int:
     from .integrations._common import run_script, value_repr
 
@@ -139,14 +167,18 @@ async def _run(args: argparse.Namespace) -> int:
             stubs = (stubs + '\n' if stubs else '') + Path(args.stubs).read_text()
         except OSError as error:
             raise _UsageError(f'cannot read {args.stubs}: {error.strerror}') from None
-    type_check = args.type_check or args.stubs is not None  # stubs are only read by the check
+    # on by default where there is something to check against (stubs are only read by the check), as the tools do
+    type_check = args.type_check if args.type_check is not None else stubs is not None
+    os_access = OsAccess(environ=dict(args.env) if args.env else None, clock=args.clock) if args.env or args.clock else None
     try:
-        async with Pool(warm_workers=0, skip_layers=args.skip_layers) as pool:
-            async with pool.checkout(type_check=type_check, type_check_stubs=stubs, script_name=script_name, limits=limits) as session:
+        async with Pool(warm_workers=0, skip_layers=args.skip_layers, packages=args.packages) as pool:
+            async with pool.checkout(
+                type_check=type_check, type_check_stubs=stubs, script_name=script_name, limits=limits, os_access=os_access, mounts=args.mount
+            ) as session:
                 outcome = await run_script(session, code, functions, print_callback=print_to_host)
     except StubError as error:
         raise _UsageError(str(error)) from None
-    except SandboxError as error:  # before any script ran: a lockdown layer missing
+    except CorralError as error:  # before any script ran: a lockdown layer missing
         print(error.display(), file=sys.stderr)
         return 1
     if outcome.error is not None:
@@ -182,12 +214,23 @@ def _demo(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
     parser = argparse.ArgumentParser(prog='corral', description='Run Python scripts in a corral sandbox.')
+    parser.add_argument('--version', action='version', version=f'corral {corral_version()}')
     commands = parser.add_subparsers(dest='command', required=True)
     run = commands.add_parser('run', help='run a script and print the repr of its last expression')
     run.add_argument('script', help="the Python script to run ('-': read it from standard input)")
-    run.add_argument('--stubs', metavar='FILE.pyi', help='stubs of the host functions; the script is checked against them (implies --type-check)')
-    run.add_argument('--functions', metavar='MODULE', help='module (dotted name or path) whose public functions the script may call')
-    run.add_argument('--type-check', action='store_true', help='check the script with ty before running it')
+    run.add_argument('--stubs', metavar='FILE.pyi', help='stubs of the host functions; the script is checked against them (unless --no-type-check)')
+    run.add_argument('--functions', metavar='MODULE', help='module (dotted name or path) whose public functions the script may call (checked against their stubs)')
+    run.add_argument(
+        '--type-check', action=argparse.BooleanOptionalAction, default=None,
+        help='check the script with ty before running it (default: on with --functions or --stubs, as the tools and the demo do)',
+    )
+    run.add_argument(
+        '--mount', type=_mount, action='append', default=[], metavar='HOST_DIR:PATH[:MODE]',
+        help="a host folder the script sees at PATH; MODE: overlay (the default: writes stay in the sandbox, none reach the host), read-only, read-write",
+    )
+    run.add_argument('--env', type=_variable, action='append', default=[], metavar='NAME[=VALUE]', help="an environment variable the script's os.environ has (NAME alone: its value here)")
+    run.add_argument('--clock', action='store_true', help="let the script read the host's clock (datetime.now(), time.time()); without it the clock is refused")
+    add_packages(run)
     add_skip_layers(run)
     run.add_argument(
         '--limits', metavar='NAME=VALUE,...', action='append', default=[],
@@ -200,6 +243,14 @@ def main(argv: list[str] | None = None) -> int:
     admin.add_commands(commands)
     commands.add_parser('serve', help='serve sandboxes over WebSocket to RemotePool clients (corral serve --help)', add_help=False)
     argv = sys.argv[1:] if argv is None else argv
+    try:
+        return _main(parser, argv)
+    except BrokenPipeError:  # the reader of standard output left (`corral demo | head`): stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the exit's flush does not fail again
+        return 1
+
+
+def _main(parser: argparse.ArgumentParser, argv: list[str]) -> int:
     if argv[:1] == ['mcp']:  # its options are its own (the `mcp` extra is imported only here)
         from .integrations.mcp import main as mcp_main
 
@@ -209,10 +260,12 @@ def main(argv: list[str] | None = None) -> int:
 
         return serve_main(argv[1:])
     args = parser.parse_args(argv)
+    if args.command in ('run', 'demo'):
+        warn_skipped_layers('corral', args.skip_layers)
     try:
         if args.command == 'demo':
             return _demo(args)
-        if args.command in ('keys', 'tenants'):
+        if args.command in ('keys', 'tenants', 'sessions'):
             return asyncio.run(admin.run(args))
         return asyncio.run(_run(args))
     except _UsageError as error:

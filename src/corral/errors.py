@@ -1,13 +1,24 @@
-"""The errors corral raises in the host, all subclasses of `SandboxError`.
+"""The errors corral raises in the host, sorted by who can act on them; all are `CorralError`s.
 
-Every error carries the text to send back to a model in `display()`; `str(error)` is the same text,
-so `f'The script failed: {e}'` reads well.
+- `SandboxError`: what the model can fix, its script, its types, its limits. A `run_code` tool
+  sends its `display()` back to the model, which tries again.
+- `OperatorError`: what only the application or the server's operator can fix: a refused API key
+  (`SandboxAuthError`), a tenant's quota (`SandboxQuotaError`), a server that cannot be reached
+  (`SandboxConnectionError`), a failing store (`SandboxStoreError`), a machine that cannot lock
+  the sandbox down (`SandboxInsecureError`). It is not a `SandboxError`, so an `except
+  SandboxError` in a `run_code` handler lets it through to the application, and the model never
+  reads "ask the server's operator for a key".
+
+Every error carries its text in `display()`; `str(error)` is the same text, so
+`f'The script failed: {e}'` reads well.
 """
 
 from __future__ import annotations
 
 __all__ = [
+    'CorralError',
     'SandboxError',
+    'OperatorError',
     'SandboxSyntaxError',
     'SandboxTypingError',
     'SandboxCheckerError',
@@ -20,23 +31,38 @@ __all__ = [
     'SandboxStoreError',
     'SandboxAuthError',
     'SandboxQuotaError',
+    'SandboxConnectionError',
     'StubError',
 ]
 
 
-class SandboxError(Exception):
-    """Base class of every error corral raises about a script or its sandbox."""
+class CorralError(Exception):
+    """Base class of every error corral raises: a `SandboxError` or an `OperatorError`."""
 
     def __init__(self, text: str) -> None:
         super().__init__(text)
         self._text = text
 
     def display(self) -> str:
-        """The text to send back to the model: what failed, where, and why."""
+        """What failed, where, and why: for the model (a `SandboxError`) or for whoever runs the
+        application (an `OperatorError`)."""
         return self._text
 
     def __str__(self) -> str:
         return self._text
+
+
+class SandboxError(CorralError):
+    """Base class of the errors a model can act on: its script, its types, its limits. Send
+    `display()` back to the model."""
+
+
+class OperatorError(CorralError):
+    """Base class of the errors only the application or the server's operator can act on (a key,
+    a quota, a connection, a store, the machine's lockdown layers); not a `SandboxError`, so that
+    a `run_code` handler that sends every `SandboxError` to its model lets these through.
+    Integrations raise them to the application: CodeMode and CodeTool out of the agent run or the
+    tool call, the MCP server as a protocol error to its client, never as a tool result."""
 
 
 class SandboxSyntaxError(SandboxError):
@@ -99,7 +125,7 @@ class SandboxLimitError(SandboxError):
         self.value = value
 
 
-class SandboxInsecureError(SandboxError):
+class SandboxInsecureError(OperatorError):
     """A lockdown layer that the pool requires is not available on this machine."""
 
 
@@ -118,7 +144,7 @@ class SandboxSessionBusyError(SandboxError):
     """
 
 
-class SandboxStoreError(SandboxError):
+class SandboxStoreError(OperatorError):
     """The session store failed: its disk is full, its database is unreachable or its connection
     was lost, its file is locked by another process for too long, or it has no place to live.
 
@@ -127,7 +153,7 @@ class SandboxStoreError(SandboxError):
     """
 
 
-class SandboxAuthError(SandboxError):
+class SandboxAuthError(OperatorError):
     """The server refused the API key: it is unknown, revoked, or not shaped like a corral key.
 
     `display()` is the same text in every case, so that a caller learns nothing about which keys
@@ -135,7 +161,7 @@ class SandboxAuthError(SandboxError):
     """
 
 
-class SandboxQuotaError(SandboxError):
+class SandboxQuotaError(OperatorError):
     """A tenant went over one of its quotas; what it asked for was not done.
 
     `quota` names the quota (`'concurrent_sessions'`, `'stored_bytes'`, `'cpu_seconds_per_hour'`),
@@ -150,6 +176,12 @@ class SandboxQuotaError(SandboxError):
         self.quota = quota
         self.limit = limit
         self.used = used
+
+
+class SandboxConnectionError(OperatorError):
+    """`RemotePool` cannot reach the corral server (refused, unresolved, timed out, TLS failed), or
+    lost it and could not take the session up again on another replica. `display()` names the URL
+    and the reason."""
 
 
 class StubError(ValueError):

@@ -1,6 +1,6 @@
 """Code Mode for Pydantic AI: `from corral.pydantic_ai import CodeMode`.
 
-Needs the `pydantic-ai` extra (`pip install "corral[pydantic-ai]"`). See
+Needs the `pydantic-ai` extra (`pip install -e '.[pydantic-ai]'` in corral's clone). See
 `corral.integrations.pydantic_ai` for the implementation.
 """
 

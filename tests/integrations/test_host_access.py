@@ -76,7 +76,7 @@ async def test_overlay_mount_writes_stay_in_the_sandbox(reports):
         "from pathlib import Path\nPath('/data/q1.txt').write_text('revenue: 0\\n')\nPath('/data/new.txt').write_text('made')\nsorted(p.name for p in Path('/data').iterdir())",
         "[open('/data/q1.txt').read(), open('/data/new.txt').read()]",  # the same run: the same sandbox
     )
-    result = await code_mode_agent(script.model, mount=Mount(reports, '/data')).run('x')
+    result = await code_mode_agent(script.model, mounts=Mount(reports, '/data')).run('x')  # CodeTool's name; `mount` too
     assert answers(result.all_messages()) == [['new.txt', 'q1.txt'], ['revenue: 0\n', 'made']]
     assert (reports / 'q1.txt').read_text() == 'revenue: 42\n'
     assert sorted(os.listdir(reports)) == ['q1.txt']
@@ -277,3 +277,13 @@ def test_code_tool_refuses_what_is_not_a_grant(reports):
         CodeTool(mounts=[str(reports)])
     with pytest.raises(TypeError, match='os_access must be a corral.OsAccess, not dict'):
         CodeTool(os_access={'environ': {}})  # type: ignore[arg-type]
+
+
+def test_code_mode_takes_mounts_or_its_old_name_mount_not_both(reports):
+    mount = Mount(reports, '/data')
+    assert CodeMode(mounts=mount).mounts == CodeMode(mount=mount).mounts == mount
+    assert CodeMode(mount=mount).mount is None
+    with pytest.raises(UserError, match='^CodeMode takes mounts or its old name mount, not both$'):
+        CodeMode(mounts=mount, mount=mount)
+    with pytest.raises(UserError, match=r'^CodeMode mounts must be a corral.Mount or a sequence of them \(it cannot be set in an agent spec; pass it in Python\)$'):
+        CodeMode(mount='/data')

@@ -73,7 +73,7 @@ def test_the_packages_section_needs_the_data_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, 'pandas', None)
     with pytest.raises(ImportError) as caught:
         render_packages()
-    assert str(caught.value) == "the page lists what pandas offers scripts: install it with pip install 'corral[data]'"
+    assert str(caught.value) == "the page lists what pandas offers scripts: install it with pip install -e '.[data]' in corral's clone"
 
 
 def test_the_readme_links_the_page():

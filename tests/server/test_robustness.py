@@ -359,11 +359,11 @@ async def test_connections_that_never_open_a_session_are_bounded_per_address_and
         async with contextlib.AsyncExitStack() as held:
             first = await held.enter_async_context(connect(url + protocol.PATH, compression=None))
             await held.enter_async_context(connect(url + protocol.PATH, compression=None))
-            assert await refused_at_accept(url, '127.0.0.1') == ([('SandboxError', per_address)], protocol.CLOSE_BUSY, per_address)
+            assert await refused_at_accept(url, '127.0.0.1') == ([('SandboxConnectionError', per_address)], protocol.CLOSE_BUSY, per_address)
             await held.enter_async_context(connect(url + protocol.PATH, compression=None, local_addr=('127.0.0.2', 0)))  # another address
-            assert await refused_at_accept(url, '127.0.0.3') == ([('SandboxError', in_all)], protocol.CLOSE_BUSY, in_all)
+            assert await refused_at_accept(url, '127.0.0.3') == ([('SandboxConnectionError', in_all)], protocol.CLOSE_BUSY, in_all)
             async with RemotePool(url) as remote:
-                with pytest.raises(corral.SandboxError) as info:
+                with pytest.raises(corral.SandboxConnectionError) as info:  # the application's to act on, not the model's
                     async with remote.checkout():
                         pass
                 assert info.value.display() == per_address

@@ -226,6 +226,29 @@ async def test_delete(store):
     assert await store.list() == ['s1']
 
 
+async def test_sessions_untouched_for_a_while_are_deleted_with_their_records(store):
+    await store.put('old', b'x' * 100, holder='h1', generation=1)
+    await store.append('old', b'r', holder='h1', generation=2)
+    await store.put('old', b'y', holder='h1', tenant='acme', generation=1)
+    await store.put('appended', b'x', holder='h1', generation=1)
+    await store.put('leased', b'x', holder='h1', generation=1)
+    await store.acquire('leased', holder='h1', ttl=1000)
+    await store.put('released', b'x', holder='h1', generation=1)
+    await store.acquire('released', holder='h1', ttl=0.1)  # expired 0.5 s before the cutoff
+    await asyncio.sleep(1.6)
+    await store.append('appended', b'r', holder='h1', generation=2)  # an append touches it
+    await store.put('new', b'x', holder='h1', generation=1)
+    assert await store.delete_untouched(1.0) == [('', 'old'), ('', 'released'), ('acme', 'old')]
+    assert await store.list() == ['appended', 'leased', 'new']
+    assert await store.list(tenant='acme') == []
+    assert await store.delete_untouched(1.0) == []
+    await store.put('old', b'again', holder='h2', generation=1)  # its generation and records went with it
+    assert await store.get('old') == corral.StoredState(b'again', [], 1)
+    for bad in (0, -1.0, float('nan'), float('inf')):
+        with pytest.raises(ValueError):
+            await store.delete_untouched(bad)
+
+
 async def test_tenants_never_see_each_other(store):
     await store.put('s1', b'tenant a', holder='h1', tenant='a', generation=1)
     await store.append('s1', b'record a', holder='h1', tenant='a', generation=2)

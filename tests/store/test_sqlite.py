@@ -414,3 +414,26 @@ async def test_stores_opening_a_new_database_at_once_all_switch_it_to_wal(tmp_pa
             assert await stores[0].list() == [f's{i}' for i in range(6)]
         finally:
             await asyncio.gather(*(store.close() for store in stores))
+
+
+async def test_a_store_made_before_retention_gets_its_touched_column(tmp_path):
+    """A database whose generations table has no `touched` column (made before retention) gets it
+    on opening; its sessions count as touched when their state was written."""
+    path = tmp_path / 'old.db'
+    db = sqlite3.connect(path)
+    db.executescript(
+        'CREATE TABLE corral_sessions (tenant TEXT NOT NULL, session_id TEXT NOT NULL, state BLOB NOT NULL, updated REAL NOT NULL, '
+        'PRIMARY KEY (tenant, session_id));'
+        'CREATE TABLE corral_generations (tenant TEXT NOT NULL, session_id TEXT NOT NULL, generation INTEGER NOT NULL, '
+        'PRIMARY KEY (tenant, session_id)) WITHOUT ROWID;'
+        "INSERT INTO corral_sessions VALUES ('', 'ancient', x'00', 1000.0), ('', 'recent', x'00', 4e9);"
+        "INSERT INTO corral_generations VALUES ('', 'ancient', 1), ('', 'recent', 1);"
+    )
+    db.commit()
+    db.close()
+    async with corral.open_store(f'sqlite:///{path}') as store:
+        assert await store.delete_untouched(3600) == [('', 'ancient')]
+        await store.append('recent', b'r', holder='h', generation=2)
+        assert await store.get('recent') == corral.StoredState(b'\x00', [b'r'], 2)
+    columns = [row[1] for row in sqlite3.connect(path).execute('PRAGMA table_info(corral_generations)')]
+    assert columns == ['tenant', 'session_id', 'generation', 'touched']

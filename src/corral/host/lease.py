@@ -7,7 +7,7 @@ import contextlib
 import secrets
 from typing import TYPE_CHECKING
 
-from ..errors import SandboxError
+from ..errors import CorralError
 
 if TYPE_CHECKING:
     from ..store import Store
@@ -55,5 +55,5 @@ class Lease:
         with contextlib.suppress(asyncio.CancelledError):
             await self._task
         self._task = None
-        with contextlib.suppress(SandboxError, OSError):  # unreleased, the lease expires after its TTL
+        with contextlib.suppress(CorralError, OSError):  # unreleased, the lease expires after its TTL
             await self.store.release(self.session_id, holder=self.holder, tenant=self.tenant)

@@ -49,3 +49,6 @@ class PoolObserver:
         """A checkout of a stored session by id (`fork=True` too), or a `load_session`, looked for
         the state's checkpoint: `used` is True when it started from it, False when it replayed the
         journal (no checkpoint, or one of another state or rlimits)."""
+    def sessions_expired(self, count: int) -> None:
+        """The pool's retention deleted `count` stored sessions (1 or more) untouched for longer
+        than `Pool(retention=...)`."""

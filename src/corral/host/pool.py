@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import logging
+import math
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from ..language.catalog import package_closure
+from ..errors import CorralError
 from ..limits import Limits
 from ..store.base import check_tenant
 from ..worker.zygote import LAYERS
@@ -33,7 +36,7 @@ def _installed(packages: tuple[str, ...]) -> tuple[str, ...]:
 
     for name in packages:
         if importlib.util.find_spec(name) is None:
-            raise ImportError(f"package {name!r} is not installed: pip install 'corral[data]'", name=name)
+            raise ImportError(f"package {name!r} is not installed: pip install -e '.[data]' in corral's clone", name=name)
     return packages
 
 #: Warm workers are forked with the rlimits of the default `Limits()`; a session with other
@@ -45,6 +48,9 @@ _REFILL_DELAY = 0.002
 
 #: The observer of a pool given none: it ignores every event.
 _NO_OBSERVER = PoolObserver()
+_log = logging.getLogger('corral.pool')
+#: The longest wait, in seconds, between two sweeps of the retention.
+_SWEEP_EVERY = 3600.0
 
 
 class WarmDemand:
@@ -93,11 +99,16 @@ class Pool:
     store. States (`session.dump()`) are signed with `state_key` (HMAC-SHA256; default: the
     store's key) and refused past `max_state_bytes`; a stored session's state never grows past it
     (see `checkout`). A stored session's lease lasts `lease_ttl` seconds past its holder's last renewal.
+    `list_sessions` and `delete_session` list and delete a tenant's stored sessions. `retention`
+    (seconds, default None: kept for ever): once the pool starts, stored sessions of every tenant
+    untouched for that long (not written, not checked out) are deleted with their records, in a
+    sweep every quarter of `retention` (at most every hour), counted by the observer's
+    `sessions_expired`; `expire_sessions()` sweeps at once.
 
     `packages` (from `'numpy'`, `'pandas'`, `'matplotlib'`; each with what it needs) are loaded
     into the zygote before the lockdown, so a script's `import pandas as pd` costs nothing (see the
     README's section on data work); a name not among them raises `ValueError`, a package not
-    installed `ImportError` (they come with `pip install 'corral[data]'`). Without packages, the
+    installed `ImportError` (they come with `pip install -e '.[data]' in corral's clone`). Without packages, the
     zygote loads none of them.
 
     Creating a pool starts nothing; the zygote (a warm Python process that forks workers) starts
@@ -139,6 +150,7 @@ class Pool:
         observer: PoolObserver | None = None,
         packages: Collection[str] = (),
         checkpoints: CheckpointLimits | None = CheckpointLimits(),
+        retention: float | None = None,
     ) -> None:
         if warm_workers < 0:
             raise ValueError('warm_workers must be 0 or more')
@@ -155,6 +167,10 @@ class Pool:
             raise ValueError('state_key must be bytes, at least 16 of them (HMAC-SHA256 wants a key as long as its 32-byte output)')
         if max_state_bytes <= 0 or lease_ttl <= 0:
             raise ValueError('max_state_bytes and lease_ttl must be positive')
+        if retention is not None and (isinstance(retention, bool) or not isinstance(retention, (int, float)) or not (math.isfinite(retention) and retention > 0)):
+            raise ValueError(f'retention must be a number of seconds above 0, or None to keep stored sessions for ever; not {retention!r}')
+        self.retention = None if retention is None else float(retention)
+        self._sweeper: asyncio.Task[None] | None = None
         self.warm_workers = warm_workers
         self.max_warm_workers = max_warm_workers
         self.observer = observer if observer is not None else _NO_OBSERVER
@@ -189,6 +205,7 @@ class Pool:
         where a lockdown layer is missing (see the class), `OSError` where the zygote cannot start."""
         if self._closed:
             raise RuntimeError('the pool is closed')
+        self._start_sweeper()
         await self._zygote.start()
 
     @property
@@ -210,6 +227,10 @@ class Pool:
         `SandboxWorkerError`. Checkouts still waiting for a worker raise `RuntimeError('the pool is closed')`.
         """
         self._closed = True
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            await asyncio.gather(self._sweeper, return_exceptions=True)
+            self._sweeper = None
         if self._decay_timer is not None:
             self._decay_timer.cancel()
             self._decay_timer = None
@@ -310,6 +331,43 @@ class Pool:
             tenant=tenant,
         )
 
+    async def list_sessions(self, *, tenant: str = '') -> list[str]:
+        """The ids of the tenant's stored sessions, sorted (`tenant=''`: a store with one tenant).
+        Raises `SandboxStoreError` when the store fails."""
+        return await self._get_store().list(tenant=check_tenant(tenant))
+
+    async def delete_session(self, session_id: str, *, tenant: str = '') -> None:
+        """Delete the tenant's stored session `session_id` with its records, giving back the bytes
+        it held (a tenant's `stored_bytes`). Raises `SandboxStateError` when it is not stored (or
+        is another tenant's), `SandboxSessionBusyError` while it is checked out, `ValueError` for a
+        malformed id, `SandboxStoreError` when the store fails."""
+        await self._get_store().delete(session_id, tenant=check_tenant(tenant))
+
+    async def expire_sessions(self) -> list[tuple[str, str]]:
+        """Delete now the stored sessions, of every tenant, untouched for `retention` seconds;
+        returns their `(tenant, session_id)`, sorted (none when `retention` is None)."""
+        if self.retention is None:
+            return []
+        expired = await self._get_store().delete_untouched(self.retention)
+        if expired:
+            self.observer.sessions_expired(len(expired))
+        return expired
+
+    def _start_sweeper(self) -> None:
+        if self.retention is not None and self._sweeper is None:
+            self._sweeper = asyncio.get_running_loop().create_task(self._sweep())
+
+    async def _sweep(self) -> None:
+        assert self.retention is not None
+        while True:
+            try:
+                expired = await self.expire_sessions()
+                if expired:
+                    _log.info('deleted %d stored session%s untouched for %g seconds', len(expired), '' if len(expired) == 1 else 's', self.retention)
+            except (CorralError, OSError) as error:  # the store failed: the next sweep tries again
+                _log.warning('the retention could not delete old sessions: %s', error)
+            await asyncio.sleep(min(self.retention / 4, _SWEEP_EVERY))
+
     @property
     def has_store(self) -> bool:
         """Whether the pool was given a store (`Pool(store=...)`, a URL or a `Store`). Without one,
@@ -349,6 +407,7 @@ class Pool:
     async def _take_worker(self, limits: Limits) -> WorkerProcess:
         if self._closed:
             raise RuntimeError('the pool is closed')
+        self._start_sweeper()
         if (limits.memory, limits.cpu_time) != _WARM_RLIMITS:
             return await self._spawn(memory=limits.memory, cpu_time=limits.cpu_time)
         worker = None

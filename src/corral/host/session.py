@@ -26,6 +26,7 @@ from opentelemetry import trace
 
 from ..channel import CALL, COMPILE, DONE, FAIL, FEED, OUTPUT, PAUSE, POLL_SECONDS, REPLY, STOP, TIMED, WAIT, WAKE, FrameReader, ProtocolError, frame, poll
 from ..errors import (
+    CorralError,
     SandboxError,
     SandboxLimitError,
     SandboxRuntimeError,
@@ -625,7 +626,7 @@ class Session:
             await self._start_worker()
             self._dead = None
             await self._replay_state(state)
-        except (SandboxError, OSError, RuntimeError) as error:
+        except (CorralError, OSError, RuntimeError) as error:
             self._kill(f'{stopped.why}, and going back to the state before it failed ({error})')
 
     async def _remember_ran(self, code: str, error: SandboxError) -> None:

@@ -1,6 +1,6 @@
 """What every door into corral shares: the `run_code` description, running one script, the
-texts a model reads back (results, errors, and the calls that ran before an error), and the
-`--skip-layers` option of the command lines."""
+texts a model reads back (results, errors, and the calls that ran before an error), and what the
+command lines share (`--skip-layers`, `--packages`, the version, the warnings they print)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,11 @@ import dataclasses
 import datetime
 import decimal
 import enum
+import importlib.metadata
+import ipaddress
 import math
 import pathlib
+import sys
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -26,6 +29,9 @@ from ..values import MAX_DEPTH, REPR_LIMIT, UNPACKABLE_RESULT, Image, bounded_re
 __all__ = [
     'add_packages',
     'add_skip_layers',
+    'corral_version',
+    'is_loopback',
+    'warn_skipped_layers',
     'images_in',
     'CallRecord',
     'ScriptOutcome',
@@ -62,6 +68,35 @@ def add_skip_layers(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def warn_skipped_layers(command: str, skip_layers: frozenset[str]) -> None:
+    """Print on stderr, for `--skip-layers`, that scripts run less contained (nothing without it)."""
+    if skip_layers:
+        print(
+            f"{command}: warning: scripts run without the lockdown layers {', '.join(sorted(skip_layers))}, "
+            'so they are less contained (--skip-layers)',
+            file=sys.stderr,
+        )
+
+
+def is_loopback(host: str) -> bool:
+    """Whether listening on `host` (a name or an address) reaches this machine only."""
+    if host == 'localhost':
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def corral_version() -> str:
+    """corral's version, as installed (`importlib.metadata`); `0+unknown` when run from a source
+    folder that is not installed."""
+    try:
+        return importlib.metadata.version('corral')
+    except importlib.metadata.PackageNotFoundError:
+        return '0+unknown'
+
+
 def _package_names(text: str) -> tuple[str, ...]:
     from ..language.catalog import package_closure
 
@@ -79,7 +114,7 @@ def add_packages(parser: argparse.ArgumentParser) -> None:
         type=_package_names,
         default=(),
         metavar='NAME,...',
-        help="third-party packages scripts may import (numpy, pandas, matplotlib), loaded before the lockdown; pip install 'corral[data]'",
+        help="third-party packages scripts may import (numpy, pandas, matplotlib), loaded before the lockdown; pip install -e '.[data]' in corral's clone",
     )
 
 

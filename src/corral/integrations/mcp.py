@@ -6,7 +6,8 @@
 
 `--functions` and `--upstream` repeat and combine. Variables persist between the `run_code` calls of
 one MCP session (the one client of a stdio server; each `Mcp-Session-Id` over HTTP, a number of
-them per client address: see `_Sessions`); `restart: true` starts again. Needs the `mcp` extra (`pip install "corral[mcp]"`).
+them per client address: see `_Sessions`); `restart: true` starts again. Needs the `mcp` extra
+(`pip install -e '.[mcp]'` in corral's clone).
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ import base64
 import collections
 import contextlib
 import importlib
-import importlib.metadata
 import importlib.util
 import inspect
 import os
@@ -32,16 +32,17 @@ try:
     import anyio.abc
     from mcp import Client
     from mcp.client.stdio import StdioServerParameters
+    from mcp.shared.exceptions import MCPError
     from mcp.server.mcpserver import Context, MCPServer
-    from mcp_types import CallToolResult, ImageContent, TextContent
+    from mcp_types import INTERNAL_ERROR, CallToolResult, ImageContent, TextContent
     from pydantic import Field
 except ImportError as _error:  # pragma: no cover - depends on the installed extras
-    raise ImportError('corral.integrations.mcp needs the MCP SDK: install it with `pip install "corral[mcp]"`') from _error
+    raise ImportError("corral.integrations.mcp needs the MCP SDK: install it with `pip install -e '.[mcp]'` in corral's clone") from _error
 
-from ..errors import SandboxInsecureError
+from ..errors import OperatorError, SandboxInsecureError
 from ..host.pool import Pool
 from ..limits import Limits
-from ._common import add_packages, add_skip_layers
+from ._common import add_packages, add_skip_layers, corral_version, is_loopback, warn_skipped_layers
 from .code_tool import CodeTool
 from .stubs import SchemaFunction, StubWriter, python_name
 
@@ -250,14 +251,6 @@ def _http_session(ctx: Context) -> tuple[str, str] | None:
     return (address.host if address is not None else '', session)
 
 
-def _version() -> str:
-    """corral's version, as installed (`importlib.metadata`), which the server reports to clients."""
-    try:
-        return importlib.metadata.version('corral')
-    except importlib.metadata.PackageNotFoundError:  # run from a source folder that is not installed
-        return '0+unknown'
-
-
 def build_server(
     *,
     functions: Mapping[str, Callable[..., Any]] | None = None,
@@ -287,7 +280,7 @@ def build_server(
 
     template = make()
     sessions = _Sessions(make, per_client=per_client, limit=limit)
-    server = MCPServer(name, version=_version(), instructions='Run Python scripts with the run_code tool; its description lists the functions a script can call.')
+    server = MCPServer(name, version=corral_version(), instructions='Run Python scripts with the run_code tool; its description lists the functions a script can call.')
 
     async def run_code(
         code: Annotated[str, Field(description='The Python script to run.')],
@@ -295,14 +288,17 @@ def build_server(
         restart: Annotated[bool, Field(description='Start from a fresh sandbox, without the variables of earlier calls.')] = False,
     ) -> CallToolResult:
         key = session_key(ctx) if keep_session else ('', '')
-        if key is None:  # a sandbox of its own, closed after the call
-            tool = make()
-            try:
-                text, ok, images = await tool._execute(code, restart=restart)
-            finally:
-                await tool.aclose()
-        else:
-            text, ok, images = await (await sessions.get(*key))._execute(code, restart=restart)
+        try:
+            if key is None:  # a sandbox of its own, closed after the call
+                tool = make()
+                try:
+                    text, ok, images = await tool._execute(code, restart=restart)
+                finally:
+                    await tool.aclose()
+            else:
+                text, ok, images = await (await sessions.get(*key))._execute(code, restart=restart)
+        except OperatorError as error:  # the client application's (its user's) to act on: a protocol error, no tool result
+            raise MCPError(INTERNAL_ERROR, f'corral: {error.display()}') from None
         # Returned as is, so the model reads exactly corral's text (a raised ToolError gets a prefix);
         # a figure the script made follows as an image
         pictures = [ImageContent(type='image', data=base64.b64encode(image.data).decode('ascii'), mime_type=image.mime_type) for image in images]
@@ -399,6 +395,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_usage(sys.stderr)
         print('corral mcp: give --functions MODULE or --upstream COMMAND (or both)', file=sys.stderr)
         return 2
+    warn_skipped_layers('corral mcp', args.skip_layers)
+    if args.transport == 'http' and not is_loopback(args.host):
+        print(
+            f'corral mcp: warning: serving run_code over HTTP on {args.host}, beyond loopback, with no authentication: '
+            'anyone who can reach it runs scripts that call your functions; put it behind a proxy that authenticates, '
+            'or listen on 127.0.0.1',
+            file=sys.stderr,
+        )
     functions: dict[str, Callable[..., Any]] = {}
     for spec in args.functions:
         try:

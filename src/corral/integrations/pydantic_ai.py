@@ -15,7 +15,7 @@ variables persist across the runs of a conversation (see `CodeMode`'s `pool`).
 
 The script has no files, environment variables or clock unless granted:
 
-    CodeMode(mount=Mount('/srv/reports', '/data', mode='read-only'), os_access=OsAccess(clock=True))
+    CodeMode(mounts=Mount('/srv/reports', '/data', mode='read-only'), os_access=OsAccess(clock=True))
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ try:
     from pydantic_ai.toolsets.abstract import ToolsetTool
 except ImportError as _error:  # pragma: no cover - depends on the installed extras
     raise ImportError(
-        'corral.pydantic_ai needs Pydantic AI: install it with `pip install "corral[pydantic-ai]"`'
+        "corral.pydantic_ai needs Pydantic AI: install it with `pip install -e '.[pydantic-ai]'` in corral's clone"
     ) from _error
 from typing_extensions import NotRequired, TypedDict
 
@@ -137,17 +137,18 @@ class CodeMode(AbstractCapability[AgentDepsT]):
       `RemotePool`'s tenant is its API key's: give each user a key of their own instead.
     - `os_access`: a `corral.OsAccess` granting the script environment variables (`environ=`), the
       clock (`clock=True`), or files outside the mounts.
-    - `mount`: one `corral.Mount(host_dir, sandbox_path, mode)` or several: host folders the script
-      reads as files. The default mode, `'overlay'`, is copy-on-write: the script may write, but its
-      writes stay in the run's sandbox; `'read-only'` forbids writes; `'read-write'` keeps them.
-      Leave `os_access` and `mount` unset unless the task needs host access, and grant only what
+    - `mounts`: one `corral.Mount(host_dir, sandbox_path, mode)` or several: host folders the script
+      reads as files (`CodeTool`'s name; `mount`, the old name, is taken too). The default mode,
+      `'overlay'`, is copy-on-write: the script may write, but its writes stay in the run's
+      sandbox; `'read-only'` forbids writes; `'read-write'` keeps them.
+      Leave `os_access` and `mounts` unset unless the task needs host access, and grant only what
       it needs. The `run_code` description tells the model what was granted.
     - `dynamic_catalog`: put the functions' stubs in the agent's instructions (rebuilt before each
       model request) instead of the `run_code` description, which then keeps only how to use it
       and the limits, and stays the same when the tools change.
 
     In an agent spec: `capabilities: [{CodeMode: {tools: [search, fetch], max_retries: 5}}]`, loaded
-    with `Agent.from_file(path, custom_capability_types=[CodeMode])`. `os_access` and `mount` are
+    with `Agent.from_file(path, custom_capability_types=[CodeMode])`. `os_access` and `mounts` are
     Python objects, so they cannot be set in a spec.
     """
 
@@ -155,7 +156,8 @@ class CodeMode(AbstractCapability[AgentDepsT]):
     max_retries: int = 3
     _: KW_ONLY
     os_access: OsAccess | None = None
-    mount: Mount | Sequence[Mount] | None = None
+    mounts: Mount | Sequence[Mount] | None = None
+    mount: Mount | Sequence[Mount] | None = field(default=None, repr=False)  # the old name of `mounts`
     dynamic_catalog: bool = False
     max_tool_calls: int = 100
     type_check: bool = True
@@ -184,11 +186,15 @@ class CodeMode(AbstractCapability[AgentDepsT]):
                 '(it cannot be set in an agent spec; pass it in Python)'
             )
         if self.mount is not None:
+            if self.mounts is not None:
+                raise UserError('CodeMode takes mounts or its old name mount, not both')
+            self.mounts, self.mount = self.mount, None
+        if self.mounts is not None:
             try:
-                mount_list(self.mount)
+                mount_list(self.mounts)
             except TypeError:
                 raise UserError(
-                    'CodeMode mount must be a corral.Mount or a sequence of them '
+                    'CodeMode mounts must be a corral.Mount or a sequence of them '
                     '(it cannot be set in an agent spec; pass it in Python)'
                 ) from None
         if not isinstance(self.dynamic_catalog, bool):
@@ -243,7 +249,7 @@ class CodeMode(AbstractCapability[AgentDepsT]):
             limits=self.limits,
             pool=self.pool,
             os_access=self.os_access,
-            mounts=mount_list(self.mount),
+            mounts=mount_list(self.mounts),
             packages=self.packages,
             catalog=self._catalog if self.dynamic_catalog else None,
             tenant=self.tenant,

@@ -166,7 +166,7 @@ _THIRD_PARTY = 'third-party packages are not installed in the sandbox; use the s
 #: Why a package a pool can offer (`PACKAGES`) is missing: the pool was made without it.
 _WITHOUT_PACKAGE = (
     'this sandbox was started without {0}; work with the modules below, or tell the user that its host '
-    "can add it (Pool(packages=['{0}']), packages=['{0}'] on CodeTool and CodeMode, --packages {0} on corral mcp and corral serve)"
+    "can add it (Pool(packages=['{0}']), packages=['{0}'] on CodeTool and CodeMode, --packages {0} on corral run, corral mcp and corral serve)"
 )
 
 #: Why a module is missing, for the modules a model reaches for most.

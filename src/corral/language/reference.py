@@ -6,7 +6,7 @@ The page lists what a script may use in the words the run time and the type chec
 all read `catalog.py`), and a test checks that the file in the repository is what this prints.
 Its last section, what numpy, pandas and matplotlib offer (`render_packages`), is built from the
 same facades a worker builds, so printing it imports the three libraries: it needs the `data`
-extra (`pip install 'corral[data]'`), and lists the names of the versions installed.
+extra (`pip install -e '.[data]' in corral's clone`), and lists the names of the versions installed.
 """
 
 from __future__ import annotations
@@ -300,13 +300,13 @@ def render_packages() -> str:
             versions.append(f'{package} {importlib.metadata.version(package)}')
             importlib.import_module(package)
         except ImportError as error:
-            raise ImportError(f"the page lists what {package} offers scripts: install it with pip install 'corral[data]'") from error
+            raise ImportError(f"the page lists what {package} offers scripts: install it with pip install -e '.[data]' in corral's clone") from error
     modules = [module for package in catalog.PACKAGES for module in catalog.PACKAGE_MODULES[package]]
     lines = [
         '## Packages: numpy, pandas and matplotlib',
         '',
         f"A pool made with `Pool(packages=[...])` (any of {', '.join(f'`{package!r}`' for package in catalog.PACKAGES)};",
-        "installed with `pip install 'corral[data]'`) loads these libraries before its workers lock",
+        "installed with `pip install -e '.[data]' in corral's clone`) loads these libraries before its workers lock",
         'down, and its scripts may import these modules besides the standard library:',
         ', '.join(f'`{module}`' for module in modules) + '. pandas and matplotlib bring numpy. In a pool',
         'without them the import fails:',

@@ -37,7 +37,7 @@ from starlette.middleware import Middleware
 from starlette.routing import BaseRoute, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from ..errors import SandboxAuthError, SandboxError, SandboxQuotaError, SandboxStoreError, SandboxWorkerError
+from ..errors import CorralError, SandboxAuthError, SandboxConnectionError, SandboxError, SandboxQuotaError, SandboxStoreError, SandboxWorkerError
 from ..host.deferred import Deferred, SandboxPaused
 from ..host.external import ExternalModule
 from ..host.os_access import Mount, OsAccess
@@ -57,7 +57,7 @@ __all__ = [
 
 #: `authenticate(api_key) -> tenant`: `api_key` is the bearer token of the connection's
 #: `authorization` header, or None without one. Return the tenant's name (`''`: the single
-#: tenant of a server without keys); raise a `corral.SandboxError` whose text says why to refuse.
+#: tenant of a server without keys); raise a `corral.CorralError` (`SandboxAuthError`) whose text says why to refuse.
 Authenticate = Callable[[str | None], Awaitable[str]]
 
 #: Bytes the server holds for a client that does not read what it is sent (its prints, its host
@@ -116,7 +116,7 @@ class ServerHooks:
     """What the server tells the parts that watch or bound it (metrics, quotas); every method is a
     no-op here: subclass and override what you need, and pass instances as `create_app(hooks=[...])`.
 
-    A hook that raises a `corral.SandboxError` refuses what it was asked about (the client gets
+    A hook that raises a `corral.CorralError` (`SandboxQuotaError`, say) refuses what it was asked about (the client gets
     that exception with its text); any other exception is a bug of the hook, and ends the
     connection as a server error. Hooks run on the event loop: they must not block it.
     """
@@ -256,18 +256,19 @@ class CorralServer:
             await asyncio.sleep(0.05)
 
     def admit(self, address: str) -> None:
-        """Count a connection from `address` as pending (until `pending_ended`); raises `SandboxError`
-        when `address`, or every address together, has as many pending as the server takes."""
+        """Count a connection from `address` as pending (until `pending_ended`); raises
+        `SandboxConnectionError` (no script can fix it) when `address`, or every address together,
+        has as many pending as the server takes."""
         held = self._pending_by_address.get(address, 0)
         if held >= self.max_pending_per_address:
             self.refused['pending_per_address'] += 1
-            raise SandboxError(
+            raise SandboxConnectionError(
                 f"too many connections from {address} wait to open a session ({self.max_pending_per_address}, "
                 "the server's limit per address); open fewer at once"
             )
         if self.pending >= self.max_pending:
             self.refused['pending_total'] += 1
-            raise SandboxError(
+            raise SandboxConnectionError(
                 f"too many connections wait to open a session ({self.max_pending}, the server's limit); "
                 'try again later, or another replica'
             )
@@ -407,7 +408,7 @@ def _told(error: BaseException) -> BaseException:
     if isinstance(error, SandboxStoreError):
         _log.error('the session store failed: %s', error)
         return SandboxStoreError("the corral server's session store failed; try again later (the server's log has the details)")
-    if p.error_message(error)[1] == 'SandboxError' and not isinstance(error, SandboxError):  # neither corral's nor built-in
+    if p.error_message(error)[1] == 'SandboxError' and not isinstance(error, CorralError):  # neither corral's nor built-in
         _log.error('a session connection failed', exc_info=error)
         return _failed(error)
     return error
@@ -415,6 +416,18 @@ def _told(error: BaseException) -> BaseException:
 
 def _failed(error: BaseException) -> SandboxError:
     return SandboxError(f"the corral server failed ({type(error).__name__}); the server's log has the details")
+
+
+def _check_version(version: Any) -> None:
+    """Refuse a client of another protocol version than the server's, naming both."""
+    if version != p.PROTOCOL_VERSION:
+        raise _Close(
+            p.CLOSE_PROTOCOL,
+            SandboxError(
+                f'this corral server speaks protocol version {p.PROTOCOL_VERSION}, the client version {version!r}: '
+                'use a corral client of the same version as the server'
+            ),
+        )
 
 
 class _Gone(Exception):
@@ -502,14 +515,19 @@ class _Connection:
                 raise _Close(p.CLOSE_DRAIN, SandboxError('the corral server is shutting down; connect again (to another replica)'))
             try:
                 self.server.admit(address)
-            except SandboxError as error:
+            except SandboxConnectionError as error:
+                _log.info('refused (connections): %s', error)
                 raise _Close(p.CLOSE_BUSY, error) from None
             pending = True
             self.tenant = await self._authenticate()
             data = await asyncio.wait_for(self._frame(), self.server.open_timeout)
             pending = False
             self.server.pending_ended(address)
-            if self._kind(data) != p.OPEN:
+            kind = self._kind(data)
+            if kind in (p.LIST, p.DELETE):  # the tenant's stored sessions, with no session opened
+                self._respond(await self._manage(await self._decode(data)))
+                raise _Close(1000, None)
+            if kind != p.OPEN:
                 raise _Close(p.CLOSE_PROTOCOL, SandboxError('the first frame of a connection must be OPEN'))
             # what the tenant may not open at all is refused before its options are decoded
             await self._hooks_opening(lambda hook: hook.session_requested(self.tenant))
@@ -529,7 +547,7 @@ class _Connection:
         except asyncio.CancelledError:
             close = self._ending or _Close(p.CLOSE_DRAIN, None, 'the server is shutting down')
             asyncio.current_task().uncancel()  # type: ignore[union-attr]
-        except SandboxError as error:
+        except CorralError as error:
             close = _Close(p.CLOSE_ENDED, error)
         except Exception as error:  # a bug (of a hook, say): this connection ends, the server goes on
             _log.exception('a session connection failed')
@@ -608,7 +626,7 @@ class _Connection:
         try:
             for hook in self.server.hooks:
                 await call(hook)
-        except SandboxError as error:  # refused (a quota): counted as a checkout that failed
+        except CorralError as error:  # refused (a quota): counted as a checkout that failed
             self.server.pool.observer.checkout_failed(error)
             raise
 
@@ -620,7 +638,7 @@ class _Connection:
         self._key_checked = time.monotonic()
         try:
             tenant = await self.server.authenticate(self._key)
-        except SandboxError as error:
+        except CorralError as error:
             self.server.pool.observer.checkout_failed(error)
             raise _Close(p.CLOSE_UNAUTHORIZED, error) from None
         if not isinstance(tenant, str):
@@ -639,7 +657,7 @@ class _Connection:
         except SandboxStoreError as error:
             _log.warning('the API key of a connection could not be checked again: %s', error)
             return
-        except SandboxError as error:
+        except CorralError as error:
             raise _Close(p.CLOSE_UNAUTHORIZED, error) from None
         if tenant != self.tenant:
             raise _Close(p.CLOSE_UNAUTHORIZED, SandboxAuthError(f'the API key of this connection now belongs to another tenant than {self.tenant!r}'))
@@ -755,18 +773,26 @@ class _Connection:
 
     # ----- opening the session -----------------------------------------------------------------
 
+    async def _manage(self, message: list[Any]) -> list[Any]:
+        """The answer to LIST or DELETE, on the connection's tenant's stored sessions."""
+        name = 'LIST' if message[0] == p.LIST else 'DELETE'
+        if len(message) != (2 if name == 'LIST' else 3) or (name == 'DELETE' and not isinstance(message[2], str)):
+            raise _Close(p.CLOSE_PROTOCOL, SandboxError(f'the {name} frame is malformed'))
+        _check_version(message[1])
+        store = self.server.pool.store
+        try:
+            if name == 'LIST':
+                return [p.SESSIONS, await store.list(tenant=self.tenant)]
+            await store.delete(message[2], tenant=self.tenant)
+        except ValueError as error:  # a malformed id
+            raise _Close(p.CLOSE_ENDED, error) from None
+        return [p.DELETED]
+
     def _open_options(self, message: list[Any]) -> dict[str, Any]:
         if message[0] != p.OPEN or len(message) != 3:
             raise _Close(p.CLOSE_PROTOCOL, SandboxError('the first frame of a connection must be OPEN'))
         _, version, options = message
-        if version != p.PROTOCOL_VERSION:
-            raise _Close(
-                p.CLOSE_PROTOCOL,
-                SandboxError(
-                    f'this corral server speaks protocol version {p.PROTOCOL_VERSION}, the client version {version!r}: '
-                    'use a corral client of the same version as the server'
-                ),
-            )
+        _check_version(version)
         if not isinstance(options, dict):
             raise _Close(p.CLOSE_PROTOCOL, SandboxError('the OPEN frame is malformed: its options are not a map'))
         return options
@@ -776,7 +802,7 @@ class _Connection:
             # in threads: many modules or a mount's many files must not hold up the other sessions
             checkout = await asyncio.wrap_future(_PREPARING.submit(self._checkout_options, options))
             checkout['mounts'] = await self._upload(options.get('mounts'))
-        except SandboxError as error:  # over a tenant's bound on its mounts
+        except CorralError as error:  # over a tenant's bound on its mounts
             raise _Close(p.CLOSE_ENDED, error) from None
         except Exception as error:
             if type(error) in (TypeError, ValueError):  # the options do not fit (raised as checkout raises them)
@@ -791,7 +817,7 @@ class _Connection:
             await hook.session_starting(self.tenant, session)
         try:
             await session.__aenter__()
-        except (SandboxError, ValueError, TypeError, RuntimeError) as error:
+        except (CorralError, ValueError, TypeError, RuntimeError) as error:
             raise _Close(p.CLOSE_ENDED, error) from None
         self.session = session
         for hook in self.server.hooks:
@@ -1004,7 +1030,7 @@ class _Connection:
             try:
                 for hook in self.server.hooks:
                     await hook.feed_starting(self.tenant, session)
-            except SandboxError as error:  # refused (a quota): counted as a feed that failed
+            except CorralError as error:  # refused (a quota): counted as a feed that failed
                 if kind != p.LOAD:
                     self.server.pool.observer.feed_ended(time.monotonic() - started, error)
                 raise

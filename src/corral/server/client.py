@@ -26,7 +26,7 @@ from urllib.parse import urlsplit, urlunsplit
 import msgpack
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from ..errors import SandboxError, SandboxSessionBusyError, SandboxWorkerError
+from ..errors import CorralError, OperatorError, SandboxConnectionError, SandboxError, SandboxSessionBusyError, SandboxWorkerError
 from ..host.deferred import Deferred, PendingCall, SandboxPaused
 from ..host.external import ExternalModule, exception_payload, is_async_callable
 from ..host.os_access import MAX_FILE, Mount, OsAccess
@@ -106,6 +106,46 @@ class RemotePool:
 
     async def start(self) -> None:
         """Nothing to start: sessions connect when they are entered (kept for `Pool`'s API)."""
+
+    async def list_sessions(self) -> list[str]:
+        """The ids of the stored sessions of this pool's tenant (its API key's) on the server,
+        sorted. Raises `SandboxConnectionError`, `SandboxAuthError`, `SandboxStoreError` as a checkout does."""
+        return (await self._manage([p.LIST, p.PROTOCOL_VERSION]))[1]
+
+    async def delete_session(self, session_id: str) -> None:
+        """Delete this tenant's stored session `session_id` on the server, with its records, giving
+        back the bytes it held (the tenant's `stored_bytes`). Raises `SandboxStateError` when it is
+        not stored, `SandboxSessionBusyError` while it is checked out, `ValueError` for a malformed id,
+        and what `list_sessions` raises."""
+        if not isinstance(session_id, str):
+            raise TypeError(f'session_id must be a str, not {type(session_id).__name__}')
+        await self._manage([p.DELETE, p.PROTOCOL_VERSION, session_id])
+
+    async def _manage(self, message: list[Any]) -> list[Any]:
+        """Send LIST or DELETE on a connection of its own; the server's answer."""
+        from websockets.asyncio.client import connect
+        from websockets.exceptions import ConnectionClosed
+
+        headers = {} if self.api_key is None else {'authorization': f'Bearer {self.api_key}'}
+        try:
+            ws = await asyncio.wait_for(connect(self.url, additional_headers=headers, max_size=self.max_frame, compression=None, open_timeout=None), self.open_timeout)
+        except Exception as error:  # OSError, a timeout, or the server refused the upgrade
+            raise SandboxConnectionError(f'cannot connect to the corral server at {self.url}: {error}') from None
+        try:
+            await ws.send(p.encode(message))
+            reply = p.decode(await asyncio.wait_for(ws.recv(), self.open_timeout))
+        except ConnectionClosed as closed:
+            raise _closed_error(closed) from None
+        except (ValueError, TypeError) as error:
+            raise SandboxError(f'the corral server sent a malformed frame ({type(error).__name__}: {error})') from None
+        finally:
+            await _close(ws)
+        if reply[0] == p.ERROR and len(reply) == 5:
+            raise p.error_from(reply[1], reply[2], reply[3])
+        expected = {p.LIST: p.SESSIONS, p.DELETE: p.DELETED}[message[0]]
+        if reply[0] == expected and (expected == p.DELETED or (len(reply) == 3 and isinstance(reply[1], list))):
+            return reply
+        raise SandboxError('the corral server sent a malformed response')
 
     async def aclose(self) -> None:
         """End the sessions still open (a stored session stays in the server's store)."""
@@ -251,7 +291,7 @@ class RemoteSession:
         try:
             from websockets.asyncio.client import connect
         except ImportError:
-            raise ImportError('RemotePool needs the websockets package: pip install "corral[server]"') from None
+            raise ImportError("RemotePool needs the websockets package: pip install -e '.[server]' in corral's clone") from None
         headers = {}
         if self._pool.api_key is not None:
             headers['authorization'] = f'Bearer {self._pool.api_key}'
@@ -259,7 +299,7 @@ class RemoteSession:
         try:
             self._ws = await connect(self._pool.url, additional_headers=headers, max_size=self._pool.max_frame, compression=None, open_timeout=None)
         except Exception as error:  # OSError, or the server refused the upgrade (websockets.InvalidStatus ...)
-            raise SandboxWorkerError(f'cannot connect to the corral server at {self._pool.url}: {error}') from None
+            raise SandboxConnectionError(f'cannot connect to the corral server at {self._pool.url}: {error}') from None
         self._lost, self._drained, self._drain_state, self._calls = None, False, None, {}
         self._reader = asyncio.get_running_loop().create_task(self._read_loop(self._ws))
         try:
@@ -299,12 +339,15 @@ class RemoteSession:
             try:
                 await self._connect(options)
                 return
-            except SandboxError as error:
+            except CorralError as error:
                 await self._drop_connection()
                 # another replica may take it: one that holds its lease still, or is shutting down too
-                retry = isinstance(error, (SandboxSessionBusyError, SandboxWorkerError)) or type(error) is SandboxError
+                retry = isinstance(error, (SandboxSessionBusyError, SandboxWorkerError, SandboxConnectionError)) or type(error) is SandboxError
                 if not retry or loop.time() + delay > deadline:
-                    raise SandboxWorkerError(f'{lost} (taking the session up again on another server failed: {error})') from None
+                    if isinstance(error, OperatorError) and not isinstance(error, SandboxConnectionError):
+                        raise error from None  # a key revoked, a quota: the application's to act on
+                    kind = SandboxConnectionError if isinstance(error, SandboxConnectionError) else SandboxWorkerError
+                    raise kind(f'{lost} (taking the session up again on another server failed: {error})') from None
             await asyncio.sleep(delay)
             delay = min(delay * 2, 1.0)
 
@@ -419,7 +462,7 @@ class RemoteSession:
                     await self._wait_for_calls(lost)
                     await self._take_up_again(lost)
                 except BaseException as error:
-                    self._dead = error if isinstance(error, SandboxError) else lost
+                    self._dead = error if isinstance(error, CorralError) else lost
                     raise
             if message[0] in (p.FEED, p.RESUME):
                 message = [*message[:-1], list(self._held)]

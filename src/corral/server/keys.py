@@ -17,6 +17,7 @@ import dataclasses
 import datetime
 import hashlib
 import hmac
+import logging
 import re
 import secrets
 from ..errors import SandboxAuthError
@@ -25,6 +26,8 @@ from ..store.tenants import TenantTables
 from ..store.url import open_tenant_tables
 
 __all__ = ['ApiKey', 'KeyRing', 'KEY_PREFIX']
+
+_log = logging.getLogger('corral.server')
 
 #: What every key starts with.
 KEY_PREFIX = 'corral_'
@@ -115,16 +118,22 @@ class KeyRing:
         (`is_empty`); once one is, every caller needs a key. A key given is always checked."""
         if anonymous and key in (None, '') and await self.is_empty():
             return ''
+        if key in (None, ''):
+            raise _refused('no API key was given; this server needs one')
         if not isinstance(key, str) or len(key) != _KEY_LENGTH or not key.isascii():
-            raise SandboxAuthError(_REFUSAL)
+            raise _refused('the API key is not shaped like a corral key')
         match = _KEY.fullmatch(key)
         if match is None:
-            raise SandboxAuthError(_REFUSAL)
+            raise _refused('the API key is not shaped like a corral key')
         key_id, secret = match.groups()
         row = await self._store.find_api_key(key_id)
         matches = hmac.compare_digest(_digest(key_id, secret), row[1] if row is not None else _NO_DIGEST)
-        if row is None or row[2] or not matches:
-            raise SandboxAuthError(_REFUSAL)
+        if row is None:
+            raise _refused(f'no key has the id {key_id}')
+        if row[2]:
+            raise _refused(f'the key {key_id} of tenant {row[0]!r} is revoked')
+        if not matches:
+            raise _refused(f'the key {key_id} of tenant {row[0]!r} came with a wrong secret')
         return row[0]
 
     async def list(self) -> builtins.list[ApiKey]:
@@ -148,6 +157,12 @@ class KeyRing:
         """True when no key was ever made here. A revoked key still counts: revoking every key
         does not open a server that requires keys to callers without one."""
         return await self._store.count_api_keys() == 0
+
+
+def _refused(why: str) -> SandboxAuthError:
+    """The one refusal the caller sees; `why`, for the server's operator, is logged at info."""
+    _log.info('refused (API key): %s', why)
+    return SandboxAuthError(_REFUSAL)
 
 
 def _utc(seconds: float) -> datetime.datetime:

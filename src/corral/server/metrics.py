@@ -21,7 +21,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
-from ..errors import SandboxError, SandboxStateError, SandboxStoreError, StubError
+from ..errors import CorralError, SandboxStateError, SandboxStoreError, StubError
 from ..host.deferred import SandboxPaused
 from ..host.observer import PoolObserver
 from ..host.pool import Pool
@@ -52,7 +52,7 @@ def error_kind(error: BaseException) -> str:
     `OSError` of the zygote, a bug)."""
     if isinstance(error, asyncio.CancelledError):
         return 'cancelled'
-    if not isinstance(error, (SandboxError, StubError)):
+    if not isinstance(error, (CorralError, StubError)):
         return 'host'
     name = type(error).__name__.removeprefix('Sandbox').removesuffix('Error')
     return ''.join(f'_{c.lower()}' if c.isupper() else c for c in name).lstrip('_')
@@ -78,6 +78,7 @@ class Metrics(PoolObserver):
       keeps, and the private memory of their workers (see `CheckpointLimits`).
     - `corral_loads_total{source}` (counter): checkouts of a stored session by id and
       `load_session` calls, by where the state came from: `checkpoint` or `replay`.
+    - `corral_sessions_expired_total` (counter): stored sessions the pool's retention deleted.
 
     And, once it watches a server (`watch`), the server's connections:
 
@@ -99,6 +100,7 @@ class Metrics(PoolObserver):
         self.checkpoints = Gauge('corral_checkpoints', 'Live checkpoints kept.', registry=r)
         self.checkpoint_bytes = Gauge('corral_checkpoint_bytes', 'Private memory of the live checkpoints kept.', registry=r)
         self.loads = Counter('corral_loads', 'Checkouts of a stored session by id and load_session calls, by source: checkpoint or replay.', ['source'], registry=r)
+        self.sessions_expired_total = Counter('corral_sessions_expired', 'Stored sessions deleted by the retention, untouched for longer.', registry=r)
 
     def watch(self, server: CorralServer) -> None:
         """Report `server`'s connections too (its `pending` and `refused` counts, read at each scrape)."""
@@ -138,6 +140,8 @@ class Metrics(PoolObserver):
 
     def checkpoint_taken(self, used: bool) -> None:
         self.loads.labels('checkpoint' if used else 'replay').inc()
+    def sessions_expired(self, count: int) -> None:
+        self.sessions_expired_total.inc(count)
 
 
 class _ConnectionCollector:
@@ -156,17 +160,19 @@ class _ConnectionCollector:
         yield refused
 
 
-def ops_routes(metrics: Metrics, ready: Callable[[], Awaitable[bool]]) -> list[Route]:
+def ops_routes(metrics: Metrics, ready: Callable[[], Awaitable[bool | str]]) -> list[Route]:
     """Starlette routes for operating the server: mount them with the app's others.
 
     - `GET /metrics`: `metrics` in the Prometheus text format, or in OpenMetrics when the
       request's `Accept` header asks for it (`prometheus_client.exposition.choose_encoder`).
     - `GET /healthz`: 200 `ok` whenever the event loop answers (the liveness probe: a process
       that cannot answer this is restarted).
-    - `GET /readyz`: 200 `ready` when `await ready()` is True, else 503 `not ready` (the
-      readiness probe: the Service sends new sessions only to ready replicas). `ready` should
-      say False while the pool cannot start workers, the store cannot be reached, or the server
-      drains; one that raises or takes longer than `READY_TIMEOUT` seconds counts as False.
+    - `GET /readyz`: 200 `ready` when `await ready()` is True, else 503 `not ready`, followed by
+      why when `ready()` says it as a str instead of False (`not ready: the server is draining`):
+      the readiness probe, so the Service sends new sessions only to ready replicas. `ready`
+      should say why not while the pool cannot start workers, the store cannot be reached, or
+      the server drains; one that raises or takes longer than `READY_TIMEOUT` seconds is not
+      ready, and says so.
     """
 
     async def metrics_endpoint(request: Request) -> Response:
@@ -179,10 +185,14 @@ def ops_routes(metrics: Metrics, ready: Callable[[], Awaitable[bool]]) -> list[R
     async def readyz(request: Request) -> Response:
         try:
             async with asyncio.timeout(READY_TIMEOUT):
-                is_ready = await ready()
-        except Exception:
-            is_ready = False
-        return PlainTextResponse('ready') if is_ready else PlainTextResponse('not ready', status_code=503)
+                answer = await ready()
+        except TimeoutError:
+            answer = f'the readiness check took longer than {READY_TIMEOUT:g} seconds'
+        except Exception as error:
+            answer = f'the readiness check failed ({type(error).__name__}: {error})'
+        if answer is True:
+            return PlainTextResponse('ready')
+        return PlainTextResponse('not ready' if answer is False else f'not ready: {answer}', status_code=503)
 
     return [
         Route('/metrics', metrics_endpoint, methods=['GET']),
@@ -191,33 +201,36 @@ def ops_routes(metrics: Metrics, ready: Callable[[], Awaitable[bool]]) -> list[R
     ]
 
 
-def pool_readiness(pool: Pool, draining: Callable[[], bool]) -> Callable[[], Awaitable[bool]]:
+def pool_readiness(pool: Pool, draining: Callable[[], bool]) -> Callable[[], Awaitable[bool | str]]:
     """A readiness check for `ops_routes`: True when `draining()` is False, the pool's zygote runs
-    (`pool.started`) and its store answers a read.
+    (`pool.started`) and its store answers a read; else why not, as a str.
 
     A pool whose zygote is not running (it died, or was never started) is not ready; the check
     starts it in the background, so the replica becomes ready again without a checkout (none
     would come: the Service sends nothing to a replica that is not ready). The store read asks
     for a session that does not exist: `SandboxStateError` ("no stored session") means it
-    answered; `SandboxStoreError` (unreachable, locked) means not ready.
+    answered; `SandboxStoreError` (unreachable, locked) means not ready, and its text says why.
     """
     starting: asyncio.Task[None] | None = None
 
-    async def ready() -> bool:
+    async def ready() -> bool | str:
         nonlocal starting
         if draining():
-            return False
+            return 'the server is draining'
         if not pool.started:
+            failed = starting is not None and starting.done() and not starting.cancelled() and starting.exception()
             if starting is None or starting.done():
                 starting = asyncio.get_running_loop().create_task(pool.start())
                 starting.add_done_callback(lambda task: task.cancelled() or task.exception())  # seen by the next check
-            return False
+            if failed:
+                return f'the sandbox workers cannot start: {failed}'
+            return 'the sandbox workers are starting'
         try:
             await pool.store.get(_PROBE_SESSION)
         except SandboxStateError:
             return True
-        except SandboxStoreError:
-            return False
+        except SandboxStoreError as error:
+            return f'the store does not answer: {error}'
         return True
 
     return ready

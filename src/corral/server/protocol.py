@@ -21,6 +21,10 @@ Bearer <api key>` (when it has one) and the W3C trace context of the caller (`tr
       [CLOSE]                         end the session (a request running is cut off); the server
                                       answers CLOSED once the session has ended and its tenant's
                                       slot is free, then closes the connection
+      [LIST, version]                 instead of OPEN: no session opens; the server answers SESSIONS
+                                      and closes the connection
+      [DELETE, version, session_id]   instead of OPEN: delete the tenant's stored session; the server
+                                      answers DELETED (or ERROR) and closes the connection
 
     server -> client
       [OPENED, session_id, random_seed, max_frame, pending]   the session is ready
@@ -38,6 +42,8 @@ Bearer <api key>` (when it has one) and the W3C trace context of the caller (`tr
                                       from `state`, its dumped state, None when it could not be dumped)
       [CLOSED]                        the answer to CLOSE: the session has ended, and no longer
                                       counts in its tenant's `concurrent_sessions`
+      [SESSIONS, ids, pending]        the answer to LIST: the ids of the tenant's stored sessions, sorted
+      [DELETED, pending]              the answer to DELETE: the session and its records are deleted
 
 Every response to a request (and OPENED) ends with `pending`, the calls the session is paused on
 (`[call_id, function, args, kwargs, payload]` each; empty when it is not paused).
@@ -73,8 +79,8 @@ from .. import values
 from ..values import Decoder, bounded_repr, pack
 
 __all__ = [
-    'PROTOCOL_VERSION', 'PATH', 'MAX_FRAME', 'OPEN', 'FEED', 'ANSWERS', 'RESUME', 'DUMP', 'LOAD', 'CLOSE',
-    'OPENED', 'EVENTS', 'RESULT', 'PAUSED', 'ERROR', 'DRAIN', 'CLOSED', 'CALL', 'OUTPUT',
+    'PROTOCOL_VERSION', 'PATH', 'MAX_FRAME', 'OPEN', 'FEED', 'ANSWERS', 'RESUME', 'DUMP', 'LOAD', 'CLOSE', 'LIST', 'DELETE',
+    'OPENED', 'EVENTS', 'RESULT', 'PAUSED', 'ERROR', 'DRAIN', 'CLOSED', 'SESSIONS', 'DELETED', 'CALL', 'OUTPUT',
     'CLOSE_PROTOCOL', 'CLOSE_UNAUTHORIZED', 'CLOSE_TOO_LARGE', 'CLOSE_SLOW', 'CLOSE_ENDED', 'CLOSE_DRAIN', 'CLOSE_BUSY',
     'encode', 'decode', 'kind_of', 'error_message', 'error_from', 'builtin_exception', 'pending_from', 'pending_items',
 ]
@@ -89,8 +95,8 @@ PATH = '/session'
 #: value as large as a worker's channel carries (`corral.values.MAX_FRAME`), and room for its envelope.
 MAX_FRAME = values.MAX_FRAME + 64 * 1024
 
-OPEN, FEED, ANSWERS, RESUME, DUMP, LOAD, CLOSE = range(1, 8)
-OPENED, EVENTS, RESULT, PAUSED, ERROR, DRAIN, CLOSED = range(11, 18)
+OPEN, FEED, ANSWERS, RESUME, DUMP, LOAD, CLOSE, LIST, DELETE = range(1, 10)
+OPENED, EVENTS, RESULT, PAUSED, ERROR, DRAIN, CLOSED, SESSIONS, DELETED = range(11, 20)
 CALL, OUTPUT = range(21, 23)
 
 #: WebSocket close codes (4000-4999 are the application's, RFC 6455 7.4.2).

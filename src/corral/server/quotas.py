@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import logging
 import math
 import secrets
 import weakref
@@ -28,6 +29,14 @@ if TYPE_CHECKING:
     from ..host.session import Session
 
 __all__ = ['QuotaStore', 'Quotas', 'TenantQuotas', 'TenantSlot']
+
+_log = logging.getLogger('corral.server')
+
+
+def _refused(error: SandboxQuotaError) -> SandboxQuotaError:
+    """`error`, logged at info for the server's operator: every refusal of a quota is."""
+    _log.info('refused (quota): %s', error)
+    return error
 
 
 @dataclasses.dataclass(frozen=True)
@@ -175,13 +184,13 @@ class Quotas:
             return
         used = await self.cpu_used(tenant)
         if used >= limit:
-            raise SandboxQuotaError(
+            raise _refused(SandboxQuotaError(
                 f'tenant {tenant!r} used {used:.1f} CPU seconds in the last hour; its quota is {limit:g} (cpu_seconds_per_hour)',
                 tenant=tenant,
                 quota='cpu_seconds_per_hour',
                 limit=limit,
                 used=used,
-            )
+            ))
 
     async def cpu_used(self, tenant: str) -> float:
         """The tenant's CPU seconds in the last hour: those in the store (every replica's, up to
@@ -269,14 +278,14 @@ class Quotas:
         used = await self._tables.stored_bytes(tenant, excluding=None if append else session_id)
         if used + size > limit:
             what = 'record' if append else 'state'
-            raise SandboxQuotaError(
+            raise _refused(SandboxQuotaError(
                 f'tenant {tenant!r} stores {used} bytes of sessions, and the {what} of {session_id!r} ({size} bytes) '
                 f'would bring that to {used + size}; its quota is {limit} bytes (stored_bytes). The {what} was not stored',
                 tenant=tenant,
                 quota='stored_bytes',
                 limit=limit,
                 used=used,
-            )
+            ))
 
     def guard(self, store: Store) -> QuotaStore:
         """`store` with every `put` and `append` checked against the tenant's `stored_bytes`
@@ -352,13 +361,13 @@ class TenantSlot:
             await self._tables.release_tenant_slot(self.tenant, self.holder)
 
     def _refusal(self, limit: int | None, in_use: int, why: str) -> SandboxQuotaError:
-        return SandboxQuotaError(
+        return _refused(SandboxQuotaError(
             f'tenant {self.tenant!r} has {in_use} session{"" if in_use == 1 else "s"} open; its quota is {limit} (concurrent_sessions){why}',
             tenant=self.tenant,
             quota='concurrent_sessions',
             limit=cast(int, limit),
             used=in_use,
-        )
+        ))
 
 
 class QuotaStore:

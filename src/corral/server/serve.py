@@ -1,7 +1,7 @@
 """The `corral serve` command: the app of `corral.server.app` on uvicorn.
 
     corral serve [--host 127.0.0.1] [--port 8765] [--store sqlite:///PATH|postgresql://...]
-                 [--max-frame BYTES] [--max-outbox BYTES] [--idle-timeout SECONDS] [--drain-grace SECONDS] [--lease-ttl SECONDS] [--state-key-file FILE] [--packages numpy,pandas,matplotlib] [--ssl-keyfile KEY --ssl-certfile CERT] [--skip-layers LAYER,...]
+                 [--max-frame BYTES] [--max-outbox BYTES] [--idle-timeout SECONDS] [--drain-grace SECONDS] [--lease-ttl SECONDS] [--retention DURATION] [--state-key-file FILE] [--packages numpy,pandas,matplotlib] [--ssl-keyfile KEY --ssl-certfile CERT] [--skip-layers LAYER,...]
                  [--max-pending N] [--max-pending-per-address N] [--max-limit NAME=VALUE ...]
                  [--handshake-timeout SECONDS] [--max-handshakes-per-address N] [--allow-origin ORIGIN ...]
                  [--max-mount-files N] [--max-tenant-mount-files N] [--max-tenant-mount-bytes BYTES]
@@ -16,20 +16,29 @@ terminate TLS at an ingress or load balancer in front of plain `ws://`. Beside t
 a key: `/metrics` (Prometheus), `/healthz` and `/readyz` (`corral.server.metrics`). The store URL
 and the state key may come from the environment instead, as a Kubernetes Secret gives them:
 `CORRAL_STORE`, and `CORRAL_STATE_KEY` (hex digits) or `CORRAL_STATE_KEY_FILE`.
+
+It logs on stderr (`--log-level`, default info): as it starts, its address, its store, how many
+API keys the store holds and the lockdown layers in force (a warning when it listens beyond
+loopback with no key made, or skips a layer); every refused key, quota or connection, at info.
+A store it cannot use stops it before it listens, saying why (exit status 1).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import ipaddress
+import logging
 import os
 import sys
 from typing import Any
 
-from ..errors import SandboxInsecureError
-from ..integrations._common import add_packages, add_skip_layers
+from ..errors import SandboxInsecureError, SandboxStateError, SandboxStoreError
+from ..store.base import redact_url
+from ..store.url import STORE_ENV, configured_store_url
+from ..worker.zygote import LAYERS
+from ..integrations._common import add_packages, add_skip_layers, is_loopback
 from . import protocol as p
+from .admin import parse_duration
 
 __all__ = ['main', 'DEFAULT_PORT', 'DRAIN_GRACE']
 
@@ -39,15 +48,6 @@ DEFAULT_PORT = 8765
 #: Seconds, on SIGTERM, that the feeds running get to end (`corral serve --drain-grace`); give the
 #: pod's `terminationGracePeriodSeconds` more than this.
 DRAIN_GRACE = 20.0
-
-
-def _loopback(host: str) -> bool:
-    if host == 'localhost':
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def _max_limit(text: str) -> tuple[str, float]:
@@ -76,14 +76,14 @@ def main(argv: list[str]) -> int:
         )
         from .listener import HANDSHAKE_TIMEOUT, MAX_HANDSHAKES_PER_ADDRESS, guarded_http
     except ImportError as error:
-        print(f'corral serve: error: the server needs its extra ({error}): pip install "corral[server]"', file=sys.stderr)
+        print(f"corral serve: error: the server needs its extra ({error}): pip install -e '.[server]' in corral's clone", file=sys.stderr)
         return 2
     parser = argparse.ArgumentParser(prog='corral serve', description='Serve corral sandboxes over WebSocket; host functions run in each client.')
     parser.add_argument('--host', default='127.0.0.1', help='address to listen on (default: 127.0.0.1, loopback only); beyond loopback every caller needs an API key')
     parser.add_argument('--port', type=int, default=DEFAULT_PORT, help=f'port to listen on (default: {DEFAULT_PORT})')
     parser.add_argument(
-        '--store', metavar='URL', default=os.environ.get('CORRAL_STORE') or None,
-        help='session store: sqlite:///PATH or postgresql://... (default: $CORRAL_STORE, else the embedded SQLite store)',
+        '--store', metavar='URL',
+        help=f'session store: sqlite:///PATH or postgresql://... (default: ${STORE_ENV}, else the embedded SQLite store)',
     )
     parser.add_argument('--max-frame', type=int, default=p.MAX_FRAME, metavar='BYTES', help=f'largest frame taken from a client (default: {p.MAX_FRAME})')
     parser.add_argument('--max-outbox', type=int, default=MAX_OUTBOX, metavar='BYTES', help=f'bytes held for a client that does not read before it is cut off (default: {MAX_OUTBOX})')
@@ -128,6 +128,10 @@ def main(argv: list[str]) -> int:
         "WebSocket from a web page (one that sends an Origin header) is refused; corral's clients send none",
     )
     parser.add_argument('--drain-grace', type=float, default=DRAIN_GRACE, metavar='SECONDS', help=f'on SIGTERM, seconds the feeds running get to end before their sessions move elsewhere (default: {DRAIN_GRACE:g})')
+    parser.add_argument(
+        '--retention', type=parse_duration, metavar='DURATION',
+        help="delete stored sessions (every tenant's) untouched for this long, with their records: seconds, or 90m, 12h, 30d (default: kept for ever)",
+    )
     parser.add_argument('--lease-ttl', type=float, default=30.0, metavar='SECONDS', help="seconds a stored session's lease outlives a replica that died holding it (default: 30)")
     parser.add_argument(
         '--state-key-file', metavar='FILE', default=os.environ.get('CORRAL_STATE_KEY_FILE'),
@@ -137,9 +141,14 @@ def main(argv: list[str]) -> int:
     add_packages(parser)
     parser.add_argument('--ssl-keyfile', metavar='FILE', help="TLS private key (uvicorn's option); clients connect with wss://")
     parser.add_argument('--ssl-certfile', metavar='FILE', help="TLS certificate (uvicorn's option)")
-    parser.add_argument('--log-level', default='warning', help="uvicorn's log level (default: warning)")
+    parser.add_argument(
+        '--log-level', default='info', choices=('critical', 'error', 'warning', 'info', 'debug', 'trace'),
+        help='what is logged on stderr: info (the default) logs the start and every refusal; debug also each HTTP request',
+    )
     add_skip_layers(parser)
     args = parser.parse_args(argv)
+    args.store = configured_store_url(args.store)
+    log = _logger(args.log_level)
     from ..host.pool import Pool
     from ..store.url import open_store
     from .keys import KeyRing
@@ -175,14 +184,15 @@ def main(argv: list[str]) -> int:
     keys, quotas = KeyRing(store), Quotas(store)
     metrics = Metrics()
     pool = Pool(
-        store=quotas.guard(store), skip_layers=args.skip_layers, packages=args.packages, lease_ttl=args.lease_ttl, state_key=state_key, observer=metrics
+        store=quotas.guard(store), skip_layers=args.skip_layers, packages=args.packages, lease_ttl=args.lease_ttl, state_key=state_key, observer=metrics,
+        retention=args.retention,
     )
     draining = lambda: app.state.corral.draining  # noqa: E731
     try:
         app = create_app(
             pool=pool,
             routes=ops_routes(metrics, ready=pool_readiness(pool, draining=draining)),
-            authenticate=authenticator(keys, anonymous=_loopback(args.host)),
+            authenticate=authenticator(keys, anonymous=is_loopback(args.host)),
             hooks=[TenantHooks(quotas)],
             max_frame=args.max_frame,
             max_outbox=args.max_outbox,
@@ -208,6 +218,7 @@ def main(argv: list[str]) -> int:
         ws_per_message_deflate=False,
         lifespan='on',
         log_level=args.log_level,
+        access_log=args.log_level in ('debug', 'trace'),
         ssl_keyfile=args.ssl_keyfile,
         ssl_certfile=args.ssl_certfile,
     )
@@ -223,18 +234,64 @@ def main(argv: list[str]) -> int:
 
     server = Server(config)
 
-    async def run() -> None:
+    async def run() -> int:
         try:
+            try:  # a store that cannot be used, or no key to sign states with, stops the server before it listens
+                where = redact_url(args.store) if args.store else f'the embedded SQLite store {store.path}'  # type: ignore[attr-defined]
+                keys_made = len([key for key in await keys.list() if key.revoked is None])
+                try:
+                    await store.get(_PROBE)
+                except SandboxStateError:  # there is no such session: the store answered
+                    pass
+                if state_key is None:
+                    store.default_state_key()  # a SQLite store's own key; a PostgreSQL store has none
+            except SandboxStoreError as error:
+                print(f'corral serve: error: the store cannot be used: {error}', file=sys.stderr)
+                return 1
+            except SandboxStateError as error:  # no state key
+                print(f'corral serve: error: {error} (--state-key-file, or $CORRAL_STATE_KEY in hex digits)', file=sys.stderr)
+                return 2
             await pool.start()
+            scheme = 'wss' if args.ssl_certfile else 'ws'
+            skipped = sorted(pool.skip_layers)
+            log.info(
+                'serving on %s://%s:%d, sessions stored in %s%s, %d API key%s, lockdown layers: %s%s',
+                scheme, args.host, args.port, where, f' (kept {args.retention:g} seconds untouched)' if args.retention else '',
+                keys_made, '' if keys_made == 1 else 's',
+                ', '.join(layer for layer in LAYERS if layer not in pool.skip_layers),
+                f' (skipped: {", ".join(skipped)})' if skipped else '',
+            )
+            if skipped:
+                log.warning('scripts run without the lockdown layers %s, so they are less contained (--skip-layers)', ', '.join(skipped))
+            if not is_loopback(args.host) and keys_made == 0:
+                log.warning(
+                    'listening on %s, beyond loopback, and the store has no API key: every caller is refused until one is made '
+                    '(corral keys create --tenant NAME, with this store: --store or $%s)', args.host, STORE_ENV,
+                )
             await server.serve()
+            return 0
         finally:
             await pool.aclose()
             await quotas.close()
             await store.close()
 
     try:
-        asyncio.run(run())
+        return asyncio.run(run())
     except SandboxInsecureError as error:
         print(error.display(), file=sys.stderr)
         return 1
-    return 0
+
+
+#: The id the store is asked for as the server starts: no session has it (so `get` says so).
+_PROBE = 'start-probe'
+
+
+def _logger(level: str) -> logging.Logger:
+    """corral's logger, writing on stderr at `level` (uvicorn's names; its `trace` is debug here)."""
+    log = logging.getLogger('corral')
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter('%(levelname)s: corral serve: %(message)s'))
+    log.addHandler(handler)
+    log.setLevel(logging.DEBUG if level == 'trace' else level.upper())
+    log.propagate = False
+    return logging.getLogger('corral.server')

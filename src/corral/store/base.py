@@ -119,6 +119,13 @@ class Store(Protocol):
         """The ids of the tenant's stored sessions, sorted."""
         ...
 
+    async def delete_untouched(self, seconds: float) -> builtins.list[tuple[str, str]]:
+        """Delete, with their records and leases, the stored sessions of every tenant that were
+        untouched for `seconds` (a finite number above 0): not written (`put`, `append`) and not
+        leased in that time. Returns the `(tenant, session_id)` of each, sorted. A session whose
+        lease is live, or expired less than `seconds` ago, is kept."""
+        ...
+
     def default_state_key(self) -> bytes:
         """The key that signs states when the pool is given none (`Pool(state_key=None)`), or an
         error that says to pass one."""

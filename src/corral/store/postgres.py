@@ -7,7 +7,7 @@ import builtins
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..errors import SandboxError, SandboxStateError, SandboxStoreError
+from ..errors import CorralError, SandboxStateError, SandboxStoreError
 from .base import (
     StoredState,
     busy_error,
@@ -96,7 +96,7 @@ class PostgresStore(PostgresTenantTables):
     `Pool(state_key=...)` (`default_state_key` raises and says so). Use a store from one event loop
     (its connections belong to the loop that opened them).
 
-    Needs asyncpg: `pip install 'corral[postgres]'`.
+    Needs asyncpg: `pip install -e '.[postgres]' in corral's clone`.
     """
 
     def __init__(
@@ -111,7 +111,7 @@ class PostgresStore(PostgresTenantTables):
         try:
             import asyncpg  # noqa: F401
         except ImportError:
-            raise ImportError("the PostgreSQL session store needs asyncpg: pip install 'corral[postgres]'") from None
+            raise ImportError("the PostgreSQL session store needs asyncpg: pip install -e '.[postgres]' in corral's clone") from None
         if not 1 <= min_size <= max_size:
             raise ValueError(f'need 1 <= min_size <= max_size; got min_size={min_size}, max_size={max_size}')
         self._dsn = dsn
@@ -302,6 +302,31 @@ class PostgresStore(PostgresTenantTables):
 
         return await self._run(list_ids)
 
+    async def delete_untouched(self, seconds: float) -> builtins.list[tuple[str, str]]:
+        """Delete the sessions, of every tenant, neither written nor leased in the last `seconds` (of
+        the database server's clock), in one transaction; returns their `(tenant, session_id)`, sorted."""
+        seconds = check_ttl(seconds)
+
+        async def delete_untouched(db: asyncpg.Connection) -> builtins.list[tuple[str, str]]:
+            async with db.transaction():
+                rows = await db.fetch(
+                    'DELETE FROM corral_sessions s WHERE s.updated < now() - make_interval(secs => $1) '
+                    'AND NOT EXISTS (SELECT 1 FROM corral_leases l WHERE l.tenant = s.tenant AND l.session_id = s.session_id '
+                    'AND l.expires >= now() - make_interval(secs => $1)) RETURNING s.tenant, s.session_id',
+                    seconds,
+                )
+                tenants, ids = [row[0] for row in rows], [row[1] for row in rows]
+                for table in ('corral_records', 'corral_leases'):
+                    await db.execute(
+                        f'DELETE FROM {table} t USING unnest($1::text[], $2::text[]) AS gone(tenant, session_id) '
+                        'WHERE t.tenant = gone.tenant AND t.session_id = gone.session_id',
+                        tenants,
+                        ids,
+                    )
+            return sorted((row[0], row[1]) for row in rows)
+
+        return await self._run(delete_untouched)
+
     def default_state_key(self) -> bytes:
         """Always raises `SandboxStateError`: a key kept in the database would let anyone who can
         write the database forge states, so a PostgreSQL store needs `Pool(state_key=...)`."""
@@ -329,7 +354,7 @@ class PostgresStore(PostgresTenantTables):
             pool = await self._open()
             async with pool.acquire() as connection:
                 return await operation(connection)
-        except SandboxError:
+        except CorralError:
             raise
         except (OSError, asyncio.TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as e:
             raise self._translate(e) from None

@@ -40,7 +40,7 @@ _T = TypeVar('_T')
 
 # The state, its generation, the records appended to it and the lease live in four tables because
 # SQLite rewrites a whole row (its blob included) on UPDATE: neither an append, which moves the
-# generation on, nor a lease renewal may rewrite a state of tens of MB.
+# generation on (and its `touched` time, for retention), nor a lease renewal may rewrite a state of tens of MB.
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS corral_sessions (
     tenant TEXT NOT NULL,
@@ -53,6 +53,7 @@ CREATE TABLE IF NOT EXISTS corral_generations (
     tenant TEXT NOT NULL,
     session_id TEXT NOT NULL,
     generation INTEGER NOT NULL,
+    touched REAL,
     PRIMARY KEY (tenant, session_id)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS corral_records (
@@ -302,10 +303,7 @@ class SQLiteStore(SQLiteTenantTables):
                 if db.execute('SELECT 1 FROM corral_sessions WHERE tenant = ? AND session_id = ?', key).fetchone() is None:
                     raise not_found_error(key[1])
                 _refuse_other_holder(db, key, holder, time.time())
-                db.execute('DELETE FROM corral_sessions WHERE tenant = ? AND session_id = ?', key)
-                db.execute('DELETE FROM corral_records WHERE tenant = ? AND session_id = ?', key)
-                db.execute('DELETE FROM corral_generations WHERE tenant = ? AND session_id = ?', key)
-                db.execute('DELETE FROM corral_leases WHERE tenant = ? AND session_id = ?', key)
+                _delete_rows(db, key)
 
         await self._run(delete)
 
@@ -318,6 +316,27 @@ class SQLiteStore(SQLiteTenantTables):
             return [row[0] for row in rows]
 
         return await self._run(list_ids)
+
+    async def delete_untouched(self, seconds: float) -> builtins.list[tuple[str, str]]:
+        """Delete the sessions, of every tenant, neither written nor leased in the last `seconds`,
+        in one transaction; returns their `(tenant, session_id)`, sorted."""
+        seconds = check_ttl(seconds)
+
+        def delete_untouched(db: sqlite3.Connection) -> builtins.list[tuple[str, str]]:
+            with _write_transaction(db):
+                cutoff = time.time() - seconds
+                keys = db.execute(
+                    'SELECT s.tenant, s.session_id FROM corral_sessions s LEFT JOIN corral_generations g '
+                    'ON g.tenant = s.tenant AND g.session_id = s.session_id '
+                    'WHERE max(s.updated, coalesce(g.touched, 0)) < ? AND NOT EXISTS (SELECT 1 FROM corral_leases l '
+                    'WHERE l.tenant = s.tenant AND l.session_id = s.session_id AND l.expires >= ?) ORDER BY s.tenant, s.session_id',
+                    (cutoff, cutoff),
+                ).fetchall()
+                for key in keys:
+                    _delete_rows(db, key)
+            return [(tenant, session_id) for tenant, session_id in keys]
+
+        return await self._run(delete_untouched)
 
     def default_state_key(self) -> bytes:
         """The 32-byte signing key in `<database>.key` beside the database file, created with mode
@@ -403,6 +422,9 @@ class SQLiteStore(SQLiteTenantTables):
                         for statement in (*_SCHEMA.split(';'), *SQLITE_TENANT_SCHEMA):
                             if statement.strip():
                                 connection.execute(statement)
+                        columns = [row[1] for row in connection.execute('PRAGMA table_info(corral_generations)')]
+                        if 'touched' not in columns:  # a store made before retention: its sessions count as written when stored
+                            connection.execute('ALTER TABLE corral_generations ADD COLUMN touched REAL')
                     self._schema_ready = True
         except BaseException:
             connection.close()
@@ -505,10 +527,16 @@ def _compare_generation(db: sqlite3.Connection, key: tuple[str, str], generation
 
 def _set_generation(db: sqlite3.Connection, key: tuple[str, str], generation: int) -> None:
     db.execute(
-        'INSERT INTO corral_generations (tenant, session_id, generation) VALUES (?, ?, ?) '
-        'ON CONFLICT (tenant, session_id) DO UPDATE SET generation = excluded.generation',
-        (*key, generation),
+        'INSERT INTO corral_generations (tenant, session_id, generation, touched) VALUES (?, ?, ?, ?) '
+        'ON CONFLICT (tenant, session_id) DO UPDATE SET generation = excluded.generation, touched = excluded.touched',
+        (*key, generation, time.time()),
     )
+
+
+def _delete_rows(db: sqlite3.Connection, key: tuple[str, str]) -> None:
+    """Delete a session's rows from every table (in a write transaction)."""
+    for table in ('corral_sessions', 'corral_records', 'corral_generations', 'corral_leases'):
+        db.execute(f'DELETE FROM {table} WHERE tenant = ? AND session_id = ?', key)
 
 
 def _refuse_other_holder(

@@ -3,6 +3,7 @@ tables of a store or a store URL."""
 
 from __future__ import annotations
 
+import os
 from typing import cast
 from urllib.parse import unquote, urlsplit
 
@@ -11,7 +12,11 @@ from .postgres import PostgresStore
 from .sqlite import SQLiteStore
 from .tenants import TenantTables
 
-__all__ = ['open_store', 'open_tenant_tables']
+__all__ = ['open_store', 'open_tenant_tables', 'STORE_ENV', 'configured_store_url']
+
+#: The environment variable every corral command reads its store URL from when `--store` is not
+#: given (`corral serve`, `keys`, `tenants`, `sessions`), as a Kubernetes Secret gives it.
+STORE_ENV = 'CORRAL_STORE'
 
 _SCHEMES = (
     "the accepted store URLs are 'sqlite:///absolute/path.db', 'sqlite:relative/path.db', "
@@ -59,6 +64,12 @@ def open_store(url: str | None = None) -> Store:
     if path.startswith('//'):
         path = '/' + path.lstrip('/')
     return SQLiteStore(path)
+
+
+def configured_store_url(url: str | None) -> str | None:
+    """The store URL a command uses: `url` (its `--store`) when given, else `$CORRAL_STORE`, else
+    None (the embedded default)."""
+    return url or os.environ.get(STORE_ENV) or None
 
 
 def open_tenant_tables(store: TenantTables | str | None, what: str) -> tuple[TenantTables, bool]:
