@@ -30,8 +30,10 @@ async def test_list_and_delete(tmp_path):
         theirs = await stored(pool, tenant='acme')
         assert await pool.list_sessions() == sorted([first, second])
         assert await pool.list_sessions(tenant='acme') == [theirs]
+        assert len(pool._checkpoints) == 3  # each left its worker as a live checkpoint
         await pool.delete_session(first)
         assert await pool.list_sessions() == [second]
+        assert len(pool._checkpoints) == 2  # the deleted session's went with it
         with pytest.raises(corral.SandboxStateError) as info:
             await pool.delete_session(first)
         assert str(info.value) == f'no stored session with id {first!r}'
@@ -69,6 +71,7 @@ async def test_retention_deletes_sessions_untouched_for_longer(tmp_path):
             await asyncio.sleep(1.0)  # checked out: its lease keeps it
             assert await pool.list_sessions() == [kept.session_id]
         assert sum(observer.counts) == 2  # old and theirs, in one sweep or two
+        assert len(pool._checkpoints) == 1  # the expired sessions' checkpoints went with them: kept's stays
         assert (await pool.list_sessions(), await pool.list_sessions(tenant='acme')) == ([kept.session_id], [])
         with pytest.raises(corral.SandboxStateError):
             await pool.store.get(theirs, tenant='acme')

@@ -27,6 +27,7 @@ import asyncio
 import hashlib
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 import msgpack
@@ -185,6 +186,13 @@ class Checkpoints:
         self._changed()
         self._observer.checkpoint_taken(checkpoint is not None)
         return checkpoint
+
+    def discard(self, sessions: Iterable[tuple[str, str]]) -> None:
+        """Kill the checkpoints of these `(tenant, session_id)` stored sessions (deleted: their
+        state is gone from the store, and goes from this host too)."""
+        for tenant, session_id in sessions:
+            self._drop((tenant, session_id))
+        self._changed()
 
     def close(self) -> None:
         """Kill every checkpoint's worker, and keep none from now on."""

@@ -342,6 +342,8 @@ class Pool:
         is another tenant's), `SandboxSessionBusyError` while it is checked out, `ValueError` for a
         malformed id, `SandboxStoreError` when the store fails."""
         await self._get_store().delete(session_id, tenant=check_tenant(tenant))
+        if self._checkpoints is not None:
+            self._checkpoints.discard([(tenant, session_id)])
 
     async def expire_sessions(self) -> list[tuple[str, str]]:
         """Delete now the stored sessions, of every tenant, untouched for `retention` seconds;
@@ -350,6 +352,8 @@ class Pool:
             return []
         expired = await self._get_store().delete_untouched(self.retention)
         if expired:
+            if self._checkpoints is not None:
+                self._checkpoints.discard(expired)
             self.observer.sessions_expired(len(expired))
         return expired
 
