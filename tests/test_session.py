@@ -207,9 +207,10 @@ async def test_unknown_import_is_a_clear_error(session):
         '  File "main.py", line 1, in <module>\n'
         '    from payments import charge\n'
         "ModuleNotFoundError: No module named 'payments'. A script may import: abc, asyncio, base64, bisect, calendar, "
-        'collections, collections.abc, contextlib, copy, csv, dataclasses, datetime, decimal, difflib, enum, fnmatch, '
-        'fractions, functools, glob, hashlib, heapq, io, itertools, json, math, operator, os, os.path, pathlib, pprint, '
-        'random, re, statistics, string, sys, textwrap, time, typing, unicodedata, uuid, zoneinfo'
+        'collections, collections.abc, contextlib, copy, csv, dataclasses, datetime, decimal, difflib, email, email.utils, '
+        'enum, fnmatch, fractions, functools, glob, graphlib, hashlib, heapq, html, io, itertools, json, logging, math, '
+        'operator, os, os.path, pathlib, pprint, random, re, shlex, statistics, string, sys, textwrap, time, types, typing, '
+        'unicodedata, urllib, urllib.parse, uuid, warnings, zoneinfo'
     )
 
 

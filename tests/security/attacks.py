@@ -410,8 +410,8 @@ ATTACKS: list[Attack] = [
     """, 'AttributeError: str.format() field {0._queue}: ' + private('_queue', 'Queue objects')[len('AttributeError: '):]),
     attack('string-formatter', 'RestrictedPython CVE-2023-41039: string.Formatter().get_field', """
         import string
-        string.Formatter().get_field('0.__class__', (1,), {})
-    """, no_member('string', 'Formatter')),
+        string.Formatter().get_field('0.__class__.__base__', (1,), {})
+    """, dunder('__base__', MRO, syntax=False)),
 
     # ----- frames, tracebacks, generators, coroutines ---------------------------------------------
     attack('sys-getframe', 'pysandbox; pyjail', """
@@ -1354,4 +1354,77 @@ ATTACKS: list[Attack] = [
                 a
     """, "SyntaxError: class pattern keyword: attribute '__annotations__' cannot be read in the sandbox: names like __this__ "
          "are refused except a short list; only the script's own classes and functions show their annotations"),
+    # ----- the standard library agents reach for: logging, warnings, types, string, shlex, email -----
+    attack('logging-file-handler', 'corral issue: logging writes files through its own open()', """
+        import logging
+        logging.FileHandler('MARKER')
+    """, 'AttributeError: ' + missing_member('logging', 'FileHandler', module_names('logging'))),
+    attack('logging-basic-config-file', 'corral issue: basicConfig(filename=) opens a file', """
+        import logging
+        logging.basicConfig(filename='MARKER')
+    """, "ValueError: basicConfig(filename=...) is not available in the sandbox: log to the script's stderr (the default), "
+         'or to a stream: basicConfig(stream=buffer)'),
+    attack('logging-brace-style-globals', 'RestrictedPython CVE-2023-41039: a format string walks attributes; logging\'s { style', """
+        import logging
+        f = logging.Formatter('{msg.__init__.__globals__}', style='{')
+        f.format(logging.makeLogRecord({'msg': logging.Handler()}))
+    """, "AttributeError: str.format() field {msg.__init__.__globals__}: attribute '__globals__' cannot be read in the "
+         'sandbox: names like __this__ are refused except a short list; function internals are not available in the sandbox'),
+    attack('logging-brace-style-real-class', 'corral red team: the real Formatter class reached through type()', """
+        import logging
+        handler = logging.StreamHandler()
+        real = type(handler).mro()[1]
+        real.__init__(handler, None)
+        f = type(logging.Formatter())('{msg.__init__.__globals__}', style='{')
+        f.format(logging.makeLogRecord({'msg': real()}))
+    """, "AttributeError: str.format() field {msg.__init__.__globals__}: attribute '__globals__' cannot be read in the "
+         'sandbox: names like __this__ are refused except a short list; function internals are not available in the sandbox'),
+    attack('warnings-explicit-host-file', 'corral issue: warn_explicit names a host file whose line it reads', """
+        import warnings
+        warnings.warn_explicit('x', UserWarning, '/etc/passwd', 1)
+    """, 'AttributeError: ' + missing_member('warnings', 'warn_explicit', module_names('warnings'))),
+    attack('string-formatter-globals', 'RestrictedPython CVE-2023-41039: string.Formatter.get_field', """
+        import string
+        def f():
+            pass
+        string.Formatter().format('{0.__globals__}', f)
+    """, "AttributeError: attribute '__globals__' cannot be read in the sandbox: names like __this__ are refused except a "
+         'short list; function internals are not available in the sandbox'),
+    attack('string-formatter-subclass-super', 'RestrictedPython: a subclass reaches the base get_field through super()', """
+        import string
+        class F(string.Formatter):
+            def get_field(self, name, args, kwargs):
+                return super().get_field(name, args, kwargs)
+        def f():
+            pass
+        F().format('{0.__globals__}', f)
+    """, "AttributeError: attribute '__globals__' cannot be read in the sandbox: names like __this__ are refused except a "
+         'short list; function internals are not available in the sandbox'),
+    attack('string-formatter-mro-base', 'corral red team: the real string.Formatter through the facade class\'s MRO', """
+        import string
+        bases = string.Formatter.mro()
+        def f():
+            pass
+        bases[0]().format('{0.__globals__}', f)
+    """, "AttributeError: attribute '__globals__' cannot be read in the sandbox: names like __this__ are refused except a "
+         'short list; function internals are not available in the sandbox'),
+    attack('types-code-type', 'pyjail: types.CodeType builds bytecode', """
+        import types
+        types.CodeType(0, 0, 0, 0, 0, 0, b'', (), (), (), '', '', '', 0, b'', b'')
+    """, 'AttributeError: ' + missing_member('types', 'CodeType', module_names('types'))),
+    attack('types-new-class-finalizer', 'pyjail: a class with a finalizer made by types.new_class', """
+        import types
+        X = types.new_class('X', (), {}, lambda ns: ns.update({'__del__': lambda self: open('MARKER', 'w')}))
+    """, "TypeError: class X cannot define '__del__' in the sandbox; finalizers are not supported in the sandbox; use a with statement"),
+    attack('shlex-source-file', 'cpython: shlex.shlex reads files named in its input (sourcehook)', """
+        import shlex
+        lexer = shlex.shlex('source MARKER', posix=True)
+    """, 'AttributeError: ' + missing_member('shlex', 'shlex', module_names('shlex'))),
+    attack('email-msgid-host-name', 'cpython: email.utils.make_msgid reads the host name', """
+        import email.utils
+        email.utils.make_msgid()
+    """, 'AttributeError: ' + missing_member('email.utils', 'make_msgid', module_names('email.utils'))),
+    attack('urllib-request', 'corral issue: urllib.parse is offered, urllib.request is not', """
+        import urllib.request
+    """, 'ModuleNotFoundError: ' + missing_module('urllib.request')),
 ]

@@ -30,10 +30,11 @@ __all__ = [
 #: The standard library modules a script may import, in the order the docs list them.
 STDLIB_MODULES: tuple[str, ...] = (
     'abc', 'asyncio', 'base64', 'bisect', 'calendar', 'collections', 'collections.abc', 'contextlib',
-    'copy', 'csv', 'dataclasses', 'datetime', 'decimal', 'difflib', 'enum', 'fnmatch', 'fractions',
-    'functools', 'glob', 'hashlib', 'heapq', 'io', 'itertools', 'json', 'math', 'operator', 'os',
-    'os.path', 'pathlib', 'pprint', 'random', 're', 'statistics', 'string', 'sys', 'textwrap', 'time',
-    'typing', 'unicodedata', 'uuid', 'zoneinfo',
+    'copy', 'csv', 'dataclasses', 'datetime', 'decimal', 'difflib', 'email', 'email.utils', 'enum', 'fnmatch',
+    'fractions', 'functools', 'glob', 'graphlib', 'hashlib', 'heapq', 'html', 'io', 'itertools', 'json',
+    'logging', 'math', 'operator', 'os', 'os.path', 'pathlib', 'pprint', 'random', 're', 'shlex',
+    'statistics', 'string', 'sys', 'textwrap', 'time', 'types', 'typing', 'unicodedata', 'urllib',
+    'urllib.parse', 'uuid', 'warnings', 'zoneinfo',
 )
 
 #: The third-party packages a pool may offer (`Pool(packages=[...])`) -> the modules a script may
@@ -172,7 +173,7 @@ _WITHOUT_PACKAGE = (
 #: Why a module is missing, for the modules a model reaches for most.
 MODULE_HINTS: dict[str, str] = {
     **dict.fromkeys(
-        ['socket', 'ssl', 'http', 'urllib', 'urllib.request', 'requests', 'httpx', 'aiohttp', 'ftplib', 'smtplib',
+        ['socket', 'ssl', 'http', 'urllib.request', 'urllib.error', 'urllib.response', 'requests', 'httpx', 'aiohttp', 'ftplib', 'smtplib',
          'xmlrpc', 'websockets', 'asyncio.streams'],
         _NETWORK,
     ),
@@ -186,11 +187,12 @@ MODULE_HINTS: dict[str, str] = {
     **dict.fromkeys(['shutil', 'tempfile'], 'use open(), os and pathlib on the folders the host mounted'),
     'sqlite3': 'databases are reached through the host functions you were given',
     **dict.fromkeys(
-        ['importlib', 'inspect', 'gc', 'ctypes', 'builtins', 'traceback', 'types', 'code', 'codeop', 'dis', 'ast',
-         'weakref', 'sysconfig', 'site', 'runpy', 'pdb', 'faulthandler', 'resource', 'atexit', 'warnings'],
+        ['importlib', 'inspect', 'gc', 'ctypes', 'builtins', 'traceback', 'code', 'codeop', 'dis', 'ast',
+         'weakref', 'sysconfig', 'site', 'runpy', 'pdb', 'faulthandler', 'resource', 'atexit'],
         _INTERNALS,
     ),
-    'logging': 'print() is the script\'s output',
+    'logging.handlers': 'logging writes to the script\'s stderr (the default of basicConfig and StreamHandler), or to a stream',
+    'logging.config': 'configure logging with basicConfig, or with handlers and formatters in code',
     **dict.fromkeys(
         ['scipy', 'sklearn', 'pydantic', 'yaml', 'bs4', 'dateutil', 'pytz', 'attrs', 'typing_extensions', 'tqdm', 'rich',
          'polars', 'openai', 'anthropic'],
@@ -253,7 +255,12 @@ MEMBER_HINTS: dict[tuple[str, str], str] = {
     ('contextlib', 'redirect_stdout'): 'write to a buffer with print(..., file=buffer)',
     ('contextlib', 'redirect_stderr'): 'write to a buffer with print(..., file=buffer)',
     ('contextlib', 'chdir'): 'the working folder is fixed; use paths under the mounted folders',
-    ('string', 'Formatter'): 'use str.format() or f-strings',
+    **{('types', name): _INTERNALS for name in ('CodeType', 'FrameType', 'TracebackType', 'CellType', 'coroutine')},
+    ('shlex', 'shlex'): 'it can read files (source, sourcehook); use shlex.split, shlex.quote and shlex.join',
+    ('email.utils', 'make_msgid'): 'it reads the host\'s name; build an id with uuid.uuid4()',
+    ('email.utils', 'localtime'): _LOCALTIME,
+    ('logging', 'FileHandler'): 'open the file with open() and log to it: StreamHandler(file)',
+    ('warnings', 'warn_explicit'): 'use warnings.warn(message, category, stacklevel)',
     ('functools', 'singledispatchmethod'): 'use functools.singledispatch on a function',
     ('calendar', 'LocaleTextCalendar'): 'locales are not available in the sandbox; use calendar.TextCalendar',
     ('calendar', 'LocaleHTMLCalendar'): 'locales are not available in the sandbox; use calendar.HTMLCalendar',
@@ -312,6 +319,20 @@ MODULE_NOTES: dict[str, str] = {
     'contextlib': 'no `redirect_stdout`/`redirect_stderr` (use `print(..., file=buffer)`), no `chdir`',
     'calendar': '`prmonth`, `prcal` and `TextCalendar`\'s `pr*` methods print to the captured output; no locale calendars',
     'typing': '`reveal_type` prints to the captured output; no `get_type_hints` (it evaluates strings)',
+    'logging': (
+        'handlers write to the script\'s stderr (`basicConfig()`, `StreamHandler()`, and a logger with none) or to a '
+        'stream the script gives; no `FileHandler`; a logged traceback or stack shows the script\'s frames'
+    ),
+    'warnings': (
+        '`warn` writes to the script\'s stderr through the real filters (`simplefilter`, `filterwarnings`, '
+        '`catch_warnings`); no `warn_explicit`'
+    ),
+    'string': '`Formatter` reads fields\' attributes by the sandbox\'s rules, as `str.format` does',
+    'types': 'the types of values a script has (`SimpleNamespace`, `MappingProxyType`, `FunctionType` ...); no `CodeType`, `FrameType`, `TracebackType`, `CellType` or `coroutine`',
+    'shlex': '`split`, `quote` and `join`; no `shlex` class (it can read files)',
+    'email.utils': 'address and date helpers; `formatdate()` without a time reads the clock through the host; no `make_msgid`, `localtime`',
+    'email': 'only `email.utils`',
+    'urllib': 'only `urllib.parse` (strings only; no network)',
 }
 
 
@@ -324,7 +345,7 @@ def missing_module(name: str, host_modules: Iterable[str] = (), packages: Iterab
     session's pool offers, see `PACKAGES`)."""
     offered = (*STDLIB_MODULES, *(module for package in packages for module in PACKAGE_MODULES[package]))
     top = name.partition('.')[0]
-    hint = None if top in offered else MODULE_HINTS.get(name) or MODULE_HINTS.get(top)
+    hint = MODULE_HINTS.get(name) or (None if top in offered else MODULE_HINTS.get(top))
     if hint is None and top in offered:
         hint = f"the sandbox offers '{top}' itself, not its submodules"
     text = f"No module named '{name}'"

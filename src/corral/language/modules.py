@@ -15,8 +15,9 @@ objects by name or hand out the worker's own machinery:
 - dataclasses: `asdict`, `astuple`, `replace` read fields through the sandbox's rules;
   `dataclass` decorates only the script's classes; `make_dataclass` checks its names;
 - copy: `copy`/`deepcopy` from `copying.py`;
-- typing: no `get_type_hints` (it evaluates strings); string: no `Formatter` (an unguarded
-  `getattr`); uuid: no `uuid1`/`getnode` (they run commands to find a MAC address); enum: no
+- typing: no `get_type_hints` (it evaluates strings); string: `Formatter` reads attributes
+  with the sandbox's rules; types, shlex, email.utils: an allow-list (no `types.CodeType`, no
+  `shlex.shlex` and its file reading, no `make_msgid`); logging, warnings: see `logs.py`; uuid: no `uuid1`/`getnode` (they run commands to find a MAC address); enum: no
   `global_enum` (it writes into the worker's `__main__`); contextlib: no `redirect_stdout`,
   `redirect_stderr` (they swap `sys.stdout`) or `chdir`;
 - the facades of `facades.py` (os, os.path, pathlib, glob, time, random, sys, io, pprint,
@@ -32,11 +33,14 @@ Facades are built on first import and cached for the worker process (one process
 
 from __future__ import annotations
 
+import _string
 import asyncio
 import collections
 import dataclasses
+import email.utils
 import functools
 import importlib
+import string
 import sys
 import types
 import typing
@@ -56,6 +60,8 @@ from .catalog import PACKAGE_MODULES, STDLIB_MODULES, missing_member, missing_mo
 from .packages import BUILDERS as PACKAGE_BUILDERS
 from .packages import load, loaded
 from .facades import BUILDERS, TextCalendar, prcal, prmonth, register_random, reveal_type, run, uuid4
+from .facades import time as _clock
+from .logs import BUILDERS as LOG_BUILDERS
 from .rules import (
     CLASS_ASSIGN_DUNDERS,
     DEFINABLE_DUNDERS,
@@ -91,17 +97,36 @@ _ABC = (
     'get_cache_token', 'update_abstractmethods',
 )
 
+_TYPES = (
+    'AsyncGeneratorType', 'BuiltinFunctionType', 'BuiltinMethodType', 'ClassMethodDescriptorType', 'CoroutineType',
+    'DynamicClassAttribute', 'EllipsisType', 'FunctionType', 'GeneratorType', 'GenericAlias', 'GetSetDescriptorType',
+    'LambdaType', 'MappingProxyType', 'MemberDescriptorType', 'MethodDescriptorType', 'MethodType', 'MethodWrapperType',
+    'ModuleType', 'NoneType', 'NotImplementedType', 'SimpleNamespace', 'UnionType', 'WrapperDescriptorType',
+    'new_class', 'prepare_class', 'resolve_bases',
+)
+
+_EMAIL_UTILS = (
+    'collapse_rfc2231_value', 'decode_params', 'decode_rfc2231', 'encode_rfc2231', 'format_datetime', 'formataddr',
+    'formatdate', 'getaddresses', 'mktime_tz', 'parseaddr', 'parsedate', 'parsedate_to_datetime', 'parsedate_tz',
+    'quote', 'unquote',
+)
+
 #: Names left out of a module's public API.
 _WITHHELD: dict[str, frozenset[str]] = {
     'typing': frozenset({'get_type_hints', 'no_type_check', 'no_type_check_decorator'}),
-    'string': frozenset({'Formatter'}),
     'enum': frozenset({'global_enum', 'global_enum_repr', 'global_flag_repr', 'global_str', 'pickle_by_enum_name', 'pickle_by_global_name'}),
     'functools': frozenset({'singledispatchmethod'}),
     'calendar': frozenset({'LocaleTextCalendar', 'LocaleHTMLCalendar'}),
 }
 
 #: Names taken from an explicit list instead of the module's public API.
-_ONLY: dict[str, tuple[str, ...]] = {'asyncio': _ASYNCIO, 'uuid': _UUID, 'contextlib': _CONTEXTLIB, 'abc': _ABC}
+#: `types`: no `CodeType` (it makes code from bytes), `FrameType`, `TracebackType`, `CellType`, `coroutine`;
+#: `shlex`: no `shlex` class (its `sourcehook` opens files); `email.utils`: no `make_msgid` (it reads
+#: the host's name) or `localtime`; `email`, `urllib`: their sandbox submodules only.
+_ONLY: dict[str, tuple[str, ...]] = {
+    'asyncio': _ASYNCIO, 'uuid': _UUID, 'contextlib': _CONTEXTLIB, 'abc': _ABC, 'types': _TYPES,
+    'shlex': ('join', 'quote', 'split'), 'email': (), 'email.utils': _EMAIL_UTILS, 'urllib': (),
+}
 
 _cache: dict[str, types.ModuleType] = {}
 
@@ -175,7 +200,7 @@ def stdlib_module(name: str) -> types.ModuleType:
     package's `PACKAGE_MODULES`), cached."""
     module = _cache.get(name)
     if module is None:
-        builder = BUILDERS.get(name) or PACKAGE_BUILDERS.get(name)
+        builder = BUILDERS.get(name) or LOG_BUILDERS.get(name) or PACKAGE_BUILDERS.get(name)
         if builder is None:
             module = facade(importlib.import_module(name))
         else:
@@ -300,6 +325,40 @@ class methodcaller:
 
 
 attrgetter.__module__ = methodcaller.__module__ = 'operator'
+
+
+# ----- string ----------------------------------------------------------------------------------
+
+def _get_field(self: Any, field_name: str, args: Any, kwargs: Any) -> tuple[Any, Any]:
+    """`string.Formatter.get_field`, reading attributes with the sandbox's rules."""
+    first, rest = _string.formatter_field_name_split(field_name)
+    obj = self.get_value(first, args, kwargs)
+    for is_attribute, key in rest:
+        obj = guarded_getattr(obj, key) if is_attribute else obj[key]
+    return obj, first
+
+
+def _formatter() -> type:
+    """`string.Formatter`: CPython's methods in a class that does not derive from it (a script's
+    subclass must not reach the unguarded `get_field` through its MRO), with a guarded `get_field`."""
+    namespace = {key: value for key, value in vars(string.Formatter).items() if key not in ('__dict__', '__weakref__')}
+    namespace['get_field'] = _get_field
+    cls = type('Formatter', (), namespace)
+    cls.__module__ = 'string'
+    return cls
+
+
+Formatter = _formatter()
+
+
+# ----- email.utils -----------------------------------------------------------------------------
+
+def formatdate(timeval: float | None = None, localtime: bool = False, usegmt: bool = False) -> str:
+    """`email.utils.formatdate`; without a time, the sandbox's clock (`time.time()`) gives it."""
+    return email.utils.formatdate(_clock() if timeval is None else timeval, localtime, usegmt)
+
+
+formatdate.__module__ = 'email.utils'
 
 
 # ----- functools -------------------------------------------------------------------------------
@@ -583,6 +642,8 @@ _REPLACEMENTS: dict[str, dict[str, Any]] = {
     'uuid': {'uuid4': uuid4},
     'calendar': {'TextCalendar': TextCalendar, 'prmonth': prmonth, 'prcal': prcal},
     'typing': {'reveal_type': reveal_type},
+    'string': {'Formatter': Formatter},
+    'email.utils': {'formatdate': formatdate},
     'asyncio': {'run': run},
 }
 

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..channel import CALL, COMPILE, DONE, FAIL, FEED, OUTPUT, PAUSE, REPLY, STOP, TIMED, WAIT, WAKE, FrameReader, ProtocolError, frame, poll
-from ..language import catalog, hostio, identity
+from ..language import catalog, hostio, identity, logs
 from ..language.packages import take_shown
 from ..language import stop as stopping
 from ..language.facades import stderr as _STDERR
@@ -134,6 +134,7 @@ class Worker:
         self._host_names: set[str] = set()
         hostio.install(self._call_sync)  # files, environment, clock and seed, through the host
         if guarded:
+            logs.install()  # logging and warnings write to the script's stderr, timed by the host's clock
             self._builtins = make_builtins(print=self._print, import_=self._import)
             self._compile_script = compile_script
         else:  # the language layer skipped: plain Python, real builtins (see Pool(skip_layers=))
@@ -394,6 +395,7 @@ class Worker:
         a script run again both reuse the code.
         """
         self._script_name = script_name
+        hostio.set_script_name(script_name)
         script = self._scripts.pop(code, None)
         if script is None:
             filename = f'<script {self._feeds + 1}>'
