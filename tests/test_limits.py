@@ -101,9 +101,38 @@ async def test_deep_recursion_names_the_recursion_limit(limited):
     error = await stopped(limited, 'def down(n):\n    return down(n + 1)\ndown(0)')
     assert (error.limit, error.value) == ('recursion', 200)
     lines = error.display().splitlines()
-    assert lines[-1] == 'RecursionError: maximum recursion depth exceeded: the recursion limit is 200 calls'
-    assert lines[-2].startswith('  [Previous line repeated ')
+    assert lines[-2:] == [
+        'RecursionError: maximum recursion depth exceeded',
+        "the sandbox's recursion limit is 200 calls (Limits.recursion); write deep recursion as a loop",
+    ]
+    assert lines[-3].startswith('  [Previous line repeated ')
     assert await limited.feed_run('def depth(n):\n    return 0 if n == 0 else 1 + depth(n - 1)\ndepth(150)') == 150
+
+
+async def test_a_script_sets_its_recursion_limit_within_the_sessions(limited):
+    code = '''
+import sys
+def down(n):
+    return down(n + 1)
+sys.setrecursionlimit(5000)
+high = sys.getrecursionlimit()
+sys.setrecursionlimit(50)
+try:
+    down(0)
+except RecursionError as error:
+    message = str(error)
+(high, sys.getrecursionlimit(), message)
+'''
+    assert await limited.feed_run(code) == (200, 50, 'maximum recursion depth exceeded')
+    assert await limited.feed_run('import sys\nsys.getrecursionlimit()') == 50  # kept, as in a REPL
+    error = await stopped(limited, 'def down(n):\n    return down(n + 1)\ndown(0)')
+    assert (error.limit, error.value) == ('recursion', 200)
+
+
+async def test_a_memoised_recursion_400_deep_runs_under_the_default_limit(pool):
+    async with pool.checkout() as session:
+        code = 'import functools\n@functools.cache\ndef f(n):\n    return 0 if n == 0 else f(n - 1) + 1\nf(400)'
+        assert await session.feed_run(code) == 400
 
 
 _DEPTH = """

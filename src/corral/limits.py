@@ -50,7 +50,7 @@ class Limits:
     wall_time: float | None = 30.0
     memory: int | None = 1024**3
     cpu_time: int | None = 600
-    recursion: int = 500
+    recursion: int = 1000
     host_calls: int | None = 10_000
     output: int | None = 1024**2
     code_size: int | None = 128 * 1024

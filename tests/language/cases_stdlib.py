@@ -1121,6 +1121,24 @@ CASES = [
         (f.format('{0.x} {name!r} {0.x:>{width}}', Point(), name='n', width=3), f.vformat('{a}-{b}', (), {'a': 1, 'b': 2}),
          list(f.parse('a{b}c')), Upper().format('{} {}', 'ab', 'cd'), f.get_field('0.x', (Point(),), {})[0])
     """, ('3 \'n\'   3', '1-2', [('a', 'b', '', None), ('c', None, None, None)], 'AB CD', 3)),
+    case('sys-recursion-limit', """
+        import sys
+        before = sys.getrecursionlimit()
+        sys.setrecursionlimit(200)
+        def down(n):
+            return down(n + 1)
+        try:
+            down(0)
+        except RecursionError as error:
+            message = str(error)
+        after = sys.getrecursionlimit()
+        sys.setrecursionlimit(before)
+        try:
+            sys.setrecursionlimit(0)
+        except ValueError as error:
+            low = str(error)
+        (before >= 1000, after, message, low)
+    """, (True, 200, 'maximum recursion depth exceeded', 'recursion limit must be greater or equal than 1')),
     # ----- logging, warnings ---------------------------------------------------------------------
     case('logging', """
         import io

@@ -235,8 +235,6 @@ MEMBER_HINTS: dict[tuple[str, str], str] = {
     ('sys', 'setprofile'): _INTERNALS,
     ('sys', 'exc_info'): 'use the exception bound by except ... as error',
     ('sys', 'exception'): 'use the exception bound by except ... as error',
-    ('sys', 'setrecursionlimit'): 'the host sets the recursion limit of a session (its Limits); write the recursion as a loop',
-    ('sys', 'getrecursionlimit'): 'the host sets the recursion limit of a session (its Limits)',
     ('sys', 'argv'): 'a script has no command line',
     ('sys', 'stdin'): 'a script cannot read input; use the host functions you were given',
     ('sys', 'executable'): _INTERNALS,
@@ -309,7 +307,10 @@ MODULE_NOTES: dict[str, str] = {
     'pathlib': '`Path` reads and writes through the host (mounts, `os_access`); `PurePath` classes as in CPython',
     'glob': 'matches paths through the host (mounts, `os_access`); results are sorted',
     'io': '`open` is the sandbox\'s `open()`; `StringIO`, `BytesIO` and `TextIOWrapper` work in memory',
-    'sys': '`stdout`/`stderr` write to the captured output; `exit()` ends the script with `SystemExit`',
+    'sys': (
+        '`stdout`/`stderr` write to the captured output; `exit()` ends the script with `SystemExit`; '
+        '`setrecursionlimit` sets a limit up to the session\'s `Limits.recursion` (a higher one gives that)'
+    ),
     'pprint': '`pprint()` and `pp()` print to the captured output',
     'zoneinfo': 'every time zone of the host\'s tz database is built in',
     'operator': '`attrgetter` and `methodcaller` read attributes with the sandbox\'s rules',

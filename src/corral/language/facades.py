@@ -846,6 +846,42 @@ stdout = _Output('<stdout>')
 stderr = _Output('<stderr>')
 
 
+#: The script's recursion limit: [the one it asked for, the session's `Limits.recursion`, the
+#: interpreter's depth under the script's top level] (`runtime.Worker` sets the last two per feed).
+_recursion = [None, 1000, 0]
+
+
+def recursion_limit(cap: int, base: int) -> int:
+    """The interpreter's limit for a feed whose script starts `base` deep, under `Limits.recursion`
+    `cap`: the script's own `sys.setrecursionlimit`, kept across feeds, where it is lower."""
+    _recursion[1], _recursion[2] = cap, base
+    wanted = _recursion[0]
+    return base + (cap if wanted is None else min(wanted, cap))
+
+
+def getrecursionlimit() -> int:
+    """`sys.getrecursionlimit`: the script's limit (at most the session's `Limits.recursion`)."""
+    wanted, cap, _ = _recursion
+    return cap if wanted is None else min(wanted, cap)
+
+
+def setrecursionlimit(limit: int, /) -> None:
+    """`sys.setrecursionlimit`, within the session's `Limits.recursion`: a higher limit gives that one."""
+    limit = operator.index(limit)
+    if limit < 1:
+        raise ValueError('recursion limit must be greater or equal than 1')
+    _, cap, base = _recursion
+    try:
+        sys.setrecursionlimit(base + min(limit, cap))
+    except RecursionError as error:  # CPython's words, with the script's depth (less this function's frame)
+        depth = int(str(error).split('depth ')[1].split(':')[0]) - base - 1
+        raise RecursionError(f'cannot set the recursion limit to {limit} at the recursion depth {depth}: the limit is too low') from None
+    _recursion[0] = limit
+
+
+_named('sys', getrecursionlimit, setrecursionlimit)
+
+
 def _sys() -> dict[str, Any]:
     return {
         'version': sys.version, 'version_info': sys.version_info, 'hexversion': sys.hexversion,
@@ -853,6 +889,7 @@ def _sys() -> dict[str, Any]:
         'maxunicode': sys.maxunicode, 'float_info': sys.float_info, 'int_info': sys.int_info,
         'hash_info': sys.hash_info, 'float_repr_style': sys.float_repr_style,
         'getsizeof': sys.getsizeof, 'intern': sys.intern, 'exit': sys.exit,
+        'getrecursionlimit': getrecursionlimit, 'setrecursionlimit': setrecursionlimit,
         'getdefaultencoding': sys.getdefaultencoding,
         'get_int_max_str_digits': sys.get_int_max_str_digits, 'set_int_max_str_digits': sys.set_int_max_str_digits,
         'stdout': stdout, 'stderr': stderr,

@@ -205,7 +205,7 @@ def stdlib_module(name: str) -> types.ModuleType:
             module = facade(importlib.import_module(name))
         else:
             real = sys.modules.get(name)
-            module = _module(name, getattr(real, '__doc__', None), builder())
+            module = _module(name, getattr(real, '__doc__', None), builder(), real)
             if name == 'random':
                 register_random(module)
         _cache[name] = module
@@ -232,9 +232,18 @@ def module_names(name: str) -> tuple[str, ...]:
     return tuple(public_names(stdlib_module(name)))
 
 
-def _module(name: str, doc: str | None, values: dict[str, Any]) -> types.ModuleType:
+_FUNCTIONS = (types.FunctionType, types.BuiltinFunctionType)
+
+
+def _module(name: str, doc: str | None, values: dict[str, Any], real: types.ModuleType | None) -> types.ModuleType:
     module = _Facade(name, doc)
     for key, value in values.items():
+        if type(value) in _FUNCTIONS and real is not None:
+            # CPython's errors name a function with its module ("posix.listdir() argument after **
+            # must be a mapping"): a sandbox function takes the module of the one it stands for
+            own = getattr(getattr(real, key, None), '__module__', None)
+            if type(own) is str and value.__module__ != own:
+                value.__module__ = own
         setattr(module, key, value)
     module.__all__ = [key for key in values if not isinstance(values[key], types.ModuleType)]
     # a sandbox submodule is an attribute of its parent, as in CPython (`import os.path`)
@@ -263,7 +272,7 @@ def facade(real: types.ModuleType) -> types.ModuleType:
         if isinstance(value, types.ModuleType):
             continue
         values[key] = value
-    return _module(name, real.__doc__, values)
+    return _module(name, real.__doc__, values, real)
 
 
 # ----- operator --------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ from ..channel import CALL, COMPILE, DONE, FAIL, FEED, OUTPUT, PAUSE, REPLY, STO
 from ..language import catalog, hostio, identity, logs
 from ..language.packages import take_shown
 from ..language import stop as stopping
+from ..language.facades import recursion_limit
 from ..language.facades import stderr as _STDERR
 from ..language import EXCEPTIONS, CompiledScript, SandboxStop, compile_script, compile_unguarded, find_stop, import_module, make_builtins
 from ..limits import amount
@@ -79,7 +80,7 @@ _LIMIT_MESSAGES = {
     'output': ('OverflowError', 'the script printed more than the output limit of {}'),
     'host_calls': ('RuntimeError', 'the script made more than the host_calls limit of {}'),
     'memory': ('MemoryError', 'the script went past the memory limit of {}'),
-    'recursion': ('RecursionError', 'maximum recursion depth exceeded: the recursion limit is {}'),
+    'recursion': ('RecursionError', 'maximum recursion depth exceeded'),
     'max_state_bytes': ('OverflowError', "the session's stored state would grow past the max_state_bytes limit of {} (Pool(max_state_bytes=...))"),
 }
 
@@ -513,6 +514,8 @@ class Worker:
         while frames and not frames[-1].startswith(' '):  # the exception's own lines
             frames.pop()
         display = '\n'.join([*frames, f'{exc_type}: {message}'])
+        if limit == 'recursion':  # CPython's words, and the limit in a note below them, as `add_note` shows one
+            display += f"\nthe sandbox's recursion limit is {amount(limit, self._limits.get(limit))} (Limits.recursion); write deep recursion as a loop"
         self._send([FAIL, 'limit', limit, message, display])
 
     def _on_stop_signal(self, signum: int, frame: types.FrameType | None) -> None:
@@ -567,7 +570,7 @@ class Worker:
 
         `below` is one of the `_BELOW_...` adjustments, for how the script is started.
         """
-        sys.setrecursionlimit(_recursion_depth() + below + self._limits.get('recursion', 500))
+        sys.setrecursionlimit(recursion_limit(self._limits.get('recursion', 1000), _recursion_depth() + below))
 
     def _end_leftover_tasks(self) -> None:
         """Tasks the script started and did not await end with its feed.
