@@ -180,12 +180,15 @@ async def test_a_one_second_limit_says_one_second(pool):
         assert error.display().endswith('RuntimeError: the script made more than the host_calls limit of 1 host call')
 
 
-async def test_printing_gigabytes_stops_at_the_output_limit(limited):
+async def test_printing_past_the_output_limit_cuts_the_output_and_the_script_runs_on(limited):
     seen = []
-    error = await stopped(limited, "while True:\n    print('x' * 1000)", print_callback=lambda stream, text: seen.append(text))
-    assert (error.limit, error.value) == ('output', 10_000)
-    assert error.display().endswith('OverflowError: the script printed more than the output limit of 10000 bytes')
-    assert sum(map(len, seen)) <= 10_000
+    code = "for i in range(1000):\n    print('é' * 500)\n'done'"
+    assert await limited.feed_run(code, print_callback=lambda stream, text: seen.append((stream, text))) == 'done'
+    assert sum(len(text.encode()) for _, text in seen[:-1]) == 9_999  # the last whole character that fits
+    assert seen[-1] == ('stdout', '\n[991001 bytes of output left out: the script printed more than the output limit of 10000 bytes]\n')
+    seen.clear()
+    assert await limited.feed_run("print('again')\n1", print_callback=lambda stream, text: seen.append((stream, text))) == 1
+    assert seen == [('stdout', 'again\n')]  # each feed has its own output limit
 
 
 async def test_a_million_host_calls_stop_at_the_host_calls_limit(pool):

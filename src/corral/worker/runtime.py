@@ -77,7 +77,6 @@ _BELOW_AWAIT = -3
 _LIMIT_MESSAGES = {
     'wall_time': ('TimeoutError', 'the script ran past the wall_time limit of {}'),
     'cpu_time': ('TimeoutError', 'the script used more than the cpu_time limit of {}'),
-    'output': ('OverflowError', 'the script printed more than the output limit of {}'),
     'host_calls': ('RuntimeError', 'the script made more than the host_calls limit of {}'),
     'memory': ('MemoryError', 'the script went past the memory limit of {}'),
     'recursion': ('RecursionError', 'maximum recursion depth exceeded'),
@@ -143,7 +142,7 @@ class Worker:
             self._compile_script = compile_unguarded
         self._globals: dict[str, Any] = {'__name__': '__main__', '__doc__': None, '__builtins__': self._builtins}
         self._limits: dict[str, Any] = {}
-        self._output = 0
+        self._output = self._left_out = 0
         self._calls = 0
         self._scripts: dict[str, CompiledScript] = {}
         self._pending_stop: str | None = None
@@ -338,11 +337,29 @@ class Worker:
         if not isinstance(sep, str) or not isinstance(end, str):
             raise TypeError('sep and end must be None or a string')
         text = sep.join(map(str, values)) + end
-        self._output += len(text.encode('utf-8', 'surrogatepass'))
+        data = text.encode('utf-8', 'surrogatepass')
         limit = self._limits.get('output')
-        if limit is not None and self._output > limit:
-            raise self._stop('output')
+        if limit is not None and self._output + len(data) > limit:
+            # past the limit the script runs on, as CPython's would, but its output is cut: what
+            # fits is sent, the rest counted, and the feed's output ends with how much was left out
+            kept = data[:max(limit - self._output, 0)].decode('utf-8', 'ignore')
+            self._left_out += len(data) - len(kept.encode('utf-8', 'surrogatepass'))
+            self._output = limit
+            if not kept:
+                return
+            text = kept
+        else:
+            self._output += len(data)
         self._send([OUTPUT, 'stderr' if file is _STDERR else 'stdout', text])
+
+    def _end_cut_output(self) -> None:
+        """The marker that ends a feed's output cut at the `output` limit."""
+        if self._left_out:
+            limit = self._limits.get('output')
+            self._send([OUTPUT, 'stdout', (
+                f"\n[{amount('output', self._left_out)} of output left out: the script printed more than the output "
+                f"limit of {amount('output', limit)}]\n"
+            )])
 
     # ----- feeds ---------------------------------------------------------------------------------
 
@@ -436,7 +453,7 @@ class Worker:
         self._feeds += 1
         self._install_host_functions(functions, modules)
         self._limits = limits
-        self._output = self._calls = 0
+        self._output = self._calls = self._left_out = 0
         self._stops.clear()
         wall_time = limits.get('wall_time')
         if wall_time and not limits.get('replay'):  # a replayed feed: none until its pause, if it has one
@@ -459,6 +476,7 @@ class Worker:
             # the feed ends with the limit
             failure, value = self._stops[0], None
         self._end_leftover_tasks()
+        self._end_cut_output()
         shown = take_shown()
         if failure is not None:
             self._send_failure(failure)
