@@ -38,6 +38,9 @@ STDLIB_MODULES = catalog.STDLIB_MODULES
 #: import anything later: the sandbox's modules, what they load lazily, and the time zones.
 PRELOAD_MODULES = ('corral.language.preload',)
 
+#: Iterators a host call's arguments may be: generators and the builtins' lazy iterators.
+_ITERATORS = frozenset({types.GeneratorType, map, filter, zip, enumerate, reversed, type(iter([])), type(iter(())), type(iter(range(0)))})
+
 _RECV_SIZE = 1 << 18
 _DONTWAIT = int(socket.MSG_DONTWAIT)
 _SCRIPT_CACHE = 64
@@ -256,6 +259,11 @@ class Worker:
     # ----- host functions ------------------------------------------------------------------------
 
     def _start_call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:
+        # a generator or iterator handed to a host function goes as the list it iterates to, as
+        # the host function would iterate it (the script's code runs here, once)
+        if any(type(value) in _ITERATORS for value in (*args, *kwargs.values())):
+            args = tuple(list(value) if type(value) in _ITERATORS else value for value in args)
+            kwargs = {key: list(value) if type(value) in _ITERATORS else value for key, value in kwargs.items()}
         self._calls += 1
         limit = self._limits.get('host_calls')
         if limit is not None and self._calls > limit:
