@@ -32,6 +32,21 @@ CASES = [
         (Later().run(), Later.make().size, Later.helper(),
          isinstance(Meta(), Meta), type(abc.get_cache_token()).__name__)
     ''', (1, 3, 2, True, 'int')),
+    case('asyncio-running-loop', '''
+        import asyncio
+        async def main():
+            loop = asyncio.get_running_loop()
+            future = loop.create_future()
+            loop.call_later(0.001, future.set_result, 'later')
+            soon = []
+            loop.call_soon(soon.append, 'soon')
+            at = loop.create_future()
+            loop.call_at(loop.time(), at.set_result, 'at')
+            task = loop.create_task(asyncio.sleep(0, 'task'))
+            start = loop.time()
+            return (await future, await at, await task, soon, loop.time() >= start, loop.is_running(), loop.is_closed(), loop.get_debug())
+        asyncio.run(main())
+    ''', ('later', 'at', 'task', ['soon'], True, True, False, False)),
     case('asyncio-tasks', '''
         import asyncio
         async def job(n):

@@ -486,8 +486,8 @@ ATTACKS: list[Attack] = [
     # ----- asyncio internals -----------------------------------------------------------------------
     attack('asyncio-get-running-loop', 'asyncio: the loop gives raw fd access', """
         import asyncio
-        asyncio.get_running_loop()
-    """, no_member('asyncio', 'get_running_loop')),
+        asyncio.get_running_loop().add_reader(0, print)
+    """, "AttributeError: '_UnixSelectorEventLoop' object has no attribute 'add_reader'"),
     attack('asyncio-get-event-loop', 'asyncio', """
         import asyncio
         asyncio.get_event_loop().subprocess_shell
@@ -1427,4 +1427,32 @@ ATTACKS: list[Attack] = [
     attack('urllib-request', 'corral issue: urllib.parse is offered, urllib.request is not', """
         import urllib.request
     """, 'ModuleNotFoundError: ' + missing_module('urllib.request')),
+    attack('running-loop-private', 'corral issue: the loop behind asyncio.get_running_loop()', """
+        import asyncio
+        async def main():
+            return getattr(asyncio.get_running_loop(), '_lo' + 'op').add_reader
+        await main()
+    """, "AttributeError: attribute '_loop' is private: the sandbox allows names starting with '_' only on objects of "
+         'classes the script defines (_UnixSelectorEventLoop objects are not); use the public API'),
+    attack('running-loop-executor', 'cpython: run_in_executor runs a function on a thread', """
+        import asyncio
+        async def main():
+            await asyncio.get_running_loop().run_in_executor(None, open, 'MARKER', 'w')
+        await main()
+    """, 'RuntimeError: run_in_executor() is not available: threads are not available in the sandbox; await the work in a '
+         'task (asyncio.create_task, asyncio.gather)'),
+    attack('running-loop-reader', 'cpython: a loop watches file descriptors and signals', """
+        import asyncio
+        async def main():
+            asyncio.get_running_loop().add_signal_handler(2, print)
+        await main()
+    """, "AttributeError: '_UnixSelectorEventLoop' object has no attribute 'add_signal_handler'"),
+    attack('running-loop-handle-callback', 'corral red team: a timer handle holds its callback and the loop', """
+        import asyncio
+        async def main():
+            handle = asyncio.get_running_loop().call_later(10, print)
+            return handle._loop
+        await main()
+    """, "AttributeError: attribute '_loop' is private: the sandbox allows names starting with '_' only on objects of "
+         'classes the script defines (TimerHandle objects are not); use the public API'),
 ]

@@ -244,7 +244,7 @@ MEMBER_HINTS: dict[tuple[str, str], str] = {
     ('uuid', 'uuid1'): 'uuid1 reads the machine\'s network address; use uuid.uuid4()',
     ('uuid', 'getnode'): 'it reads the machine\'s network address',
     **{('asyncio', name): _LOOP for name in (
-        'get_event_loop', 'get_running_loop', 'new_event_loop', 'set_event_loop', 'Runner',
+        'get_event_loop', 'new_event_loop', 'set_event_loop', 'Runner',
         'get_event_loop_policy', 'set_event_loop_policy', 'AbstractEventLoop')},
     **{('asyncio', name): _THREADS for name in ('to_thread', 'run_coroutine_threadsafe', 'wrap_future')},
     **{('asyncio', name): _PROCESSES for name in ('create_subprocess_exec', 'create_subprocess_shell', 'subprocess')},
@@ -281,7 +281,9 @@ MODULE_NOTES: dict[str, str] = {
         'of the top level awaits `main()` on that loop and gives its value (elsewhere it raises `RuntimeError`, as '
         'in a running loop), and `gather` (with '
         '`return_exceptions=True`), `create_task`, `TaskGroup`, `Semaphore`, `as_completed`, `wait_for`, `timeout` '
-        'and `sleep` run on it; no access to the loop itself, threads, subprocesses or streams'
+        'and `sleep` run on it; `get_running_loop()` gives its clock, tasks, futures and callbacks (`time`, '
+        '`create_task`, `create_future`, `call_soon`, `call_later`, `call_at`); no access to the loop itself, threads, '
+        'subprocesses or streams'
     ),
     'datetime': (
         '`datetime.now()`, `datetime.today()`, `datetime.utcnow()` and `date.today()` read the clock through the '

@@ -1029,6 +1029,68 @@ run.__module__ = top_level_run.__module__ = 'asyncio'
 top_level_run.__name__ = top_level_run.__qualname__ = 'run'
 
 
+# ----- asyncio.get_running_loop --------------------------------------------------------------------
+
+_THREADS_HINT = 'threads are not available in the sandbox; await the work in a task (asyncio.create_task, asyncio.gather)'
+
+
+class _RunningLoop:
+    """What `asyncio.get_running_loop()` gives a script: the feed's loop as far as scripts use it
+    (its clock, tasks, futures and callbacks), never the loop object itself, whose other methods
+    reach the worker (sockets, signals, subprocesses, executors, its own exception handler)."""
+
+    __slots__ = ('_loop',)
+
+    def __init__(self, loop: Any) -> None:
+        self._loop = loop
+
+    def time(self) -> float:
+        return self._loop.time()
+
+    def create_task(self, coro: Any, *, name: str | None = None, context: Any = None) -> Any:
+        return self._loop.create_task(coro, name=name, context=context)
+
+    def create_future(self) -> Any:
+        return self._loop.create_future()
+
+    def call_soon(self, callback: Any, *args: Any, context: Any = None) -> Any:
+        return self._loop.call_soon(callback, *args, context=context)
+
+    def call_later(self, delay: float, callback: Any, *args: Any, context: Any = None) -> Any:
+        return self._loop.call_later(delay, callback, *args, context=context)
+
+    def call_at(self, when: float, callback: Any, *args: Any, context: Any = None) -> Any:
+        return self._loop.call_at(when, callback, *args, context=context)
+
+    def is_running(self) -> bool:
+        return self._loop.is_running()
+
+    def is_closed(self) -> bool:
+        return self._loop.is_closed()
+
+    def get_debug(self) -> bool:
+        return False
+
+    def run_in_executor(self, executor: Any, func: Any, *args: Any) -> Any:
+        raise RuntimeError(f'run_in_executor() is not available: {_THREADS_HINT}')
+
+    def __repr__(self) -> str:
+        return f'<_UnixSelectorEventLoop running={self.is_running()} closed={self.is_closed()} debug=False>'
+
+
+_RunningLoop.__name__ = _RunningLoop.__qualname__ = '_UnixSelectorEventLoop'
+_RunningLoop.__module__ = 'asyncio.unix_events'
+
+
+def get_running_loop() -> Any:
+    """`asyncio.get_running_loop()`: the feed's loop as scripts use it (`_RunningLoop`); outside a
+    coroutine or callback, CPython's RuntimeError."""
+    return _RunningLoop(_asyncio.get_running_loop())
+
+
+get_running_loop.__module__ = 'asyncio'
+
+
 #: Facades built here: module name -> a function returning the facade's names and values.
 BUILDERS: dict[str, Callable[[], dict[str, Any]]] = {
     'os': _os,

@@ -59,7 +59,7 @@ from .guards import (
 from .catalog import PACKAGE_MODULES, STDLIB_MODULES, missing_member, missing_module
 from .packages import BUILDERS as PACKAGE_BUILDERS
 from .packages import load, loaded
-from .facades import BUILDERS, TextCalendar, prcal, prmonth, register_random, reveal_type, run, uuid4
+from .facades import BUILDERS, TextCalendar, get_running_loop, prcal, prmonth, register_random, reveal_type, run, uuid4
 from .facades import time as _clock
 from .logs import BUILDERS as LOG_BUILDERS
 from .rules import (
@@ -77,7 +77,7 @@ _ASYNCIO = (
     'CancelledError', 'Condition', 'Event', 'Future', 'IncompleteReadError', 'InvalidStateError', 'LifoQueue',
     'LimitOverrunError', 'Lock', 'PriorityQueue', 'Queue', 'QueueEmpty', 'QueueFull', 'Semaphore', 'Task',
     'TaskGroup', 'Timeout', 'TimeoutError', 'all_tasks', 'as_completed', 'create_task', 'current_task',
-    'ensure_future', 'gather', 'iscoroutine', 'iscoroutinefunction', 'isfuture', 'run', 'shield', 'sleep', 'timeout',
+    'ensure_future', 'gather', 'get_running_loop', 'iscoroutine', 'iscoroutinefunction', 'isfuture', 'run', 'shield', 'sleep', 'timeout',
     'timeout_at', 'wait', 'wait_for',
 )
 
@@ -653,7 +653,7 @@ _REPLACEMENTS: dict[str, dict[str, Any]] = {
     'typing': {'reveal_type': reveal_type},
     'string': {'Formatter': Formatter},
     'email.utils': {'formatdate': formatdate},
-    'asyncio': {'run': run},
+    'asyncio': {'run': run, 'get_running_loop': get_running_loop},
 }
 
 _ = asyncio  # imported so the allow-list above is checked against a loaded module
