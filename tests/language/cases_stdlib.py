@@ -1136,6 +1136,22 @@ CASES = [
         (f.format('{0.x} {name!r} {0.x:>{width}}', Point(), name='n', width=3), f.vformat('{a}-{b}', (), {'a': 1, 'b': 2}),
          list(f.parse('a{b}c')), Upper().format('{} {}', 'ab', 'cd'), f.get_field('0.x', (Point(),), {})[0])
     """, ('3 \'n\'   3', '1-2', [('a', 'b', '', None), ('c', None, None, None)], 'AB CD', 3)),
+    case('typing-get-type-hints', """
+        import typing
+        from typing import Annotated, Literal, Optional, get_type_hints
+        class Node:
+            value: int
+            children: 'list[Node]'
+            parent: Optional['Node'] = None
+            tag: Literal['a', 'b'] = 'a'
+            note: Annotated[str, 'meta'] = ''
+        def f(x: int, y: 'str | None' = None) -> 'dict[str, Node]':
+            return {}
+        hints = get_type_hints(Node, localns={'Node': Node})
+        (hints['value'] is int, hints['children'] == list[Node], hints['parent'] == Optional[Node], hints['tag'] == Literal['a', 'b'],
+         hints['note'] is str, typing.get_type_hints(f) == {'x': int, 'y': str | None, 'return': dict[str, Node]},
+         get_type_hints(Node, localns={'Node': Node}, include_extras=True)['note'] == Annotated[str, 'meta'])
+    """, (True, True, True, True, True, True, True)),
     case('sys-recursion-limit', """
         import sys
         before = sys.getrecursionlimit()

@@ -635,7 +635,8 @@ ATTACKS: list[Attack] = [
         def f(x: "__import__('os')"):
             pass
         typing.get_type_hints(f)
-    """, no_member('typing', 'get_type_hints')),
+    """, 'TypeError: get_type_hints() in the sandbox evaluates annotations of names, attributes, subscripts, lists, '
+         "tuples, constants and |, not \"__import__('os')\""),
     attack('forwardref-evaluate', 'pyjail', """
         import typing
         typing.ForwardRef('1')._evaluate({}, {}, frozenset())
@@ -1455,4 +1456,29 @@ ATTACKS: list[Attack] = [
         await main()
     """, "AttributeError: attribute '_loop' is private: the sandbox allows names starting with '_' only on objects of "
          'classes the script defines (TimerHandle objects are not); use the public API'),
+    attack('type-hints-eval-call', 'pyjail: typing.get_type_hints evaluates annotation strings', """
+        import typing
+        class A:
+            x: "open('MARKER', 'w')"
+        typing.get_type_hints(A)
+    """, 'TypeError: get_type_hints() in the sandbox evaluates annotations of names, attributes, subscripts, lists, '
+         "tuples, constants and |, not \"open('MARKER', 'w')\""),
+    attack('type-hints-eval-dunder-walk', 'pyjail: a subclass walk in an annotation string', """
+        import typing
+        def f(x: '().__class__.__base__.__subclasses__') -> None:
+            pass
+        typing.get_type_hints(f)
+    """, dunder('__base__', MRO, syntax=False)),
+    attack('type-hints-eval-builtins-name', 'pyjail: __builtins__ named in an annotation string', """
+        import typing
+        class A:
+            x: '__builtins__'
+        typing.get_type_hints(A)
+    """, "NameError: name '__builtins__' is not available in the sandbox"),
+    attack('type-hints-forward-ref-module', 'cpython: a ForwardRef names the module its names come from', """
+        import typing
+        class A:
+            x: typing.ForwardRef('system', module='os')
+        typing.get_type_hints(A)
+    """, 'TypeError: get_type_hints() in the sandbox does not look names up in other modules (ForwardRef module=)'),
 ]

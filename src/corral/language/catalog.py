@@ -249,7 +249,6 @@ MEMBER_HINTS: dict[tuple[str, str], str] = {
     **{('asyncio', name): _THREADS for name in ('to_thread', 'run_coroutine_threadsafe', 'wrap_future')},
     **{('asyncio', name): _PROCESSES for name in ('create_subprocess_exec', 'create_subprocess_shell', 'subprocess')},
     **{('asyncio', name): _NETWORK for name in ('open_connection', 'start_server', 'StreamReader', 'StreamWriter', 'open_unix_connection', 'start_unix_server')},
-    ('typing', 'get_type_hints'): 'it evaluates annotation strings; read annotations in your own code instead',
     ('contextlib', 'redirect_stdout'): 'write to a buffer with print(..., file=buffer)',
     ('contextlib', 'redirect_stderr'): 'write to a buffer with print(..., file=buffer)',
     ('contextlib', 'chdir'): 'the working folder is fixed; use paths under the mounted folders',
@@ -321,7 +320,10 @@ MODULE_NOTES: dict[str, str] = {
     'copy': 'copies builtin values, collections, dates, decimals and objects of the script\'s classes',
     'contextlib': 'no `redirect_stdout`/`redirect_stderr` (use `print(..., file=buffer)`), no `chdir`',
     'calendar': '`prmonth`, `prcal` and `TextCalendar`\'s `pr*` methods print to the captured output; no locale calendars',
-    'typing': '`reveal_type` prints to the captured output; no `get_type_hints` (it evaluates strings)',
+    'typing': (
+        '`reveal_type` prints to the captured output; `get_type_hints` evaluates annotation strings as names, '
+        'attributes, subscripts and `|` only (no calls), by the sandbox\'s rules'
+    ),
     'logging': (
         'handlers write to the script\'s stderr (`basicConfig()`, `StreamHandler()`, and a logger with none) or to a '
         'stream the script gives; no `FileHandler`; a logged traceback or stack shows the script\'s frames'

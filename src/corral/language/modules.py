@@ -15,7 +15,8 @@ objects by name or hand out the worker's own machinery:
 - dataclasses: `asdict`, `astuple`, `replace` read fields through the sandbox's rules;
   `dataclass` decorates only the script's classes; `make_dataclass` checks its names;
 - copy: `copy`/`deepcopy` from `copying.py`;
-- typing: no `get_type_hints` (it evaluates strings); string: `Formatter` reads attributes
+- typing: `get_type_hints` evaluates annotation strings as names, attributes and subscripts
+  only, by the sandbox's rules; string: `Formatter` reads attributes
   with the sandbox's rules; types, shlex, email.utils: an allow-list (no `types.CodeType`, no
   `shlex.shlex` and its file reading, no `make_msgid`); logging, warnings: see `logs.py`; uuid: no `uuid1`/`getnode` (they run commands to find a MAC address); enum: no
   `global_enum` (it writes into the worker's `__main__`); contextlib: no `redirect_stdout`,
@@ -34,12 +35,14 @@ Facades are built on first import and cached for the worker process (one process
 from __future__ import annotations
 
 import _string
+import ast
 import asyncio
 import collections
 import dataclasses
 import email.utils
 import functools
 import importlib
+import operator
 import string
 import sys
 import types
@@ -113,7 +116,7 @@ _EMAIL_UTILS = (
 
 #: Names left out of a module's public API.
 _WITHHELD: dict[str, frozenset[str]] = {
-    'typing': frozenset({'get_type_hints', 'no_type_check', 'no_type_check_decorator'}),
+    'typing': frozenset({'no_type_check', 'no_type_check_decorator'}),
     'enum': frozenset({'global_enum', 'global_enum_repr', 'global_flag_repr', 'global_str', 'pickle_by_enum_name', 'pickle_by_global_name'}),
     'functools': frozenset({'singledispatchmethod'}),
     'calendar': frozenset({'LocaleTextCalendar', 'LocaleHTMLCalendar'}),
@@ -358,6 +361,93 @@ def _formatter() -> type:
 
 
 Formatter = _formatter()
+
+
+# ----- typing.get_type_hints ------------------------------------------------------------------
+
+_HINT_NODES = 'names, attributes, subscripts, lists, tuples, constants and |'
+
+
+def get_type_hints(obj: Any, globalns: Any = None, localns: Any = None, include_extras: bool = False) -> dict[str, Any]:
+    """`typing.get_type_hints`: an annotation written as a string (or a `ForwardRef`) is evaluated
+    as an expression of names, attributes, subscripts and `|` only, read by the sandbox's rules
+    (CPython's `eval` would run any code the string holds). Names are looked up in `localns`, then
+    `globalns` (by default the caller's, as a script's namespace is), then the builtins."""
+    if globalns is None:
+        frame = sys._getframe(1)
+        globalns = frame.f_globals
+        del frame
+    builtins = globalns.get('__builtins__', {}) if isinstance(globalns, dict) else {}
+    if isinstance(obj, type):
+        hints: dict[str, Any] = {}
+        for base in reversed(obj.mro()):
+            own = type.__dict__['__dict__'].__get__(base).get('__annotations__', {})
+            names = dict(type.__dict__['__dict__'].__get__(base)) if localns is None else localns
+            for name, value in dict(own).items():
+                hints[name] = _resolved(value, (names, globalns, builtins), 0)
+    else:
+        annotations = guarded_getattr(obj, '__annotations__', None)
+        if annotations is None:
+            raise TypeError(f'{obj!r} is not a module, class, method, or function.')
+        hints = {name: _resolved(value, (localns or {}, globalns, builtins), 0) for name, value in dict(annotations).items()}
+    if include_extras:
+        return hints
+    return {name: typing._strip_annotations(value) for name, value in hints.items()}  # type: ignore[attr-defined]
+
+
+def _resolved(value: Any, scopes: tuple[Any, ...], depth: int) -> Any:
+    if depth > 20:
+        raise RecursionError('get_type_hints(): annotations refer to each other too deeply')
+    if value is None:
+        return type(None)
+    if isinstance(value, str):
+        return _resolved(_evaluated(value, scopes), scopes, depth + 1)
+    if isinstance(value, typing.ForwardRef):
+        if value.__forward_module__ is not None:
+            raise TypeError('get_type_hints() in the sandbox does not look names up in other modules (ForwardRef module=)')
+        return _resolved(_evaluated(value.__forward_arg__, scopes), scopes, depth + 1)
+    args = getattr(value, '__args__', None)
+    if type(args) is not tuple or not args or typing.get_origin(value) is typing.Literal:
+        return value
+    resolved = tuple(_resolved(arg, scopes, depth + 1) if isinstance(arg, (str, typing.ForwardRef)) or hasattr(arg, '__args__') else arg for arg in args)
+    if all(a is b for a, b in zip(resolved, args)):
+        return value
+    if isinstance(value, types.GenericAlias):
+        return types.GenericAlias(value.__origin__, resolved)
+    if isinstance(value, types.UnionType):
+        return functools.reduce(operator.or_, resolved)
+    return value.copy_with(resolved)
+
+
+def _evaluated(text: str, scopes: tuple[Any, ...]) -> Any:
+    tree = ast.parse(text.strip(), mode='eval')
+    return _evaluate(tree.body, text, scopes)
+
+
+def _evaluate(node: Any, text: str, scopes: tuple[Any, ...]) -> Any:
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.Name):
+        if is_dunder(node.id):
+            raise NameError(f"name '{node.id}' is not available in the sandbox", name=node.id)
+        for scope in scopes:
+            if node.id in scope:
+                return scope[node.id]
+        raise NameError(f"name '{node.id}' is not defined", name=node.id)
+    if isinstance(node, ast.Attribute):
+        return guarded_getattr(_evaluate(node.value, text, scopes), node.attr)
+    if isinstance(node, ast.Subscript):
+        return _evaluate(node.value, text, scopes)[_evaluate(node.slice, text, scopes)]
+    if isinstance(node, ast.Tuple):
+        return tuple(_evaluate(item, text, scopes) for item in node.elts)
+    if isinstance(node, ast.List):
+        return [_evaluate(item, text, scopes) for item in node.elts]
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
+        return _evaluate(node.left, text, scopes) | _evaluate(node.right, text, scopes)
+    raise TypeError(f'get_type_hints() in the sandbox evaluates annotations of {_HINT_NODES}, not {text!r}')
+
+
+get_type_hints.__module__ = 'typing'
 
 
 # ----- email.utils -----------------------------------------------------------------------------
@@ -650,7 +740,7 @@ _REPLACEMENTS: dict[str, dict[str, Any]] = {
     'collections': {'namedtuple': namedtuple},
     'uuid': {'uuid4': uuid4},
     'calendar': {'TextCalendar': TextCalendar, 'prmonth': prmonth, 'prcal': prcal},
-    'typing': {'reveal_type': reveal_type},
+    'typing': {'reveal_type': reveal_type, 'get_type_hints': get_type_hints},
     'string': {'Formatter': Formatter},
     'email.utils': {'formatdate': formatdate},
     'asyncio': {'run': run, 'get_running_loop': get_running_loop},

@@ -17,7 +17,8 @@ What is refused (the tables are in `rules.py`):
   `CLASS_ASSIGN_DUNDERS`;
 - `from x import *` and relative imports (`from __future__ import annotations` is allowed: an
   annotation string is something a script could write anyway, and nothing the sandbox offers
-  evaluates one: no `typing.get_type_hints`, `singledispatch` refuses them);
+  evaluates one as code: `typing.get_type_hints` reads names, attributes and subscripts by the
+  sandbox's rules, `singledispatch` refuses them);
 - keyword sub-patterns (`case P(__class__=x)`) with refused names, and private attributes in value
   patterns (`case obj._x:`), which no guard can check.
 
