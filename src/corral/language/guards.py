@@ -401,9 +401,9 @@ def _own_setter(owner: Any, name: str) -> Any:
     """`C.__setattr__` (C a class: the setter takes the object first) or `x.__setattr__` (bound to x)."""
     store = name == '__setattr__'
     unbound = _is_class(owner)
-    if not unbound and type(owner) is super:
-        owner = owner.__self__
     real = getattr(owner, name)  # CPython's own refusal for a missing one (AttributeError)
+    if not unbound and type(owner) is super:  # `super().__setattr__`: the next class's, bound to the object
+        owner = owner.__self__
 
     def _target(obj: Any, attribute: Any) -> str:
         attribute = _as_name(attribute)
