@@ -121,6 +121,7 @@ def _format_exception(self: Any, ei: Any) -> str:
 
 _record_init = logging.LogRecord.__init__
 _first_time: list[float] = []
+_no_clock: list[bool] = []
 
 
 def _sandbox_record_init(self: Any, *args: Any, **kwargs: Any) -> None:
@@ -128,10 +129,12 @@ def _sandbox_record_init(self: Any, *args: Any, **kwargs: Any) -> None:
     (`time.time()`, in the journal), or the epoch when the host grants no clock; no process
     or thread number of the worker (`logging.logProcesses` ... are off, see `install`)."""
     _record_init(self, *args, **kwargs)
-    try:
-        now = _clock()
-    except PermissionError:
-        now = 0.0
+    now = 0.0
+    if not _no_clock:
+        try:
+            now = _clock()
+        except PermissionError:  # the session's grants do not change: the host is asked once
+            _no_clock.append(True)
     if not _first_time:
         _first_time.append(now)
     self.created = now
