@@ -76,3 +76,25 @@ async def test_a_failing_handler_reports_on_the_scripts_stderr(pool):
         'sandbox: names like __this__ are refused except a short list; function internals are not available in the sandbox\n'
         "Message: 'x'\nArguments: ()\n"
     )
+
+
+async def test_a_scripts_warning_filters_stay_in_its_session_and_the_worker_runs_on(pool):
+    async with pool.checkout() as session:
+        await session.feed_run("import warnings\nwarnings.simplefilter('error')\nwarnings.filterwarnings('error', category=DeprecationWarning)")
+        code = """
+import asyncio, logging, warnings
+async def job(n):
+    await asyncio.sleep(0)
+    return n
+logging.getLogger('x').warning('logged')
+try:
+    warnings.warn('now an error')
+except UserWarning as error:
+    caught = str(error)
+(await asyncio.gather(job(1), job(2)), caught)
+"""
+        assert await session.feed_run(code, print_callback=lambda stream, text: None) == ([1, 2], 'now an error')
+    async with pool.checkout() as other:
+        printed: list[str] = []
+        await other.feed_run("import warnings\nwarnings.warn('shown')", print_callback=lambda stream, text: printed.append(text))
+        assert printed == ["main.py:2: UserWarning: shown\n  warnings.warn('shown')\n"]
