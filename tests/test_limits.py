@@ -101,9 +101,38 @@ async def test_deep_recursion_names_the_recursion_limit(limited):
     error = await stopped(limited, 'def down(n):\n    return down(n + 1)\ndown(0)')
     assert (error.limit, error.value) == ('recursion', 200)
     lines = error.display().splitlines()
-    assert lines[-1] == 'RecursionError: maximum recursion depth exceeded: the recursion limit is 200 calls'
-    assert lines[-2].startswith('  [Previous line repeated ')
+    assert lines[-2:] == [
+        'RecursionError: maximum recursion depth exceeded',
+        "the sandbox's recursion limit is 200 calls (Limits.recursion); write deep recursion as a loop",
+    ]
+    assert lines[-3].startswith('  [Previous line repeated ')
     assert await limited.feed_run('def depth(n):\n    return 0 if n == 0 else 1 + depth(n - 1)\ndepth(150)') == 150
+
+
+async def test_a_script_sets_its_recursion_limit_within_the_sessions(limited):
+    code = '''
+import sys
+def down(n):
+    return down(n + 1)
+sys.setrecursionlimit(5000)
+high = sys.getrecursionlimit()
+sys.setrecursionlimit(50)
+try:
+    down(0)
+except RecursionError as error:
+    message = str(error)
+(high, sys.getrecursionlimit(), message)
+'''
+    assert await limited.feed_run(code) == (200, 50, 'maximum recursion depth exceeded')
+    assert await limited.feed_run('import sys\nsys.getrecursionlimit()') == 50  # kept, as in a REPL
+    error = await stopped(limited, 'def down(n):\n    return down(n + 1)\ndown(0)')
+    assert (error.limit, error.value) == ('recursion', 200)
+
+
+async def test_a_memoised_recursion_400_deep_runs_under_the_default_limit(pool):
+    async with pool.checkout() as session:
+        code = 'import functools\n@functools.cache\ndef f(n):\n    return 0 if n == 0 else f(n - 1) + 1\nf(400)'
+        assert await session.feed_run(code) == 400
 
 
 _DEPTH = """
@@ -151,12 +180,15 @@ async def test_a_one_second_limit_says_one_second(pool):
         assert error.display().endswith('RuntimeError: the script made more than the host_calls limit of 1 host call')
 
 
-async def test_printing_gigabytes_stops_at_the_output_limit(limited):
+async def test_printing_past_the_output_limit_cuts_the_output_and_the_script_runs_on(limited):
     seen = []
-    error = await stopped(limited, "while True:\n    print('x' * 1000)", print_callback=lambda stream, text: seen.append(text))
-    assert (error.limit, error.value) == ('output', 10_000)
-    assert error.display().endswith('OverflowError: the script printed more than the output limit of 10000 bytes')
-    assert sum(map(len, seen)) <= 10_000
+    code = "for i in range(1000):\n    print('é' * 500)\n'done'"
+    assert await limited.feed_run(code, print_callback=lambda stream, text: seen.append((stream, text))) == 'done'
+    assert sum(len(text.encode()) for _, text in seen[:-1]) == 9_999  # the last whole character that fits
+    assert seen[-1] == ('stdout', '\n[991001 bytes of output left out: the script printed more than the output limit of 10000 bytes]\n')
+    seen.clear()
+    assert await limited.feed_run("print('again')\n1", print_callback=lambda stream, text: seen.append((stream, text))) == 1
+    assert seen == [('stdout', 'again\n')]  # each feed has its own output limit
 
 
 async def test_a_million_host_calls_stop_at_the_host_calls_limit(pool):

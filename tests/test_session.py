@@ -50,6 +50,42 @@ async def test_sync_and_async_host_functions_with_keyword_arguments(session):
     assert await session.feed_run(code, external_lookup={'add': add, 'fetch': fetch}) == (30, {'key': 'k', 'default': [1]})
 
 
+async def test_dict_views_and_iterators_reach_host_functions_as_lists(session):
+    received = []
+
+    def save(*args, **kwargs):
+        received.append((args, kwargs))
+        return len(args)
+
+    async def asave(*args, **kwargs):
+        received.append((args, kwargs))
+        return {'a': 1}.items()
+
+    code = (
+        "d = {'a': 1, 'b': 2}\n"
+        "save(d.keys(), d.values(), d.items(), (x * 2 for x in range(3)), m=map(str, [1, 2]), z=zip('ab', d.values()))\n"
+        "(await asave([d.items()], rows=enumerate('xy')), d.keys())"
+    )
+    assert await session.feed_run(code, external_lookup={'save': save, 'asave': asave}) == ([('a', 1)], ['a', 'b'])
+    assert received == [
+        ((['a', 'b'], [1, 2], [('a', 1), ('b', 2)], [0, 2, 4]), {'m': ['1', '2'], 'z': [('a', 1), ('b', 2)]}),
+        (([[('a', 1), ('b', 2)]],), {'rows': [(0, 'x'), (1, 'y')]}),
+    ]
+    # a generator runs once, in the script's frames; what it yields crosses by the usual rules
+    code = "def rows():\n    yield 1\n    yield save\nsave(rows())"
+    with pytest.raises(corral.SandboxRuntimeError) as info:
+        await session.feed_run(code, external_lookup={'save': save})
+    assert info.value.display().splitlines()[-1] == (
+        "TypeError: save() cannot be called with these arguments: a value of type 'function' cannot cross the sandbox "
+        'boundary; use None, bool, int, float, str, bytes, list, tuple, dict, set, frozenset, datetime, Decimal or UUID values'
+    )
+    code = "d = {}\nd['self'] = d\nsave(d.values())"
+    with pytest.raises(corral.SandboxRuntimeError) as info:
+        await session.feed_run(code, external_lookup={'save': save})
+    assert info.value.display().splitlines()[-1] == 'TypeError: save() cannot be called with these arguments: the value contains a reference to itself'
+    assert len(received) == 2
+
+
 async def test_gathered_host_calls_run_concurrently(session):
     active = 0
     peak = 0
@@ -207,9 +243,10 @@ async def test_unknown_import_is_a_clear_error(session):
         '  File "main.py", line 1, in <module>\n'
         '    from payments import charge\n'
         "ModuleNotFoundError: No module named 'payments'. A script may import: abc, asyncio, base64, bisect, calendar, "
-        'collections, collections.abc, contextlib, copy, csv, dataclasses, datetime, decimal, difflib, enum, fnmatch, '
-        'fractions, functools, glob, hashlib, heapq, io, itertools, json, math, operator, os, os.path, pathlib, pprint, '
-        'random, re, statistics, string, sys, textwrap, time, typing, unicodedata, uuid, zoneinfo'
+        'collections, collections.abc, contextlib, copy, csv, dataclasses, datetime, decimal, difflib, email, email.utils, '
+        'enum, fnmatch, fractions, functools, glob, graphlib, hashlib, heapq, html, io, itertools, json, logging, math, '
+        'operator, os, os.path, pathlib, pprint, random, re, shlex, statistics, string, sys, textwrap, time, types, typing, '
+        'unicodedata, urllib, urllib.parse, uuid, warnings, zoneinfo'
     )
 
 

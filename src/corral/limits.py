@@ -24,7 +24,8 @@ class Limits:
       `sorted`, and its call of `f`). `recursion=50` lets `def f(n): return f(n + 1)`, called
       from the top level, go 49 calls deep.
     - `host_calls`: host function calls per feed; past it the call raises inside the script.
-    - `output`: bytes of `print` output per feed; past it `print` raises inside the script.
+    - `output`: bytes of `print` output per feed; past it the script runs on, its output cut, and
+      the feed's output ends with a line saying how many bytes were left out.
     - `code_size`: bytes (UTF-8) of one script; a longer one is refused before it is checked or
       run. The host parses a checked script, and CPython's parser holds the GIL, so this also
       bounds how long one script's check holds up every other session (some 4 ms per KiB on a
@@ -55,7 +56,7 @@ class Limits:
     wall_time: float | None = 30.0
     memory: int | None = 1024**3
     cpu_time: int | None = 600
-    recursion: int = 500
+    recursion: int = 1000
     host_calls: int | None = 10_000
     output: int | None = 1024**2
     code_size: int | None = 128 * 1024

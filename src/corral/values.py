@@ -6,7 +6,8 @@ Values cross as msgpack with a few extension types, both ways:
     datetime.datetime, datetime.date, datetime.time, datetime.timedelta, datetime.timezone,
     decimal.Decimal, uuid.UUID
 
-and, converted by the sender, an `enum.Enum` member as its value (its class is code, which never
+and, converted by the sender, a dict's `keys()`, `values()` or `items()` as a list of what it
+iterates to, an `enum.Enum` member as its value (its class is code, which never
 crosses; the script sees the value, as JSON would carry it) and a `pathlib.PurePath` as its `str`
 (a path names a place in the sender's files: the host's and the sandbox's differ, the sandbox
 seeing only its mounts, so the receiver gets the text to map, not an object to open).
@@ -226,7 +227,13 @@ def _exact(value: Any) -> Any:
         return datetime.date.fromordinal(datetime.date.toordinal(value))
     if isinstance(value, datetime.timedelta):
         return datetime.timedelta(_days(value), _seconds(value), _microseconds(value))
+    if type(value) in _DICT_VIEWS:  # what it iterates to, as `list(view)`: keys, values, or (key, value) pairs
+        return list(value)
     raise _refuse(value)
+
+
+#: `dict.keys()`, `.values()`, `.items()`: they cross as lists (no subclass can change how they iterate).
+_DICT_VIEWS = frozenset({type({}.keys()), type({}.values()), type({}.items())})
 
 
 _days = datetime.timedelta.__dict__['days'].__get__

@@ -32,6 +32,21 @@ CASES = [
         (Later().run(), Later.make().size, Later.helper(),
          isinstance(Meta(), Meta), type(abc.get_cache_token()).__name__)
     ''', (1, 3, 2, True, 'int')),
+    case('asyncio-running-loop', '''
+        import asyncio
+        async def main():
+            loop = asyncio.get_running_loop()
+            future = loop.create_future()
+            loop.call_later(0.001, future.set_result, 'later')
+            soon = []
+            loop.call_soon(soon.append, 'soon')
+            at = loop.create_future()
+            loop.call_at(loop.time(), at.set_result, 'at')
+            task = loop.create_task(asyncio.sleep(0, 'task'))
+            start = loop.time()
+            return (await future, await at, await task, soon, loop.time() >= start, loop.is_running(), loop.is_closed(), loop.get_debug())
+        asyncio.run(main())
+    ''', ('later', 'at', 'task', ['soon'], True, True, False, False)),
     case('asyncio-tasks', '''
         import asyncio
         async def job(n):
@@ -1021,6 +1036,254 @@ CASES = [
          uuid.uuid4().version, len(str(uuid.uuid4())), uuid.RESERVED_NCS, uuid.RESERVED_MICROSOFT, uuid.RESERVED_FUTURE,
          uuid.SafeUUID.unknown.name, u.int % 1000)
     ''', ('9073926b-929f-31c2-abc9-fad77ae3e8eb', '48d34be5-10a3-5c30-96ef-9cf9a60110f2', '6ba7b812-9dad-11d1-80b4-00c04fd430c8', '6ba7b814-9dad-11d1-80b4-00c04fd430c8', '12345678123456781234567812345678', None, False, 4, 36, 'reserved for NCS compatibility', 'reserved for Microsoft compatibility', 'reserved for future definition', 'unknown', 104)),
+    # ----- email.utils, graphlib, html, shlex, types, urllib.parse ---------------------------------
+    case('email-utils', """
+        import email.utils
+        from email import utils
+        when = email.utils.parsedate_to_datetime('Mon, 20 Nov 1995 19:12:08 -0500')
+        parsed = email.utils.parsedate_tz('Mon, 20 Nov 1995 19:12:08 -0500')
+        (email.utils.parseaddr('Ann Lee <ann@example.org>'), email.utils.formataddr(('Bo', 'bo@example.org')),
+         email.utils.getaddresses(['a@x.org, Bo <b@y.org>']), email.utils.format_datetime(when),
+         email.utils.formatdate(0, usegmt=True), email.utils.mktime_tz(parsed), email.utils.parsedate('Mon, 20 Nov 1995 19:12:08')[:6],
+         email.utils.quote('say "hi"'), email.utils.unquote('"quoted"'), utils.encode_rfc2231('café', 'utf-8'),
+         email.utils.decode_rfc2231("utf-8''caf%C3%A9"), email.utils.collapse_rfc2231_value(('utf-8', '', 'caf%C3%A9')),
+         email.utils.decode_params([('text/plain', ''), ('name*', "utf-8''a%20b")]))
+    """, (('Ann Lee', 'ann@example.org'), 'Bo <bo@example.org>', [('', 'a@x.org'), ('Bo', 'b@y.org')],
+          'Mon, 20 Nov 1995 19:12:08 -0500', 'Thu, 01 Jan 1970 00:00:00 GMT', 816912728, (1995, 11, 20, 19, 12, 8),
+          'say \\"hi\\"', 'quoted', "utf-8''caf%C3%A9", ['utf-8', '', 'caf%C3%A9'], 'caf%C3%A9',
+          [('text/plain', ''), ('name', ('utf-8', '', '"a b"'))])),
+    case('graphlib', """
+        import graphlib
+        ts = graphlib.TopologicalSorter({'deploy': {'build', 'test'}, 'test': {'build'}})
+        order = list(ts.static_order())
+        cyclic = graphlib.TopologicalSorter({'a': {'b'}, 'b': {'a'}})
+        try:
+            cyclic.prepare()
+        except graphlib.CycleError as error:
+            cycle = error.args[1]
+        (order, sorted(cycle))
+    """, (['build', 'test', 'deploy'], ['a', 'a', 'b'])),
+    case('html', """
+        import html
+        (html.escape('<a href="x">Tom & Jerry</a>'), html.escape("'", quote=False), html.unescape('&lt;p&gt; &amp; &eacute; &#39;'))
+    """, ('&lt;a href=&quot;x&quot;&gt;Tom &amp; Jerry&lt;/a&gt;', "'", "<p> & é '")),
+    case('shlex', """
+        import shlex
+        parts = shlex.split('grep -r "two words" --include=*.py # comment', comments=True)
+        (parts, shlex.quote("it's here"), shlex.join(['echo', 'a b', "c'd"]))
+    """, (['grep', '-r', 'two words', '--include=*.py'], "'it'\"'\"'s here'", "echo 'a b' 'c'\"'\"'d'")),
+    case('types', """
+        import types
+        async def agen():
+            yield 1
+        async def coro():
+            pass
+        def gen():
+            yield 1
+        class A:
+            slot = None
+            __slots__ = ('x',)
+            def m(self):
+                return 1
+            @types.DynamicClassAttribute
+            def dyn(self):
+                return 'dyn'
+        c = coro()
+        c.close()
+        ns = types.SimpleNamespace(a=1, b=2)
+        proxy = types.MappingProxyType({'k': 1})
+        Made = types.new_class('Made', (A,), {}, lambda namespace: namespace.update(n=5))
+        meta, namespace, kwds = types.prepare_class('P', (object,))
+        checks = [
+            isinstance(lambda: 0, types.FunctionType), isinstance(gen, types.LambdaType), isinstance(gen(), types.GeneratorType),
+            isinstance(c, types.CoroutineType), isinstance(agen(), types.AsyncGeneratorType), isinstance(len, types.BuiltinFunctionType),
+            isinstance([].append, types.BuiltinMethodType), types.ClassMethodDescriptorType.__name__ == 'classmethod_descriptor',
+            types.GetSetDescriptorType.__name__ == 'getset_descriptor', isinstance(A.__dict__['x'], types.MemberDescriptorType),
+            isinstance(str.join, types.MethodDescriptorType), isinstance(A().m, types.MethodType), isinstance((1).__add__, types.MethodWrapperType),
+            isinstance(object.__init__, types.WrapperDescriptorType), isinstance(types, types.ModuleType), isinstance(None, types.NoneType),
+            isinstance(..., types.EllipsisType), isinstance(NotImplemented, types.NotImplementedType),
+            isinstance(list[int], types.GenericAlias), isinstance(int | str, types.UnionType),
+        ]
+        (all(checks), repr(ns), proxy['k'], Made().m(), Made.n, meta.__name__, dict(namespace), kwds, types.resolve_bases((A,)) == (A,),
+         A().dyn, types.MethodType(lambda self: self.a, ns)(), types.ModuleType('mod').__name__)
+    """, (True, 'namespace(a=1, b=2)', 1, 1, 5, 'type', {}, {}, True, 'dyn', 1, 'mod')),
+    case('urllib-parse', """
+        import urllib.parse
+        from urllib import parse
+        u = urllib.parse.urlparse('https://user@example.com:8080/a/b;p?x=1&y=2#frag')
+        s = urllib.parse.urlsplit('https://example.com/a?q=1#f')
+        d = urllib.parse.urldefrag('https://example.com/a#part')
+        b = urllib.parse.urlsplit(b'https://example.com/x')
+        (u.hostname, u.port, u.path, u.params, u.query, u.fragment, urllib.parse.urlunparse(u), urllib.parse.urlunsplit(s),
+         urllib.parse.urljoin('https://a/b/c', '../d'), d.url, d.fragment, urllib.parse.urlencode({'q': 'a b', 'n': [1, 2]}, doseq=True),
+         urllib.parse.parse_qs('a=1&a=2&b=3'), urllib.parse.parse_qsl('a=1&b=2'), urllib.parse.quote('a b/c'), parse.quote_plus('a b&c'),
+         urllib.parse.quote_from_bytes(b'\\xff '), urllib.parse.unquote('a%20b'), urllib.parse.unquote_plus('a+b%26c'),
+         urllib.parse.unquote_to_bytes('%ff'), type(u) is urllib.parse.ParseResult, type(s) is urllib.parse.SplitResult,
+         type(d) is urllib.parse.DefragResult, type(b) is urllib.parse.SplitResultBytes,
+         type(urllib.parse.urlparse(b'x')) is urllib.parse.ParseResultBytes, type(urllib.parse.urldefrag(b'x#y')) is urllib.parse.DefragResultBytes)
+    """, ('example.com', 8080, '/a/b', 'p', 'x=1&y=2', 'frag', 'https://user@example.com:8080/a/b;p?x=1&y=2#frag',
+          'https://example.com/a?q=1#f', 'https://a/d', 'https://example.com/a', 'part', 'q=a+b&n=1&n=2', {'a': ['1', '2'], 'b': ['3']},
+          [('a', '1'), ('b', '2')], 'a%20b/c', 'a+b%26c', '%FF%20', 'a b', 'a b&c', b'\xff', True, True, True, True, True, True)),
+    case('string-formatter', """
+        import string
+        class Point:
+            def __init__(self):
+                self.x = 3
+        class Upper(string.Formatter):
+            def format_field(self, value, format_spec):
+                return super().format_field(value, format_spec).upper()
+        f = string.Formatter()
+        (f.format('{0.x} {name!r} {0.x:>{width}}', Point(), name='n', width=3), f.vformat('{a}-{b}', (), {'a': 1, 'b': 2}),
+         list(f.parse('a{b}c')), Upper().format('{} {}', 'ab', 'cd'), f.get_field('0.x', (Point(),), {})[0])
+    """, ('3 \'n\'   3', '1-2', [('a', 'b', '', None), ('c', None, None, None)], 'AB CD', 3)),
+    case('typing-get-type-hints', """
+        import typing
+        from typing import Annotated, Literal, Optional, get_type_hints
+        class Node:
+            value: int
+            children: 'list[Node]'
+            parent: Optional['Node'] = None
+            tag: Literal['a', 'b'] = 'a'
+            note: Annotated[str, 'meta'] = ''
+        def f(x: int, y: 'str | None' = None) -> 'dict[str, Node]':
+            return {}
+        hints = get_type_hints(Node, localns={'Node': Node})
+        (hints['value'] is int, hints['children'] == list[Node], hints['parent'] == Optional[Node], hints['tag'] == Literal['a', 'b'],
+         hints['note'] is str, typing.get_type_hints(f) == {'x': int, 'y': str | None, 'return': dict[str, Node]},
+         get_type_hints(Node, localns={'Node': Node}, include_extras=True)['note'] == Annotated[str, 'meta'])
+    """, (True, True, True, True, True, True, True)),
+    case('sys-recursion-limit', """
+        import sys
+        before = sys.getrecursionlimit()
+        sys.setrecursionlimit(200)
+        def down(n):
+            return down(n + 1)
+        try:
+            down(0)
+        except RecursionError as error:
+            message = str(error)
+        after = sys.getrecursionlimit()
+        sys.setrecursionlimit(before)
+        try:
+            sys.setrecursionlimit(0)
+        except ValueError as error:
+            low = str(error)
+        (before >= 1000, after, message, low)
+    """, (True, 200, 'maximum recursion depth exceeded', 'recursion limit must be greater or equal than 1')),
+    # ----- logging, warnings ---------------------------------------------------------------------
+    case('logging', """
+        import io
+        import logging
+        buffer = io.StringIO()
+        handler = logging.StreamHandler(buffer)
+        handler.setFormatter(logging.Formatter('%(levelname)s %(name)s %(message)s'))
+        log = logging.getLogger('conformance.app')
+        log.propagate = False
+        log.setLevel(logging.DEBUG)
+        log.addHandler(handler)
+        class OnlyErrors(logging.Filter):
+            def filter(self, record):
+                return record.levelno >= logging.ERROR
+        quiet = logging.getLogger('conformance.quiet')
+        quiet.propagate = False
+        quiet.addHandler(handler)
+        quiet.addFilter(OnlyErrors())
+        quiet.warning('hidden')
+        quiet.error('shown')
+        log.debug('d %d', 1)
+        log.info('i')
+        log.warning('w')
+        log.error('e')
+        log.critical('c')
+        log.log(logging.INFO, 'via log')
+        logging.LoggerAdapter(log, {'user': 'ann'}).info('adapted')
+        brace = logging.StreamHandler(buffer)
+        brace.setFormatter(logging.Formatter('{levelname}:{message}', style='{'))
+        log.addHandler(brace)
+        log.warning('both')
+        log.removeHandler(brace)
+        batch = logging.BufferingFormatter(logging.Formatter('[%(message)s]'))
+        records = [logging.makeLogRecord({'msg': 'one'}), logging.LogRecord('n', logging.INFO, 'f.py', 1, 'two', None, None)]
+        logging.addLevelName(25, 'NOTICE')
+        logging.getLogger('conformance.null').addHandler(logging.NullHandler())
+        class Plain(logging.Handler):
+            def emit(self, record):
+                buffer.write('plain ' + record.getMessage() + '\\n')
+        log.addHandler(Plain())
+        log.log(25, 'notice')
+        (buffer.getvalue(), batch.format(records), logging.getLevelName(25), logging.getLevelName('NOTICE'),
+         logging.getLevelNamesMapping()['WARN'], (logging.CRITICAL, logging.FATAL, logging.ERROR, logging.WARNING, logging.WARN,
+         logging.INFO, logging.DEBUG, logging.NOTSET), logging.BASIC_FORMAT, logging.getLoggerClass() is logging.Logger,
+         logging.getLogRecordFactory() is logging.LogRecord, logging.raiseExceptions, isinstance(log, logging.Logger))
+    """, ('ERROR conformance.quiet shown\nDEBUG conformance.app d 1\nINFO conformance.app i\nWARNING conformance.app w\n'
+          'ERROR conformance.app e\nCRITICAL conformance.app c\nINFO conformance.app via log\nINFO conformance.app adapted\n'
+          'WARNING conformance.app both\nWARNING:both\nNOTICE conformance.app notice\nplain notice\n', '[one][two]', 'NOTICE', 25, 30,
+          (50, 50, 40, 30, 30, 20, 10, 0), '%(levelname)s:%(name)s:%(message)s', True, True, True, True)),
+    case('logging-root', """
+        import logging
+        logging.basicConfig(level=logging.INFO, format='%(levelname)s:%(name)s:%(lineno)d:%(message)s')
+        logging.debug('not shown')
+        logging.info('started')
+        logging.warning('careful %s', 'now')
+        logging.warn('old name')
+        logging.error('bad')
+        logging.critical('worse')
+        logging.fatal('fatal')
+        logging.log(logging.INFO, 'logged')
+        try:
+            {}['missing']
+        except KeyError:
+            logging.exception('lookup failed')
+        logging.disable(logging.CRITICAL)
+        logging.critical('disabled')
+        logging.disable(logging.NOTSET)
+        class Tagged(logging.Logger):
+            pass
+        logging.setLoggerClass(Tagged)
+        tagged = type(logging.getLogger('tagged')).__name__
+        logging.setLoggerClass(logging.Logger)
+        make = logging.getLogRecordFactory()
+        logging.setLogRecordFactory(lambda *args, **kwargs: make(*args, **kwargs))
+        logging.info('factory')
+        logging.root.handlers[0].setFormatter(logging.Formatter('%(name)s:%(message)s'))
+        logging.captureWarnings(True)
+        import io
+        import warnings
+        warnings.warn('captured')
+        logging.captureWarnings(False)
+        out = io.StringIO()
+        warnings.showwarning('shown', UserWarning, 'main.py', 3, file=out, line='x = 1')
+        logging.shutdown()
+        (tagged, out.getvalue())
+    """, ('Tagged', 'main.py:3: UserWarning: shown\n  x = 1\n'),
+         output='INFO:root:4:started\nWARNING:root:5:careful now\nWARNING:root:6:old name\nERROR:root:7:bad\nCRITICAL:root:8:worse\n'
+         'CRITICAL:root:9:fatal\nINFO:root:10:logged\nERROR:root:14:lookup failed\nTraceback (most recent call last):\n'
+         '  File "main.py", line 12, in <module>\n    {}[\'missing\']\n    ~~^^^^^^^^^^^\nKeyError: \'missing\'\n'
+         "INFO:root:25:factory\npy.warnings:main.py:30: UserWarning: captured\n  warnings.warn('captured')\n\n", sandbox_only=True),
+    case('warnings', """
+        import io
+        import warnings
+        def old():
+            warnings.warn('old() is deprecated', DeprecationWarning, stacklevel=2)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter('always')
+            old()
+            warnings.warn('plain')
+            warnings.filterwarnings('ignore', message='skip')
+            warnings.warn('skip me')
+            warnings.resetwarnings()
+            warnings.simplefilter('always')
+            warnings.warn(RuntimeWarning('as instance'))
+        with warnings.catch_warnings():
+            warnings.simplefilter('error')
+            try:
+                warnings.warn('now an error')
+            except UserWarning as error:
+                raised = str(error)
+        ([(type(w.message).__name__, str(w.message), w.lineno) for w in caught], raised,
+         warnings.formatwarning('formatted', FutureWarning, 'main.py', 7, line='  y = 2  '))
+    """, ([('DeprecationWarning', 'old() is deprecated', 7), ('UserWarning', 'plain', 8), ('RuntimeWarning', 'as instance', 13)],
+          'now an error', 'main.py:7: FutureWarning: formatted\n  y = 2\n')),
     # ----- what the host grants: the clock and the environment (sandbox only) ------------------------
     case('clock-datetime', '''
         import datetime as dt

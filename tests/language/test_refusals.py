@@ -58,8 +58,6 @@ REFUSALS = [
      "SyntaxError: attribute 'gi_frame' is not available in the sandbox: it reaches interpreter internals (frames, code, tracebacks, generators or the event loop)"),
     ('traceback', 'try:\n    1/0\nexcept Exception as e:\n    e.__traceback__',
      "SyntaxError: attribute '__traceback__' cannot be read in the sandbox: names like __this__ are refused except a short list; tracebacks are not available to scripts; an uncaught exception shows its traceback to the host"),
-    ('type-three-args', "type('X', (), {})",
-     'SyntaxError: type() with three arguments (creating a class) is not supported in the sandbox; write a class statement instead'),
     ('builtins-name', '__builtins__',
      "SyntaxError: name '__builtins__' is not available in the sandbox: names like __this__ are refused; call builtins by their name"),
     ('import-dunder', "__import__('os')",
@@ -110,11 +108,11 @@ REFUSALS = [
      "AttributeError: module 'json' has no attribute 'decoder' in the sandbox: the sandbox offers json's own names: "
      'json.JSONDecodeError, json.JSONDecoder, json.JSONEncoder. json offers: JSONDecodeError, JSONDecoder, JSONEncoder, '
      'dump, dumps, load, loads'),
-    ('sys-setrecursionlimit', 'import sys\nsys.setrecursionlimit(10**6)',
-     "AttributeError: module 'sys' has no attribute 'setrecursionlimit' in the sandbox: the host sets the recursion limit "
-     'of a session (its Limits); write the recursion as a loop. sys offers: byteorder, exit, float_info, float_repr_style, '
-     'get_int_max_str_digits, getdefaultencoding, getsizeof, hash_info, hexversion, int_info, intern, maxsize, maxunicode, '
-     'platform, set_int_max_str_digits, stderr, stdout, version, version_info'),
+    ('sys-settrace', 'import sys\nsys.settrace(None)',
+     "AttributeError: module 'sys' has no attribute 'settrace' in the sandbox: interpreter internals are not available in "
+     'the sandbox. sys offers: byteorder, exit, float_info, float_repr_style, get_int_max_str_digits, getdefaultencoding, '
+     'getrecursionlimit, getsizeof, hash_info, hexversion, int_info, intern, maxsize, maxunicode, platform, '
+     'set_int_max_str_digits, setrecursionlimit, stderr, stdout, version, version_info'),
     ('random-systemrandom', 'import random\nrandom.SystemRandom()',
      "AttributeError: module 'random' has no attribute 'SystemRandom' in the sandbox: randomness comes from the session's "
      "seeded generator; use random.Random() or the module functions. random offers: Random, betavariate, choice, choices, "

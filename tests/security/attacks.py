@@ -72,6 +72,14 @@ _LYING_KEY = """
 _LYING_KEY_REFUSED = "TypeError: class S cannot be made in the sandbox: its namespace has a key of type 'K'; attribute names are strings"
 
 
+#: A dunder a script reads of its own classes, functions and objects only, read of another's.
+OWN = "AttributeError: attribute '{0}' can be read in the sandbox only on the script's own classes, functions and their objects ({1})"
+WRAPPED = "only the script's own functions show what they wrap"
+ANNOTATIONS = "only the script's own classes and functions show their annotations"
+#: object.__setattr__ / __delattr__ handed an object that is not the script's.
+SETTER = "TypeError: {0}() can change attributes in the sandbox only of the script's own classes, functions and their objects ({1})"
+
+
 def dunder(name: str, hint: str = '', *, syntax: bool = True, store: bool = False) -> str:
     text = f"attribute '{name}' cannot be {'assigned' if store else 'read'} in the sandbox: names like __this__ are refused except a short list"
     if hint:
@@ -253,9 +261,17 @@ ATTACKS: list[Attack] = [
     attack('memoryview', 'pysandbox', """
         memoryview(b'x')
     """, 'NameError: memoryview() is not available in the sandbox; use bytes or bytearray'),
-    attack('type-three-args', 'RestrictedPython', """
-        X = type('X', (), {'__getattr__': lambda self, n: n})
-    """, 'SyntaxError: type() with three arguments (creating a class) is not supported in the sandbox; write a class statement instead'),
+    attack('type-three-args', 'RestrictedPython: type() with a namespace of special methods', """
+        X = type('X', (), {'__getattr__': lambda self, n: n, '__del__': lambda self: open('MARKER', 'w')})
+    """, "TypeError: class X cannot define '__del__' in the sandbox; finalizers are not supported in the sandbox; use a with statement"),
+    attack('type-three-args-class-property', 'pyjail: a class whose __class__ lies, made by type()', """
+        X = type('X', (), {'__class__': property(lambda self: type(print))})
+    """, "TypeError: class X cannot define '__class__' in the sandbox; use type(x) instead"),
+    attack('type-three-args-str-subclass-key', 'corral red team: a namespace key that is not a str', """
+        class K(str):
+            pass
+        X = type('X', (), {K('__getattribute__'): lambda self, n: 1})
+    """, "TypeError: class X cannot be made in the sandbox: its namespace has a key of type 'K'; attribute names are strings"),
     attack('type-alias-class-body-still-checked', 'pyjail: type() through an alias; its lambdas are still validated', """
         t = type
         X = t('X', (), {'leak': lambda self: self.__class__.__subclasses__()})
@@ -323,7 +339,7 @@ ATTACKS: list[Attack] = [
     attack('wrapped-attribute', 'pyjail: __wrapped__ of decorated stdlib functions', """
         import functools
         functools.lru_cache(len).__wrapped__
-    """, dunder('__wrapped__', 'call the function you have')),
+    """, OWN.format('__wrapped__', '_lru_cache_wrapper objects are not') + '; ' + WRAPPED),
 
     # ----- unicode identifiers ---------------------------------------------------------------------
     attack('nfkc-fullwidth-name', 'pyjail: NFKC-normalised identifiers', """
@@ -394,8 +410,8 @@ ATTACKS: list[Attack] = [
     """, 'AttributeError: str.format() field {0._queue}: ' + private('_queue', 'Queue objects')[len('AttributeError: '):]),
     attack('string-formatter', 'RestrictedPython CVE-2023-41039: string.Formatter().get_field', """
         import string
-        string.Formatter().get_field('0.__class__', (1,), {})
-    """, no_member('string', 'Formatter')),
+        string.Formatter().get_field('0.__class__.__base__', (1,), {})
+    """, dunder('__base__', MRO, syntax=False)),
 
     # ----- frames, tracebacks, generators, coroutines ---------------------------------------------
     attack('sys-getframe', 'pysandbox; pyjail', """
@@ -470,8 +486,8 @@ ATTACKS: list[Attack] = [
     # ----- asyncio internals -----------------------------------------------------------------------
     attack('asyncio-get-running-loop', 'asyncio: the loop gives raw fd access', """
         import asyncio
-        asyncio.get_running_loop()
-    """, no_member('asyncio', 'get_running_loop')),
+        asyncio.get_running_loop().add_reader(0, print)
+    """, "AttributeError: '_UnixSelectorEventLoop' object has no attribute 'add_reader'"),
     attack('asyncio-get-event-loop', 'asyncio', """
         import asyncio
         asyncio.get_event_loop().subprocess_shell
@@ -619,7 +635,8 @@ ATTACKS: list[Attack] = [
         def f(x: "__import__('os')"):
             pass
         typing.get_type_hints(f)
-    """, no_member('typing', 'get_type_hints')),
+    """, 'TypeError: get_type_hints() in the sandbox evaluates annotations of names, attributes, subscripts, lists, '
+         "tuples, constants and |, not \"__import__('os')\""),
     attack('forwardref-evaluate', 'pyjail', """
         import typing
         typing.ForwardRef('1')._evaluate({}, {}, frozenset())
@@ -660,7 +677,9 @@ ATTACKS: list[Attack] = [
     attack('dunder-function-at-module', 'pyjail', """
         def __getattr__(name):
             return name
-    """, "SyntaxError: function '__getattr__' cannot be defined in the sandbox: names like __this__ are allowed only for methods in a class body (__init__, __repr__, __str__, __eq__, __hash__, __lt__, __len__, __iter__, __getitem__, __enter__, __exit__, __post_init__, ...); give the function an ordinary name"),
+    """, "SyntaxError: function '__getattr__' cannot be defined in the sandbox: names like __this__ are allowed only for "
+         'methods (__init__, __repr__, __str__, __eq__, __hash__, __lt__, __len__, __iter__, __getitem__, __enter__, '
+         '__exit__, __post_init__, ...), in a class body or to set on a class later; give the function an ordinary name'),
     attack('descriptor-owner-dict', 'pyjail: __set_name__ gets the owner', """
         class D:
             def __set_name__(self, owner, name):
@@ -1208,7 +1227,7 @@ ATTACKS: list[Attack] = [
          "classes the script defines (builtin_function_or_method objects are not); use the public API"),
     attack('identity-hash-replaced', 'corral issue: a script swapping the identity hash for its own', """
         setattr(object, '__hash__', lambda self: 0)
-    """, "AttributeError: attribute '__hash__' cannot be assigned in the sandbox: names like __this__ are refused except a short list"),
+    """, "AttributeError: attribute '__hash__' can be assigned in the sandbox only on the script's own classes (class object is not)"),
     attack('identity-method-hash-vars', 'corral issue: identity functions', """
         class A:
             def f(self):
@@ -1236,4 +1255,230 @@ ATTACKS: list[Attack] = [
     """, 'RuntimeError: asyncio.run() cannot be called from a running event loop: the script already runs in an event '
          'loop: call asyncio.run(main()) at the top level of the script, where the sandbox awaits it on that loop, or '
          'await the coroutine (await main())'),
+    # ----- dunders of the script's own objects: read and set on what the script made only ---------
+    attack('object-setattr-module', 'corral issue: object.__setattr__ past a module facade', """
+        import json
+        object.__setattr__(json, 'dumps', lambda *a: open('MARKER', 'w'))
+    """, SETTER.format('__setattr__', 'module objects are not')),
+    attack('object-setattr-host-class', 'cpython: object.__setattr__ on a class of the host', """
+        import json
+        object.__setattr__(json.JSONDecoder, 'decode', lambda *a: open('MARKER', 'w'))
+    """, SETTER.format('__setattr__', 'class JSONDecoder is not')),
+    attack('object-setattr-builtin', 'cpython: object.__setattr__ on a builtin function', """
+        object.__setattr__(len, 'x', 1)
+    """, SETTER.format('__setattr__', 'builtin_function_or_method objects are not')),
+    attack('object-delattr-module', 'corral issue: object.__delattr__ of a module facade', """
+        import os
+        object.__delattr__(os, 'getcwd')
+    """, SETTER.format('__delattr__', 'module objects are not')),
+    attack('object-setattr-class-store', 'pyjail: __class__ assignment through object.__setattr__', """
+        class A:
+            pass
+        s = object.__setattr__
+        s(A(), '__class__', type(print))
+    """, dunder('__class__', CLASS, syntax=False, store=True)),
+    attack('bound-setattr-dict-store', 'pyjail: an object\'s __dict__ replaced through its __setattr__', """
+        class A:
+            pass
+        A().__setattr__('__dict__', {})
+    """, dunder('__dict__', "only x.__dict__ or vars(x) reads it, on objects of the script's classes; read the attributes by name, or use dataclasses.asdict(x)", syntax=False, store=True)),
+    attack('getattr-setattr-bound', 'corral red team: the real bound __setattr__ through getattr()', """
+        class A:
+            pass
+        getattr(A(), '__set' + 'attr__')('__class__', type(print))
+    """, dunder('__class__', CLASS, syntax=False, store=True)),
+    attack('frozen-dataclass-setattr-from-vars', 'corral red team: a frozen dataclass\'s own __setattr__ calls object.__setattr__ for a subclass', """
+        import dataclasses
+        @dataclasses.dataclass(frozen=True)
+        class P:
+            x: int
+        class Q(P):
+            pass
+        vars(P)['__setattr__'](Q(1), '__class__', type(print))
+    """, "KeyError: '__setattr__'"),
+    attack('format-setattr', 'RestrictedPython: format fields reach attributes', """
+        class A:
+            pass
+        '{0.__setattr__}'.format(A())
+    """, "AttributeError: str.format() field {0.__setattr__}: attribute '__setattr__' can be read in the sandbox only as x.__setattr__ or C.__setattr__, written out"),
+    attack('type-setattr-getattribute', 'pyjail: a special method set on a class after its statement', """
+        class A:
+            pass
+        type.__setattr__(A, '__getattribute__', lambda self, name: open('MARKER', 'w'))
+        A().x
+    """, dunder('__getattribute__', 'use getattr(obj, name)', syntax=False, store=True)),
+    attack('class-store-method-on-host-class', 'corral issue: a class decorator\'s helper on a class of the host', """
+        import json
+        def __init__(self, *args, **kwargs):
+            open('MARKER', 'w')
+        json.JSONDecoder.__init__ = __init__
+    """, "AttributeError: attribute '__init__' can be assigned in the sandbox only on the script's own classes (class JSONDecoder is not)"),
+    attack('setattr-method-on-builtin-instance', 'corral issue: a method set on an object, not a class', """
+        class A:
+            pass
+        def __repr__(self):
+            return 'x'
+        setattr(A(), '__repr__', __repr__)
+    """, "AttributeError: attribute '__repr__' can be assigned in the sandbox only on the script's own classes (A objects are not)"),
+    attack('late-getattr-answers-special-names', 'corral red team: a __getattr__ set after the class statement answers C code\'s special names', """
+        import dataclasses
+        class C:
+            pass
+        C.__getattr__ = lambda self, name: {'x': dataclasses.field()}
+        dataclasses.fields(C())
+    """, 'TypeError: must be called with a dataclass type or instance'),
+    attack('annotations-of-host-class', 'corral issue: annotations of the host\'s classes name its internals', """
+        import json
+        json.JSONDecoder.__annotations__
+    """, OWN.format('__annotations__', 'class JSONDecoder is not') + '; ' + ANNOTATIONS),
+    attack('annotations-of-module', 'corral issue: a module\'s annotations', """
+        import asyncio
+        getattr(asyncio, '__annota' + 'tions__')
+    """, OWN.format('__annotations__', 'module objects are not') + '; ' + ANNOTATIONS),
+    attack('getnewargs-of-host-object', 'corral issue: __getnewargs__ of a foreign object', """
+        (1).__getnewargs__()
+    """, OWN.format('__getnewargs__', 'int objects are not')),
+    attack('wrapped-of-stdlib-wrapper', 'pyjail: __wrapped__ of a wrapper the standard library made around a builtin', """
+        import functools
+        functools.singledispatch(len).__wrapped__
+    """, OWN.format('__wrapped__', 'function objects are not') + '; ' + WRAPPED),
+    attack('getnewargs-inherited-from-host-class', 'corral issue: a dunder found on a foreign base', """
+        class I(int):
+            pass
+        I(1).__getnewargs__()
+    """, OWN.format('__getnewargs__', 'I objects are not')),
+    attack('own-dunder-class-pattern', 'pyjail: a class pattern reads attributes with no guard', """
+        class A:
+            x: int
+        match A():
+            case A(__annotations__=a):
+                a
+    """, "SyntaxError: class pattern keyword: attribute '__annotations__' cannot be read in the sandbox: names like __this__ "
+         "are refused except a short list; only the script's own classes and functions show their annotations"),
+    # ----- the standard library agents reach for: logging, warnings, types, string, shlex, email -----
+    attack('logging-file-handler', 'corral issue: logging writes files through its own open()', """
+        import logging
+        logging.FileHandler('MARKER')
+    """, 'AttributeError: ' + missing_member('logging', 'FileHandler', module_names('logging'))),
+    attack('logging-basic-config-file', 'corral issue: basicConfig(filename=) opens a file', """
+        import logging
+        logging.basicConfig(filename='MARKER')
+    """, "ValueError: basicConfig(filename=...) is not available in the sandbox: log to the script's stderr (the default), "
+         'or to a stream: basicConfig(stream=buffer)'),
+    attack('logging-brace-style-globals', 'RestrictedPython CVE-2023-41039: a format string walks attributes; logging\'s { style', """
+        import logging
+        f = logging.Formatter('{msg.__init__.__globals__}', style='{')
+        f.format(logging.makeLogRecord({'msg': logging.Handler()}))
+    """, "AttributeError: str.format() field {msg.__init__.__globals__}: attribute '__globals__' cannot be read in the "
+         'sandbox: names like __this__ are refused except a short list; function internals are not available in the sandbox'),
+    attack('logging-brace-style-real-class', 'corral red team: the real Formatter class reached through type()', """
+        import logging
+        handler = logging.StreamHandler()
+        real = type(handler).mro()[1]
+        real.__init__(handler, None)
+        f = type(logging.Formatter())('{msg.__init__.__globals__}', style='{')
+        f.format(logging.makeLogRecord({'msg': real()}))
+    """, "AttributeError: str.format() field {msg.__init__.__globals__}: attribute '__globals__' cannot be read in the "
+         'sandbox: names like __this__ are refused except a short list; function internals are not available in the sandbox'),
+    attack('warnings-explicit-host-file', 'corral issue: warn_explicit names a host file whose line it reads', """
+        import warnings
+        warnings.warn_explicit('x', UserWarning, '/etc/passwd', 1)
+    """, 'AttributeError: ' + missing_member('warnings', 'warn_explicit', module_names('warnings'))),
+    attack('string-formatter-globals', 'RestrictedPython CVE-2023-41039: string.Formatter.get_field', """
+        import string
+        def f():
+            pass
+        string.Formatter().format('{0.__globals__}', f)
+    """, "AttributeError: attribute '__globals__' cannot be read in the sandbox: names like __this__ are refused except a "
+         'short list; function internals are not available in the sandbox'),
+    attack('string-formatter-subclass-super', 'RestrictedPython: a subclass reaches the base get_field through super()', """
+        import string
+        class F(string.Formatter):
+            def get_field(self, name, args, kwargs):
+                return super().get_field(name, args, kwargs)
+        def f():
+            pass
+        F().format('{0.__globals__}', f)
+    """, "AttributeError: attribute '__globals__' cannot be read in the sandbox: names like __this__ are refused except a "
+         'short list; function internals are not available in the sandbox'),
+    attack('string-formatter-mro-base', 'corral red team: the real string.Formatter through the facade class\'s MRO', """
+        import string
+        bases = string.Formatter.mro()
+        def f():
+            pass
+        bases[0]().format('{0.__globals__}', f)
+    """, "AttributeError: attribute '__globals__' cannot be read in the sandbox: names like __this__ are refused except a "
+         'short list; function internals are not available in the sandbox'),
+    attack('types-code-type', 'pyjail: types.CodeType builds bytecode', """
+        import types
+        types.CodeType(0, 0, 0, 0, 0, 0, b'', (), (), (), '', '', '', 0, b'', b'')
+    """, 'AttributeError: ' + missing_member('types', 'CodeType', module_names('types'))),
+    attack('types-new-class-finalizer', 'pyjail: a class with a finalizer made by types.new_class', """
+        import types
+        X = types.new_class('X', (), {}, lambda ns: ns.update({'__del__': lambda self: open('MARKER', 'w')}))
+    """, "TypeError: class X cannot define '__del__' in the sandbox; finalizers are not supported in the sandbox; use a with statement"),
+    attack('shlex-source-file', 'cpython: shlex.shlex reads files named in its input (sourcehook)', """
+        import shlex
+        lexer = shlex.shlex('source MARKER', posix=True)
+    """, 'AttributeError: ' + missing_member('shlex', 'shlex', module_names('shlex'))),
+    attack('email-msgid-host-name', 'cpython: email.utils.make_msgid reads the host name', """
+        import email.utils
+        email.utils.make_msgid()
+    """, 'AttributeError: ' + missing_member('email.utils', 'make_msgid', module_names('email.utils'))),
+    attack('urllib-request', 'corral issue: urllib.parse is offered, urllib.request is not', """
+        import urllib.request
+    """, 'ModuleNotFoundError: ' + missing_module('urllib.request')),
+    attack('running-loop-private', 'corral issue: the loop behind asyncio.get_running_loop()', """
+        import asyncio
+        async def main():
+            return getattr(asyncio.get_running_loop(), '_lo' + 'op').add_reader
+        await main()
+    """, "AttributeError: attribute '_loop' is private: the sandbox allows names starting with '_' only on objects of "
+         'classes the script defines (_UnixSelectorEventLoop objects are not); use the public API'),
+    attack('running-loop-executor', 'cpython: run_in_executor runs a function on a thread', """
+        import asyncio
+        async def main():
+            await asyncio.get_running_loop().run_in_executor(None, open, 'MARKER', 'w')
+        await main()
+    """, 'RuntimeError: run_in_executor() is not available: threads are not available in the sandbox; await the work in a '
+         'task (asyncio.create_task, asyncio.gather)'),
+    attack('running-loop-reader', 'cpython: a loop watches file descriptors and signals', """
+        import asyncio
+        async def main():
+            asyncio.get_running_loop().add_signal_handler(2, print)
+        await main()
+    """, "AttributeError: '_UnixSelectorEventLoop' object has no attribute 'add_signal_handler'"),
+    attack('running-loop-handle-callback', 'corral red team: a timer handle holds its callback and the loop', """
+        import asyncio
+        async def main():
+            handle = asyncio.get_running_loop().call_later(10, print)
+            return handle._loop
+        await main()
+    """, "AttributeError: attribute '_loop' is private: the sandbox allows names starting with '_' only on objects of "
+         'classes the script defines (TimerHandle objects are not); use the public API'),
+    attack('type-hints-eval-call', 'pyjail: typing.get_type_hints evaluates annotation strings', """
+        import typing
+        class A:
+            x: "open('MARKER', 'w')"
+        typing.get_type_hints(A)
+    """, 'TypeError: get_type_hints() in the sandbox evaluates annotations of names, attributes, subscripts, lists, '
+         "tuples, constants and |, not \"open('MARKER', 'w')\""),
+    attack('type-hints-eval-dunder-walk', 'pyjail: a subclass walk in an annotation string', """
+        import typing
+        def f(x: '().__class__.__base__.__subclasses__') -> None:
+            pass
+        typing.get_type_hints(f)
+    """, dunder('__base__', MRO, syntax=False)),
+    attack('type-hints-eval-builtins-name', 'pyjail: __builtins__ named in an annotation string', """
+        import typing
+        class A:
+            x: '__builtins__'
+        typing.get_type_hints(A)
+    """, "NameError: name '__builtins__' is not available in the sandbox"),
+    attack('type-hints-forward-ref-module', 'cpython: a ForwardRef names the module its names come from', """
+        import typing
+        class A:
+            x: typing.ForwardRef('system', module='os')
+        typing.get_type_hints(A)
+    """, 'TypeError: get_type_hints() in the sandbox does not look names up in other modules (ForwardRef module=)'),
 ]

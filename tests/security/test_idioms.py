@@ -396,6 +396,109 @@ IDIOMS = [
         result.append('append' in dir([]))
         result
     ''', ['main', False, True], id='main-slots-dir'),
+    # ----- the dunders a model reads and sets of its own objects ----------------------------------
+    pytest.param('''
+        from dataclasses import dataclass, field
+        @dataclass(frozen=True)
+        class Box:
+            width: float
+            height: float
+            area: float = field(init=False)
+            def __post_init__(self):
+                object.__setattr__(self, 'area', self.width * self.height)
+        b = Box(2.0, 3.5)
+        try:
+            b.area = 1
+            frozen = False
+        except Exception as e:
+            frozen = type(e).__name__
+        (b.area, repr(b), frozen)
+    ''', (7.0, 'Box(width=2.0, height=3.5, area=7.0)', 'FrozenInstanceError'), id='frozen-dataclass-post-init-setattr'),
+    pytest.param('''
+        class Record:
+            def __init__(self):
+                super().__setattr__('x', 1)
+                self.__setattr__('y', 2)
+                object.__setattr__(self, '_z', 3)
+            def drop(self):
+                object.__delattr__(self, 'y')
+                self.__delattr__('_z')
+        r = Record()
+        before = (r.x, r.y, r._z)
+        r.drop()
+        (before, sorted(vars(r)), hasattr(r, '__setattr__'))
+    ''', ((1, 2, 3), ['x'], True), id='setattr-delattr-own-objects'),
+    pytest.param('''
+        from dataclasses import dataclass
+        from typing import NamedTuple, TypedDict
+        class C:
+            a: int
+            b: str = 'x'
+        def f(x: int, y: 'str') -> bool:
+            return True
+        @dataclass
+        class Point:
+            x: int
+            y: int = 0
+        class V(NamedTuple):
+            a: int
+            b: float
+        class T(TypedDict, total=False):
+            a: int
+        class U(T, total=True):
+            b: str
+        vi = V(1, 2.0)
+        (C.__annotations__ == {'a': int, 'b': str}, f.__annotations__['y'], list(Point.__dataclass_fields__),
+         Point(1).__dataclass_fields__['y'].default, vi.__getnewargs__(), sorted(U.__optional_keys__),
+         sorted(U.__required_keys__), T.__total__, Point.__dataclass_params__.frozen)
+    ''', (True, 'str', ['x', 'y'], 0, (1, 2.0), ['a'], ['b'], False, False), id='annotations-fields-keys-of-own-classes'),
+    pytest.param('''
+        import functools
+        def logged(func):
+            @functools.wraps(func)
+            def wrapper(*args):
+                return func(*args) * 10
+            return wrapper
+        @logged
+        def double(x):
+            return 2 * x
+        @functools.cache
+        def fib(n):
+            return n if n < 2 else fib(n - 1) + fib(n - 2)
+        @functools.singledispatch
+        def show(x):
+            return 'any'
+        (double(1), double.__wrapped__(1), double.__name__, fib(20), fib.__wrapped__(5), show.__wrapped__(1))
+    ''', (20, 2, 'double', 6765, 5, 'any'), id='wrapped-functions-of-the-script'),
+    pytest.param('''
+        class Named:
+            __name__ = 'custom'
+            __qualname__ = 'Outer.Named'
+        A = type('A', (), {'x': 1, 'double': lambda self: self.x * 2, '__repr__': lambda self: 'A!'})
+        B = type('B', (A,), {})
+        (Named().__name__, Named.__qualname__, A.x, A().double(), repr(B()), B.__name__, [c.__name__ for c in B.mro()])
+    ''', ('custom', 'Outer.Named', 1, 2, 'A!', 'B', ['B', 'A', 'object']), id='class-body-name-and-type-three-args'),
+    pytest.param('''
+        def with_init(*names):
+            def decorate(cls):
+                def __init__(self, *values):
+                    for name, value in zip(names, values):
+                        setattr(self, name, value)
+                def __repr__(self):
+                    return f'{type(self).__name__}({", ".join(repr(getattr(self, n)) for n in names)})'
+                cls.__init__ = __init__
+                setattr(cls, '__repr__', __repr__)
+                cls.__eq__ = lambda self, other: vars(self) == vars(other)
+                return cls
+            return decorate
+        @with_init('x', 'y')
+        class P:
+            pass
+        class Q:
+            pass
+        Q.__getattr__ = lambda self, name: name.upper()
+        (repr(P(1, 2)), P(1, 2) == P(1, 2), Q().hello, hasattr(Q(), '__array_interface__'))
+    ''', ('P(1, 2)', True, 'HELLO', False), id='class-decorator-sets-methods'),
 ]
 
 

@@ -289,7 +289,7 @@ def _corral_run(tmp_path, code):
 
 @pytest.mark.slow
 async def test_corral_run_shows_every_refusal_and_cuts_a_long_repr(tmp_path):
-    assert _corral_run(tmp_path, 't = []\nfor i in range(500):\n    t = [t]\nfor i in range(20):\n    t = (t,)\nt\n') == (
+    assert _corral_run(tmp_path, 't = []\nfor i in range(1100):\n    t = [t]\nfor i in range(20):\n    t = (t,)\nt\n') == (
         1, '', UNPACKABLE + 'the result is nested more than 100 levels deep\n'
     )
     # a value that cannot leave but has a repr in the sandbox is shown as that repr, as the integrations show it

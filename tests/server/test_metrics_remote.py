@@ -80,6 +80,8 @@ async def test_remote_feeds_and_the_host_calls_sent_to_the_client_are_counted_on
         ('corral_feed_seconds_count', ()): 2.0,
         ('corral_type_check_seconds_count', ()): 0.0,
         ('corral_sessions_expired_total', ()): 0.0,  # the pool has no retention
+        ('corral_checkpoints', ()): 0.0,  # an ephemeral session keeps none
+        ('corral_checkpoint_bytes', ()): 0.0,
     }
 
 

@@ -30,10 +30,11 @@ __all__ = [
 #: The standard library modules a script may import, in the order the docs list them.
 STDLIB_MODULES: tuple[str, ...] = (
     'abc', 'asyncio', 'base64', 'bisect', 'calendar', 'collections', 'collections.abc', 'contextlib',
-    'copy', 'csv', 'dataclasses', 'datetime', 'decimal', 'difflib', 'enum', 'fnmatch', 'fractions',
-    'functools', 'glob', 'hashlib', 'heapq', 'io', 'itertools', 'json', 'math', 'operator', 'os',
-    'os.path', 'pathlib', 'pprint', 'random', 're', 'statistics', 'string', 'sys', 'textwrap', 'time',
-    'typing', 'unicodedata', 'uuid', 'zoneinfo',
+    'copy', 'csv', 'dataclasses', 'datetime', 'decimal', 'difflib', 'email', 'email.utils', 'enum', 'fnmatch',
+    'fractions', 'functools', 'glob', 'graphlib', 'hashlib', 'heapq', 'html', 'io', 'itertools', 'json',
+    'logging', 'math', 'operator', 'os', 'os.path', 'pathlib', 'pprint', 'random', 're', 'shlex',
+    'statistics', 'string', 'sys', 'textwrap', 'time', 'types', 'typing', 'unicodedata', 'urllib',
+    'urllib.parse', 'uuid', 'warnings', 'zoneinfo',
 )
 
 #: The third-party packages a pool may offer (`Pool(packages=[...])`) -> the modules a script may
@@ -172,7 +173,7 @@ _WITHOUT_PACKAGE = (
 #: Why a module is missing, for the modules a model reaches for most.
 MODULE_HINTS: dict[str, str] = {
     **dict.fromkeys(
-        ['socket', 'ssl', 'http', 'urllib', 'urllib.request', 'requests', 'httpx', 'aiohttp', 'ftplib', 'smtplib',
+        ['socket', 'ssl', 'http', 'urllib.request', 'urllib.error', 'urllib.response', 'requests', 'httpx', 'aiohttp', 'ftplib', 'smtplib',
          'xmlrpc', 'websockets', 'asyncio.streams'],
         _NETWORK,
     ),
@@ -186,11 +187,12 @@ MODULE_HINTS: dict[str, str] = {
     **dict.fromkeys(['shutil', 'tempfile'], 'use open(), os and pathlib on the folders the host mounted'),
     'sqlite3': 'databases are reached through the host functions you were given',
     **dict.fromkeys(
-        ['importlib', 'inspect', 'gc', 'ctypes', 'builtins', 'traceback', 'types', 'code', 'codeop', 'dis', 'ast',
-         'weakref', 'sysconfig', 'site', 'runpy', 'pdb', 'faulthandler', 'resource', 'atexit', 'warnings'],
+        ['importlib', 'inspect', 'gc', 'ctypes', 'builtins', 'traceback', 'code', 'codeop', 'dis', 'ast',
+         'weakref', 'sysconfig', 'site', 'runpy', 'pdb', 'faulthandler', 'resource', 'atexit'],
         _INTERNALS,
     ),
-    'logging': 'print() is the script\'s output',
+    'logging.handlers': 'logging writes to the script\'s stderr (the default of basicConfig and StreamHandler), or to a stream',
+    'logging.config': 'configure logging with basicConfig, or with handlers and formatters in code',
     **dict.fromkeys(
         ['scipy', 'sklearn', 'pydantic', 'yaml', 'bs4', 'dateutil', 'pytz', 'attrs', 'typing_extensions', 'tqdm', 'rich',
          'polars', 'openai', 'anthropic'],
@@ -233,8 +235,6 @@ MEMBER_HINTS: dict[tuple[str, str], str] = {
     ('sys', 'setprofile'): _INTERNALS,
     ('sys', 'exc_info'): 'use the exception bound by except ... as error',
     ('sys', 'exception'): 'use the exception bound by except ... as error',
-    ('sys', 'setrecursionlimit'): 'the host sets the recursion limit of a session (its Limits); write the recursion as a loop',
-    ('sys', 'getrecursionlimit'): 'the host sets the recursion limit of a session (its Limits)',
     ('sys', 'argv'): 'a script has no command line',
     ('sys', 'stdin'): 'a script cannot read input; use the host functions you were given',
     ('sys', 'executable'): _INTERNALS,
@@ -244,16 +244,20 @@ MEMBER_HINTS: dict[tuple[str, str], str] = {
     ('uuid', 'uuid1'): 'uuid1 reads the machine\'s network address; use uuid.uuid4()',
     ('uuid', 'getnode'): 'it reads the machine\'s network address',
     **{('asyncio', name): _LOOP for name in (
-        'get_event_loop', 'get_running_loop', 'new_event_loop', 'set_event_loop', 'Runner',
+        'get_event_loop', 'new_event_loop', 'set_event_loop', 'Runner',
         'get_event_loop_policy', 'set_event_loop_policy', 'AbstractEventLoop')},
     **{('asyncio', name): _THREADS for name in ('to_thread', 'run_coroutine_threadsafe', 'wrap_future')},
     **{('asyncio', name): _PROCESSES for name in ('create_subprocess_exec', 'create_subprocess_shell', 'subprocess')},
     **{('asyncio', name): _NETWORK for name in ('open_connection', 'start_server', 'StreamReader', 'StreamWriter', 'open_unix_connection', 'start_unix_server')},
-    ('typing', 'get_type_hints'): 'it evaluates annotation strings; read annotations in your own code instead',
     ('contextlib', 'redirect_stdout'): 'write to a buffer with print(..., file=buffer)',
     ('contextlib', 'redirect_stderr'): 'write to a buffer with print(..., file=buffer)',
     ('contextlib', 'chdir'): 'the working folder is fixed; use paths under the mounted folders',
-    ('string', 'Formatter'): 'use str.format() or f-strings',
+    **{('types', name): _INTERNALS for name in ('CodeType', 'FrameType', 'TracebackType', 'CellType', 'coroutine')},
+    ('shlex', 'shlex'): 'it can read files (source, sourcehook); use shlex.split, shlex.quote and shlex.join',
+    ('email.utils', 'make_msgid'): 'it reads the host\'s name; build an id with uuid.uuid4()',
+    ('email.utils', 'localtime'): _LOCALTIME,
+    ('logging', 'FileHandler'): 'open the file with open() and log to it: StreamHandler(file)',
+    ('warnings', 'warn_explicit'): 'use warnings.warn(message, category, stacklevel)',
     ('functools', 'singledispatchmethod'): 'use functools.singledispatch on a function',
     ('calendar', 'LocaleTextCalendar'): 'locales are not available in the sandbox; use calendar.TextCalendar',
     ('calendar', 'LocaleHTMLCalendar'): 'locales are not available in the sandbox; use calendar.HTMLCalendar',
@@ -276,7 +280,9 @@ MODULE_NOTES: dict[str, str] = {
         'of the top level awaits `main()` on that loop and gives its value (elsewhere it raises `RuntimeError`, as '
         'in a running loop), and `gather` (with '
         '`return_exceptions=True`), `create_task`, `TaskGroup`, `Semaphore`, `as_completed`, `wait_for`, `timeout` '
-        'and `sleep` run on it; no access to the loop itself, threads, subprocesses or streams'
+        'and `sleep` run on it; `get_running_loop()` gives its clock, tasks, futures and callbacks (`time`, '
+        '`create_task`, `create_future`, `call_soon`, `call_later`, `call_at`); no access to the loop itself, threads, '
+        'subprocesses or streams'
     ),
     'datetime': (
         '`datetime.now()`, `datetime.today()`, `datetime.utcnow()` and `date.today()` read the clock through the '
@@ -302,7 +308,10 @@ MODULE_NOTES: dict[str, str] = {
     'pathlib': '`Path` reads and writes through the host (mounts, `os_access`); `PurePath` classes as in CPython',
     'glob': 'matches paths through the host (mounts, `os_access`); results are sorted',
     'io': '`open` is the sandbox\'s `open()`; `StringIO`, `BytesIO` and `TextIOWrapper` work in memory',
-    'sys': '`stdout`/`stderr` write to the captured output; `exit()` ends the script with `SystemExit`',
+    'sys': (
+        '`stdout`/`stderr` write to the captured output; `exit()` ends the script with `SystemExit`; '
+        '`setrecursionlimit` sets a limit up to the session\'s `Limits.recursion` (a higher one gives that)'
+    ),
     'pprint': '`pprint()` and `pp()` print to the captured output',
     'zoneinfo': 'every time zone of the host\'s tz database is built in',
     'operator': '`attrgetter` and `methodcaller` read attributes with the sandbox\'s rules',
@@ -311,7 +320,24 @@ MODULE_NOTES: dict[str, str] = {
     'copy': 'copies builtin values, collections, dates, decimals and objects of the script\'s classes',
     'contextlib': 'no `redirect_stdout`/`redirect_stderr` (use `print(..., file=buffer)`), no `chdir`',
     'calendar': '`prmonth`, `prcal` and `TextCalendar`\'s `pr*` methods print to the captured output; no locale calendars',
-    'typing': '`reveal_type` prints to the captured output; no `get_type_hints` (it evaluates strings)',
+    'typing': (
+        '`reveal_type` prints to the captured output; `get_type_hints` evaluates annotation strings as names, '
+        'attributes, subscripts and `|` only (no calls), by the sandbox\'s rules'
+    ),
+    'logging': (
+        'handlers write to the script\'s stderr (`basicConfig()`, `StreamHandler()`, and a logger with none) or to a '
+        'stream the script gives; no `FileHandler`; a logged traceback or stack shows the script\'s frames'
+    ),
+    'warnings': (
+        '`warn` writes to the script\'s stderr through the real filters (`simplefilter`, `filterwarnings`, '
+        '`catch_warnings`); no `warn_explicit`'
+    ),
+    'string': '`Formatter` reads fields\' attributes by the sandbox\'s rules, as `str.format` does',
+    'types': 'the types of values a script has (`SimpleNamespace`, `MappingProxyType`, `FunctionType` ...); no `CodeType`, `FrameType`, `TracebackType`, `CellType` or `coroutine`',
+    'shlex': '`split`, `quote` and `join`; no `shlex` class (it can read files)',
+    'email.utils': 'address and date helpers; `formatdate()` without a time reads the clock through the host; no `make_msgid`, `localtime`',
+    'email': 'only `email.utils`',
+    'urllib': 'only `urllib.parse` (strings only; no network)',
 }
 
 
@@ -324,7 +350,7 @@ def missing_module(name: str, host_modules: Iterable[str] = (), packages: Iterab
     session's pool offers, see `PACKAGES`)."""
     offered = (*STDLIB_MODULES, *(module for package in packages for module in PACKAGE_MODULES[package]))
     top = name.partition('.')[0]
-    hint = None if top in offered else MODULE_HINTS.get(name) or MODULE_HINTS.get(top)
+    hint = MODULE_HINTS.get(name) or (None if top in offered else MODULE_HINTS.get(top))
     if hint is None and top in offered:
         hint = f"the sandbox offers '{top}' itself, not its submodules"
     text = f"No module named '{name}'"

@@ -846,6 +846,42 @@ stdout = _Output('<stdout>')
 stderr = _Output('<stderr>')
 
 
+#: The script's recursion limit: [the one it asked for, the session's `Limits.recursion`, the
+#: interpreter's depth under the script's top level] (`runtime.Worker` sets the last two per feed).
+_recursion = [None, 1000, 0]
+
+
+def recursion_limit(cap: int, base: int) -> int:
+    """The interpreter's limit for a feed whose script starts `base` deep, under `Limits.recursion`
+    `cap`: the script's own `sys.setrecursionlimit`, kept across feeds, where it is lower."""
+    _recursion[1], _recursion[2] = cap, base
+    wanted = _recursion[0]
+    return base + (cap if wanted is None else min(wanted, cap))
+
+
+def getrecursionlimit() -> int:
+    """`sys.getrecursionlimit`: the script's limit (at most the session's `Limits.recursion`)."""
+    wanted, cap, _ = _recursion
+    return cap if wanted is None else min(wanted, cap)
+
+
+def setrecursionlimit(limit: int, /) -> None:
+    """`sys.setrecursionlimit`, within the session's `Limits.recursion`: a higher limit gives that one."""
+    limit = operator.index(limit)
+    if limit < 1:
+        raise ValueError('recursion limit must be greater or equal than 1')
+    _, cap, base = _recursion
+    try:
+        sys.setrecursionlimit(base + min(limit, cap))
+    except RecursionError as error:  # CPython's words, with the script's depth (less this function's frame)
+        depth = int(str(error).split('depth ')[1].split(':')[0]) - base - 1
+        raise RecursionError(f'cannot set the recursion limit to {limit} at the recursion depth {depth}: the limit is too low') from None
+    _recursion[0] = limit
+
+
+_named('sys', getrecursionlimit, setrecursionlimit)
+
+
 def _sys() -> dict[str, Any]:
     return {
         'version': sys.version, 'version_info': sys.version_info, 'hexversion': sys.hexversion,
@@ -853,6 +889,7 @@ def _sys() -> dict[str, Any]:
         'maxunicode': sys.maxunicode, 'float_info': sys.float_info, 'int_info': sys.int_info,
         'hash_info': sys.hash_info, 'float_repr_style': sys.float_repr_style,
         'getsizeof': sys.getsizeof, 'intern': sys.intern, 'exit': sys.exit,
+        'getrecursionlimit': getrecursionlimit, 'setrecursionlimit': setrecursionlimit,
         'getdefaultencoding': sys.getdefaultencoding,
         'get_int_max_str_digits': sys.get_int_max_str_digits, 'set_int_max_str_digits': sys.set_int_max_str_digits,
         'stdout': stdout, 'stderr': stderr,
@@ -990,6 +1027,68 @@ def top_level_run(main: Any, *, debug: bool | None = None) -> Any:
 
 run.__module__ = top_level_run.__module__ = 'asyncio'
 top_level_run.__name__ = top_level_run.__qualname__ = 'run'
+
+
+# ----- asyncio.get_running_loop --------------------------------------------------------------------
+
+_THREADS_HINT = 'threads are not available in the sandbox; await the work in a task (asyncio.create_task, asyncio.gather)'
+
+
+class _RunningLoop:
+    """What `asyncio.get_running_loop()` gives a script: the feed's loop as far as scripts use it
+    (its clock, tasks, futures and callbacks), never the loop object itself, whose other methods
+    reach the worker (sockets, signals, subprocesses, executors, its own exception handler)."""
+
+    __slots__ = ('_loop',)
+
+    def __init__(self, loop: Any) -> None:
+        self._loop = loop
+
+    def time(self) -> float:
+        return self._loop.time()
+
+    def create_task(self, coro: Any, *, name: str | None = None, context: Any = None) -> Any:
+        return self._loop.create_task(coro, name=name, context=context)
+
+    def create_future(self) -> Any:
+        return self._loop.create_future()
+
+    def call_soon(self, callback: Any, *args: Any, context: Any = None) -> Any:
+        return self._loop.call_soon(callback, *args, context=context)
+
+    def call_later(self, delay: float, callback: Any, *args: Any, context: Any = None) -> Any:
+        return self._loop.call_later(delay, callback, *args, context=context)
+
+    def call_at(self, when: float, callback: Any, *args: Any, context: Any = None) -> Any:
+        return self._loop.call_at(when, callback, *args, context=context)
+
+    def is_running(self) -> bool:
+        return self._loop.is_running()
+
+    def is_closed(self) -> bool:
+        return self._loop.is_closed()
+
+    def get_debug(self) -> bool:
+        return False
+
+    def run_in_executor(self, executor: Any, func: Any, *args: Any) -> Any:
+        raise RuntimeError(f'run_in_executor() is not available: {_THREADS_HINT}')
+
+    def __repr__(self) -> str:
+        return f'<_UnixSelectorEventLoop running={self.is_running()} closed={self.is_closed()} debug=False>'
+
+
+_RunningLoop.__name__ = _RunningLoop.__qualname__ = '_UnixSelectorEventLoop'
+_RunningLoop.__module__ = 'asyncio.unix_events'
+
+
+def get_running_loop() -> Any:
+    """`asyncio.get_running_loop()`: the feed's loop as scripts use it (`_RunningLoop`); outside a
+    coroutine or callback, CPython's RuntimeError."""
+    return _RunningLoop(_asyncio.get_running_loop())
+
+
+get_running_loop.__module__ = 'asyncio'
 
 
 #: Facades built here: module name -> a function returning the facade's names and values.

@@ -47,6 +47,8 @@ from .rules import (
     DICT_ATTRIBUTE,
     FILTERED_ATTRIBUTES,
     FORMAT_ATTRIBUTES,
+    OWN_DUNDERS,
+    OWN_STORE_DUNDERS,
     READ_DUNDERS,
     attribute_refusal,
     dunder_hint,
@@ -301,7 +303,151 @@ def _refusal(obj: Any, name: str, *, store: bool) -> str | None:
         return private_refusal(obj, checked)
     if checked == DICT_ATTRIBUTE and not store:
         return None  # read as a guarded copy: see attribute_dict
+    if checked in OWN_DUNDERS and not store:
+        return own_refusal(obj, checked)  # read through own_attribute
     return attribute_refusal(checked, store=store)
+
+
+# ----- dunders of the script's own objects -----------------------------------------------------
+
+_FunctionType = types.FunctionType
+_function_code = _FunctionType.__dict__['__code__'].__get__
+_function_dict = _FunctionType.__dict__['__dict__'].__get__
+_code_filename = types.CodeType.__dict__['co_filename'].__get__
+_LRU_WRAPPER = type(__import__('functools').lru_cache(None)(len))
+
+
+def _is_script_function(obj: Any) -> bool:
+    return type(obj) is _FunctionType and _code_filename(_function_code(obj)).startswith('<script ')
+
+
+def _is_scripts(obj: Any) -> bool:
+    """Whether `obj` is the script's own: a function of its code, a class of its class statements,
+    or an object of one."""
+    if _is_class(obj):
+        return is_script_class(obj)
+    return _is_script_function(obj) or is_script_class(type(obj))
+
+
+def _found_in_script_class(chain: tuple[type, ...], name: str) -> bool:
+    """Whether the first class of `chain` whose own dict holds `name` is the script's (found
+    without comparing a key the script made, which could answer differently each time)."""
+    for cls in chain:
+        if any(type(key) is str and key == name for key in _type_dict(cls)):
+            return is_script_class(cls)
+    return False
+
+
+def own_refusal(obj: Any, name: str) -> str | None:
+    """Why dunder `name` (of `OWN_DUNDERS`) of `obj` is refused, or None: it is read only where it
+    gives back what the script made. Allowed on a function of the script; on a class of the script
+    when the class's own dict or its script bases define it (`__annotations__`: the class's own,
+    as CPython reads it); on an object of a script class when a script class (or the object's own
+    dict) holds it; `__wrapped__` also on a wrapper the standard library made
+    (`functools.lru_cache`, `singledispatch`) around a function or class of the script."""
+    if name in _SETTERS:
+        # only as `own_attribute` wraps them: the object's own would set any name (`__class__`)
+        return f"attribute '{name}' can be read in the sandbox only as x.{name} or C.{name}, written out"
+    if _is_script_function(obj):
+        return None
+    if _is_class(obj):
+        if is_script_class(obj) and (name == '__annotations__' or _found_in_script_class(_type_mro(obj), name)):
+            return None
+    elif is_script_class(type(obj)):
+        if _found_in_script_class(_type_mro(type(obj)), name):
+            return None
+        try:
+            own = _object_getattribute_(obj, '__dict__')
+        except AttributeError:
+            own = None
+        if type(own) is dict and any(type(key) is str and key == name for key in own) and not any(
+            type(key) is str and key == name for cls in _type_mro(type(obj)) for key in _type_dict(cls)
+        ):
+            return None
+    elif name == '__wrapped__' and type(obj) in (_FunctionType, _LRU_WRAPPER):
+        holder = _function_dict(obj) if type(obj) is _FunctionType else _object_getattribute_(obj, '__dict__')
+        wrapped = next((value for key, value in holder.items() if type(key) is str and key == '__wrapped__'), None)
+        if wrapped is not None and _is_scripts(wrapped):
+            return None
+    hint = dunder_hint(name)
+    text = f"attribute '{name}' can be read in the sandbox only on the script's own classes, functions and their objects ({_describe(obj)})"
+    return f'{text}; {hint}' if hint else text
+
+
+_SETTERS = ('__setattr__', '__delattr__')
+
+
+def _describe(obj: Any) -> str:
+    """`class str is not`, `int objects are not`: what a refusal of the script's own dunders says of `obj`."""
+    if _is_class(obj):
+        return f'class {_type_name(obj)} is not'
+    return f'{_type_name(type(obj))} objects are not'
+
+
+def own_attribute(obj: Any, name: str) -> Any:
+    """`x.__annotations__`, `x.__wrapped__` ... (`OWN_DUNDERS`, rewritten): read when `own_refusal`
+    allows it. `__setattr__` / `__delattr__` give functions that set or delete the attributes of
+    the script's own objects by the rules of `setattr`, past their class's own `__setattr__`
+    (`object.__setattr__(self, 'y', v)` in a frozen dataclass's `__post_init__`)."""
+    if name in _SETTERS:
+        return _own_setter(obj, name)
+    refusal = own_refusal(obj, name)
+    if refusal is not None:
+        raise AttributeError(refusal)
+    return getattr(obj, name)
+
+
+def _own_setter(owner: Any, name: str) -> Any:
+    """`C.__setattr__` (C a class: the setter takes the object first) or `x.__setattr__` (bound to x)."""
+    store = name == '__setattr__'
+    unbound = _is_class(owner)
+    real = getattr(owner, name)  # CPython's own refusal for a missing one (AttributeError)
+    if not unbound and type(owner) is super:  # `super().__setattr__`: the next class's, bound to the object
+        owner = owner.__self__
+
+    def _target(obj: Any, attribute: Any) -> str:
+        attribute = _as_name(attribute)
+        if not _is_scripts(obj):
+            raise TypeError(
+                f"{name}() can change attributes in the sandbox only of the script's own classes, functions and "
+                f'their objects ({_describe(obj)})'
+            )
+        refusal = _refusal(obj, attribute, store=True)
+        if refusal is not None:
+            raise AttributeError(refusal)
+        return attribute
+
+    if unbound:
+        if store:
+            def setter(obj: Any, attribute: Any, value: Any, /) -> None:
+                if attribute in OWN_STORE_DUNDERS and type(attribute) is str:
+                    return own_store(value, obj, attribute)
+                real(obj, _target(obj, attribute), value)
+        else:
+            def setter(obj: Any, attribute: Any, /) -> None:  # type: ignore[misc]
+                real(obj, _target(obj, attribute))
+    elif store:
+        def setter(attribute: Any, value: Any, /) -> None:  # type: ignore[misc]
+            if attribute in OWN_STORE_DUNDERS and type(attribute) is str:
+                return own_store(value, owner, attribute)
+            real(_target(owner, attribute), value)
+    else:
+        def setter(attribute: Any, /) -> None:  # type: ignore[misc]
+            real(_target(owner, attribute))
+    setter.__name__ = name
+    setter.__qualname__ = f'{_type_name(owner) if unbound else _type_name(type(owner))}.{name}'
+    return setter
+
+
+def own_store(value: Any, obj: Any, name: str) -> None:
+    """`C.__init__ = f` (`OWN_STORE_DUNDERS`, rewritten; and `setattr`): a method set on a class of
+    the script after its class statement, as a class body would define it: a `__getattr__` is
+    wrapped to answer no special name (`special_name_hook`)."""
+    if not (_is_class(obj) and is_script_class(obj)):
+        raise AttributeError(f"attribute '{name}' can be assigned in the sandbox only on the script's own classes ({_describe(obj)})")
+    if name == '__getattr__':
+        value = special_name_hook(value)
+    _type_setattr(obj, name, value)
 
 
 _NO_DEFAULT: Any = object()
@@ -311,6 +457,8 @@ def guarded_getattr(obj: Any, name: Any, default: Any = _NO_DEFAULT, /) -> Any:
     """`getattr` with the sandbox's attribute rules; a refused name behaves as a missing attribute."""
     default = () if default is _NO_DEFAULT else (default,)
     name = _as_name(name)
+    if name in _SETTERS:
+        return own_attribute(obj, name)
     refusal = _refusal(obj, name, store=False)
     if refusal is not None:
         if default:
@@ -333,6 +481,8 @@ def guarded_getattr(obj: Any, name: Any, default: Any = _NO_DEFAULT, /) -> Any:
 
 def guarded_hasattr(obj: Any, name: Any, /) -> bool:
     name = _as_name(name)
+    if name in _SETTERS:
+        return hasattr(obj, name)
     if _refusal(obj, name, store=False) is not None:
         return False
     return hasattr(obj, name)
@@ -340,6 +490,8 @@ def guarded_hasattr(obj: Any, name: Any, /) -> bool:
 
 def guarded_setattr(obj: Any, name: Any, value: Any, /) -> None:
     name = _as_name(name)
+    if name in OWN_STORE_DUNDERS:
+        return own_store(value, obj, name)
     refusal = _refusal(obj, name, store=True)
     if refusal is not None:
         raise AttributeError(refusal)
@@ -506,6 +658,8 @@ class _AttributeTarget:
 
     def __setitem__(self, name: str, value: Any) -> None:
         obj = self._obj
+        if name in OWN_STORE_DUNDERS:  # `C.__init__ = f`
+            return own_store(value, obj, name)
         cls = type(obj)
         entry = _instance_ok.get(id(cls))
         if not (entry is not None and entry[0] is cls and name not in entry[1]):
@@ -1149,6 +1303,7 @@ def make_guards(match_specs: list[tuple[tuple[str, ...], int, tuple[str, ...]]])
         '__corral_attrs__': _AttributeTarget,
         '__corral_format__': format_attribute,
         '__corral_dict__': attribute_dict,
+        '__corral_own__': own_attribute,
         '__corral_clock__': clock_attribute,
         '__corral_stop__': reraise_stop,
         '__corral_with__': _With,

@@ -81,6 +81,19 @@ def set_output(print_function: Callable[..., None]) -> None:
     _output = print_function
 
 
+_script_name = 'main.py'
+
+
+def set_script_name(name: str) -> None:
+    """How the script's tracebacks name its code (`checkout(script_name=...)`), for warnings and logs."""
+    global _script_name
+    _script_name = name
+
+
+def script_name() -> str:
+    return _script_name
+
+
 def write_output(text: str, file: Any = None) -> None:
     """Send `text` to the captured output; `file` is `sys.stderr`'s facade for text written there."""
     if _output is None:

@@ -15,8 +15,10 @@ objects by name or hand out the worker's own machinery:
 - dataclasses: `asdict`, `astuple`, `replace` read fields through the sandbox's rules;
   `dataclass` decorates only the script's classes; `make_dataclass` checks its names;
 - copy: `copy`/`deepcopy` from `copying.py`;
-- typing: no `get_type_hints` (it evaluates strings); string: no `Formatter` (an unguarded
-  `getattr`); uuid: no `uuid1`/`getnode` (they run commands to find a MAC address); enum: no
+- typing: `get_type_hints` evaluates annotation strings as names, attributes and subscripts
+  only, by the sandbox's rules; string: `Formatter` reads attributes
+  with the sandbox's rules; types, shlex, email.utils: an allow-list (no `types.CodeType`, no
+  `shlex.shlex` and its file reading, no `make_msgid`); logging, warnings: see `logs.py`; uuid: no `uuid1`/`getnode` (they run commands to find a MAC address); enum: no
   `global_enum` (it writes into the worker's `__main__`); contextlib: no `redirect_stdout`,
   `redirect_stderr` (they swap `sys.stdout`) or `chdir`;
 - the facades of `facades.py` (os, os.path, pathlib, glob, time, random, sys, io, pprint,
@@ -32,11 +34,16 @@ Facades are built on first import and cached for the worker process (one process
 
 from __future__ import annotations
 
+import _string
+import ast
 import asyncio
 import collections
 import dataclasses
+import email.utils
 import functools
 import importlib
+import operator
+import string
 import sys
 import types
 import typing
@@ -55,7 +62,9 @@ from .guards import (
 from .catalog import PACKAGE_MODULES, STDLIB_MODULES, missing_member, missing_module
 from .packages import BUILDERS as PACKAGE_BUILDERS
 from .packages import load, loaded
-from .facades import BUILDERS, TextCalendar, prcal, prmonth, register_random, reveal_type, run, uuid4
+from .facades import BUILDERS, TextCalendar, get_running_loop, prcal, prmonth, register_random, reveal_type, run, uuid4
+from .facades import time as _clock
+from .logs import BUILDERS as LOG_BUILDERS
 from .rules import (
     CLASS_ASSIGN_DUNDERS,
     DEFINABLE_DUNDERS,
@@ -71,7 +80,7 @@ _ASYNCIO = (
     'CancelledError', 'Condition', 'Event', 'Future', 'IncompleteReadError', 'InvalidStateError', 'LifoQueue',
     'LimitOverrunError', 'Lock', 'PriorityQueue', 'Queue', 'QueueEmpty', 'QueueFull', 'Semaphore', 'Task',
     'TaskGroup', 'Timeout', 'TimeoutError', 'all_tasks', 'as_completed', 'create_task', 'current_task',
-    'ensure_future', 'gather', 'iscoroutine', 'iscoroutinefunction', 'isfuture', 'run', 'shield', 'sleep', 'timeout',
+    'ensure_future', 'gather', 'get_running_loop', 'iscoroutine', 'iscoroutinefunction', 'isfuture', 'run', 'shield', 'sleep', 'timeout',
     'timeout_at', 'wait', 'wait_for',
 )
 
@@ -91,17 +100,36 @@ _ABC = (
     'get_cache_token', 'update_abstractmethods',
 )
 
+_TYPES = (
+    'AsyncGeneratorType', 'BuiltinFunctionType', 'BuiltinMethodType', 'ClassMethodDescriptorType', 'CoroutineType',
+    'DynamicClassAttribute', 'EllipsisType', 'FunctionType', 'GeneratorType', 'GenericAlias', 'GetSetDescriptorType',
+    'LambdaType', 'MappingProxyType', 'MemberDescriptorType', 'MethodDescriptorType', 'MethodType', 'MethodWrapperType',
+    'ModuleType', 'NoneType', 'NotImplementedType', 'SimpleNamespace', 'UnionType', 'WrapperDescriptorType',
+    'new_class', 'prepare_class', 'resolve_bases',
+)
+
+_EMAIL_UTILS = (
+    'collapse_rfc2231_value', 'decode_params', 'decode_rfc2231', 'encode_rfc2231', 'format_datetime', 'formataddr',
+    'formatdate', 'getaddresses', 'mktime_tz', 'parseaddr', 'parsedate', 'parsedate_to_datetime', 'parsedate_tz',
+    'quote', 'unquote',
+)
+
 #: Names left out of a module's public API.
 _WITHHELD: dict[str, frozenset[str]] = {
-    'typing': frozenset({'get_type_hints', 'no_type_check', 'no_type_check_decorator'}),
-    'string': frozenset({'Formatter'}),
+    'typing': frozenset({'no_type_check', 'no_type_check_decorator'}),
     'enum': frozenset({'global_enum', 'global_enum_repr', 'global_flag_repr', 'global_str', 'pickle_by_enum_name', 'pickle_by_global_name'}),
     'functools': frozenset({'singledispatchmethod'}),
     'calendar': frozenset({'LocaleTextCalendar', 'LocaleHTMLCalendar'}),
 }
 
 #: Names taken from an explicit list instead of the module's public API.
-_ONLY: dict[str, tuple[str, ...]] = {'asyncio': _ASYNCIO, 'uuid': _UUID, 'contextlib': _CONTEXTLIB, 'abc': _ABC}
+#: `types`: no `CodeType` (it makes code from bytes), `FrameType`, `TracebackType`, `CellType`, `coroutine`;
+#: `shlex`: no `shlex` class (its `sourcehook` opens files); `email.utils`: no `make_msgid` (it reads
+#: the host's name) or `localtime`; `email`, `urllib`: their sandbox submodules only.
+_ONLY: dict[str, tuple[str, ...]] = {
+    'asyncio': _ASYNCIO, 'uuid': _UUID, 'contextlib': _CONTEXTLIB, 'abc': _ABC, 'types': _TYPES,
+    'shlex': ('join', 'quote', 'split'), 'email': (), 'email.utils': _EMAIL_UTILS, 'urllib': (),
+}
 
 _cache: dict[str, types.ModuleType] = {}
 
@@ -175,12 +203,12 @@ def stdlib_module(name: str) -> types.ModuleType:
     package's `PACKAGE_MODULES`), cached."""
     module = _cache.get(name)
     if module is None:
-        builder = BUILDERS.get(name) or PACKAGE_BUILDERS.get(name)
+        builder = BUILDERS.get(name) or LOG_BUILDERS.get(name) or PACKAGE_BUILDERS.get(name)
         if builder is None:
             module = facade(importlib.import_module(name))
         else:
             real = sys.modules.get(name)
-            module = _module(name, getattr(real, '__doc__', None), builder())
+            module = _module(name, getattr(real, '__doc__', None), builder(), real)
             if name == 'random':
                 register_random(module)
         _cache[name] = module
@@ -207,9 +235,18 @@ def module_names(name: str) -> tuple[str, ...]:
     return tuple(public_names(stdlib_module(name)))
 
 
-def _module(name: str, doc: str | None, values: dict[str, Any]) -> types.ModuleType:
+_FUNCTIONS = (types.FunctionType, types.BuiltinFunctionType)
+
+
+def _module(name: str, doc: str | None, values: dict[str, Any], real: types.ModuleType | None) -> types.ModuleType:
     module = _Facade(name, doc)
     for key, value in values.items():
+        if type(value) in _FUNCTIONS and real is not None:
+            # CPython's errors name a function with its module ("posix.listdir() argument after **
+            # must be a mapping"): a sandbox function takes the module of the one it stands for
+            own = getattr(getattr(real, key, None), '__module__', None)
+            if type(own) is str and value.__module__ != own:
+                value.__module__ = own
         setattr(module, key, value)
     module.__all__ = [key for key in values if not isinstance(values[key], types.ModuleType)]
     # a sandbox submodule is an attribute of its parent, as in CPython (`import os.path`)
@@ -238,7 +275,7 @@ def facade(real: types.ModuleType) -> types.ModuleType:
         if isinstance(value, types.ModuleType):
             continue
         values[key] = value
-    return _module(name, real.__doc__, values)
+    return _module(name, real.__doc__, values, real)
 
 
 # ----- operator --------------------------------------------------------------------------------
@@ -300,6 +337,127 @@ class methodcaller:
 
 
 attrgetter.__module__ = methodcaller.__module__ = 'operator'
+
+
+# ----- string ----------------------------------------------------------------------------------
+
+def _get_field(self: Any, field_name: str, args: Any, kwargs: Any) -> tuple[Any, Any]:
+    """`string.Formatter.get_field`, reading attributes with the sandbox's rules."""
+    first, rest = _string.formatter_field_name_split(field_name)
+    obj = self.get_value(first, args, kwargs)
+    for is_attribute, key in rest:
+        obj = guarded_getattr(obj, key) if is_attribute else obj[key]
+    return obj, first
+
+
+def _formatter() -> type:
+    """`string.Formatter`: CPython's methods in a class that does not derive from it (a script's
+    subclass must not reach the unguarded `get_field` through its MRO), with a guarded `get_field`."""
+    namespace = {key: value for key, value in vars(string.Formatter).items() if key not in ('__dict__', '__weakref__')}
+    namespace['get_field'] = _get_field
+    cls = type('Formatter', (), namespace)
+    cls.__module__ = 'string'
+    return cls
+
+
+Formatter = _formatter()
+
+
+# ----- typing.get_type_hints ------------------------------------------------------------------
+
+_HINT_NODES = 'names, attributes, subscripts, lists, tuples, constants and |'
+
+
+def get_type_hints(obj: Any, globalns: Any = None, localns: Any = None, include_extras: bool = False) -> dict[str, Any]:
+    """`typing.get_type_hints`: an annotation written as a string (or a `ForwardRef`) is evaluated
+    as an expression of names, attributes, subscripts and `|` only, read by the sandbox's rules
+    (CPython's `eval` would run any code the string holds). Names are looked up in `localns`, then
+    `globalns` (by default the caller's, as a script's namespace is), then the builtins."""
+    if globalns is None:
+        frame = sys._getframe(1)
+        globalns = frame.f_globals
+        del frame
+    builtins = globalns.get('__builtins__', {}) if isinstance(globalns, dict) else {}
+    if isinstance(obj, type):
+        hints: dict[str, Any] = {}
+        for base in reversed(obj.mro()):
+            own = type.__dict__['__dict__'].__get__(base).get('__annotations__', {})
+            names = dict(type.__dict__['__dict__'].__get__(base)) if localns is None else localns
+            for name, value in dict(own).items():
+                hints[name] = _resolved(value, (names, globalns, builtins), 0)
+    else:
+        annotations = guarded_getattr(obj, '__annotations__', None)
+        if annotations is None:
+            raise TypeError(f'{obj!r} is not a module, class, method, or function.')
+        hints = {name: _resolved(value, (localns or {}, globalns, builtins), 0) for name, value in dict(annotations).items()}
+    if include_extras:
+        return hints
+    return {name: typing._strip_annotations(value) for name, value in hints.items()}  # type: ignore[attr-defined]
+
+
+def _resolved(value: Any, scopes: tuple[Any, ...], depth: int) -> Any:
+    if depth > 20:
+        raise RecursionError('get_type_hints(): annotations refer to each other too deeply')
+    if value is None:
+        return type(None)
+    if isinstance(value, str):
+        return _resolved(_evaluated(value, scopes), scopes, depth + 1)
+    if isinstance(value, typing.ForwardRef):
+        if value.__forward_module__ is not None:
+            raise TypeError('get_type_hints() in the sandbox does not look names up in other modules (ForwardRef module=)')
+        return _resolved(_evaluated(value.__forward_arg__, scopes), scopes, depth + 1)
+    args = getattr(value, '__args__', None)
+    if type(args) is not tuple or not args or typing.get_origin(value) is typing.Literal:
+        return value
+    resolved = tuple(_resolved(arg, scopes, depth + 1) if isinstance(arg, (str, typing.ForwardRef)) or hasattr(arg, '__args__') else arg for arg in args)
+    if all(a is b for a, b in zip(resolved, args)):
+        return value
+    if isinstance(value, types.GenericAlias):
+        return types.GenericAlias(value.__origin__, resolved)
+    if isinstance(value, types.UnionType):
+        return functools.reduce(operator.or_, resolved)
+    return value.copy_with(resolved)
+
+
+def _evaluated(text: str, scopes: tuple[Any, ...]) -> Any:
+    tree = ast.parse(text.strip(), mode='eval')
+    return _evaluate(tree.body, text, scopes)
+
+
+def _evaluate(node: Any, text: str, scopes: tuple[Any, ...]) -> Any:
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.Name):
+        if is_dunder(node.id):
+            raise NameError(f"name '{node.id}' is not available in the sandbox", name=node.id)
+        for scope in scopes:
+            if node.id in scope:
+                return scope[node.id]
+        raise NameError(f"name '{node.id}' is not defined", name=node.id)
+    if isinstance(node, ast.Attribute):
+        return guarded_getattr(_evaluate(node.value, text, scopes), node.attr)
+    if isinstance(node, ast.Subscript):
+        return _evaluate(node.value, text, scopes)[_evaluate(node.slice, text, scopes)]
+    if isinstance(node, ast.Tuple):
+        return tuple(_evaluate(item, text, scopes) for item in node.elts)
+    if isinstance(node, ast.List):
+        return [_evaluate(item, text, scopes) for item in node.elts]
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
+        return _evaluate(node.left, text, scopes) | _evaluate(node.right, text, scopes)
+    raise TypeError(f'get_type_hints() in the sandbox evaluates annotations of {_HINT_NODES}, not {text!r}')
+
+
+get_type_hints.__module__ = 'typing'
+
+
+# ----- email.utils -----------------------------------------------------------------------------
+
+def formatdate(timeval: float | None = None, localtime: bool = False, usegmt: bool = False) -> str:
+    """`email.utils.formatdate`; without a time, the sandbox's clock (`time.time()`) gives it."""
+    return email.utils.formatdate(_clock() if timeval is None else timeval, localtime, usegmt)
+
+
+formatdate.__module__ = 'email.utils'
 
 
 # ----- functools -------------------------------------------------------------------------------
@@ -582,8 +740,10 @@ _REPLACEMENTS: dict[str, dict[str, Any]] = {
     'collections': {'namedtuple': namedtuple},
     'uuid': {'uuid4': uuid4},
     'calendar': {'TextCalendar': TextCalendar, 'prmonth': prmonth, 'prcal': prcal},
-    'typing': {'reveal_type': reveal_type},
-    'asyncio': {'run': run},
+    'typing': {'reveal_type': reveal_type, 'get_type_hints': get_type_hints},
+    'string': {'Formatter': Formatter},
+    'email.utils': {'formatdate': formatdate},
+    'asyncio': {'run': run, 'get_running_loop': get_running_loop},
 }
 
 _ = asyncio  # imported so the allow-list above is checked against a loaded module

@@ -19,7 +19,7 @@ import types
 from . import catalog
 from .builtins import EXCEPTIONS, SAFE_BUILTINS, UNAVAILABLE_BUILTINS
 from .modules import module_names, stdlib_module
-from .rules import DEFINABLE_DUNDERS, READ_DUNDERS, STORE_DUNDERS
+from .rules import DEFINABLE_DUNDERS, OWN_DUNDERS, OWN_STORE_DUNDERS, READ_DUNDERS, STORE_DUNDERS
 
 __all__ = ['render', 'render_language', 'render_packages']
 
@@ -63,13 +63,11 @@ Refused, and why:
     they walk class hierarchies (`__bases__`, `__mro__`, `__subclasses__`), reach function and
     method internals (`__globals__`, `__code__`, `__closure__`, `__self__`), the builtins as an
     object (`__builtins__`, `__import__`) or the object model's hooks (`__getattribute__`,
-    `__setattr__`, `__del__`), which is how escapes from Python sandboxes begin; assigning
-    `__class__` or `__dict__` is refused with them;
+    `__del__`), which is how escapes from Python sandboxes begin; assigning `__class__` or
+    `__dict__` is refused with them;
   - the attributes of frames, code, tracebacks, generators, coroutines and the event loop
     (`f_globals`, `co_code`, `tb_frame`, `gi_frame`, `cr_frame`, `ag_frame`, `get_loop`, ...):
     they reach the worker's own frames and loop;
-  - `type(name, bases, namespace)` written out: write a class statement (the sandbox knows the
-    classes its class statements make as the script's own);
   - a `match` pattern that reads `format`, `format_map`, `now`, `today` or `utcnow`, or a private
     attribute in a value pattern (a class pattern's keyword, the dotted name of a value pattern or
     of a mapping pattern's key; a class's `__match_args__` naming one fails at run time): a pattern
@@ -80,6 +78,8 @@ Refused, and why:
     saying so): they are the private state of the sandbox's and the standard library's objects;
   - `x.__dict__` and `vars(x)` of objects the script did not define (modules, functions, the
     standard library's objects): their real namespaces; read the attributes by name;
+  - the special names a script reads or sets of what it made only (below) on anything else:
+    `object.__setattr__` on a module or a host class, a host function's `__wrapped__`;
   - `asyncio.run()` anywhere else (in a function): the script already runs in an event loop, as
     in CPython when a loop is running (`RuntimeError`); call it at the top level, or `await`;
   - the builtins and module members listed below as not available, each with its reason.
@@ -150,6 +150,14 @@ def render_language() -> str:
         f'Special names a script may read: {_code_list(READ_DUNDERS)}.',
         '',
         f'Special names a script may assign: {_code_list(STORE_DUNDERS)}.',
+        '',
+        f'Special names a script may read of its own classes, functions and their objects (annotations, dataclass '
+        f'fields, what `functools.wraps` wrapped; `object.__setattr__(self, name, value)` sets an attribute by the rules '
+        f'of `setattr`, as a frozen dataclass\'s `__post_init__` does): {_code_list(OWN_DUNDERS)}.',
+        '',
+        f'Special methods a script may set on its own classes after their class statement (a class decorator\'s '
+        f'`cls.__init__ = __init__`; a function of that name may be defined anywhere): {_code_list(OWN_STORE_DUNDERS)}. '
+        '`type(name, bases, namespace)` makes a class under the rules of a class statement.',
         '',
         f'Special methods a class may define: {_code_list(DEFINABLE_DUNDERS)}.',
         '',

@@ -7,6 +7,9 @@ Ordinary code is left alone, so it runs at CPython speed. After `validate`, the 
   keeps Python's evaluation order and works in any target position (tuples, `for`, `+=`);
 - `x.format` / `x.format_map` into `__corral_format__(x, 'format')`, a safe formatter for strings;
 - `x.__dict__` (a read) into `__corral_dict__(x)`, a guarded copy (see `guards.attribute_dict`);
+- `x.__annotations__`, `x.__wrapped__` ... (`OWN_DUNDERS`, reads) into `__corral_own__(x, name)`,
+  which reads them on the script's own objects only; `C.__init__ = f` (`OWN_STORE_DUNDERS`) into
+  `__corral_attrs__(C)['__init__'] = f`, which sets them on the script's own classes only;
 - `x.now` / `x.today` / `x.utcnow` into `__corral_clock__(x, 'now')`, which swaps the clock methods
   of `datetime.date` and its subclasses for the sandbox's (the clock is read through the host);
 - every `except` handler (and `except*`) to start with `__corral_stop__()`, which re-raises a
@@ -32,7 +35,7 @@ import ast
 import copy
 from typing import Any
 
-from .rules import CLOCK_ATTRIBUTES, DICT_ATTRIBUTE, FORMAT_ATTRIBUTES, is_private
+from .rules import CLOCK_ATTRIBUTES, DICT_ATTRIBUTE, FORMAT_ATTRIBUTES, OWN_DUNDERS, OWN_STORE_DUNDERS, is_private
 from .walk import NodeTransformer
 
 __all__ = ['GUARD_NAMES', 'INPLACE', 'MATCH_SPECS', 'is_run_call', 'rewrite']
@@ -49,7 +52,7 @@ INPLACE = {
 #: which could answer them with the script's own objects (found by a red-team pass).
 GUARD_NAMES = (
     '__corral_async_with__', '__corral_attrs__', '__corral_clock__', '__corral_dict__', '__corral_format__', '__corral_getattr__',
-    '__corral_mark__', '__corral_match__', '__corral_run__', '__corral_setattr__', '__corral_stop__', '__corral_with__',
+    '__corral_mark__', '__corral_match__', '__corral_own__', '__corral_run__', '__corral_setattr__', '__corral_stop__', '__corral_with__',
     *sorted(f'__corral_{name}__' for name in INPLACE.values()),
 )
 
@@ -143,8 +146,13 @@ class _Rewriter(NodeTransformer):
                 return _call('__corral_getattr__', node, node.value, name)
             target = _call('__corral_attrs__', node, node.value)
             return ast.copy_location(ast.Subscript(value=target, slice=name, ctx=node.ctx), node)
+        if attr in OWN_STORE_DUNDERS and isinstance(node.ctx, ast.Store):
+            target = _call('__corral_attrs__', node, node.value)
+            return ast.copy_location(ast.Subscript(value=target, slice=_constant(attr, node), ctx=node.ctx), node)
         if attr == DICT_ATTRIBUTE and isinstance(node.ctx, ast.Load):
             return _call('__corral_dict__', node, node.value)
+        if attr in OWN_DUNDERS and isinstance(node.ctx, ast.Load):
+            return _call('__corral_own__', node, node.value, _constant(attr, node))
         if attr in FORMAT_ATTRIBUTES and isinstance(node.ctx, ast.Load):
             return _call('__corral_format__', node, node.value, _constant(attr, node))
         if attr in CLOCK_ATTRIBUTES and isinstance(node.ctx, ast.Load):

@@ -25,6 +25,8 @@ __all__ = [
     'FORMAT_ATTRIBUTES',
     'INTERNAL_NAMES',
     'NAME_DUNDERS',
+    'OWN_DUNDERS',
+    'OWN_STORE_DUNDERS',
     'READ_DUNDERS',
     'STORE_DUNDERS',
     'attribute_refusal',
@@ -75,6 +77,17 @@ READ_DUNDERS: frozenset[str] = _PROTOCOL | {
 #: Dunder attributes a script may assign (decorators copy names and docs).
 STORE_DUNDERS: frozenset[str] = frozenset({'__name__', '__qualname__', '__doc__'})
 
+#: Dunder attributes a script may read on its own classes, functions and their objects only
+#: (`guards.own_refusal`), where they give back what the script made: annotations, dataclass
+#: fields, a NamedTuple's `__getnewargs__`, the function `functools.wraps` wrapped, a TypedDict's
+#: keys; and `object.__setattr__` / `__delattr__`, which set the script's own objects' attributes
+#: by the rules of `setattr` (the standard way to set a field of a frozen dataclass). The rewrite
+#: reads them through `__corral_own__`; a class pattern cannot read them.
+OWN_DUNDERS: frozenset[str] = frozenset({
+    '__annotations__', '__dataclass_fields__', '__dataclass_params__', '__getnewargs__', '__wrapped__',
+    '__optional_keys__', '__required_keys__', '__total__', '__setattr__', '__delattr__',
+})
+
 #: Dunder methods a class body may define (`def __x__` or `__x__ = ...`).
 DEFINABLE_DUNDERS: frozenset[str] = _PROTOCOL | {
     '__init__', '__new__', '__post_init__', '__init_subclass__', '__set_name__', '__class_getitem__',
@@ -83,7 +96,12 @@ DEFINABLE_DUNDERS: frozenset[str] = _PROTOCOL | {
 }
 
 #: Other dunders a class body may assign.
-CLASS_ASSIGN_DUNDERS: frozenset[str] = frozenset({'__slots__', '__match_args__', '__hash__', '__doc__'})
+CLASS_ASSIGN_DUNDERS: frozenset[str] = frozenset({'__slots__', '__match_args__', '__hash__', '__doc__', '__name__', '__qualname__'})
+
+#: Dunders a script may assign on its own classes after the class statement (a class decorator's
+#: `cls.__init__ = __init__`): the methods a class body may define, checked as the class
+#: statement checks them (`guards.own_store`), but `__init_subclass__`, which only a class body sets.
+OWN_STORE_DUNDERS: frozenset[str] = (DEFINABLE_DUNDERS - {'__init_subclass__'}) | {'__match_args__', '__hash__'}
 
 #: Dunder names (variables) a script may read: `if __name__ == '__main__':`, and `__doc__`
 #: (None, a class body's own docstring in a class body, as in CPython).
@@ -134,13 +152,13 @@ _HINTS = {
     '__traceback__': 'tracebacks are not available to scripts; an uncaught exception shows its traceback to the host',
     '__self__': 'method internals are not available in the sandbox',
     '__func__': 'method internals are not available in the sandbox',
-    '__wrapped__': 'call the function you have',
+    '__wrapped__': 'only the script\'s own functions show what they wrap',
     '__getattribute__': 'use getattr(obj, name)',
     '__setattr__': 'assign the attribute directly, or use a property or dataclass(frozen=True)',
     '__delattr__': 'use del obj.name',
     '__reduce__': 'pickling is not available in the sandbox; use copy.copy or copy.deepcopy',
     '__reduce_ex__': 'pickling is not available in the sandbox; use copy.copy or copy.deepcopy',
-    '__annotations__': 'annotations are not available at run time in the sandbox',
+    '__annotations__': 'only the script\'s own classes and functions show their annotations',
     '__del__': 'finalizers are not supported in the sandbox; use a with statement',
 }
 

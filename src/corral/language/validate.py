@@ -17,10 +17,14 @@ What is refused (the tables are in `rules.py`):
   `CLASS_ASSIGN_DUNDERS`;
 - `from x import *` and relative imports (`from __future__ import annotations` is allowed: an
   annotation string is something a script could write anyway, and nothing the sandbox offers
-  evaluates one: no `typing.get_type_hints`, `singledispatch` refuses them);
+  evaluates one as code: `typing.get_type_hints` reads names, attributes and subscripts by the
+  sandbox's rules, `singledispatch` refuses them);
 - keyword sub-patterns (`case P(__class__=x)`) with refused names, and private attributes in value
-  patterns (`case obj._x:`), which no guard can check;
-- `type(name, bases, namespace)` written out (three arguments; it teaches the class statement).
+  patterns (`case obj._x:`), which no guard can check.
+
+`type(name, bases, namespace)` runs: the class it makes passes the rule every class does
+(`guards.namespace_refusal`), and the dunders of `OWN_DUNDERS` / `OWN_STORE_DUNDERS` pass here to
+be checked on the object at run time.
 """
 
 from __future__ import annotations
@@ -33,6 +37,8 @@ from .rules import (
     DICT_ATTRIBUTE,
     FILTERED_ATTRIBUTES,
     NAME_DUNDERS,
+    OWN_DUNDERS,
+    OWN_STORE_DUNDERS,
     attribute_refusal,
     dunder_hint,
     is_dunder,
@@ -192,16 +198,22 @@ class _Validator(NodeVisitor):
             raise _Refused(f"function name '{name}' is reserved by the sandbox; choose another name", node, span)
         if not is_dunder(name):
             return
-        if not self._in_class_body():
+        if not self._in_class_body() and not self._helper_method(name):
             raise _Refused(
                 f"function '{name}' cannot be defined in the sandbox: names like __this__ are allowed only for "
-                f'methods in a class body ({_SHOWN_METHODS}); give the function an ordinary name',
+                f'methods ({_SHOWN_METHODS}), in a class body or to set on a class later; give the function an ordinary name',
                 node,
                 span,
             )
         if name not in DEFINABLE_DUNDERS:
             hint = _METHOD_HINTS.get(name, f'the special methods a class may define are {_SHOWN_METHODS}')
             raise _Refused(f"method '{name}' cannot be defined in the sandbox; {hint}", node, span)
+
+    def _helper_method(self, name: str) -> bool:
+        """A method defined outside a class body, for a class decorator's helper to set on a class
+        (`cls.__init__ = __init__`): a plain variable of a function or the module, where it means
+        nothing to Python (but `__getattr__`, which a module's globals would answer for it)."""
+        return name in OWN_STORE_DUNDERS and not (name == '__getattr__' and self._scopes[-1] == 'module')
 
     def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
         self._visit_function(node)
@@ -255,6 +267,8 @@ class _Validator(NodeVisitor):
             return
         if isinstance(node.ctx, ast.Load) and name in NAME_DUNDERS:
             return
+        if not self._in_class_body() and not isinstance(node.ctx, ast.Del) and self._helper_method(name):
+            return
         if self._in_class_body() and not isinstance(node.ctx, ast.Del):
             if name in CLASS_ASSIGN_DUNDERS or name in DEFINABLE_DUNDERS:
                 return
@@ -270,23 +284,11 @@ class _Validator(NodeVisitor):
         store = not isinstance(node.ctx, ast.Load)
         if node.attr == DICT_ATTRIBUTE and not store:
             return  # rewritten: a copy, see guards.attribute_dict
+        if (node.attr in OWN_DUNDERS and not store) or (node.attr in OWN_STORE_DUNDERS and isinstance(node.ctx, ast.Store)):
+            return  # rewritten: checked on the object, see guards.own_attribute and guards.own_store
         refusal = attribute_refusal(node.attr, store=store)
         if refusal is not None:
             raise _Refused(refusal, node, self._span_of_suffix(node, node.attr))
-
-    def visit_Call(self, node: ast.Call) -> None:
-        func = node.func
-        if isinstance(func, ast.Name) and func.id == 'type':
-            # only the call that certainly is one: any other shape (`type(**kw)`, `type(a, b)`)
-            # runs, as a call of `type` under another name does, and gets CPython's TypeError
-            starred = any(isinstance(arg, ast.Starred) for arg in node.args)
-            if len(node.args) == 3 and not starred:
-                raise _Refused(
-                    'type() with three arguments (creating a class) is not supported in the sandbox; '
-                    'write a class statement instead',
-                    node,
-                )
-        self.generic_visit(node)
 
     # ----- imports, global, del ------------------------------------------------------------------
 

@@ -19,9 +19,10 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..channel import CALL, COMPILE, DONE, FAIL, FEED, OUTPUT, PAUSE, REPLY, STOP, TIMED, WAIT, WAKE, FrameReader, ProtocolError, frame, poll
-from ..language import catalog, hostio, identity
+from ..language import catalog, hostio, identity, logs
 from ..language.packages import take_shown
 from ..language import stop as stopping
+from ..language.facades import recursion_limit
 from ..language.facades import stderr as _STDERR
 from ..language import EXCEPTIONS, CompiledScript, SandboxStop, compile_script, compile_unguarded, find_stop, import_module, make_builtins
 from ..limits import amount
@@ -36,6 +37,9 @@ STDLIB_MODULES = catalog.STDLIB_MODULES
 #: What the zygote imports before forking, because a locked-down worker cannot open files to
 #: import anything later: the sandbox's modules, what they load lazily, and the time zones.
 PRELOAD_MODULES = ('corral.language.preload',)
+
+#: Iterators a host call's arguments may be: generators and the builtins' lazy iterators.
+_ITERATORS = frozenset({types.GeneratorType, map, filter, zip, enumerate, reversed, type(iter([])), type(iter(())), type(iter(range(0)))})
 
 _RECV_SIZE = 1 << 18
 _DONTWAIT = int(socket.MSG_DONTWAIT)
@@ -76,10 +80,9 @@ _BELOW_AWAIT = -3
 _LIMIT_MESSAGES = {
     'wall_time': ('TimeoutError', 'the script ran past the wall_time limit of {}'),
     'cpu_time': ('TimeoutError', 'the script used more than the cpu_time limit of {}'),
-    'output': ('OverflowError', 'the script printed more than the output limit of {}'),
     'host_calls': ('RuntimeError', 'the script made more than the host_calls limit of {}'),
     'memory': ('MemoryError', 'the script went past the memory limit of {}'),
-    'recursion': ('RecursionError', 'maximum recursion depth exceeded: the recursion limit is {}'),
+    'recursion': ('RecursionError', 'maximum recursion depth exceeded'),
     'max_state_bytes': ('OverflowError', "the session's stored state would grow past the max_state_bytes limit of {} (Pool(max_state_bytes=...))"),
 }
 
@@ -134,6 +137,7 @@ class Worker:
         self._host_names: set[str] = set()
         hostio.install(self._call_sync)  # files, environment, clock and seed, through the host
         if guarded:
+            logs.install()  # logging and warnings write to the script's stderr, timed by the host's clock
             self._builtins = make_builtins(print=self._print, import_=self._import)
             self._compile_script = compile_script
         else:  # the language layer skipped: plain Python, real builtins (see Pool(skip_layers=))
@@ -141,7 +145,7 @@ class Worker:
             self._compile_script = compile_unguarded
         self._globals: dict[str, Any] = {'__name__': '__main__', '__doc__': None, '__builtins__': self._builtins}
         self._limits: dict[str, Any] = {}
-        self._output = 0
+        self._output = self._left_out = 0
         self._calls = 0
         self._scripts: dict[str, CompiledScript] = {}
         self._pending_stop: str | None = None
@@ -255,6 +259,11 @@ class Worker:
     # ----- host functions ------------------------------------------------------------------------
 
     def _start_call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:
+        # a generator or iterator handed to a host function goes as the list it iterates to, as
+        # the host function would iterate it (the script's code runs here, once)
+        if any(type(value) in _ITERATORS for value in (*args, *kwargs.values())):
+            args = tuple(list(value) if type(value) in _ITERATORS else value for value in args)
+            kwargs = {key: list(value) if type(value) in _ITERATORS else value for key, value in kwargs.items()}
         self._calls += 1
         limit = self._limits.get('host_calls')
         if limit is not None and self._calls > limit:
@@ -336,11 +345,29 @@ class Worker:
         if not isinstance(sep, str) or not isinstance(end, str):
             raise TypeError('sep and end must be None or a string')
         text = sep.join(map(str, values)) + end
-        self._output += len(text.encode('utf-8', 'surrogatepass'))
+        data = text.encode('utf-8', 'surrogatepass')
         limit = self._limits.get('output')
-        if limit is not None and self._output > limit:
-            raise self._stop('output')
+        if limit is not None and self._output + len(data) > limit:
+            # past the limit the script runs on, as CPython's would, but its output is cut: what
+            # fits is sent, the rest counted, and the feed's output ends with how much was left out
+            kept = data[:max(limit - self._output, 0)].decode('utf-8', 'ignore')
+            self._left_out += len(data) - len(kept.encode('utf-8', 'surrogatepass'))
+            self._output = limit
+            if not kept:
+                return
+            text = kept
+        else:
+            self._output += len(data)
         self._send([OUTPUT, 'stderr' if file is _STDERR else 'stdout', text])
+
+    def _end_cut_output(self) -> None:
+        """The marker that ends a feed's output cut at the `output` limit."""
+        if self._left_out:
+            limit = self._limits.get('output')
+            self._send([OUTPUT, 'stdout', (
+                f"\n[{amount('output', self._left_out)} of output left out: the script printed more than the output "
+                f"limit of {amount('output', limit)}]\n"
+            )])
 
     # ----- feeds ---------------------------------------------------------------------------------
 
@@ -394,6 +421,7 @@ class Worker:
         a script run again both reuse the code.
         """
         self._script_name = script_name
+        hostio.set_script_name(script_name)
         script = self._scripts.pop(code, None)
         if script is None:
             filename = f'<script {self._feeds + 1}>'
@@ -433,7 +461,7 @@ class Worker:
         self._feeds += 1
         self._install_host_functions(functions, modules)
         self._limits = limits
-        self._output = self._calls = 0
+        self._output = self._calls = self._left_out = 0
         self._stops.clear()
         wall_time = limits.get('wall_time')
         if wall_time and not limits.get('replay'):  # a replayed feed: none until its pause, if it has one
@@ -456,6 +484,7 @@ class Worker:
             # the feed ends with the limit
             failure, value = self._stops[0], None
         self._end_leftover_tasks()
+        self._end_cut_output()
         shown = take_shown()
         if failure is not None:
             self._send_failure(failure)
@@ -511,6 +540,8 @@ class Worker:
         while frames and not frames[-1].startswith(' '):  # the exception's own lines
             frames.pop()
         display = '\n'.join([*frames, f'{exc_type}: {message}'])
+        if limit == 'recursion':  # CPython's words, and the limit in a note below them, as `add_note` shows one
+            display += f"\nthe sandbox's recursion limit is {amount(limit, self._limits.get(limit))} (Limits.recursion); write deep recursion as a loop"
         self._send([FAIL, 'limit', limit, message, display])
 
     def _on_stop_signal(self, signum: int, frame: types.FrameType | None) -> None:
@@ -565,7 +596,7 @@ class Worker:
 
         `below` is one of the `_BELOW_...` adjustments, for how the script is started.
         """
-        sys.setrecursionlimit(_recursion_depth() + below + self._limits.get('recursion', 500))
+        sys.setrecursionlimit(recursion_limit(self._limits.get('recursion', 1000), _recursion_depth() + below))
 
     def _end_leftover_tasks(self) -> None:
         """Tasks the script started and did not await end with its feed.
