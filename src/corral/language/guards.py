@@ -636,11 +636,14 @@ def build_class(func: Any, name: Any, /, *bases: Any, **kwds: Any) -> Any:
 
 #: Dunder names a class's dict may hold besides those a class body may define: what CPython and
 #: the standard library's metaclasses put there (ABCMeta, EnumType, NamedTuple, TypedDict, Generic),
-#: and from 3.12 and 3.13 a class statement (`__type_params__`, `__firstlineno__`, `__static_attributes__`).
+#: and what 3.12 and 3.13 add: a class statement's `__type_params__`, `__firstlineno__` and
+#: `__static_attributes__`, Protocol's and TypedDict's tables, namedtuple's and dataclass's `__replace__`.
 _CREATED_DUNDERS = frozenset({
     '__module__', '__annotations__', '__orig_bases__', '__parameters__', '__abstractmethods__',
     '__required_keys__', '__optional_keys__', '__total__', '__getnewargs__',
-    '__type_params__', '__firstlineno__', '__static_attributes__',
+    '__type_params__', '__firstlineno__', '__static_attributes__', '__protocol_attrs__',
+    '__callable_proto_members_only__', '__non_callable_proto_members__', '__mutable_keys__',
+    '__readonly_keys__', '__replace__',
 })
 #: What the rewrite itself stores in a class body: the lookups of its class patterns (`__corral_t<N>__`).
 _REWRITE_NAME = re.compile(r'__corral_t[0-9]+__')
@@ -1153,6 +1156,9 @@ def make_guards(match_specs: list[tuple[tuple[str, ...], int, tuple[str, ...]]])
     if not _FOREIGN_METACLASSES:
         _FOREIGN_METACLASSES = _metaclasses_before_scripts()
         _install_class_rule()
+        if sys.version_info >= (3, 12):
+            # Protocol lists a protocol's members as the class is made, the mark still in its dict
+            typing.EXCLUDED_ATTRIBUTES = typing.EXCLUDED_ATTRIBUTES | {MARK_NAME}  # type: ignore[attr-defined]
 
     inplace = {f'__corral_{name}__': getattr(operator, name) for name in INPLACE.values()}
     return {
