@@ -99,7 +99,7 @@ class Folder:
         parsed into LSP-like diagnostics (0-based, code-point positions)."""
         args = [
             'check', '--project', '.', '--output-format', 'concise', '--no-progress', '--color', 'never',
-            '--python-version', '3.11', '--python-platform', 'linux',
+            '--python-version', f'{sys.version_info[0]}.{sys.version_info[1]}', '--python-platform', 'linux',
             '--python', os.path.join(self.root, 'env'), *extra, '--', 'main.py',
         ]  # fmt: skip
         proc = await asyncio.create_subprocess_exec(
