@@ -105,6 +105,16 @@ async def test_host_exception_of_a_custom_class_maps_to_its_nearest_builtin(sess
     assert await session.feed_run('try:\n    find()\nexcept LookupError as e:\n    r = type(e).__name__, str(e)\nr', external_lookup={'find': find}) == ('LookupError', 'gone')
 
 
+def _since_313(carets: str) -> str:
+    """Carets 3.13 draws under a call that is its whole line (where 3.11 and 3.12 draw none)."""
+    return carets if sys.version_info >= (3, 13) else ''
+
+
+def _before_313(carets: str) -> str:
+    """Carets 3.11 and 3.12 draw under the value of a `return` (where 3.13 draws none)."""
+    return carets if sys.version_info < (3, 13) else ''
+
+
 async def test_runtime_error_shows_only_the_scripts_frames(session):
     code = 'def inner(d):\n    return d["k"]\n\ndef outer():\n    return inner({})\n\nouter()\n'
     with pytest.raises(corral.SandboxRuntimeError) as info:
@@ -113,10 +123,11 @@ async def test_runtime_error_shows_only_the_scripts_frames(session):
         'Traceback (most recent call last):\n'
         '  File "main.py", line 7, in <module>\n'
         '    outer()\n'
-        '  File "main.py", line 5, in outer\n'
+        + _since_313('    ~~~~~^^\n')
+        + '  File "main.py", line 5, in outer\n'
         '    return inner({})\n'
-        '           ^^^^^^^^^\n'
-        '  File "main.py", line 2, in inner\n'
+        + _before_313('           ^^^^^^^^^\n')
+        + '  File "main.py", line 2, in inner\n'
         '    return d["k"]\n'
         '           ~^^^^^\n'
         "KeyError: 'k'"
@@ -145,7 +156,8 @@ async def test_functions_from_an_earlier_feed_show_their_own_lines(session):
         'Traceback (most recent call last):\n'
         '  File "main.py", line 1, in <module>\n'
         '    fail()\n'
-        '  File "main.py", line 4, in fail\n'
+        + _since_313('    ~~~~^^\n')
+        + '  File "main.py", line 4, in fail\n'
         '    raise ValueError("deep")\n'
         'ValueError: deep'
     )
@@ -305,7 +317,8 @@ async def test_a_script_argument_that_cannot_cross_is_a_clear_error(session):
         'Traceback (most recent call last):\n'
         '  File "main.py", line 3, in <module>\n'
         '    send(Secret())\n'
-        "TypeError: send() cannot be called with these arguments: a value of type 'Secret' cannot cross the sandbox "
+        + _since_313('    ~~~~^^^^^^^^^^\n')
+        + "TypeError: send() cannot be called with these arguments: a value of type 'Secret' cannot cross the sandbox "
         'boundary; use None, bool, int, float, str, bytes, list, tuple, dict, set, frozenset, datetime, Decimal or UUID values'
     )
 
