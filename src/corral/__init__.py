@@ -7,7 +7,14 @@
             result = await session.feed_run(code, external_lookup={'get_order': get_order})
 """
 
-from .errors import (
+import sys as _sys
+
+from .supported import python_refusal as _python_refusal
+
+if _python_refusal(_sys.implementation.name, _sys.version_info) is not None:
+    raise ImportError(_python_refusal(_sys.implementation.name, _sys.version_info))
+
+from .errors import (  # noqa: E402 - after the check of the Python
     CorralError,
     OperatorError,
     SandboxAuthError,

@@ -20,6 +20,8 @@ it routes the paths matplotlib and Pillow open through `open()`, wherever they o
 
 from __future__ import annotations
 
+from corral.language.modules import module_names
+
 from .attacks import Attack, attack
 
 _GRANT = (
@@ -28,6 +30,8 @@ _GRANT = (
 )
 _FILES = 'numpy reads and writes files as text here: np.loadtxt, np.genfromtxt and np.savetxt on the mounted folders'
 _PICKLE = 'pickle runs code as it loads; keep data as CSV or JSON'
+#: How a refusal of a numpy name ends: the count is the installed numpy's.
+NUMPY_OFFERS = f'dir(numpy) lists the {len(module_names("numpy"))} names numpy offers'
 
 PAYLOADS: list[Attack] = [
     # pickle: a payload whose loading calls a function of the script's choosing
@@ -40,7 +44,7 @@ PAYLOADS: list[Attack] = [
         import io
         import numpy as np
         np.load(io.BytesIO(b"cos\nsystem\n(Vtouch MARKER\ntR."), allow_pickle=True)
-    """, f"AttributeError: module 'numpy' has no attribute 'load' in the sandbox: {_PICKLE} (np.load unpickles); {_FILES}. dir(numpy) lists the 471 names numpy offers"),
+    """, f"AttributeError: module 'numpy' has no attribute 'load' in the sandbox: {_PICKLE} (np.load unpickles); {_FILES}. {NUMPY_OFFERS}"),
     attack('ndarray-dump-marker', 'numpy documentation: ndarray.dump pickles to a path', """
         import numpy as np
         np.arange(3).dump('MARKER')
@@ -57,7 +61,7 @@ PAYLOADS: list[Attack] = [
     attack('memmap-marker', 'numpy documentation: memmap maps a file, mode w+ creates it', """
         import numpy as np
         np.memmap('MARKER', mode='w+', shape=(1,))
-    """, f"AttributeError: module 'numpy' has no attribute 'memmap' in the sandbox: {_FILES}. dir(numpy) lists the 471 names numpy offers"),
+    """, f"AttributeError: module 'numpy' has no attribute 'memmap' in the sandbox: {_FILES}. {NUMPY_OFFERS}"),
     attack('savetxt-marker', 'numpy documentation: savetxt writes a path', """
         import numpy as np
         np.savetxt('MARKER', [1.0])
@@ -85,12 +89,12 @@ PAYLOADS: list[Attack] = [
     attack('ctypeslib-libc-open', 'numpy documentation: numpy.ctypeslib loads shared libraries', """
         import numpy as np
         np.ctypeslib.ctypes.CDLL(None).open(b'MARKER', 0o101, 0o644)
-    """, f"AttributeError: module 'numpy' has no attribute 'ctypeslib' in the sandbox: it reaches the worker's raw memory. dir(numpy) lists the 471 names numpy offers"),
+    """, f"AttributeError: module 'numpy' has no attribute 'ctypeslib' in the sandbox: it reaches the worker's raw memory. {NUMPY_OFFERS}"),
     # host files read past open()
     attack('fromfile-secret', 'numpy documentation: fromfile reads a path', """
         import numpy as np
         'LEAK ' + np.fromfile('SECRET', dtype='u1').tobytes().decode()
-    """, f"AttributeError: module 'numpy' has no attribute 'fromfile' in the sandbox: {_FILES}. Did you mean: fromiter? dir(numpy) lists the 471 names numpy offers"),
+    """, f"AttributeError: module 'numpy' has no attribute 'fromfile' in the sandbox: {_FILES}. Did you mean: fromiter? {NUMPY_OFFERS}"),
     attack('read-csv-secret', 'pandas documentation: read_csv reads a path or URL', """
         import pandas as pd
         'LEAK ' + pd.read_csv('SECRET', header=None).iloc[0, 0]

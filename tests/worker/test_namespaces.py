@@ -214,33 +214,63 @@ async def test_skipping_the_uid_layer_keeps_root():
 _CLONE_NEWNS, _MS_BIND, _MS_REC, _MS_PRIVATE = 0x20000, 4096, 16384, 1 << 18
 
 
+def _done(result: int) -> None:
+    if result != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, os.strerror(code))
+
+
 def _reach_the_interpreter() -> None:
-    """In a private mount namespace, let every user reach this interpreter's files: the first
-    folder on their path that others may not enter (such as a 0700 home of root) is covered by a
-    tmpfs holding only the next folder of the path, bound back in place."""
-    folder = '/'
-    for part in os.path.realpath(sys.prefix).strip('/').split('/'):
-        inner = os.path.join(folder, part)
-        if not os.stat(folder).st_mode & stat.S_IXOTH:
-            assert _libc.unshare(_CLONE_NEWNS) == 0
-            assert _libc.mount(None, b'/', None, _MS_REC | _MS_PRIVATE, None) == 0
-            holder = tempfile.mkdtemp()
-            assert _libc.mount(inner.encode(), holder.encode(), None, _MS_BIND | _MS_REC, None) == 0
-            assert _libc.mount(b'tmpfs', folder.encode(), b'tmpfs', 0, b'mode=0755') == 0
-            os.mkdir(inner)
-            assert _libc.mount(holder.encode(), inner.encode(), None, _MS_BIND | _MS_REC, None) == 0
-            return
-        folder = inner
+    """In a private mount namespace, let every user reach this interpreter's files (a venv's and
+    the Python it was made from): the first folder on each path that others may not enter (such
+    as a 0700 home of root) is covered by a tmpfs holding the next folder of the path, bound back
+    in place."""
+    covered: dict[str, str] = {}  # folder covered -> the holder of its real content
+    for prefix in sorted({os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix)}):
+        folder = '/'
+        for part in prefix.strip('/').split('/'):
+            inner = os.path.join(folder, part)
+            if folder in covered or not os.stat(folder).st_mode & stat.S_IXOTH:
+                if folder not in covered:
+                    _done(_libc.unshare(_CLONE_NEWNS))
+                    _done(_libc.mount(None, b'/', None, _MS_REC | _MS_PRIVATE, None))
+                    covered[folder] = tempfile.mkdtemp()
+                    _done(_libc.mount(folder.encode(), covered[folder].encode(), None, _MS_BIND | _MS_REC, None))
+                    _done(_libc.mount(b'tmpfs', folder.encode(), b'tmpfs', 0, b'mode=0755'))
+                if not os.path.isdir(inner):
+                    os.mkdir(inner)
+                    held = os.path.join(covered[folder], part).encode()
+                    _done(_libc.mount(held, inner.encode(), None, _MS_BIND | _MS_REC, None))
+                break
+            folder = inner
+
+
+#: Why a test that runs as uid 65534 is skipped where that user cannot run this interpreter.
+_UNREACHABLE = (
+    'uid 65534 cannot run this interpreter ({error}) and this process cannot make it reachable (that takes '
+    'root and a mount namespace): run the tests as an ordinary user, or with a Python that every user may '
+    'read and execute (installed under /usr or /opt, not in a home folder)'
+)
 
 
 def _drop_to_nobody() -> None:
-    _reach_the_interpreter()
+    try:
+        _reach_the_interpreter()
+    except OSError as error:
+        raise _Unreachable(_UNREACHABLE.format(error=error.strerror)) from None
     home = tempfile.mkdtemp()
     os.chown(home, 65534, 65534)
     os.environ['HOME'] = home
     os.setgroups([])
     os.setresgid(65534, 65534, 65534)
     os.setresuid(65534, 65534, 65534)
+    for path in (os.path.realpath(sys.executable), os.path.join(os.path.realpath(sys.base_prefix), 'lib')):
+        if not os.access(path, os.R_OK | os.X_OK):
+            raise _Unreachable(_UNREACHABLE.format(error=f'{path} is not readable and executable by it'))
+
+
+class _Unreachable(Exception):
+    """The child cannot become a user that runs this interpreter: the test is skipped, saying why."""
 
 
 def in_child(setup: Any, coroutine_function: Any) -> Any:
@@ -250,7 +280,11 @@ def in_child(setup: Any, coroutine_function: Any) -> Any:
     if pid == 0:
         try:
             os.close(read_end)
-            setup()
+            try:
+                setup()
+            except _Unreachable as error:
+                os.write(write_end, json.dumps({'skip': str(error)}).encode())
+                os._exit(0)
             try:
                 report: Any = {'result': asyncio.run(coroutine_function())}
             except BaseException as error:  # noqa: BLE001 - reported to the parent
@@ -274,6 +308,8 @@ def in_child(setup: Any, coroutine_function: Any) -> Any:
         os.close(read_end)
         os.waitpid(pid, 0)
     report = json.loads(b''.join(chunks))
+    if 'skip' in report:
+        pytest.skip(report['skip'])
     assert 'result' in report, report
     return report['result']
 
@@ -420,3 +456,21 @@ def test_a_sessions_cpu_seconds_are_read_as_an_ordinary_user():
 
     start, after = as_ordinary_user(burn)
     assert after > start + 0.05
+
+
+def _hidden_from_others() -> bool:
+    """Whether this interpreter lies behind a folder that other users may not enter."""
+    for prefix in {os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix)}:
+        folder = '/'
+        for part in prefix.strip('/').split('/'):
+            if not os.stat(folder).st_mode & stat.S_IXOTH:
+                return True
+            folder = os.path.join(folder, part)
+    return False
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not _hidden_from_others(), reason='needs root, with this interpreter in a folder others may not enter')
+def test_a_test_that_cannot_make_the_interpreter_reachable_for_nobody_skips_saying_why():
+    with pytest.raises(pytest.skip.Exception) as info:
+        in_child(lambda: (_refuse_namespaces(), _drop_to_nobody()), refusal)
+    assert info.value.msg == _UNREACHABLE.format(error='Operation not permitted')

@@ -15,6 +15,7 @@ import msgpack
 
 from ..channel import FrameReader
 from ..errors import SandboxInsecureError
+from ..supported import platform_refusal
 from ..worker.namespaces import REMEDIES
 
 __all__ = ['WorkerProcess', 'Zygote', 'refusal']
@@ -148,6 +149,9 @@ class Zygote:
         return self._process is not None and self._process.poll() is None
 
     async def _start(self) -> socket.socket:
+        unsupported = platform_refusal(sys.platform)
+        if unsupported is not None:
+            raise SandboxInsecureError(unsupported)
         ours, theirs = socket.socketpair()
         # A fixed hash seed keeps a worker deterministic given its inputs; PYTHONPATH is kept so a
         # source checkout on the path works. Nothing else of the host's environment is passed on.

@@ -426,7 +426,7 @@ class Path(pathlib.PurePosixPath):
     def __new__(cls, *args: Any, **kwargs: Any) -> Any:
         if cls is Path:
             cls = PosixPath
-        return cls._from_parts(args)
+        return pathlib.PurePath.__new__(cls, *args)  # 3.12 and later take the parts in `__init__`
 
     @classmethod
     def cwd(cls) -> Any:

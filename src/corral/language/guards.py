@@ -789,10 +789,15 @@ def build_class(func: Any, name: Any, /, *bases: Any, **kwds: Any) -> Any:
 
 
 #: Dunder names a class's dict may hold besides those a class body may define: what CPython and
-#: the standard library's metaclasses put there (ABCMeta, EnumType, NamedTuple, TypedDict, Generic).
+#: the standard library's metaclasses put there (ABCMeta, EnumType, NamedTuple, TypedDict, Generic),
+#: and what 3.12 and 3.13 add: a class statement's `__type_params__`, `__firstlineno__` and
+#: `__static_attributes__`, Protocol's and TypedDict's tables, namedtuple's and dataclass's `__replace__`.
 _CREATED_DUNDERS = frozenset({
     '__module__', '__annotations__', '__orig_bases__', '__parameters__', '__abstractmethods__',
     '__required_keys__', '__optional_keys__', '__total__', '__getnewargs__',
+    '__type_params__', '__firstlineno__', '__static_attributes__', '__protocol_attrs__',
+    '__callable_proto_members_only__', '__non_callable_proto_members__', '__mutable_keys__',
+    '__readonly_keys__', '__replace__',
 })
 #: What the rewrite itself stores in a class body: the lookups of its class patterns (`__corral_t<N>__`).
 _REWRITE_NAME = re.compile(r'__corral_t[0-9]+__')
@@ -800,14 +805,25 @@ _default_mro = type.__dict__['mro']
 _GetSet = types.GetSetDescriptorType
 
 
-def _protocol_hook_code() -> Any:
+def _protocol_hook() -> Any:
+    """What `typing.Protocol` puts in a protocol class's dict as `__subclasshook__`: on 3.11 a
+    function of its own per class, all of one code object (the code is returned); from 3.12 one
+    classmethod that all share, `typing._proto_hook` (returned itself)."""
+
     class _Probe(typing.Protocol):
         pass
 
-    return _type_dict(_Probe)['__subclasshook__'].__code__
+    hook = _type_dict(_Probe)['__subclasshook__']
+    return hook if type(hook) is classmethod else hook.__code__
 
 
-_PROTOCOL_HOOK_CODE = _protocol_hook_code()
+_PROTOCOL_HOOK = _protocol_hook()
+
+
+def _is_protocol_hook(value: Any) -> bool:
+    if type(value) is types.FunctionType:
+        return value.__code__ is _PROTOCOL_HOOK
+    return value is _PROTOCOL_HOOK
 
 
 def _metaclasses_before_scripts() -> frozenset[int]:
@@ -887,7 +903,7 @@ def _refused_key(key: str, value: Any, is_metaclass: bool) -> bool:
         return False
     if key in ('__dict__', '__weakref__') and type(value) is _GetSet:
         return False
-    return not (key == '__subclasshook__' and type(value) is types.FunctionType and value.__code__ is _PROTOCOL_HOOK_CODE)
+    return not (key == '__subclasshook__' and _is_protocol_hook(value))
 
 
 def _defang(cls: type) -> None:
@@ -1294,6 +1310,9 @@ def make_guards(match_specs: list[tuple[tuple[str, ...], int, tuple[str, ...]]])
     if not _FOREIGN_METACLASSES:
         _FOREIGN_METACLASSES = _metaclasses_before_scripts()
         _install_class_rule()
+        if sys.version_info >= (3, 12):
+            # Protocol lists a protocol's members as the class is made, the mark still in its dict
+            typing.EXCLUDED_ATTRIBUTES = typing.EXCLUDED_ATTRIBUTES | {MARK_NAME}  # type: ignore[attr-defined]
 
     inplace = {f'__corral_{name}__': getattr(operator, name) for name in INPLACE.values()}
     return {

@@ -299,7 +299,7 @@ def install() -> None:
     """
     if object.__dict__['__hash__'] is _identity_hash:
         return
-    address_hash = ctypes.cast(ctypes.pythonapi._Py_HashPointer, ctypes.c_void_p).value
+    address_hash = _address_hash()
     object_repr = _slot(object, _TP_REPR).value
     if _slot(object, _TP_HASH).value != address_hash or _slot(type, _TP_HASH).value != address_hash:
         raise RuntimeError(f'this Python ({sys.version.split()[0]}) lays out its type objects in a way corral does not know; identity values would not replay')
@@ -325,6 +325,21 @@ def install() -> None:
         if _slot(cls, _TP_REPR).value == object_repr:
             _slot(cls, _TP_REPR).value = repr_slot
     sys._clear_type_cache()
+
+
+def _address_hash() -> int | None:
+    """Where CPython's address hash function is: `_Py_HashPointer` up to 3.12. 3.13 no longer
+    exports it (its public `Py_HashPointer` is another function), so there it is `object`'s
+    `tp_hash`, if hashing a probe through that slot gives the probe's address hash (else None)."""
+    if sys.version_info < (3, 13):
+        return ctypes.cast(ctypes.pythonapi._Py_HashPointer, ctypes.c_void_p).value
+    address = _slot(object, _TP_HASH).value
+    probe = object()
+    hash_of = ctypes.pythonapi.Py_HashPointer
+    hash_of.argtypes, hash_of.restype = [ctypes.c_void_p], ctypes.c_ssize_t
+    if not address or ctypes.CFUNCTYPE(ctypes.c_ssize_t, ctypes.py_object)(address)(probe) != hash_of(_real_id(probe)):
+        return None
+    return address
 
 
 def _modified(cls: type) -> None:

@@ -150,7 +150,8 @@ class _Facade(types.ModuleType):
     def __getattr__(self, name: str) -> Any:
         if is_dunder(name):
             raise AttributeError(f"module '{self.__name__}' has no attribute '{name}'")
-        raise AttributeError(missing_member(self.__name__, name, public_names(self)))
+        # with `obj` given, 3.12 and later add no hint of their own to the text's own `Did you mean`
+        raise AttributeError(missing_member(self.__name__, name, public_names(self)), obj=self)
 
 
 _Facade.__name__ = _Facade.__qualname__ = 'module'

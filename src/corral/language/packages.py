@@ -100,7 +100,8 @@ class _Refused:
         self._text = text
 
     def __get__(self, obj: Any, owner: Any = None) -> Any:
-        raise AttributeError(self._text)
+        # with `obj` given, 3.12 and later add no `Did you mean` of their own to the reason
+        raise AttributeError(self._text, obj=owner if obj is None else obj)
 
     def __set_name__(self, owner: Any, name: str) -> None:
         pass

@@ -23,8 +23,8 @@ from .rules import DEFINABLE_DUNDERS, OWN_DUNDERS, OWN_STORE_DUNDERS, READ_DUNDE
 
 __all__ = ['render', 'render_language', 'render_packages']
 
-_SYNTAX = """\
-A script is a Python 3.11 program. It may use everything a model writes for data work and
+_SYNTAX = f"""\
+A script is a Python {sys.version_info[0]}.{sys.version_info[1]} program. It may use everything a model writes for data work and
 orchestration:
 
 - functions: defaults, `*args`, `**kwargs`, positional-only and keyword-only parameters, closures,

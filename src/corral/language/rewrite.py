@@ -110,6 +110,8 @@ class _Rewriter(NodeTransformer):
 
     def visit_ClassDef(self, node: ast.ClassDef) -> ast.ClassDef:
         node.decorator_list = [self.visit(item) for item in node.decorator_list]
+        if getattr(node, 'type_params', None):  # 3.12 and later: `class C[T: bound]`
+            node.type_params = [self.visit(item) for item in node.type_params]
         node.bases = [self.visit(item) for item in node.bases]
         node.keywords = [self.visit(item) for item in node.keywords]
         self._classes.append(node.name)

@@ -169,6 +169,7 @@ class _Validator(NodeVisitor):
             self._check_function_name(node)
             for decorator in node.decorator_list:
                 self.visit(decorator)
+            self._visit_type_params(node)
             if node.returns is not None:
                 self.visit(node.returns)
         args = node.args
@@ -190,6 +191,18 @@ class _Validator(NodeVisitor):
                     self.visit(statement)
         finally:
             self._scopes.pop()
+
+    def _visit_type_params(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> None:
+        # 3.12 and later: `def f[T: bound = default]`, `class C[T]`; `type X[T] = ...` is visited as a
+        # whole. Bounds and defaults run when typing reads them (a generic's subscript uses defaults).
+        for param in getattr(node, 'type_params', ()):
+            self.visit(param)
+
+    def _visit_type_param(self, node: ast.AST) -> None:
+        self._check_plain_name(node.name, node, 'type parameter name', self._span_of_word(node, node.name))  # type: ignore[attr-defined]
+        self.generic_visit(node)
+
+    visit_TypeVar = visit_ParamSpec = visit_TypeVarTuple = _visit_type_param
 
     def _check_function_name(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         name = node.name
@@ -226,7 +239,10 @@ class _Validator(NodeVisitor):
 
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
         self._check_plain_name(node.name, node, 'class name', self._span_of_word(node, node.name))
-        for item in [*node.decorator_list, *node.bases, *node.keywords]:
+        for item in node.decorator_list:
+            self.visit(item)
+        self._visit_type_params(node)
+        for item in [*node.bases, *node.keywords]:
             self.visit(item)
         self._scopes.append('class')
         try:

@@ -43,7 +43,7 @@ STUBS_MODULE = 'repl_type_stubs'
 _BUILTINS_FILE = '__builtins__.pyi'
 _BUILTINS_TEXT = f'from {STUBS_MODULE} import *\n'
 _CONFIG_FILE = 'ty.toml'
-_PYTHON_VERSION = '3.11'
+_PYTHON_VERSION = f'{sys.version_info[0]}.{sys.version_info[1]}'  # the workers run this interpreter
 _SCRIPT_NAME_RE = re.compile(r'^[A-Za-z0-9_][A-Za-z0-9_.-]*\.py$')
 _INVALID_SYNTAX_PREFIX = 'error[invalid-syntax]: '
 # Environment variables passed through to ty; everything else (TY_*, VIRTUAL_ENV,

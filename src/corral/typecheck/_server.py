@@ -27,6 +27,7 @@ import pathlib
 import resource
 import signal
 import subprocess
+import sys
 import time
 import weakref
 from types import EllipsisType
@@ -231,7 +232,7 @@ class TyServer:
         ty_bin: str,
         env: dict[str, str],
         python: str | None = None,
-        python_version: str = '3.11',
+        python_version: str = f'{sys.version_info[0]}.{sys.version_info[1]}',
         python_platform: str = 'linux',
         typeshed: str | None = None,
         memory: int | None = None,

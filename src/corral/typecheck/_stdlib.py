@@ -10,7 +10,7 @@ out of the ty binary, where
 
 Removed statements become blank lines, so every line keeps its number (diagnostics that point
 into `stdlib/builtins.pyi:4201` still do). A star import (`from .tasks import *`) becomes an
-explicit import of the allowed names; a facade name the stub does not declare for Python 3.11 on
+explicit import of the allowed names; a facade name the stub does not declare for this Python on
 Linux (there should be none; the tests check) gets an `Any` declaration at the end. Imports of
 modules the sandbox does not have are reported by the checker itself (see `_checker.py`), with
 ty's diagnostic format: ty must still resolve them for the stubs that use them.
@@ -22,6 +22,7 @@ import ast
 import importlib
 import os
 import shutil
+import sys
 import tempfile
 import threading
 import weakref
@@ -34,7 +35,7 @@ from ._typeshed import VendoredTypeshed
 
 __all__ = ['SandboxTypeshed', 'sandbox_typeshed', 'stub_path']
 
-_VERSION = (3, 11)
+_VERSION = sys.version_info[:2]  # the workers run this interpreter
 _PLATFORM = 'linux'
 
 #: Builtins the stubs need for themselves even though a script cannot use them.
@@ -120,7 +121,7 @@ def sandbox_typeshed(ty_bin: str) -> SandboxTypeshed:
 # ----- conditions in stubs ---------------------------------------------------------------------------
 
 def _condition(node: ast.expr) -> bool | None:
-    """The value of a stub's `if` test for Python 3.11 on Linux, or None when unknown."""
+    """The value of a stub's `if` test for this Python on Linux, or None when unknown."""
     if isinstance(node, ast.BoolOp):
         values = [_condition(v) for v in node.values]
         if isinstance(node.op, ast.And):
@@ -267,7 +268,7 @@ class _StubFilter:
         if self._unbind:
             text += f'\n# submodules the sandbox does not offer\ndel {", ".join(self._unbind)}\n'
         if self.undeclared:
-            text += '\n# names the sandbox offers that this stub does not declare for Python 3.11 on Linux\n'
+            text += f'\n# names the sandbox offers that this stub does not declare for Python {_VERSION[0]}.{_VERSION[1]} on Linux\n'
             text += 'from typing import Any as _CorralAny\n'
             for name in self.undeclared:
                 text += f'{name}: _CorralAny\n'

@@ -667,7 +667,16 @@ class Worker:
     def _format_traceback(self, error: BaseException) -> str:
         """Python's traceback text, keeping only the script's own frames."""
         _drop_repeated_frames(error)
-        summary = traceback.TracebackException.from_exception(error)
+        try:
+            summary = traceback.TracebackException.from_exception(error)
+        except Exception:
+            # From 3.12 a NameError's hint looks the name up on the `self` of the last frame
+            # (`Did you mean: 'self.x'?`), which runs that object's `__getattr__` (a script's, or
+            # a refused builtin's) and can raise: the texts then go without a hint.
+            for current in _chain(error):
+                if isinstance(current, NameError):
+                    current.name = None
+            summary = traceback.TracebackException.from_exception(error)
         for current in _chain(summary):
             frames = [frame for frame in current.stack if frame.filename in self._script_files]
             for frame_summary in frames:
