@@ -767,6 +767,12 @@ class SystemCalls:
     def _getcwd(self) -> str:
         return self.cwd
 
+    def chdir(self, path: str) -> None:
+        """Start relative paths at `path` from now on (see `Session.chdir`)."""
+        if not isinstance(path, str) or not path.startswith('/'):
+            raise ValueError(f'the working folder must be an absolute POSIX path, not {path!r}')
+        self.cwd = _normalize(path)
+
     # environment, clock, seed -----------------------------------------------------------------
 
     def _getenv(self, name: Any) -> str | None:

@@ -271,6 +271,11 @@ class Session:
         calls on (`corral serve`) sends the calls made together (`asyncio.gather`) once this is True."""
         return self._blocked is not None or self._waiting is not None
 
+    def chdir(self, path: str) -> None:
+        """Make `path` (absolute, in the sandbox's terms) the folder relative paths of the next
+        feeds start at, as `os.chdir` would; raises `ValueError` for a relative path."""
+        self._system.chdir(path)
+
     # ----- lifecycle -----------------------------------------------------------------------------
 
     async def __aenter__(self) -> Session:
@@ -375,13 +380,15 @@ class Session:
         *,
         external_lookup: Mapping[str, Callable[..., Any]] | None = None,
         print_callback: PrintCallback | None = None,
+        type_check: bool = True,
     ) -> Any:
         """Run `code` in the session and return the value of its last expression.
 
         The value is None when the last statement is not an expression. `external_lookup` maps
         names the script can call to host functions, sync or async; `print_callback` receives the
         script's printed output as `(stream, text)` (default: the host's stdout, and its stderr for
-        what the script wrote to `sys.stderr`).
+        what the script wrote to `sys.stderr`). `type_check=False` runs this script unchecked in a
+        session checked out with `type_check=True`.
 
         Raises `SandboxTypingError` (the check failed; nothing ran), `SandboxCheckerError` (ty
         could not check it; nothing ran), `SandboxSyntaxError`, `SandboxRuntimeError` (an
@@ -403,7 +410,7 @@ class Session:
             if span.is_recording():
                 span.set_attributes({'code': code, 'script_name': self.script_name})
             try:
-                return await self._observed(self._settle(self._feed(code, lookup, print_callback or print_to_host)))
+                return await self._observed(self._settle(self._feed(code, lookup, print_callback or print_to_host, type_check)))
             except SandboxError as error:
                 span.set_status(trace.Status(trace.StatusCode.ERROR, type(error).__name__))
                 await self._remember_ran(code, error)
@@ -576,7 +583,7 @@ class Session:
         if part.strip():
             self._context.append(part)
 
-    async def _feed(self, code: str, lookup: dict[str, Callable[..., Any]], print_callback: PrintCallback) -> Any:
+    async def _feed(self, code: str, lookup: dict[str, Callable[..., Any]], print_callback: PrintCallback, type_check: bool = True) -> Any:
         limits = self.limits
         if not code.isascii():
             _refuse_surrogates(code, self.script_name)
@@ -588,7 +595,7 @@ class Session:
                     limit='code_size',
                     value=limits.code_size,
                 )
-        if self._type_check:
+        if self._type_check and type_check:
             # The worker compiles while ty checks: a syntax error (or a refused construct) wins,
             # so it reads as Python shows it rather than as a type error; the compiled script
             # waits in the worker for the feed, whose wall_time starts when the script does.
