@@ -59,8 +59,8 @@ class FrameLink:
         request = pb.ParentRequest()
         try:
             request.ParseFromString(body)
-        except (DecodeError, RecursionError) as error:
-            raise ValueError(f'{length} bytes that are no ParentRequest ({error})') from None
+        except (DecodeError, RecursionError):
+            raise ValueError(f'{length} bytes that are no ParentRequest') from None
         return request
 
     def send(self, event: pb.ChildEvent) -> None:

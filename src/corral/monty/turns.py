@@ -307,9 +307,14 @@ class MontyChild:
     # ----- suspensions -----------------------------------------------------------------------------
 
     def _suspend(self, event: pb.ChildEvent, answers: tuple[str, ...]) -> pb.ParentRequest:
-        """Send a suspension and take the parent's answer (a request of a kind in `answers`);
-        any other request is answered with an Error naming what the child waits for."""
+        """Send a suspension and take the parent's answer (see `_answer`)."""
         self._ended(event)
+        return self._answer(answers)
+
+    def _answer(self, answers: tuple[str, ...]) -> pb.ParentRequest:
+        """The parent's answer to the suspension sent: a request of a kind in `answers`, or
+        `AbortFeed`; any other request is answered with an Error naming what the child waits for,
+        and the suspension still waits."""
         while True:
             request = self._receive()
             kind = request.WhichOneof('kind')
@@ -368,11 +373,9 @@ class MontyChild:
         call.args.extend(roots[: len(args)])
         keys = encode(list(kwargs), call.values) if kwargs else []
         call.kwargs.extend(pb.NodePair(key=key, value=value) for key, value in zip(keys, roots[len(args):]))
-        while True:
-            request = self._suspend(event, ('resume_call',))
-            outcome = self._outcome(request, call_id, name)
-            if outcome is not _AGAIN:
-                break
+        request = self._suspend(event, ('resume_call',))
+        while (outcome := self._outcome(request, call_id, name)) is _AGAIN:
+            request = self._answer(('resume_call',))
         if isinstance(outcome, _Future):
             future = asyncio.get_running_loop().create_future()
             self._futures[call_id] = future
@@ -419,6 +422,11 @@ class MontyChild:
     def _resolve(self, pending: list[int]) -> None:
         event = pb.ChildEvent(resolve_futures=pb.ResolveFutures(pending_call_ids=pending))
         request = self._suspend(event, ('resume_futures',))
+        while request.WhichOneof('kind') == 'resume_futures' and (
+            forged := [result.call_id for result in request.resume_futures.results if result.call_id not in self._futures]
+        ):
+            self._error('ValueError', f'ResumeFutures answers call {forged[0]}, which is not pending; pending: {pending}')
+            request = self._answer(('resume_futures',))
         if request.WhichOneof('kind') == 'abort_feed':
             error = _exception(request.abort_feed.exception)
             for call_id in pending:
@@ -427,11 +435,6 @@ class MontyChild:
                     future.set_exception(error)
             return
         answer = request.resume_futures
-        for result in answer.results:
-            future = self._futures.get(result.call_id)
-            if future is None:
-                self._error('ValueError', f'ResumeFutures answers call {result.call_id}, which is not pending; pending: {pending}')
-                return
         for result in answer.results:
             future = self._futures.pop(result.call_id)
             try:
@@ -470,8 +473,8 @@ class MontyChild:
             field.SetInParent()
         if values is not None:
             os_call.values.CopyFrom(values)
+        request = self._suspend(event, ('resume_call',))
         while True:
-            request = self._suspend(event, ('resume_call',))
             try:
                 outcome = self._outcome(request, call_id, call)
             except _NotHandled:
@@ -480,6 +483,7 @@ class MontyChild:
                 raise RuntimeError(f'a future cannot answer {call}')
             if outcome is not _AGAIN:
                 return outcome
+            request = self._answer(('resume_call',))
 
 
 class _Future:
