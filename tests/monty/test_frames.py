@@ -202,3 +202,21 @@ def test_an_os_call_not_handled_is_a_permission_error_naming_the_path(child: Chi
     assert event.os_call.read_bytes == '/etc/passwd'
     answer = pb.ParentRequest(resume_call=pb.ResumeCall(call_id=event.os_call.call_id, result=pb.ExtFunctionResult(not_handled=pb.Unit())))
     assert error_text(child.ask(answer)) == ('PermissionError', "[Errno 13] Permission denied: '/etc/passwd'")
+
+
+def test_a_reset_while_a_call_waits_ends_the_feed_and_the_session(child: Child) -> None:
+    child.configure()
+    assert complete(child.feed('kept = 1\nkept')).int == 1
+    assert child.feed('try:\n    f(1)\nexcept Exception:\n    g(2)').function_call.function_name == 'f'
+    assert child.ask(pb.ParentRequest(reset=pb.Reset())).WhichOneof('kind') == 'ok'
+    child.configure()
+    assert child.feed('kept').name_lookup.name == 'kept'  # a name the new session does not have
+    undefined = pb.ParentRequest(resume_name_lookup=pb.ResumeNameLookup(undefined=pb.Unit()))
+    assert error_text(child.ask(undefined)) == ('NameError', "name 'kept' is not defined")
+
+
+def test_a_shutdown_while_a_call_waits_ends_the_child(child: Child) -> None:
+    child.configure()
+    assert child.feed('f(1)').function_call.function_name == 'f'
+    assert child.ask(pb.ParentRequest(shutdown=pb.Shutdown())).WhichOneof('kind') == 'ok'
+    assert child.proc.wait(timeout=30) == 0

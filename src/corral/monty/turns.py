@@ -87,6 +87,7 @@ class MontyChild:
         self._futures: dict[int, asyncio.Future[Any]] = {}
         self._resolver: asyncio.Task[None] | None = None
         self._feeds = 0
+        self._interrupt: str | None = None  # 'reset', 'shutdown' or 'closed', come while a feed ran
 
     # ----- the request loop ----------------------------------------------------------------------
 
@@ -111,6 +112,7 @@ class MontyChild:
                 self._error('ValueError', f'malformed request: {error}')
                 continue
             if request is None:
+                self._interrupt = 'closed'
                 raise Closed
             return request
 
@@ -130,7 +132,11 @@ class MontyChild:
         elif self._session is None:
             self._error('RuntimeError', f'{kind or "an empty request"} needs a session: send Configure first')
         elif kind == 'feed':
-            await self._feed(request.feed)
+            try:
+                await self._feed(request.feed)
+            except _Interrupted:
+                pass
+            await self._after_interrupt()
         elif kind == 'dump':
             await self._dump()
         elif kind == 'install_dependencies':
@@ -141,7 +147,20 @@ class MontyChild:
     # ----- events ----------------------------------------------------------------------------------
 
     def _send(self, event: pb.ChildEvent) -> None:
-        self._link.send(event)
+        if self._interrupt is None:  # else the feed is being ended: what it says goes nowhere
+            self._link.send(event)
+
+    async def _after_interrupt(self) -> None:
+        """Act on a Reset or Shutdown that came while a feed waited on the parent (or its end)."""
+        interrupt, self._interrupt = self._interrupt, None
+        if interrupt is None:
+            return
+        if interrupt == 'closed':
+            raise Closed
+        await self._end_session()
+        self._send(pb.ChildEvent(ok=pb.Ok()))
+        if interrupt == 'shutdown':
+            raise Closed
 
     def _ended(self, event: pb.ChildEvent) -> None:
         """Send a turn-ending event with the session's counters."""
@@ -322,9 +341,9 @@ class MontyChild:
                 return request
             if kind == 'abort_feed':
                 return request
-            if kind == 'shutdown':
-                self._send(pb.ChildEvent(ok=pb.Ok()))
-                raise Closed
+            if kind in ('reset', 'shutdown'):  # the feed ends where it waits, and then the session
+                self._interrupt = kind
+                raise _Interrupted(f'the parent sent {kind.capitalize()} while the feed waited on it')
             self._error('RuntimeError', f'{kind or "an empty request"} is out of turn: the child waits for {" or ".join(answers)}')
 
     def _lookup_name(self, name: str) -> tuple[Any] | pb.RaisedException | None:
@@ -364,6 +383,8 @@ class MontyChild:
         return call
 
     def _call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if self._interrupt is not None:
+            raise _Interrupted('the feed is being ended')
         call_id = self._next_call
         self._next_call += 1
         event = pb.ChildEvent()
@@ -412,12 +433,17 @@ class MontyChild:
     async def _resolve_when_waiting(self) -> None:
         """Once the worker has nothing else to run, ask the parent for the futures it waits on."""
         session = self._session
-        while self._futures and session is not None and session is self._session:
-            if not session.worker_waiting:
-                await asyncio.sleep(0.0005)
-                continue
-            self._resolve(sorted(self._futures))
-            await asyncio.sleep(0)
+        try:
+            while self._futures and session is not None and session is self._session:
+                if not session.worker_waiting:
+                    await asyncio.sleep(0.0005)
+                    continue
+                self._resolve(sorted(self._futures))
+                await asyncio.sleep(0)
+        except (_Interrupted, Closed) as error:
+            for future in self._futures.values():
+                if not future.done():
+                    future.set_exception(_Interrupted(str(error)))
 
     def _resolve(self, pending: list[int]) -> None:
         event = pb.ChildEvent(resolve_futures=pb.ResolveFutures(pending_call_ids=pending))
@@ -459,6 +485,8 @@ class MontyChild:
         """Ask the parent to perform one OS operation (an `OsCall` arm and its argument); its value.
 
         Raises what the parent raised, or, when it has no handler, `default`'s error."""
+        if self._interrupt is not None:
+            raise _Interrupted('the feed is being ended')
         call_id = self._next_call
         self._next_call += 1
         event = pb.ChildEvent()
@@ -488,6 +516,10 @@ class MontyChild:
 
 class _Future:
     """The parent answered a call with a future."""
+
+
+class _Interrupted(Exception):
+    """A Reset or Shutdown came while the feed waited on the parent: the feed ends."""
 
 
 class _NotHandled(Exception):
