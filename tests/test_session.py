@@ -199,6 +199,22 @@ async def test_external_module_imported_both_ways(pool):
         assert info.value.display().splitlines()[-1] == "ImportError: cannot import name '_private' from 'billing' (unknown location)"
 
 
+async def test_external_module_values_and_a_module_added_between_feeds(pool):
+    billing = corral.ExternalModule({'total': lambda xs: sum(xs)}, values={'CURRENCY': 'EUR', 'RATES': {'vat': 0.2}, '_secret': 1})
+    async with pool.checkout() as session:
+        with pytest.raises(corral.SandboxRuntimeError):
+            await session.feed_run('import billing')
+        session.add_external_module('billing', billing)
+        assert await session.feed_run('import billing\nbilling.RATES["vat"] = 0.5\n[billing.CURRENCY, billing.total([1, 2])]') == ['EUR', 3]
+        assert await session.feed_run('from billing import RATES\nRATES') == {'vat': 0.2}  # a fresh copy at each feed
+        with pytest.raises(ValueError) as twice:
+            session.add_external_module('billing', billing)
+        assert str(twice.value) == "the session already offers a module named 'billing'"
+    with pytest.raises(ValueError) as both:
+        corral.ExternalModule({'f': print}, values={'f': 1})
+    assert str(both.value) == "ExternalModule names ['f'] are both functions and values"
+
+
 async def test_unknown_import_is_a_clear_error(session):
     with pytest.raises(corral.SandboxRuntimeError) as info:
         await session.feed_run('from payments import charge')

@@ -271,6 +271,21 @@ class Session:
         calls on (`corral serve`) sends the calls made together (`asyncio.gather`) once this is True."""
         return self._blocked is not None or self._waiting is not None
 
+    def add_external_module(self, name: str, module: ExternalModule) -> None:
+        """Offer `module` to the next feeds as an import named `name`, as `checkout(external_modules=)`
+        does (a module the host learns of between feeds, as a caller answering imports does).
+
+        Raises `TypeError` for a module that is not an `ExternalModule`, `ValueError` for a name that
+        is not one a module can have or that the session already offers.
+        """
+        if not isinstance(module, ExternalModule):
+            raise TypeError(f'external module {name!r} must be an ExternalModule, not {type(module).__name__}')
+        if not isinstance(name, str) or not name.isidentifier():
+            raise ValueError(f'external module name {name!r} is not a valid module name')
+        if name in self._modules:
+            raise ValueError(f'the session already offers a module named {name!r}')
+        self._modules[name] = module
+
     def chdir(self, path: str) -> None:
         """Make `path` (absolute, in the sandbox's terms) the folder relative paths of the next
         feeds start at, as `os.chdir` would; raises `ValueError` for a relative path."""
@@ -615,8 +630,8 @@ class Session:
                     raise StubError(problem)
                 self._lookup_checked = True
         functions = {name: is_async_callable(function) for name, function in lookup.items()}
-        modules = {
-            name: {fname: is_async_callable(f) for fname, f in module.functions.items()}
+        modules: dict[str, dict[str, Any]] = {  # a function: whether it is async; a value: [value]
+            name: {**{fname: is_async_callable(f) for fname, f in module.functions.items()}, **{vname: [value] for vname, value in module.values.items()}}
             for name, module in self._modules.items()
         }
         lookup.update(self._module_lookup())
@@ -660,7 +675,8 @@ class Session:
         self._asyncs = dict(functions)
         for name, members in modules.items():
             for fname, is_async in members.items():
-                self._asyncs[f'{name}.{fname}'] = is_async
+                if type(is_async) is bool:
+                    self._asyncs[f'{name}.{fname}'] = is_async
         self._calls = 0
         self._trace = hashlib.blake2b(digest_size=16)
         self._record = record

@@ -22,7 +22,7 @@ from typing import Any
 
 from . import monty_v1_pb2 as pb
 
-__all__ = ['ArenaError', 'ClientFunction', 'MAX_NODES', 'decode', 'encode', 'exception_value']
+__all__ = ['ArenaError', 'ClientFunction', 'ClientModule', 'MAX_NODES', 'decode', 'encode', 'exception_value']
 
 #: Most nodes one arena may hold, whatever its `node_count` claims.
 MAX_NODES = 1_000_000
@@ -39,6 +39,14 @@ class ClientFunction:
 
     name: str
     docstring: str | None = None
+
+
+@dataclass(frozen=True)
+class ClientModule:
+    """A module of the parent's (a `module` node): its attributes, functions as `ClientFunction`."""
+
+    name: str
+    attrs: dict[str, Any]
 
 
 def decode(arena: pb.Arena, roots: Sequence[int]) -> list[Any]:
@@ -103,6 +111,11 @@ def _node(node: pb.MontyNode, index: int, built: list[Any]) -> Any:
             return decimal.Decimal(value)
         except decimal.InvalidOperation:
             raise ArenaError(f'node {index}: {value!r} is not a decimal') from None
+    if kind == 'module':
+        attrs = _pairs(built, index, value.attrs.pairs)
+        if not all(isinstance(name, str) for name, _ in attrs):
+            raise ArenaError(f'node {index}: a module attribute name that is not a str')
+        return ClientModule(value.name, dict(attrs))
     if kind == 'function':
         return ClientFunction(value.name, value.docstring if value.HasField('docstring') else None)
     try:

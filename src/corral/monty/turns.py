@@ -32,13 +32,14 @@ from ..errors import (
     SandboxTypingError,
     StubError,
 )
-from ..host.external import stub_functions
+from ..host.external import ExternalModule, stub_functions
+from ..language.catalog import STDLIB_MODULES
 from ..host.os_access import OsAccess
 from ..host.pool import Pool
 from ..host.session import Session
 from ..limits import Limits
 from . import monty_v1_pb2 as pb
-from .codec import ArenaError, ClientFunction, decode, encode, exception_value
+from .codec import ArenaError, ClientFunction, ClientModule, decode, encode, exception_value
 
 __all__ = ['Link', 'MontyChild', 'PROTOCOL_VERSIONS', 'Closed']
 
@@ -87,6 +88,7 @@ class MontyChild:
         self._futures: dict[int, asyncio.Future[Any]] = {}
         self._resolver: asyncio.Task[None] | None = None
         self._feeds = 0
+        self._imported: set[str] = set()  # modules the parent was asked for
         self._interrupt: str | None = None  # 'reset', 'shutdown' or 'closed', come while a feed ran
 
     # ----- the request loop ----------------------------------------------------------------------
@@ -199,7 +201,7 @@ class MontyChild:
             self._error(type(error).__name__ if not isinstance(error, StubError) else 'ValueError', str(error))
             return
         self._session, self._config = session, config
-        self._bound, self._next_call, self._feeds = set(), 0, 0
+        self._bound, self._next_call, self._feeds, self._imported = set(), 0, 0, set()
         self._ended(pb.ChildEvent(ok=pb.Ok()))
 
     def _checkout(self, config: pb.Configure) -> Session:
@@ -276,6 +278,9 @@ class MontyChild:
         inputs = {ref.name: value for ref, value in zip(feed.inputs, values)}
         if feed.cwd:
             session.chdir(feed.cwd)
+        for module in _imports(feed.code) - self._imported:
+            self._imported.add(module)
+            self._import(session, module, stubs=self._config.type_check and not feed.skip_type_check)
         called, read = _free_names(feed.code, self._bound | set(inputs))
         lookup: dict[str, Callable[..., Any]] = {}
         for name in called | set(stub_functions(self._config.type_check_stubs)):
@@ -312,6 +317,29 @@ class MontyChild:
         (root,) = encode([value], complete.complete.values)
         complete.complete.value = root
         self._ended(complete)
+
+    def _import(self, session: Session, name: str, *, stubs: bool) -> None:
+        """Ask the parent for host module `name` (and its stubs); a module it has is offered to
+        the session as an `ExternalModule` whose functions call the parent's."""
+        try:
+            value = self.os_call('import', pb.OsCall.Import(module=name), default='import')
+        except (NameError, RuntimeError, ImportError):
+            return  # not the parent's: the script's import fails as Python's does
+        if not isinstance(value, ClientModule):
+            return
+        text = None
+        if stubs:
+            try:
+                found = self.os_call('import_stubs', pb.OsCall.ImportStubs(modules=[name]), default='import_stubs')
+            except (NameError, RuntimeError, ImportError):
+                found = None
+            if isinstance(found, dict) and isinstance(found.get(name), str):
+                text = found[name]
+        functions = {
+            attr: self._function(item.name, asynchronous=False) for attr, item in value.attrs.items() if isinstance(item, ClientFunction)
+        }
+        values = {attr: item for attr, item in value.attrs.items() if not isinstance(item, (ClientFunction, ClientModule))}
+        session.add_external_module(name, ExternalModule(functions, stubs=text, values=values))
 
     async def _set_inputs(self, session: Session, inputs: dict[str, Any]) -> None:
         names = sorted(inputs)
@@ -640,6 +668,21 @@ def _bound(tree: ast.AST) -> set[str]:
         elif isinstance(node, ast.MatchMapping) and node.rest:
             names.add(node.rest)
     return names
+
+
+def _imports(code: str) -> set[str]:
+    """The top-level modules `code` imports (absolute imports) that are not the sandbox's own."""
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return set()
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name.split('.')[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module.split('.')[0])
+    return {name for name in names if name not in STDLIB_MODULES and name.isidentifier()}
 
 
 def _bound_names(code: str) -> set[str]:

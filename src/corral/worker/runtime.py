@@ -308,7 +308,7 @@ class Worker:
         host_function.__module__ = name.rpartition('.')[0] or 'builtins'
         return host_function
 
-    def _install_host_functions(self, functions: dict[str, bool], modules: dict[str, dict[str, bool]]) -> None:
+    def _install_host_functions(self, functions: dict[str, bool], modules: dict[str, dict[str, Any]]) -> None:
         for name in self._host_names - functions.keys():
             self._builtins.pop(name, None)
         for name, is_async in functions.items():
@@ -317,8 +317,13 @@ class Worker:
         self._modules = {}
         for module_name, members in modules.items():
             module = types.ModuleType(module_name)
-            for name, is_async in members.items():
-                setattr(module, name, self._host_function(f'{module_name}.{name}', is_async))
+            for name, member in members.items():  # a function (whether it is async) or [a value]
+                if type(member) is bool:
+                    setattr(module, name, self._host_function(f'{module_name}.{name}', member))
+                elif type(member) is list and len(member) == 1:
+                    setattr(module, name, member[0])
+                else:
+                    raise ProtocolError('malformed FEED message from the host')
             self._modules[module_name] = module
 
     def _import(self, name: str, globals: Any = None, locals: Any = None, fromlist: Any = (), level: int = 0) -> Any:
