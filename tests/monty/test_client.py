@@ -66,7 +66,8 @@ def test_errors_a_model_reads(monty: pydantic_monty.Monty) -> None:
             '1 | y: int = "s"\n'
             '  |    ---   ^^^ Incompatible value of type `Literal["s"]`\n'
             '  |    |\n'
-            '  |    Declared type'
+            '  |    Declared type\n'
+            '\n'
         )
         with pytest.raises(pydantic_monty.MontyRuntimeError) as runtime_error:
             session.feed_run('1 / 0')

@@ -60,6 +60,7 @@ _LIMIT_TYPES = {
 }
 _FRAME = re.compile(r'^  File "(?P<file>[^"]*)", line (?P<line>\d+)(?:, in (?P<name>.*))?$')
 _BUILTINS = frozenset(dir(builtins))
+_OS_ERROR = re.compile(r"\[Errno (\d+)\] (.*?)(?:: ('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"))?", re.DOTALL)
 
 
 class Closed(Exception):
@@ -301,7 +302,8 @@ class MontyChild:
                 await self._set_inputs(session, inputs)
             value = await session.feed_run(feed.code, external_lookup=lookup, print_callback=self._print, type_check=not feed.skip_type_check)
         except SandboxTypingError as error:
-            self._ended(pb.ChildEvent(typing_error=pb.TypingError(diagnostics=error.display())))
+            # ty's own text, each diagnostic ending in a blank line as ty prints it
+            self._ended(pb.ChildEvent(typing_error=pb.TypingError(diagnostics=error.display().rstrip('\n') + '\n\n')))
             return
         except SandboxError as error:
             self._bound |= _bound_names(feed.code)
@@ -570,6 +572,9 @@ def _exception(raised: pb.RaisedException) -> BaseException:
     if not (isinstance(cls, type) and issubclass(cls, Exception)):
         cls = RuntimeError
     message = raised.message if raised.HasField('message') else None
+    if issubclass(cls, OSError) and message is not None and (match := _OS_ERROR.fullmatch(message)):
+        number, text, path = match.groups()
+        return cls(int(number), text) if path is None else cls(int(number), text, ast.literal_eval(path))
     try:
         return cls() if message is None else cls(message)
     except Exception:
