@@ -307,7 +307,7 @@ class MontyChild:
             return
         except SandboxError as error:
             self._bound |= _bound_names(feed.code)
-            self._ended(pb.ChildEvent(error=pb.Error(exception=_raised(error))))
+            self._ended(pb.ChildEvent(error=pb.Error(exception=_raised(error, _clock(self._config.limits)))))
             return
         except StubError as error:
             self._error('ValueError', str(error))
@@ -581,7 +581,7 @@ def _exception(raised: pb.RaisedException) -> BaseException:
         return RuntimeError(message)
 
 
-def _raised(error: SandboxError) -> pb.RaisedException:
+def _raised(error: SandboxError, clock: str = 'feed') -> pb.RaisedException:
     """A corral error as the script's `RaisedException`, with its frames."""
     text = error.display()
     if isinstance(error, SandboxRuntimeError):
@@ -590,6 +590,8 @@ def _raised(error: SandboxError) -> pb.RaisedException:
         exc_type, _, message = text.rstrip().rpartition('\n')[2].partition(': ')
     elif isinstance(error, SandboxLimitError):
         exc_type, message = _LIMIT_TYPES.get(error.limit, 'RuntimeError'), text.rstrip().rpartition('\n')[2].partition(': ')[2] or text
+        if error.limit == 'wall_time':  # the client's words for its feed and turn budgets, then corral's
+            message = f'{clock} time limit exceeded: {message}'
     else:
         exc_type, message = 'RuntimeError', text
     raised = exception_value(exc_type or 'Exception', message)
@@ -616,9 +618,19 @@ def _limits(limits: pb.ResourceLimits) -> Limits:
         given['memory'] = max(limits.max_memory_bytes, 256 * 1024 * 1024)
     if limits.HasField('max_recursion_depth'):
         given['recursion'] = max(limits.max_recursion_depth, 1)
-    if limits.HasField('max_feed_duration_micros'):
-        given['wall_time'] = max(limits.max_feed_duration_micros / 1e6, 0.001)
+    budgets = [getattr(limits, name) for name in ('max_feed_duration_micros', 'max_turn_duration_micros') if limits.HasField(name)]
+    if budgets:  # corral's wall_time is one budget for the feed: the smaller of the two
+        given['wall_time'] = max(min(budgets) / 1e6, 0.001)
     return Limits(**given)
+
+
+def _clock(limits: pb.ResourceLimits) -> str:
+    """Which of Monty's budgets corral's wall_time stands for: 'turn' when it is the smaller."""
+    if limits.HasField('max_turn_duration_micros') and (
+        not limits.HasField('max_feed_duration_micros') or limits.max_turn_duration_micros < limits.max_feed_duration_micros
+    ):
+        return 'turn'
+    return 'feed'
 
 
 class _Names(set[str]):
