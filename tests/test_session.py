@@ -215,6 +215,16 @@ async def test_external_module_values_and_a_module_added_between_feeds(pool):
     assert str(both.value) == "ExternalModule names ['f'] are both functions and values"
 
 
+async def test_complex_numbers_and_ellipsis_cross_both_ways(session):
+    class Complex(complex):
+        pass
+
+    code = 'c, sub, e = given()\n[c * 2, type(sub).__name__, sub, complex(-0.0, float("inf")), e is ..., ...]'
+    value = await session.feed_run(code, external_lookup={'given': lambda: [1 + 2j, Complex(3, 4), ...]})
+    assert value == [2 + 4j, 'complex', 3 + 4j, complex(-0.0, float('inf')), True, ...]
+    assert str(value[3].real) == '-0.0'
+
+
 async def test_unknown_import_is_a_clear_error(session):
     with pytest.raises(corral.SandboxRuntimeError) as info:
         await session.feed_run('from payments import charge')

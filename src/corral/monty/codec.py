@@ -104,6 +104,8 @@ def _node(node: pb.MontyNode, index: int, built: list[Any]) -> Any:
             return dict(_pairs(built, index, value.pairs))
         except TypeError as error:
             raise ArenaError(f'node {index}: {error}') from None
+    if kind == 'complex':
+        return complex(value.real, value.imag)
     if kind == 'path':
         return str(pathlib.PurePosixPath(value))
     if kind == 'decimal':
