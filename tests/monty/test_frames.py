@@ -220,3 +220,13 @@ def test_a_shutdown_while_a_call_waits_ends_the_child(child: Child) -> None:
     assert child.feed('f(1)').function_call.function_name == 'f'
     assert child.ask(pb.ParentRequest(shutdown=pb.Shutdown())).WhichOneof('kind') == 'ok'
     assert child.proc.wait(timeout=30) == 0
+
+
+def test_a_parents_os_error_reaches_the_script_with_its_errno_and_paths(child: Child) -> None:
+    child.configure()
+    event = child.feed('import os\ntry:\n    os.rename("/a", "/a/moved")\nexcept OSError as e:\n    r = [type(e).__name__, e.errno, e.filename, e.filename2]\nr')
+    raised = pb.RaisedException(exc_type='OSError', message="[Errno 22] Invalid argument: '/a' -> '/a/moved'")
+    answer = pb.ParentRequest(resume_call=pb.ResumeCall(call_id=event.os_call.call_id, result=pb.ExtFunctionResult(error=raised)))
+    event = child.ask(answer)
+    assert [event.complete.values.nodes[i].WhichOneof('kind') for i in complete(event).list.items] == ['str', 'int', 'str', 'str']
+    assert [getattr(event.complete.values.nodes[i], event.complete.values.nodes[i].WhichOneof('kind')) for i in complete(event).list.items] == ['OSError', 22, '/a', '/a/moved']

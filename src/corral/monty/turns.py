@@ -60,7 +60,8 @@ _LIMIT_TYPES = {
 }
 _FRAME = re.compile(r'^  File "(?P<file>[^"]*)", line (?P<line>\d+)(?:, in (?P<name>.*))?$')
 _BUILTINS = frozenset(dir(builtins))
-_OS_ERROR = re.compile(r"\[Errno (\d+)\] (.*?)(?:: ('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"))?", re.DOTALL)
+_QUOTED = r"""('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")"""
+_OS_ERROR = re.compile(rf'\[Errno (\d+)\] (.*?)(?:: {_QUOTED}(?: -> {_QUOTED})?)?', re.DOTALL)
 
 
 class Closed(Exception):
@@ -573,8 +574,10 @@ def _exception(raised: pb.RaisedException) -> BaseException:
         cls = RuntimeError
     message = raised.message if raised.HasField('message') else None
     if issubclass(cls, OSError) and message is not None and (match := _OS_ERROR.fullmatch(message)):
-        number, text, path = match.groups()
-        return cls(int(number), text) if path is None else cls(int(number), text, ast.literal_eval(path))
+        number, text, path, path2 = match.groups()
+        if path is None:
+            return cls(int(number), text)
+        return cls(int(number), text, ast.literal_eval(path), None, None if path2 is None else ast.literal_eval(path2))
     try:
         return cls() if message is None else cls(message)
     except Exception:
