@@ -230,3 +230,14 @@ def test_a_parents_os_error_reaches_the_script_with_its_errno_and_paths(child: C
     event = child.ask(answer)
     assert [event.complete.values.nodes[i].WhichOneof('kind') for i in complete(event).list.items] == ['str', 'int', 'str', 'str']
     assert [getattr(event.complete.values.nodes[i], event.complete.values.nodes[i].WhichOneof('kind')) for i in complete(event).list.items] == ['OSError', 22, '/a', '/a/moved']
+
+
+def test_a_parent_that_goes_away_while_a_call_waits_ends_the_child(child: Child) -> None:
+    # A child serves one parent, which alone waits on a call it never answers; once the parent
+    # closes its end, the feed ends, its worker is killed and the child exits.
+    child.configure()
+    assert child.feed('while True:\n    f(1)').function_call.function_name == 'f'
+    assert child.proc.stdin is not None
+    child.proc.stdin.close()
+    assert child.proc.wait(timeout=30) == 0
+    assert child.proc.stdout is not None and child.proc.stdout.read() == b''
