@@ -549,28 +549,33 @@ class Worker:
 
     def _run(self, script: CompiledScript) -> Any:
         """Run a script without top-level `await`, and return its value."""
-        self._limit_recursion(_BELOW_SYNC)
+        limit = self._limit_recursion(_BELOW_SYNC)
         try:
             return script.start(self._globals)
         finally:
+            sys.setrecursionlimit(limit)  # the worker's own frames, reporting the script's end, need room
             hostio.flush_open_files()  # files the script left open are written back, as at exit
 
     async def _run_async(self, script: CompiledScript) -> Any:
         """Run a script with top-level `await` on the worker's event loop, and return its value."""
-        self._limit_recursion(_BELOW_AWAIT if script.is_async else _BELOW_LOOP)
+        limit = self._limit_recursion(_BELOW_AWAIT if script.is_async else _BELOW_LOOP)
         try:
             result = script.start(self._globals)
             return await result if script.is_async else result
         finally:
+            sys.setrecursionlimit(limit)
             hostio.flush_open_files()
 
-    def _limit_recursion(self, below: int) -> None:
+    def _limit_recursion(self, below: int) -> int:
         """Let the script's own frames go exactly `recursion` deep: its top level and the calls
         under it, counted as the interpreter counts depth (a frame, or a call through C code).
+        Returns the limit it replaced, to restore once the script is done.
 
         `below` is one of the `_BELOW_...` adjustments, for how the script is started.
         """
+        previous = sys.getrecursionlimit()
         sys.setrecursionlimit(_recursion_depth() + below + self._limits.get('recursion', 500))
+        return previous
 
     def _end_leftover_tasks(self) -> None:
         """Tasks the script started and did not await end with its feed.
