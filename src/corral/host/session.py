@@ -273,17 +273,16 @@ class Session:
 
     def add_external_module(self, name: str, module: ExternalModule) -> None:
         """Offer `module` to the next feeds as an import named `name`, as `checkout(external_modules=)`
-        does (a module the host learns of between feeds, as a caller answering imports does).
+        does (a module the host learns of between feeds, as a caller answering imports does), in
+        place of the one the session offered under that name, if any.
 
         Raises `TypeError` for a module that is not an `ExternalModule`, `ValueError` for a name that
-        is not one a module can have or that the session already offers.
+        is not one a module can have.
         """
         if not isinstance(module, ExternalModule):
             raise TypeError(f'external module {name!r} must be an ExternalModule, not {type(module).__name__}')
         if not isinstance(name, str) or not name.isidentifier():
             raise ValueError(f'external module name {name!r} is not a valid module name')
-        if name in self._modules:
-            raise ValueError(f'the session already offers a module named {name!r}')
         self._modules[name] = module
 
     def chdir(self, path: str) -> None:
@@ -598,7 +597,22 @@ class Session:
         if part.strip():
             self._context.append(part)
 
-    async def _feed(self, code: str, lookup: dict[str, Callable[..., Any]], print_callback: PrintCallback, type_check: bool = True) -> Any:
+    async def check(self, code: str) -> None:
+        """Check `code` as `feed_run` does before it runs a script, without running it: its size,
+        and in a session checked out with `type_check=True`, its syntax, the constructs the
+        sandbox refuses and its types. A caller that must answer a type error before anything of
+        the script reaches it (a name it reads, a module it imports) checks first, then runs the
+        script with `feed_run(code, type_check=False)`.
+
+        Raises `SandboxTypingError`, `SandboxCheckerError`, `SandboxSyntaxError` and
+        `SandboxLimitError` (`code_size`, `type_check_time`, `type_check_memory`) as `feed_run` does.
+        """
+        if not isinstance(code, str):
+            raise TypeError(f'code must be a str, not {type(code).__name__}')
+        self._check_usable()
+        await self._check(code, type_check=True)
+
+    async def _check(self, code: str, *, type_check: bool) -> None:
         limits = self.limits
         if not code.isascii():
             _refuse_surrogates(code, self.script_name)
@@ -624,11 +638,15 @@ class Session:
             diagnostics = await check
             if diagnostics is not None:
                 raise SandboxTypingError(diagnostics)
-            if not self._lookup_checked:
-                problem = missing_functions(self._stubs, lookup, 'the external_lookup of the first feed')
-                if problem is not None:
-                    raise StubError(problem)
-                self._lookup_checked = True
+
+    async def _feed(self, code: str, lookup: dict[str, Callable[..., Any]], print_callback: PrintCallback, type_check: bool = True) -> Any:
+        limits = self.limits
+        await self._check(code, type_check=type_check)
+        if self._type_check and type_check and not self._lookup_checked:
+            problem = missing_functions(self._stubs, lookup, 'the external_lookup of the first feed')
+            if problem is not None:
+                raise StubError(problem)
+            self._lookup_checked = True
         functions = {name: is_async_callable(function) for name, function in lookup.items()}
         modules: dict[str, dict[str, Any]] = {  # a function: whether it is async; a value: [value]
             name: {**{fname: is_async_callable(f) for fname, f in module.functions.items()}, **{vname: [value] for vname, value in module.values.items()}}

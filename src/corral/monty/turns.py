@@ -280,9 +280,21 @@ class MontyChild:
         inputs = {ref.name: value for ref, value in zip(feed.inputs, values)}
         if feed.cwd:
             session.chdir(feed.cwd)
-        for module in _imports(feed.code) - self._imported:
-            self._imported.add(module)
-            self._import(session, module, stubs=self._config.type_check and not feed.skip_type_check)
+        checked = self._config.type_check and not feed.skip_type_check
+        modules = sorted(_imports(feed.code) - self._imported)
+        self._imported.update(modules)
+        stubs = {name: self._stubs(session, name) for name in modules} if checked else {}
+        if checked:  # before anything of the script reaches the parent, whose answer may be a type error
+            try:
+                await session.check(feed.code)
+            except SandboxTypingError as error:
+                self._ended(pb.ChildEvent(typing_error=pb.TypingError(diagnostics=_diagnostics(error))))
+                return
+            except SandboxError as error:
+                self._ended(pb.ChildEvent(error=pb.Error(exception=_raised(error))))
+                return
+        for module in modules:
+            self._import(session, module, stubs.get(module))
         called, read = _free_names(feed.code, self._bound | set(inputs))
         lookup: dict[str, Callable[..., Any]] = {}
         for name in called | set(stub_functions(self._config.type_check_stubs)):
@@ -301,11 +313,7 @@ class MontyChild:
         try:
             if inputs:
                 await self._set_inputs(session, inputs)
-            value = await session.feed_run(feed.code, external_lookup=lookup, print_callback=self._print, type_check=not feed.skip_type_check)
-        except SandboxTypingError as error:
-            # ty's own text, each diagnostic ending in a blank line as ty prints it
-            self._ended(pb.ChildEvent(typing_error=pb.TypingError(diagnostics=error.display().rstrip('\n') + '\n\n')))
-            return
+            value = await session.feed_run(feed.code, external_lookup=lookup, print_callback=self._print, type_check=False)
         except SandboxError as error:
             self._bound |= _bound_names(feed.code)
             self._ended(pb.ChildEvent(error=pb.Error(exception=_raised(error, _clock(self._config.limits)))))
@@ -321,23 +329,27 @@ class MontyChild:
         complete.complete.value = root
         self._ended(complete)
 
-    def _import(self, session: Session, name: str, *, stubs: bool) -> None:
-        """Ask the parent for host module `name` (and its stubs); a module it has is offered to
-        the session as an `ExternalModule` whose functions call the parent's."""
+    def _stubs(self, session: Session, name: str) -> str | None:
+        """Ask the parent for the stubs of host module `name`, offered to the type check at once."""
+        try:
+            found = self.os_call('import_stubs', pb.OsCall.ImportStubs(modules=[name]), default='import_stubs')
+        except (NameError, RuntimeError, ImportError):
+            return None
+        text = found.get(name) if isinstance(found, dict) else None
+        if not isinstance(text, str):
+            return None
+        session.add_external_module(name, ExternalModule({}, stubs=text))
+        return text
+
+    def _import(self, session: Session, name: str, text: str | None) -> None:
+        """Ask the parent for host module `name`; a module it has is offered to the session as an
+        `ExternalModule` (with the stubs `text`) whose functions call the parent's."""
         try:
             value = self.os_call('import', pb.OsCall.Import(module=name), default='import')
         except (NameError, RuntimeError, ImportError):
             return  # not the parent's: the script's import fails as Python's does
         if not isinstance(value, ClientModule):
             return
-        text = None
-        if stubs:
-            try:
-                found = self.os_call('import_stubs', pb.OsCall.ImportStubs(modules=[name]), default='import_stubs')
-            except (NameError, RuntimeError, ImportError):
-                found = None
-            if isinstance(found, dict) and isinstance(found.get(name), str):
-                text = found[name]
         functions = {
             attr: self._function(item.name, asynchronous=False) for attr, item in value.attrs.items() if isinstance(item, ClientFunction)
         }
@@ -582,6 +594,11 @@ def _exception(raised: pb.RaisedException) -> BaseException:
         return cls() if message is None else cls(message)
     except Exception:
         return RuntimeError(message)
+
+
+def _diagnostics(error: SandboxTypingError) -> str:
+    """ty's text, each diagnostic ending in a blank line as ty prints it."""
+    return error.display().rstrip('\n') + '\n\n'
 
 
 def _raised(error: SandboxError, clock: str = 'feed') -> pb.RaisedException:
