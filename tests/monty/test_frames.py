@@ -241,3 +241,20 @@ def test_a_parent_that_goes_away_while_a_call_waits_ends_the_child(child: Child)
     child.proc.stdin.close()
     assert child.proc.wait(timeout=30) == 0
     assert child.proc.stdout is not None and child.proc.stdout.read() == b''
+
+
+def test_dump_and_load_carry_a_session_to_another_checkout(child: Child) -> None:
+    child.configure()
+    assert complete(child.feed('kept = [1, 2]\nlen(kept)')).int == 2
+    state = child.ask(pb.ParentRequest(dump=pb.Dump())).dump_result.state
+    assert child.ask(pb.ParentRequest(reset=pb.Reset())).WhichOneof('kind') == 'ok'
+    assert child.ask(pb.ParentRequest(load=pb.Load(state=state))).WhichOneof('kind') == 'ok'
+    assert complete(child.feed('sum(kept)')).int == 3
+    assert child.ask(pb.ParentRequest(reset=pb.Reset())).WhichOneof('kind') == 'ok'
+    altered = pb.ParentRequest(load=pb.Load(state=state[:-1] + bytes([state[-1] ^ 1])))
+    assert error_text(child.ask(altered)) == (
+        'ValueError',
+        "the session state was altered, or signed with another key: its signature does not match this pool's state key",
+    )
+    child.configure()  # the refused Load left no session behind
+    assert complete(child.feed('5')).int == 5
