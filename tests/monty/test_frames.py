@@ -258,3 +258,15 @@ def test_dump_and_load_carry_a_session_to_another_checkout(child: Child) -> None
     )
     child.configure()  # the refused Load left no session behind
     assert complete(child.feed('5')).int == 5
+
+
+def test_output_goes_out_in_runs_before_the_turn_ends(child: Child) -> None:
+    child.configure()
+    child.send(pb.ParentRequest(feed=pb.Feed(code='import sys\nfor i in range(3):\n    print(i)\nprint("oops", file=sys.stderr)\nprint("end")\n7')))
+    printed = child.event()
+    assert [(segment.stream, segment.text) for segment in printed.print.segments] == [
+        (pb.PRINT_STREAM_STDOUT, '0\n1\n2\n'),
+        (pb.PRINT_STREAM_STDERR, 'oops\n'),
+        (pb.PRINT_STREAM_STDOUT, 'end\n'),
+    ]
+    assert complete(child.event()).int == 7

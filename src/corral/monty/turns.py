@@ -60,6 +60,8 @@ _LIMIT_TYPES = {
 }
 _FRAME = re.compile(r'^  File "(?P<file>[^"]*)", line (?P<line>\d+)(?:, in (?P<name>.*))?$')
 _BUILTINS = frozenset(dir(builtins))
+#: How long output waits to be sent with what follows it, when the parent does not say.
+_PRINT_INTERVAL_MS = 50
 _QUOTED = r"""('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")"""
 _OS_ERROR = re.compile(rf'\[Errno (\d+)\] (.*?)(?:: {_QUOTED}(?: -> {_QUOTED})?)?', re.DOTALL)
 
@@ -91,6 +93,8 @@ class MontyChild:
         self._resolver: asyncio.Task[None] | None = None
         self._feeds = 0
         self._imported: set[str] = set()  # modules the parent was asked for
+        self._printed: list[tuple[int, list[str]]] = []  # output not sent yet: (stream, texts)
+        self._flush_timer: asyncio.TimerHandle | None = None
         self._interrupt: str | None = None  # 'reset', 'shutdown' or 'closed', come while a feed ran
 
     # ----- the request loop ----------------------------------------------------------------------
@@ -174,6 +178,7 @@ class MontyChild:
             event.feed_execution_micros = micros
             limits = self._config.limits
             event.max_suspensions = limits.max_suspensions if limits.HasField('max_suspensions') else 1000
+        self._flush()
         self._send(event)
 
     def _error(self, exc_type: str, message: str, traceback: Iterable[pb.StackFrame] = ()) -> None:
@@ -363,8 +368,27 @@ class MontyChild:
         self._bound |= set(names)
 
     def _print(self, stream: str, text: str) -> None:
+        """Buffer the script's output: one `Print` of its runs goes out after the configured
+        interval (`print_flush_interval_ms`, 0: each line at once), and before any turn ends."""
         kind = pb.PRINT_STREAM_STDERR if stream == 'stderr' else pb.PRINT_STREAM_STDOUT
-        self._send(pb.ChildEvent(print=pb.Print(segments=[pb.PrintSegment(stream=kind, text=text)])))
+        if self._printed and self._printed[-1][0] == kind:
+            self._printed[-1][1].append(text)
+        else:
+            self._printed.append((kind, [text]))
+        interval = self._config.print_flush_interval_ms if self._config.HasField('print_flush_interval_ms') else _PRINT_INTERVAL_MS
+        if interval == 0:
+            self._flush()
+        elif self._flush_timer is None:
+            self._flush_timer = asyncio.get_running_loop().call_later(interval / 1000, self._flush)
+
+    def _flush(self) -> None:
+        if self._flush_timer is not None:
+            self._flush_timer.cancel()
+            self._flush_timer = None
+        if self._printed:
+            segments = [pb.PrintSegment(stream=kind, text=''.join(texts)) for kind, texts in self._printed]
+            self._printed = []
+            self._send(pb.ChildEvent(print=pb.Print(segments=segments)))
 
     # ----- suspensions -----------------------------------------------------------------------------
 
