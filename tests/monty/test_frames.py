@@ -270,3 +270,10 @@ def test_output_goes_out_in_runs_before_the_turn_ends(child: Child) -> None:
         (pb.PRINT_STREAM_STDOUT, 'end\n'),
     ]
     assert complete(child.event()).int == 7
+
+
+@pytest.mark.parametrize('name', ['foo.bar', 'x = 1\nimport os #', 'class', ''])
+def test_an_input_name_that_is_no_identifier_is_refused(child: Child, name: str) -> None:
+    child.configure()
+    event = child.feed('1', inputs=[pb.NamedRef(name=name, value=0)], values=pb.Arena(nodes=[pb.MontyNode(int=1)]))
+    assert error_text(event) == ('SyntaxError', f'Input name {name!r} not a valid identifier')

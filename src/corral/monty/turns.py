@@ -19,6 +19,7 @@ import ast
 import asyncio
 import builtins
 import datetime
+import keyword
 import re
 import zoneinfo
 from collections.abc import Callable, Iterable
@@ -283,6 +284,10 @@ class MontyChild:
             self._error('ValueError', f'the inputs cannot enter the sandbox: {error}')
             return
         inputs = {ref.name: value for ref, value in zip(feed.inputs, values)}
+        for name in inputs:  # each becomes a variable of the script's
+            if not name.isidentifier() or keyword.iskeyword(name):
+                self._error('SyntaxError', f'Input name {name!r} not a valid identifier')
+                return
         if feed.cwd:
             session.chdir(feed.cwd)
         checked = self._config.type_check and not feed.skip_type_check
