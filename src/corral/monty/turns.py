@@ -92,7 +92,6 @@ class MontyChild:
         self._next_call = 0
         self._futures: dict[int, asyncio.Future[Any]] = {}
         self._resolver: asyncio.Task[None] | None = None
-        self._feeds = 0
         self._imported: set[str] = set()  # modules the parent was asked for
         self._printed: list[tuple[int, list[str]]] = []  # output not sent yet: (stream, texts)
         self._flush_timer: asyncio.TimerHandle | None = None
@@ -209,7 +208,7 @@ class MontyChild:
             self._error(type(error).__name__ if not isinstance(error, StubError) else 'ValueError', str(error))
             return
         self._session, self._config = session, config
-        self._bound, self._next_call, self._feeds, self._imported = set(), 0, 0, set()
+        self._bound, self._next_call, self._imported = set(), 0, set()
         self._ended(pb.ChildEvent(ok=pb.Ok()))
 
     def _checkout(self, config: pb.Configure) -> Session:
@@ -277,7 +276,6 @@ class MontyChild:
     async def _feed(self, feed: pb.Feed) -> None:
         session = self._session
         assert session is not None
-        self._feeds += 1
         try:
             values = decode(feed.values, [ref.value for ref in feed.inputs])
         except ArenaError as error:
