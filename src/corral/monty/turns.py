@@ -61,6 +61,8 @@ _LIMIT_TYPES = {
 }
 _FRAME = re.compile(r'^  File "(?P<file>[^"]*)", line (?P<line>\d+)(?:, in (?P<name>.*))?$')
 _BUILTINS = frozenset(dir(builtins))
+#: The call id of an OsCall made before a feed's type check (the client's mark for it).
+_BEFORE_CHECK = 2**32 - 1
 #: How long output waits to be sent with what follows it, when the parent does not say.
 _PRINT_INTERVAL_MS = 50
 _QUOTED = r"""('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")"""
@@ -340,7 +342,7 @@ class MontyChild:
     def _stubs(self, session: Session, name: str) -> str | None:
         """Ask the parent for the stubs of host module `name`, offered to the type check at once."""
         try:
-            found = self.os_call('import_stubs', pb.OsCall.ImportStubs(modules=[name]), default='import_stubs')
+            found = self.os_call('import_stubs', pb.OsCall.ImportStubs(modules=[name]), default='import_stubs', call_id=_BEFORE_CHECK)
         except (NameError, RuntimeError, ImportError):
             return None
         text = found.get(name) if isinstance(found, dict) else None
@@ -551,14 +553,15 @@ class MontyChild:
             self._resolver.cancel()
             self._resolver = None
 
-    def os_call(self, call: str, argument: Any, *, values: pb.Arena | None = None, default: str) -> Any:
+    def os_call(self, call: str, argument: Any, *, values: pb.Arena | None = None, default: str, call_id: int | None = None) -> Any:
         """Ask the parent to perform one OS operation (an `OsCall` arm and its argument); its value.
 
         Raises what the parent raised, or, when it has no handler, `default`'s error."""
         if self._interrupt is not None:
             raise _Interrupted('the feed is being ended')
-        call_id = self._next_call
-        self._next_call += 1
+        if call_id is None:
+            call_id = self._next_call
+            self._next_call += 1
         event = pb.ChildEvent()
         os_call = event.os_call
         os_call.call_id = call_id
