@@ -8,6 +8,8 @@ fresh worker of one pool the process keeps.
 - `monty_v1.proto` / `monty_v1_pb2`: the schema, and protoc's module for it.
 - `codec`: values as Monty's `Arena` of nodes, both ways.
 - `turns`: the turn machine, Monty's requests answered by corral's `Pool` and `Session`.
+- `names`: the names and modules a feed's text needs from the parent; `parent_os`: the script's
+  files, environment and clock as the parent's `OsCall`s.
 - `stdio`: the framed stdin/stdout transport; `cli`: the `corral-monty` command.
 """
 

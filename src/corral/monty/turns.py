@@ -18,10 +18,8 @@ from __future__ import annotations
 import ast
 import asyncio
 import builtins
-import datetime
 import keyword
 import re
-import zoneinfo
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
@@ -34,15 +32,15 @@ from ..errors import (
     StubError,
 )
 from ..host.external import ExternalModule, stub_functions
-from ..language.catalog import STDLIB_MODULES
-from ..host.os_access import OsAccess
 from ..host.pool import Pool
 from ..host.session import Session
 from ..limits import Limits
 from . import monty_v1_pb2 as pb
 from .codec import ArenaError, ClientFunction, ClientModule, decode, encode, exception_value
+from .names import bound_names, free_names, imported_modules
+from .parent_os import ParentOs
 
-__all__ = ['Link', 'MontyChild', 'PROTOCOL_VERSIONS', 'Closed']
+__all__ = ['Closed', 'Link', 'MontyChild', 'PROTOCOL_VERSIONS']
 
 #: The protocol versions this child serves (`Configure.protocol_version`).
 PROTOCOL_VERSIONS = range(5, 7)
@@ -60,7 +58,6 @@ _LIMIT_TYPES = {
     'code_size': 'OverflowError',
 }
 _FRAME = re.compile(r'^  File "(?P<file>[^"]*)", line (?P<line>\d+)(?:, in (?P<name>.*))?$')
-_BUILTINS = frozenset(dir(builtins))
 #: The call id of an OsCall made before a feed's type check (the client's mark for it).
 _BEFORE_CHECK = 2**32 - 1
 #: How long output waits to be sent with what follows it, when the parent does not say.
@@ -291,7 +288,7 @@ class MontyChild:
         if feed.cwd:
             session.chdir(feed.cwd)
         checked = self._config.type_check and not feed.skip_type_check
-        modules = sorted(_imports(feed.code) - self._imported)
+        modules = sorted(imported_modules(feed.code) - self._imported)
         self._imported.update(modules)
         stubs = {name: self._stubs(session, name) for name in modules} if checked else {}
         if checked:  # before anything of the script reaches the parent, whose answer may be a type error
@@ -305,7 +302,7 @@ class MontyChild:
                 return
         for module in modules:
             self._import(session, module, stubs.get(module))
-        called, read = _free_names(feed.code, self._bound | set(inputs))
+        called, read = free_names(feed.code, self._bound | set(inputs))
         lookup: dict[str, Callable[..., Any]] = {}
         for name in called | set(stub_functions(self._config.type_check_stubs)):
             lookup[name] = self._function(name, asynchronous=name in called.awaited)
@@ -325,7 +322,7 @@ class MontyChild:
                 await self._set_inputs(session, inputs)
             value = await session.feed_run(feed.code, external_lookup=lookup, print_callback=self._print, type_check=False)
         except SandboxError as error:
-            self._bound |= _bound_names(feed.code)
+            self._bound |= bound_names(feed.code)
             self._ended(pb.ChildEvent(error=pb.Error(exception=_raised(error, _clock(self._config.limits)))))
             return
         except StubError as error:
@@ -333,7 +330,7 @@ class MontyChild:
             return
         finally:
             self._cancel_futures()
-        self._bound |= _bound_names(feed.code)
+        self._bound |= bound_names(feed.code)
         complete = pb.ChildEvent()
         (root,) = encode([value], complete.complete.values)
         complete.complete.value = root
@@ -683,159 +680,3 @@ def _clock(limits: pb.ResourceLimits) -> str:
     return 'feed'
 
 
-class _Names(set[str]):
-    """Free names a script calls; `awaited`: those whose calls it awaits or hands on (gather)."""
-
-    awaited: set[str]
-
-
-def _free_names(code: str, known: set[str]) -> tuple[_Names, set[str]]:
-    """(names the code calls, names it reads) that neither it, `known`, nor the builtins bind."""
-    called, read = _Names(), set()
-    called.awaited = set()
-    try:
-        tree = ast.parse(code)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return called, read
-    bound = _bound(tree) | known | _BUILTINS
-    parents: dict[int, ast.AST] = {}
-    for node in ast.walk(tree):
-        for child in ast.iter_child_nodes(node):
-            parents[id(child)] = node
-    for node in ast.walk(tree):
-        if not (isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)) or node.id in bound:
-            continue
-        parent = parents.get(id(node))
-        if isinstance(parent, ast.Call) and parent.func is node:
-            called.add(node.id)
-            holder = parents.get(id(parent))
-            if not isinstance(holder, ast.Expr):
-                if isinstance(holder, (ast.Await, ast.Call, ast.List, ast.Tuple, ast.ListComp, ast.GeneratorExp, ast.Starred)):
-                    called.awaited.add(node.id)
-        else:
-            read.add(node.id)
-    return called, read
-
-
-def _bound(tree: ast.AST) -> set[str]:
-    names = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
-            names.add(node.id)
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            names.add(node.name)
-        elif isinstance(node, ast.arg):
-            names.add(node.arg)
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            names.update((alias.asname or alias.name).split('.')[0] for alias in node.names)
-        elif isinstance(node, ast.ExceptHandler) and node.name:
-            names.add(node.name)
-        elif isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
-            names.add(node.name)
-        elif isinstance(node, ast.MatchMapping) and node.rest:
-            names.add(node.rest)
-    return names
-
-
-def _imports(code: str) -> set[str]:
-    """The top-level modules `code` imports (absolute imports) that are not the sandbox's own."""
-    try:
-        tree = ast.parse(code)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return set()
-    names = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names.update(alias.name.split('.')[0] for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            names.add(node.module.split('.')[0])
-    return {name for name in names if name not in STDLIB_MODULES and name.isidentifier()}
-
-
-def _bound_names(code: str) -> set[str]:
-    try:
-        return _bound(ast.parse(code))
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return set()
-
-
-class ParentOs(OsAccess):
-    """The script's files, environment and clock, served by the parent through `OsCall`s."""
-
-    def __init__(self, child: MontyChild, policy: pb.OsPolicy) -> None:
-        super().__init__(clock=self._clock)
-        self._child = child
-        self._policy = policy
-        zone = policy.timezone
-        kind = zone.WhichOneof('zone')
-        if kind == 'named':
-            self._zone: datetime.tzinfo = zoneinfo.ZoneInfo(zone.named)
-        elif kind == 'fixed':
-            offset = datetime.timedelta(seconds=zone.fixed.offset_seconds)
-            self._zone = datetime.timezone(offset, zone.fixed.name) if zone.fixed.HasField('name') else datetime.timezone(offset)
-        else:
-            self._zone = datetime.timezone.utc
-
-    def _clock(self) -> datetime.datetime:
-        mode = self._policy.WhichOneof('datetime')
-        if mode == 'fixed':
-            fixed = self._policy.fixed
-            instant = datetime.datetime.fromtimestamp(fixed.unix_seconds, datetime.timezone.utc).replace(microsecond=fixed.microsecond)
-        elif mode == 'call_host':
-            value = self._child.os_call('date_time_now', pb.OsCall.DateTimeNow(tz=pb.TimeZone(offset_seconds=0)), default='datetime.now')
-            if not isinstance(value, datetime.datetime):
-                raise TypeError(f'the clock answered {type(value).__name__}, not a datetime')
-            instant = value if value.tzinfo is not None else value.replace(tzinfo=datetime.timezone.utc)
-        else:
-            instant = datetime.datetime.now(datetime.timezone.utc)
-        return instant.astimezone(self._zone)
-
-    def environ(self) -> dict[str, str]:
-        value = self._child.os_call('get_environ', None, default='os.environ')
-        if not isinstance(value, dict):
-            raise TypeError(f'the environment answered {type(value).__name__}, not a dict')
-        return value
-
-    def getenv(self, name: str) -> str | None:
-        values = pb.Arena()
-        (none,) = encode([None], values)
-        value = self._child.os_call('getenv', pb.OsCall.Getenv(key=name, default=none), values=values, default='os.getenv')
-        return value
-
-    def stat(self, path: str) -> tuple[str, int, float]:
-        value = self._child.os_call('stat', path, default='path')
-        if not isinstance(value, tuple) or len(value) < 9:
-            raise TypeError(f'stat answered {type(value).__name__}, not a stat_result')
-        mode, size, mtime = value[0], value[6], value[8]
-        kind = 'dir' if mode & 0o170000 == 0o040000 else 'file'
-        return kind, int(size), float(mtime)
-
-    def read_file(self, path: str) -> bytes:
-        value = self._child.os_call('read_bytes', path, default='path')
-        if not isinstance(value, bytes):
-            raise TypeError(f'read_bytes answered {type(value).__name__}, not bytes')
-        return value
-
-    def write_file(self, path: str, data: bytes, how: str) -> None:
-        if how == 'create' and self._child.os_call('exists', path, default='path'):
-            raise FileExistsError(17, 'File exists', path)
-        call = 'append_bytes' if how == 'append' else 'write_bytes'
-        self._child.os_call(call, pb.OsCall.BytesWrite(path=path, data=data), default='path')
-
-    def list_dir(self, path: str) -> list[str]:
-        value = self._child.os_call('iterdir', path, default='path')
-        if not isinstance(value, list):
-            raise TypeError(f'iterdir answered {type(value).__name__}, not a list')
-        return [str(item).rstrip('/').rpartition('/')[2] for item in value]
-
-    def make_dir(self, path: str) -> None:
-        self._child.os_call('mkdir', pb.OsCall.Mkdir(path=path), default='path')
-
-    def remove(self, path: str) -> None:
-        self._child.os_call('unlink', path, default='path')
-
-    def remove_dir(self, path: str) -> None:
-        self._child.os_call('rmdir', path, default='path')
-
-    def rename(self, source: str, target: str) -> None:
-        self._child.os_call('rename', pb.OsCall.Rename(src=source, dst=target), default='path')
