@@ -24,7 +24,12 @@ class Names(set[str]):
 
 
 def free_names(code: str, known: set[str]) -> tuple[Names, set[str]]:
-    """(names the code calls, names it reads) that neither it, `known`, nor the builtins bind."""
+    """(names the code calls, names it reads) that neither it, `known`, nor the builtins bind.
+
+    A called name is `awaited` when a call of it is awaited, handed to asyncio's task functions
+    (`gather`, `create_task`, ...), directly, in a container or generator, or through a variable
+    that is: the parent's function is then async (its answer may be a future).
+    """
     called, read = Names(), set()
     called.awaited = set()
     try:
@@ -36,6 +41,9 @@ def free_names(code: str, known: set[str]) -> tuple[Names, set[str]]:
     for node in ast.walk(tree):
         for child in ast.iter_child_nodes(node):
             parents[id(child)] = node
+    awaited_variables = {
+        node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and _awaited(node, parents)
+    }
     for node in ast.walk(tree):
         if not (isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)) or node.id in bound:
             continue
@@ -43,12 +51,32 @@ def free_names(code: str, known: set[str]) -> tuple[Names, set[str]]:
         if isinstance(parent, ast.Call) and parent.func is node:
             called.add(node.id)
             holder = parents.get(id(parent))
-            if not isinstance(holder, ast.Expr):
-                if isinstance(holder, (ast.Await, ast.Call, ast.List, ast.Tuple, ast.ListComp, ast.GeneratorExp, ast.Starred)):
-                    called.awaited.add(node.id)
+            if _awaited(parent, parents) or (
+                isinstance(holder, ast.Assign) and any(isinstance(t, ast.Name) and t.id in awaited_variables for t in holder.targets)
+            ):
+                called.awaited.add(node.id)
         else:
             read.add(node.id)
     return called, read
+
+
+#: asyncio's functions that take awaitables (a call handed to one is a coroutine the script awaits).
+_TASK_FUNCTIONS = frozenset({'gather', 'create_task', 'ensure_future', 'wait', 'wait_for', 'as_completed', 'shield', 'run'})
+
+
+def _awaited(node: ast.AST, parents: dict[int, ast.AST]) -> bool:
+    """Whether `node`'s value is awaited or handed to asyncio's task functions, maybe inside a
+    list, tuple, starred or generator."""
+    holder = parents.get(id(node))
+    while isinstance(holder, (ast.List, ast.Tuple, ast.Starred, ast.GeneratorExp, ast.ListComp, ast.comprehension)):
+        node, holder = holder, parents.get(id(holder))
+    if isinstance(holder, ast.Await):
+        return True
+    if isinstance(holder, ast.Call) and node is not holder.func:
+        func = holder.func
+        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
+        return name in _TASK_FUNCTIONS
+    return False
 
 
 def _bound(tree: ast.AST) -> set[str]:
