@@ -160,6 +160,18 @@ async def test_the_recursion_limit_counts_the_script_frames_exactly(pool, start,
         assert await session.feed_run(start + _DEPTH.replace('down(1)', 'sorted([1], key=down)')) == recursion - 3
 
 
+@pytest.mark.parametrize('start', ['', 'import asyncio\nawait asyncio.sleep(0)\n'], ids=['plain', 'top-level await'])
+@pytest.mark.parametrize('recursion', [1, 5, 10])
+async def test_a_small_recursion_limit_stops_the_script_not_the_worker(pool, start, recursion):
+    # the worker reports the RecursionError with room of its own: a limit of 5 killed it
+    async with pool.checkout(limits=dataclasses.replace(FAST, recursion=recursion)) as session:
+        error = await stopped(session, start + 'def f(n):\n    return f(n + 1)\nf(0)')
+        assert error.display().endswith(f"RecursionError: maximum recursion depth exceeded: the recursion limit is {recursion} call{'s' if recursion > 1 else ''}")
+        if recursion == 10:  # (an import takes more than 5: the import machinery's frames count)
+            assert await session.feed_run(start + _DEPTH) == recursion - 1
+        assert session.alive
+
+
 @pytest.mark.parametrize(
     ('limit', 'value', 'text'),
     [

@@ -250,6 +250,31 @@ async def test_external_module_imported_both_ways(pool):
         assert info.value.display().splitlines()[-1] == "ImportError: cannot import name '_private' from 'billing' (unknown location)"
 
 
+async def test_external_module_values_and_a_module_added_between_feeds(pool):
+    billing = corral.ExternalModule({'total': lambda xs: sum(xs)}, values={'CURRENCY': 'EUR', 'RATES': {'vat': 0.2}, '_secret': 1})
+    async with pool.checkout() as session:
+        with pytest.raises(corral.SandboxRuntimeError):
+            await session.feed_run('import billing')
+        session.add_external_module('billing', billing)
+        assert await session.feed_run('import billing\nbilling.RATES["vat"] = 0.5\n[billing.CURRENCY, billing.total([1, 2])]') == ['EUR', 3]
+        assert await session.feed_run('from billing import RATES\nRATES') == {'vat': 0.2}  # a fresh copy at each feed
+        session.add_external_module('billing', corral.ExternalModule({}, values={'CURRENCY': 'USD'}))
+        assert await session.feed_run('import billing\nbilling.CURRENCY') == 'USD'
+    with pytest.raises(ValueError) as both:
+        corral.ExternalModule({'f': print}, values={'f': 1})
+    assert str(both.value) == "ExternalModule names ['f'] are both functions and values"
+
+
+async def test_complex_numbers_and_ellipsis_cross_both_ways(session):
+    class Complex(complex):
+        pass
+
+    code = 'c, sub, e = given()\n[c * 2, type(sub).__name__, sub, complex(-0.0, float("inf")), e is ..., ...]'
+    value = await session.feed_run(code, external_lookup={'given': lambda: [1 + 2j, Complex(3, 4), ...]})
+    assert value == [2 + 4j, 'complex', 3 + 4j, complex(-0.0, float('inf')), True, ...]
+    assert str(value[3].real) == '-0.0'
+
+
 async def test_unknown_import_is_a_clear_error(session):
     with pytest.raises(corral.SandboxRuntimeError) as info:
         await session.feed_run('from payments import charge')

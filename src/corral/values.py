@@ -4,7 +4,7 @@ Values cross as msgpack with a few extension types, both ways:
 
     None, bool, int (any size), float, str, bytes, list, tuple, dict, set, frozenset,
     datetime.datetime, datetime.date, datetime.time, datetime.timedelta, datetime.timezone,
-    decimal.Decimal, uuid.UUID
+    decimal.Decimal, uuid.UUID, complex, Ellipsis
 
 and, converted by the sender, a dict's `keys()`, `values()` or `items()` as a list of what it
 iterates to, an `enum.Enum` member as its value (its class is code, which never
@@ -76,9 +76,10 @@ REPR_LIMIT = 100_000
 #: How the `TypeError` begins that a script gets when it ran to its end and its value cannot cross.
 UNPACKABLE_RESULT = 'the value of the last expression cannot leave the sandbox'
 
-_TUPLE, _SET, _FROZENSET, _BIGINT, _DATETIME, _DATE, _TIME, _TIMEDELTA, _TIMEZONE, _DECIMAL, _UUID, _IMAGE = range(1, 13)
+_TUPLE, _SET, _FROZENSET, _BIGINT, _DATETIME, _DATE, _TIME, _TIMEDELTA, _TIMEZONE, _DECIMAL, _UUID, _IMAGE, _COMPLEX, _ELLIPSIS = range(1, 15)
 _MARKS = (_TUPLE, _SET, _FROZENSET)
 _DURATION = struct.Struct('>iii')  # days, seconds, microseconds of a timedelta or a UTC offset
+_COMPLEX_PARTS = struct.Struct('>dd')  # the real and imaginary parts of a complex
 
 #: Containers up to this length are measured with a plain loop (`measure`).
 _SHORT = 32
@@ -133,7 +134,7 @@ def _refuse(value: object) -> TypeError:
 #: Types msgpack packs through `default` (ext types, marked arrays, and ints past 64 bits).
 _EXTENSION_TYPES = frozenset({
     int, tuple, set, frozenset, datetime.datetime, datetime.date, datetime.time, datetime.timedelta, datetime.timezone,
-    decimal.Decimal, uuid.UUID, Image,
+    decimal.Decimal, uuid.UUID, Image, complex, type(Ellipsis),
 })
 #: The exact types that may cross; anything else goes through the side's conversion first.
 _BOUNDARY_TYPES = _EXTENSION_TYPES | {type(None), bool, float, str, bytes, list, dict}
@@ -174,6 +175,10 @@ def _make_default(convert: Callable[[Any], Any]) -> Callable[[Any], Any]:
             return msgpack.ExtType(_UUID, value.bytes)
         if t is Image:
             return msgpack.ExtType(_IMAGE, value.mime_type.encode() + b'\0' + value.data)
+        if t is complex:
+            return msgpack.ExtType(_COMPLEX, _COMPLEX_PARTS.pack(value.real, value.imag))  # -0.0 and NaN kept
+        if value is Ellipsis:
+            return msgpack.ExtType(_ELLIPSIS, b'')
         offset = value.utcoffset(None)  # datetime.timezone: the one type left
         return msgpack.ExtType(_TIMEZONE, _DURATION.pack(offset.days, offset.seconds, offset.microseconds))
 
@@ -205,6 +210,8 @@ def _exact(value: Any) -> Any:
         return int.__index__(value)
     if isinstance(value, float):
         return float.__float__(value)
+    if isinstance(value, complex):
+        return complex.__complex__(value)
     if isinstance(value, str):
         return str.__str__(value)
     if isinstance(value, bytes):
@@ -766,6 +773,15 @@ class Decoder:
             return Image(image, mime_type.decode())  # ValueError for a format not in IMAGE_TYPES
         if code == _DECIMAL:
             return _decimal(data)
+        if code == _COMPLEX:
+            try:
+                return complex(*_COMPLEX_PARTS.unpack(data))
+            except struct.error:
+                raise ValueError('malformed complex in a frame') from None
+        if code == _ELLIPSIS:
+            if data:
+                raise ValueError('an Ellipsis with data in a frame')
+            return Ellipsis
         if code in (_DATETIME, _DATE, _TIME):
             text = data.decode()
             kind = {_DATETIME: datetime.datetime, _DATE: datetime.date, _TIME: datetime.time}[code]

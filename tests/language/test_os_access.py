@@ -312,3 +312,20 @@ async def test_writing_to_a_fifo_on_the_host_is_refused_not_blocking(pool, host,
     os.mkfifo(host / 'pipe')
     message = await error(pool, "open('/data/pipe', 'w').write('x')", mounts=[Mount(host, '/data', mode=mode)], limits=corral.Limits(wall_time=5))
     assert message == "PermissionError: [Errno 13] Permission denied (not a regular file): '/data/pipe'"
+
+
+async def test_a_name_or_path_too_long_for_linux_is_refused_before_dotdot_is_resolved(pool, host):
+    mounts = [Mount(str(host), '/data', mode='read-only')]
+    long_name = 'a' * 256 + '/../notes.txt'
+    assert await error(pool, f'open({long_name!r}).read()', mounts=mounts) == f"OSError: [Errno 36] File name too long: '{long_name}'"
+    long_path = 'a/' * 1000 + '../' * 1000 + 'notes.txt'
+    assert await error(pool, f'open({long_path!r}).read()', mounts=mounts) == f"OSError: [Errno 36] File name too long: '{long_path}'"
+
+
+async def test_chdir_moves_where_relative_paths_start(pool, host):
+    async with pool.checkout(mounts=[Mount(str(host), '/data', mode='read-only')]) as session:
+        session.chdir('/data/reports')
+        assert await session.feed_run("import os\n[os.getcwd(), open('q1.csv').read()]") == ['/data/reports', 'region,amount\nnorth,10\n']
+        with pytest.raises(ValueError) as relative:
+            session.chdir('reports')
+        assert str(relative.value) == "the working folder must be an absolute POSIX path, not 'reports'"

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import sys
 
+import msgpack
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from corral.integrations._common import json_form, value_repr
 from corral import values
-from corral.values import REPR_LIMIT, Decoder, ValueLimitError, bounded_repr, measure, pack
+from corral.values import REPR_LIMIT, Decoder, ValueLimitError, bounded_repr, measure, pack, unpack
 
 
 def test_measure_counts_each_reference_as_its_copy():
@@ -102,3 +103,19 @@ def test_a_small_value_past_a_limit_gets_the_full_walks_error():
     with pytest.raises(ValueLimitError) as raised:
         measure([1, 2, 3], items=2, size=None, subject='the result', crossing='leave the sandbox')
     assert str(raised.value) == 'the result has at least 3 items; at most 2 may leave the sandbox (the value_items limit)'
+
+
+@pytest.mark.parametrize(
+    ('code', 'data', 'message'),
+    [(13, b'\x00' * 15, 'malformed complex in a frame'), (14, b'x', 'an Ellipsis with data in a frame')],
+    ids=['short-complex', 'ellipsis-with-data'],
+)
+def test_malformed_complex_and_ellipsis_are_refused(code, data, message):
+    with pytest.raises(ValueError) as info:
+        unpack(msgpack.packb(msgpack.ExtType(code, data)))
+    assert str(info.value) == message
+
+
+def test_complex_and_ellipsis_round_trip():
+    value = [complex(-0.0, float('inf')), ..., (1j,)]
+    assert unpack(pack(value, side='host')) == value

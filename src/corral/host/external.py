@@ -14,7 +14,9 @@ __all__ = ['ExternalModule', 'is_async_callable', 'exception_payload', 'stub_fun
 class ExternalModule:
     """Host functions that a script imports as a module.
 
-    `functions` maps a name to a sync or async callable; names starting with `_` are not exposed.
+    `functions` maps a name to a sync or async callable; `values` maps a name to a constant of the
+    module (a value of a kind that crosses into the sandbox, see `corral.values`; the script gets a
+    copy at each feed). Names starting with `_` are not exposed.
     `stubs` is the module's `.pyi` text, used when the session type-checks (as `<name>.pyi`, where
     `name` is the key under which the session's `external_modules` offers the module):
 
@@ -22,16 +24,21 @@ class ExternalModule:
         pool.checkout(type_check=True, external_modules={'billing': billing})
         # the script: from billing import list_invoices
 
-    Raises `TypeError` when a value in `functions` is not callable.
+    Raises `TypeError` when a value in `functions` is not callable, `ValueError` when a name is
+    both a function and a value.
     """
 
-    __slots__ = ('functions', 'stubs')
+    __slots__ = ('functions', 'stubs', 'values')
 
-    def __init__(self, functions: Mapping[str, Callable[..., Any]], *, stubs: str | None = None) -> None:
+    def __init__(self, functions: Mapping[str, Callable[..., Any]], *, stubs: str | None = None, values: Mapping[str, Any] | None = None) -> None:
         for name, function in functions.items():
             if not callable(function):
                 raise TypeError(f'ExternalModule function {name!r} is not callable: {type(function).__name__}')
         self.functions = {name: f for name, f in functions.items() if not name.startswith('_')}
+        self.values = {name: value for name, value in (values or {}).items() if not name.startswith('_')}
+        both = sorted(self.functions.keys() & self.values.keys())
+        if both:
+            raise ValueError(f'ExternalModule names {both} are both functions and values')
         self.stubs = stubs
 
     def __repr__(self) -> str:

@@ -47,6 +47,9 @@ _MODES = ('overlay', 'read-only', 'read-write')
 OVERLAY_LIMIT = 64 * 1024 * 1024
 #: Bytes an overlay entry counts beyond its path: its time and its place in a stored state.
 _ENTRY = 32
+#: Linux's limits on a path (bytes, with its terminating NUL) and on one name in it (bytes).
+_PATH_MAX = 4096
+_NAME_MAX = 255
 #: The largest file a script may read or write in one piece.
 MAX_FILE = 32 * 1024 * 1024
 
@@ -566,6 +569,9 @@ class SystemCalls:
             raise _Refused(ValueError, None, 'embedded null byte')
         if not raw:
             raise _os_error(errno.ENOENT, raw)
+        encoded = raw.encode('utf-8', 'surrogateescape')
+        if len(encoded) >= _PATH_MAX or any(len(part) > _NAME_MAX for part in encoded.split(b'/')):
+            raise _os_error(errno.ENAMETOOLONG, raw)  # as the kernel refuses it, before `..` is resolved
         return _normalize(raw if raw.startswith('/') else posixpath.join(self.cwd, raw))
 
     def _find(self, path: str) -> tuple[_MountView, str] | None:
@@ -766,6 +772,12 @@ class SystemCalls:
 
     def _getcwd(self) -> str:
         return self.cwd
+
+    def chdir(self, path: str) -> None:
+        """Start relative paths at `path` from now on (see `Session.chdir`)."""
+        if not isinstance(path, str) or not path.startswith('/'):
+            raise ValueError(f'the working folder must be an absolute POSIX path, not {path!r}')
+        self.cwd = _normalize(path)
 
     # environment, clock, seed -----------------------------------------------------------------
 

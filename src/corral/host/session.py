@@ -288,6 +288,25 @@ class Session:
         calls on (`corral serve`) sends the calls made together (`asyncio.gather`) once this is True."""
         return self._blocked is not None or self._waiting is not None
 
+    def add_external_module(self, name: str, module: ExternalModule) -> None:
+        """Offer `module` to the next feeds as an import named `name`, as `checkout(external_modules=)`
+        does (a module the host learns of between feeds, as a caller answering imports does), in
+        place of the one the session offered under that name, if any.
+
+        Raises `TypeError` for a module that is not an `ExternalModule`, `ValueError` for a name that
+        is not one a module can have.
+        """
+        if not isinstance(module, ExternalModule):
+            raise TypeError(f'external module {name!r} must be an ExternalModule, not {type(module).__name__}')
+        if not isinstance(name, str) or not name.isidentifier():
+            raise ValueError(f'external module name {name!r} is not a valid module name')
+        self._modules[name] = module
+
+    def chdir(self, path: str) -> None:
+        """Make `path` (absolute, in the sandbox's terms) the folder relative paths of the next
+        feeds start at, as `os.chdir` would; raises `ValueError` for a relative path."""
+        self._system.chdir(path)
+
     # ----- lifecycle -----------------------------------------------------------------------------
 
     async def __aenter__(self) -> Session:
@@ -428,13 +447,15 @@ class Session:
         *,
         external_lookup: Mapping[str, Callable[..., Any]] | None = None,
         print_callback: PrintCallback | None = None,
+        type_check: bool = True,
     ) -> Any:
         """Run `code` in the session and return the value of its last expression.
 
         The value is None when the last statement is not an expression. `external_lookup` maps
         names the script can call to host functions, sync or async; `print_callback` receives the
         script's printed output as `(stream, text)` (default: the host's stdout, and its stderr for
-        what the script wrote to `sys.stderr`).
+        what the script wrote to `sys.stderr`). `type_check=False` runs this script unchecked in a
+        session checked out with `type_check=True`.
 
         Raises `SandboxTypingError` (the check failed; nothing ran), `SandboxCheckerError` (ty
         could not check it; nothing ran), `SandboxSyntaxError`, `SandboxRuntimeError` (an
@@ -457,7 +478,7 @@ class Session:
             if span.is_recording():
                 span.set_attributes({'code': code, 'script_name': self.script_name})
             try:
-                return await self._observed(self._settle(self._feed(code, lookup, print_callback or print_to_host)))
+                return await self._observed(self._settle(self._feed(code, lookup, print_callback or print_to_host, type_check)))
             except SandboxError as error:
                 span.set_status(trace.Status(trace.StatusCode.ERROR, type(error).__name__))
                 await self._remember_ran(code, error)
@@ -648,7 +669,22 @@ class Session:
         if part.strip():
             self._context.append(part)
 
-    async def _feed(self, code: str, lookup: dict[str, Callable[..., Any]], print_callback: PrintCallback) -> Any:
+    async def check(self, code: str) -> None:
+        """Check `code` as `feed_run` does before it runs a script, without running it: its size,
+        and in a session checked out with `type_check=True`, its syntax, the constructs the
+        sandbox refuses and its types. A caller that must answer a type error before anything of
+        the script reaches it (a name it reads, a module it imports) checks first, then runs the
+        script with `feed_run(code, type_check=False)`.
+
+        Raises `SandboxTypingError`, `SandboxCheckerError`, `SandboxSyntaxError` and
+        `SandboxLimitError` (`code_size`, `type_check_time`, `type_check_memory`) as `feed_run` does.
+        """
+        if not isinstance(code, str):
+            raise TypeError(f'code must be a str, not {type(code).__name__}')
+        self._check_usable()
+        await self._check(code, type_check=True)
+
+    async def _check(self, code: str, *, type_check: bool) -> None:
         limits = self.limits
         if not code.isascii():
             _refuse_surrogates(code, self.script_name)
@@ -660,7 +696,7 @@ class Session:
                     limit='code_size',
                     value=limits.code_size,
                 )
-        if self._type_check:
+        if self._type_check and type_check:
             # The worker compiles while ty checks: a syntax error (or a refused construct) wins,
             # so it reads as Python shows it rather than as a type error; the compiled script
             # waits in the worker for the feed, whose wall_time starts when the script does.
@@ -674,14 +710,18 @@ class Session:
             diagnostics = await check
             if diagnostics is not None:
                 raise SandboxTypingError(diagnostics)
-            if not self._lookup_checked:
-                problem = missing_functions(self._stubs, lookup, 'the external_lookup of the first feed')
-                if problem is not None:
-                    raise StubError(problem)
-                self._lookup_checked = True
+
+    async def _feed(self, code: str, lookup: dict[str, Callable[..., Any]], print_callback: PrintCallback, type_check: bool = True) -> Any:
+        limits = self.limits
+        await self._check(code, type_check=type_check)
+        if self._type_check and type_check and not self._lookup_checked:
+            problem = missing_functions(self._stubs, lookup, 'the external_lookup of the first feed')
+            if problem is not None:
+                raise StubError(problem)
+            self._lookup_checked = True
         functions = {name: is_async_callable(function) for name, function in lookup.items()}
-        modules = {
-            name: {fname: is_async_callable(f) for fname, f in module.functions.items()}
+        modules: dict[str, dict[str, Any]] = {  # a function: whether it is async; a value: [value]
+            name: {**{fname: is_async_callable(f) for fname, f in module.functions.items()}, **{vname: [value] for vname, value in module.values.items()}}
             for name, module in self._modules.items()
         }
         lookup.update(self._module_lookup())
@@ -725,7 +765,8 @@ class Session:
         self._asyncs = dict(functions)
         for name, members in modules.items():
             for fname, is_async in members.items():
-                self._asyncs[f'{name}.{fname}'] = is_async
+                if type(is_async) is bool:
+                    self._asyncs[f'{name}.{fname}'] = is_async
         self._calls = 0
         self._resumed = []
         self._trace = hashlib.blake2b(digest_size=16)

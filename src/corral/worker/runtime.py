@@ -317,7 +317,7 @@ class Worker:
         host_function.__module__ = name.rpartition('.')[0] or 'builtins'
         return host_function
 
-    def _install_host_functions(self, functions: dict[str, bool], modules: dict[str, dict[str, bool]]) -> None:
+    def _install_host_functions(self, functions: dict[str, bool], modules: dict[str, dict[str, Any]]) -> None:
         for name in self._host_names - functions.keys():
             self._builtins.pop(name, None)
         for name, is_async in functions.items():
@@ -326,8 +326,13 @@ class Worker:
         self._modules = {}
         for module_name, members in modules.items():
             module = types.ModuleType(module_name)
-            for name, is_async in members.items():
-                setattr(module, name, self._host_function(f'{module_name}.{name}', is_async))
+            for name, member in members.items():  # a function (whether it is async) or [a value]
+                if type(member) is bool:
+                    setattr(module, name, self._host_function(f'{module_name}.{name}', member))
+                elif type(member) is list and len(member) == 1:
+                    setattr(module, name, member[0])
+                else:
+                    raise ProtocolError('malformed FEED message from the host')
             self._modules[module_name] = module
 
     def _import(self, name: str, globals: Any = None, locals: Any = None, fromlist: Any = (), level: int = 0) -> Any:
@@ -575,28 +580,33 @@ class Worker:
 
     def _run(self, script: CompiledScript) -> Any:
         """Run a script without top-level `await`, and return its value."""
-        self._limit_recursion(_BELOW_SYNC)
+        limit = self._limit_recursion(_BELOW_SYNC)
         try:
             return script.start(self._globals)
         finally:
+            sys.setrecursionlimit(limit)  # the worker's own frames, reporting the script's end, need room
             hostio.flush_open_files()  # files the script left open are written back, as at exit
 
     async def _run_async(self, script: CompiledScript) -> Any:
         """Run a script with top-level `await` on the worker's event loop, and return its value."""
-        self._limit_recursion(_BELOW_AWAIT if script.is_async else _BELOW_LOOP)
+        limit = self._limit_recursion(_BELOW_AWAIT if script.is_async else _BELOW_LOOP)
         try:
             result = script.start(self._globals)
             return await result if script.is_async else result
         finally:
+            sys.setrecursionlimit(limit)
             hostio.flush_open_files()
 
-    def _limit_recursion(self, below: int) -> None:
+    def _limit_recursion(self, below: int) -> int:
         """Let the script's own frames go exactly `recursion` deep: its top level and the calls
         under it, counted as the interpreter counts depth (a frame, or a call through C code).
+        Returns the limit it replaced, to restore once the script is done.
 
         `below` is one of the `_BELOW_...` adjustments, for how the script is started.
         """
+        previous = sys.getrecursionlimit()
         sys.setrecursionlimit(recursion_limit(self._limits.get('recursion', 1000), _recursion_depth() + below))
+        return previous
 
     def _end_leftover_tasks(self) -> None:
         """Tasks the script started and did not await end with its feed.

@@ -1,0 +1,261 @@
+"""Values of Monty's wire protocol: an `Arena` of nodes to Python values, and back.
+
+An arena is a flat list of nodes; a container names its children by index, and every child comes
+before its holder, so a value is built in one pass and a reference to a node that is not built yet
+(a dangling index, or a cycle) cannot be expressed: it is refused. A sub-value shared by two
+holders is one node, and one object here.
+
+What is built is plain data of the kinds that cross into corral's sandbox (see `corral.values`);
+a host function is a `ClientFunction` (the parent's function of that name, called through it).
+Nodes that are only ever output (`repr`, `cycle`) or that name objects living in the parent (host
+class instances, types, modules) are refused with `ArenaError` naming the node.
+"""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import pathlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from . import monty_v1_pb2 as pb
+
+__all__ = ['ArenaError', 'ClientFunction', 'ClientModule', 'MAX_NODES', 'decode', 'encode', 'exception_value']
+
+#: Most nodes one arena may hold, whatever its `node_count` claims.
+MAX_NODES = 1_000_000
+
+
+class ArenaError(ValueError):
+    """An arena that cannot be built: a dangling index, a node that cannot be an input, too many nodes."""
+
+
+@dataclass(frozen=True)
+class ClientFunction:
+    """A function of the parent's (a `Function` node): calling it in a script suspends the feed
+    on a `FunctionCall` the parent answers."""
+
+    name: str
+    docstring: str | None = None
+
+
+@dataclass(frozen=True)
+class ClientModule:
+    """A module of the parent's (a `module` node): its attributes, functions as `ClientFunction`."""
+
+    name: str
+    attrs: dict[str, Any]
+
+
+def decode(arena: pb.Arena, roots: Sequence[int]) -> list[Any]:
+    """The values at indexes `roots` of `arena`, built bottom up; raises `ArenaError`."""
+    nodes = arena.nodes
+    if len(nodes) > MAX_NODES:
+        raise ArenaError(f'the arena has {len(nodes)} nodes, more than the {MAX_NODES} a message may carry')
+    built: list[Any] = []
+    for index, node in enumerate(nodes):
+        built.append(_node(node, index, built))
+    out = []
+    for root in roots:
+        if root >= len(built):
+            raise ArenaError(f'value index {root} is past the end of an arena of {len(built)} nodes')
+        out.append(built[root])
+    return out
+
+
+def _child(built: list[Any], index: int, child: int) -> Any:
+    if child >= index:
+        raise ArenaError(f'node {index} refers to node {child}, which does not come before it')
+    return built[child]
+
+
+def _pairs(built: list[Any], index: int, pairs: Any) -> list[tuple[Any, Any]]:
+    return [(_child(built, index, pair.key), _child(built, index, pair.value)) for pair in pairs]
+
+
+def _node(node: pb.MontyNode, index: int, built: list[Any]) -> Any:
+    kind = node.WhichOneof('kind')
+    if kind is None:
+        raise ArenaError(f'node {index} is empty')
+    value = getattr(node, kind)
+    if kind in ('none', 'ellipsis'):
+        return None if kind == 'none' else ...
+    if kind in ('boolean', 'int', 'str', 'bytes'):
+        return value
+    if kind == 'float':
+        return value
+    if kind == 'bigint':
+        magnitude = int.from_bytes(value.magnitude, 'big')
+        return -magnitude if value.negative else magnitude
+    if kind in ('list', 'tuple', 'set', 'frozen_set'):
+        items = [_child(built, index, item) for item in value.items]
+        try:
+            return {'list': list, 'tuple': tuple, 'set': set, 'frozen_set': frozenset}[kind](items)
+        except TypeError as error:
+            raise ArenaError(f'node {index}: {error}') from None
+    if kind == 'named_tuple':
+        if len(value.field_names) != len(value.values):
+            raise ArenaError(f'node {index}: a named tuple of {len(value.field_names)} names and {len(value.values)} values')
+        return tuple(_child(built, index, item) for item in value.values)
+    if kind == 'dict':
+        try:
+            return dict(_pairs(built, index, value.pairs))
+        except TypeError as error:
+            raise ArenaError(f'node {index}: {error}') from None
+    if kind == 'complex':
+        return complex(value.real, value.imag)
+    if kind == 'path':
+        return str(pathlib.PurePosixPath(value))
+    if kind == 'decimal':
+        try:
+            return decimal.Decimal(value)
+        except decimal.InvalidOperation:
+            raise ArenaError(f'node {index}: {value!r} is not a decimal') from None
+    if kind == 'module':
+        attrs = _pairs(built, index, value.attrs.pairs)
+        if not all(isinstance(name, str) for name, _ in attrs):
+            raise ArenaError(f'node {index}: a module attribute name that is not a str')
+        return ClientModule(value.name, dict(attrs))
+    if kind == 'function':
+        return ClientFunction(value.name, value.docstring if value.HasField('docstring') else None)
+    try:
+        if kind == 'date':
+            return datetime.date(value.year, value.month, value.day)
+        if kind == 'time':
+            return datetime.time(value.hour, value.minute, value.second, value.microsecond, _zone(value), fold=value.fold)
+        if kind == 'datetime':
+            return datetime.datetime(value.year, value.month, value.day, value.hour, value.minute, value.second, value.microsecond, _zone(value))
+        if kind == 'timedelta':
+            return datetime.timedelta(days=value.days, seconds=value.seconds, microseconds=value.microseconds)
+        if kind == 'timezone':
+            return _timezone(value.offset_seconds, value.name if value.HasField('name') else None)
+    except (ValueError, OverflowError) as error:
+        raise ArenaError(f'node {index}: {error}') from None
+    raise ArenaError(f'node {index}: a {kind} node cannot be a value sent into the sandbox')
+
+
+def _timezone(offset: int, name: str | None) -> datetime.timezone:
+    delta = datetime.timedelta(seconds=offset)
+    return datetime.timezone(delta) if name is None else datetime.timezone(delta, name)
+
+
+def _zone(value: Any) -> datetime.timezone | None:
+    if not value.HasField('offset_seconds'):
+        return None
+    return _timezone(value.offset_seconds, value.timezone_name if value.HasField('timezone_name') else None)
+
+
+class _Encoder:
+    def __init__(self, arena: pb.Arena) -> None:
+        self.arena = arena
+        self.seen: dict[int, int] = {}  # id() of a container -> its node
+        self.open: set[int] = set()  # containers being encoded: a reference to one is a cycle
+
+    def add(self, node: pb.MontyNode) -> int:
+        self.arena.nodes.append(node)
+        return len(self.arena.nodes) - 1
+
+    def value(self, value: Any) -> int:
+        key = id(value)
+        if key in self.seen:
+            return self.seen[key]
+        if key in self.open:
+            return self.add(pb.MontyNode(cycle=_CYCLE.get(type(value), '...')))
+        node = pb.MontyNode()
+        if value is None:
+            node.none.SetInParent()
+        elif value is ...:
+            node.ellipsis.SetInParent()
+        elif isinstance(value, bool):
+            node.boolean = value
+        elif isinstance(value, int):
+            if -(2**63) <= value < 2**63:
+                node.int = value
+            else:
+                magnitude = abs(value)
+                node.bigint.negative = value < 0
+                node.bigint.magnitude = magnitude.to_bytes((magnitude.bit_length() + 7) // 8, 'big')
+        elif isinstance(value, float):
+            node.float = value
+        elif isinstance(value, str):
+            node.str = value
+        elif isinstance(value, bytes):
+            node.bytes = value
+        elif isinstance(value, complex):
+            node.complex.real, node.complex.imag = value.real, value.imag
+        elif isinstance(value, decimal.Decimal):
+            node.decimal = str(value)
+        elif isinstance(value, datetime.datetime):
+            node.datetime.CopyFrom(pb.DateTime(year=value.year, month=value.month, day=value.day, hour=value.hour, minute=value.minute, second=value.second, microsecond=value.microsecond, **_offset(value.utcoffset(), value.tzname())))
+        elif isinstance(value, datetime.date):
+            node.date.CopyFrom(pb.Date(year=value.year, month=value.month, day=value.day))
+        elif isinstance(value, datetime.time):
+            node.time.CopyFrom(pb.Time(hour=value.hour, minute=value.minute, second=value.second, microsecond=value.microsecond, fold=value.fold, **_offset(value.utcoffset(), value.tzname())))
+        elif isinstance(value, datetime.timedelta):
+            node.timedelta.CopyFrom(pb.TimeDelta(days=value.days, seconds=value.seconds, microseconds=value.microseconds))
+        elif isinstance(value, datetime.timezone):
+            offset = value.utcoffset(None)
+            node.timezone.offset_seconds = int(offset.total_seconds())
+            if value is not datetime.timezone.utc and value.tzname(None) != _default_name(offset):
+                node.timezone.name = value.tzname(None)
+        elif isinstance(value, pathlib.PurePath):
+            node.path = value.as_posix()
+        elif isinstance(value, (list, tuple, set, frozenset, dict)):
+            self.open.add(key)
+            try:
+                if isinstance(value, dict):
+                    pairs = [pb.NodePair(key=self.value(k), value=self.value(v)) for k, v in value.items()]
+                    node.dict.pairs.extend(pairs)
+                else:
+                    items = [self.value(item) for item in value]
+                    field = {list: 'list', tuple: 'tuple', set: 'set', frozenset: 'frozen_set'}[_base(value)]
+                    getattr(node, field).items.extend(items)
+            finally:
+                self.open.discard(key)
+        else:
+            node.repr = repr(value)
+        index = self.add(node)
+        if isinstance(value, (list, tuple, set, frozenset, dict)):
+            self.seen[key] = index
+        return index
+
+
+_CYCLE = {list: '[...]', tuple: '(...)', dict: '{...}', set: '{...}', frozenset: '{...}'}
+
+
+def _base(value: Any) -> type:
+    for kind in (list, tuple, set, frozenset):
+        if isinstance(value, kind):
+            return kind
+    raise AssertionError(type(value))
+
+
+def _default_name(offset: datetime.timedelta) -> str:
+    return datetime.timezone(offset).tzname(None)
+
+
+def _offset(offset: datetime.timedelta | None, name: str | None) -> dict[str, Any]:
+    if offset is None:
+        return {}
+    out: dict[str, Any] = {'offset_seconds': int(offset.total_seconds())}
+    if name is not None and name != _default_name(offset):
+        out['timezone_name'] = name
+    return out
+
+
+def encode(values: Sequence[Any], arena: pb.Arena) -> list[int]:
+    """Add `values` to `arena` (children first, a container shared twice once); their indexes."""
+    encoder = _Encoder(arena)
+    roots = [encoder.value(value) for value in values]
+    arena.node_count = len(arena.nodes)
+    return roots
+
+
+def exception_value(exc_type: str, message: str | None) -> pb.RaisedException:
+    """A `RaisedException` of a type name and its message (None: raised without one)."""
+    raised = pb.RaisedException(exc_type=exc_type)
+    if message is not None:
+        raised.message = message
+    return raised

@@ -1,0 +1,121 @@
+"""What a script's text says about the names it uses, read with `ast` before it runs.
+
+The door asks the parent for what a feed needs before the feed starts: the names it calls or reads
+that neither it, its session's earlier feeds nor the builtins bind (host functions and values of
+the parent's), and the modules it imports that the sandbox does not have (the parent's modules).
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+
+from ..language.catalog import STDLIB_MODULES
+
+__all__ = ['Names', 'bound_names', 'free_names', 'imported_modules']
+
+_BUILTIN_NAMES = frozenset(dir(builtins))
+
+
+class Names(set[str]):
+    """Free names a script calls; `awaited`: those whose calls it awaits or hands on (gather)."""
+
+    awaited: set[str]
+
+
+def free_names(code: str, known: set[str]) -> tuple[Names, set[str]]:
+    """(names the code calls, names it reads) that neither it, `known`, nor the builtins bind.
+
+    A called name is `awaited` when a call of it is awaited, handed to asyncio's task functions
+    (`gather`, `create_task`, ...), directly, in a container or generator, or through a variable
+    that is: the parent's function is then async (its answer may be a future).
+    """
+    called, read = Names(), set()
+    called.awaited = set()
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return called, read
+    bound = _bound(tree) | known | _BUILTIN_NAMES
+    parents: dict[int, ast.AST] = {}
+    for node in ast.walk(tree):
+        for child in ast.iter_child_nodes(node):
+            parents[id(child)] = node
+    awaited_variables = {
+        node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and _awaited(node, parents)
+    }
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)) or node.id in bound:
+            continue
+        parent = parents.get(id(node))
+        if isinstance(parent, ast.Call) and parent.func is node:
+            called.add(node.id)
+            holder = parents.get(id(parent))
+            if _awaited(parent, parents) or (
+                isinstance(holder, ast.Assign) and any(isinstance(t, ast.Name) and t.id in awaited_variables for t in holder.targets)
+            ):
+                called.awaited.add(node.id)
+        else:
+            read.add(node.id)
+    return called, read
+
+
+#: asyncio's functions that take awaitables (a call handed to one is a coroutine the script awaits).
+_TASK_FUNCTIONS = frozenset({'gather', 'create_task', 'ensure_future', 'wait', 'wait_for', 'as_completed', 'shield', 'run'})
+
+
+def _awaited(node: ast.AST, parents: dict[int, ast.AST]) -> bool:
+    """Whether `node`'s value is awaited or handed to asyncio's task functions, maybe inside a
+    list, tuple, starred or generator."""
+    holder = parents.get(id(node))
+    while isinstance(holder, (ast.List, ast.Tuple, ast.Starred, ast.GeneratorExp, ast.ListComp, ast.comprehension)):
+        node, holder = holder, parents.get(id(holder))
+    if isinstance(holder, ast.Await):
+        return True
+    if isinstance(holder, ast.Call) and node is not holder.func:
+        func = holder.func
+        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
+        return name in _TASK_FUNCTIONS
+    return False
+
+
+def _bound(tree: ast.AST) -> set[str]:
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            names.add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.arg):
+            names.add(node.arg)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((alias.asname or alias.name).split('.')[0] for alias in node.names)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            names.add(node.name)
+        elif isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
+            names.add(node.name)
+        elif isinstance(node, ast.MatchMapping) and node.rest:
+            names.add(node.rest)
+    return names
+
+
+def imported_modules(code: str) -> set[str]:
+    """The top-level modules `code` imports (absolute imports) that are not the sandbox's own."""
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return set()
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name.split('.')[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module.split('.')[0])
+    return {name for name in names if name not in STDLIB_MODULES and name.isidentifier()}
+
+
+def bound_names(code: str) -> set[str]:
+    try:
+        return _bound(ast.parse(code))
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return set()

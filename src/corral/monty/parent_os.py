@@ -1,0 +1,98 @@
+"""The script's files, environment and clock, served by the parent through `OsCall`s."""
+
+from __future__ import annotations
+
+import datetime
+import zoneinfo
+from typing import TYPE_CHECKING
+
+from ..host.os_access import OsAccess
+from . import monty_v1_pb2 as pb
+from .codec import encode
+
+if TYPE_CHECKING:
+    from .turns import MontyChild
+
+__all__ = ['ParentOs']
+
+
+class ParentOs(OsAccess):
+    """The script's files, environment and clock, served by the parent through `OsCall`s."""
+
+    def __init__(self, child: MontyChild, policy: pb.OsPolicy) -> None:
+        super().__init__(clock=self._clock)
+        self._child = child
+        self._policy = policy
+        zone = policy.timezone
+        kind = zone.WhichOneof('zone')
+        if kind == 'named':
+            self._zone: datetime.tzinfo = zoneinfo.ZoneInfo(zone.named)
+        elif kind == 'fixed':
+            offset = datetime.timedelta(seconds=zone.fixed.offset_seconds)
+            self._zone = datetime.timezone(offset, zone.fixed.name) if zone.fixed.HasField('name') else datetime.timezone(offset)
+        else:
+            self._zone = datetime.timezone.utc
+
+    def _clock(self) -> datetime.datetime:
+        mode = self._policy.WhichOneof('datetime')
+        if mode == 'fixed':
+            fixed = self._policy.fixed
+            instant = datetime.datetime.fromtimestamp(fixed.unix_seconds, datetime.timezone.utc).replace(microsecond=fixed.microsecond)
+        elif mode == 'call_host':
+            value = self._child.os_call('date_time_now', pb.OsCall.DateTimeNow(tz=pb.TimeZone(offset_seconds=0)), default='datetime.now')
+            if not isinstance(value, datetime.datetime):
+                raise TypeError(f'the clock answered {type(value).__name__}, not a datetime')
+            instant = value if value.tzinfo is not None else value.replace(tzinfo=datetime.timezone.utc)
+        else:
+            instant = datetime.datetime.now(datetime.timezone.utc)
+        return instant.astimezone(self._zone)
+
+    def environ(self) -> dict[str, str]:
+        value = self._child.os_call('get_environ', None, default='os.environ')
+        if not isinstance(value, dict):
+            raise TypeError(f'the environment answered {type(value).__name__}, not a dict')
+        return value
+
+    def getenv(self, name: str) -> str | None:
+        values = pb.Arena()
+        (none,) = encode([None], values)
+        value = self._child.os_call('getenv', pb.OsCall.Getenv(key=name, default=none), values=values, default='os.getenv')
+        return value
+
+    def stat(self, path: str) -> tuple[str, int, float]:
+        value = self._child.os_call('stat', path, default='path')
+        if not isinstance(value, tuple) or len(value) < 9:
+            raise TypeError(f'stat answered {type(value).__name__}, not a stat_result')
+        mode, size, mtime = value[0], value[6], value[8]
+        kind = 'dir' if mode & 0o170000 == 0o040000 else 'file'
+        return kind, int(size), float(mtime)
+
+    def read_file(self, path: str) -> bytes:
+        value = self._child.os_call('read_bytes', path, default='path')
+        if not isinstance(value, bytes):
+            raise TypeError(f'read_bytes answered {type(value).__name__}, not bytes')
+        return value
+
+    def write_file(self, path: str, data: bytes, how: str) -> None:
+        if how == 'create' and self._child.os_call('exists', path, default='path'):
+            raise FileExistsError(17, 'File exists', path)
+        call = 'append_bytes' if how == 'append' else 'write_bytes'
+        self._child.os_call(call, pb.OsCall.BytesWrite(path=path, data=data), default='path')
+
+    def list_dir(self, path: str) -> list[str]:
+        value = self._child.os_call('iterdir', path, default='path')
+        if not isinstance(value, list):
+            raise TypeError(f'iterdir answered {type(value).__name__}, not a list')
+        return [str(item).rstrip('/').rpartition('/')[2] for item in value]
+
+    def make_dir(self, path: str) -> None:
+        self._child.os_call('mkdir', pb.OsCall.Mkdir(path=path), default='path')
+
+    def remove(self, path: str) -> None:
+        self._child.os_call('unlink', path, default='path')
+
+    def remove_dir(self, path: str) -> None:
+        self._child.os_call('rmdir', path, default='path')
+
+    def rename(self, source: str, target: str) -> None:
+        self._child.os_call('rename', pb.OsCall.Rename(src=source, dst=target), default='path')

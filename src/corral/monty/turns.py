@@ -1,0 +1,682 @@
+"""The turn machine: Monty's requests answered by corral sessions, one checkout after another.
+
+The parent sends one `ParentRequest`; the child answers with any number of `Print` events and one
+event that ends the turn. `Configure` checks out a fresh corral session (a fresh worker, from the
+pool this child keeps); `Feed` runs code in it through `Session.feed_run`; `Reset` ends it.
+
+While a feed runs, the script reaches the parent three ways, each a suspension the parent answers:
+a name the script calls but does not define becomes a host function whose calls are
+`FunctionCall`s; a name it reads but does not define is a `NameLookup` before the feed starts
+(a function, a value, or undefined); files, the environment and the clock are `OsCall`s, through
+an `OsAccess` whose methods ask the parent (`ParentOs`). A suspension waits for its answer right
+there (the link is the parent's alone), and any other request meanwhile is answered with an
+`Error` saying what the child waits for, so nothing the parent sent is lost or taken out of turn.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import builtins
+import keyword
+import re
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol
+
+from ..errors import (
+    SandboxError,
+    SandboxLimitError,
+    SandboxRuntimeError,
+    SandboxSyntaxError,
+    SandboxTypingError,
+    StubError,
+)
+from ..host.external import ExternalModule, stub_functions
+from ..host.pool import Pool
+from ..host.session import Session
+from ..limits import Limits
+from . import monty_v1_pb2 as pb
+from .codec import ArenaError, ClientFunction, ClientModule, decode, encode, exception_value
+from .names import bound_names, free_names, imported_modules
+from .parent_os import ParentOs
+
+__all__ = ['Closed', 'Link', 'MontyChild', 'PROTOCOL_VERSIONS']
+
+#: The protocol versions this child serves (`Configure.protocol_version`).
+PROTOCOL_VERSIONS = range(5, 7)
+
+#: What a `SandboxLimitError` is in the script's terms, as Monty's clients name it.
+_LIMIT_TYPES = {
+    'wall_time': 'TimeoutError',
+    'cpu_time': 'TimeoutError',
+    'memory': 'MemoryError',
+    'recursion': 'RecursionError',
+    'output': 'OverflowError',
+    'host_calls': 'OverflowError',
+    'value_items': 'OverflowError',
+    'value_size': 'OverflowError',
+    'code_size': 'OverflowError',
+}
+_FRAME = re.compile(r'^  File "(?P<file>[^"]*)", line (?P<line>\d+)(?:, in (?P<name>.*))?$')
+#: The call id of an OsCall made before a feed's type check (the client's mark for it).
+_BEFORE_CHECK = 2**32 - 1
+#: How long output waits to be sent with what follows it, when the parent does not say.
+_PRINT_INTERVAL_MS = 50
+_QUOTED = r"""('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")"""
+_OS_ERROR = re.compile(rf'\[Errno (\d+)\] (.*?)(?:: {_QUOTED}(?: -> {_QUOTED})?)?', re.DOTALL)
+
+
+class Closed(Exception):
+    """The parent closed the link, or a request ends the child (`Shutdown`, a fatal error)."""
+
+
+class Link(Protocol):
+    """One parent's messages: `receive()` the next request (None when the parent closed the
+    link; `ValueError` for bytes that are no request), `send()` one event."""
+
+    def receive(self) -> pb.ParentRequest | None: ...
+
+    def send(self, event: pb.ChildEvent) -> None: ...
+
+
+class MontyChild:
+    """Serves one parent's requests over `link` with sessions of `pool`, until it shuts down."""
+
+    def __init__(self, pool: Pool, link: Link) -> None:
+        self._pool = pool
+        self._link = link
+        self._session: Session | None = None
+        self._config = pb.Configure()
+        self._bound: set[str] = set()  # names earlier feeds of the session may have bound
+        self._next_call = 0
+        self._futures: dict[int, asyncio.Future[Any]] = {}
+        self._resolver: asyncio.Task[None] | None = None
+        self._imported: set[str] = set()  # modules the parent was asked for
+        self._printed: list[tuple[int, list[str]]] = []  # output not sent yet: (stream, texts)
+        self._flush_timer: asyncio.TimerHandle | None = None
+        self._interrupt: str | None = None  # 'reset', 'shutdown' or 'closed', come while a feed ran
+
+    # ----- the request loop ----------------------------------------------------------------------
+
+    async def serve(self) -> None:
+        """Answer requests until `Shutdown`, a fatal error, or the parent closing the link."""
+        try:
+            while True:
+                request = self._receive()
+                await self._handle(request)
+        except Closed:
+            pass
+        finally:
+            await self._end_session()
+
+    def _receive(self) -> pb.ParentRequest:
+        while True:
+            try:
+                request = self._link.receive()
+            except OverflowError as error:  # the rest of the frame cannot be skipped safely
+                self._fatal(str(error))
+            except ValueError as error:
+                self._error('ValueError', f'malformed request: {error}')
+                continue
+            if request is None:
+                self._interrupt = 'closed'
+                raise Closed
+            return request
+
+    async def _handle(self, request: pb.ParentRequest) -> None:
+        kind = request.WhichOneof('kind')
+        if kind == 'configure':
+            await self._configure(request.configure)
+        elif kind == 'load':
+            await self._load(request.load)
+        elif kind == 'shutdown':
+            await self._end_session()
+            self._send(pb.ChildEvent(ok=pb.Ok()))
+            raise Closed
+        elif kind == 'reset':
+            await self._end_session()
+            self._send(pb.ChildEvent(ok=pb.Ok()))
+        elif self._session is None:
+            self._error('RuntimeError', f'{kind or "an empty request"} needs a session: send Configure first')
+        elif kind == 'feed':
+            try:
+                await self._feed(request.feed)
+            except _Interrupted:
+                pass
+            await self._after_interrupt()
+        elif kind == 'dump':
+            await self._dump()
+        elif kind == 'install_dependencies':
+            self._install(request.install_dependencies)
+        else:
+            self._error('RuntimeError', f'{kind or "an empty request"} is out of turn: no feed is waiting for an answer')
+
+    # ----- events ----------------------------------------------------------------------------------
+
+    def _send(self, event: pb.ChildEvent) -> None:
+        if self._interrupt is None:  # else the feed is being ended: what it says goes nowhere
+            self._link.send(event)
+
+    async def _after_interrupt(self) -> None:
+        """Act on a Reset or Shutdown that came while a feed waited on the parent (or its end)."""
+        interrupt, self._interrupt = self._interrupt, None
+        if interrupt is None:
+            return
+        if interrupt == 'closed':
+            raise Closed
+        await self._end_session()
+        self._send(pb.ChildEvent(ok=pb.Ok()))
+        if interrupt == 'shutdown':
+            raise Closed
+
+    def _ended(self, event: pb.ChildEvent) -> None:
+        """Send a turn-ending event with the session's counters."""
+        if self._session is not None:
+            micros = int(self._session.cpu_seconds * 1e6)
+            event.total_execution_micros = micros
+            event.feed_execution_micros = micros
+            limits = self._config.limits
+            event.max_suspensions = limits.max_suspensions if limits.HasField('max_suspensions') else 1000
+        self._flush()
+        self._send(event)
+
+    def _error(self, exc_type: str, message: str, traceback: Iterable[pb.StackFrame] = ()) -> None:
+        raised = exception_value(exc_type, message)
+        raised.traceback.extend(traceback)
+        self._ended(pb.ChildEvent(error=pb.Error(exception=raised)))
+
+    def _fatal(self, message: str) -> None:
+        self._send(pb.ChildEvent(fatal_error=pb.FatalError(message=message)))
+        raise Closed
+
+    # ----- checkouts -------------------------------------------------------------------------------
+
+    async def _configure(self, config: pb.Configure) -> None:
+        if config.protocol_version not in PROTOCOL_VERSIONS:
+            self._fatal(
+                f'protocol version {config.protocol_version} is not served: this child serves versions '
+                f'{PROTOCOL_VERSIONS.start} to {PROTOCOL_VERSIONS.stop - 1}'
+            )
+        if self._session is not None:
+            self._error('RuntimeError', 'Configure is out of turn: this child has a session; send Reset first')
+            return
+        try:
+            session = self._checkout(config)
+            await session.__aenter__()
+        except (StubError, ValueError, TypeError, SandboxError) as error:
+            self._error(type(error).__name__ if not isinstance(error, StubError) else 'ValueError', str(error))
+            return
+        self._session, self._config = session, config
+        self._bound, self._next_call, self._imported = set(), 0, set()
+        self._ended(pb.ChildEvent(ok=pb.Ok()))
+
+    def _checkout(self, config: pb.Configure) -> Session:
+        stubs = config.type_check_stubs if config.HasField('type_check_stubs') else None
+        policy = config.os_policy
+        seed = None
+        if policy.WhichOneof('random_start') == 'seed' and policy.seed.WhichOneof('value') == 'int':
+            seed = int.from_bytes(policy.seed.int, 'little', signed=True)
+        return self._pool.checkout(
+            type_check=config.type_check,
+            type_check_stubs=stubs,
+            limits=_limits(config.limits),
+            script_name=config.script_name or 'main.py',
+            os_access=ParentOs(self, policy),
+            random_seed=seed,
+        )
+
+    async def _end_session(self) -> None:
+        session, self._session = self._session, None
+        if session is not None:
+            await session.aclose()
+
+    async def _load(self, load: pb.Load) -> None:
+        if self._session is not None:
+            self._error('RuntimeError', 'Load is out of turn: this child has a session; send Reset first')
+            return
+        session = self._checkout(pb.Configure())
+        try:
+            await session.__aenter__()
+            await session.load_session(load.state)
+        except SandboxError as error:
+            await session.aclose()
+            self._error('ValueError', str(error))
+            return
+        self._session, self._config = session, pb.Configure()
+        self._ended(pb.ChildEvent(ok=pb.Ok()))
+
+    async def _dump(self) -> None:
+        assert self._session is not None
+        try:
+            state = await self._session.dump()
+        except SandboxError as error:
+            self._error('RuntimeError', str(error))
+            return
+        self._ended(pb.ChildEvent(dump_result=pb.DumpResult(state=state)))
+
+    def _install(self, install: pb.InstallDependencies) -> None:
+        wanted = list(install.requirements)
+        if not wanted:
+            self._ended(pb.ChildEvent(ok=pb.Ok()))
+            return
+        offered = set(self._pool.packages)
+        missing = [name for name in wanted if name not in offered]
+        if missing:
+            self._error(
+                'RuntimeError',
+                f'cannot install {", ".join(missing)}: this sandbox offers only the packages its pool loads '
+                f'({", ".join(sorted(offered)) or "none"}) and installs nothing',
+            )
+            return
+        self._ended(pb.ChildEvent(ok=pb.Ok()))
+
+    # ----- feeds -----------------------------------------------------------------------------------
+
+    async def _feed(self, feed: pb.Feed) -> None:
+        session = self._session
+        assert session is not None
+        try:
+            values = decode(feed.values, [ref.value for ref in feed.inputs])
+        except ArenaError as error:
+            self._error('ValueError', f'the inputs cannot enter the sandbox: {error}')
+            return
+        inputs = {ref.name: value for ref, value in zip(feed.inputs, values)}
+        for name in inputs:  # each becomes a variable of the script's
+            if not name.isidentifier() or keyword.iskeyword(name):
+                self._error('SyntaxError', f'Input name {name!r} not a valid identifier')
+                return
+        if feed.cwd:
+            session.chdir(feed.cwd)
+        checked = self._config.type_check and not feed.skip_type_check
+        modules = sorted(imported_modules(feed.code) - self._imported)
+        self._imported.update(modules)
+        stubs = {name: self._stubs(session, name) for name in modules} if checked else {}
+        if checked:  # before anything of the script reaches the parent, whose answer may be a type error
+            try:
+                await session.check(feed.code)
+            except SandboxTypingError as error:
+                self._ended(pb.ChildEvent(typing_error=pb.TypingError(diagnostics=_diagnostics(error))))
+                return
+            except SandboxError as error:
+                self._ended(pb.ChildEvent(error=pb.Error(exception=_raised(error))))
+                return
+        for module in modules:
+            self._import(session, module, stubs.get(module))
+        called, read = free_names(feed.code, self._bound | set(inputs))
+        lookup: dict[str, Callable[..., Any]] = {}
+        for name in called | set(stub_functions(self._config.type_check_stubs)):
+            lookup[name] = self._function(name, asynchronous=name in called.awaited)
+        for name in sorted(read - called):
+            answer = self._lookup_name(name)
+            if answer is None:
+                continue
+            if isinstance(answer, pb.RaisedException):
+                self._ended(pb.ChildEvent(error=pb.Error(exception=answer)))
+                return
+            if isinstance(answer[0], ClientFunction):
+                lookup[name] = self._function(answer[0].name, asynchronous=name in called.awaited)
+            else:
+                inputs[name] = answer[0]
+        try:
+            if inputs:
+                await self._set_inputs(session, inputs)
+            value = await session.feed_run(feed.code, external_lookup=lookup, print_callback=self._print, type_check=False)
+        except SandboxError as error:
+            self._bound |= bound_names(feed.code)
+            self._ended(pb.ChildEvent(error=pb.Error(exception=_raised(error, _clock(self._config.limits)))))
+            return
+        except StubError as error:
+            self._error('ValueError', str(error))
+            return
+        finally:
+            self._cancel_futures()
+        self._bound |= bound_names(feed.code)
+        complete = pb.ChildEvent()
+        (root,) = encode([value], complete.complete.values)
+        complete.complete.value = root
+        self._ended(complete)
+
+    def _stubs(self, session: Session, name: str) -> str | None:
+        """Ask the parent for the stubs of host module `name`, offered to the type check at once."""
+        try:
+            found = self.os_call('import_stubs', pb.OsCall.ImportStubs(modules=[name]), default='import_stubs', call_id=_BEFORE_CHECK)
+        except (NameError, RuntimeError, ImportError):
+            return None
+        text = found.get(name) if isinstance(found, dict) else None
+        if not isinstance(text, str):
+            return None
+        session.add_external_module(name, ExternalModule({}, stubs=text))
+        return text
+
+    def _import(self, session: Session, name: str, text: str | None) -> None:
+        """Ask the parent for host module `name`; a module it has is offered to the session as an
+        `ExternalModule` (with the stubs `text`) whose functions call the parent's."""
+        try:
+            value = self.os_call('import', pb.OsCall.Import(module=name), default='import')
+        except (NameError, RuntimeError, ImportError):
+            return  # not the parent's: the script's import fails as Python's does
+        if not isinstance(value, ClientModule):
+            return
+        functions = {
+            attr: self._function(item.name, asynchronous=False) for attr, item in value.attrs.items() if isinstance(item, ClientFunction)
+        }
+        values = {attr: item for attr, item in value.attrs.items() if not isinstance(item, (ClientFunction, ClientModule))}
+        session.add_external_module(name, ExternalModule(functions, stubs=text, values=values))
+
+    async def _set_inputs(self, session: Session, inputs: dict[str, Any]) -> None:
+        names = sorted(inputs)
+        code = f'{", ".join(names)}, = _monty_inputs()'
+        await session.feed_run(code, external_lookup={'_monty_inputs': lambda: [inputs[name] for name in names]}, print_callback=self._print, type_check=False)
+        self._bound |= set(names)
+
+    def _print(self, stream: str, text: str) -> None:
+        """Buffer the script's output: one `Print` of its runs goes out after the configured
+        interval (`print_flush_interval_ms`, 0: each line at once), and before any turn ends."""
+        kind = pb.PRINT_STREAM_STDERR if stream == 'stderr' else pb.PRINT_STREAM_STDOUT
+        if self._printed and self._printed[-1][0] == kind:
+            self._printed[-1][1].append(text)
+        else:
+            self._printed.append((kind, [text]))
+        interval = self._config.print_flush_interval_ms if self._config.HasField('print_flush_interval_ms') else _PRINT_INTERVAL_MS
+        if interval == 0:
+            self._flush()
+        elif self._flush_timer is None:
+            self._flush_timer = asyncio.get_running_loop().call_later(interval / 1000, self._flush)
+
+    def _flush(self) -> None:
+        if self._flush_timer is not None:
+            self._flush_timer.cancel()
+            self._flush_timer = None
+        if self._printed:
+            segments = [pb.PrintSegment(stream=kind, text=''.join(texts)) for kind, texts in self._printed]
+            self._printed = []
+            self._send(pb.ChildEvent(print=pb.Print(segments=segments)))
+
+    # ----- suspensions -----------------------------------------------------------------------------
+
+    def _suspend(self, event: pb.ChildEvent, answers: tuple[str, ...]) -> pb.ParentRequest:
+        """Send a suspension and take the parent's answer (see `_answer`)."""
+        self._ended(event)
+        return self._answer(answers)
+
+    def _answer(self, answers: tuple[str, ...]) -> pb.ParentRequest:
+        """The parent's answer to the suspension sent: a request of a kind in `answers`, or
+        `AbortFeed`; any other request is answered with an Error naming what the child waits for,
+        and the suspension still waits."""
+        while True:
+            request = self._receive()
+            kind = request.WhichOneof('kind')
+            if kind in answers:
+                return request
+            if kind == 'abort_feed':
+                return request
+            if kind in ('reset', 'shutdown'):  # the feed ends where it waits, and then the session
+                self._interrupt = kind
+                raise _Interrupted(f'the parent sent {kind.capitalize()} while the feed waited on it')
+            self._error('RuntimeError', f'{kind or "an empty request"} is out of turn: the child waits for {" or ".join(answers)}')
+
+    def _lookup_name(self, name: str) -> tuple[Any] | pb.RaisedException | None:
+        """Ask the parent what `name` is: (value,), its error, or None when it is undefined."""
+        while True:
+            request = self._suspend(pb.ChildEvent(name_lookup=pb.NameLookup(name=name)), ('resume_name_lookup',))
+            if request.WhichOneof('kind') == 'abort_feed':
+                return request.abort_feed.exception
+            answer = request.resume_name_lookup
+            kind = answer.WhichOneof('kind')
+            if kind == 'value':
+                try:
+                    return (decode(answer.values, [answer.value])[0],)
+                except ArenaError as error:
+                    self._error('ValueError', f'the value of {name!r} cannot enter the sandbox: {error}')
+                    continue
+            if kind == 'error':
+                return answer.error
+            return None
+
+    def _function(self, name: str, *, asynchronous: bool) -> Callable[..., Any]:
+        """A host function calling the parent's function `name` (async when the script awaits it)."""
+        if asynchronous:
+
+            async def call_async(*args: Any, **kwargs: Any) -> Any:
+                return await self._call(name, args, kwargs)
+
+            return call_async
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            result = self._call(name, args, kwargs)
+            if isinstance(result, asyncio.Future):  # a future answering a call the script does not await
+                self._resolve([self._next_call - 1])
+                return result.result()
+            return result
+
+        return call
+
+    def _call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if self._interrupt is not None:
+            raise _Interrupted('the feed is being ended')
+        call_id = self._next_call
+        self._next_call += 1
+        event = pb.ChildEvent()
+        call = event.function_call
+        call.function_name, call.call_id = name, call_id
+        roots = encode([*args, *kwargs.values()], call.values)
+        call.args.extend(roots[: len(args)])
+        keys = encode(list(kwargs), call.values) if kwargs else []
+        call.kwargs.extend(pb.NodePair(key=key, value=value) for key, value in zip(keys, roots[len(args):]))
+        request = self._suspend(event, ('resume_call',))
+        while (outcome := self._outcome(request, call_id, name)) is _AGAIN:
+            request = self._answer(('resume_call',))
+        if isinstance(outcome, _Future):
+            future = asyncio.get_running_loop().create_future()
+            self._futures[call_id] = future
+            if self._resolver is None or self._resolver.done():
+                self._resolver = asyncio.ensure_future(self._resolve_when_waiting())
+            return future
+        return outcome
+
+    def _outcome(self, request: pb.ParentRequest, call_id: int, name: str) -> Any:
+        """A call's answer: its value, `_Future()`, or `_AGAIN` (a wrong answer, refused); raises its error."""
+        if request.WhichOneof('kind') == 'abort_feed':
+            raise _exception(request.abort_feed.exception)
+        answer = request.resume_call
+        if answer.call_id != call_id:
+            self._error('ValueError', f'ResumeCall answers call {answer.call_id}, but the child waits for call {call_id}')
+            return _AGAIN
+        return self._result(answer.result, answer.values, name)
+
+    def _result(self, result: pb.ExtFunctionResult, values: pb.Arena, name: str) -> Any:
+        kind = result.WhichOneof('kind')
+        if kind == 'return_value':
+            try:
+                return decode(values, [result.return_value])[0]
+            except ArenaError as error:
+                raise TypeError(f'{name}() returned a value that cannot enter the sandbox: {error}') from None
+        if kind == 'error':
+            raise _exception(result.error)
+        if kind == 'future':
+            return _Future()
+        if kind == 'not_handled':
+            raise _NotHandled
+        raise NameError(f"name '{name}' is not defined")
+
+    async def _resolve_when_waiting(self) -> None:
+        """Once the worker has nothing else to run, ask the parent for the futures it waits on."""
+        session = self._session
+        try:
+            while self._futures and session is not None and session is self._session:
+                if not session.worker_waiting:
+                    await asyncio.sleep(0.0005)
+                    continue
+                self._resolve(sorted(self._futures))
+                await asyncio.sleep(0)
+        except (_Interrupted, Closed) as error:
+            for future in self._futures.values():
+                if not future.done():
+                    future.set_exception(_Interrupted(str(error)))
+
+    def _resolve(self, pending: list[int]) -> None:
+        event = pb.ChildEvent(resolve_futures=pb.ResolveFutures(pending_call_ids=pending))
+        request = self._suspend(event, ('resume_futures',))
+        while request.WhichOneof('kind') == 'resume_futures' and (
+            forged := [result.call_id for result in request.resume_futures.results if result.call_id not in self._futures]
+        ):
+            self._error('ValueError', f'ResumeFutures answers call {forged[0]}, which is not pending; pending: {pending}')
+            request = self._answer(('resume_futures',))
+        if request.WhichOneof('kind') == 'abort_feed':
+            error = _exception(request.abort_feed.exception)
+            for call_id in pending:
+                future = self._futures.pop(call_id, None)
+                if future is not None and not future.done():
+                    future.set_exception(error)
+            return
+        answer = request.resume_futures
+        for result in answer.results:
+            future = self._futures.pop(result.call_id)
+            try:
+                value = self._result(result.result, answer.values, f'call {result.call_id}')
+            except Exception as error:
+                future.set_exception(error)
+            else:
+                if isinstance(value, _Future):
+                    self._futures[result.call_id] = future
+                else:
+                    future.set_result(value)
+
+    def _cancel_futures(self) -> None:
+        for future in self._futures.values():
+            future.cancel()
+        self._futures.clear()
+        if self._resolver is not None:
+            self._resolver.cancel()
+            self._resolver = None
+
+    def os_call(self, call: str, argument: Any, *, values: pb.Arena | None = None, default: str, call_id: int | None = None) -> Any:
+        """Ask the parent to perform one OS operation (an `OsCall` arm and its argument); its value.
+
+        Raises what the parent raised, or, when it has no handler, `default`'s error."""
+        if self._interrupt is not None:
+            raise _Interrupted('the feed is being ended')
+        if call_id is None:
+            call_id = self._next_call
+            self._next_call += 1
+        event = pb.ChildEvent()
+        os_call = event.os_call
+        os_call.call_id = call_id
+        field = getattr(os_call, call) if not isinstance(argument, (str, bool)) else None
+        if isinstance(argument, str):
+            setattr(os_call, call, argument)
+        elif field is not None and argument is not None:
+            field.CopyFrom(argument)
+        else:
+            field.SetInParent()
+        if values is not None:
+            os_call.values.CopyFrom(values)
+        request = self._suspend(event, ('resume_call',))
+        while True:
+            try:
+                outcome = self._outcome(request, call_id, call)
+            except _NotHandled:
+                raise _default_error(default, argument) from None
+            if isinstance(outcome, _Future):
+                raise RuntimeError(f'a future cannot answer {call}')
+            if outcome is not _AGAIN:
+                return outcome
+            request = self._answer(('resume_call',))
+
+
+class _Future:
+    """The parent answered a call with a future."""
+
+
+class _Interrupted(Exception):
+    """A Reset or Shutdown came while the feed waited on the parent: the feed ends."""
+
+
+class _NotHandled(Exception):
+    """The parent has no handler for an OS call."""
+
+
+_AGAIN = object()
+
+
+def _default_error(default: str, argument: Any) -> Exception:
+    if default == 'path':
+        return PermissionError(13, 'Permission denied', argument if isinstance(argument, str) else getattr(argument, 'path', None))
+    return RuntimeError(f'{default!r} is not supported in this environment')
+
+
+def _exception(raised: pb.RaisedException) -> BaseException:
+    """The built-in exception a parent's `RaisedException` is (RuntimeError for one that is not)."""
+    name = raised.exc_type.rpartition('.')[2]
+    cls = getattr(builtins, name, None)
+    if not (isinstance(cls, type) and issubclass(cls, Exception)):
+        cls = RuntimeError
+    message = raised.message if raised.HasField('message') else None
+    if issubclass(cls, OSError) and message is not None and (match := _OS_ERROR.fullmatch(message)):
+        number, text, path, path2 = match.groups()
+        if path is None:
+            return cls(int(number), text)
+        return cls(int(number), text, ast.literal_eval(path), None, None if path2 is None else ast.literal_eval(path2))
+    try:
+        return cls() if message is None else cls(message)
+    except Exception:
+        return RuntimeError(message)
+
+
+def _diagnostics(error: SandboxTypingError) -> str:
+    """ty's text, each diagnostic ending in a blank line as ty prints it."""
+    return error.display().rstrip('\n') + '\n\n'
+
+
+def _raised(error: SandboxError, clock: str = 'feed') -> pb.RaisedException:
+    """A corral error as the script's `RaisedException`, with its frames."""
+    text = error.display()
+    if isinstance(error, SandboxRuntimeError):
+        exc_type, message = error.exc_type, error.message
+    elif isinstance(error, SandboxSyntaxError):
+        exc_type, _, message = text.rstrip().rpartition('\n')[2].partition(': ')
+    elif isinstance(error, SandboxLimitError):
+        exc_type, message = _LIMIT_TYPES.get(error.limit, 'RuntimeError'), text.rstrip().rpartition('\n')[2].partition(': ')[2] or text
+        if error.limit == 'wall_time':  # the client's words for its feed and turn budgets, then corral's
+            message = f'{clock} time limit exceeded: {message}'
+    else:
+        exc_type, message = 'RuntimeError', text
+    raised = exception_value(exc_type or 'Exception', message)
+    lines = text.splitlines()
+    for number, line in enumerate(lines):
+        match = _FRAME.match(line)
+        if match is None:
+            continue
+        line = int(match['line'])
+        frame = pb.StackFrame(filename=match['file'], start=pb.CodeLoc(line=line, column=1), end=pb.CodeLoc(line=line, column=1))
+        if match['name']:
+            frame.frame_name = match['name']
+        if number + 1 < len(lines) and lines[number + 1].startswith('    '):
+            frame.preview_line = lines[number + 1].strip()
+            frame.end.column = len(frame.preview_line) + 1
+        raised.traceback.append(frame)
+    return raised
+
+
+def _limits(limits: pb.ResourceLimits) -> Limits:
+    """corral's `Limits` for Monty's `ResourceLimits` (what it leaves out keeps corral's default)."""
+    given: dict[str, Any] = {}
+    if limits.HasField('max_memory_bytes'):
+        given['memory'] = max(limits.max_memory_bytes, 256 * 1024 * 1024)
+    if limits.HasField('max_recursion_depth'):
+        given['recursion'] = max(limits.max_recursion_depth, 1)
+    budgets = [getattr(limits, name) for name in ('max_feed_duration_micros', 'max_turn_duration_micros') if limits.HasField(name)]
+    if budgets:  # corral's wall_time is one budget for the feed: the smaller of the two
+        given['wall_time'] = max(min(budgets) / 1e6, 0.001)
+    return Limits(**given)
+
+
+def _clock(limits: pb.ResourceLimits) -> str:
+    """Which of Monty's budgets corral's wall_time stands for: 'turn' when it is the smaller."""
+    if limits.HasField('max_turn_duration_micros') and (
+        not limits.HasField('max_feed_duration_micros') or limits.max_turn_duration_micros < limits.max_feed_duration_micros
+    ):
+        return 'turn'
+    return 'feed'
+
+

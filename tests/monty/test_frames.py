@@ -1,0 +1,279 @@
+"""`corral-monty subprocess` driven with raw frames: the refusals a parent (or an attacker posing
+as one) meets, each a clear error, with the child and its session going on where they can."""
+
+from __future__ import annotations
+
+import os
+import struct
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from corral.monty import monty_v1_pb2 as pb
+from corral.monty.codec import MAX_NODES
+
+SOURCE = Path(__file__).resolve().parents[2] / 'src'
+
+
+class Child:
+    """A `corral-monty subprocess` child and its two pipes."""
+
+    def __init__(self) -> None:
+        env = {**os.environ, 'PYTHONPATH': str(SOURCE)}
+        self.proc = subprocess.Popen([sys.executable, '-m', 'corral.monty', 'subprocess'], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+
+    def raw(self, data: bytes) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(data)
+        self.proc.stdin.flush()
+
+    def send(self, request: pb.ParentRequest) -> None:
+        data = request.SerializeToString()
+        self.raw(struct.pack('<I', len(data)) + data)
+
+    def event(self) -> pb.ChildEvent:
+        assert self.proc.stdout is not None
+        head = self.proc.stdout.read(4)
+        assert len(head) == 4, 'the child closed its stdout'
+        event = pb.ChildEvent()
+        event.ParseFromString(self.proc.stdout.read(struct.unpack('<I', head)[0]))
+        return event
+
+    def ask(self, request: pb.ParentRequest) -> pb.ChildEvent:
+        self.send(request)
+        return self.event()
+
+    def configure(self, **fields: object) -> None:
+        assert self.ask(pb.ParentRequest(configure=pb.Configure(protocol_version=6, **fields))).WhichOneof('kind') == 'ok'
+
+    def feed(self, code: str, **fields: object) -> pb.ChildEvent:
+        return self.ask(pb.ParentRequest(feed=pb.Feed(code=code, **fields)))
+
+
+def error_text(event: pb.ChildEvent) -> tuple[str, str]:
+    assert event.WhichOneof('kind') == 'error', event
+    return event.error.exception.exc_type, event.error.exception.message
+
+
+def complete(event: pb.ChildEvent) -> pb.MontyNode:
+    assert event.WhichOneof('kind') == 'complete', event
+    return event.complete.values.nodes[event.complete.value]
+
+
+@pytest.fixture
+def child() -> Iterator[Child]:
+    child = Child()
+    yield child
+    child.proc.kill()
+    child.proc.wait()
+
+
+def test_a_feed_and_a_host_call(child: Child) -> None:
+    child.configure()
+    event = child.feed('x = 20\nadd(x, b=1) + 1')
+    call = event.function_call
+    assert (call.function_name, call.call_id) == ('add', 0)
+    assert [call.values.nodes[i].int for i in call.args] == [20]
+    assert [(call.values.nodes[p.key].str, call.values.nodes[p.value].int) for p in call.kwargs] == [('b', 1)]
+    values = pb.Arena(nodes=[pb.MontyNode(int=21)])
+    event = child.ask(pb.ParentRequest(resume_call=pb.ResumeCall(call_id=0, result=pb.ExtFunctionResult(return_value=0), values=values)))
+    assert complete(event).int == 22
+
+
+def test_malformed_protobuf_is_refused_and_the_session_goes_on(child: Child) -> None:
+    child.configure()
+    assert complete(child.feed('x = 5\nx')).int == 5
+    child.raw(struct.pack('<I', 3) + b'\xff\xff\xff')
+    assert error_text(child.event()) == (
+        'ValueError',
+        'malformed request: 3 bytes that are no ParentRequest',
+    )
+    assert complete(child.feed('x + 1')).int == 6
+
+
+def test_an_oversized_frame_is_fatal(child: Child) -> None:
+    child.raw(struct.pack('<I', 2**31) + b'\x00')
+    event = child.event()
+    assert event.fatal_error.message == 'a request of 2147483648 bytes is longer than the 67108864 this child reads'
+    assert child.proc.wait(timeout=30) == 0
+
+
+def test_an_unserved_protocol_version_is_fatal_naming_the_range(child: Child) -> None:
+    event = child.ask(pb.ParentRequest(configure=pb.Configure(protocol_version=7)))
+    assert event.fatal_error.message == 'protocol version 7 is not served: this child serves versions 5 to 6'
+    assert child.proc.wait(timeout=30) == 0
+
+
+def test_requests_out_of_turn(child: Child) -> None:
+    assert error_text(child.feed('1')) == ('RuntimeError', 'feed needs a session: send Configure first')
+    child.configure()
+    answer = pb.ParentRequest(resume_call=pb.ResumeCall(call_id=0, result=pb.ExtFunctionResult(return_value=0)))
+    assert error_text(child.ask(answer)) == ('RuntimeError', 'resume_call is out of turn: no feed is waiting for an answer')
+    assert error_text(child.ask(pb.ParentRequest(configure=pb.Configure(protocol_version=6)))) == (
+        'RuntimeError',
+        'Configure is out of turn: this child has a session; send Reset first',
+    )
+    assert complete(child.feed('2')).int == 2
+
+
+def test_a_forged_call_id_is_refused_and_the_call_still_waits(child: Child) -> None:
+    child.configure()
+    assert child.feed('f(1) * 2').function_call.call_id == 0
+    values = pb.Arena(nodes=[pb.MontyNode(int=4)])
+    forged = pb.ParentRequest(resume_call=pb.ResumeCall(call_id=7, result=pb.ExtFunctionResult(return_value=0), values=values))
+    assert error_text(child.ask(forged)) == ('ValueError', 'ResumeCall answers call 7, but the child waits for call 0')
+    feed = pb.ParentRequest(feed=pb.Feed(code='1'))
+    assert error_text(child.ask(feed)) == ('RuntimeError', 'feed is out of turn: the child waits for resume_call')
+    answer = pb.ParentRequest(resume_call=pb.ResumeCall(call_id=0, result=pb.ExtFunctionResult(return_value=0), values=values))
+    assert complete(child.ask(answer)).int == 8
+
+
+def test_a_forged_future_id_is_refused(child: Child) -> None:
+    child.configure()
+    event = child.feed('import asyncio\nawait asyncio.gather(f(1), f(2))')
+    assert event.function_call.call_id == 0
+    future = pb.ParentRequest(resume_call=pb.ResumeCall(call_id=0, result=pb.ExtFunctionResult(future=0)))
+    assert child.ask(future).function_call.call_id == 1
+    future = pb.ParentRequest(resume_call=pb.ResumeCall(call_id=1, result=pb.ExtFunctionResult(future=1)))
+    assert list(child.ask(future).resolve_futures.pending_call_ids) == [0, 1]
+    values = pb.Arena(nodes=[pb.MontyNode(int=10), pb.MontyNode(int=20)])
+    forged = pb.ParentRequest(resume_futures=pb.ResumeFutures(results=[pb.FutureResult(call_id=5, result=pb.ExtFunctionResult(return_value=0))], values=values))
+    assert error_text(child.ask(forged)) == ('ValueError', 'ResumeFutures answers call 5, which is not pending; pending: [0, 1]')
+    both = pb.ParentRequest(
+        resume_futures=pb.ResumeFutures(
+            results=[pb.FutureResult(call_id=0, result=pb.ExtFunctionResult(return_value=0)), pb.FutureResult(call_id=1, result=pb.ExtFunctionResult(return_value=1))],
+            values=values,
+        )
+    )
+    event = child.ask(both)
+    assert [event.complete.values.nodes[i].int for i in complete(event).list.items] == [10, 20]
+
+
+@pytest.mark.parametrize(
+    ('nodes', 'message'),
+    [
+        ([pb.MontyNode(list=pb.Indexes(items=[0]))], 'the inputs cannot enter the sandbox: node 0 refers to node 0, which does not come before it'),
+        ([pb.MontyNode(int=1), pb.MontyNode(list=pb.Indexes(items=[0, 9]))], 'the inputs cannot enter the sandbox: node 1 refers to node 9, which does not come before it'),
+        ([pb.MontyNode(cycle='[...]')], 'the inputs cannot enter the sandbox: node 0: a cycle node cannot be a value sent into the sandbox'),
+        ([pb.MontyNode()], 'the inputs cannot enter the sandbox: node 0 is empty'),
+        ([pb.MontyNode(list=pb.Indexes()), pb.MontyNode(set=pb.Indexes(items=[0]))], "the inputs cannot enter the sandbox: node 1: unhashable type: 'list'"),
+    ],
+    ids=['self', 'dangling', 'cycle', 'empty', 'unhashable'],
+)
+def test_arenas_that_cannot_be_built_are_refused(child: Child, nodes: list[pb.MontyNode], message: str) -> None:
+    child.configure()
+    root = len(nodes) - 1
+    event = child.feed('x', inputs=[pb.NamedRef(name='x', value=root)], values=pb.Arena(nodes=nodes))
+    assert error_text(event) == ('ValueError', message)
+    assert complete(child.feed('3')).int == 3
+
+
+def test_a_dangling_root_is_refused(child: Child) -> None:
+    child.configure()
+    event = child.feed('x', inputs=[pb.NamedRef(name='x', value=5)], values=pb.Arena(nodes=[pb.MontyNode(int=1)]))
+    assert error_text(event) == ('ValueError', 'the inputs cannot enter the sandbox: value index 5 is past the end of an arena of 1 nodes')
+
+
+@pytest.mark.slow
+def test_an_arena_of_too_many_nodes_is_refused(child: Child) -> None:
+    child.configure()
+    arena = pb.Arena()
+    arena.nodes.extend(pb.MontyNode(boolean=True) for _ in range(MAX_NODES + 1))
+    event = child.feed('x', inputs=[pb.NamedRef(name='x', value=0)], values=arena)
+    assert error_text(event) == ('ValueError', f'the inputs cannot enter the sandbox: the arena has {MAX_NODES + 1} nodes, more than the {MAX_NODES} a message may carry')
+    assert complete(child.feed('4')).int == 4
+
+
+def test_an_os_answer_of_the_wrong_kind_is_the_scripts_error(child: Child) -> None:
+    child.configure()
+    event = child.feed('from pathlib import Path\nPath("/data/a.txt").read_bytes()')
+    assert event.os_call.read_bytes == '/data/a.txt'
+    values = pb.Arena(nodes=[pb.MontyNode(str='not bytes')])
+    answer = pb.ParentRequest(resume_call=pb.ResumeCall(call_id=event.os_call.call_id, result=pb.ExtFunctionResult(return_value=0), values=values))
+    assert error_text(child.ask(answer)) == ('TypeError', 'os.read: read_bytes answered str, not bytes')
+
+
+def test_an_os_call_not_handled_is_a_permission_error_naming_the_path(child: Child) -> None:
+    child.configure()
+    event = child.feed('open("/etc/passwd").read()')
+    assert event.os_call.read_bytes == '/etc/passwd'
+    answer = pb.ParentRequest(resume_call=pb.ResumeCall(call_id=event.os_call.call_id, result=pb.ExtFunctionResult(not_handled=pb.Unit())))
+    assert error_text(child.ask(answer)) == ('PermissionError', "[Errno 13] Permission denied: '/etc/passwd'")
+
+
+def test_a_reset_while_a_call_waits_ends_the_feed_and_the_session(child: Child) -> None:
+    child.configure()
+    assert complete(child.feed('kept = 1\nkept')).int == 1
+    assert child.feed('try:\n    f(1)\nexcept Exception:\n    g(2)').function_call.function_name == 'f'
+    assert child.ask(pb.ParentRequest(reset=pb.Reset())).WhichOneof('kind') == 'ok'
+    child.configure()
+    assert child.feed('kept').name_lookup.name == 'kept'  # a name the new session does not have
+    undefined = pb.ParentRequest(resume_name_lookup=pb.ResumeNameLookup(undefined=pb.Unit()))
+    assert error_text(child.ask(undefined)) == ('NameError', "name 'kept' is not defined")
+
+
+def test_a_shutdown_while_a_call_waits_ends_the_child(child: Child) -> None:
+    child.configure()
+    assert child.feed('f(1)').function_call.function_name == 'f'
+    assert child.ask(pb.ParentRequest(shutdown=pb.Shutdown())).WhichOneof('kind') == 'ok'
+    assert child.proc.wait(timeout=30) == 0
+
+
+def test_a_parents_os_error_reaches_the_script_with_its_errno_and_paths(child: Child) -> None:
+    child.configure()
+    event = child.feed('import os\ntry:\n    os.rename("/a", "/a/moved")\nexcept OSError as e:\n    r = [type(e).__name__, e.errno, e.filename, e.filename2]\nr')
+    raised = pb.RaisedException(exc_type='OSError', message="[Errno 22] Invalid argument: '/a' -> '/a/moved'")
+    answer = pb.ParentRequest(resume_call=pb.ResumeCall(call_id=event.os_call.call_id, result=pb.ExtFunctionResult(error=raised)))
+    event = child.ask(answer)
+    assert [event.complete.values.nodes[i].WhichOneof('kind') for i in complete(event).list.items] == ['str', 'int', 'str', 'str']
+    assert [getattr(event.complete.values.nodes[i], event.complete.values.nodes[i].WhichOneof('kind')) for i in complete(event).list.items] == ['OSError', 22, '/a', '/a/moved']
+
+
+def test_a_parent_that_goes_away_while_a_call_waits_ends_the_child(child: Child) -> None:
+    # A child serves one parent, which alone waits on a call it never answers; once the parent
+    # closes its end, the feed ends, its worker is killed and the child exits.
+    child.configure()
+    assert child.feed('while True:\n    f(1)').function_call.function_name == 'f'
+    assert child.proc.stdin is not None
+    child.proc.stdin.close()
+    assert child.proc.wait(timeout=30) == 0
+    assert child.proc.stdout is not None and child.proc.stdout.read() == b''
+
+
+def test_dump_and_load_carry_a_session_to_another_checkout(child: Child) -> None:
+    child.configure()
+    assert complete(child.feed('kept = [1, 2]\nlen(kept)')).int == 2
+    state = child.ask(pb.ParentRequest(dump=pb.Dump())).dump_result.state
+    assert child.ask(pb.ParentRequest(reset=pb.Reset())).WhichOneof('kind') == 'ok'
+    assert child.ask(pb.ParentRequest(load=pb.Load(state=state))).WhichOneof('kind') == 'ok'
+    assert complete(child.feed('sum(kept)')).int == 3
+    assert child.ask(pb.ParentRequest(reset=pb.Reset())).WhichOneof('kind') == 'ok'
+    altered = pb.ParentRequest(load=pb.Load(state=state[:-1] + bytes([state[-1] ^ 1])))
+    assert error_text(child.ask(altered)) == (
+        'ValueError',
+        "the session state was altered, or signed with another key: its signature does not match this pool's state key",
+    )
+    child.configure()  # the refused Load left no session behind
+    assert complete(child.feed('5')).int == 5
+
+
+def test_output_goes_out_in_runs_before_the_turn_ends(child: Child) -> None:
+    child.configure()
+    child.send(pb.ParentRequest(feed=pb.Feed(code='import sys\nfor i in range(3):\n    print(i)\nprint("oops", file=sys.stderr)\nprint("end")\n7')))
+    printed = child.event()
+    assert [(segment.stream, segment.text) for segment in printed.print.segments] == [
+        (pb.PRINT_STREAM_STDOUT, '0\n1\n2\n'),
+        (pb.PRINT_STREAM_STDERR, 'oops\n'),
+        (pb.PRINT_STREAM_STDOUT, 'end\n'),
+    ]
+    assert complete(child.event()).int == 7
+
+
+@pytest.mark.parametrize('name', ['foo.bar', 'x = 1\nimport os #', 'class', ''])
+def test_an_input_name_that_is_no_identifier_is_refused(child: Child, name: str) -> None:
+    child.configure()
+    event = child.feed('1', inputs=[pb.NamedRef(name=name, value=0)], values=pb.Arena(nodes=[pb.MontyNode(int=1)]))
+    assert error_text(event) == ('SyntaxError', f'Input name {name!r} not a valid identifier')

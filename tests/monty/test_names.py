@@ -1,0 +1,37 @@
+"""What the Monty door reads from a feed's text before it runs: the names and modules it needs."""
+
+from __future__ import annotations
+
+import pytest
+
+from corral.monty.names import bound_names, free_names, imported_modules
+
+
+@pytest.mark.parametrize(
+    ('code', 'called', 'awaited', 'read'),
+    [
+        ('print(f(1))', ['f'], [], []),
+        ('len(fetch(1)) + k(2)', ['fetch', 'k'], [], []),
+        ('await f(1)', ['f'], ['f'], []),
+        ('import asyncio\nawait asyncio.gather(f(1), *[g(i) for i in range(2)])', ['f', 'g'], ['f', 'g'], []),
+        ('import asyncio\nx = f(1)\nawait asyncio.gather(x)', ['f'], ['f'], []),
+        ('x = f(1)\nprint(x)', ['f'], [], []),
+        ('y = LIMIT + 1\nh = helper\nh(y)', [], [], ['LIMIT', 'helper']),
+        ('def g(a):\n    return a + OFFSET\ng(1)', [], [], ['OFFSET']),
+        ('for i in range(3):\n    pass\n[j for j in range(i)]', [], [], []),
+        ('x = (', [], [], []),
+    ],
+)
+def test_free_names(code: str, called: list[str], awaited: list[str], read: list[str]) -> None:
+    found_called, found_read = free_names(code, set())
+    assert (sorted(found_called), sorted(found_called.awaited), sorted(found_read)) == (called, awaited, read)
+
+
+def test_names_an_earlier_feed_bound_are_not_free() -> None:
+    assert bound_names('import os\nx = 1\ndef f(): pass\nclass C: pass\ntry:\n    pass\nexcept E as e:\n    pass') == {'os', 'x', 'f', 'C', 'e'}
+    called, read = free_names('f(x)', {'f', 'x'})
+    assert (called, read) == (set(), set())
+
+
+def test_imported_modules_are_those_the_sandbox_lacks() -> None:
+    assert imported_modules('import tools\nimport json\nfrom pkg.sub import x\nfrom . import y\nimport os.path') == {'tools', 'pkg'}
