@@ -16,6 +16,10 @@ spread over them), each with an SQLite store of its own, and measures, for each 
 4. one client alone: one feed of 200 host calls awaited one after another, each answering at once
    (the time per host call).
 
+For 3 and 4 it also counts the host side's CPU (this process's, and the server's; not the
+workers', which both sides run alike): on a busy machine the wall times swing with how soon each
+process is scheduled, and the server's chain has two processes to wake where a local Pool has one.
+
 Through the server, each host call travels to the client over the session's WebSocket and its
 answer back (calls gathered together travel in one frame); locally, it is a function call in
 the host process. The added latency of the server is the server side minus the local `Pool`
@@ -109,7 +113,9 @@ def corral_serve(folder: str) -> Any:
             if time.monotonic() > deadline:
                 raise RuntimeError('corral serve did not listen within 60 s')
             time.sleep(0.05)
-        yield f'ws://127.0.0.1:{port}'
+        url = f'ws://127.0.0.1:{port}'
+        SERVER_PIDS[url] = process.pid
+        yield url
     finally:
         process.terminate()
         try:
@@ -120,11 +126,27 @@ def corral_serve(folder: str) -> Any:
         log.close()
 
 
+#: The process id of each `corral serve` by its URL: its CPU counts as the host side's (`Side.cpu`).
+SERVER_PIDS: dict[str, int] = {}
+
+
+def process_cpu(pid: int) -> float:
+    """CPU seconds (user + system) process `pid` has used, from /proc (Linux)."""
+    with open(f'/proc/{pid}/stat') as file:
+        fields = file.read().rpartition(')')[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')
+
+
 class Side:
     """Pools of one kind: `pools` to spread the clients over."""
 
     name: str
     pools: list[Any]
+    pids: list[int] = []
+
+    def cpu(self) -> float:
+        """CPU seconds of the host side: this process's, and each server's (the workers' are not counted)."""
+        return time.process_time() + sum(process_cpu(pid) for pid in self.pids)
 
     async def stop(self) -> None:
         for pool in self.pools:
@@ -143,6 +165,7 @@ class ServerSide(Side):
 
     def __init__(self, urls: list[str]) -> None:
         self.pools = [corral.RemotePool(url) for url in urls]
+        self.pids = [SERVER_PIDS[url] for url in urls if url in SERVER_PIDS]
 
 
 class MontySide(Side):
@@ -198,17 +221,26 @@ async def alone(side: Side, lookup: dict[str, Callable[..., Any]], feeds: int = 
             if await session.feed_run(script(0), external_lookup=lookup) != expected(0):
                 raise AssertionError('wrong result')
             latencies.append(time.perf_counter() - before)
+        cpu = side.cpu()
         for _ in range(trivial):
             before = time.perf_counter()
             if await session.feed_run('1 + 1') != 2:
                 raise AssertionError('wrong result')
             trivial_latencies.append(time.perf_counter() - before)
-        before = time.perf_counter()
+        trivial_cpu = (side.cpu() - cpu) / trivial
+        before, cpu = time.perf_counter(), side.cpu()
         total = await session.feed_run(SEQUENTIAL.replace('{N}', str(calls)), external_lookup=lookup)
         per_call = (time.perf_counter() - before) / calls
+        call_cpu = (side.cpu() - cpu) / calls
         if total != sum(range(calls)):
             raise AssertionError('wrong sum')
-    return {'alone feed p50': _percentile(latencies, 0.5), 'trivial feed p50': _percentile(trivial_latencies, 0.5), 'per host call': per_call}
+    return {
+        'alone feed p50': _percentile(latencies, 0.5),
+        'trivial feed p50': _percentile(trivial_latencies, 0.5),
+        'trivial feed cpu': trivial_cpu,
+        'per host call': per_call,
+        'per host call cpu': call_cpu,
+    }
 
 
 async def measure(side: Side, clients: int | tuple[int, ...], feeds: int, call_seconds: float) -> dict[str, float]:
@@ -236,7 +268,9 @@ LOAD_ROWS = (
 ALONE_ROWS = (
     ('alone feed p50', 'one client: feed latency p50', 'ms', 1000),
     ('trivial feed p50', 'one client: trivial feed (`1 + 1`) p50', 'ms', 1000),
+    ('trivial feed cpu', 'one client: host-side CPU per trivial feed (server + client)', 'µs', 1e6),
     ('per host call', 'one client: per host call (200 in a row)', 'µs', 1e6),
+    ('per host call cpu', 'one client: host-side CPU per host call (server + client)', 'µs', 1e6),
 )
 
 
@@ -264,12 +298,13 @@ def report(results: dict[str, list[dict[str, float]]], clients: tuple[int, ...],
             f'| {label} | {median_cell([r[key] * scale for r in server], unit)} | {median_cell([r[key] * scale for r in local], unit)} '
             f'| {median_cell([r[key] * scale for r in monty], unit)} | {f"{s / l:.2f}×" if s and l else "—"} | {f"{s / m:.2f}×" if s and m else "—"} |'
         )
-    added = {key: median_of(server, key) - median_of(local, key) for key in ('alone feed p50', 'trivial feed p50', 'per host call')}
+    added = {key: median_of(server, key) - median_of(local, key) for key in ('alone feed p50', 'trivial feed p50', 'trivial feed cpu', 'per host call', 'per host call cpu')}
     throughput = ', '.join(f'{median_of(server, f"feeds/s @{count}") / median_of(local, f"feeds/s @{count}"):.2f}× with {count} clients' for count in clients)
     lines += [
         '',
         f'Added by the server (targets: 100 µs per host call, 0.5 ms per trivial feed; 0.8× the feeds per second): '
-        f'{added["per host call"] * 1e6:.0f} µs per host call made in a row, {added["trivial feed p50"] * 1000:.2f} ms per trivial feed, '
+        f'{added["per host call"] * 1e6:.0f} µs per host call made in a row ({added["per host call cpu"] * 1e6:.0f} µs of CPU), '
+        f'{added["trivial feed p50"] * 1000:.2f} ms per trivial feed ({added["trivial feed cpu"] * 1e6:.0f} µs of CPU), '
         f'{added["alone feed p50"] * 1000:.2f} ms per feed of the script, one client alone; feeds per second {throughput} of the local Pool\'s.',
     ]
     return '\n'.join(lines)
