@@ -1,24 +1,30 @@
 #!/usr/bin/env python
 """`corral serve` under load, side by side with a local `Pool` and pydantic-monty's local pool.
 
-    python bench/server.py            # 3 rounds, alternating the sides
+    python bench/server.py            # 3 rounds, alternating the sides, 20 and 100 clients
     python bench/server.py --quick    # 1 round, 20 clients
 
 The bench starts real `corral serve` processes on loopback (`--servers`, default 1; clients are
 spread over them), each with an SQLite store of its own, and measures, for each side:
 
-1. load: 100 concurrent clients, each checking out a session and running a realistic script three
+1. load: 20, then 100 concurrent clients (`--clients`), each checking out a session and running a realistic script three
    times (10 host calls gathered with `asyncio.gather`, each taking `--call-ms` of host time, then
    a filter and a sum over their results), then closing it: feeds per second over the whole run,
    and the latency of each feed and of each checkout (p50, p99);
 2. one client alone: the same script fed 20 times to one session (p50 of a feed);
-3. one client alone: one feed of 200 host calls awaited one after another, each answering at once
+3. one client alone: a trivial feed (`1 + 1`) 50 times (p50);
+4. one client alone: one feed of 200 host calls awaited one after another, each answering at once
    (the time per host call).
+
+For 3 and 4 it also counts the host side's CPU (this process's, and the server's; not the
+workers', which both sides run alike): on a busy machine the wall times swing with how soon each
+process is scheduled, and the server's chain has two processes to wake where a local Pool has one.
 
 Through the server, each host call travels to the client over the session's WebSocket and its
 answer back (calls gathered together travel in one frame); locally, it is a function call in
 the host process. The added latency of the server is the server side minus the local `Pool`
-side: per feed (2), and per host call (3). Cells are median (min–max) over the rounds.
+side: per feed (2, 3), and per host call (4); its throughput is its feeds per second over the local
+`Pool`'s (1). Cells are median (min–max) over the rounds.
 """
 
 from __future__ import annotations
@@ -90,7 +96,10 @@ def corral_serve(folder: str) -> Any:
     """A `corral serve` process on a free loopback port: its ws:// URL, until the block ends."""
     port = free_port()
     log = open(os.path.join(folder, f'serve-{port}.log'), 'wb')
-    command = [sys.executable, '-m', 'corral', 'serve', '--port', str(port), '--store', f'sqlite:///{folder}/store-{port}.db']
+    store = f'sqlite:///{folder}/store-{port}.db'
+    # the server's one tenant may hold a session for each client of the load (its default quota is 20)
+    subprocess.run([sys.executable, '-m', 'corral', 'tenants', 'set', '', '--concurrent-sessions', '1000', '--store', store], check=True, stdout=subprocess.DEVNULL)
+    command = [sys.executable, '-m', 'corral', 'serve', '--port', str(port), '--store', store]
     process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 60
@@ -104,7 +113,9 @@ def corral_serve(folder: str) -> Any:
             if time.monotonic() > deadline:
                 raise RuntimeError('corral serve did not listen within 60 s')
             time.sleep(0.05)
-        yield f'ws://127.0.0.1:{port}'
+        url = f'ws://127.0.0.1:{port}'
+        SERVER_PIDS[url] = process.pid
+        yield url
     finally:
         process.terminate()
         try:
@@ -115,11 +126,27 @@ def corral_serve(folder: str) -> Any:
         log.close()
 
 
+#: The process id of each `corral serve` by its URL: its CPU counts as the host side's (`Side.cpu`).
+SERVER_PIDS: dict[str, int] = {}
+
+
+def process_cpu(pid: int) -> float:
+    """CPU seconds (user + system) process `pid` has used, from /proc (Linux)."""
+    with open(f'/proc/{pid}/stat') as file:
+        fields = file.read().rpartition(')')[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')
+
+
 class Side:
     """Pools of one kind: `pools` to spread the clients over."""
 
     name: str
     pools: list[Any]
+    pids: list[int] = []
+
+    def cpu(self) -> float:
+        """CPU seconds of the host side: this process's, and each server's (the workers' are not counted)."""
+        return time.process_time() + sum(process_cpu(pid) for pid in self.pids)
 
     async def stop(self) -> None:
         for pool in self.pools:
@@ -138,6 +165,7 @@ class ServerSide(Side):
 
     def __init__(self, urls: list[str]) -> None:
         self.pools = [corral.RemotePool(url) for url in urls]
+        self.pids = [SERVER_PIDS[url] for url in urls if url in SERVER_PIDS]
 
 
 class MontySide(Side):
@@ -182,71 +210,102 @@ async def load(side: Side, clients: int, feeds: int, lookup: dict[str, Callable[
     }
 
 
-async def alone(side: Side, lookup: dict[str, Callable[..., Any]], feeds: int = 20, calls: int = 200) -> dict[str, float]:
-    """One client: `feeds` feeds of the script on one session (p50), and one feed of `calls` host calls in a row."""
+async def alone(side: Side, lookup: dict[str, Callable[..., Any]], feeds: int = 20, trivial: int = 50, calls: int = 200) -> dict[str, float]:
+    """One client: `feeds` feeds of the script on one session (p50), `trivial` feeds of `1 + 1`
+    (p50), and one feed of `calls` host calls in a row."""
     latencies = []
+    trivial_latencies = []
     async with side.pools[0].checkout() as session:
         for _ in range(feeds):
             before = time.perf_counter()
             if await session.feed_run(script(0), external_lookup=lookup) != expected(0):
                 raise AssertionError('wrong result')
             latencies.append(time.perf_counter() - before)
-        before = time.perf_counter()
+        cpu = side.cpu()
+        for _ in range(trivial):
+            before = time.perf_counter()
+            if await session.feed_run('1 + 1') != 2:
+                raise AssertionError('wrong result')
+            trivial_latencies.append(time.perf_counter() - before)
+        trivial_cpu = (side.cpu() - cpu) / trivial
+        before, cpu = time.perf_counter(), side.cpu()
         total = await session.feed_run(SEQUENTIAL.replace('{N}', str(calls)), external_lookup=lookup)
         per_call = (time.perf_counter() - before) / calls
+        call_cpu = (side.cpu() - cpu) / calls
         if total != sum(range(calls)):
             raise AssertionError('wrong sum')
-    return {'alone feed p50': _percentile(latencies, 0.5), 'per host call': per_call}
+    return {
+        'alone feed p50': _percentile(latencies, 0.5),
+        'trivial feed p50': _percentile(trivial_latencies, 0.5),
+        'trivial feed cpu': trivial_cpu,
+        'per host call': per_call,
+        'per host call cpu': call_cpu,
+    }
 
 
-async def measure(side: Side, clients: int, feeds: int, call_seconds: float) -> dict[str, float]:
+async def measure(side: Side, clients: int | tuple[int, ...], feeds: int, call_seconds: float) -> dict[str, float]:
+    """The measures of `side`: the load's (1) keyed `'<measure> @<clients>'` for each count of
+    `clients`, and one client's alone (2-4)."""
     lookup = tools(call_seconds)
     # warm up: the zygote (or the server's) and the type checker start, the first workers fork
     async with side.pools[0].checkout() as session:
         await session.feed_run(script(0), external_lookup=lookup)
-    result = await load(side, clients, feeds, lookup)
-    await asyncio.sleep(0.5)  # the pools refill their warm workers
+    result = {}
+    for count in (clients,) if isinstance(clients, int) else clients:
+        result.update({f'{key} @{count}': value for key, value in (await load(side, count, feeds, lookup)).items()})
+        await asyncio.sleep(0.5)  # the pools refill their warm workers
     result.update(await alone(side, lookup))
     return result
 
 
-ROWS = (
-    ('feeds/s', 'load: feeds per second — higher is better', '/s', 1),
-    ('feed p50', 'load: feed latency p50', 'ms', 1000),
-    ('feed p99', 'load: feed latency p99', 'ms', 1000),
-    ('checkout p50', 'load: checkout latency p50', 'ms', 1000),
-    ('checkout p99', 'load: checkout latency p99', 'ms', 1000),
-    ('alone feed p50', 'one client: feed latency p50', 'ms', 1000),
-    ('per host call', 'one client: per host call (200 in a row)', 'µs', 1e6),
+LOAD_ROWS = (
+    ('feeds/s', 'feeds per second — higher is better', '/s', 1),
+    ('feed p50', 'feed latency p50', 'ms', 1000),
+    ('feed p99', 'feed latency p99', 'ms', 1000),
+    ('checkout p50', 'checkout latency p50', 'ms', 1000),
+    ('checkout p99', 'checkout latency p99', 'ms', 1000),
 )
+ALONE_ROWS = (
+    ('alone feed p50', 'one client: feed latency p50', 'ms', 1000),
+    ('trivial feed p50', 'one client: trivial feed (`1 + 1`) p50', 'ms', 1000),
+    ('trivial feed cpu', 'one client: host-side CPU per trivial feed (server + client)', 'µs', 1e6),
+    ('per host call', 'one client: per host call (200 in a row)', 'µs', 1e6),
+    ('per host call cpu', 'one client: host-side CPU per host call (server + client)', 'µs', 1e6),
+)
+
+
+def rows(clients: tuple[int, ...]) -> list[tuple[str, str, str, float]]:
+    """The report's rows: each load measure for each count of clients, then one client's."""
+    return [(f'{key} @{count}', f'{count} clients: {label}', unit, scale) for count in clients for key, label, unit, scale in LOAD_ROWS] + list(ALONE_ROWS)
 
 
 def median_of(results: list[dict[str, float]], key: str) -> float | None:
     return statistics.median(r[key] for r in results) if results else None
 
 
-def report(results: dict[str, list[dict[str, float]]], clients: int, servers: int, call_ms: float) -> str:
+def report(results: dict[str, list[dict[str, float]]], clients: tuple[int, ...], servers: int, call_ms: float) -> str:
     server, local, monty = results['corral serve'], results['local Pool'], results['monty']
     lines = [
-        f'{clients} concurrent clients × 3 feeds of a script with 10 gathered host calls ({call_ms:g} ms each), '
+        f'{" and ".join(map(str, clients))} concurrent clients × 3 feeds of a script with 10 gathered host calls ({call_ms:g} ms each), '
         f'{servers} `corral serve` process(es) on loopback',
         '',
         '| measure | corral serve | local Pool | monty (local) | serve / local | serve / monty |',
         '|---|---|---|---|---|---|',
     ]
-    for key, label, unit, scale in ROWS:
+    for key, label, unit, scale in rows(clients):
         s, l, m = median_of(server, key), median_of(local, key), median_of(monty, key)
         lines.append(
             f'| {label} | {median_cell([r[key] * scale for r in server], unit)} | {median_cell([r[key] * scale for r in local], unit)} '
             f'| {median_cell([r[key] * scale for r in monty], unit)} | {f"{s / l:.2f}×" if s and l else "—"} | {f"{s / m:.2f}×" if s and m else "—"} |'
         )
-    added_feed = median_of(server, 'alone feed p50') - median_of(local, 'alone feed p50')
-    added_call = median_of(server, 'per host call') - median_of(local, 'per host call')
-    added_load = median_of(server, 'feed p50') - median_of(local, 'feed p50')
+    added = {key: median_of(server, key) - median_of(local, key) for key in ('alone feed p50', 'trivial feed p50', 'trivial feed cpu', 'per host call', 'per host call cpu')}
+    throughput = ', '.join(f'{median_of(server, f"feeds/s @{count}") / median_of(local, f"feeds/s @{count}"):.2f}× with {count} clients' for count in clients)
     lines += [
         '',
-        f'Added by the server: {added_feed * 1000:.2f} ms per feed of one client alone '
-        f'({added_load * 1000:.1f} ms at p50 under the load), {added_call * 1e6:.0f} µs per host call made in a row.',
+        f'Added by the server (targets: 100 µs per host call, 0.5 ms per trivial feed; 0.8× the feeds per second): '
+        f'{added["per host call"] * 1e6:.0f} µs per host call made in a row ({added["per host call cpu"] * 1e6:.0f} µs of CPU), '
+        f'{added["trivial feed p50"] * 1000:.2f} ms per trivial feed ({added["trivial feed cpu"] * 1e6:.0f} µs of CPU), '
+        f'{added["alone feed p50"] * 1000:.2f} ms per feed of the script, one client alone; feeds per second {throughput} of the local Pool\'s.',
     ]
     return '\n'.join(lines)
 
@@ -255,11 +314,11 @@ async def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     parser.add_argument('--quick', action='store_true', help='1 round, 20 clients')
     parser.add_argument('--rounds', type=int, default=3)
-    parser.add_argument('--clients', type=int, default=100)
+    parser.add_argument('--clients', default='20,100', help='counts of concurrent clients, comma-separated (default 20,100)')
     parser.add_argument('--servers', type=int, default=1, help='corral serve processes (default 1)')
     parser.add_argument('--call-ms', type=float, default=1.0, help='host time of each gathered call, ms (default 1)')
     args = parser.parse_args(argv)
-    rounds, clients = (1, 20) if args.quick else (args.rounds, args.clients)
+    rounds, clients = (1, (20,)) if args.quick else (args.rounds, tuple(int(count) for count in args.clients.split(',')))
     results: dict[str, list[dict[str, float]]] = {'corral serve': [], 'local Pool': [], 'monty': []}
     with tempfile.TemporaryDirectory() as folder, contextlib.ExitStack() as servers:
         urls = [servers.enter_context(corral_serve(folder)) for _ in range(args.servers)]

@@ -16,7 +16,7 @@ bench = importlib.util.module_from_spec(spec)
 sys.modules[spec.name] = bench
 spec.loader.exec_module(bench)
 
-KEYS = ['alone feed p50', 'checkout p50', 'checkout p99', 'feed p50', 'feed p99', 'feeds/s', 'per host call']
+KEYS = ['alone feed p50', 'checkout p50 @3', 'checkout p99 @3', 'feed p50 @3', 'feed p99 @3', 'feeds/s @3', 'per host call', 'per host call cpu', 'trivial feed cpu', 'trivial feed p50']
 
 
 @pytest.mark.slow

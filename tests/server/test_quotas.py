@@ -364,6 +364,37 @@ async def test_cpu_seconds_are_counted_per_feed_and_refused_past_the_quota(store
         assert await store.cpu_seconds_last_hour('beta') > 0  # written at close
 
 
+async def test_the_cpu_check_reads_the_hours_seconds_once_per_flush_interval(store):
+    # Every feed read the tenant's setting and its hour from the store: two waits for the store
+    # (two thread hops with SQLite) on every feed. The setting is read every time (an operator's
+    # change counts at once); the seconds, which replicas write every flush_interval, once per
+    # interval, and again after a flush of the replica's own.
+    quotas, other = Quotas(store, flush_interval=60), Quotas(store)
+    reads = []
+    for name in ('tenant_quotas', 'cpu_seconds_last_hour'):
+        def counted(tenant, read=getattr(store, name), name=name):
+            reads.append(name)
+            return read(tenant)
+        setattr(quotas._tables, name, counted)
+    await store.add_cpu_seconds('acme', 2.0)
+    for _ in range(3):
+        await quotas.check_cpu('acme')
+    assert reads == ['tenant_quotas', 'cpu_seconds_last_hour', 'tenant_quotas', 'tenant_quotas']
+    await other.set('acme', cpu_seconds_per_hour=2)  # another replica's setting: counts at once
+    error = await quota_error(quotas.check_cpu('acme'))
+    assert error.display() == "tenant 'acme' used 2.0 CPU seconds in the last hour; its quota is 2 (cpu_seconds_per_hour)"
+    await other.set('acme', cpu_seconds_per_hour=3)
+    await quotas.check_cpu('acme')
+    quotas._add_pending('acme', 1.5)  # counted here since the last flush: always added
+    assert (await quota_error(quotas.check_cpu('acme'))).used == pytest.approx(3.5)
+    assert reads.count('cpu_seconds_last_hour') == 1
+    await quotas.flush()  # now in the store: read again, not counted twice
+    assert (await quota_error(quotas.check_cpu('acme'))).used == pytest.approx(3.5)
+    assert reads.count('cpu_seconds_last_hour') == 2
+    await quotas.close()
+    await other.close()
+
+
 async def test_a_failed_feed_counts_its_cpu_too(store):
     quotas = Quotas(store)
     async with corral.Pool(warm_workers=0) as pool, pool.checkout() as session:

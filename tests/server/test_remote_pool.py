@@ -122,6 +122,32 @@ async def test_gathered_calls_travel_in_one_frame(server, monkeypatch, count):
             assert frames == [[protocol.CALL] * count]  # all the calls, one frame
 
 
+async def test_calls_made_one_after_another_go_out_as_the_worker_waits(monkeypatch):
+    # A call reached the link before the worker's WAIT did, and went out at the server's next look
+    # whether the worker waited: a millisecond later, on every call. With the looks (and the time a
+    # call is held) made an hour long, the WAIT alone sends each call.
+    from corral.server import app as server_app
+
+    from .conftest import serving_app
+
+    monkeypatch.setattr(server_app, '_GATHER_POLL', 3600.0)
+    monkeypatch.setattr(server_app, 'GATHER_SECONDS', 3600.0)
+    seen = []
+
+    async def ping(i: int) -> int:
+        seen.append(i)
+        return i
+
+    pool = corral.Pool()
+    async with serving_app(server_app.create_app(pool=pool), pool) as address:
+        async with RemotePool(f'ws://{address}') as remote, remote.checkout() as session:
+            for _ in range(3):
+                seen.clear()
+                code = 'total = 0\nfor i in range(50):\n    total += await ping(i)\ntotal'
+                assert await asyncio.wait_for(session.feed_run(code, external_lookup={'ping': ping}), 60) == sum(range(50))
+                assert seen == list(range(50))
+
+
 async def test_external_modules_run_in_the_client(server):
     calls = []
 

@@ -200,6 +200,9 @@ class Session:
         self._answered: tuple[list[int], str] = ([], '')
         self._blocked: int | None = None  # the sync call the worker waits on
         self._waiting: tuple[float, float | None] | None = None  # (since, timeout) of the worker's WAIT
+        #: Called (no arguments, on the event loop) each time the worker of a feed sends a WAIT: a link
+        #: that holds host calls until `worker_waiting` (`corral serve`) sends them then, not at its next look.
+        self.on_worker_waiting: Callable[[], None] | None = None
         self._tick: asyncio.TimerHandle | None = None
         self._paused = False
         self._timed = False  # the worker said the feed's end depended on time (TIMED)
@@ -1171,6 +1174,8 @@ class Session:
             self._serve_replay(-1)
             return
         self._waiting = (perf_counter(), timeout)
+        if self.on_worker_waiting is not None:
+            self.on_worker_waiting()
         if self._answers:
             self._offer()
             return

@@ -757,6 +757,13 @@ class _Connection:
                 return
         self._flush()
 
+    def _worker_waits(self) -> None:
+        """The worker sent a WAIT: host calls held for it go out now, not at the next look (`_GATHER_POLL`,
+        which the event loop's millisecond timers stretch to 1 ms and more)."""
+        if self._calls_queued and self._flush_handle is not None:
+            self._flush_handle.cancel()
+            self._flush_handle = self._loop.call_soon(self._flush_when_waiting)
+
     def _flush(self) -> None:
         if self._flush_handle is not None:
             self._flush_handle.cancel()
@@ -820,6 +827,7 @@ class _Connection:
         except (CorralError, ValueError, TypeError, RuntimeError) as error:
             raise _Close(p.CLOSE_ENDED, error) from None
         self.session = session
+        session.on_worker_waiting = self._worker_waits
         for hook in self.server.hooks:
             await hook.session_opened(self.tenant, session)
         self._respond([p.OPENED, session.session_id, session.random_seed, self.server.max_frame])
@@ -967,9 +975,10 @@ class _Connection:
 
     async def _serve(self) -> None:
         while True:
-            try:
-                data = await asyncio.wait_for(self._frame(), self.server.idle_timeout)
-            except asyncio.TimeoutError:
+            try:  # a timeout, not wait_for: that ran every frame's receive in a task of its own
+                async with asyncio.timeout(self.server.idle_timeout):
+                    data = await self._frame()
+            except TimeoutError:
                 if self.busy:
                     continue
                 # parked: its client takes it up again when it needs it
