@@ -166,7 +166,10 @@ async def test_a_small_recursion_limit_stops_the_script_not_the_worker(pool, sta
     # the worker reports the RecursionError with room of its own: a limit of 5 killed it
     async with pool.checkout(limits=dataclasses.replace(FAST, recursion=recursion)) as session:
         error = await stopped(session, start + 'def f(n):\n    return f(n + 1)\nf(0)')
-        assert error.display().endswith(f"RecursionError: maximum recursion depth exceeded: the recursion limit is {recursion} call{'s' if recursion > 1 else ''}")
+        assert error.display().endswith(
+            f"RecursionError: maximum recursion depth exceeded\nthe sandbox's recursion limit is {recursion} call{'s' if recursion > 1 else ''}"
+            ' (Limits.recursion); write deep recursion as a loop'
+        )
         if recursion == 10:  # (an import takes more than 5: the import machinery's frames count)
             assert await session.feed_run(start + _DEPTH) == recursion - 1
         assert session.alive

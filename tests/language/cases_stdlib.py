@@ -289,7 +289,11 @@ CASES = [
         ]
         await c
         (checks, r.get('a'), 'b' in r, dict(r.items()))
-    ''', ([True, True, True, True, True, True, True, True, True, True, True, True, True, True, True, True, True, True, True, True, True, True, True, True, True, True], 1, True, {'a': 1, 'b': 2})),
+    ''', ([True, True, True, True, True, True, True, True, True, True, True, True, True, True, True, True, True, True, True, True, True, True, True, True, True, True], 1, True, {'a': 1, 'b': 2}),
+         # CPython 3.12 deprecates ByteString, and shows a DeprecationWarning raised in __main__ (the script's stderr)
+         output="main.py:30: DeprecationWarning: 'collections.abc.ByteString' is deprecated and slated for removal in Python 3.14\n"
+                "  isinstance(c, Awaitable), isinstance(b'', ByteString), issubclass(cabc.Sequence, cabc.Iterable),\n"
+                if _VERSION >= (3, 12) else ''),
     # ----- contextlib ---------------------------------------------------------------------------------
     case('contextlib', '''
         import contextlib
@@ -1310,9 +1314,13 @@ CASES = [
             def run(self) -> int:
                 return 2
         Pair = typing.TypeAliasType('Pair', tuple[int, int])
+        import logging
+        logging.getLogger('named').addHandler(handler := logging.StreamHandler())
+        handler.set_name('console')
         ([int(month) for month in months], calendar.Month(3).name, int(calendar.Day.MONDAY), isinstance(b'x', collections.abc.Buffer),
-         out.lines, list(itertools.batched('abcde', 2)), math.sumprod([1, 2], [3, 4]), Child().run(), Pair.__name__)
-    ''', (list(range(1, 13)), 'MARCH', 0, True, ['"a",1,\r\n', '"a","1",\r\n'], [('a', 'b'), ('c', 'd'), ('e',)], 11, 2, 'Pair'))]
+         out.lines, list(itertools.batched('abcde', 2)), math.sumprod([1, 2], [3, 4]), Child().run(), Pair.__name__,
+         logging.getHandlerByName('console') is handler, 'console' in logging.getHandlerNames())
+    ''', (list(range(1, 13)), 'MARCH', 0, True, ['"a",1,\r\n', '"a","1",\r\n'], [('a', 'b'), ('c', 'd'), ('e',)], 11, 2, 'Pair', True, True))]
       if _VERSION >= (3, 12) else []),
     *([case('names-3.13', '''
         import base64, copy, enum, math, re, statistics, typing

@@ -16,11 +16,14 @@ import contextlib
 import dataclasses
 import datetime
 import io
+import linecache
 import os
 import pathlib
 import shutil
+import sys
 import tempfile
 import textwrap
+import warnings
 from typing import Any
 
 import corral
@@ -125,7 +128,7 @@ def run_cpython(c: Case) -> Outcome:
             make_files(pathlib.Path(tmp))
             os.chdir(tmp)
         try:
-            with contextlib.redirect_stdout(buffer), contextlib.redirect_stderr(buffer):
+            with contextlib.redirect_stdout(buffer), contextlib.redirect_stderr(buffer), _as_a_script(c.code):
                 value = _run(c.code)
         except SyntaxError as error:
             return Outcome(error=f'SyntaxError: {error.msg}', output=buffer.getvalue())
@@ -140,6 +143,33 @@ def run_cpython(c: Case) -> Outcome:
     finally:
         os.chdir(cwd)
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+#: The warnings filters a fresh interpreter starts with (`python -W` unset; the test runner has its own).
+_SCRIPT_FILTERS = [
+    ('default', None, DeprecationWarning, '__main__', 0),
+    ('ignore', None, DeprecationWarning, None, 0),
+    ('ignore', None, PendingDeprecationWarning, None, 0),
+    ('ignore', None, ImportWarning, None, 0),
+    ('ignore', None, ResourceWarning, None, 0),
+]
+
+
+@contextlib.contextmanager
+def _as_a_script(code: str):
+    """Warnings shown as `python main.py` shows them: its filters, and main.py's lines."""
+    linecache.cache['main.py'] = (len(code), None, code.splitlines(True), 'main.py')
+    with warnings.catch_warnings():
+        warnings.filters[:] = _SCRIPT_FILTERS
+        warnings._filters_mutated()
+        # to stderr, where the test runner's own catch of warnings would record them
+        warnings.showwarning = lambda message, category, filename, lineno, file=None, line=None: sys.stderr.write(
+            warnings.formatwarning(message, category, filename, lineno, line)
+        )
+        try:
+            yield
+        finally:
+            linecache.cache.pop('main.py', None)
 
 
 def _run(code: str) -> Any:
