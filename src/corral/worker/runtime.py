@@ -474,7 +474,7 @@ class Worker:
         # The feed's value and exception go before the reply, and the code their objects run as
         # they go (a generator's `finally`) with them, under the stop signal: once the host has
         # the reply it takes the worker for idle (and may keep it as a live checkpoint), so no line
-        # of the script may run after it. A stop there ends the feed with its limit.
+        # of the script may run after it. A stop there ends the feed as wall_time does.
         stops = len(self._stops)
         signal.setitimer(signal.ITIMER_REAL, _CANCEL_GRACE)
         try:
@@ -486,7 +486,8 @@ class Worker:
             stopping.release()
             self._pending_stop = None
         if len(self._stops) > stops:
-            self._send(self._failure(self._stops[-1]))
+            message = f"the code the script's value or exception ran as they were dropped (a generator's finally) did not end within {_CANCEL_GRACE:g} seconds"
+            self._send([FAIL, 'limit', 'wall_time', message, f'TimeoutError: {message}'])
         elif data is not None:
             self._sock.sendall(data)
         else:
