@@ -272,6 +272,7 @@ async def test_a_host_function_of_the_client_that_raises_stop_iteration_fails_in
         ({'value_items': 10**12}, ('value_items', '1000000000000', '1000000')),
         ({'value_size': None}, ('value_size', 'None', '67108864')),
         ({'value_size': 2**40}, ('value_size', '1099511627776', '67108864')),
+        ({'code_size': None}, ('code_size', 'None', '131072')),
     ],
 )
 async def test_a_client_cannot_lift_the_bounds_on_the_values_the_server_decodes(server, limits, value):
@@ -438,3 +439,27 @@ def test_ceilings_of_unknown_limits_or_bad_values_are_refused():
         with pytest.raises(ValueError) as info:
             create_app(pool=corral.Pool(warm_workers=0), max_limits=max_limits)
         assert str(info.value) == text
+
+
+async def test_an_ephemeral_session_keeps_no_more_of_its_scripts_than_the_servers_max_state_bytes():
+    """Every script an ephemeral session ran is kept with what came into it (to type-check the
+    next, to park it as its state): 20 feeds of an 8 MiB comment, `code_size` lifted, grew the
+    server by 176 MB, and feeds of 128 KiB as many times as a client sent them, without bound."""
+    pool = corral.Pool(warm_workers=0, max_state_bytes=1 << 20)
+    async with serving_app(create_app(pool=pool), pool) as address, RemotePool(f'ws://{address}') as remote:
+        async with remote.checkout() as session:
+            script = '#' + 'a' * 100_000 + '\n1'
+            ran = 0
+            with pytest.raises(corral.SandboxStateError) as info:
+                for _ in range(20):  # each keeps 200 KB: 20 would keep 4 MB
+                    assert await session.feed_run(script) == 1
+                    ran += 1
+            assert (ran, str(info.value)) == (
+                6,
+                'this session keeps 1,201,128 bytes of scripts and what came into them, more than the 1,048,576 (max_state_bytes) '
+                'a session of this server may keep: it runs no more feeds; open a new session',
+            )
+        async with remote.checkout() as session:  # a new session runs
+            assert await session.feed_run('1 + 1') == 2
+        async with remote.checkout(ephemeral=False) as session:  # a stored one is bounded by its own stops
+            assert await session.feed_run(script) == 1

@@ -410,3 +410,47 @@ def test_a_session_from_its_checkpoint_goes_on_exactly_as_one_replayed(tmp_path_
     feeds, later, _ = run
     store_url = f'sqlite:///{tmp_path_factory.mktemp("store")}/store.db'
     asyncio.run(both_paths(store_url, feeds, later))
+
+
+def cpu_ticks(pid):
+    with open(f'/proc/{pid}/stat') as stat:
+        fields = stat.read().rpartition(')')[2].split()
+    return int(fields[11]) + int(fields[12])
+
+
+STOPPED_AS_DROPPED = (
+    "TimeoutError: the code the script's value or exception ran as they were dropped (a generator's finally) did not end within 0.1 seconds"
+)
+SPIN_IN_FINALLY = 'def spin():\n    try:\n        yield 1\n    finally:\n        while True:\n            pass\n'
+# The feed's value, or a frame of its exception, holds a generator whose `finally` never ends:
+# it ran as the worker dropped them after its reply, in a worker the host took for idle and kept.
+DROPPED_AFTER_THE_REPLY = [
+    (
+        SPIN_IN_FINALLY + 'def started():\n    z = spin()\n    next(z)\n    return z\nstarted()',
+        STOPPED_AS_DROPPED,
+    ),
+    (
+        SPIN_IN_FINALLY + 'def fails():\n    z = spin()\n    next(z)\n    raise ValueError("no")\nfails()',
+        STOPPED_AS_DROPPED,
+    ),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(('code', 'message'), DROPPED_AFTER_THE_REPLY)
+async def test_no_line_of_the_script_runs_after_its_reply_in_a_kept_worker(store_url, code, message):
+    async with corral.Pool(state_key=KEY, store=store_url) as pool:
+        async with pool.checkout(ephemeral=False, limits=corral.Limits(wall_time=2)) as session:
+            with pytest.raises(corral.SandboxLimitError) as raised:
+                await session.feed_run(code)
+            assert str(raised.value) == message
+            assert await session.feed_run('1 + 1') == 2
+            session_id, pid = session.session_id, session._worker.pid
+        assert len(pool._checkpoints) == 1
+        ticks = cpu_ticks(pid)
+        await asyncio.sleep(1)
+        assert cpu_ticks(pid) - ticks <= 1  # parked, it computes nothing (it spun with no end, counted by no one)
+        async with pool.checkout(session_id=session_id, limits=corral.Limits(wall_time=2)) as session:
+            assert session._worker.pid == pid
+            assert await session.feed_run('2 + 2') == 4
+            assert session.cpu_seconds < 0.5

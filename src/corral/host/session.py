@@ -260,6 +260,13 @@ class Session:
             self._cpu_seconds = seconds
 
     @property
+    def journal_bytes(self) -> int:
+        """Bytes of what the session keeps to replay or dump its state: its scripts and what came
+        into them from outside (host call results, answers), as counted toward `Pool(max_state_bytes)`.
+        They grow with each feed; a stored session's stop at that bound, an ephemeral session's do not."""
+        return self._journal_bytes
+
+    @property
     def random_seed(self) -> int:
         """The seed of the script's `random` module (and `uuid.uuid4`): the same seed, the same numbers."""
         return self._system.seed

@@ -37,7 +37,7 @@ from starlette.middleware import Middleware
 from starlette.routing import BaseRoute, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from ..errors import CorralError, SandboxAuthError, SandboxConnectionError, SandboxError, SandboxQuotaError, SandboxStoreError, SandboxWorkerError
+from ..errors import CorralError, SandboxAuthError, SandboxConnectionError, SandboxError, SandboxQuotaError, SandboxStateError, SandboxStoreError, SandboxWorkerError
 from ..host.deferred import Deferred, SandboxPaused
 from ..host.external import ExternalModule
 from ..host.os_access import Mount, OsAccess
@@ -1043,6 +1043,12 @@ class _Connection:
                 if kind != p.LOAD:
                     self.server.pool.observer.feed_ended(time.monotonic() - started, error)
                 raise
+            if kind != p.LOAD and session.ephemeral and session.journal_bytes > self.server.pool.max_state_bytes:
+                raise SandboxStateError(
+                    f'this session keeps {session.journal_bytes:,} bytes of scripts and what came into them, more than the '
+                    f"{self.server.pool.max_state_bytes:,} (max_state_bytes) a session of this server may keep: "
+                    'it runs no more feeds; open a new session'
+                )
             value = await run()
             unused = [entry for entries in self._held.values() for entry in entries]
             if unused:
@@ -1151,10 +1157,11 @@ _DEFAULT_LIMITS = Limits()
 #: The limits a client may lower but not raise even without an operator's ceiling (their ceiling is
 #: then the default): the CPU and memory its worker and its type check take from the host, which
 #: every tenant shares (a tenant's CPU quota is checked as a feed starts, so a feed's own
-#: `cpu_time` is what bounds it), and the items and bytes of the values the server decodes from
+#: `cpu_time` is what bounds it), the bytes of each script (kept for the session's life: see
+#: `_run`), and the items and bytes of the values the server decodes from
 #: its worker and its client (a session's `value_items=None` let one result of 8 million empty
 #: lists grow the server by 580 MB).
-_CEILINGS = ('memory', 'cpu_time', 'stub_size', 'type_check_time', 'type_check_memory', 'value_items', 'value_size')
+_CEILINGS = ('memory', 'cpu_time', 'code_size', 'stub_size', 'type_check_time', 'type_check_memory', 'value_items', 'value_size')
 
 
 def _ceilings(max_limits: Mapping[str, float]) -> dict[str, float]:

@@ -491,22 +491,41 @@ class Worker:
         self._end_leftover_tasks()
         self._end_cut_output()
         shown = take_shown()
+        data: bytes | None = None
         if failure is not None:
-            self._send_failure(failure)
-            return
-        if value is None and shown:  # plt.show(): the figures are the script's value
-            value = shown[0] if len(shown) == 1 else shown
+            reply = self._failure(failure)
+        else:
+            if value is None and shown:  # plt.show(): the figures are the script's value
+                value = shown[0] if len(shown) == 1 else shown
+            try:
+                self._measure(value, 'the result')
+                data = frame(pack([DONE, value, library_repr(value)], side='sandbox'))
+            except ValueLimitError as error:
+                reply = [FAIL, 'limit', error.limit, str(error), f'OverflowError: {error}']
+            except Exception as error:  # a conversion failed (a library's own error included): the worker stays up
+                message = f'{UNPACKABLE_RESULT}: {error}'
+                reply = [FAIL, 'runtime', 'TypeError', message, f'TypeError: {message}']
+        # The feed's value and exception go before the reply, and the code their objects run as
+        # they go (a generator's `finally`) with them, under the stop signal: once the host has
+        # the reply it takes the worker for idle (and may keep it as a live checkpoint), so no line
+        # of the script may run after it. A stop there ends the feed as wall_time does.
+        stops = len(self._stops)
+        signal.setitimer(signal.ITIMER_REAL, _CANCEL_GRACE)
         try:
-            self._measure(value, 'the result')
-            data = frame(pack([DONE, value, library_repr(value)], side='sandbox'))
-        except ValueLimitError as error:
-            self._send([FAIL, 'limit', error.limit, str(error), f'OverflowError: {error}'])
-            return
-        except Exception as error:  # a conversion failed (a library's own error included): the worker stays up
-            message = f'{UNPACKABLE_RESULT}: {error}'
-            self._send([FAIL, 'runtime', 'TypeError', message, f'TypeError: {message}'])
-            return
-        self._sock.sendall(data)
+            failure = value = shown = None
+            for stop in self._stops:  # kept until the next feed: without the frames it was raised over
+                stop.__traceback__ = stop.__context__ = stop.__cause__ = None
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            stopping.release()
+            self._pending_stop = None
+        if len(self._stops) > stops:
+            message = f"the code the script's value or exception ran as they were dropped (a generator's finally) did not end within {_CANCEL_GRACE:g} seconds"
+            self._send([FAIL, 'limit', 'wall_time', message, f'TimeoutError: {message}'])
+        elif data is not None:
+            self._sock.sendall(data)
+        else:
+            self._send(reply)
 
     def _measure(self, value: Any, subject: str) -> None:
         """Check a value before it leaves the sandbox (`values.measure`, with the feed's limits)."""
@@ -515,7 +534,7 @@ class Worker:
 
     def _stop(self, limit: str, frame: types.FrameType | None = None) -> SandboxStop:
         """A stop for `limit`, to raise in the script (`frame` is where, if known): remembered as
-        this feed's own (see `_send_failure`), and due from now on (see `stop.py`); the stop
+        this feed's own (see `_failure`), and due from now on (see `stop.py`); the stop
         timer ticks every `stop.REPEAT_SECONDS` until the feed ends, to trace the script again."""
         stop = SandboxStop(limit)
         self._stops.append(stop)
@@ -523,8 +542,8 @@ class Worker:
         signal.setitimer(signal.ITIMER_REAL, stopping.REPEAT_SECONDS, stopping.REPEAT_SECONDS)
         return stop
 
-    def _send_failure(self, error: BaseException) -> None:
-        """Report the exception that ended a script: a limit it broke, or its own error.
+    def _failure(self, error: BaseException) -> list[Any]:
+        """The FAIL message of the exception that ended a script: a limit it broke, or its own error.
 
         Only a stop this worker raised in this feed reports a limit. A script can get hold of
         a stop (one that ended a task it kept: `task.exception()`) and raise it, or another of
@@ -535,8 +554,7 @@ class Worker:
             stop = None
         limit = stop.args[0] if stop is not None else {MemoryError: 'memory', RecursionError: 'recursion'}.get(type(error))
         if limit is None:
-            self._send([FAIL, 'runtime', type(error).__name__, _message(error), self._format_traceback(error)])
-            return
+            return [FAIL, 'runtime', type(error).__name__, _message(error), self._format_traceback(error)]
         exc_type, template = _LIMIT_MESSAGES[limit]
         message = template.format(amount(limit, self._limits.get(limit)))
         if stop is not None:  # its traceback is where it was last raised; what it was raised over is noise
@@ -547,7 +565,7 @@ class Worker:
         display = '\n'.join([*frames, f'{exc_type}: {message}'])
         if limit == 'recursion':  # CPython's words, and the limit in a note below them, as `add_note` shows one
             display += f"\nthe sandbox's recursion limit is {amount(limit, self._limits.get(limit))} (Limits.recursion); write deep recursion as a loop"
-        self._send([FAIL, 'limit', limit, message, display])
+        return [FAIL, 'limit', limit, message, display]
 
     def _on_stop_signal(self, signum: int, frame: types.FrameType | None) -> None:
         """SIGALRM (wall time, and the stop timer's ticks) and SIGXCPU (CPU time): stop the
