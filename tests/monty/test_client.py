@@ -4,6 +4,7 @@ worker of its pool: what an application written for Monty gets on corral, unchan
 from __future__ import annotations
 
 import asyncio
+import json
 import stat
 import sys
 from collections.abc import Iterator
@@ -75,6 +76,110 @@ def test_errors_a_model_reads(monty: pydantic_monty.Monty) -> None:
         with pytest.raises(pydantic_monty.MontyRuntimeError) as name_error:
             session.feed_run('undefined_function(1)', skip_type_check=True)
         assert repr(name_error.value) == "MontyRuntimeError(NameError: name 'undefined_function' is not defined)"
+
+
+TWO_ERRORS = 'x: int = "a"\ny: str = 1'
+
+
+@pytest.mark.parametrize(
+    'fmt,expected',
+    [
+        (
+            'concise',
+            'main.py:1:10: error[invalid-assignment] Object of type `Literal["a"]` is not assignable to `int`\n'
+            'main.py:2:10: error[invalid-assignment] Object of type `Literal[1]` is not assignable to `str`\n',
+        ),
+        (
+            'pylint',
+            'main.py:1: [invalid-assignment] Object of type `Literal["a"]` is not assignable to `int`\n'
+            'main.py:2: [invalid-assignment] Object of type `Literal[1]` is not assignable to `str`\n',
+        ),
+        (
+            'github',
+            '::error title=ty (invalid-assignment),file=main.py,line=1,col=10::main.py:1:10: invalid-assignment: '
+            'Object of type `Literal["a"]` is not assignable to `int`\n'
+            '::error title=ty (invalid-assignment),file=main.py,line=2,col=10::main.py:2:10: invalid-assignment: '
+            'Object of type `Literal[1]` is not assignable to `str`\n',
+        ),
+        (
+            'azure',
+            '##vso[task.logissue type=error;sourcepath=main.py;linenumber=1;columnnumber=10;code=invalid-assignment;]'
+            'Object of type `Literal["a"]` is not assignable to `int`\n'
+            '##vso[task.logissue type=error;sourcepath=main.py;linenumber=2;columnnumber=10;code=invalid-assignment;]'
+            'Object of type `Literal[1]` is not assignable to `str`\n',
+        ),
+    ],
+)
+def test_type_errors_in_the_format_the_checkout_names(monty: pydantic_monty.Monty, fmt: str, expected: str) -> None:
+    with monty.checkout(type_check=True, type_check_format=fmt) as session:
+        with pytest.raises(pydantic_monty.MontyTypingError) as typing_error:
+            session.feed_run(TWO_ERRORS)
+        assert str(typing_error.value) == expected
+        assert session.feed_run('1 + 1') == 2  # the session goes on
+
+
+def test_type_errors_as_records(monty: pydantic_monty.Monty) -> None:
+    first = {
+        'code': 'invalid-assignment',
+        'name': 'invalid-assignment',
+        'severity': 'error',
+        'message': 'Object of type `Literal["a"]` is not assignable to `int`',
+        'filename': 'main.py',
+        'location': {'column': 10, 'row': 1},
+    }
+    second = {**first, 'message': 'Object of type `Literal[1]` is not assignable to `str`', 'location': {'column': 10, 'row': 2}}
+    with monty.checkout(type_check=True, type_check_format='json') as session:
+        with pytest.raises(pydantic_monty.MontyTypingError) as typing_error:
+            session.feed_run(TWO_ERRORS)
+        assert json.loads(str(typing_error.value)) == [first, second]
+    with monty.checkout(type_check=True, type_check_format='jsonlines') as session:
+        with pytest.raises(pydantic_monty.MontyTypingError) as typing_error:
+            session.feed_run(TWO_ERRORS)
+        assert [json.loads(line) for line in str(typing_error.value).splitlines()] == [first, second]
+    with monty.checkout(type_check=True, type_check_format='gitlab') as session:
+        with pytest.raises(pydantic_monty.MontyTypingError) as typing_error:
+            session.feed_run('x: int = "a"')
+        assert json.loads(str(typing_error.value)) == [
+            {
+                'check_name': 'invalid-assignment',
+                'description': 'invalid-assignment: Object of type `Literal["a"]` is not assignable to `int`',
+                'severity': 'major',
+                'location': {'path': 'main.py', 'positions': {'begin': {'line': 1, 'column': 10}}},
+            }
+        ]
+    with monty.checkout(type_check=True, type_check_format='rdjson') as session:
+        with pytest.raises(pydantic_monty.MontyTypingError) as typing_error:
+            session.feed_run('x: int = "a"')
+        assert json.loads(str(typing_error.value)) == {
+            'source': {'name': 'ty', 'url': 'https://docs.astral.sh/ty'},
+            'severity': 'ERROR',
+            'diagnostics': [
+                {
+                    'message': 'Object of type `Literal["a"]` is not assignable to `int`',
+                    'severity': 'ERROR',
+                    'code': {'value': 'invalid-assignment'},
+                    'location': {'path': 'main.py', 'range': {'start': {'line': 1, 'column': 10}}},
+                }
+            ],
+        }
+
+
+def test_type_errors_in_colour(monty: pydantic_monty.Monty) -> None:
+    with monty.checkout(type_check=True, type_check_format='concise', type_check_color=True) as session:
+        with pytest.raises(pydantic_monty.MontyTypingError) as typing_error:
+            session.feed_run('x: int = "a"')
+        assert str(typing_error.value) == (
+            '\x1b[1mmain.py\x1b[0m\x1b[36m:\x1b[0m1\x1b[36m:\x1b[0m10\x1b[36m:\x1b[0m '
+            '\x1b[1m\x1b[31merror\x1b[0m[\x1b[1minvalid-assignment\x1b[0m] '
+            'Object of type `Literal["a"]` is not assignable to `int`\n'
+        )
+    with monty.checkout(type_check=True, type_check_color=True) as session:
+        with pytest.raises(pydantic_monty.MontyTypingError) as typing_error:
+            session.feed_run('x: int = "a"')
+        assert str(typing_error.value).splitlines()[:2] == [
+            '\x1b[1m\x1b[31merror[invalid-assignment]\x1b[0m\x1b[1m: Object of type `Literal["a"]` is not assignable to `int`\x1b[0m',
+            ' --> main.py:1:10',
+        ]
 
 
 def test_gathered_async_calls(binary: Path) -> None:

@@ -277,3 +277,14 @@ def test_an_input_name_that_is_no_identifier_is_refused(child: Child, name: str)
     child.configure()
     event = child.feed('1', inputs=[pb.NamedRef(name=name, value=0)], values=pb.Arena(nodes=[pb.MontyNode(int=1)]))
     assert error_text(event) == ('SyntaxError', f'Input name {name!r} not a valid identifier')
+
+
+def test_an_unknown_type_check_format_is_refused_and_the_child_goes_on(child: Child) -> None:
+    event = child.ask(pb.ParentRequest(configure=pb.Configure(protocol_version=6, type_check=True, type_check_format=99)))  # type: ignore[arg-type]
+    assert error_text(event) == (
+        'ValueError',
+        'unknown type check format 99, expected one of: full, concise, azure, json, jsonlines, rdjson, pylint, gitlab, github',
+    )
+    child.configure(type_check=True, type_check_format=pb.TYPE_CHECK_FORMAT_PYLINT)
+    event = child.feed('x: int = "a"')
+    assert event.typing_error.diagnostics == 'main.py:1: [invalid-assignment] Object of type `Literal["a"]` is not assignable to `int`\n'

@@ -35,6 +35,7 @@ from ..host.external import ExternalModule, stub_functions
 from ..host.pool import Pool
 from ..host.session import Session
 from ..limits import Limits
+from ..typecheck import DIAGNOSTIC_FORMATS, format_diagnostics
 from . import monty_v1_pb2 as pb
 from .codec import ArenaError, ClientFunction, ClientModule, decode, encode, exception_value
 from .names import bound_names, free_names, imported_modules
@@ -200,6 +201,9 @@ class MontyChild:
         if self._session is not None:
             self._error('RuntimeError', 'Configure is out of turn: this child has a session; send Reset first')
             return
+        if config.type_check_format not in pb.TypeCheckFormat.values():
+            self._error('ValueError', f'unknown type check format {config.type_check_format}, expected one of: {", ".join(DIAGNOSTIC_FORMATS)}')
+            return
         try:
             session = self._checkout(config)
             await session.__aenter__()
@@ -295,7 +299,7 @@ class MontyChild:
             try:
                 await session.check(feed.code)
             except SandboxTypingError as error:
-                self._ended(pb.ChildEvent(typing_error=pb.TypingError(diagnostics=_diagnostics(error))))
+                self._ended(pb.ChildEvent(typing_error=pb.TypingError(diagnostics=_diagnostics(error, self._config))))
                 return
             except SandboxError as error:
                 self._ended(pb.ChildEvent(error=pb.Error(exception=_raised(error))))
@@ -623,9 +627,11 @@ def _exception(raised: pb.RaisedException) -> BaseException:
         return RuntimeError(message)
 
 
-def _diagnostics(error: SandboxTypingError) -> str:
-    """ty's text, each diagnostic ending in a blank line as ty prints it."""
-    return error.display().rstrip('\n') + '\n\n'
+def _diagnostics(error: SandboxTypingError, config: pb.Configure) -> str:
+    """ty's text in the format and colour the parent chose (`full`, each diagnostic ending in a
+    blank line as ty prints it, when it named none)."""
+    fmt = pb.TypeCheckFormat.Name(config.type_check_format).removeprefix('TYPE_CHECK_FORMAT_').lower().replace('_', '')
+    return format_diagnostics(error.display(), 'full' if fmt == 'unspecified' else fmt, color=config.type_check_color)
 
 
 def _raised(error: SandboxError, clock: str = 'feed') -> pb.RaisedException:
