@@ -182,6 +182,44 @@ def test_type_errors_in_colour(monty: pydantic_monty.Monty) -> None:
         ]
 
 
+def test_a_scripts_exception_arrives_as_its_own_class_with_its_fields(monty: pydantic_monty.Monty) -> None:
+    import binascii
+    import csv
+    import decimal
+    import io
+
+    with monty.checkout() as session:
+        with pytest.raises(pydantic_monty.MontyRuntimeError) as info:
+            session.feed_run("'café'.encode('ascii')")
+        inner = info.value.exception()
+        assert type(inner) is UnicodeEncodeError
+        assert (inner.encoding, inner.object, inner.start, inner.end, inner.reason) == ('ascii', 'café', 3, 4, 'ordinal not in range(128)')
+        with pytest.raises(pydantic_monty.MontyRuntimeError) as info:
+            session.feed_run("import json\njson.loads('[1,\\n2,]')")
+        inner = info.value.exception()
+        assert type(inner) is json.JSONDecodeError
+        assert (str(inner), inner.doc, inner.pos, inner.lineno, inner.colno) == ('Expecting value: line 2 column 3 (char 6)', '[1,\n2,]', 6, 2, 3)
+        with pytest.raises(pydantic_monty.MontyRuntimeError) as info:
+            session.feed_run("json.loads('[' + '1,\\n' * 30000 + 'x')")
+        inner = info.value.exception()
+        assert type(inner) is json.JSONDecodeError
+        assert (inner.doc, inner.pos, inner.lineno, inner.colno) == ('', 90001, 30001, 1)  # too large to carry
+        for code, cls, message in [
+            ("import base64\nbase64.b64decode(b'YWJ')", binascii.Error, 'Incorrect padding'),
+            ('import csv\nlist(csv.reader([1]))', csv.Error, 'iterator should return strings, not int (the file should be opened in text mode)'),
+            ('import io\nio.StringIO().fileno()', io.UnsupportedOperation, 'fileno'),
+            ('import decimal\ndecimal.Decimal(1) / 0', decimal.DivisionByZero, "[<class 'decimal.DivisionByZero'>]"),
+        ]:
+            with pytest.raises(pydantic_monty.MontyRuntimeError) as info:
+                session.feed_run(code)
+            inner = info.value.exception()
+            assert (type(inner), str(inner)) == (cls, message)
+        with pytest.raises(pydantic_monty.MontyRuntimeError) as info:
+            session.feed_run("'a\\ud800'.encode('utf-8')")  # a lone surrogate crosses as its escape, the fields stay behind
+        assert repr(info.value.exception()) == 'ValueError("\'utf-8\' codec can\'t encode character \'\\\\ud800\' in position 1: surrogates not allowed")'
+        assert session.feed_run('1 + 1') == 2
+
+
 def test_gathered_async_calls(binary: Path) -> None:
     async def add_one(x: int) -> int:
         await asyncio.sleep(0.01)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import datetime
 import decimal
 import pathlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -253,9 +253,46 @@ def encode(values: Sequence[Any], arena: pb.Arena) -> list[int]:
     return roots
 
 
-def exception_value(exc_type: str, message: str | None) -> pb.RaisedException:
-    """A `RaisedException` of a type name and its message (None: raised without one)."""
-    raised = pb.RaisedException(exc_type=exc_type)
+#: The exceptions of the standard library Monty's clients name by their module (a bare name is a
+#: built-in), by the top-level module their class is in and their class name.
+_DOTTED = {
+    ('json', 'JSONDecodeError'): 'json.JSONDecodeError',
+    ('tomllib', 'TOMLDecodeError'): 'tomllib.TOMLDecodeError',
+    ('_csv', 'Error'): '_csv.Error',
+    ('io', 'UnsupportedOperation'): 'io.UnsupportedOperation',
+    ('re', 'error'): 're.PatternError',
+    ('re', 'PatternError'): 're.PatternError',
+    ('binascii', 'Error'): 'binascii.Error',
+    ('binascii', 'Incomplete'): 'binascii.Incomplete',
+    **{
+        ('decimal', name): f'decimal.{name}'
+        for name in (
+            'DecimalException', 'Clamped', 'InvalidOperation', 'ConversionSyntax', 'DivisionByZero', 'DivisionImpossible',
+            'DivisionUndefined', 'Inexact', 'InvalidContext', 'Rounded', 'Subnormal', 'Overflow', 'Underflow', 'FloatOperation',
+        )
+    },
+}  # fmt: skip
+
+
+def exception_value(
+    exc_type: str, message: str | None, module: str = 'builtins', fields: Mapping[str, str | bytes | int] | None = None
+) -> pb.RaisedException:
+    """A `RaisedException` of a type name and its message (None: raised without one). `module` is
+    the module of the exception's class: one of the standard library's Monty's clients know is
+    named by it (`json.JSONDecodeError`). `fields`, a decoding error's constructor arguments (see
+    `SandboxRuntimeError.fields`), travel as its data, so the client rebuilds the real exception."""
+    raised = pb.RaisedException(exc_type=_DOTTED.get((module.partition('.')[0], exc_type), exc_type))
     if message is not None:
         raised.message = message
+    try:  # fields of the wrong kinds (from a worker that broke) leave the message alone
+        if fields is not None and raised.exc_type in ('UnicodeEncodeError', 'UnicodeDecodeError'):
+            data = pb.UnicodeErrorData(encoding=fields['encoding'], start=fields['start'], end=fields['end'], reason=fields['reason'])
+            setattr(data, 'object_bytes' if isinstance(fields['object'], bytes) else 'object_str', fields['object'])
+            raised.data.unicode.CopyFrom(data)
+        elif fields is not None and raised.exc_type == 'json.JSONDecodeError':
+            raised.data.json.CopyFrom(pb.JsonErrorData(msg=fields['msg'], pos=fields['pos'], lineno=fields['lineno'], colno=fields['colno']))
+            if 'doc' in fields:  # left out: a document too large to carry
+                raised.data.json.doc = fields['doc']
+    except (KeyError, TypeError, ValueError):  # a lone surrogate is a ValueError: no string of protobuf's
+        raised.ClearField('data')
     return raised

@@ -637,8 +637,9 @@ def _diagnostics(error: SandboxTypingError, config: pb.Configure) -> str:
 def _raised(error: SandboxError, clock: str = 'feed') -> pb.RaisedException:
     """A corral error as the script's `RaisedException`, with its frames."""
     text = error.display()
+    module, fields = 'builtins', None
     if isinstance(error, SandboxRuntimeError):
-        exc_type, message = error.exc_type, error.message
+        exc_type, message, module, fields = error.exc_type, error.message, error.module, error.fields
     elif isinstance(error, SandboxSyntaxError):
         exc_type, _, message = text.rstrip().rpartition('\n')[2].partition(': ')
     elif isinstance(error, SandboxLimitError):
@@ -647,7 +648,7 @@ def _raised(error: SandboxError, clock: str = 'feed') -> pb.RaisedException:
             message = f'{clock} time limit exceeded: {message}'
     else:
         exc_type, message = 'RuntimeError', text
-    raised = exception_value(exc_type or 'Exception', message)
+    raised = exception_value(exc_type or 'Exception', message, module, fields)
     lines = text.splitlines()
     for number, line in enumerate(lines):
         match = _FRAME.match(line)

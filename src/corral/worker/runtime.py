@@ -436,15 +436,15 @@ class Worker:
             except SyntaxError as error:
                 error.filename = script_name
                 display = ''.join(traceback.format_exception_only(SyntaxError, error)).rstrip('\n')
-                self._send([FAIL, 'syntax', type(error).__name__, str(error.msg), display])
+                self._send([FAIL, 'syntax', type(error).__name__, str(error.msg), display, None])
                 return None
             except (RecursionError, MemoryError):
                 message = 'the script is nested too deeply to compile; split long expressions into steps'
-                self._send([FAIL, 'syntax', 'SyntaxError', message, f'SyntaxError: {message}'])
+                self._send([FAIL, 'syntax', 'SyntaxError', message, f'SyntaxError: {message}', None])
                 return None
             except Exception as error:  # noqa: BLE001 - a construct the language layer got wrong: the session goes on
                 message = f'the sandbox could not compile this script ({type(error).__name__}: {error}); write it another way'
-                self._send([FAIL, 'syntax', 'SyntaxError', message, f'SyntaxError: {message}'])
+                self._send([FAIL, 'syntax', 'SyntaxError', message, f'SyntaxError: {message}', None])
                 return None
             lines = code.splitlines(True)
             if lines and not lines[-1].endswith('\n'):
@@ -500,11 +500,11 @@ class Worker:
             self._measure(value, 'the result')
             data = frame(pack([DONE, value, library_repr(value)], side='sandbox'))
         except ValueLimitError as error:
-            self._send([FAIL, 'limit', error.limit, str(error), f'OverflowError: {error}'])
+            self._send([FAIL, 'limit', error.limit, str(error), f'OverflowError: {error}', None])
             return
         except Exception as error:  # a conversion failed (a library's own error included): the worker stays up
             message = f'{UNPACKABLE_RESULT}: {error}'
-            self._send([FAIL, 'runtime', 'TypeError', message, f'TypeError: {message}'])
+            self._send([FAIL, 'runtime', 'TypeError', message, f'TypeError: {message}', None])
             return
         self._sock.sendall(data)
 
@@ -535,7 +535,8 @@ class Worker:
             stop = None
         limit = stop.args[0] if stop is not None else {MemoryError: 'memory', RecursionError: 'recursion'}.get(type(error))
         if limit is None:
-            self._send([FAIL, 'runtime', type(error).__name__, _message(error), self._format_traceback(error)])
+            message, display = _escaped(_message(error)), _escaped(self._format_traceback(error))
+            self._send([FAIL, 'runtime', _escaped(type(error).__name__), message, display, _detail(error)])
             return
         exc_type, template = _LIMIT_MESSAGES[limit]
         message = template.format(amount(limit, self._limits.get(limit)))
@@ -547,7 +548,7 @@ class Worker:
         display = '\n'.join([*frames, f'{exc_type}: {message}'])
         if limit == 'recursion':  # CPython's words, and the limit in a note below them, as `add_note` shows one
             display += f"\nthe sandbox's recursion limit is {amount(limit, self._limits.get(limit))} (Limits.recursion); write deep recursion as a loop"
-        self._send([FAIL, 'limit', limit, message, display])
+        self._send([FAIL, 'limit', limit, message, display, None])
 
     def _on_stop_signal(self, signum: int, frame: types.FrameType | None) -> None:
         """SIGALRM (wall time, and the stop timer's ticks) and SIGXCPU (CPU time): stop the
@@ -671,7 +672,7 @@ class Worker:
             self._send([TIMED])
         if loop._ready or any(not task.done() for task in asyncio.all_tasks(loop)):  # type: ignore[attr-defined]  # they would run in the next feed
             message = f'tasks the script started did not end with its feed (cancelled, then stopped {_END_ATTEMPTS - 1} times); the session is over'
-            self._send([FAIL, 'runtime', 'RuntimeError', message, f'RuntimeError: {message}'])
+            self._send([FAIL, 'runtime', 'RuntimeError', message, f'RuntimeError: {message}', None])
             raise _Stop
 
     def _format_traceback(self, error: BaseException) -> str:
@@ -794,6 +795,57 @@ def _message(error: BaseException) -> str:
         return str(error)
     except Exception:
         return ''
+
+
+#: The largest text or bytes an exception's fields carry out (`doc`, `object`); past it the field is ''.
+DETAIL_TEXT = 65536
+
+
+def _detail(error: BaseException) -> list[Any]:
+    """`[module, fields]`: the module of the exception's class ('builtins' for a built-in; '' when
+    the class names none) and, for a decoding error of the standard library, its constructor's
+    fields as plain data (None otherwise): `encoding`, `object`, `start`, `end`, `reason` of a
+    `UnicodeEncodeError`/`UnicodeDecodeError`; `msg`, `doc`, `pos`, `lineno`, `colno` of a
+    `json.JSONDecodeError` (an `object` over `DETAIL_TEXT` is carried as '', a `doc` left out). Only
+    those exact classes, and fields of the exact types they hold, are read: no script code runs."""
+    cls = type(error)
+    module = _MODULE_OF(cls, type)
+    fields: dict[str, Any] | None = None
+    if cls is UnicodeEncodeError or cls is UnicodeDecodeError:  # their setters keep these types
+        obj = error.object
+        fields = {
+            'encoding': error.encoding,
+            'object': obj if len(obj) <= DETAIL_TEXT else obj[:0],
+            'start': error.start,
+            'end': error.end,
+            'reason': error.reason,
+        }
+    elif (decoder := sys.modules.get('json.decoder')) is not None and cls is getattr(decoder, 'JSONDecodeError', None):
+        state = error.__dict__
+        values = [dict.get(state, name) for name in ('msg', 'doc', 'pos', 'lineno', 'colno')]
+        if [type(value) for value in values] == [str, str, int, int, int]:
+            msg, doc, pos, lineno, colno = values
+            fields = {'msg': msg, 'pos': pos, 'lineno': lineno, 'colno': colno} | ({'doc': doc} if len(doc) <= DETAIL_TEXT else {})
+    if fields is not None and not all(type(value) is not str or _utf8(value) for value in fields.values()):
+        fields = None  # a lone surrogate (the object of a UnicodeEncodeError over one) crosses in no frame
+    return [module if type(module) is str and _utf8(module) else '', fields]
+
+
+def _escaped(text: str) -> str:
+    """`text` with each lone surrogate as its escape (`\\ud800`), as CPython writes it to stderr:
+    no frame carries one."""
+    return text if _utf8(text) else text.encode('utf-8', 'backslashreplace').decode('utf-8')
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode('utf-8')
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+_MODULE_OF = type.__dict__['__module__'].__get__  # a class's module, past any metaclass of the script's
 
 
 def _host_exception(value: Any) -> BaseException:
