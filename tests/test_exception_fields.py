@@ -1,12 +1,23 @@
-"""A script's uncaught exception reaches the host with its class's module and, for the standard
+"""Exceptions of the standard library cross the sandbox's boundary as themselves, both ways.
+
+A script's uncaught exception reaches the host with its class's module and, for the standard
 decoding errors, its constructor's fields as plain data (`SandboxRuntimeError.module`, `.fields`);
-nothing of the script's own runs to read them, and what cannot cross is left out."""
+nothing of the script's own runs to read them, and what cannot cross is left out. A host
+function's `json.JSONDecodeError`, `io.UnsupportedOperation`, `re.error`, ... reaches the script as
+that class, over the worker's channel and over the network alike."""
 
 from __future__ import annotations
+
+import decimal
+import io
+import json
+import re
 
 import pytest
 
 import corral
+from corral.host.external import exception_payload
+from corral.server.protocol import builtin_exception
 
 
 async def raised(session: corral.Session, code: str) -> corral.SandboxRuntimeError:
@@ -78,3 +89,55 @@ class Sneaky:
     error = await raised(session, 'class Own(UnicodeEncodeError):\n    pass\nraise Own("ascii", "x", 0, 1, "r")')
     assert (error.exc_type, error.module, error.fields) == ('Own', '__main__', None)
     assert await session.feed_run('calls') == []
+
+
+CATCH = """
+import json, io, re, decimal
+try:
+    fail()
+except (json.JSONDecodeError, io.UnsupportedOperation, re.error, decimal.DivisionByZero) as e:
+    caught = (type(e).__name__, str(e), getattr(e, 'pos', None))
+except ValueError as e:
+    caught = ('ValueError', str(e), None)
+caught
+"""
+
+
+class HostDecodeError(json.JSONDecodeError):
+    pass
+
+
+@pytest.mark.parametrize(
+    'error,expected',
+    [
+        (json.JSONDecodeError('Expecting value', '[1,\n2,]', 6), ('JSONDecodeError', 'Expecting value: line 2 column 3 (char 6)', 6)),
+        (HostDecodeError('Expecting value', '[', 1), ('JSONDecodeError', 'Expecting value: line 1 column 2 (char 1)', 1)),
+        (io.UnsupportedOperation('not readable'), ('UnsupportedOperation', 'not readable', None)),
+        (re.error('bad pattern'), ('error', 'bad pattern', None)),
+        (decimal.DivisionByZero('by zero'), ('DivisionByZero', 'by zero', None)),
+    ],
+)
+async def test_a_host_functions_stdlib_exception_reaches_the_script_as_its_class(session, error, expected):
+    def fail():
+        raise error
+
+    assert await session.feed_run(CATCH, external_lookup={'fail': fail}) == expected
+
+
+async def test_a_json_error_without_its_fields_reaches_the_script_as_a_value_error(session):
+    def fail():
+        error = json.JSONDecodeError('Expecting value', '[', 1)
+        del error.pos
+        raise error
+
+    assert await session.feed_run(CATCH, external_lookup={'fail': fail}) == ('ValueError', 'Expecting value: line 1 column 2 (char 1)', None)
+
+
+def test_the_network_carries_a_host_functions_stdlib_exception_as_the_channel_does():
+    for error in (json.JSONDecodeError('m', 'ab\ncd', 4), io.UnsupportedOperation('x'), re.error('p')):
+        payload = exception_payload(error)
+        again = builtin_exception(*payload)
+        assert (type(again), str(again), exception_payload(again)) == (type(error), str(error), payload)
+    assert exception_payload(json.JSONDecodeError('m', 'ab\ncd', 4)) == ['json.JSONDecodeError', ['m', 'ab\ncd', 4]]
+    forged = builtin_exception('json.JSONDecodeError', ['m', 5, 'x'])  # args that do not fit
+    assert (type(forged), forged.args) == (Exception, ('m', 5, 'x'))

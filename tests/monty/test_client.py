@@ -220,6 +220,25 @@ def test_a_scripts_exception_arrives_as_its_own_class_with_its_fields(monty: pyd
         assert session.feed_run('1 + 1') == 2
 
 
+def test_a_parents_stdlib_exception_reaches_the_script_as_its_class(monty: pydantic_monty.Monty) -> None:
+    import io
+
+    def unsupported() -> None:
+        raise io.UnsupportedOperation('not readable')
+
+    def decode() -> None:
+        raise json.JSONDecodeError('Expecting value', '[1,\n2,]', 6)
+
+    with monty.checkout() as session:
+        code = 'import io\ntry:\n    fail()\nexcept io.UnsupportedOperation as e:\n    r = (isinstance(e, OSError), isinstance(e, ValueError), str(e))\nr'
+        assert session.feed_run(code, external_lookup={'fail': unsupported}) == (True, True, 'not readable')
+        with pytest.raises(pydantic_monty.MontyRuntimeError) as info:
+            session.feed_run('import json\ntry:\n    fail()\nexcept json.JSONDecodeError as e:\n    raise e', external_lookup={'fail': decode})
+        inner = info.value.exception()
+        assert type(inner) is json.JSONDecodeError
+        assert (str(inner), inner.doc, inner.pos) == ('Expecting value: line 2 column 3 (char 6)', '[1,\n2,]', 6)
+
+
 def test_gathered_async_calls(binary: Path) -> None:
     async def add_one(x: int) -> int:
         await asyncio.sleep(0.01)

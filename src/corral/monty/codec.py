@@ -13,8 +13,11 @@ class instances, types, modules) are refused with `ArenaError` naming the node.
 
 from __future__ import annotations
 
+import builtins
 import datetime
 import decimal
+import importlib
+import json
 import pathlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -22,7 +25,7 @@ from typing import Any
 
 from . import monty_v1_pb2 as pb
 
-__all__ = ['ArenaError', 'ClientFunction', 'ClientModule', 'MAX_NODES', 'decode', 'encode', 'exception_value']
+__all__ = ['ArenaError', 'ClientFunction', 'ClientModule', 'MAX_NODES', 'decode', 'encode', 'exception_from', 'exception_value']
 
 #: Most nodes one arena may hold, whatever its `node_count` claims.
 MAX_NODES = 1_000_000
@@ -271,6 +274,47 @@ _DOTTED = {
             'DivisionUndefined', 'Inexact', 'InvalidContext', 'Rounded', 'Subnormal', 'Overflow', 'Underflow', 'FloatOperation',
         )
     },
+}  # fmt: skip
+
+
+def exception_from(raised: pb.RaisedException, message: str | None) -> BaseException | None:
+    """The exception of the standard library a parent's `RaisedException` names (a Monty name:
+    `json.JSONDecodeError`, `re.PatternError`, `UnicodeDecodeError` with its data), built with
+    `message` or its data; None for a name that is none of those."""
+    name = raised.exc_type
+    data = raised.data
+    try:
+        if name in ('UnicodeEncodeError', 'UnicodeDecodeError') and data.WhichOneof('kind') == 'unicode':
+            u = data.unicode
+            obj = u.object_bytes if u.WhichOneof('object') == 'object_bytes' else u.object_str
+            return getattr(builtins, name)(u.encoding, obj, u.start, u.end, u.reason)
+        if name == 'json.JSONDecodeError':
+            if data.WhichOneof('kind') != 'json':
+                return ValueError(*([] if message is None else [message]))
+            return json.JSONDecodeError(data.json.msg, data.json.doc, data.json.pos)
+    except (TypeError, ValueError, OverflowError):  # data that does not fit its class: the message alone
+        return ValueError(*([] if message is None else [message]))
+    cls = _CLASSES.get(name)
+    if cls is None:
+        return None
+    return cls() if message is None else cls(message)
+
+
+#: The classes of the standard library's exceptions Monty's clients name by their module.
+_CLASSES: dict[str, type[BaseException]] = {
+    name: getattr(importlib.import_module(module), attr)
+    for name, module, attr in (
+        ('io.UnsupportedOperation', 'io', 'UnsupportedOperation'),
+        ('re.PatternError', 're', 'error'),
+        ('binascii.Error', 'binascii', 'Error'),
+        ('binascii.Incomplete', 'binascii', 'Incomplete'),
+        ('_csv.Error', 'csv', 'Error'),
+        ('tomllib.TOMLDecodeError', 'tomllib', 'TOMLDecodeError'),
+        *(('decimal.' + n, 'decimal', n) for n in (
+            'DecimalException', 'Clamped', 'InvalidOperation', 'DivisionByZero', 'Inexact', 'Rounded', 'Subnormal',
+            'Overflow', 'Underflow', 'FloatOperation',
+        )),
+    )
 }  # fmt: skip
 
 

@@ -37,7 +37,7 @@ from ..host.session import Session
 from ..limits import Limits
 from ..typecheck import DIAGNOSTIC_FORMATS, format_diagnostics
 from . import monty_v1_pb2 as pb
-from .codec import ArenaError, ClientFunction, ClientModule, decode, encode, exception_value
+from .codec import ArenaError, ClientFunction, ClientModule, decode, encode, exception_from, exception_value
 from .names import bound_names, free_names, imported_modules
 from .parent_os import ParentOs
 
@@ -610,12 +610,16 @@ def _default_error(default: str, argument: Any) -> Exception:
 
 
 def _exception(raised: pb.RaisedException) -> BaseException:
-    """The built-in exception a parent's `RaisedException` is (RuntimeError for one that is not)."""
+    """The built-in or standard library exception a parent's `RaisedException` is (RuntimeError for
+    one that is neither)."""
+    message = raised.message if raised.HasField('message') else None
+    known = exception_from(raised, message)
+    if known is not None:
+        return known
     name = raised.exc_type.rpartition('.')[2]
     cls = getattr(builtins, name, None)
     if not (isinstance(cls, type) and issubclass(cls, Exception)):
         cls = RuntimeError
-    message = raised.message if raised.HasField('message') else None
     if issubclass(cls, OSError) and message is not None and (match := _OS_ERROR.fullmatch(message)):
         number, text, path, path2 = match.groups()
         if path is None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import gc
+import importlib
 import linecache
 import os
 import select
@@ -24,7 +25,7 @@ from ..language.packages import take_shown
 from ..language import stop as stopping
 from ..language.facades import recursion_limit
 from ..language.facades import stderr as _STDERR
-from ..language import EXCEPTIONS, CompiledScript, SandboxStop, compile_script, compile_unguarded, find_stop, import_module, make_builtins
+from ..language import EXCEPTIONS, STDLIB_EXCEPTIONS, CompiledScript, SandboxStop, compile_script, compile_unguarded, find_stop, import_module, make_builtins
 from ..limits import amount
 from ..values import UNPACKABLE_RESULT, ValueLimitError, library_repr, measure, pack, unpack
 
@@ -849,10 +850,17 @@ _MODULE_OF = type.__dict__['__module__'].__get__  # a class's module, past any m
 
 
 def _host_exception(value: Any) -> BaseException:
-    """Rebuild an exception a host function raised, as the built-in type of the same name."""
+    """Rebuild an exception a host function raised, as the built-in or standard library class
+    (`STDLIB_EXCEPTIONS`) of the same name."""
     exc_type, args = value
     cls = EXCEPTIONS.get(exc_type)
-    if cls is None or not issubclass(cls, Exception):
+    if exc_type in STDLIB_EXCEPTIONS:  # `json.JSONDecodeError`: the class the script's `import json` has
+        module, name = STDLIB_EXCEPTIONS[exc_type]
+        try:
+            cls = getattr(sys.modules.get(module) or importlib.import_module(module), name)
+        except (ImportError, AttributeError):
+            cls = None
+    if not (isinstance(cls, type) and issubclass(cls, Exception)):
         cls = RuntimeError
     try:
         return cls(*args)
