@@ -239,6 +239,15 @@ def test_a_parents_stdlib_exception_reaches_the_script_as_its_class(monty: pydan
         assert (str(inner), inner.doc, inner.pos) == ('Expecting value: line 2 column 3 (char 6)', '[1,\n2,]', 6)
 
 
+def test_a_lone_surrogate_the_parent_cannot_send_is_a_value_error_the_script_catches(monty: pydantic_monty.Monty) -> None:
+    code = 'try:\n    get_str()\n    result = "no error"\nexcept ValueError as e:\n    result = (type(e).__name__, str(e))\nresult'
+    with monty.checkout() as session:
+        assert session.feed_run(code, external_lookup={'get_str': lambda: '\ud83d'}) == (
+            'ValueError',
+            "'utf-8' codec can't encode character '\\ud83d' in position 0: surrogates not allowed",
+        )
+
+
 def test_gathered_async_calls(binary: Path) -> None:
     async def add_one(x: int) -> int:
         await asyncio.sleep(0.01)

@@ -284,7 +284,9 @@ def exception_from(raised: pb.RaisedException, message: str | None) -> BaseExcep
     name = raised.exc_type
     data = raised.data
     try:
-        if name in ('UnicodeEncodeError', 'UnicodeDecodeError') and data.WhichOneof('kind') == 'unicode':
+        if name in ('UnicodeEncodeError', 'UnicodeDecodeError', 'UnicodeTranslateError', 'UnicodeError'):
+            if data.WhichOneof('kind') != 'unicode' or name not in ('UnicodeEncodeError', 'UnicodeDecodeError'):  # a message alone: its base's
+                return ValueError(*([] if message is None else [message]))
             u = data.unicode
             obj = u.object_bytes if u.WhichOneof('object') == 'object_bytes' else u.object_str
             return getattr(builtins, name)(u.encoding, obj, u.start, u.end, u.reason)
