@@ -248,6 +248,23 @@ def test_a_lone_surrogate_the_parent_cannot_send_is_a_value_error_the_script_cat
         )
 
 
+def test_a_parents_module_that_fails_to_load_fails_the_import_and_the_child_goes_on(monty: pydantic_monty.Monty) -> None:
+    def broken() -> pydantic_monty.ExternalModule:
+        return {}['missing']
+
+    def wrong() -> int:
+        return 3
+
+    with monty.checkout(external_modules={'tools': broken, 'other': wrong}) as session:
+        with pytest.raises(pydantic_monty.MontyRuntimeError) as info:
+            session.feed_run('import tools')
+        assert str(info.value) == "KeyError: 'missing'"
+        with pytest.raises(pydantic_monty.MontyRuntimeError) as info:
+            session.feed_run('import other')
+        assert str(info.value) == "TypeError: external_modules['other']() returned int, not an ExternalModule"
+        assert session.feed_run('1 + 1') == 2
+
+
 def test_gathered_async_calls(binary: Path) -> None:
     async def add_one(x: int) -> int:
         await asyncio.sleep(0.01)

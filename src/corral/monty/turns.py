@@ -305,7 +305,10 @@ class MontyChild:
                 self._ended(pb.ChildEvent(error=pb.Error(exception=_raised(error))))
                 return
         for module in modules:
-            self._import(session, module, stubs.get(module))
+            failed = self._import(session, module, stubs.get(module))
+            if failed is not None:  # the parent's module failed to load: its import raises that
+                self._ended(pb.ChildEvent(error=pb.Error(exception=failed)))
+                return
         called, read = free_names(feed.code, self._bound | set(inputs))
         lookup: dict[str, Callable[..., Any]] = {}
         for name in called | set(stub_functions(self._config.type_check_stubs)):
@@ -352,15 +355,20 @@ class MontyChild:
         session.add_external_module(name, ExternalModule({}, stubs=text))
         return text
 
-    def _import(self, session: Session, name: str, text: str | None) -> None:
+    def _import(self, session: Session, name: str, text: str | None) -> pb.RaisedException | None:
         """Ask the parent for host module `name`; a module it has is offered to the session as an
-        `ExternalModule` (with the stubs `text`) whose functions call the parent's."""
+        `ExternalModule` (with the stubs `text`) whose functions call the parent's. Returns the
+        error the parent raised making the module (its factory failed), else None."""
         try:
-            value = self.os_call('import', pb.OsCall.Import(module=name), default='import')
-        except (NameError, RuntimeError, ImportError):
-            return  # not the parent's: the script's import fails as Python's does
+            value = self.os_call('import', pb.OsCall.Import(module=name), default=None)
+        except (NameError, ImportError, _NotHandled):
+            return None  # not the parent's: the script's import fails as Python's does
+        except _Interrupted:
+            raise
+        except Exception as error:  # noqa: BLE001 - the parent's own error, for the script
+            return exception_value(type(error).__name__, str(error), type(error).__module__)
         if not isinstance(value, ClientModule):
-            return
+            return None
         functions = {
             attr: self._function(item.name, asynchronous=False) for attr, item in value.attrs.items() if isinstance(item, ClientFunction)
         }
@@ -554,10 +562,11 @@ class MontyChild:
             self._resolver.cancel()
             self._resolver = None
 
-    def os_call(self, call: str, argument: Any, *, values: pb.Arena | None = None, default: str, call_id: int | None = None) -> Any:
+    def os_call(self, call: str, argument: Any, *, values: pb.Arena | None = None, default: str | None, call_id: int | None = None) -> Any:
         """Ask the parent to perform one OS operation (an `OsCall` arm and its argument); its value.
 
-        Raises what the parent raised, or, when it has no handler, `default`'s error."""
+        Raises what the parent raised, or, when it has no handler, `default`'s error (`_NotHandled`
+        for None)."""
         if self._interrupt is not None:
             raise _Interrupted('the feed is being ended')
         if call_id is None:
@@ -580,6 +589,8 @@ class MontyChild:
             try:
                 outcome = self._outcome(request, call_id, call)
             except _NotHandled:
+                if default is None:
+                    raise
                 raise _default_error(default, argument) from None
             if isinstance(outcome, _Future):
                 raise RuntimeError(f'a future cannot answer {call}')
