@@ -265,6 +265,25 @@ def test_a_parents_module_that_fails_to_load_fails_the_import_and_the_child_goes
         assert session.feed_run('1 + 1') == 2
 
 
+def test_a_function_an_earlier_feed_defined_calls_the_applications_function(monty: pydantic_monty.Monty) -> None:
+    fetched: list[str] = []
+
+    def fetch(url: str) -> str:
+        fetched.append(url)
+        if len(fetched) < 2:
+            raise ValueError('temporary failure')
+        return f'content of {url}'
+
+    helper = 'def fetch_with_retry(url):\n    for _ in range(3):\n        try:\n            return fetch(url)\n        except ValueError:\n            pass\n'
+    with monty.checkout() as session:
+        assert session.feed_run(helper, external_lookup={'fetch': fetch}) is None
+        assert session.feed_run("fetch_with_retry('a.com')", external_lookup={'fetch': fetch}) == 'content of a.com'
+        assert fetched == ['a.com', 'a.com']
+        # a name the script defines itself later is its own, not the application's
+        assert session.feed_run('def fetch(url):\n    return "own"\nfetch_with_retry("b.com")', external_lookup={'fetch': fetch}) == 'own'
+        assert fetched == ['a.com', 'a.com']
+
+
 def test_gathered_async_calls(binary: Path) -> None:
     async def add_one(x: int) -> int:
         await asyncio.sleep(0.01)

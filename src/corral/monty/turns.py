@@ -89,6 +89,7 @@ class MontyChild:
         self._session: Session | None = None
         self._config = pb.Configure()
         self._bound: set[str] = set()  # names earlier feeds of the session may have bound
+        self._called: dict[str, bool] = {}  # names earlier feeds' code calls (a function it defined may): awaited?
         self._next_call = 0
         self._futures: dict[int, asyncio.Future[Any]] = {}
         self._resolver: asyncio.Task[None] | None = None
@@ -211,7 +212,7 @@ class MontyChild:
             self._error(type(error).__name__ if not isinstance(error, StubError) else 'ValueError', str(error))
             return
         self._session, self._config = session, config
-        self._bound, self._next_call, self._imported = set(), 0, set()
+        self._bound, self._called, self._next_call, self._imported = set(), {}, 0, set()
         self._ended(pb.ChildEvent(ok=pb.Ok()))
 
     def _checkout(self, config: pb.Configure) -> Session:
@@ -311,8 +312,11 @@ class MontyChild:
                 return
         called, read = free_names(feed.code, self._bound | set(inputs))
         lookup: dict[str, Callable[..., Any]] = {}
+        for name in self._called.keys() - called:  # a function an earlier feed defined calls them
+            lookup[name] = self._function(name, asynchronous=self._called[name])
         for name in called | set(stub_functions(self._config.type_check_stubs)):
             lookup[name] = self._function(name, asynchronous=name in called.awaited)
+        self._called.update({name: name in called.awaited or self._called.get(name, False) for name in called})
         for name in sorted(read - called):
             answer = self._lookup_name(name)
             if answer is None:
