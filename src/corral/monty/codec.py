@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..language.builtins import STDLIB_EXCEPTIONS
 from . import monty_v1_pb2 as pb
 
 __all__ = ['ArenaError', 'ClientFunction', 'ClientModule', 'MAX_NODES', 'decode', 'encode', 'exception_from', 'exception_value']
@@ -256,27 +257,6 @@ def encode(values: Sequence[Any], arena: pb.Arena) -> list[int]:
     return roots
 
 
-#: The exceptions of the standard library Monty's clients name by their module (a bare name is a
-#: built-in), by the top-level module their class is in and their class name.
-_DOTTED = {
-    ('json', 'JSONDecodeError'): 'json.JSONDecodeError',
-    ('tomllib', 'TOMLDecodeError'): 'tomllib.TOMLDecodeError',
-    ('_csv', 'Error'): '_csv.Error',
-    ('io', 'UnsupportedOperation'): 'io.UnsupportedOperation',
-    ('re', 'error'): 're.PatternError',
-    ('re', 'PatternError'): 're.PatternError',
-    ('binascii', 'Error'): 'binascii.Error',
-    ('binascii', 'Incomplete'): 'binascii.Incomplete',
-    **{
-        ('decimal', name): f'decimal.{name}'
-        for name in (
-            'DecimalException', 'Clamped', 'InvalidOperation', 'ConversionSyntax', 'DivisionByZero', 'DivisionImpossible',
-            'DivisionUndefined', 'Inexact', 'InvalidContext', 'Rounded', 'Subnormal', 'Overflow', 'Underflow', 'FloatOperation',
-        )
-    },
-}  # fmt: skip
-
-
 def exception_from(raised: pb.RaisedException, message: str | None) -> BaseException | None:
     """The exception of the standard library a parent's `RaisedException` names (a Monty name:
     `json.JSONDecodeError`, `re.PatternError`, `UnicodeDecodeError` with its data), built with
@@ -302,22 +282,14 @@ def exception_from(raised: pb.RaisedException, message: str | None) -> BaseExcep
     return cls() if message is None else cls(message)
 
 
-#: The classes of the standard library's exceptions Monty's clients name by their module.
+#: The standard library's exception classes a script may meet (`STDLIB_EXCEPTIONS`), by the
+#: names Monty's clients give them (`json.JSONDecodeError`, `re.PatternError`, `_csv.Error`).
 _CLASSES: dict[str, type[BaseException]] = {
-    name: getattr(importlib.import_module(module), attr)
-    for name, module, attr in (
-        ('io.UnsupportedOperation', 'io', 'UnsupportedOperation'),
-        ('re.PatternError', 're', 'error'),
-        ('binascii.Error', 'binascii', 'Error'),
-        ('binascii.Incomplete', 'binascii', 'Incomplete'),
-        ('_csv.Error', 'csv', 'Error'),
-        ('tomllib.TOMLDecodeError', 'tomllib', 'TOMLDecodeError'),
-        *(('decimal.' + n, 'decimal', n) for n in (
-            'DecimalException', 'Clamped', 'InvalidOperation', 'DivisionByZero', 'Inexact', 'Rounded', 'Subnormal',
-            'Overflow', 'Underflow', 'FloatOperation',
-        )),
-    )
-}  # fmt: skip
+    {'re.error': 're.PatternError', 'csv.Error': '_csv.Error'}.get(name, name): getattr(importlib.import_module(module), attr)
+    for name, (module, attr) in STDLIB_EXCEPTIONS.items()
+}
+#: Those names by the top-level module and the name of the class, as a script's error gives them.
+_DOTTED = {(cls.__module__.partition('.')[0], cls.__name__): name for name, cls in _CLASSES.items()}
 
 
 def exception_value(
