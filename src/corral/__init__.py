@@ -47,6 +47,7 @@ from .server.client import RemotePool, RemoteSession
 from .server.keys import ApiKey, KeyRing
 from .server.quotas import QuotaStore, Quotas, TenantQuotas, TenantSlot
 from .store import PostgresStore, SQLiteStore, Store, StoredState, open_store
+from .typecheck import format_diagnostics
 from .values import Image, bounded_repr
 
 __all__ = [
@@ -96,5 +97,6 @@ __all__ = [
     'TenantQuotas',
     'TenantSlot',
     'bounded_repr',
+    'format_diagnostics',
     'open_store',
 ]

@@ -17,8 +17,9 @@ Every message is a list whose first item is its kind:
                      [TIMED]                              before DONE/FAIL: tasks the feed left had to be
                                                           stopped by time, at points no replay reproduces
                      [DONE, value, shown]                 shown: the library's repr of a numpy/pandas value, or None
-                     [FAIL, kind, exc_type, message, display]   kind: 'syntax' or 'runtime'
-                     [FAIL, 'limit', limit, message, display]   limit: a field of `Limits`
+                     [FAIL, kind, exc_type, message, display, detail]   kind: 'syntax' or 'runtime';
+                                                          detail: None, or [module, fields] (`SandboxRuntimeError`)
+                     [FAIL, 'limit', limit, message, display, None]   limit: a field of `Limits`
 
 `functions` maps a host function's name to whether it is async; `modules` maps a module name to
 such a mapping; `limits` holds the limits the worker enforces itself (`wall_time`, `recursion`,

@@ -96,13 +96,22 @@ class SandboxRuntimeError(SandboxError):
     """The script raised an exception it did not catch.
 
     `display()` is a traceback of the script's own frames only, ending with the exception.
-    `exc_type` is the exception's class name (`'ValueError'`), `message` its text.
+    `exc_type` is the exception's class name (`'ValueError'`), `message` its text, `module` the
+    module its class is in (`'builtins'`, `'json.decoder'`; '' when not known), `fields` the
+    constructor's arguments of a standard decoding error, as plain data, else None: `encoding`,
+    `object`, `start`, `end`, `reason` of a `UnicodeEncodeError`/`UnicodeDecodeError`; `msg`,
+    `doc`, `pos`, `lineno`, `colno` of a `json.JSONDecodeError` (an `object` over 64 KiB is empty,
+    a `doc` over it left out).
     """
 
-    def __init__(self, text: str, *, exc_type: str, message: str) -> None:
+    def __init__(
+        self, text: str, *, exc_type: str, message: str, module: str = '', fields: dict[str, str | bytes | int] | None = None
+    ) -> None:
         super().__init__(text)
         self.exc_type = exc_type
         self.message = message
+        self.module = module
+        self.fields = fields
 
 
 class SandboxWorkerError(SandboxError):

@@ -4,6 +4,7 @@ worker of its pool: what an application written for Monty gets on corral, unchan
 from __future__ import annotations
 
 import asyncio
+import json
 import stat
 import sys
 from collections.abc import Iterator
@@ -75,6 +76,212 @@ def test_errors_a_model_reads(monty: pydantic_monty.Monty) -> None:
         with pytest.raises(pydantic_monty.MontyRuntimeError) as name_error:
             session.feed_run('undefined_function(1)', skip_type_check=True)
         assert repr(name_error.value) == "MontyRuntimeError(NameError: name 'undefined_function' is not defined)"
+
+
+TWO_ERRORS = 'x: int = "a"\ny: str = 1'
+
+
+@pytest.mark.parametrize(
+    'fmt,expected',
+    [
+        (
+            'concise',
+            'main.py:1:10: error[invalid-assignment] Object of type `Literal["a"]` is not assignable to `int`\n'
+            'main.py:2:10: error[invalid-assignment] Object of type `Literal[1]` is not assignable to `str`\n',
+        ),
+        (
+            'pylint',
+            'main.py:1: [invalid-assignment] Object of type `Literal["a"]` is not assignable to `int`\n'
+            'main.py:2: [invalid-assignment] Object of type `Literal[1]` is not assignable to `str`\n',
+        ),
+        (
+            'github',
+            '::error title=ty (invalid-assignment),file=main.py,line=1,col=10::main.py:1:10: invalid-assignment: '
+            'Object of type `Literal["a"]` is not assignable to `int`\n'
+            '::error title=ty (invalid-assignment),file=main.py,line=2,col=10::main.py:2:10: invalid-assignment: '
+            'Object of type `Literal[1]` is not assignable to `str`\n',
+        ),
+        (
+            'azure',
+            '##vso[task.logissue type=error;sourcepath=main.py;linenumber=1;columnnumber=10;code=invalid-assignment;]'
+            'Object of type `Literal["a"]` is not assignable to `int`\n'
+            '##vso[task.logissue type=error;sourcepath=main.py;linenumber=2;columnnumber=10;code=invalid-assignment;]'
+            'Object of type `Literal[1]` is not assignable to `str`\n',
+        ),
+    ],
+)
+def test_type_errors_in_the_format_the_checkout_names(monty: pydantic_monty.Monty, fmt: str, expected: str) -> None:
+    with monty.checkout(type_check=True, type_check_format=fmt) as session:
+        with pytest.raises(pydantic_monty.MontyTypingError) as typing_error:
+            session.feed_run(TWO_ERRORS)
+        assert str(typing_error.value) == expected
+        assert session.feed_run('1 + 1') == 2  # the session goes on
+
+
+def test_type_errors_as_records(monty: pydantic_monty.Monty) -> None:
+    first = {
+        'code': 'invalid-assignment',
+        'name': 'invalid-assignment',
+        'severity': 'error',
+        'message': 'Object of type `Literal["a"]` is not assignable to `int`',
+        'filename': 'main.py',
+        'location': {'column': 10, 'row': 1},
+    }
+    second = {**first, 'message': 'Object of type `Literal[1]` is not assignable to `str`', 'location': {'column': 10, 'row': 2}}
+    with monty.checkout(type_check=True, type_check_format='json') as session:
+        with pytest.raises(pydantic_monty.MontyTypingError) as typing_error:
+            session.feed_run(TWO_ERRORS)
+        assert json.loads(str(typing_error.value)) == [first, second]
+    with monty.checkout(type_check=True, type_check_format='jsonlines') as session:
+        with pytest.raises(pydantic_monty.MontyTypingError) as typing_error:
+            session.feed_run(TWO_ERRORS)
+        assert [json.loads(line) for line in str(typing_error.value).splitlines()] == [first, second]
+    with monty.checkout(type_check=True, type_check_format='gitlab') as session:
+        with pytest.raises(pydantic_monty.MontyTypingError) as typing_error:
+            session.feed_run('x: int = "a"')
+        assert json.loads(str(typing_error.value)) == [
+            {
+                'check_name': 'invalid-assignment',
+                'description': 'invalid-assignment: Object of type `Literal["a"]` is not assignable to `int`',
+                'severity': 'major',
+                'location': {'path': 'main.py', 'positions': {'begin': {'line': 1, 'column': 10}}},
+            }
+        ]
+    with monty.checkout(type_check=True, type_check_format='rdjson') as session:
+        with pytest.raises(pydantic_monty.MontyTypingError) as typing_error:
+            session.feed_run('x: int = "a"')
+        assert json.loads(str(typing_error.value)) == {
+            'source': {'name': 'ty', 'url': 'https://docs.astral.sh/ty'},
+            'severity': 'ERROR',
+            'diagnostics': [
+                {
+                    'message': 'Object of type `Literal["a"]` is not assignable to `int`',
+                    'severity': 'ERROR',
+                    'code': {'value': 'invalid-assignment'},
+                    'location': {'path': 'main.py', 'range': {'start': {'line': 1, 'column': 10}}},
+                }
+            ],
+        }
+
+
+def test_type_errors_in_colour(monty: pydantic_monty.Monty) -> None:
+    with monty.checkout(type_check=True, type_check_format='concise', type_check_color=True) as session:
+        with pytest.raises(pydantic_monty.MontyTypingError) as typing_error:
+            session.feed_run('x: int = "a"')
+        assert str(typing_error.value) == (
+            '\x1b[1mmain.py\x1b[0m\x1b[36m:\x1b[0m1\x1b[36m:\x1b[0m10\x1b[36m:\x1b[0m '
+            '\x1b[1m\x1b[31merror\x1b[0m[\x1b[1minvalid-assignment\x1b[0m] '
+            'Object of type `Literal["a"]` is not assignable to `int`\n'
+        )
+    with monty.checkout(type_check=True, type_check_color=True) as session:
+        with pytest.raises(pydantic_monty.MontyTypingError) as typing_error:
+            session.feed_run('x: int = "a"')
+        assert str(typing_error.value).splitlines()[:2] == [
+            '\x1b[1m\x1b[31merror[invalid-assignment]\x1b[0m\x1b[1m: Object of type `Literal["a"]` is not assignable to `int`\x1b[0m',
+            ' --> main.py:1:10',
+        ]
+
+
+def test_a_scripts_exception_arrives_as_its_own_class_with_its_fields(monty: pydantic_monty.Monty) -> None:
+    import binascii
+    import csv
+    import decimal
+    import io
+
+    with monty.checkout() as session:
+        with pytest.raises(pydantic_monty.MontyRuntimeError) as info:
+            session.feed_run("'café'.encode('ascii')")
+        inner = info.value.exception()
+        assert type(inner) is UnicodeEncodeError
+        assert (inner.encoding, inner.object, inner.start, inner.end, inner.reason) == ('ascii', 'café', 3, 4, 'ordinal not in range(128)')
+        with pytest.raises(pydantic_monty.MontyRuntimeError) as info:
+            session.feed_run("import json\njson.loads('[1,\\n2,]')")
+        inner = info.value.exception()
+        assert type(inner) is json.JSONDecodeError
+        assert (str(inner), inner.doc, inner.pos, inner.lineno, inner.colno) == ('Expecting value: line 2 column 3 (char 6)', '[1,\n2,]', 6, 2, 3)
+        with pytest.raises(pydantic_monty.MontyRuntimeError) as info:
+            session.feed_run("json.loads('[' + '1,\\n' * 30000 + 'x')")
+        inner = info.value.exception()
+        assert type(inner) is json.JSONDecodeError
+        assert (inner.doc, inner.pos, inner.lineno, inner.colno) == ('', 90001, 30001, 1)  # too large to carry
+        for code, cls, message in [
+            ("import base64\nbase64.b64decode(b'YWJ')", binascii.Error, 'Incorrect padding'),
+            ('import csv\nlist(csv.reader([1]))', csv.Error, 'iterator should return strings, not int (the file should be opened in text mode)'),
+            ('import io\nio.StringIO().fileno()', io.UnsupportedOperation, 'fileno'),
+            ('import decimal\ndecimal.Decimal(1) / 0', decimal.DivisionByZero, "[<class 'decimal.DivisionByZero'>]"),
+        ]:
+            with pytest.raises(pydantic_monty.MontyRuntimeError) as info:
+                session.feed_run(code)
+            inner = info.value.exception()
+            assert (type(inner), str(inner)) == (cls, message)
+        with pytest.raises(pydantic_monty.MontyRuntimeError) as info:
+            session.feed_run("'a\\ud800'.encode('utf-8')")  # a lone surrogate crosses as its escape, the fields stay behind
+        assert repr(info.value.exception()) == 'ValueError("\'utf-8\' codec can\'t encode character \'\\\\ud800\' in position 1: surrogates not allowed")'
+        assert session.feed_run('1 + 1') == 2
+
+
+def test_a_parents_stdlib_exception_reaches_the_script_as_its_class(monty: pydantic_monty.Monty) -> None:
+    import io
+
+    def unsupported() -> None:
+        raise io.UnsupportedOperation('not readable')
+
+    def decode() -> None:
+        raise json.JSONDecodeError('Expecting value', '[1,\n2,]', 6)
+
+    with monty.checkout() as session:
+        code = 'import io\ntry:\n    fail()\nexcept io.UnsupportedOperation as e:\n    r = (isinstance(e, OSError), isinstance(e, ValueError), str(e))\nr'
+        assert session.feed_run(code, external_lookup={'fail': unsupported}) == (True, True, 'not readable')
+        with pytest.raises(pydantic_monty.MontyRuntimeError) as info:
+            session.feed_run('import json\ntry:\n    fail()\nexcept json.JSONDecodeError as e:\n    raise e', external_lookup={'fail': decode})
+        inner = info.value.exception()
+        assert type(inner) is json.JSONDecodeError
+        assert (str(inner), inner.doc, inner.pos) == ('Expecting value: line 2 column 3 (char 6)', '[1,\n2,]', 6)
+
+
+def test_a_lone_surrogate_the_parent_cannot_send_is_a_value_error_the_script_catches(monty: pydantic_monty.Monty) -> None:
+    code = 'try:\n    get_str()\n    result = "no error"\nexcept ValueError as e:\n    result = (type(e).__name__, str(e))\nresult'
+    with monty.checkout() as session:
+        assert session.feed_run(code, external_lookup={'get_str': lambda: '\ud83d'}) == (
+            'ValueError',
+            "'utf-8' codec can't encode character '\\ud83d' in position 0: surrogates not allowed",
+        )
+
+
+def test_a_parents_module_that_fails_to_load_fails_the_import_and_the_child_goes_on(monty: pydantic_monty.Monty) -> None:
+    def broken() -> pydantic_monty.ExternalModule:
+        return {}['missing']
+
+    def wrong() -> int:
+        return 3
+
+    with monty.checkout(external_modules={'tools': broken, 'other': wrong}) as session:
+        with pytest.raises(pydantic_monty.MontyRuntimeError) as info:
+            session.feed_run('import tools')
+        assert str(info.value) == "KeyError: 'missing'"
+        with pytest.raises(pydantic_monty.MontyRuntimeError) as info:
+            session.feed_run('import other')
+        assert str(info.value) == "TypeError: external_modules['other']() returned int, not an ExternalModule"
+        assert session.feed_run('1 + 1') == 2
+
+
+def test_a_function_an_earlier_feed_defined_calls_the_applications_function(monty: pydantic_monty.Monty) -> None:
+    fetched: list[str] = []
+
+    def fetch(url: str) -> str:
+        fetched.append(url)
+        if len(fetched) < 2:
+            raise ValueError('temporary failure')
+        return f'content of {url}'
+
+    helper = 'def fetch_with_retry(url):\n    for _ in range(3):\n        try:\n            return fetch(url)\n        except ValueError:\n            pass\n'
+    with monty.checkout() as session:
+        assert session.feed_run(helper, external_lookup={'fetch': fetch}) is None
+        assert session.feed_run("fetch_with_retry('a.com')", external_lookup={'fetch': fetch}) == 'content of a.com'
+        assert fetched == ['a.com', 'a.com']
+        # a name the script defines itself later is its own, not the application's
+        assert session.feed_run('def fetch(url):\n    return "own"\nfetch_with_retry("b.com")', external_lookup={'fetch': fetch}) == 'own'
+        assert fetched == ['a.com', 'a.com']
 
 
 def test_gathered_async_calls(binary: Path) -> None:

@@ -277,3 +277,48 @@ def test_an_input_name_that_is_no_identifier_is_refused(child: Child, name: str)
     child.configure()
     event = child.feed('1', inputs=[pb.NamedRef(name=name, value=0)], values=pb.Arena(nodes=[pb.MontyNode(int=1)]))
     assert error_text(event) == ('SyntaxError', f'Input name {name!r} not a valid identifier')
+
+
+def test_an_unknown_type_check_format_is_refused_and_the_child_goes_on(child: Child) -> None:
+    event = child.ask(pb.ParentRequest(configure=pb.Configure(protocol_version=6, type_check=True, type_check_format=99)))  # type: ignore[arg-type]
+    assert error_text(event) == (
+        'ValueError',
+        'unknown type check format 99, expected one of: full, concise, azure, json, jsonlines, rdjson, pylint, gitlab, github',
+    )
+    child.configure(type_check=True, type_check_format=pb.TYPE_CHECK_FORMAT_PYLINT)
+    event = child.feed('x: int = "a"')
+    assert event.typing_error.diagnostics == 'main.py:1: [invalid-assignment] Object of type `Literal["a"]` is not assignable to `int`\n'
+
+
+@pytest.mark.parametrize(
+    'raised,expected',
+    [
+        (  # bytes where the class wants text: the message alone, as the ValueError it is a kind of
+            pb.RaisedException(
+                exc_type='UnicodeEncodeError', message='m', data=pb.ExcData(unicode=pb.UnicodeErrorData(encoding='ascii', object_bytes=b'x', start=0, end=1, reason='r'))
+            ),
+            ('ValueError', 'm'),
+        ),
+        (  # offsets past any index
+            pb.RaisedException(
+                exc_type='UnicodeDecodeError', message='m', data=pb.ExcData(unicode=pb.UnicodeErrorData(encoding='ascii', object_bytes=b'x', start=2**64 - 1, end=1, reason='r'))
+            ),
+            ('ValueError', 'm'),
+        ),
+        (  # data of another class's kind
+            pb.RaisedException(exc_type='UnicodeDecodeError', message='m', data=pb.ExcData(json=pb.JsonErrorData(msg='x', doc='y', pos=0))),
+            ('ValueError', 'm'),
+        ),
+        (  # a position past the document still makes a JSONDecodeError, as CPython's constructor does
+            pb.RaisedException(exc_type='json.JSONDecodeError', message='m', data=pb.ExcData(json=pb.JsonErrorData(msg='bad', doc='[1', pos=2**64 - 1))),
+            ('JSONDecodeError', 'bad: line 1 column 18446744073709551616 (char 18446744073709551615)'),
+        ),
+        (pb.RaisedException(exc_type='os.system', message='m'), ('RuntimeError', 'm')),  # a dotted name of nothing known
+    ],
+)
+def test_forged_exception_data_from_the_parent_is_the_message_alone(child: Child, raised: pb.RaisedException, expected: tuple[str, str]) -> None:
+    child.configure()
+    event = child.feed('try:\n    f()\nexcept Exception as e:\n    r = type(e).__name__ + "|" + str(e)\nr')
+    answer = pb.ResumeCall(call_id=event.function_call.call_id, result=pb.ExtFunctionResult(error=raised))
+    assert complete(child.ask(pb.ParentRequest(resume_call=answer))).str == '|'.join(expected)
+    assert complete(child.feed('1 + 1')).int == 2

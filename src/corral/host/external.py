@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import ast
 import builtins
+import importlib
 import inspect
 from collections.abc import Callable, Mapping
 from typing import Any
+
+from ..language.builtins import STDLIB_EXCEPTIONS
 
 __all__ = ['ExternalModule', 'is_async_callable', 'exception_payload', 'stub_functions', 'missing_functions']
 
@@ -53,15 +56,27 @@ def is_async_callable(function: Callable[..., Any]) -> bool:
 def exception_payload(error: BaseException) -> list[Any]:
     """`[name, args]` of the nearest built-in exception class of `error`, as the script will see it.
 
-    A host exception class the script cannot know (`httpx.HTTPError`) maps to its nearest built-in
-    base class (`Exception`, `ValueError`, ...).
+    A standard library class the sandbox offers (`STDLIB_EXCEPTIONS`) goes by its dotted name
+    (`json.JSONDecodeError`, with `[msg, doc, pos]` as its args); a host exception class the script
+    cannot know (`httpx.HTTPError`) maps to its nearest built-in or such base class (`Exception`,
+    `ValueError`, ...).
     """
     if not isinstance(error, Exception):  # SystemExit, KeyboardInterrupt: the host's, not the script's to catch as such
         return ['RuntimeError', [f'the host function exited ({type(error).__name__}: {error})']]
     for cls in type(error).__mro__:
+        name = _STDLIB_NAMES.get(cls)
+        if name == 'json.JSONDecodeError':  # its args are its message alone: it is built from msg, doc, pos
+            fields = [getattr(error, field, None) for field in ('msg', 'doc', 'pos')]
+            if [type(field) for field in fields] == [str, str, int]:
+                return [name, fields]
+        elif name is not None:
+            return [name, list(error.args)]
         if getattr(builtins, cls.__name__, None) is cls:
             return [cls.__name__, list(error.args)]
     return ['Exception', [str(error)]]
+
+
+_STDLIB_NAMES = {getattr(importlib.import_module(module), attr): name for name, (module, attr) in STDLIB_EXCEPTIONS.items()}
 
 
 def stub_functions(stubs: str) -> list[str]:

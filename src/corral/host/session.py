@@ -941,8 +941,8 @@ class Session:
             self.value_repr = shown
             self._done.set_result(value)
         elif kind == FAIL:
-            _, failure, exc_type, text, display = _shape(message, 5)
-            if not all(isinstance(item, str) for item in (failure, exc_type, text, display)):
+            _, failure, exc_type, text, display, detail = _shape(message, 6)
+            if not all(isinstance(item, str) for item in (failure, exc_type, text, display)) or not _is_detail(detail):
                 raise ProtocolError('malformed FAIL message')
             self._witness(display.encode('utf-8', 'surrogatepass'))
             self._end_of_feed()
@@ -956,7 +956,8 @@ class Session:
                 value = self._quota if exc_type == 'max_state_bytes' else getattr(self.limits, exc_type)
                 self._done.set_exception(SandboxLimitError(display, limit=exc_type, value=value))
             elif failure == 'runtime':
-                self._done.set_exception(SandboxRuntimeError(display, exc_type=exc_type, message=text))
+                module, fields = detail if detail is not None else ('', None)
+                self._done.set_exception(SandboxRuntimeError(display, exc_type=exc_type, message=text, module=module, fields=fields))
             else:
                 raise ProtocolError(f'unknown failure kind {failure!r}')
         else:
@@ -1637,6 +1638,19 @@ def _system_calls(os_access: OsAccess | None, mounts: Mount | Sequence[Mount] | 
     elif not isinstance(seed, int) or isinstance(seed, bool):
         raise TypeError(f'random_seed must be an int, not {type(seed).__name__}')
     return SystemCalls(os_access, mounts, seed)
+
+
+def _is_detail(detail: Any) -> bool:
+    """Whether a FAIL's `detail` is None or `[module, fields]`: a str, and None or a dict of str
+    to str, bytes or int (see `SandboxRuntimeError`)."""
+    if detail is None:
+        return True
+    if not (isinstance(detail, list) and len(detail) == 2 and isinstance(detail[0], str)):
+        return False
+    fields = detail[1]
+    return fields is None or (
+        isinstance(fields, dict) and all(isinstance(k, str) and type(v) in (str, bytes, int) for k, v in fields.items())
+    )
 
 
 def _shape(message: list[Any], length: int) -> list[Any]:

@@ -16,13 +16,14 @@ then `validate`, `rewrite`, `hostio`, `preload`; `compile`, `facades`; `guards`;
 it as an argument (`strformat.safe_format`'s `refusal`, `catalog.missing_member`'s `available`).
 """
 
-from .builtins import EXCEPTIONS, SAFE_BUILTINS, make_builtins
+from .builtins import EXCEPTIONS, SAFE_BUILTINS, STDLIB_EXCEPTIONS, make_builtins
 from .compile import CompiledScript, compile_script, compile_unguarded
 from .modules import import_module, stdlib_module
 from .stop import SandboxStop, find_stop, is_stop
 
 __all__ = [
     'EXCEPTIONS',
+    'STDLIB_EXCEPTIONS',
     'SAFE_BUILTINS',
     'CompiledScript',
     'SandboxStop',

@@ -48,7 +48,7 @@ from .guards import (
 from .native import builtin_function
 from .rewrite import MATCH_SPECS
 
-__all__ = ['EXCEPTIONS', 'SAFE_BUILTINS', 'UNAVAILABLE_BUILTINS', 'make_builtins']
+__all__ = ['EXCEPTIONS', 'SAFE_BUILTINS', 'STDLIB_EXCEPTIONS', 'UNAVAILABLE_BUILTINS', 'make_builtins']
 
 #: Exception classes a script can name, raise and catch; host exceptions map onto these by name.
 EXCEPTIONS: dict[str, type[BaseException]] = {
@@ -56,6 +56,25 @@ EXCEPTIONS: dict[str, type[BaseException]] = {
     for name, value in vars(builtins).items()
     if isinstance(value, type) and issubclass(value, BaseException) and not name.startswith('_')
 }
+
+#: Exception classes of the standard library a host function's error may be, by the name they
+#: cross the channel with (`'json.JSONDecodeError'`): the module a script imports, the class's
+#: name there. Any other host exception crosses as its nearest built-in base class.
+STDLIB_EXCEPTIONS: dict[str, tuple[str, str]] = {
+    f'{module}.{name}': (module, name)
+    for module, names in (
+        ('json', ('JSONDecodeError',)),
+        ('binascii', ('Error', 'Incomplete')),
+        ('io', ('UnsupportedOperation',)),
+        ('re', ('error',)),
+        ('csv', ('Error',)),
+        ('decimal', (
+            'DecimalException', 'Clamped', 'InvalidOperation', 'DivisionByZero', 'Inexact', 'Rounded', 'Subnormal',
+            'Overflow', 'Underflow', 'FloatOperation',
+        )),
+    )
+    for name in names
+}  # fmt: skip
 
 SAFE_BUILTINS = (
     'abs', 'aiter', 'all', 'anext', 'any', 'ascii', 'bin', 'bool', 'bytearray', 'bytes', 'callable',

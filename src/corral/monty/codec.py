@@ -13,16 +13,20 @@ class instances, types, modules) are refused with `ArenaError` naming the node.
 
 from __future__ import annotations
 
+import builtins
 import datetime
 import decimal
+import importlib
+import json
 import pathlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..language.builtins import STDLIB_EXCEPTIONS
 from . import monty_v1_pb2 as pb
 
-__all__ = ['ArenaError', 'ClientFunction', 'ClientModule', 'MAX_NODES', 'decode', 'encode', 'exception_value']
+__all__ = ['ArenaError', 'ClientFunction', 'ClientModule', 'MAX_NODES', 'decode', 'encode', 'exception_from', 'exception_value']
 
 #: Most nodes one arena may hold, whatever its `node_count` claims.
 MAX_NODES = 1_000_000
@@ -253,9 +257,60 @@ def encode(values: Sequence[Any], arena: pb.Arena) -> list[int]:
     return roots
 
 
-def exception_value(exc_type: str, message: str | None) -> pb.RaisedException:
-    """A `RaisedException` of a type name and its message (None: raised without one)."""
-    raised = pb.RaisedException(exc_type=exc_type)
+def exception_from(raised: pb.RaisedException, message: str | None) -> BaseException | None:
+    """The exception of the standard library a parent's `RaisedException` names (a Monty name:
+    `json.JSONDecodeError`, `re.PatternError`, `UnicodeDecodeError` with its data), built with
+    `message` or its data; None for a name that is none of those."""
+    name = raised.exc_type
+    data = raised.data
+    try:
+        if name in ('UnicodeEncodeError', 'UnicodeDecodeError', 'UnicodeTranslateError', 'UnicodeError'):
+            if data.WhichOneof('kind') != 'unicode' or name not in ('UnicodeEncodeError', 'UnicodeDecodeError'):  # a message alone: its base's
+                return ValueError(*([] if message is None else [message]))
+            u = data.unicode
+            obj = u.object_bytes if u.WhichOneof('object') == 'object_bytes' else u.object_str
+            return getattr(builtins, name)(u.encoding, obj, u.start, u.end, u.reason)
+        if name == 'json.JSONDecodeError':
+            if data.WhichOneof('kind') != 'json':
+                return ValueError(*([] if message is None else [message]))
+            return json.JSONDecodeError(data.json.msg, data.json.doc, data.json.pos)
+    except (TypeError, ValueError, OverflowError):  # data that does not fit its class: the message alone
+        return ValueError(*([] if message is None else [message]))
+    cls = _CLASSES.get(name)
+    if cls is None:
+        return None
+    return cls() if message is None else cls(message)
+
+
+#: The standard library's exception classes a script may meet (`STDLIB_EXCEPTIONS`), by the
+#: names Monty's clients give them (`json.JSONDecodeError`, `re.PatternError`, `_csv.Error`).
+_CLASSES: dict[str, type[BaseException]] = {
+    {'re.error': 're.PatternError', 'csv.Error': '_csv.Error'}.get(name, name): getattr(importlib.import_module(module), attr)
+    for name, (module, attr) in STDLIB_EXCEPTIONS.items()
+}
+#: Those names by the top-level module and the name of the class, as a script's error gives them.
+_DOTTED = {(cls.__module__.partition('.')[0], cls.__name__): name for name, cls in _CLASSES.items()}
+
+
+def exception_value(
+    exc_type: str, message: str | None, module: str = 'builtins', fields: Mapping[str, str | bytes | int] | None = None
+) -> pb.RaisedException:
+    """A `RaisedException` of a type name and its message (None: raised without one). `module` is
+    the module of the exception's class: one of the standard library's Monty's clients know is
+    named by it (`json.JSONDecodeError`). `fields`, a decoding error's constructor arguments (see
+    `SandboxRuntimeError.fields`), travel as its data, so the client rebuilds the real exception."""
+    raised = pb.RaisedException(exc_type=_DOTTED.get((module.partition('.')[0], exc_type), exc_type))
     if message is not None:
         raised.message = message
+    try:  # fields of the wrong kinds (from a worker that broke) leave the message alone
+        if fields is not None and raised.exc_type in ('UnicodeEncodeError', 'UnicodeDecodeError'):
+            data = pb.UnicodeErrorData(encoding=fields['encoding'], start=fields['start'], end=fields['end'], reason=fields['reason'])
+            setattr(data, 'object_bytes' if isinstance(fields['object'], bytes) else 'object_str', fields['object'])
+            raised.data.unicode.CopyFrom(data)
+        elif fields is not None and raised.exc_type == 'json.JSONDecodeError':
+            raised.data.json.CopyFrom(pb.JsonErrorData(msg=fields['msg'], pos=fields['pos'], lineno=fields['lineno'], colno=fields['colno']))
+            if 'doc' in fields:  # left out: a document too large to carry
+                raised.data.json.doc = fields['doc']
+    except (KeyError, TypeError, ValueError):  # a lone surrogate is a ValueError: no string of protobuf's
+        raised.ClearField('data')
     return raised

@@ -35,8 +35,9 @@ from ..host.external import ExternalModule, stub_functions
 from ..host.pool import Pool
 from ..host.session import Session
 from ..limits import Limits
+from ..typecheck import DIAGNOSTIC_FORMATS, format_diagnostics
 from . import monty_v1_pb2 as pb
-from .codec import ArenaError, ClientFunction, ClientModule, decode, encode, exception_value
+from .codec import ArenaError, ClientFunction, ClientModule, decode, encode, exception_from, exception_value
 from .names import bound_names, free_names, imported_modules
 from .parent_os import ParentOs
 
@@ -88,6 +89,7 @@ class MontyChild:
         self._session: Session | None = None
         self._config = pb.Configure()
         self._bound: set[str] = set()  # names earlier feeds of the session may have bound
+        self._called: dict[str, bool] = {}  # names earlier feeds' code calls (a function it defined may): awaited?
         self._next_call = 0
         self._futures: dict[int, asyncio.Future[Any]] = {}
         self._resolver: asyncio.Task[None] | None = None
@@ -200,6 +202,9 @@ class MontyChild:
         if self._session is not None:
             self._error('RuntimeError', 'Configure is out of turn: this child has a session; send Reset first')
             return
+        if config.type_check_format not in pb.TypeCheckFormat.values():
+            self._error('ValueError', f'unknown type check format {config.type_check_format}, expected one of: {", ".join(DIAGNOSTIC_FORMATS)}')
+            return
         try:
             session = self._checkout(config)
             await session.__aenter__()
@@ -207,7 +212,7 @@ class MontyChild:
             self._error(type(error).__name__ if not isinstance(error, StubError) else 'ValueError', str(error))
             return
         self._session, self._config = session, config
-        self._bound, self._next_call, self._imported = set(), 0, set()
+        self._bound, self._called, self._next_call, self._imported = set(), {}, 0, set()
         self._ended(pb.ChildEvent(ok=pb.Ok()))
 
     def _checkout(self, config: pb.Configure) -> Session:
@@ -295,17 +300,23 @@ class MontyChild:
             try:
                 await session.check(feed.code)
             except SandboxTypingError as error:
-                self._ended(pb.ChildEvent(typing_error=pb.TypingError(diagnostics=_diagnostics(error))))
+                self._ended(pb.ChildEvent(typing_error=pb.TypingError(diagnostics=_diagnostics(error, self._config))))
                 return
             except SandboxError as error:
                 self._ended(pb.ChildEvent(error=pb.Error(exception=_raised(error))))
                 return
         for module in modules:
-            self._import(session, module, stubs.get(module))
+            failed = self._import(session, module, stubs.get(module))
+            if failed is not None:  # the parent's module failed to load: its import raises that
+                self._ended(pb.ChildEvent(error=pb.Error(exception=failed)))
+                return
         called, read = free_names(feed.code, self._bound | set(inputs))
         lookup: dict[str, Callable[..., Any]] = {}
+        for name in self._called.keys() - called:  # a function an earlier feed defined calls them
+            lookup[name] = self._function(name, asynchronous=self._called[name])
         for name in called | set(stub_functions(self._config.type_check_stubs)):
             lookup[name] = self._function(name, asynchronous=name in called.awaited)
+        self._called.update({name: name in called.awaited or self._called.get(name, False) for name in called})
         for name in sorted(read - called):
             answer = self._lookup_name(name)
             if answer is None:
@@ -348,15 +359,20 @@ class MontyChild:
         session.add_external_module(name, ExternalModule({}, stubs=text))
         return text
 
-    def _import(self, session: Session, name: str, text: str | None) -> None:
+    def _import(self, session: Session, name: str, text: str | None) -> pb.RaisedException | None:
         """Ask the parent for host module `name`; a module it has is offered to the session as an
-        `ExternalModule` (with the stubs `text`) whose functions call the parent's."""
+        `ExternalModule` (with the stubs `text`) whose functions call the parent's. Returns the
+        error the parent raised making the module (its factory failed), else None."""
         try:
-            value = self.os_call('import', pb.OsCall.Import(module=name), default='import')
-        except (NameError, RuntimeError, ImportError):
-            return  # not the parent's: the script's import fails as Python's does
+            value = self.os_call('import', pb.OsCall.Import(module=name), default=None)
+        except (NameError, ImportError, _NotHandled):
+            return None  # not the parent's: the script's import fails as Python's does
+        except _Interrupted:
+            raise
+        except Exception as error:  # noqa: BLE001 - the parent's own error, for the script
+            return exception_value(type(error).__name__, str(error), type(error).__module__)
         if not isinstance(value, ClientModule):
-            return
+            return None
         functions = {
             attr: self._function(item.name, asynchronous=False) for attr, item in value.attrs.items() if isinstance(item, ClientFunction)
         }
@@ -550,10 +566,11 @@ class MontyChild:
             self._resolver.cancel()
             self._resolver = None
 
-    def os_call(self, call: str, argument: Any, *, values: pb.Arena | None = None, default: str, call_id: int | None = None) -> Any:
+    def os_call(self, call: str, argument: Any, *, values: pb.Arena | None = None, default: str | None, call_id: int | None = None) -> Any:
         """Ask the parent to perform one OS operation (an `OsCall` arm and its argument); its value.
 
-        Raises what the parent raised, or, when it has no handler, `default`'s error."""
+        Raises what the parent raised, or, when it has no handler, `default`'s error (`_NotHandled`
+        for None)."""
         if self._interrupt is not None:
             raise _Interrupted('the feed is being ended')
         if call_id is None:
@@ -576,6 +593,8 @@ class MontyChild:
             try:
                 outcome = self._outcome(request, call_id, call)
             except _NotHandled:
+                if default is None:
+                    raise
                 raise _default_error(default, argument) from None
             if isinstance(outcome, _Future):
                 raise RuntimeError(f'a future cannot answer {call}')
@@ -606,12 +625,16 @@ def _default_error(default: str, argument: Any) -> Exception:
 
 
 def _exception(raised: pb.RaisedException) -> BaseException:
-    """The built-in exception a parent's `RaisedException` is (RuntimeError for one that is not)."""
+    """The built-in or standard library exception a parent's `RaisedException` is (RuntimeError for
+    one that is neither)."""
+    message = raised.message if raised.HasField('message') else None
+    known = exception_from(raised, message)
+    if known is not None:
+        return known
     name = raised.exc_type.rpartition('.')[2]
     cls = getattr(builtins, name, None)
     if not (isinstance(cls, type) and issubclass(cls, Exception)):
         cls = RuntimeError
-    message = raised.message if raised.HasField('message') else None
     if issubclass(cls, OSError) and message is not None and (match := _OS_ERROR.fullmatch(message)):
         number, text, path, path2 = match.groups()
         if path is None:
@@ -623,16 +646,19 @@ def _exception(raised: pb.RaisedException) -> BaseException:
         return RuntimeError(message)
 
 
-def _diagnostics(error: SandboxTypingError) -> str:
-    """ty's text, each diagnostic ending in a blank line as ty prints it."""
-    return error.display().rstrip('\n') + '\n\n'
+def _diagnostics(error: SandboxTypingError, config: pb.Configure) -> str:
+    """ty's text in the format and colour the parent chose (`full`, each diagnostic ending in a
+    blank line as ty prints it, when it named none)."""
+    fmt = pb.TypeCheckFormat.Name(config.type_check_format).removeprefix('TYPE_CHECK_FORMAT_').lower().replace('_', '')
+    return format_diagnostics(error.display(), 'full' if fmt == 'unspecified' else fmt, color=config.type_check_color)
 
 
 def _raised(error: SandboxError, clock: str = 'feed') -> pb.RaisedException:
     """A corral error as the script's `RaisedException`, with its frames."""
     text = error.display()
+    module, fields = 'builtins', None
     if isinstance(error, SandboxRuntimeError):
-        exc_type, message = error.exc_type, error.message
+        exc_type, message, module, fields = error.exc_type, error.message, error.module, error.fields
     elif isinstance(error, SandboxSyntaxError):
         exc_type, _, message = text.rstrip().rpartition('\n')[2].partition(': ')
     elif isinstance(error, SandboxLimitError):
@@ -641,7 +667,7 @@ def _raised(error: SandboxError, clock: str = 'feed') -> pb.RaisedException:
             message = f'{clock} time limit exceeded: {message}'
     else:
         exc_type, message = 'RuntimeError', text
-    raised = exception_value(exc_type or 'Exception', message)
+    raised = exception_value(exc_type or 'Exception', message, module, fields)
     lines = text.splitlines()
     for number, line in enumerate(lines):
         match = _FRAME.match(line)

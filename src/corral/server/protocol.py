@@ -69,12 +69,15 @@ an ERROR naming both versions.
 from __future__ import annotations
 
 import builtins
+import importlib
+import json
 from typing import Any
 
 import msgpack
 
 from .. import errors
 from ..host.deferred import PendingCall
+from ..language.builtins import STDLIB_EXCEPTIONS
 from .. import values
 from ..values import Decoder, bounded_repr, pack
 
@@ -203,7 +206,9 @@ def error_from(kind: Any, text: Any, attributes: Any) -> BaseException:
 
 def builtin_exception(name: str, args: list[Any]) -> Exception:
     """An instance of the built-in exception class `name` with exactly `args` (no `__init__` runs,
-    so any args fit), or an `Exception` with them when `name` is not a built-in exception class.
+    so any args fit), or an `Exception` with them when `name` is not a built-in exception class
+    (or a standard library one of `STDLIB_EXCEPTIONS`: `json.JSONDecodeError` from its
+    `[msg, doc, pos]`).
 
     `corral.host.external.exception_payload` turns it back into `[name, args]`: a host function's
     error crosses the network as it would have crossed the worker's channel. Two classes cannot be
@@ -212,6 +217,11 @@ def builtin_exception(name: str, args: list[Any]) -> Exception:
     PEP 479 makes of a `StopIteration` leaving a coroutine.
     """
     cls = getattr(builtins, name, None)
+    if name in STDLIB_EXCEPTIONS:  # `json.JSONDecodeError`: a standard library class the sandbox offers
+        module, attr = STDLIB_EXCEPTIONS[name]
+        cls = getattr(importlib.import_module(module), attr)
+        if cls is json.JSONDecodeError:  # its args are [msg, doc, pos], its attributes made from them
+            return cls(*args) if [type(arg) for arg in args] == [str, str, int] else Exception(*args)
     if cls is StopIteration:
         return RuntimeError(f'the host function raised StopIteration({bounded_repr(list(args), limit=200)[1:-1]})')
     if not (isinstance(cls, type) and issubclass(cls, Exception)) or issubclass(cls, BaseExceptionGroup):

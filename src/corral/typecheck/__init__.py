@@ -7,6 +7,7 @@ two lines of source context (see ``_render``), or None when the script is clean.
 """
 
 from ._checker import TypeChecker
+from ._formats import DIAGNOSTIC_FORMATS, DiagnosticRecord, diagnostic_records, format_diagnostics
 from ._ran import failing_line
 
-__all__ = ['TypeChecker', 'failing_line']
+__all__ = ['DIAGNOSTIC_FORMATS', 'DiagnosticRecord', 'TypeChecker', 'diagnostic_records', 'failing_line', 'format_diagnostics']

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import gc
+import importlib
 import linecache
 import os
 import select
@@ -24,7 +25,7 @@ from ..language.packages import take_shown
 from ..language import stop as stopping
 from ..language.facades import recursion_limit
 from ..language.facades import stderr as _STDERR
-from ..language import EXCEPTIONS, CompiledScript, SandboxStop, compile_script, compile_unguarded, find_stop, import_module, make_builtins
+from ..language import EXCEPTIONS, STDLIB_EXCEPTIONS, CompiledScript, SandboxStop, compile_script, compile_unguarded, find_stop, import_module, make_builtins
 from ..limits import amount
 from ..values import UNPACKABLE_RESULT, ValueLimitError, library_repr, measure, pack, unpack
 
@@ -436,15 +437,15 @@ class Worker:
             except SyntaxError as error:
                 error.filename = script_name
                 display = ''.join(traceback.format_exception_only(SyntaxError, error)).rstrip('\n')
-                self._send([FAIL, 'syntax', type(error).__name__, str(error.msg), display])
+                self._send([FAIL, 'syntax', type(error).__name__, str(error.msg), display, None])
                 return None
             except (RecursionError, MemoryError):
                 message = 'the script is nested too deeply to compile; split long expressions into steps'
-                self._send([FAIL, 'syntax', 'SyntaxError', message, f'SyntaxError: {message}'])
+                self._send([FAIL, 'syntax', 'SyntaxError', message, f'SyntaxError: {message}', None])
                 return None
             except Exception as error:  # noqa: BLE001 - a construct the language layer got wrong: the session goes on
                 message = f'the sandbox could not compile this script ({type(error).__name__}: {error}); write it another way'
-                self._send([FAIL, 'syntax', 'SyntaxError', message, f'SyntaxError: {message}'])
+                self._send([FAIL, 'syntax', 'SyntaxError', message, f'SyntaxError: {message}', None])
                 return None
             lines = code.splitlines(True)
             if lines and not lines[-1].endswith('\n'):
@@ -501,10 +502,10 @@ class Worker:
                 self._measure(value, 'the result')
                 data = frame(pack([DONE, value, library_repr(value)], side='sandbox'))
             except ValueLimitError as error:
-                reply = [FAIL, 'limit', error.limit, str(error), f'OverflowError: {error}']
+                reply = [FAIL, 'limit', error.limit, str(error), f'OverflowError: {error}', None]
             except Exception as error:  # a conversion failed (a library's own error included): the worker stays up
                 message = f'{UNPACKABLE_RESULT}: {error}'
-                reply = [FAIL, 'runtime', 'TypeError', message, f'TypeError: {message}']
+                reply = [FAIL, 'runtime', 'TypeError', message, f'TypeError: {message}', None]
         # The feed's value and exception go before the reply, and the code their objects run as
         # they go (a generator's `finally`) with them, under the stop signal: once the host has
         # the reply it takes the worker for idle (and may keep it as a live checkpoint), so no line
@@ -521,7 +522,7 @@ class Worker:
             self._pending_stop = None
         if len(self._stops) > stops:
             message = f"the code the script's value or exception ran as they were dropped (a generator's finally) did not end within {_CANCEL_GRACE:g} seconds"
-            self._send([FAIL, 'limit', 'wall_time', message, f'TimeoutError: {message}'])
+            self._send([FAIL, 'limit', 'wall_time', message, f'TimeoutError: {message}', None])
         elif data is not None:
             self._sock.sendall(data)
         else:
@@ -554,7 +555,8 @@ class Worker:
             stop = None
         limit = stop.args[0] if stop is not None else {MemoryError: 'memory', RecursionError: 'recursion'}.get(type(error))
         if limit is None:
-            return [FAIL, 'runtime', type(error).__name__, _message(error), self._format_traceback(error)]
+            message, display = _escaped(_message(error)), _escaped(self._format_traceback(error))
+            return [FAIL, 'runtime', _escaped(type(error).__name__), message, display, _detail(error)]
         exc_type, template = _LIMIT_MESSAGES[limit]
         message = template.format(amount(limit, self._limits.get(limit)))
         if stop is not None:  # its traceback is where it was last raised; what it was raised over is noise
@@ -565,7 +567,7 @@ class Worker:
         display = '\n'.join([*frames, f'{exc_type}: {message}'])
         if limit == 'recursion':  # CPython's words, and the limit in a note below them, as `add_note` shows one
             display += f"\nthe sandbox's recursion limit is {amount(limit, self._limits.get(limit))} (Limits.recursion); write deep recursion as a loop"
-        return [FAIL, 'limit', limit, message, display]
+        return [FAIL, 'limit', limit, message, display, None]
 
     def _on_stop_signal(self, signum: int, frame: types.FrameType | None) -> None:
         """SIGALRM (wall time, and the stop timer's ticks) and SIGXCPU (CPU time): stop the
@@ -689,7 +691,7 @@ class Worker:
             self._send([TIMED])
         if loop._ready or any(not task.done() for task in asyncio.all_tasks(loop)):  # type: ignore[attr-defined]  # they would run in the next feed
             message = f'tasks the script started did not end with its feed (cancelled, then stopped {_END_ATTEMPTS - 1} times); the session is over'
-            self._send([FAIL, 'runtime', 'RuntimeError', message, f'RuntimeError: {message}'])
+            self._send([FAIL, 'runtime', 'RuntimeError', message, f'RuntimeError: {message}', None])
             raise _Stop
 
     def _format_traceback(self, error: BaseException) -> str:
@@ -814,11 +816,69 @@ def _message(error: BaseException) -> str:
         return ''
 
 
+#: The largest text or bytes an exception's fields carry out (`doc`, `object`); past it the field is ''.
+DETAIL_TEXT = 65536
+
+
+def _detail(error: BaseException) -> list[Any]:
+    """`[module, fields]`: the module of the exception's class ('builtins' for a built-in; '' when
+    the class names none) and, for a decoding error of the standard library, its constructor's
+    fields as plain data (None otherwise): `encoding`, `object`, `start`, `end`, `reason` of a
+    `UnicodeEncodeError`/`UnicodeDecodeError`; `msg`, `doc`, `pos`, `lineno`, `colno` of a
+    `json.JSONDecodeError` (an `object` over `DETAIL_TEXT` is carried as '', a `doc` left out). Only
+    those exact classes, and fields of the exact types they hold, are read: no script code runs."""
+    cls = type(error)
+    module = _MODULE_OF(cls, type)
+    fields: dict[str, Any] | None = None
+    if cls is UnicodeEncodeError or cls is UnicodeDecodeError:  # their setters keep these types
+        obj = error.object
+        fields = {
+            'encoding': error.encoding,
+            'object': obj if len(obj) <= DETAIL_TEXT else obj[:0],
+            'start': error.start,
+            'end': error.end,
+            'reason': error.reason,
+        }
+    elif (decoder := sys.modules.get('json.decoder')) is not None and cls is getattr(decoder, 'JSONDecodeError', None):
+        state = error.__dict__
+        values = [dict.get(state, name) for name in ('msg', 'doc', 'pos', 'lineno', 'colno')]
+        if [type(value) for value in values] == [str, str, int, int, int]:
+            msg, doc, pos, lineno, colno = values
+            fields = {'msg': msg, 'pos': pos, 'lineno': lineno, 'colno': colno} | ({'doc': doc} if len(doc) <= DETAIL_TEXT else {})
+    if fields is not None and not all(type(value) is not str or _utf8(value) for value in fields.values()):
+        fields = None  # a lone surrogate (the object of a UnicodeEncodeError over one) crosses in no frame
+    return [module if type(module) is str and _utf8(module) else '', fields]
+
+
+def _escaped(text: str) -> str:
+    """`text` with each lone surrogate as its escape (`\\ud800`), as CPython writes it to stderr:
+    no frame carries one."""
+    return text if _utf8(text) else text.encode('utf-8', 'backslashreplace').decode('utf-8')
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode('utf-8')
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+_MODULE_OF = type.__dict__['__module__'].__get__  # a class's module, past any metaclass of the script's
+
+
 def _host_exception(value: Any) -> BaseException:
-    """Rebuild an exception a host function raised, as the built-in type of the same name."""
+    """Rebuild an exception a host function raised, as the built-in or standard library class
+    (`STDLIB_EXCEPTIONS`) of the same name."""
     exc_type, args = value
     cls = EXCEPTIONS.get(exc_type)
-    if cls is None or not issubclass(cls, Exception):
+    if exc_type in STDLIB_EXCEPTIONS:  # `json.JSONDecodeError`: the class the script's `import json` has
+        module, name = STDLIB_EXCEPTIONS[exc_type]
+        try:
+            cls = getattr(sys.modules.get(module) or importlib.import_module(module), name)
+        except (ImportError, AttributeError):
+            cls = None
+    if not (isinstance(cls, type) and issubclass(cls, Exception)):
         cls = RuntimeError
     try:
         return cls(*args)
