@@ -1043,6 +1043,12 @@ class Session:
     def _system_function(self, name: str) -> Callable[..., Any]:
         """A system call (files, environment, clock, seed): answered from the session's OsAccess."""
         system, operation = self._system, name[len(SYSTEM_PREFIX):]
+        if system.os_access.threaded:  # its answers wait on this loop: the call waits in a thread
+
+            def threaded_call(*args: Any) -> Any:
+                return asyncio.get_running_loop().run_in_executor(None, system.call, operation, list(args))
+
+            return threaded_call
 
         def system_call(*args: Any) -> Any:
             return system.call(operation, list(args))

@@ -1,0 +1,246 @@
+"""Monty's wire protocol over WebSocket, at `PATH` on `corral serve`: the door the clients of
+Monty's protocol dial (`pydantic_monty.AsyncMontyWebsocket`, `logfire.agent_sandboxes()`).
+
+One binary message per frame, each one protobuf message (a `ParentRequest` from the client, a
+`ChildEvent` to it), no length prefix; one connection serves one client's checkouts with the same
+turn machine as the stdio child (`MontyChild`), over the server's shared pool. The
+`Authorization: Bearer ...` token is a corral API key, checked by the server's own `authenticate`:
+the same tenants, quotas (the server's hooks) and anonymous-on-loopback rule as corral's own
+protocol. A refused caller is answered with a `FatalError` naming why, then the connection closes
+(4401 for a key, as corral's protocol does). `Persistence.STORED` checks out a stored session of
+the caller's tenant, named in the `Ok`'s `session_id`. The `traceparent` header continues the
+caller's trace in each feed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from google.protobuf.message import DecodeError
+from opentelemetry import context as otel_context
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from ..errors import CorralError
+from ..host.session import Session
+from ..monty import monty_v1_pb2 as pb
+from ..monty.turns import MontyChild
+from . import protocol as p
+
+if TYPE_CHECKING:
+    from .app import CorralServer
+
+__all__ = ['PATH', 'serve_monty']
+
+#: Where the server answers Monty's protocol (the path `logfire.agent_sandboxes()` derives).
+PATH = '/monty-ws/'
+
+_log = logging.getLogger('corral.server')
+_propagator = TraceContextTextMapPropagator()
+
+
+class WebSocketLink:
+    """One client's requests and events over a WebSocket (see `turns.Link`): the first request
+    within the server's `open_timeout`, none larger than its `max_frame`; events wait in an
+    outbox of at most `max_outbox` bytes, sent by a task of their own."""
+
+    def __init__(self, server: CorralServer, websocket: WebSocket, opened: Any) -> None:
+        self._server = server
+        self._ws = websocket
+        self._opened = opened  # called once, when the first request came (or the link closed)
+        self._outbox: asyncio.Queue[bytes | None] = asyncio.Queue()
+        self._outbox_bytes = 0
+        self.cut_off = False
+
+    async def receive(self) -> pb.ParentRequest | None:
+        """The next request; None when the client closed, sent nothing in time, or did not read."""
+        if self.cut_off:
+            return None
+        try:
+            if self._opened is not None:
+                try:
+                    message = await asyncio.wait_for(self._ws.receive(), self._server.open_timeout)
+                except asyncio.TimeoutError:
+                    return None
+                finally:
+                    opened, self._opened = self._opened, None
+                    opened()
+            else:
+                message = await self._ws.receive()
+        except (WebSocketDisconnect, RuntimeError):
+            return None
+        if message['type'] == 'websocket.disconnect':
+            return None
+        data = message.get('bytes')
+        if data is None:
+            raise ValueError('a text frame: each frame is one binary protobuf ParentRequest')
+        if len(data) > self._server.max_frame:
+            raise OverflowError(f"a request of {len(data)} bytes is larger than the server's limit of {self._server.max_frame} bytes (corral serve --max-frame)")
+        request = pb.ParentRequest()
+        try:
+            request.ParseFromString(data)
+        except (DecodeError, RecursionError):
+            raise ValueError(f'{len(data)} bytes that are no ParentRequest') from None
+        return request
+
+    def send(self, event: pb.ChildEvent) -> None:
+        if self.cut_off:
+            return
+        data = event.SerializeToString()
+        self._outbox_bytes += len(data)
+        if self._outbox_bytes > self._server.max_outbox:  # the client does not read: it gets nothing more
+            self.cut_off = True
+            self._outbox.put_nowait(None)
+            return
+        self._outbox.put_nowait(data)
+
+    async def write(self) -> None:
+        """Send the outbox's events until `close()` (or the client is cut off)."""
+        while (data := await self._outbox.get()) is not None:
+            self._outbox_bytes -= len(data)
+            await self._ws.send_bytes(data)
+
+    def close(self) -> None:
+        self._outbox.put_nowait(None)
+
+
+class _ServedChild(MontyChild):
+    """The turn machine with a tenant: checkouts through the server's hooks, feeds in the caller's trace."""
+
+    def __init__(self, server: CorralServer, link: WebSocketLink, tenant: str, trace: dict[str, str]) -> None:
+        super().__init__(server.pool, link)
+        self._server = server
+        self._tenant = tenant
+        self._trace = trace
+        self._started = 0.0
+
+    def _checkout(self, config: pb.Configure) -> Session:
+        ephemeral = config.persistence != pb.PERSISTENCE_STORED
+        return self._server.checkout(self._tenant, ephemeral=ephemeral, **self._checkout_options(config))
+
+    async def _open(self, config: pb.Configure) -> Session:
+        hooks, tenant = self._server.hooks, self._tenant
+        await self._hooks_opening(lambda hook: hook.session_requested(tenant))
+        self._started = time.monotonic()
+        try:
+            await self._hooks_opening(lambda hook: hook.session_opening(tenant, {'persistence': pb.Persistence.Name(config.persistence)}))
+            session = self._checkout(config)
+            for hook in hooks:
+                await hook.session_starting(tenant, session)
+            await session.__aenter__()
+            for hook in hooks:
+                await hook.session_opened(tenant, session)
+        except BaseException:
+            for hook in hooks:
+                await hook.session_closed(tenant, None, time.monotonic() - self._started)
+            raise
+        return session
+
+    async def _hooks_opening(self, call: Any) -> None:
+        try:
+            for hook in self._server.hooks:
+                await call(hook)
+        except CorralError as error:  # refused (a quota): counted as a checkout that failed
+            self._server.pool.observer.checkout_failed(error)
+            raise
+
+    async def _end_session(self) -> None:
+        session = self._session
+        await super()._end_session()
+        if session is not None:
+            for hook in self._server.hooks:
+                await hook.session_closed(self._tenant, session, time.monotonic() - self._started)
+
+    async def _feed(self, feed: pb.Feed) -> None:
+        session = self._session
+        assert session is not None
+        started, outcome = time.monotonic(), 'ok'
+        calls = self._next_call  # the parent's calls of the session so far
+        try:
+            for hook in self._server.hooks:
+                await hook.feed_starting(self._tenant, session)
+        except CorralError as error:  # refused (a quota): counted as a feed that failed
+            self._server.pool.observer.feed_ended(time.monotonic() - started, error)
+            self._error('RuntimeError', str(error))
+            return
+        token = otel_context.attach(_propagator.extract(self._trace))
+        try:
+            await super()._feed(feed)
+        except BaseException as error:
+            outcome = type(error).__name__
+            raise
+        finally:
+            otel_context.detach(token)
+            for hook in self._server.hooks:
+                await hook.feed_ended(self._tenant, session, outcome, time.monotonic() - started, self._next_call - calls)
+
+
+async def serve_monty(server: CorralServer, websocket: WebSocket) -> None:
+    """Serve one connection of Monty's protocol until the client shuts it down or goes."""
+    await websocket.accept()
+    address = websocket.client.host if websocket.client is not None else ''
+    pending = False
+
+    def opened() -> None:
+        nonlocal pending
+        if pending:
+            pending = False
+            server.pending_ended(address)
+
+    link = WebSocketLink(server, websocket, opened)
+    writer = asyncio.get_running_loop().create_task(link.write())
+    code = 1000
+    try:
+        refusal, code = await _admit(server, websocket, address)
+        if refusal is None:
+            pending = True
+            tenant = await _authenticate(server, websocket)
+            if isinstance(tenant, str):
+                trace = {k: v for k, v in websocket.headers.items() if k in ('traceparent', 'tracestate')}
+                await _ServedChild(server, link, tenant, trace).serve()
+            else:
+                refusal, code = tenant
+        if refusal is not None:  # the client's first request is answered with why it is refused
+            if await link.receive() is not None:
+                link.send(pb.ChildEvent(fatal_error=pb.FatalError(message=refusal)))
+    except Exception:  # a bug: this connection ends, the server goes on
+        _log.exception('a Monty protocol connection failed')
+        code = 1011
+    finally:
+        opened()
+        link.close()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(writer, 2)
+        writer.cancel()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(websocket.close(code), 2)
+
+
+async def _admit(server: CorralServer, websocket: WebSocket, address: str) -> tuple[str | None, int]:
+    if server.draining:
+        return 'the corral server is shutting down; connect again (to another replica)', p.CLOSE_DRAIN
+    try:
+        server.admit(address)
+    except CorralError as error:
+        return str(error), p.CLOSE_BUSY
+    return None, 1000
+
+
+async def _authenticate(server: CorralServer, websocket: WebSocket) -> str | tuple[str, int]:
+    """The caller's tenant, or why it is refused and the close code."""
+    if server.authenticate is None:
+        return ''
+    header = websocket.headers.get('authorization')
+    key = header[7:].strip() if header is not None and header[:7].lower() == 'bearer ' else None
+    try:
+        tenant = await server.authenticate(key)
+    except CorralError as error:
+        server.pool.observer.checkout_failed(error)
+        return str(error), p.CLOSE_UNAUTHORIZED
+    if not isinstance(tenant, str):
+        raise TypeError(f'authenticate must return the tenant as a str, not {type(tenant).__name__}')
+    return tenant
