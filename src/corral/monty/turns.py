@@ -209,8 +209,17 @@ class MontyChild:
         try:
             session = await self._open(config)
         except (StubError, ValueError, TypeError, SandboxError) as error:
-            self._error(type(error).__name__ if not isinstance(error, StubError) else 'ValueError', str(error))
+            self._refused(error)
             return
+        self._started(session, config)
+
+    def _refused(self, error: Exception) -> None:
+        """A checkout refused, as the built-in error the client knows (corral's own are RuntimeError)."""
+        name = 'ValueError' if isinstance(error, StubError) else 'RuntimeError' if isinstance(error, SandboxError) else type(error).__name__
+        self._error(name, str(error))
+
+    def _started(self, session: Session, config: pb.Configure) -> None:
+        """`session` is the child's, checked out for `config`: the turn ends with `Ok`."""
         self._session, self._config = session, config
         self._bound, self._next_call, self._imported = set(), 0, set()
         ok = pb.ChildEvent(ok=pb.Ok())

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +42,7 @@ PATH = '/monty-ws/'
 
 _log = logging.getLogger('corral.server')
 _propagator = TraceContextTextMapPropagator()
+_SESSION_ID = re.compile(rb'[0-9a-f]{32}')
 
 
 class WebSocketLink:
@@ -116,16 +118,37 @@ class _ServedChild(MontyChild):
         self._server = server
         self._tenant = tenant
         self._trace = trace
-        self._started = 0.0
+        self._opened_at: dict[Session, float] = {}  # when each session was requested
+        self._fork: str | None = None
 
     def _checkout(self, config: pb.Configure) -> Session:
-        ephemeral = config.persistence != pb.PERSISTENCE_STORED
-        return self._server.checkout(self._tenant, ephemeral=ephemeral, **self._checkout_options(config))
+        options = self._checkout_options(config)
+        if self._fork is not None:  # a new stored session from the tenant's stored one
+            return self._server.checkout(self._tenant, session_id=self._fork, fork=True, **options)
+        return self._server.checkout(self._tenant, ephemeral=config.persistence != pb.PERSISTENCE_STORED, **options)
+
+    async def _load(self, load: pb.Load) -> None:
+        """`Load` of a stored session's id (what `session_id` named): a new stored session of the
+        tenant's from it, in place of the fresh one the client configured; a signed state loads
+        as the stdio child loads it."""
+        if _SESSION_ID.fullmatch(load.state) is None:
+            await super()._load(load)
+            return
+        self._fork = load.state.decode()
+        try:
+            session = await self._open(self._config)
+        except (ValueError, TypeError, CorralError) as error:  # the session configured goes on
+            self._refused(error)
+            return
+        finally:
+            self._fork = None
+        await self._end_session()
+        self._started(session, self._config)
 
     async def _open(self, config: pb.Configure) -> Session:
         hooks, tenant = self._server.hooks, self._tenant
         await self._hooks_opening(lambda hook: hook.session_requested(tenant))
-        self._started = time.monotonic()
+        started = time.monotonic()
         try:
             await self._hooks_opening(lambda hook: hook.session_opening(tenant, {'persistence': pb.Persistence.Name(config.persistence)}))
             session = self._checkout(config)
@@ -136,8 +159,9 @@ class _ServedChild(MontyChild):
                 await hook.session_opened(tenant, session)
         except BaseException:
             for hook in hooks:
-                await hook.session_closed(tenant, None, time.monotonic() - self._started)
+                await hook.session_closed(tenant, None, time.monotonic() - started)
             raise
+        self._opened_at[session] = started
         return session
 
     async def _hooks_opening(self, call: Any) -> None:
@@ -153,7 +177,7 @@ class _ServedChild(MontyChild):
         await super()._end_session()
         if session is not None:
             for hook in self._server.hooks:
-                await hook.session_closed(self._tenant, session, time.monotonic() - self._started)
+                await hook.session_closed(self._tenant, session, time.monotonic() - self._opened_at.pop(session))
 
     async def _feed(self, feed: pb.Feed) -> None:
         session = self._session

@@ -1,0 +1,175 @@
+"""Monty's wire protocol at /monty-ws/ on a real `corral serve`, through Monty's own client
+(`pydantic_monty.AsyncMontyWebsocket`) and through raw frames: keys and tenants as corral's own
+protocol has them, stored sessions, and frames that are no request."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from corral.monty import monty_v1_pb2 as pb
+
+from .conftest import Server, running_server
+
+pydantic_monty = pytest.importorskip('pydantic_monty')
+websockets = pytest.importorskip('websockets')
+
+pytestmark = pytest.mark.slow
+
+REFUSED_KEY = (
+    "monty worker crashed: the API key was refused: it is unknown, revoked, or not a corral key (those look like "
+    "corral_<16 hex digits>_<43 characters>); ask the server's operator for a key, made with `corral keys create --tenant NAME`"
+)
+
+
+def corral(*args: str) -> str:
+    done = subprocess.run([sys.executable, '-m', 'corral', *args], capture_output=True, text=True, timeout=120, check=True)
+    return done.stdout.strip()
+
+
+class Keyed:
+    def __init__(self, server: Server, store: str) -> None:
+        self.server = server
+        self.url = f'{server.url}/monty-ws/'
+        self.store = store
+        self.acme = corral('keys', 'create', '--tenant', 'acme', '--store', store)
+        self.beta = corral('keys', 'create', '--tenant', 'beta', '--store', store)
+
+    def pool(self, key: str | None) -> object:
+        headers = {} if key is None else {'Authorization': f'Bearer {key}'}
+        return pydantic_monty.AsyncMontyWebsocket(self.url, connect_headers=lambda: headers)
+
+
+@pytest.fixture(scope='module')
+def keyed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Keyed]:
+    folder = tmp_path_factory.mktemp('monty-ws')
+    store = f'sqlite:///{folder}/store.db'
+    with running_server(folder, '--max-frame', '65536', store=store) as server:
+        yield Keyed(server, store)
+
+
+async def test_feeds_run_with_host_calls_and_output(keyed: Keyed) -> None:
+    printed: list[tuple[str, str]] = []
+    async with keyed.pool(keyed.acme) as pool:
+        async with pool.checkout() as session:
+            code = 'x = double(21)\nprint("doubled", x)\nx + 1'
+            result = await session.feed_run(code, external_lookup={'double': lambda v: v * 2}, print_callback=lambda s, t: printed.append((s, t)))
+            assert result == 43
+            assert await session.feed_run('[x, y * 2]', inputs={'y': 5}) == [42, 10]
+            assert session.session_id is None
+    assert printed == [('stdout', 'doubled 42\n')]
+
+
+async def test_a_script_error_reaches_the_client(keyed: Keyed) -> None:
+    async with keyed.pool(keyed.acme) as pool:
+        async with pool.checkout() as session:
+            with pytest.raises(pydantic_monty.MontyRuntimeError) as info:
+                await session.feed_run('1 / 0')
+            assert str(info.value) == 'ZeroDivisionError: division by zero'
+            assert await session.feed_run('"still here"') == 'still here'
+
+
+@pytest.mark.parametrize('key', ['corral_0123456789abcdef_' + 'x' * 43, 'not a key'])
+async def test_a_wrong_key_is_refused(keyed: Keyed, key: str) -> None:
+    with pytest.raises(pydantic_monty.MontyCrashedError) as info:
+        async with keyed.pool(key) as pool:
+            async with pool.checkout() as session:
+                await session.feed_run('1')
+    assert str(info.value) == REFUSED_KEY
+
+
+async def test_a_revoked_key_is_refused(keyed: Keyed) -> None:
+    key = corral('keys', 'create', '--tenant', 'gamma', '--store', keyed.store)
+    async with keyed.pool(key) as pool:
+        async with pool.checkout() as session:
+            assert await session.feed_run('2 + 2') == 4
+    key_id = re.fullmatch(r'corral_([0-9a-f]{16})_.*', key)[1]
+    corral('keys', 'revoke', key_id, '--store', keyed.store)
+    with pytest.raises(pydantic_monty.MontyCrashedError) as info:
+        async with keyed.pool(key) as pool:
+            async with pool.checkout() as session:
+                await session.feed_run('1')
+    assert str(info.value) == REFUSED_KEY
+
+
+async def test_no_key_is_refused_once_keys_exist(keyed: Keyed) -> None:
+    with pytest.raises(pydantic_monty.MontyCrashedError) as info:
+        async with keyed.pool(None) as pool:
+            async with pool.checkout() as session:
+                await session.feed_run('1')
+    assert str(info.value) == REFUSED_KEY
+
+
+async def test_no_key_is_refused_beyond_loopback(tmp_path: Path) -> None:
+    with running_server(tmp_path, '--host', '0.0.0.0') as server:
+        client = pydantic_monty.AsyncMontyWebsocket(f'{server.url}/monty-ws/')
+        with pytest.raises(pydantic_monty.MontyCrashedError) as info:
+            async with client as pool:
+                async with pool.checkout() as session:
+                    await session.feed_run('1')
+    assert str(info.value) == REFUSED_KEY
+
+
+async def test_a_stored_session_loads_for_its_tenant_only(keyed: Keyed) -> None:
+    async with keyed.pool(keyed.acme) as pool:
+        async with pool.checkout(ephemeral=False) as session:
+            await session.feed_run('total = 40 + 2')
+            session_id = session.session_id
+    assert re.fullmatch(rb'[0-9a-f]{32}', session_id)
+    async with keyed.pool(keyed.acme) as pool:
+        async with pool.checkout() as session:
+            await session.load_session(session_id)
+            assert await session.feed_run('total') == 42
+            assert session.session_id not in (None, session_id)
+    async with keyed.pool(keyed.beta) as pool:
+        async with pool.checkout() as session:
+            with pytest.raises(pydantic_monty.MontyRuntimeError) as info:
+                await session.load_session(session_id)
+            assert await session.feed_run('"usable"') == 'usable'
+    assert str(info.value) == f"RuntimeError: no stored session with id {session_id.decode()!r}"
+
+
+async def frames(url: str, *sent: bytes | str) -> list[pb.ChildEvent | str]:
+    """What the server answers to each raw frame of `sent`, then how it closed (`closed CODE`)."""
+    answers: list[pb.ChildEvent | str] = []
+    async with websockets.connect(url, max_size=None) as ws:
+        try:
+            for frame in sent:
+                await ws.send(frame)
+                answers.append(pb.ChildEvent.FromString(await ws.recv()))
+            await ws.close()
+        except websockets.ConnectionClosed:
+            pass
+        answers.append(f'closed {ws.close_code}')
+    return answers
+
+
+def configure() -> bytes:
+    return pb.ParentRequest(configure=pb.Configure(protocol_version=6)).SerializeToString()
+
+
+def feed(code: str) -> bytes:
+    return pb.ParentRequest(feed=pb.Feed(code=code)).SerializeToString()
+
+
+async def test_malformed_frames_are_answered_and_the_server_goes_on(tmp_path: Path) -> None:
+    with running_server(tmp_path, '--max-frame', '4096') as server:
+        url = f'{server.url}/monty-ws/'
+        first, second, text, fed, closed = await frames(url, configure(), b'\xff\xff\xff', 'hello', feed('6 * 7'))
+        assert first.WhichOneof('kind') == 'ok'
+        assert second.error.exception.exc_type == 'ValueError'
+        assert second.error.exception.message == 'malformed request: 3 bytes that are no ParentRequest'
+        assert text.error.exception.message == 'malformed request: a text frame: each frame is one binary protobuf ParentRequest'
+        assert fed.complete.values.nodes[fed.complete.value].int == 42
+        assert closed == 'closed 1000'
+        big, closed = (await frames(url, configure(), feed('x' * 5000)))[1:]
+        assert big.fatal_error.message == "a request of 5006 bytes is larger than the server's limit of 4096 bytes (corral serve --max-frame)"
+        assert closed == 'closed 1000'
+        async with pydantic_monty.AsyncMontyWebsocket(url) as pool:
+            async with pool.checkout() as session:
+                assert await session.feed_run('"served"') == 'served'
