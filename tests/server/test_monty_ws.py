@@ -173,3 +173,44 @@ async def test_malformed_frames_are_answered_and_the_server_goes_on(tmp_path: Pa
         async with pydantic_monty.AsyncMontyWebsocket(url) as pool:
             async with pool.checkout() as session:
                 assert await session.feed_run('"served"') == 'served'
+
+
+async def test_the_server_metrics_count_these_sessions(tmp_path: Path) -> None:
+    import asyncio
+
+    import httpx
+
+    from .test_metrics_remote import samples
+
+    with running_server(tmp_path) as server:
+        async with pydantic_monty.AsyncMontyWebsocket(f'{server.url}/monty-ws/') as pool:
+            async with pool.checkout() as session:
+                assert await session.feed_run('double(2) + double(3)', external_lookup={'double': lambda v: v * 2}) == 10
+                with pytest.raises(pydantic_monty.MontyRuntimeError):
+                    await session.feed_run('1 / 0')
+        async with httpx.AsyncClient(base_url=f'http://127.0.0.1:{server.port}') as http:
+            for _ in range(500):  # the server ends the session once it sees the connection close
+                counted = samples((await http.get('/metrics')).text)
+                if counted[('corral_sessions_active', ())] == 0.0:
+                    break
+                await asyncio.sleep(0.01)
+    assert {name: counted[name] for name in counted if name[0] in ('corral_sessions_active', 'corral_feeds_total', 'corral_host_calls_total')} == {
+        ('corral_sessions_active', ()): 0.0,
+        ('corral_feeds_total', (('outcome', 'ok'),)): 1.0,
+        ('corral_feeds_total', (('outcome', 'error'),)): 1.0,
+        ('corral_host_calls_total', ()): 2.0,
+    }
+
+
+async def test_a_tenant_quota_holds_for_these_sessions(keyed: Keyed) -> None:
+    key = corral('keys', 'create', '--tenant', 'delta', '--store', keyed.store)
+    corral('tenants', 'set', 'delta', '--concurrent-sessions', '1', '--store', keyed.store)
+    async with keyed.pool(key) as pool:
+        async with pool.checkout() as held:
+            assert await held.feed_run('1') == 1
+            with pytest.raises(pydantic_monty.MontyRuntimeError) as info:
+                async with pool.checkout() as session:
+                    await session.feed_run('2')
+            assert str(info.value) == "RuntimeError: tenant 'delta' has 1 session open; its quota is 1 (concurrent_sessions)"
+        async with pool.checkout() as session:  # the slot is free again
+            assert await session.feed_run('3') == 3

@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 from ..errors import (
+    CorralError,
     SandboxError,
     SandboxLimitError,
     SandboxRuntimeError,
@@ -208,14 +209,14 @@ class MontyChild:
             return
         try:
             session = await self._open(config)
-        except (StubError, ValueError, TypeError, SandboxError) as error:
+        except (ValueError, TypeError, CorralError) as error:  # bad options, a quota, a store's refusal
             self._refused(error)
             return
         self._started(session, config)
 
     def _refused(self, error: Exception) -> None:
         """A checkout refused, as the built-in error the client knows (corral's own are RuntimeError)."""
-        name = 'ValueError' if isinstance(error, StubError) else 'RuntimeError' if isinstance(error, SandboxError) else type(error).__name__
+        name = 'ValueError' if isinstance(error, StubError) else 'RuntimeError' if isinstance(error, CorralError) else type(error).__name__
         self._error(name, str(error))
 
     def _started(self, session: Session, config: pb.Configure) -> None:
