@@ -94,6 +94,7 @@ class MontyChild:
         self._futures: dict[int, asyncio.Future[Any]] = {}
         self._resolver: asyncio.Task[None] | None = None
         self._imported: set[str] = set()  # modules the parent was asked for
+        self._stub_texts: dict[str, str | None] = {}  # the stubs of each module the parent was asked for
         self._printed: list[tuple[int, list[str]]] = []  # output not sent yet: (stream, texts)
         self._flush_timer: asyncio.TimerHandle | None = None
         self._interrupt: str | None = None  # 'reset', 'shutdown' or 'closed', come while a feed ran
@@ -222,7 +223,7 @@ class MontyChild:
     def _started(self, session: Session, config: pb.Configure) -> None:
         """`session` is the child's, checked out for `config`: the turn ends with `Ok`."""
         self._session, self._config = session, config
-        self._bound, self._next_call, self._imported = set(), 0, set()
+        self._bound, self._next_call, self._imported, self._stub_texts = set(), 0, set(), {}
         ok = pb.ChildEvent(ok=pb.Ok())
         if not session.ephemeral:  # a stored session: the client names it to load it again
             ok.session_id = session.session_id.encode()
@@ -316,8 +317,10 @@ class MontyChild:
             session.chdir(feed.cwd)
         checked = self._config.type_check and not feed.skip_type_check
         modules = sorted(imported_modules(feed.code) - self._imported)
-        self._imported.update(modules)
-        stubs = {name: await self._stubs(session, name) for name in modules} if checked else {}
+        if checked:  # each module's stubs are asked once, imported once the script runs
+            for name in modules:
+                if name not in self._stub_texts:
+                    self._stub_texts[name] = await self._stubs(session, name)
         if checked:  # before anything of the script reaches the parent, whose answer may be a type error
             try:
                 await session.check(feed.code)
@@ -328,7 +331,8 @@ class MontyChild:
                 self._ended(pb.ChildEvent(error=pb.Error(exception=_raised(error))))
                 return
         for module in modules:
-            await self._import(session, module, stubs.get(module))
+            await self._import(session, module, self._stub_texts.get(module))
+        self._imported.update(modules)
         called, read = free_names(feed.code, self._bound | set(inputs))
         lookup: dict[str, Callable[..., Any]] = {}
         for name in called | set(stub_functions(self._config.type_check_stubs)):
