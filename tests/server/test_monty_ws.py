@@ -242,3 +242,31 @@ def test_the_documents_logfire_examples_run_verbatim_on_corral_serve(keyed: Keye
     # pydantic_monty 1.4.0 aborts at interpreter exit now and then (SIGABRT, after all output), with its own
     # local `monty` binary too (about 1 run in 7): the example's work is done by then
     assert (done.stdout, done.stderr, done.returncode in (0, -signal.SIGABRT)) == (expected, '', True)
+
+
+async def test_a_drained_replica_hands_its_sessions_to_another(tmp_path: Path) -> None:
+    import asyncio
+
+    from .conftest import Balancer
+    from .test_replicas import key_file
+
+    store = f'sqlite:///{tmp_path}/shared.db'
+    key = ('--state-key-file', key_file(tmp_path))
+    with running_server(tmp_path, *key, store=store) as a, running_server(tmp_path, *key, store=store) as b:
+        async with Balancer([a.port, b.port]) as service:
+            async with pydantic_monty.AsyncMontyWebsocket(f'{service.url}/monty-ws/') as pool:
+                async with pool.checkout(ephemeral=False) as stored, pool.checkout() as ephemeral:
+                    await stored.feed_run('x = 1')
+                    await ephemeral.feed_run('y = 5')
+                    a.process.send_signal(signal.SIGTERM)
+                    await asyncio.sleep(1.0)  # it stops listening, and waits for its clients' next requests
+                    with pytest.raises(pydantic_monty.MontyShutdown) as drained:  # Monty's clients resume stored sessions only
+                        await ephemeral.feed_run('y + 1')
+                    assert await stored.feed_run('x + 1') == 2  # auto_resume: loaded from the store at the other replica
+                    await asyncio.to_thread(a.process.wait, 30)
+                    assert await stored.feed_run('x + 2') == 3
+                async with pool.checkout() as moved:  # the ephemeral one's state travelled with the drain
+                    await moved.load_session(drained.value.dump)
+                    assert await moved.feed_run('y + 1') == 6
+        assert a.process.returncode == -signal.SIGTERM
+        assert 'Traceback' not in a.output() + b.output()

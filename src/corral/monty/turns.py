@@ -220,10 +220,12 @@ class MontyChild:
         name = 'ValueError' if isinstance(error, StubError) else 'RuntimeError' if isinstance(error, CorralError) else type(error).__name__
         self._error(name, str(error))
 
-    def _started(self, session: Session, config: pb.Configure) -> None:
-        """`session` is the child's, checked out for `config`: the turn ends with `Ok`."""
+    def _started(self, session: Session, config: pb.Configure, *, loaded: bool = False) -> None:
+        """`session` is the child's, checked out for `config` (or `loaded` from a state, whose names
+        the earlier feeds may have bound are kept): the turn ends with `Ok`."""
         self._session, self._config = session, config
-        self._bound, self._next_call, self._imported, self._stub_texts = set(), 0, set(), {}
+        if not loaded:
+            self._bound, self._next_call, self._imported, self._stub_texts = set(), 0, set(), {}
         ok = pb.ChildEvent(ok=pb.Ok())
         if not session.ephemeral:  # a stored session: the client names it to load it again
             ok.session_id = session.session_id.encode()
@@ -256,22 +258,27 @@ class MontyChild:
     async def _end_session(self) -> None:
         session, self._session = self._session, None
         if session is not None:
-            await session.aclose()
+            await self._close(session)
+
+    async def _close(self, session: Session) -> None:
+        await session.aclose()
 
     async def _load(self, load: pb.Load) -> None:
-        if self._session is not None:
-            self._error('RuntimeError', 'Load is out of turn: this child has a session; send Reset first')
-            return
-        session = self._checkout(pb.Configure())
+        """A session from a dumped state: in place of the one configured, if any (with its options)."""
+        config = self._config if self._session is not None else pb.Configure()
         try:
-            await session.__aenter__()
+            session = await self._open(config)
+        except (ValueError, TypeError, CorralError) as error:
+            self._refused(error)
+            return
+        try:
             await session.load_session(load.state)
         except SandboxError as error:
-            await session.aclose()
+            await self._close(session)
             self._error('ValueError', str(error))
             return
-        self._session, self._config = session, pb.Configure()
-        self._ended(pb.ChildEvent(ok=pb.Ok()))
+        await self._end_session()
+        self._started(session, config, loaded=True)
 
     async def _dump(self) -> None:
         assert self._session is not None

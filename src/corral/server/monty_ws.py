@@ -29,7 +29,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from ..errors import CorralError
 from ..host.session import Session
 from ..monty import monty_v1_pb2 as pb
-from ..monty.turns import MontyChild
+from ..monty.turns import Closed, MontyChild
 from . import protocol as p
 
 if TYPE_CHECKING:
@@ -120,6 +120,30 @@ class _ServedChild(MontyChild):
         self._trace = trace
         self._opened_at: dict[Session, float] = {}  # when each session was requested
         self._fork: str | None = None
+        self.draining = False  # the next request is answered with ShutdownDump
+        self.feeding = False
+
+    async def _handle(self, request: pb.ParentRequest) -> None:
+        if self.draining:
+            await self._hand_over()
+        await super()._handle(request)
+
+    async def _hand_over(self) -> None:
+        """The server drains: the session goes on at another replica. A stored one is in the store:
+        `ShutdownDump` names its id, which the client's `auto_resume` loads at another replica; an
+        ephemeral one travels as its signed state (the client's `MontyShutdown.dump`, to load)."""
+        session = self._session
+        if session is None:
+            self._fatal('the corral server is shutting down; connect again (to another replica)')
+        event = pb.ChildEvent(shutdown=pb.ShutdownDump())
+        if not session.ephemeral:
+            event.shutdown.dump = session.session_id.encode()
+        else:
+            with contextlib.suppress(CorralError, RuntimeError):  # one that cannot be dumped ends here
+                event.shutdown.dump = await session.dump()
+        await self._end_session()
+        self._send(event)
+        raise Closed
 
     def _checkout(self, config: pb.Configure) -> Session:
         options = self._checkout_options(config)
@@ -172,12 +196,10 @@ class _ServedChild(MontyChild):
             self._server.pool.observer.checkout_failed(error)
             raise
 
-    async def _end_session(self) -> None:
-        session = self._session
-        await super()._end_session()
-        if session is not None:
-            for hook in self._server.hooks:
-                await hook.session_closed(self._tenant, session, time.monotonic() - self._opened_at.pop(session))
+    async def _close(self, session: Session) -> None:
+        await super()._close(session)
+        for hook in self._server.hooks:
+            await hook.session_closed(self._tenant, session, time.monotonic() - self._opened_at.pop(session))
 
     async def _feed(self, feed: pb.Feed) -> None:
         session = self._session
@@ -192,15 +214,41 @@ class _ServedChild(MontyChild):
             self._error('RuntimeError', str(error))
             return
         token = otel_context.attach(_propagator.extract(self._trace))
+        self.feeding = True
         try:
             await super()._feed(feed)
         except BaseException as error:
             outcome = type(error).__name__
             raise
         finally:
+            self.feeding = False
             otel_context.detach(token)
             for hook in self._server.hooks:
                 await hook.feed_ended(self._tenant, session, outcome, time.monotonic() - started, self._next_call - calls)
+
+
+class _Connection:
+    """What the server sees of a connection (`CorralServer.connections`): its session, whether a
+    feed runs, and `end()`: a drain hands the session over at the client's next request, when no
+    feed runs; else (a feed past the drain's grace, the server stopping) the connection ends."""
+
+    def __init__(self, child: _ServedChild, task: asyncio.Task[Any] | None) -> None:
+        self._child = child
+        self._task = task
+
+    @property
+    def session(self) -> Session | None:
+        return self._child._session
+
+    @property
+    def busy(self) -> bool:
+        return self._child.feeding
+
+    def end(self, close: Any = None) -> None:
+        if getattr(close, 'code', None) == p.CLOSE_DRAIN and not self.busy:
+            self._child.draining = True
+        elif self._task is not None:
+            self._task.cancel()
 
 
 async def serve_monty(server: CorralServer, websocket: WebSocket) -> None:
@@ -225,7 +273,13 @@ async def serve_monty(server: CorralServer, websocket: WebSocket) -> None:
             tenant = await _authenticate(server, websocket)
             if isinstance(tenant, str):
                 trace = {k: v for k, v in websocket.headers.items() if k in ('traceparent', 'tracestate')}
-                await _ServedChild(server, link, tenant, trace).serve()
+                child = _ServedChild(server, link, tenant, trace)
+                connection = _Connection(child, asyncio.current_task())
+                server.connections.add(connection)  # type: ignore[arg-type]  # counted, drained, ended with the others
+                try:
+                    await child.serve()
+                finally:
+                    server.connections.discard(connection)  # type: ignore[arg-type]
             else:
                 refusal, code = tenant
         if refusal is not None:  # the client's first request is answered with why it is refused
