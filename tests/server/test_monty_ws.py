@@ -270,3 +270,57 @@ async def test_a_drained_replica_hands_its_sessions_to_another(tmp_path: Path) -
                     assert await moved.feed_run('y + 1') == 6
         assert a.process.returncode == -signal.SIGTERM
         assert 'Traceback' not in a.output() + b.output()
+
+
+TRACED_APP = '''
+import asyncio, json, sys
+import pydantic_monty, uvicorn
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from corral.server.app import create_app
+
+exporter = InMemorySpanExporter()
+provider = TracerProvider()
+provider.add_span_processor(SimpleSpanProcessor(exporter))
+trace.set_tracer_provider(provider)
+PORT = int(sys.argv[1])
+
+async def main():
+    app = create_app(store='sqlite:///' + sys.argv[2])
+    server = uvicorn.Server(uvicorn.Config(app, host='127.0.0.1', port=PORT, log_level='warning', lifespan='on'))
+    serving = asyncio.create_task(server.serve())
+    while not server.started:
+        await asyncio.sleep(0.02)
+    with trace.get_tracer('app').start_as_current_span('tool call') as span:
+        parent = span.get_span_context()
+        header = {'traceparent': f'00-{parent.trace_id:032x}-{parent.span_id:016x}-01'}
+        async with pydantic_monty.AsyncMontyWebsocket(f'ws://127.0.0.1:{PORT}/monty-ws/', connect_headers=lambda: header) as pool:
+            async with pool.checkout() as session:
+                await session.feed_run("get_order('o1')", external_lookup={'get_order': lambda order_id: order_id})
+    server.should_exit = True
+    await serving
+    spans = [
+        {'name': s.name, 'trace': s.context.trace_id, 'id': s.context.span_id, 'parent': s.parent.span_id if s.parent else None}
+        for s in exporter.get_finished_spans()
+    ]
+    print(json.dumps(spans))
+
+asyncio.run(main())
+'''
+
+
+def test_the_traceparent_header_continues_the_callers_trace(tmp_path: Path) -> None:
+    """The server runs in the client's process here (one exporter sees both sides), in a task started
+    before the caller's span: only the `traceparent` header links them."""
+    import json
+
+    from .conftest import free_port
+
+    done = subprocess.run([sys.executable, '-c', TRACED_APP, str(free_port()), str(tmp_path / 'store.db')], capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode in (0, -signal.SIGABRT), done.stderr  # see the documents' examples above
+    spans = {span['name']: span for span in json.loads(done.stdout.splitlines()[-1])}
+    tool_call, run_code, call = spans['tool call'], spans['run code'], spans['call get_order']
+    assert (run_code['parent'], call['parent']) == (tool_call['id'], run_code['id'])
+    assert tool_call['trace'] == run_code['trace'] == call['trace']
