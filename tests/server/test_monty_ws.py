@@ -99,6 +99,20 @@ async def test_a_revoked_key_is_refused(keyed: Keyed) -> None:
     assert str(info.value) == REFUSED_KEY
 
 
+async def test_a_key_revoked_while_connected_ends_the_connection(keyed: Keyed) -> None:
+    import asyncio
+
+    key = corral('keys', 'create', '--tenant', 'epsilon', '--store', keyed.store)
+    async with keyed.pool(key) as pool:
+        async with pool.checkout() as session:
+            assert await session.feed_run('1') == 1
+            corral('keys', 'revoke', re.fullmatch(r'corral_([0-9a-f]{16})_.*', key)[1], '--store', keyed.store)
+            await asyncio.sleep(1.1)  # the server checks a connection's key again after a second
+            with pytest.raises(pydantic_monty.MontyCrashedError) as info:
+                await session.feed_run('2')
+    assert str(info.value) == REFUSED_KEY
+
+
 async def test_no_key_is_refused_once_keys_exist(keyed: Keyed) -> None:
     with pytest.raises(pydantic_monty.MontyCrashedError) as info:
         async with keyed.pool(None) as pool:

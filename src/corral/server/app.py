@@ -370,7 +370,7 @@ def create_app(
         await _Connection(server, websocket).run()
 
     async def monty_endpoint(websocket: WebSocket) -> None:
-        await serve_monty(server, websocket)
+        await serve_monty(server, websocket, KEY_RECHECK)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

@@ -26,7 +26,7 @@ from opentelemetry import context as otel_context
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from ..errors import CorralError
+from ..errors import CorralError, SandboxStoreError
 from ..host.session import Session
 from ..monty import monty_v1_pb2 as pb
 from ..monty.turns import Closed, MontyChild
@@ -113,10 +113,11 @@ class WebSocketLink:
 class _ServedChild(MontyChild):
     """The turn machine with a tenant: checkouts through the server's hooks, feeds in the caller's trace."""
 
-    def __init__(self, server: CorralServer, link: WebSocketLink, tenant: str, trace: dict[str, str]) -> None:
+    def __init__(self, server: CorralServer, link: WebSocketLink, tenant: str, key: str | None, key_recheck: float, trace: dict[str, str]) -> None:
         super().__init__(server.pool, link)
         self._server = server
         self._tenant = tenant
+        self._key, self._key_recheck, self._key_checked = key, key_recheck, time.monotonic()
         self._trace = trace
         self._opened_at: dict[Session, float] = {}  # when each session was requested
         self._fork: str | None = None
@@ -126,7 +127,26 @@ class _ServedChild(MontyChild):
     async def _handle(self, request: pb.ParentRequest) -> None:
         if self.draining:
             await self._hand_over()
+        await self._recheck_key()
         await super()._handle(request)
+
+    async def _recheck_key(self) -> None:
+        """Authenticate the connection's key again when `key_recheck` seconds have passed since it
+        last was: a key revoked meanwhile, or one that now gives another tenant, ends the connection
+        with a `FatalError`. A store that fails to answer leaves it as it was."""
+        server = self._server
+        if server.authenticate is None or time.monotonic() - self._key_checked < self._key_recheck:
+            return
+        self._key_checked = time.monotonic()
+        try:
+            tenant = await server.authenticate(self._key)
+        except SandboxStoreError as error:
+            _log.warning('the API key of a connection could not be checked again: %s', error)
+            return
+        except CorralError as error:
+            self._fatal(str(error))
+        if tenant != self._tenant:
+            self._fatal(f'the API key of this connection now belongs to another tenant than {self._tenant!r}')
 
     async def _hand_over(self) -> None:
         """The server drains: the session goes on at another replica. A stored one is in the store:
@@ -251,8 +271,9 @@ class _Connection:
             self._task.cancel()
 
 
-async def serve_monty(server: CorralServer, websocket: WebSocket) -> None:
-    """Serve one connection of Monty's protocol until the client shuts it down or goes."""
+async def serve_monty(server: CorralServer, websocket: WebSocket, key_recheck: float) -> None:
+    """Serve one connection of Monty's protocol until the client shuts it down or goes; its API key
+    is checked again before a request when `key_recheck` seconds have passed since it last was."""
     await websocket.accept()
     address = websocket.client.host if websocket.client is not None else ''
     pending = False
@@ -273,7 +294,7 @@ async def serve_monty(server: CorralServer, websocket: WebSocket) -> None:
             tenant = await _authenticate(server, websocket)
             if isinstance(tenant, str):
                 trace = {k: v for k, v in websocket.headers.items() if k in ('traceparent', 'tracestate')}
-                child = _ServedChild(server, link, tenant, trace)
+                child = _ServedChild(server, link, tenant, _bearer(websocket), key_recheck, trace)
                 connection = _Connection(child, asyncio.current_task())
                 server.connections.add(connection)  # type: ignore[arg-type]  # counted, drained, ended with the others
                 try:
@@ -308,14 +329,17 @@ async def _admit(server: CorralServer, websocket: WebSocket, address: str) -> tu
     return None, 1000
 
 
+def _bearer(websocket: WebSocket) -> str | None:
+    header = websocket.headers.get('authorization')
+    return header[7:].strip() if header is not None and header[:7].lower() == 'bearer ' else None
+
+
 async def _authenticate(server: CorralServer, websocket: WebSocket) -> str | tuple[str, int]:
     """The caller's tenant, or why it is refused and the close code."""
     if server.authenticate is None:
         return ''
-    header = websocket.headers.get('authorization')
-    key = header[7:].strip() if header is not None and header[:7].lower() == 'bearer ' else None
     try:
-        tenant = await server.authenticate(key)
+        tenant = await server.authenticate(_bearer(websocket))
     except CorralError as error:
         server.pool.observer.checkout_failed(error)
         return str(error), p.CLOSE_UNAUTHORIZED
