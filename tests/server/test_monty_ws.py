@@ -338,3 +338,32 @@ def test_the_traceparent_header_continues_the_callers_trace(tmp_path: Path) -> N
     tool_call, run_code, call = spans['tool call'], spans['run code'], spans['call get_order']
     assert (run_code['parent'], call['parent']) == (tool_call['id'], run_code['id'])
     assert tool_call['trace'] == run_code['trace'] == call['trace']
+
+
+async def test_a_client_that_never_answers_a_call_is_stopped_by_the_feeds_time_limit(tmp_path: Path) -> None:
+    import asyncio
+
+    limits = pb.ResourceLimits(max_feed_duration_micros=1_000_000)
+    with running_server(tmp_path) as server:
+        async with websockets.connect(f'{server.url}/monty-ws/') as ws:
+            await ws.send(pb.ParentRequest(configure=pb.Configure(protocol_version=6, limits=limits)).SerializeToString())
+            assert pb.ChildEvent.FromString(await ws.recv()).WhichOneof('kind') == 'ok'
+            await ws.send(feed('f(1)'))
+            assert pb.ChildEvent.FromString(await ws.recv()).function_call.function_name == 'f'
+            # no answer: the feed's limit ends it, and the worker with it
+            stopped = pb.ChildEvent.FromString(await asyncio.wait_for(ws.recv(), 30)).error.exception
+            assert (stopped.exc_type, stopped.message) == (
+                'TimeoutError',
+                'feed time limit exceeded: the script ran past the wall_time limit of 1 second and was killed',
+            )
+            await ws.send(feed('2 + 2'))
+            assert pb.ChildEvent.FromString(await ws.recv()).error.exception.message == (
+                'this session cannot run scripts: the script ran past the wall_time limit of 1 second and did not stop; check out a new session'
+            )
+            await ws.send(pb.ParentRequest(reset=pb.Reset()).SerializeToString())
+            assert pb.ChildEvent.FromString(await ws.recv()).WhichOneof('kind') == 'ok'
+            await ws.send(configure())
+            assert pb.ChildEvent.FromString(await ws.recv()).WhichOneof('kind') == 'ok'
+            await ws.send(feed('2 + 2'))
+            done = pb.ChildEvent.FromString(await ws.recv()).complete
+            assert done.values.nodes[done.value].int == 4
