@@ -19,6 +19,7 @@ import contextlib
 import logging
 import re
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from google.protobuf.message import DecodeError
@@ -50,10 +51,10 @@ class WebSocketLink:
     within the server's `open_timeout`, none larger than its `max_frame`; events wait in an
     outbox of at most `max_outbox` bytes, sent by a task of their own."""
 
-    def __init__(self, server: CorralServer, websocket: WebSocket, opened: Any) -> None:
+    def __init__(self, server: CorralServer, websocket: WebSocket, opened: Callable[[], None]) -> None:
         self._server = server
         self._ws = websocket
-        self._opened = opened  # called once, when the first request came (or the link closed)
+        self._opened: Callable[[], None] | None = opened  # called once, when the first request came (or the link closed)
         self._outbox: asyncio.Queue[bytes | None] = asyncio.Queue()
         self._outbox_bytes = 0
         self.cut_off = False
@@ -123,6 +124,15 @@ class _ServedChild(MontyChild):
         self._fork: str | None = None
         self.draining = False  # the next request is answered with ShutdownDump
         self.feeding = False
+        self._feed_outcome = 'ok'  # how the feed running ended, for the hooks: 'ok' or the error's type
+
+    def _ended(self, event: pb.ChildEvent) -> None:
+        kind = event.WhichOneof('kind')
+        if kind == 'error':
+            self._feed_outcome = event.error.exception.exc_type
+        elif kind == 'typing_error':
+            self._feed_outcome = 'TypingError'
+        super()._ended(event)
 
     async def _handle(self, request: pb.ParentRequest) -> None:
         if self.draining:
@@ -224,7 +234,7 @@ class _ServedChild(MontyChild):
     async def _feed(self, feed: pb.Feed) -> None:
         session = self._session
         assert session is not None
-        started, outcome = time.monotonic(), 'ok'
+        started, self._feed_outcome = time.monotonic(), 'ok'
         calls = self._next_call  # the parent's calls of the session so far
         try:
             for hook in self._server.hooks:
@@ -238,13 +248,13 @@ class _ServedChild(MontyChild):
         try:
             await super()._feed(feed)
         except BaseException as error:
-            outcome = type(error).__name__
+            self._feed_outcome = type(error).__name__
             raise
         finally:
             self.feeding = False
             otel_context.detach(token)
             for hook in self._server.hooks:
-                await hook.feed_ended(self._tenant, session, outcome, time.monotonic() - started, self._next_call - calls)
+                await hook.feed_ended(self._tenant, session, self._feed_outcome, time.monotonic() - started, self._next_call - calls)
 
 
 class _Connection:
