@@ -173,7 +173,7 @@ def feed(code: str) -> bytes:
     return pb.ParentRequest(feed=pb.Feed(code=code)).SerializeToString()
 
 
-async def test_malformed_frames_are_answered_and_the_server_goes_on(tmp_path: Path) -> None:
+async def test_malformed_frames_and_web_pages_are_refused_and_the_server_goes_on(tmp_path: Path) -> None:
     with running_server(tmp_path, '--max-frame', '4096') as server:
         url = f'{server.url}/monty-ws/'
         first, second, text, fed, closed = await frames(url, configure(), b'\xff\xff\xff', 'hello', feed('6 * 7'))
@@ -186,6 +186,11 @@ async def test_malformed_frames_are_answered_and_the_server_goes_on(tmp_path: Pa
         big, closed = (await frames(url, configure(), feed('x' * 5000)))[1:]
         assert big.fatal_error.message == "a request of 5006 bytes is larger than the server's limit of 4096 bytes (corral serve --max-frame)"
         assert closed == 'closed 1000'
+        for origin in ('https://evil.example', 'http://127.0.0.1:3000', 'null'):  # a web page's upgrade is refused
+            with pytest.raises(websockets.InvalidStatus) as info:
+                async with websockets.connect(url, origin=origin):
+                    pass
+            assert info.value.response.status_code == 403
         async with pydantic_monty.AsyncMontyWebsocket(url) as pool:
             async with pool.checkout() as session:
                 assert await session.feed_run('"served"') == 'served'
