@@ -1060,6 +1060,8 @@ class Session:
             result = await awaitable
         except (Exception, SystemExit, KeyboardInterrupt) as error:
             self._running.discard(call[0])
+            if call[4] and type(error) is RuntimeError and isinstance(error.__cause__, StopIteration) and str(error) == 'coroutine raised StopIteration':
+                error = error.__cause__  # a sync call the host answers by awaiting: PEP 479's wrapping is the host's, not the call's
             self._call_failed(span, call, error)
         else:
             self._running.discard(call[0])
