@@ -304,3 +304,15 @@ def test_environment_and_files_are_the_applications(monty: pydantic_monty.Monty,
         code = 'from pathlib import Path\nPath("/data/out.txt").write_text(Path("/data/notes.txt").read_text().upper())\nsorted(p.name for p in Path("/data").iterdir())'
         assert session.feed_run(code, mount=mount) == ['notes.txt', 'out.txt']
     assert (tmp_path / 'out.txt').read_text() == 'HELLO'
+
+
+def test_a_host_functions_stop_iteration_reaches_the_script_as_itself(monty: pydantic_monty.Monty) -> None:
+    """The parent answers a sync call while the event loop goes on (an awaitable the session awaits):
+    a StopIteration it raises stays a StopIteration, not PEP 479's RuntimeError."""
+
+    def exhausted() -> None:
+        raise StopIteration('no more')
+
+    with monty.checkout() as session:
+        code = 'try:\n    exhausted()\nexcept StopIteration as e:\n    caught = repr(e)\ncaught'
+        assert session.feed_run(code, external_lookup={'exhausted': exhausted}) == "StopIteration('no more')"

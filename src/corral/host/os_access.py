@@ -124,7 +124,11 @@ class OsAccess:
     `stat`, `read_file`, `write_file`, `list_dir`, `make_dir`, `remove`, `remove_dir`, `rename`;
     paths arrive absolute and normalized. Raise `FileNotFoundError`, `PermissionError` ... as the
     script should see them. Override `getenv`/`environ` or `now` for a dynamic environment or clock.
+    A subclass whose methods wait on the event loop (answers asked of a remote caller) sets
+    `threaded = True`: the session then calls them in a thread, never on the loop.
     """
+
+    threaded = False
 
     def __init__(
         self,

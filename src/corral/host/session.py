@@ -1054,6 +1054,12 @@ class Session:
     def _system_function(self, name: str) -> Callable[..., Any]:
         """A system call (files, environment, clock, seed): answered from the session's OsAccess."""
         system, operation = self._system, name[len(SYSTEM_PREFIX):]
+        if system.os_access.threaded:  # its answers wait on this loop: the call waits in a thread
+
+            def threaded_call(*args: Any) -> Any:
+                return asyncio.get_running_loop().run_in_executor(None, system.call, operation, list(args))
+
+            return threaded_call
 
         def system_call(*args: Any) -> Any:
             return system.call(operation, list(args))
@@ -1065,6 +1071,8 @@ class Session:
             result = await awaitable
         except (Exception, SystemExit, KeyboardInterrupt) as error:
             self._running.discard(call[0])
+            if call[4] and type(error) is RuntimeError and isinstance(error.__cause__, StopIteration) and str(error) == 'coroutine raised StopIteration':
+                error = error.__cause__  # a sync call the host answers by awaiting: PEP 479's wrapping is the host's, not the call's
             self._call_failed(span, call, error)
         else:
             self._running.discard(call[0])

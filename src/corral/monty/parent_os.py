@@ -19,6 +19,8 @@ __all__ = ['ParentOs']
 class ParentOs(OsAccess):
     """The script's files, environment and clock, served by the parent through `OsCall`s."""
 
+    threaded = True
+
     def __init__(self, child: MontyChild, policy: pb.OsPolicy) -> None:
         super().__init__(clock=self._clock)
         self._child = child

@@ -9,6 +9,7 @@ nothing else the process prints can corrupt a frame.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import os
 import struct
 import sys
@@ -34,6 +35,7 @@ class FrameLink:
     def __init__(self, reader: BinaryIO, writer: BinaryIO) -> None:
         self._reader = reader
         self._writer = writer
+        self._reading = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix='monty-stdin')
 
     def _read(self, size: int) -> bytes | None:
         data = bytearray()
@@ -44,9 +46,13 @@ class FrameLink:
             data += chunk
         return bytes(data)
 
-    def receive(self) -> pb.ParentRequest | None:
+    async def receive(self) -> pb.ParentRequest | None:
         """The next request; None at the end of the stream (a cut frame too); `ValueError` for a
-        frame that is no `ParentRequest`; `OverflowError` for one past `MAX_REQUEST`."""
+        frame that is no `ParentRequest`; `OverflowError` for one past `MAX_REQUEST`. The stream
+        is read in a thread: the event loop goes on meanwhile."""
+        return await asyncio.get_running_loop().run_in_executor(self._reading, self._receive)
+
+    def _receive(self) -> pb.ParentRequest | None:
         head = self._read(_LENGTH.size)
         if head is None:
             return None

@@ -20,10 +20,12 @@ import asyncio
 import builtins
 import keyword
 import re
+import threading
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 from ..errors import (
+    CorralError,
     SandboxError,
     SandboxLimitError,
     SandboxRuntimeError,
@@ -72,10 +74,10 @@ class Closed(Exception):
 
 
 class Link(Protocol):
-    """One parent's messages: `receive()` the next request (None when the parent closed the
-    link; `ValueError` for bytes that are no request), `send()` one event."""
+    """One parent's messages: `await receive()` the next request (None when the parent closed the
+    link; `ValueError` for bytes that are no request), `send()` one event (without waiting)."""
 
-    def receive(self) -> pb.ParentRequest | None: ...
+    async def receive(self) -> pb.ParentRequest | None: ...
 
     def send(self, event: pb.ChildEvent) -> None: ...
 
@@ -94,27 +96,33 @@ class MontyChild:
         self._futures: dict[int, asyncio.Future[Any]] = {}
         self._resolver: asyncio.Task[None] | None = None
         self._imported: set[str] = set()  # modules the parent was asked for
+        self._stub_texts: dict[str, str | None] = {}  # the stubs of each module the parent was asked for
         self._printed: list[tuple[int, list[str]]] = []  # output not sent yet: (stream, texts)
         self._flush_timer: asyncio.TimerHandle | None = None
         self._interrupt: str | None = None  # 'reset', 'shutdown' or 'closed', come while a feed ran
+        self._loop: asyncio.AbstractEventLoop | None = None  # where `serve` runs (see `os_call`)
+        self._loop_thread = 0
+        self._turn = asyncio.Lock()  # one suspension at a time waits on the parent
+        self._asking = 0  # suspensions asked or waiting their turn: futures are resolved after them
 
     # ----- the request loop ----------------------------------------------------------------------
 
     async def serve(self) -> None:
         """Answer requests until `Shutdown`, a fatal error, or the parent closing the link."""
+        self._loop, self._loop_thread = asyncio.get_running_loop(), threading.get_ident()
         try:
             while True:
-                request = self._receive()
+                request = await self._receive()
                 await self._handle(request)
         except Closed:
             pass
         finally:
             await self._end_session()
 
-    def _receive(self) -> pb.ParentRequest:
+    async def _receive(self) -> pb.ParentRequest:
         while True:
             try:
-                request = self._link.receive()
+                request = await self._link.receive()
             except OverflowError as error:  # the rest of the frame cannot be skipped safely
                 self._fatal(str(error))
             except ValueError as error:
@@ -206,22 +214,44 @@ class MontyChild:
             self._error('ValueError', f'unknown type check format {config.type_check_format}, expected one of: {", ".join(DIAGNOSTIC_FORMATS)}')
             return
         try:
-            session = self._checkout(config)
-            await session.__aenter__()
-        except (StubError, ValueError, TypeError, SandboxError) as error:
-            self._error(type(error).__name__ if not isinstance(error, StubError) else 'ValueError', str(error))
+            session = await self._open(config)
+        except (ValueError, TypeError, CorralError) as error:  # bad options, a quota, a store's refusal
+            self._refused(error)
             return
+        self._started(session, config)
+
+    def _refused(self, error: Exception) -> None:
+        """A checkout refused, as the built-in error the client knows (corral's own are RuntimeError)."""
+        name = 'ValueError' if isinstance(error, StubError) else 'RuntimeError' if isinstance(error, CorralError) else type(error).__name__
+        self._error(name, str(error))
+
+    def _started(self, session: Session, config: pb.Configure, *, loaded: bool = False) -> None:
+        """`session` is the child's, checked out for `config` (or `loaded` from a state, whose names
+        the earlier feeds may have bound are kept): the turn ends with `Ok`."""
         self._session, self._config = session, config
-        self._bound, self._called, self._next_call, self._imported = set(), {}, 0, set()
-        self._ended(pb.ChildEvent(ok=pb.Ok()))
+        if not loaded:
+            self._bound, self._called, self._next_call, self._imported, self._stub_texts = set(), {}, 0, set(), {}
+        ok = pb.ChildEvent(ok=pb.Ok())
+        if not session.ephemeral:  # a stored session: the client names it to load it again
+            ok.session_id = session.session_id.encode()
+        self._ended(ok)
+
+    async def _open(self, config: pb.Configure) -> Session:
+        """A started session for `config` (a front door checks its caller's rights here)."""
+        session = self._checkout(config)
+        await session.__aenter__()
+        return session
 
     def _checkout(self, config: pb.Configure) -> Session:
+        return self._pool.checkout(**self._checkout_options(config))
+
+    def _checkout_options(self, config: pb.Configure) -> dict[str, Any]:
         stubs = config.type_check_stubs if config.HasField('type_check_stubs') else None
         policy = config.os_policy
         seed = None
         if policy.WhichOneof('random_start') == 'seed' and policy.seed.WhichOneof('value') == 'int':
             seed = int.from_bytes(policy.seed.int, 'little', signed=True)
-        return self._pool.checkout(
+        return dict(
             type_check=config.type_check,
             type_check_stubs=stubs,
             limits=_limits(config.limits),
@@ -233,22 +263,27 @@ class MontyChild:
     async def _end_session(self) -> None:
         session, self._session = self._session, None
         if session is not None:
-            await session.aclose()
+            await self._close(session)
+
+    async def _close(self, session: Session) -> None:
+        await session.aclose()
 
     async def _load(self, load: pb.Load) -> None:
-        if self._session is not None:
-            self._error('RuntimeError', 'Load is out of turn: this child has a session; send Reset first')
-            return
-        session = self._checkout(pb.Configure())
+        """A session from a dumped state: in place of the one configured, if any (with its options)."""
+        config = self._config if self._session is not None else pb.Configure()
         try:
-            await session.__aenter__()
+            session = await self._open(config)
+        except (ValueError, TypeError, CorralError) as error:
+            self._refused(error)
+            return
+        try:
             await session.load_session(load.state)
         except SandboxError as error:
-            await session.aclose()
+            await self._close(session)
             self._error('ValueError', str(error))
             return
-        self._session, self._config = session, pb.Configure()
-        self._ended(pb.ChildEvent(ok=pb.Ok()))
+        await self._end_session()
+        self._started(session, config, loaded=True)
 
     async def _dump(self) -> None:
         assert self._session is not None
@@ -294,8 +329,10 @@ class MontyChild:
             session.chdir(feed.cwd)
         checked = self._config.type_check and not feed.skip_type_check
         modules = sorted(imported_modules(feed.code) - self._imported)
-        self._imported.update(modules)
-        stubs = {name: self._stubs(session, name) for name in modules} if checked else {}
+        if checked:  # each module's stubs are asked once, imported once the script runs
+            for name in modules:
+                if name not in self._stub_texts:
+                    self._stub_texts[name] = await self._stubs(session, name)
         if checked:  # before anything of the script reaches the parent, whose answer may be a type error
             try:
                 await session.check(feed.code)
@@ -306,10 +343,11 @@ class MontyChild:
                 self._ended(pb.ChildEvent(error=pb.Error(exception=_raised(error))))
                 return
         for module in modules:
-            failed = self._import(session, module, stubs.get(module))
+            failed = await self._import(session, module, self._stub_texts.get(module))
             if failed is not None:  # the parent's module failed to load: its import raises that
                 self._ended(pb.ChildEvent(error=pb.Error(exception=failed)))
                 return
+        self._imported.update(modules)
         called, read = free_names(feed.code, self._bound | set(inputs))
         lookup: dict[str, Callable[..., Any]] = {}
         for name in self._called.keys() - called:  # a function an earlier feed defined calls them
@@ -318,7 +356,7 @@ class MontyChild:
             lookup[name] = self._function(name, asynchronous=name in called.awaited)
         self._called.update({name: name in called.awaited or self._called.get(name, False) for name in called})
         for name in sorted(read - called):
-            answer = self._lookup_name(name)
+            answer = await self._lookup_name(name)
             if answer is None:
                 continue
             if isinstance(answer, pb.RaisedException):
@@ -347,10 +385,10 @@ class MontyChild:
         complete.complete.value = root
         self._ended(complete)
 
-    def _stubs(self, session: Session, name: str) -> str | None:
+    async def _stubs(self, session: Session, name: str) -> str | None:
         """Ask the parent for the stubs of host module `name`, offered to the type check at once."""
         try:
-            found = self.os_call('import_stubs', pb.OsCall.ImportStubs(modules=[name]), default='import_stubs', call_id=_BEFORE_CHECK)
+            found = await self._os_call('import_stubs', pb.OsCall.ImportStubs(modules=[name]), default='import_stubs', call_id=_BEFORE_CHECK)
         except (NameError, RuntimeError, ImportError):
             return None
         text = found.get(name) if isinstance(found, dict) else None
@@ -359,12 +397,12 @@ class MontyChild:
         session.add_external_module(name, ExternalModule({}, stubs=text))
         return text
 
-    def _import(self, session: Session, name: str, text: str | None) -> pb.RaisedException | None:
+    async def _import(self, session: Session, name: str, text: str | None) -> pb.RaisedException | None:
         """Ask the parent for host module `name`; a module it has is offered to the session as an
         `ExternalModule` (with the stubs `text`) whose functions call the parent's. Returns the
         error the parent raised making the module (its factory failed), else None."""
         try:
-            value = self.os_call('import', pb.OsCall.Import(module=name), default=None)
+            value = await self._os_call('import', pb.OsCall.Import(module=name), default=None)
         except (NameError, ImportError, _NotHandled):
             return None  # not the parent's: the script's import fails as Python's does
         except _Interrupted:
@@ -410,17 +448,23 @@ class MontyChild:
 
     # ----- suspensions -----------------------------------------------------------------------------
 
-    def _suspend(self, event: pb.ChildEvent, answers: tuple[str, ...]) -> pb.ParentRequest:
-        """Send a suspension and take the parent's answer (see `_answer`)."""
-        self._ended(event)
-        return self._answer(answers)
+    async def _suspend(self, event: pb.ChildEvent, answers: tuple[str, ...]) -> pb.ParentRequest:
+        """Send a suspension and take the parent's answer (see `_answer`); one at a time, in the
+        order asked (calls made together wait their turn)."""
+        self._asking += 1
+        try:
+            async with self._turn:
+                self._ended(event)
+                return await self._answer(answers)
+        finally:
+            self._asking -= 1
 
-    def _answer(self, answers: tuple[str, ...]) -> pb.ParentRequest:
+    async def _answer(self, answers: tuple[str, ...]) -> pb.ParentRequest:
         """The parent's answer to the suspension sent: a request of a kind in `answers`, or
         `AbortFeed`; any other request is answered with an Error naming what the child waits for,
         and the suspension still waits."""
         while True:
-            request = self._receive()
+            request = await self._receive()
             kind = request.WhichOneof('kind')
             if kind in answers:
                 return request
@@ -431,10 +475,10 @@ class MontyChild:
                 raise _Interrupted(f'the parent sent {kind.capitalize()} while the feed waited on it')
             self._error('RuntimeError', f'{kind or "an empty request"} is out of turn: the child waits for {" or ".join(answers)}')
 
-    def _lookup_name(self, name: str) -> tuple[Any] | pb.RaisedException | None:
+    async def _lookup_name(self, name: str) -> tuple[Any] | pb.RaisedException | None:
         """Ask the parent what `name` is: (value,), its error, or None when it is undefined."""
         while True:
-            request = self._suspend(pb.ChildEvent(name_lookup=pb.NameLookup(name=name)), ('resume_name_lookup',))
+            request = await self._suspend(pb.ChildEvent(name_lookup=pb.NameLookup(name=name)), ('resume_name_lookup',))
             if request.WhichOneof('kind') == 'abort_feed':
                 return request.abort_feed.exception
             answer = request.resume_name_lookup
@@ -454,20 +498,24 @@ class MontyChild:
         if asynchronous:
 
             async def call_async(*args: Any, **kwargs: Any) -> Any:
-                return await self._call(name, args, kwargs)
+                result = await self._call(name, args, kwargs)
+                return await result if isinstance(result, asyncio.Future) else result
 
             return call_async
 
-        def call(*args: Any, **kwargs: Any) -> Any:
-            result = self._call(name, args, kwargs)
+        async def answer(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+            result = await self._call(name, args, kwargs)
             if isinstance(result, asyncio.Future):  # a future answering a call the script does not await
-                self._resolve([self._next_call - 1])
+                await self._resolve([self._next_call - 1])
                 return result.result()
             return result
 
+        def call(*args: Any, **kwargs: Any) -> Any:  # a sync call to the script: its answer is awaited by the session
+            return answer(args, kwargs)
+
         return call
 
-    def _call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    async def _call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if self._interrupt is not None:
             raise _Interrupted('the feed is being ended')
         call_id = self._next_call
@@ -479,9 +527,9 @@ class MontyChild:
         call.args.extend(roots[: len(args)])
         keys = encode(list(kwargs), call.values) if kwargs else []
         call.kwargs.extend(pb.NodePair(key=key, value=value) for key, value in zip(keys, roots[len(args):]))
-        request = self._suspend(event, ('resume_call',))
+        request = await self._suspend(event, ('resume_call',))
         while (outcome := self._outcome(request, call_id, name)) is _AGAIN:
-            request = self._answer(('resume_call',))
+            request = await self._answer(('resume_call',))
         if isinstance(outcome, _Future):
             future = asyncio.get_running_loop().create_future()
             self._futures[call_id] = future
@@ -520,24 +568,24 @@ class MontyChild:
         session = self._session
         try:
             while self._futures and session is not None and session is self._session:
-                if not session.worker_waiting:
+                if not session.worker_waiting or self._asking:
                     await asyncio.sleep(0.0005)
                     continue
-                self._resolve(sorted(self._futures))
+                await self._resolve(sorted(self._futures))
                 await asyncio.sleep(0)
         except (_Interrupted, Closed) as error:
             for future in self._futures.values():
                 if not future.done():
                     future.set_exception(_Interrupted(str(error)))
 
-    def _resolve(self, pending: list[int]) -> None:
+    async def _resolve(self, pending: list[int]) -> None:
         event = pb.ChildEvent(resolve_futures=pb.ResolveFutures(pending_call_ids=pending))
-        request = self._suspend(event, ('resume_futures',))
+        request = await self._suspend(event, ('resume_futures',))
         while request.WhichOneof('kind') == 'resume_futures' and (
             forged := [result.call_id for result in request.resume_futures.results if result.call_id not in self._futures]
         ):
             self._error('ValueError', f'ResumeFutures answers call {forged[0]}, which is not pending; pending: {pending}')
-            request = self._answer(('resume_futures',))
+            request = await self._answer(('resume_futures',))
         if request.WhichOneof('kind') == 'abort_feed':
             error = _exception(request.abort_feed.exception)
             for call_id in pending:
@@ -566,11 +614,18 @@ class MontyChild:
             self._resolver.cancel()
             self._resolver = None
 
-    def os_call(self, call: str, argument: Any, *, values: pb.Arena | None = None, default: str | None, call_id: int | None = None) -> Any:
+    def os_call(self, call: str, argument: Any, *, values: pb.Arena | None = None, default: str | None) -> Any:
         """Ask the parent to perform one OS operation (an `OsCall` arm and its argument); its value.
+        Called from a thread of its own (`ParentOs.threaded`): it waits while the event loop asks.
 
         Raises what the parent raised, or, when it has no handler, `default`'s error (`_NotHandled`
         for None)."""
+        if self._loop is None or threading.get_ident() == self._loop_thread:
+            raise RuntimeError('os_call waits on the event loop: call it from another thread')
+        asking = self._os_call(call, argument, values=values, default=default)
+        return asyncio.run_coroutine_threadsafe(asking, self._loop).result()
+
+    async def _os_call(self, call: str, argument: Any, *, values: pb.Arena | None = None, default: str | None, call_id: int | None = None) -> Any:
         if self._interrupt is not None:
             raise _Interrupted('the feed is being ended')
         if call_id is None:
@@ -588,7 +643,7 @@ class MontyChild:
             field.SetInParent()
         if values is not None:
             os_call.values.CopyFrom(values)
-        request = self._suspend(event, ('resume_call',))
+        request = await self._suspend(event, ('resume_call',))
         while True:
             try:
                 outcome = self._outcome(request, call_id, call)
@@ -600,7 +655,7 @@ class MontyChild:
                 raise RuntimeError(f'a future cannot answer {call}')
             if outcome is not _AGAIN:
                 return outcome
-            request = self._answer(('resume_call',))
+            request = await self._answer(('resume_call',))
 
 
 class _Future:

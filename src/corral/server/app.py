@@ -47,6 +47,7 @@ from ..limits import Limits
 from ..values import bounded_repr
 from ..store import Store
 from . import protocol as p
+from .monty_ws import PATH as MONTY_PATH, serve_monty
 from .origins import OriginGuard
 
 __all__ = [
@@ -368,6 +369,9 @@ def create_app(
     async def session_endpoint(websocket: WebSocket) -> None:
         await _Connection(server, websocket).run()
 
+    async def monty_endpoint(websocket: WebSocket) -> None:
+        await serve_monty(server, websocket, KEY_RECHECK)
+
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         if own_pool:
@@ -382,7 +386,7 @@ def create_app(
                 await server.pool.aclose()
 
     app = Starlette(
-        routes=[WebSocketRoute(p.PATH, session_endpoint), *routes],
+        routes=[WebSocketRoute(p.PATH, session_endpoint), WebSocketRoute(MONTY_PATH, monty_endpoint), *routes],
         middleware=[Middleware(OriginGuard, allowed=allowed_origins)],
         lifespan=lifespan,
     )
