@@ -175,20 +175,9 @@ async def test_a_revoked_key_ends_the_connections_it_opened(tmp_path):
 @pytest.mark.slow
 async def test_a_store_failure_does_not_show_tenants_the_database(tmp_path, postgres_server):
     """The store's own error names the database's user, host, port and name: a client gets a text
-    naming none of them, and the server's log has the details. Unreachable as a key is checked,
-    and failing as a feed's state is written."""
-    unreachable = 'postgresql://alice:s3cret@127.0.0.1:1/orders'
-    with running_server(tmp_path, '--state-key-file', key_file(tmp_path), store=unreachable) as server:
-        async with RemotePool(server.url) as pool:
-            with pytest.raises(corral.SandboxStoreError) as info:
-                async with pool.checkout():
-                    pass
-            assert info.value.display() == STORE_FAILED
-        for _ in range(50):
-            if 'the session store failed' in server.output():
-                break
-            await asyncio.sleep(0.1)
-        assert 'the session store failed: cannot reach the PostgreSQL session store at postgresql://alice@127.0.0.1:1/orders: connection refused' in server.output()
+    naming none of them, and the server's log has the details. (A store unreachable as the server
+    starts stops it before it listens: see test_operator.py.) Here the store fails as a feed's state
+    is written."""
     url = postgres_server.url
     await drop_tables(url)
     with running_server(tmp_path, '--state-key-file', key_file(tmp_path), store=url) as server:
