@@ -133,3 +133,8 @@ def test_keys_and_tenants_read_corral_store(tmp_path):
     assert corral_command('tenants', 'list', '--store', store) == (
         0, 'TENANT  CONCURRENT_SESSIONS  STORED_BYTES  CPU_SECONDS_PER_HOUR\nacme    default              1024          default\n', ''
     )
+
+
+def test_a_negative_count_of_checkpoints_is_refused_before_the_server_starts(tmp_path):
+    code, out, err = corral_command('serve', '--port', str(free_port()), '--checkpoints', '-1', '--store', f'sqlite:///{tmp_path}/s.db')
+    assert (code, out, err.splitlines()[-1]) == (2, '', 'corral serve: error: --checkpoints must be 0 or more, not -1')

@@ -318,7 +318,8 @@ async def test_replays_count_toward_the_cpu_quota_and_wait_for_it(tmp_path):
     tenant is over it, no open, fork or load starts (they replayed uncounted and unchecked)."""
     store = f'sqlite:///{tmp_path}/store.db'
     burn = 'total = 0\nfor i in range(6_000_000):\n    total += i\ntotal'
-    with running_server(tmp_path, '--state-key-file', key_file(tmp_path), store=store) as server:
+    # no live checkpoints: each open, fork and load replays, as on a replica that did not run the session
+    with running_server(tmp_path, '--state-key-file', key_file(tmp_path), '--checkpoints', '0', store=store) as server:
         async with corral.KeyRing(store) as keys, Quotas(store) as quotas:
             acme = await keys.create('acme')
             async with RemotePool(server.url, api_key=acme) as pool:

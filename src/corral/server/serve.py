@@ -1,7 +1,7 @@
 """The `corral serve` command: the app of `corral.server.app` on uvicorn.
 
     corral serve [--host 127.0.0.1] [--port 8765] [--store sqlite:///PATH|postgresql://...]
-                 [--max-frame BYTES] [--max-outbox BYTES] [--idle-timeout SECONDS] [--drain-grace SECONDS] [--lease-ttl SECONDS] [--retention DURATION] [--state-key-file FILE] [--packages numpy,pandas,matplotlib] [--ssl-keyfile KEY --ssl-certfile CERT] [--skip-layers LAYER,...]
+                 [--max-frame BYTES] [--max-outbox BYTES] [--idle-timeout SECONDS] [--drain-grace SECONDS] [--lease-ttl SECONDS] [--checkpoints COUNT] [--retention DURATION] [--state-key-file FILE] [--packages numpy,pandas,matplotlib] [--ssl-keyfile KEY --ssl-certfile CERT] [--skip-layers LAYER,...]
                  [--max-pending N] [--max-pending-per-address N] [--max-limit NAME=VALUE ...]
                  [--handshake-timeout SECONDS] [--max-handshakes-per-address N] [--allow-origin ORIGIN ...]
                  [--max-mount-files N] [--max-tenant-mount-files N] [--max-tenant-mount-bytes BYTES]
@@ -33,6 +33,7 @@ import sys
 from typing import Any
 
 from ..errors import SandboxInsecureError, SandboxStateError, SandboxStoreError
+from ..host.checkpoints import CheckpointLimits
 from ..store.base import redact_url
 from ..store.url import STORE_ENV, configured_store_url
 from ..worker.zygote import LAYERS
@@ -132,6 +133,10 @@ def main(argv: list[str]) -> int:
         '--retention', type=parse_duration, metavar='DURATION',
         help="delete stored sessions (every tenant's) untouched for this long, with their records: seconds, or 90m, 12h, 30d (default: kept for ever)",
     )
+    parser.add_argument(
+        '--checkpoints', type=int, default=CheckpointLimits.count, metavar='COUNT',
+        help=f"live checkpoints the server keeps, the idle workers of closed stored sessions that their next load starts in instead of a replay (default: {CheckpointLimits.count}; 0 keeps none)",
+    )
     parser.add_argument('--lease-ttl', type=float, default=30.0, metavar='SECONDS', help="seconds a stored session's lease outlives a replica that died holding it (default: 30)")
     parser.add_argument(
         '--state-key-file', metavar='FILE', default=os.environ.get('CORRAL_STATE_KEY_FILE'),
@@ -147,6 +152,8 @@ def main(argv: list[str]) -> int:
     )
     add_skip_layers(parser)
     args = parser.parse_args(argv)
+    if args.checkpoints < 0:
+        parser.error(f'--checkpoints must be 0 or more, not {args.checkpoints}')
     args.store = configured_store_url(args.store)
     log = _logger(args.log_level)
     from ..host.pool import Pool
@@ -185,7 +192,7 @@ def main(argv: list[str]) -> int:
     metrics = Metrics()
     pool = Pool(
         store=quotas.guard(store), skip_layers=args.skip_layers, packages=args.packages, lease_ttl=args.lease_ttl, state_key=state_key, observer=metrics,
-        retention=args.retention,
+        retention=args.retention, checkpoints=CheckpointLimits(count=args.checkpoints) if args.checkpoints > 0 else None,
     )
     draining = lambda: app.state.corral.draining  # noqa: E731
     try:
