@@ -17,7 +17,6 @@ from pathlib import Path
 import pytest
 
 import corral
-from store.postgres_server import drop_tables
 
 KEY = b'test-state-key-0123456789abcdef!'
 CHILD = str(Path(__file__).parent / 'child.py')
@@ -34,15 +33,6 @@ WHY = {
     'dead worker': 'feed 2 was stopped by SandboxWorkerError at a point no replay can reproduce',
 }
 STORED_WHY = 'the feed that took them went on and did not end (a limit or a dead worker stopped it, or its host stopped)'
-
-
-@pytest.fixture(params=['sqlite', 'postgres'])
-async def url(request, tmp_path):
-    if request.param == 'sqlite':
-        return f'sqlite://{tmp_path}/store.db'
-    url = request.getfixturevalue('postgres_server').url
-    await drop_tables(url)
-    return url
 
 
 @pytest.fixture

@@ -14,7 +14,6 @@ import asyncpg
 import pytest
 
 import corral
-from store.postgres_server import drop_tables
 
 KEY = b'test-state-key-0123456789abcdef!'
 
@@ -60,15 +59,6 @@ class Rows:
     @property
     def _generations(self) -> str:
         return 'corral_generations' if self.url.startswith('sqlite') else 'corral_sessions'
-
-
-@pytest.fixture(params=['sqlite', 'postgres'])
-async def url(request, tmp_path):
-    if request.param == 'sqlite':
-        return f'sqlite://{tmp_path}/store.db'
-    url = request.getfixturevalue('postgres_server').url
-    await drop_tables(url)
-    return url
 
 
 @pytest.fixture
