@@ -15,11 +15,10 @@ import struct
 import sys
 from typing import BinaryIO
 
-from google.protobuf.message import DecodeError
 
 from ..host.pool import Pool
 from . import monty_v1_pb2 as pb
-from .turns import MontyChild
+from .turns import MontyChild, parse_request
 
 __all__ = ['MAX_REQUEST', 'FrameLink', 'serve_stdio']
 
@@ -62,12 +61,7 @@ class FrameLink:
         body = self._read(length)
         if body is None:
             return None
-        request = pb.ParentRequest()
-        try:
-            request.ParseFromString(body)
-        except (DecodeError, RecursionError):
-            raise ValueError(f'{length} bytes that are no ParentRequest') from None
-        return request
+        return parse_request(body)
 
     def send(self, event: pb.ChildEvent) -> None:
         data = event.SerializeToString()

@@ -24,6 +24,8 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
+from google.protobuf.message import DecodeError
+
 from ..errors import (
     CorralError,
     SandboxError,
@@ -80,6 +82,17 @@ class Link(Protocol):
     async def receive(self) -> pb.ParentRequest | None: ...
 
     def send(self, event: pb.ChildEvent) -> None: ...
+
+
+def parse_request(data: bytes) -> pb.ParentRequest:
+    """The `ParentRequest` a frame's bytes hold, whatever the transport; `ValueError` for bytes that
+    are none (protobuf's `DecodeError`, or nesting deep enough to exhaust the recursion limit)."""
+    request = pb.ParentRequest()
+    try:
+        request.ParseFromString(data)
+    except (DecodeError, RecursionError):
+        raise ValueError(f'{len(data)} bytes that are no ParentRequest') from None
+    return request
 
 
 class MontyChild:

@@ -22,7 +22,6 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from google.protobuf.message import DecodeError
 from opentelemetry import context as otel_context
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from starlette.websockets import WebSocket, WebSocketDisconnect
@@ -30,7 +29,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from ..errors import CorralError, SandboxStoreError
 from ..host.session import Session
 from ..monty import monty_v1_pb2 as pb
-from ..monty.turns import Closed, MontyChild
+from ..monty.turns import Closed, MontyChild, parse_request
 from . import protocol as p
 
 if TYPE_CHECKING:
@@ -83,12 +82,7 @@ class WebSocketLink:
             raise ValueError('a text frame: each frame is one binary protobuf ParentRequest')
         if len(data) > self._server.max_frame:
             raise OverflowError(f"a request of {len(data)} bytes is larger than the server's limit of {self._server.max_frame} bytes (corral serve --max-frame)")
-        request = pb.ParentRequest()
-        try:
-            request.ParseFromString(data)
-        except (DecodeError, RecursionError):
-            raise ValueError(f'{len(data)} bytes that are no ParentRequest') from None
-        return request
+        return parse_request(data)
 
     def send(self, event: pb.ChildEvent) -> None:
         if self.cut_off:
