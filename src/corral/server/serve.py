@@ -101,7 +101,8 @@ def main(argv: list[str]) -> int:
         '--max-limit', type=_max_limit, action='append', default=[], metavar='NAME=VALUE',
         help="a ceiling on sessions' limits (a field of corral.Limits, in its unit: bytes, seconds, items ...), higher or lower than "
         'its default; sessions may lower it, not raise it. Repeat for more limits (default: the default Limits() '
-        'for memory, cpu_time, stub_size, type_check_time and type_check_memory, no ceiling for the others)',
+        'for memory, cpu_time, code_size, stub_size, type_check_time, type_check_memory, value_items and value_size, '
+        'no ceiling for the others)',
     )
     parser.add_argument(
         '--handshake-timeout', type=float, default=HANDSHAKE_TIMEOUT, metavar='SECONDS',
