@@ -329,7 +329,7 @@ def create_app(
       2 * 1024**3, 'wall_time': 60}`), higher or lower than the defaults. A session's `limits` may
       lower a limit with a ceiling, never raise or lift it (refused with a `ValueError` naming the
       ceiling); a limit it leaves at its default gets the ceiling when that is lower. Without a
-      ceiling of their own, `memory`, `cpu_time`, `stub_size`, `type_check_time`,
+      ceiling of their own, `memory`, `cpu_time`, `code_size`, `stub_size`, `type_check_time`,
       `type_check_memory`, `value_items` and `value_size` have the default `Limits()`'s as theirs:
       the host's CPU and memory, which every tenant shares. The ceilings on `value_items` and
       `value_size` also bound what the server decodes from one of the client's frames. Raises `ValueError` for an unknown limit or a
