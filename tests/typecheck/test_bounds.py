@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 
 import pytest
 
@@ -176,11 +177,21 @@ async def test_a_stub_check_nobody_waits_for_is_stopped_and_a_shared_one_goes_on
     stubs = _union_stubs(60) + 'def g() -> Litteral[1]: ...\n'
     first = asyncio.ensure_future(checker.check_stubs(stubs))
     second = asyncio.ensure_future(checker.check_stubs(stubs))
-    await asyncio.sleep(0.05)
-    first.cancel()
+    for _ in range(500):  # ty is held stopped while one of the two gives up, however fast it would check
+        if running := _ty_processes():
+            break
+        await asyncio.sleep(0.01)
+    [pid] = running
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        first.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await first
+        assert len(checker._stub_checks) == 1
+    finally:
+        os.kill(pid, signal.SIGCONT)
     diagnostics = await second
     assert diagnostics is not None and diagnostics.startswith('error[unresolved-reference]: Name `Litteral` used when not defined')
-    assert first.cancelled()
 
 
 async def test_checked_stubs_are_kept_by_a_hash_of_their_text(checker: TypeChecker) -> None:
