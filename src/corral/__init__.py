@@ -48,7 +48,7 @@ from .server.keys import ApiKey, KeyRing
 from .server.quotas import QuotaStore, Quotas, TenantQuotas, TenantSlot
 from .store import PostgresStore, SQLiteStore, Store, StoredState, open_store
 from .typecheck import format_diagnostics
-from .values import Image, bounded_repr
+from .values import Image, SandboxBuiltin, bounded_repr
 
 __all__ = [
     'ApiKey',
@@ -70,6 +70,7 @@ __all__ = [
     'Quotas',
     'RemotePool',
     'RemoteSession',
+    'SandboxBuiltin',
     'CorralError',
     'OperatorError',
     'SandboxAuthError',

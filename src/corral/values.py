@@ -51,9 +51,10 @@ import operator
 import pathlib
 import struct
 import sys
+import types
 import uuid
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import msgpack
@@ -61,7 +62,7 @@ import msgpack
 __all__ = [
     'pack', 'unpack', 'measure', 'Decoder', 'ValueLimitError', 'bounded_repr', 'host_default', 'sandbox_default',
     'Image', 'cut_text', 'describe_type', 'package_bound', 'package_form', 'library_repr', 'MAX_FRAME', 'MAX_DEPTH', 'REPR_LIMIT',
-    'UNPACKABLE_RESULT',
+    'UNPACKABLE_RESULT', 'SandboxBuiltin', 'name_objects', 'named_object',
 ]
 
 #: Largest frame, in bytes, either side accepts (one message). A larger one is a protocol error.
@@ -88,6 +89,85 @@ _MAX_COLLISIONS = 32
 #: Items handled by one C call while decoding: a thread decoding a large message lets the GIL go
 #: between such steps, so the event loop's thread waits for no more than one of them.
 _STEP = 8192
+
+
+#: The extension type of a `SandboxBuiltin` (apart from the codes above, which other kinds extend).
+_NAMED = 40
+
+
+@dataclasses.dataclass(frozen=True)
+class SandboxBuiltin:
+    """A type object or a builtin function of the sandbox's, by the name the script knows it by.
+
+    Type objects and builtin functions cross the boundary by name, never as live objects: a data
+    type (`int`, `datetime.datetime`, `ValueError`, ...) arrives as the receiver's own class of
+    that name; any other (`len`, `open`, `type(print)` as `'builtin_function_or_method'`,
+    `functools.partial`) arrives on the host as a `SandboxBuiltin` and, passed back in, is the
+    sandbox's object again. `kind` is `'type'` or `'function'`; `name` is one of the names the
+    sandbox offers (`corral.named`), else packing it raises `TypeError`.
+    """
+
+    kind: str
+    name: str
+
+    def __post_init__(self) -> None:
+        if self.kind not in ('type', 'function') or type(self.name) is not str:
+            raise ValueError(f"SandboxBuiltin kind must be 'type' or 'function' and its name a str, not {self.kind!r}, {self.name!r}")
+
+
+#: This side's objects that cross by name: {id(object): (object, its name)}, and {name: object}
+#: (None: a name this side knows only as a `SandboxBuiltin`), made at first use from the pairs
+#: `name_objects` was given.
+_BY_OBJECT: dict[int, tuple[Any, SandboxBuiltin]] = {}
+_BY_NAME: dict[SandboxBuiltin, Any] = {}
+_pairs: list[Callable[[], Iterable[tuple[SandboxBuiltin, Any]]]] = []
+
+
+def name_objects(pairs: Callable[[], Iterable[tuple[SandboxBuiltin, Any]]]) -> None:
+    """Set which objects cross by name on this side (the host's table, or a worker's for its
+    script): `pairs()` gives `(name, object)` pairs, called when a value first needs them. The
+    first pair of a name gives the object it decodes to (None: it stays a `SandboxBuiltin`);
+    every pair is an object that encodes to the name (several may: the host's `PosixPath` and
+    `PurePath` both cross as `pathlib.PurePosixPath`)."""
+    _BY_OBJECT.clear()
+    _BY_NAME.clear()
+    _pairs[:] = [pairs]
+
+
+def _table() -> dict[SandboxBuiltin, Any]:
+    if _pairs:
+        for named, obj in _pairs.pop()():
+            _BY_NAME.setdefault(named, obj)
+            if obj is not None:
+                _BY_OBJECT.setdefault(id(obj), (obj, named))
+    return _BY_NAME
+
+
+def named_object(named: SandboxBuiltin) -> Any:
+    """What `named` decodes to on this side: its object, or `named` itself when this side has
+    none (a builtin of the sandbox's, on the host); raises `ValueError` for a name the sandbox
+    does not offer."""
+    try:
+        obj = _table()[named]
+    except KeyError:
+        raise ValueError(f'the sandbox has no builtin {named.kind} named {named.name!r}') from None
+    return named if obj is None else obj
+
+
+def _named_form(value: Any) -> Any:
+    """A type object or builtin function that crosses by name as its `SandboxBuiltin` (by
+    identity: a class that takes another's name is not it); a type alias (`list[int]`,
+    `int | None`) as its repr, having no counterpart the receiver could rebuild; else None."""
+    _table()
+    entry = _BY_OBJECT.get(id(value))
+    if entry is not None and entry[0] is value:
+        return entry[1]
+    if type(value) in _ALIASES:
+        return repr(value)
+    return None
+
+
+_ALIASES = (types.GenericAlias, types.UnionType)
 
 
 #: The image formats an `Image` may hold.
@@ -134,7 +214,7 @@ def _refuse(value: object) -> TypeError:
 #: Types msgpack packs through `default` (ext types, marked arrays, and ints past 64 bits).
 _EXTENSION_TYPES = frozenset({
     int, tuple, set, frozenset, datetime.datetime, datetime.date, datetime.time, datetime.timedelta, datetime.timezone,
-    decimal.Decimal, uuid.UUID, Image, complex, type(Ellipsis),
+    decimal.Decimal, uuid.UUID, Image, complex, type(Ellipsis), SandboxBuiltin,
 })
 #: The exact types that may cross; anything else goes through the side's conversion first.
 _BOUNDARY_TYPES = _EXTENSION_TYPES | {type(None), bool, float, str, bytes, list, dict}
@@ -179,6 +259,9 @@ def _make_default(convert: Callable[[Any], Any]) -> Callable[[Any], Any]:
             return msgpack.ExtType(_COMPLEX, _COMPLEX_PARTS.pack(value.real, value.imag))  # -0.0 and NaN kept
         if value is Ellipsis:
             return msgpack.ExtType(_ELLIPSIS, b'')
+        if t is SandboxBuiltin:
+            named_object(value)  # a name the sandbox does not offer: ValueError
+            return msgpack.ExtType(_NAMED, f'{value.kind}:{value.name}'.encode())
         offset = value.utcoffset(None)  # datetime.timezone: the one type left
         return msgpack.ExtType(_TIMEZONE, _DURATION.pack(offset.days, offset.seconds, offset.microseconds))
 
@@ -193,6 +276,9 @@ def _exact(value: Any) -> Any:
     (read from its own dict, not through a `value` property), a path its text; numpy and pandas
     values their plain form (`package_form`: first, as pandas' `NaT` is a datetime).
     """
+    form = _named_form(value)
+    if form is not None:
+        return form
     form = package_form(value)
     if form is not _NOT_A_PACKAGE_VALUE:
         return form
@@ -778,6 +864,9 @@ class Decoder:
                 return complex(*_COMPLEX_PARTS.unpack(data))
             except struct.error:
                 raise ValueError('malformed complex in a frame') from None
+        if code == _NAMED:
+            kind, _, name = data.decode().partition(':')
+            return named_object(SandboxBuiltin(kind, name))  # ValueError for a name not offered
         if code == _ELLIPSIS:
             if data:
                 raise ValueError('an Ellipsis with data in a frame')

@@ -37,7 +37,8 @@ from ..errors import (
     StubError,
 )
 from ..limits import Limits, amount
-from ..values import UNPACKABLE_RESULT, Decoder, ValueLimitError, bounded_repr, describe_type, host_default, measure, pack, unpack
+from ..language.named import host_pairs
+from ..values import UNPACKABLE_RESULT, Decoder, ValueLimitError, bounded_repr, describe_type, host_default, measure, name_objects, pack, unpack
 from .checkpoints import Checkpoint, state_digest
 from .deferred import Deferred, PendingCall, SandboxPaused
 from .external import ExternalModule, exception_payload, is_async_callable, missing_functions
@@ -77,6 +78,8 @@ __all__ = ['Session', 'PrintCallback', 'print_to_host']
 PrintCallback = Callable[[str, str], None]
 
 _tracer = trace.get_tracer('corral')
+
+name_objects(host_pairs)  # type objects cross as the host's classes, the sandbox's builtins as SandboxBuiltin
 
 #: Frames up to this many bytes are decoded as they arrive, on the event loop (a few milliseconds
 #: at most); larger ones in a thread (`_Protocol`).

@@ -27,7 +27,8 @@ from ..language.facades import recursion_limit
 from ..language.facades import stderr as _STDERR
 from ..language import EXCEPTIONS, STDLIB_EXCEPTIONS, CompiledScript, SandboxStop, compile_script, compile_unguarded, find_stop, import_module, make_builtins
 from ..limits import amount
-from ..values import UNPACKABLE_RESULT, ValueLimitError, library_repr, measure, pack, unpack
+from ..language.named import sandbox_pairs
+from ..values import UNPACKABLE_RESULT, ValueLimitError, library_repr, measure, name_objects, pack, unpack
 
 __all__ = ['Worker', 'STDLIB_MODULES', 'PRELOAD_MODULES']
 
@@ -144,6 +145,8 @@ class Worker:
         else:  # the language layer skipped: plain Python, real builtins (see Pool(skip_layers=))
             self._builtins = {**vars(builtins), 'print': self._print}
             self._compile_script = compile_unguarded
+        builtins_namespace = self._builtins
+        name_objects(lambda: sandbox_pairs(builtins_namespace))  # type objects and builtins cross by name
         self._globals: dict[str, Any] = {'__name__': '__main__', '__doc__': None, '__builtins__': self._builtins}
         self._limits: dict[str, Any] = {}
         self._output = self._left_out = 0
