@@ -57,27 +57,28 @@ from collections import deque
 from pathlib import Path
 [int, type(None), type(...), datetime.datetime, type(Path('/x')), Path, type(re.compile('a')), type(deque()),
  ValueError, type(print), type(lambda: 0), functools.partial, type(itertools.chain([1])), type(sys.version_info),
- open, len, exec, list[int], tuple[int, str, ...].__args__, (int | None).__args__]
+ open, len, exec, object.__setattr__, list[int], tuple[int, str, ...].__args__, (int | None).__args__]
 """
     assert await session.feed_run(code) == [
         int, type(None), type(...), datetime.datetime, pathlib.PurePosixPath, pathlib.PurePosixPath, re.Pattern,
         collections.deque, ValueError, SandboxBuiltin('type', 'builtin_function_or_method'), SandboxBuiltin('type', 'function'),
         SandboxBuiltin('type', 'functools.partial'), SandboxBuiltin('type', 'itertools.chain'),
         SandboxBuiltin('type', 'sys.version_info'), SandboxBuiltin('function', 'open'), SandboxBuiltin('function', 'len'),
-        SandboxBuiltin('function', 'exec'), 'list[int]', (int, str, ...), (int, type(None)),
+        SandboxBuiltin('function', 'exec'), SandboxBuiltin('function', 'object.__setattr__'), 'list[int]', (int, str, ...), (int, type(None)),
     ]  # fmt: skip
 
 
 async def test_they_come_back_in_as_the_sandboxs_own(session):
     given = [int, json.JSONDecodeError, types.UnionType, pathlib.PosixPath, SandboxBuiltin('function', 'open'),
-             SandboxBuiltin('type', 'builtin_function_or_method'), SandboxBuiltin('type', 'functools.partial')]  # fmt: skip
+             SandboxBuiltin('type', 'builtin_function_or_method'), SandboxBuiltin('type', 'functools.partial'),
+             SandboxBuiltin('function', 'object.__setattr__')]  # fmt: skip
     code = """
 import functools, json, pathlib, types
-a, b, c, d, e, f, g = given()
+a, b, c, d, e, f, g, h = given()
 (isinstance(5, a), a is int, b is json.JSONDecodeError, c is types.UnionType, d is pathlib.PurePosixPath, e is open,
- f is type(print), g is functools.partial)
+ f is type(print), g is functools.partial, h is object.__setattr__)
 """
-    assert await session.feed_run(code, external_lookup={'given': lambda: given}) == (True, True, True, True, True, True, True, True)
+    assert await session.feed_run(code, external_lookup={'given': lambda: given}) == (True,) * 9
     seen = await session.feed_run('import re\nshow(str, type(re.match("a", "a")), print)', external_lookup={'show': lambda *args: args})
     assert seen == (str, re.Match, SandboxBuiltin('function', 'print'))
 

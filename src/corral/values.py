@@ -62,7 +62,7 @@ import msgpack
 __all__ = [
     'pack', 'unpack', 'measure', 'Decoder', 'ValueLimitError', 'bounded_repr', 'host_default', 'sandbox_default',
     'Image', 'cut_text', 'describe_type', 'package_bound', 'package_form', 'library_repr', 'MAX_FRAME', 'MAX_DEPTH', 'REPR_LIMIT',
-    'UNPACKABLE_RESULT', 'SandboxBuiltin', 'name_objects', 'named_object',
+    'UNPACKABLE_RESULT', 'SandboxBuiltin', 'builtin_name', 'name_objects', 'named_object',
 ]
 
 #: Largest frame, in bytes, either side accepts (one message). A larger one is a protocol error.
@@ -154,14 +154,20 @@ def named_object(named: SandboxBuiltin) -> Any:
     return named if obj is None else obj
 
 
+def builtin_name(value: Any) -> SandboxBuiltin | None:
+    """The name a type object or builtin function crosses as on this side (by identity), else None."""
+    _table()
+    entry = _BY_OBJECT.get(id(value))
+    return entry[1] if entry is not None and entry[0] is value else None
+
+
 def _named_form(value: Any) -> Any:
     """A type object or builtin function that crosses by name as its `SandboxBuiltin` (by
     identity: a class that takes another's name is not it); a type alias (`list[int]`,
     `int | None`) as its repr, having no counterpart the receiver could rebuild; else None."""
-    _table()
-    entry = _BY_OBJECT.get(id(value))
-    if entry is not None and entry[0] is value:
-        return entry[1]
+    named = builtin_name(value)
+    if named is not None:
+        return named
     if type(value) in _ALIASES:
         return repr(value)
     return None

@@ -10,8 +10,8 @@ outside the table is refused on both sides.
   sender's files, so the receiver gets a path that reaches none of its own).
 - `OTHER_TYPES`: types with no host counterpart a host should hold (`function`, `dict_keys`,
   `itertools.chain`): the host gets their `SandboxBuiltin`.
-- `FUNCTIONS`: the builtin functions of a script (`len`, `open`, `print`, and the stand-ins of
-  those it may not use, `exec`): the host gets their `SandboxBuiltin`.
+- `FUNCTIONS`: the builtin functions of a script (`len`, `open`, `print`, `object.__setattr__`,
+  and the stand-ins of those it may not use, `exec`): the host gets their `SandboxBuiltin`.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from typing import Any
 from ..values import SandboxBuiltin
 from .builtins import EXCEPTIONS, SAFE_BUILTINS, STDLIB_EXCEPTIONS, UNAVAILABLE_BUILTINS
 from .catalog import STDLIB_MODULES
+from .guards import OBJECT_SETTERS
 from .modules import stdlib_module
 from .native import BUILTIN_FUNCTION_TYPE
 
@@ -87,10 +88,13 @@ OTHER_TYPES: dict[str, Callable[[], type]] = {
     )},
 }  # fmt: skip
 
+#: The sandbox's `object.__setattr__` and `object.__delattr__` (`guards.OBJECT_SETTERS`), by name.
+_OBJECT_SETTERS = {'object.__setattr__': '__setattr__', 'object.__delattr__': '__delattr__'}
+
 #: The names of a script's builtin functions (its own `print`, `open`, `getattr`, ... among them).
 FUNCTIONS: frozenset[str] = frozenset(
     name for name in SAFE_BUILTINS if callable(getattr(builtins, name)) and not isinstance(getattr(builtins, name), type)
-) | {'getattr', 'hasattr', 'setattr', 'delattr', 'vars', 'id', 'print', 'open'} | UNAVAILABLE_BUILTINS.keys()
+) | {'getattr', 'hasattr', 'setattr', 'delattr', 'vars', 'id', 'print', 'open'} | UNAVAILABLE_BUILTINS.keys() | _OBJECT_SETTERS.keys()
 
 
 def _real(module: str, attr: str) -> Any:
@@ -130,5 +134,7 @@ def sandbox_pairs(namespace: dict[str, Any]) -> Iterator[tuple[SandboxBuiltin, A
     yield SandboxBuiltin('type', 'builtin_function_or_method'), BUILTIN_FUNCTION_TYPE
     for name, get in OTHER_TYPES.items():
         yield SandboxBuiltin('type', name), get()
-    for name in FUNCTIONS:
+    for name in FUNCTIONS - _OBJECT_SETTERS.keys():
         yield SandboxBuiltin('function', name), namespace[name]
+    for name, attr in _OBJECT_SETTERS.items():
+        yield SandboxBuiltin('function', name), OBJECT_SETTERS[attr]

@@ -377,6 +377,7 @@ class MontyChild:
                 return
             if isinstance(answer[0], ClientFunction):
                 lookup[name] = self._function(answer[0].name, asynchronous=name in called.awaited)
+                self._called.setdefault(name, False)  # a variable may keep it: a later feed's call still reaches the parent
             else:
                 inputs[name] = answer[0]
         try:
