@@ -135,11 +135,16 @@ def name_objects(pairs: Callable[[], Iterable[tuple[SandboxBuiltin, Any]]]) -> N
 
 
 def _table() -> dict[SandboxBuiltin, Any]:
-    if _pairs:
-        for named, obj in _pairs.pop()():
-            _BY_NAME.setdefault(named, obj)
+    if _pairs:  # made whole or not at all: a failure is raised again at the next use
+        by_name: dict[SandboxBuiltin, Any] = {}
+        by_object: dict[int, tuple[Any, SandboxBuiltin]] = {}
+        for named, obj in _pairs[0]():
+            by_name.setdefault(named, obj)
             if obj is not None:
-                _BY_OBJECT.setdefault(id(obj), (obj, named))
+                by_object.setdefault(id(obj), (obj, named))
+        _BY_NAME.update(by_name)
+        _BY_OBJECT.update(by_object)
+        _pairs.clear()
     return _BY_NAME
 
 
@@ -165,12 +170,9 @@ def _named_form(value: Any) -> Any:
     """A type object or builtin function that crosses by name as its `SandboxBuiltin` (by
     identity: a class that takes another's name is not it); a type alias (`list[int]`,
     `int | None`) as its repr, having no counterpart the receiver could rebuild; else None."""
-    named = builtin_name(value)
-    if named is not None:
-        return named
     if type(value) in _ALIASES:
         return repr(value)
-    return None
+    return builtin_name(value) if callable(value) else None  # only a callable may be one: others never build the table
 
 
 _ALIASES = (types.GenericAlias, types.UnionType)
