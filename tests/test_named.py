@@ -104,3 +104,14 @@ def test_every_name_of_the_table_is_one_the_sandbox_reaches():
     assert {named.name for named in pairs if named.kind == 'type'} == DATA_TYPES.keys() | OTHER_TYPES.keys()
     assert {named.name for named in pairs if named.kind == 'function'} == FUNCTIONS
     assert all(obj is not None for obj in pairs.values())
+
+
+async def test_a_stored_session_replays_what_crossed_by_name():
+    async with corral.Pool(checkpoints=None) as pool:  # no live checkpoint: the load replays the journal
+        async with pool.checkout() as session:
+            given = (int, SandboxBuiltin('function', 'len'), [re.Match])
+            await session.feed_run('a, b, c = given()\nkept = (a, b is len, c)', external_lookup={'given': lambda: given})
+            state = await session.dump()
+        async with pool.checkout() as loaded:
+            await loaded.load_session(state)
+            assert await loaded.feed_run('(kept, isinstance(3, a), b([1]))') == ((int, True, [re.Match]), True, 1)
