@@ -1,0 +1,25 @@
+"""Type objects and builtin functions cross by name through `corral serve` as they do locally:
+the client gets its own classes and `SandboxBuiltin`s, and gives them back."""
+
+from __future__ import annotations
+
+import datetime
+
+import pytest
+
+import corral
+from corral import RemotePool, SandboxBuiltin
+
+
+async def test_classes_and_builtins_cross_through_the_server(server):
+    seen: list[object] = []
+    code = 'import datetime\nshow(int, datetime.date, len, type(print))\n(given(), given() is open, list[int])'
+    lookup = {'show': lambda *args: seen.extend(args), 'given': lambda: SandboxBuiltin('function', 'open')}
+    async with RemotePool(server.url) as pool, pool.checkout() as session:
+        value = await session.feed_run(code, external_lookup=lookup)
+        assert value == (SandboxBuiltin('function', 'open'), True, 'list[int]')
+        assert seen == [int, datetime.date, SandboxBuiltin('function', 'len'), SandboxBuiltin('type', 'builtin_function_or_method')]
+        with pytest.raises(corral.SandboxRuntimeError) as error:
+            await session.feed_run('given()', external_lookup={'given': lambda: SandboxBuiltin('function', 'system')})
+        assert error.value.message == "given() returned a value of type 'SandboxBuiltin' that cannot enter the sandbox: the sandbox has no builtin function named 'system'"
+        assert await session.feed_run('1 + 1') == 2
