@@ -46,6 +46,7 @@ _ITERATORS = frozenset({types.GeneratorType, map, filter, zip, enumerate, revers
 _RECV_SIZE = 1 << 18
 _DONTWAIT = int(socket.MSG_DONTWAIT)
 _SCRIPT_CACHE = 64
+_NOTHING: Any = object()  # no builtin was hidden
 
 
 class _HostSelector(selectors.EpollSelector):
@@ -137,6 +138,7 @@ class Worker:
         self._script_name = 'main.py'
         self._modules: dict[str, types.ModuleType] = {}
         self._host_names: set[str] = set()
+        self._shadowed: dict[str, Any] = {}  # the builtins the feed's host functions hide, by name
         hostio.install(self._call_sync)  # files, environment, clock and seed, through the host
         if guarded:
             logs.install()  # logging and warnings write to the script's stderr, timed by the host's clock
@@ -322,9 +324,15 @@ class Worker:
         return host_function
 
     def _install_host_functions(self, functions: dict[str, bool], modules: dict[str, dict[str, Any]]) -> None:
-        for name in self._host_names - functions.keys():
-            self._builtins.pop(name, None)
+        for name in self._host_names - functions.keys():  # a builtin a host function hid is the script's again
+            shadowed = self._shadowed.pop(name, _NOTHING)
+            if shadowed is _NOTHING:
+                self._builtins.pop(name, None)
+            else:
+                self._builtins[name] = shadowed
         for name, is_async in functions.items():
+            if name not in self._host_names and name in self._builtins:
+                self._shadowed[name] = self._builtins[name]
             self._builtins[name] = self._host_function(name, is_async)
         self._host_names = set(functions)
         self._modules = {}
