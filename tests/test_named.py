@@ -84,16 +84,15 @@ a, b, c, d, e, f, g, h = given()
 
 
 async def test_a_forged_or_spoofed_name_is_refused_where_it_enters(session):
-    fake = type('int', (), {'__module__': 'builtins'})
     for value, text in [
         (SandboxBuiltin('function', '__import__'), "the sandbox has no builtin function named '__import__'"),
         (SandboxBuiltin('type', 'os._wrap_close'), "the sandbox has no builtin type named 'os._wrap_close'"),
-        (fake, "a value of type 'type' cannot cross the sandbox boundary; use None, bool, int, float, str, bytes, list, tuple, dict, set, frozenset, datetime, Decimal or UUID values"),
     ]:
         with pytest.raises(corral.SandboxRuntimeError) as error:
             await session.feed_run('given()', external_lookup={'given': lambda value=value: value})
-        assert error.value.message == f"given() returned a value of type '{type(value).__name__}' that cannot enter the sandbox: {text}"
-    assert await session.feed_run('1 + 1') == 2  # the session goes on
+        assert error.value.message == f"given() returned a value of type 'SandboxBuiltin' that cannot enter the sandbox: {text}"
+    fake = type('int', (), {'__module__': 'builtins', '__qualname__': 'int'})  # a host class: a callable, not the sandbox's int
+    assert await session.feed_run('x = given()\n(x is int, type(x).__name__)', external_lookup={'given': lambda: fake}) == (False, 'function')
 
 
 def test_every_name_of_the_table_is_one_the_sandbox_reaches():

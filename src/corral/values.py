@@ -41,20 +41,24 @@ marker, so one decoder walks every container kind, and nesting is counted across
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
 import datetime
 import decimal
 import enum
 import gc
+import inspect
 import itertools
 import operator
 import pathlib
+import secrets
 import struct
 import sys
 import types
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import msgpack
@@ -62,7 +66,7 @@ import msgpack
 __all__ = [
     'pack', 'unpack', 'measure', 'Decoder', 'ValueLimitError', 'bounded_repr', 'host_default', 'sandbox_default',
     'Image', 'cut_text', 'describe_type', 'package_bound', 'package_form', 'library_repr', 'MAX_FRAME', 'MAX_DEPTH', 'REPR_LIMIT',
-    'UNPACKABLE_RESULT', 'SandboxBuiltin', 'builtin_name', 'name_objects', 'named_object',
+    'UNPACKABLE_RESULT', 'SandboxBuiltin', 'builtin_name', 'name_objects', 'named_object', 'HostCallables', 'giving_callables', 'worker_callables',
 ]
 
 #: Largest frame, in bytes, either side accepts (one message). A larger one is a protocol error.
@@ -178,6 +182,118 @@ def _named_form(value: Any) -> Any:
 _ALIASES = (types.GenericAlias, types.UnionType)
 
 
+# ----- host callables as values --------------------------------------------------------------------
+
+#: The extension type of a host callable a script holds as a value.
+_CALLABLE = 41
+
+
+@dataclasses.dataclass(frozen=True)
+class _CallableRef:
+    """The wire form of a host callable given to a script as a value: the name its calls carry,
+    the name the script sees (`__name__`), and whether the script awaits its calls."""
+
+    name: str
+    shown: str
+    is_async: bool
+
+
+class HostCallables:
+    """The host callables one session gave its script as values (a host function's result that
+    holds a function, a class or a bound method): each gets a name no other has (`<value ...>`),
+    by which the script's calls of it reach it as host calls, and by which it comes back out of
+    the sandbox as itself. A name is random, so a name from another session, or from before a
+    session was stored and loaded, reaches nothing here (`get` gives None)."""
+
+    def __init__(self) -> None:
+        self._by_name: dict[str, Any] = {}
+        self._by_id: dict[int, tuple[Any, _CallableRef]] = {}
+
+    def ref(self, function: Any) -> _CallableRef:
+        """`function`'s wire form, named the first time it crosses."""
+        entry = self._by_id.get(id(function))
+        if entry is not None and entry[0] is function:
+            return entry[1]
+        shown = getattr(function, '__name__', None)
+        is_async = inspect.iscoroutinefunction(function)
+        name = f'<{"async " if is_async else ""}value {secrets.token_hex(8)}>'
+        ref = _CallableRef(name, shown if type(shown) is str else type(function).__name__, is_async)
+        self._by_name[ref.name] = function
+        self._by_id[id(function)] = (function, ref)
+        return ref
+
+    def get(self, name: str) -> Any:
+        """The callable given under `name`, or None."""
+        return self._by_name.get(name)
+
+    def shown(self, name: str) -> str | None:
+        """The name the script sees for the callable named `name` (`len`), or None."""
+        function = self._by_name.get(name)
+        return None if function is None else self._by_id[id(function)][1].shown
+
+    @staticmethod
+    def awaited(name: str) -> bool:
+        """Whether the script awaits the calls of the callable named `name` (its name says so, so
+        a replay, which has none of the callables, knows it too)."""
+        return name.startswith('<async value ')
+
+
+#: The callables of the session whose values the host is packing (`giving_callables`).
+_GIVING: contextvars.ContextVar[HostCallables | None] = contextvars.ContextVar('corral_giving_callables', default=None)
+#: In a worker: what makes the script's function of a `_CallableRef` (`worker_callables`), and
+#: those it made, {id: (function, ref)}, so they go back out as the host's callables.
+_MAKE: list[Callable[[str, str, bool], Any]] = []
+_MADE: dict[int, tuple[Any, _CallableRef]] = {}
+_MADE_BY_NAME: dict[str, Any] = {}
+
+
+@contextlib.contextmanager
+def giving_callables(callables: HostCallables) -> Iterator[None]:
+    """While packing on the host: a callable in a value crosses into the sandbox as one of
+    `callables` (elsewhere a callable is refused, as any value of a type that cannot cross)."""
+    token = _GIVING.set(callables)
+    try:
+        yield
+    finally:
+        _GIVING.reset(token)
+
+
+def worker_callables(make: Callable[[str, str, bool], Any]) -> None:
+    """In a worker: `make(name, shown, is_async)` gives the script's function calling the host's
+    callable `name` (made once per name; it goes back out as that callable)."""
+    _MAKE[:] = [make]
+
+
+def _callable_form(value: Any) -> _CallableRef | None:
+    """A callable's wire form: on the host while `giving_callables`, in a worker one it made."""
+    giving = _GIVING.get()
+    if giving is not None:
+        return giving.ref(value)
+    entry = _MADE.get(id(value))
+    return entry[1] if entry is not None and entry[0] is value else None
+
+
+def _callable(data: bytes, callables: HostCallables | None) -> Any:
+    """The object a `_CALLABLE` extension decodes to: on the host the callable of `callables`
+    it names, in a worker its function."""
+    try:
+        name, shown, is_async = msgpack.unpackb(data)
+    except (ValueError, TypeError, msgpack.UnpackException):
+        raise ValueError('malformed host callable in a frame') from None
+    if type(name) is not str or type(shown) is not str or type(is_async) is not bool:
+        raise ValueError('malformed host callable in a frame')
+    if callables is not None:  # one given before the session was stored and loaded is gone: its wire form alone
+        function = callables.get(name)
+        return _CallableRef(name, shown, is_async) if function is None else function
+    if not _MAKE:
+        raise ValueError('a host callable where none may be')
+    function = _MADE_BY_NAME.get(name)
+    if function is None:
+        function = _MADE_BY_NAME[name] = _MAKE[0](name, shown, is_async)
+        _MADE[id(function)] = (function, _CallableRef(name, shown, is_async))
+    return function
+
+
 #: The image formats an `Image` may hold.
 IMAGE_TYPES = frozenset({'image/png'})
 
@@ -222,7 +338,7 @@ def _refuse(value: object) -> TypeError:
 #: Types msgpack packs through `default` (ext types, marked arrays, and ints past 64 bits).
 _EXTENSION_TYPES = frozenset({
     int, tuple, set, frozenset, datetime.datetime, datetime.date, datetime.time, datetime.timedelta, datetime.timezone,
-    decimal.Decimal, uuid.UUID, Image, complex, type(Ellipsis), SandboxBuiltin,
+    decimal.Decimal, uuid.UUID, Image, complex, type(Ellipsis), SandboxBuiltin, _CallableRef,
 })
 #: The exact types that may cross; anything else goes through the side's conversion first.
 _BOUNDARY_TYPES = _EXTENSION_TYPES | {type(None), bool, float, str, bytes, list, dict}
@@ -270,6 +386,8 @@ def _make_default(convert: Callable[[Any], Any]) -> Callable[[Any], Any]:
         if t is SandboxBuiltin:
             named_object(value)  # a name the sandbox does not offer: ValueError
             return msgpack.ExtType(_NAMED, f'{value.kind}:{value.name}'.encode())
+        if t is _CallableRef:
+            return msgpack.ExtType(_CALLABLE, msgpack.packb([value.name, value.shown, value.is_async]))
         offset = value.utcoffset(None)  # datetime.timezone: the one type left
         return msgpack.ExtType(_TIMEZONE, _DURATION.pack(offset.days, offset.seconds, offset.microseconds))
 
@@ -286,6 +404,8 @@ def _exact(value: Any) -> Any:
     """
     form = _named_form(value)
     if form is not None:
+        return form
+    if callable(value) and (form := _callable_form(value)) is not None:
         return form
     form = package_form(value)
     if form is not _NOT_A_PACKAGE_VALUE:
@@ -724,9 +844,10 @@ class Decoder:
     while the event loop goes on in another.
     """
 
-    __slots__ = ('_items', '_size', '_max_items', '_max_size', '_marks', '_counting')
+    __slots__ = ('_items', '_size', '_max_items', '_max_size', '_marks', '_counting', '_callables')
 
-    def __init__(self, *, items: int | None = None, size: int | None = None) -> None:
+    def __init__(self, *, items: int | None = None, size: int | None = None, callables: HostCallables | None = None) -> None:
+        self._callables = callables
         self._items = 0
         self._size = 0
         self._max_items = items
@@ -872,6 +993,8 @@ class Decoder:
                 return complex(*_COMPLEX_PARTS.unpack(data))
             except struct.error:
                 raise ValueError('malformed complex in a frame') from None
+        if code == _CALLABLE:
+            return _callable(data, self._callables)
         if code == _NAMED:
             kind, _, name = data.decode().partition(':')
             return named_object(SandboxBuiltin(kind, name))  # ValueError for a name not offered

@@ -103,3 +103,17 @@ def test_a_function_kept_from_an_earlier_feed_still_calls_the_parent(monty: pyda
         with pytest.raises(pydantic_monty.MontyRuntimeError) as error:
             session.feed_run('f(2)', external_lookup={'double': 5})
         assert (type(error.value.exception()), str(error.value.exception())) == (TypeError, "'int' object is not callable")
+
+
+def test_a_parents_function_given_as_a_value_is_called_through_the_parent(monty: pydantic_monty.Monty) -> None:
+    with monty.checkout() as session:
+        # the client's call of a function it gave dispatches by its name, against the feed's external_lookup
+        code = '(x([1, 2, 3]), type(x).__name__, x.__name__, x)'
+        assert session.feed_run(code, inputs={'x': len}, external_lookup={'len': len}) == (3, 'function', 'len', 'len')
+        assert session.feed_run('f = get()\nf(4)', external_lookup={'get': lambda: abs, 'abs': lambda n: n + 1}) == 5
+        seen: list[object] = []
+        assert session.feed_run('show(f, x)', external_lookup={'show': lambda *args: seen.extend(args)}) is None
+        assert seen == ['abs', 'len']  # a function crosses to the parent as its name
+        with pytest.raises(pydantic_monty.MontyRuntimeError) as error:
+            session.feed_run('f(1)')
+        assert str(error.value.exception()) == "name 'abs' is not defined"

@@ -21,7 +21,7 @@ import decimal
 import importlib
 import json
 import pathlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,7 +29,7 @@ from ..language.builtins import STDLIB_EXCEPTIONS
 from ..values import SandboxBuiltin, builtin_name, named_object
 from . import monty_v1_pb2 as pb
 
-__all__ = ['ArenaError', 'ClientFunction', 'ClientModule', 'MAX_NODES', 'decode', 'encode', 'exception_from', 'exception_value']
+__all__ = ['ArenaError', 'ClientFunction', 'ClientModule', 'HeldFunction', 'MAX_NODES', 'decode', 'encode', 'exception_from', 'exception_value']
 
 #: Most nodes one arena may hold, whatever its `node_count` claims.
 MAX_NODES = 1_000_000
@@ -48,6 +48,25 @@ class ClientFunction:
     docstring: str | None = None
 
 
+class HeldFunction:
+    """A function of the parent's that a script holds as a value (a `Function` node among the
+    inputs or in a result): the session calls it as a host callable, each call through `call`, and
+    it goes back to the parent as the `Function` it came as."""
+
+    __slots__ = ('function', 'call')
+
+    def __init__(self, function: ClientFunction, call: Callable[..., Any]) -> None:
+        self.function = function
+        self.call = call
+
+    @property
+    def __name__(self) -> str:  # the name a script sees
+        return self.function.name
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.call(*args, **kwargs)
+
+
 @dataclass(frozen=True)
 class ClientModule:
     """A module of the parent's (a `module` node): its attributes, functions as `ClientFunction`."""
@@ -56,14 +75,17 @@ class ClientModule:
     attrs: dict[str, Any]
 
 
-def decode(arena: pb.Arena, roots: Sequence[int]) -> list[Any]:
-    """The values at indexes `roots` of `arena`, built bottom up; raises `ArenaError`."""
+def decode(arena: pb.Arena, roots: Sequence[int], *, functions: Callable[[ClientFunction], Any] | None = None) -> list[Any]:
+    """The values at indexes `roots` of `arena`, built bottom up; raises `ArenaError`.
+    `functions` makes what a `Function` node is (given its `ClientFunction`: one the script may
+    hold as a value and call); without it, the `ClientFunction`."""
     nodes = arena.nodes
     if len(nodes) > MAX_NODES:
         raise ArenaError(f'the arena has {len(nodes)} nodes, more than the {MAX_NODES} a message may carry')
     built: list[Any] = []
     for index, node in enumerate(nodes):
-        built.append(_node(node, index, built))
+        value = _node(node, index, built)
+        built.append(functions(value) if functions is not None and type(value) is ClientFunction else value)
     out = []
     for root in roots:
         if root >= len(built):
@@ -212,6 +234,11 @@ class _Encoder:
         node = pb.MontyNode()
         if _builtin_out(node, value):
             pass
+        elif isinstance(value, (ClientFunction, HeldFunction)):  # the parent's function, as the script held it
+            function = value.function if isinstance(value, HeldFunction) else value
+            node.function.name = function.name
+            if function.docstring is not None:
+                node.function.docstring = function.docstring
         elif value is None:
             node.none.SetInParent()
         elif value is ...:

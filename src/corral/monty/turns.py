@@ -41,7 +41,7 @@ from ..host.session import Session
 from ..limits import Limits
 from ..typecheck import DIAGNOSTIC_FORMATS, format_diagnostics
 from . import monty_v1_pb2 as pb
-from .codec import ArenaError, ClientFunction, ClientModule, decode, encode, exception_from, exception_value
+from .codec import ArenaError, ClientFunction, ClientModule, HeldFunction, decode, encode, exception_from, exception_value
 from .names import bound_names, free_names, imported_modules
 from .parent_os import ParentOs
 
@@ -329,7 +329,7 @@ class MontyChild:
         session = self._session
         assert session is not None
         try:
-            values = decode(feed.values, [ref.value for ref in feed.inputs])
+            values = decode(feed.values, [ref.value for ref in feed.inputs], functions=self._parent_function)
         except ArenaError as error:
             self._error('ValueError', f'the inputs cannot enter the sandbox: {error}')
             return
@@ -375,8 +375,8 @@ class MontyChild:
             if isinstance(answer, pb.RaisedException):
                 self._ended(pb.ChildEvent(error=pb.Error(exception=answer)))
                 return
-            if isinstance(answer[0], ClientFunction):
-                lookup[name] = self._function(answer[0].name, asynchronous=name in called.awaited)
+            if isinstance(answer[0], HeldFunction):  # a function: called by name, as the script's own names are
+                lookup[name] = self._function(answer[0].function.name, asynchronous=name in called.awaited)
                 self._called.setdefault(name, False)  # a variable may keep it: a later feed's call still reaches the parent
             else:
                 inputs[name] = answer[0]
@@ -499,13 +499,17 @@ class MontyChild:
             kind = answer.WhichOneof('kind')
             if kind == 'value':
                 try:
-                    return (decode(answer.values, [answer.value])[0],)
+                    return (decode(answer.values, [answer.value], functions=self._parent_function)[0],)
                 except ArenaError as error:
                     self._error('ValueError', f'the value of {name!r} cannot enter the sandbox: {error}')
                     continue
             if kind == 'error':
                 return answer.error
             return None
+
+    def _parent_function(self, function: ClientFunction) -> HeldFunction:
+        """A function of the parent's the script holds as a value: each call a `FunctionCall`."""
+        return HeldFunction(function, self._function(function.name, asynchronous=False))
 
     def _function(self, name: str, *, asynchronous: bool) -> Callable[..., Any]:
         """A host function calling the parent's function `name` (async when the script awaits it)."""
@@ -566,7 +570,7 @@ class MontyChild:
         kind = result.WhichOneof('kind')
         if kind == 'return_value':
             try:
-                return decode(values, [result.return_value])[0]
+                return decode(values, [result.return_value], functions=self._parent_function)[0]
             except ArenaError as error:
                 raise TypeError(f'{name}() returned a value that cannot enter the sandbox: {error}') from None
         if kind == 'error':

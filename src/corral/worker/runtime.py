@@ -28,7 +28,7 @@ from ..language.facades import stderr as _STDERR
 from ..language import EXCEPTIONS, STDLIB_EXCEPTIONS, CompiledScript, SandboxStop, compile_script, compile_unguarded, find_stop, import_module, make_builtins
 from ..limits import amount
 from ..language.named import sandbox_pairs
-from ..values import UNPACKABLE_RESULT, ValueLimitError, library_repr, measure, name_objects, pack, unpack
+from ..values import UNPACKABLE_RESULT, ValueLimitError, library_repr, measure, name_objects, pack, unpack, worker_callables
 
 __all__ = ['Worker', 'STDLIB_MODULES', 'PRELOAD_MODULES']
 
@@ -149,6 +149,7 @@ class Worker:
             self._compile_script = compile_unguarded
         builtins_namespace = self._builtins
         name_objects(lambda: sandbox_pairs(builtins_namespace))  # type objects and builtins cross by name
+        worker_callables(self._value_function)  # host callables given as values
         self._globals: dict[str, Any] = {'__name__': '__main__', '__doc__': None, '__builtins__': self._builtins}
         self._limits: dict[str, Any] = {}
         self._output = self._left_out = 0
@@ -322,6 +323,13 @@ class Worker:
         host_function.__name__ = host_function.__qualname__ = name.rpartition('.')[2]
         host_function.__module__ = name.rpartition('.')[0] or 'builtins'
         return host_function
+
+    def _value_function(self, name: str, shown: str, is_async: bool) -> Any:
+        """The script's function of a host callable it was given as a value: each call a host call
+        to it, by `name`; it shows as the callable's own name (`shown`)."""
+        function = self._host_function(name, is_async)
+        function.__name__ = function.__qualname__ = shown
+        return function
 
     def _install_host_functions(self, functions: dict[str, bool], modules: dict[str, dict[str, Any]]) -> None:
         for name in self._host_names - functions.keys():  # a builtin a host function hid is the script's again
