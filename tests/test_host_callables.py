@@ -1,7 +1,7 @@
-"""Host callables as values: a host function's result may hold a function, a class or a bound
-method; the script holds it as a function of its own whose calls are host calls to it, and it
-comes back out as itself. Nothing of the host is reached but the call, and a callable of another
-session, or of before a load, reaches nothing."""
+"""Host callables as values: a host function's result may hold a `HostFunction` (a function, a
+class or a bound method wrapped); the script holds it as a function of its own whose calls are
+host calls to it, and it comes back out as itself. Nothing of the host is reached but the call, a
+callable not wrapped is refused, and one of another session, or of before a load, reaches nothing."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import msgpack
 import pytest
 
 import corral
+from corral import HostFunction
 from corral.values import Decoder, HostCallables, giving_callables, pack
 
 
@@ -29,14 +30,21 @@ async def test_a_callable_given_as_a_value_is_called_on_the_host(session):
         calls.append((a, b))
         return a - b
 
+    given = [HostFunction(note), HostFunction(double), HostFunction(functools.partial(add, 1), name='increment')]
     code = 'f, g, h = tools()\n(f(5, 3), type(f).__name__, f.__name__, await g(4), g.__name__, h(10), h.__name__, callable(f))'
-    value = await session.feed_run(code, external_lookup={'tools': lambda: [note, double, functools.partial(add, 1)]})
-    assert value == (2, 'function', 'note', 8, 'double', 11, 'partial', True)
+    value = await session.feed_run(code, external_lookup={'tools': lambda: given})
+    assert value == (2, 'function', 'note', 8, 'double', 11, 'increment', True)
     assert calls == [(5, 3)]
-    assert await session.feed_run('f(1, 1), f') == (0, note)  # kept in a variable, called in a later feed, and given back
+    value = await session.feed_run('f(1, 1), f')  # kept in a variable, called in a later feed, and given back
+    assert value[0] == 0 and value[1] is given[0]
     seen: list[object] = []
     await session.feed_run('show(f, [g])', external_lookup={'show': lambda *args: seen.extend(args)})
-    assert seen == [note, [double]]
+    assert seen[0] is given[0] and seen[1][0] is given[1]
+    with pytest.raises(corral.SandboxRuntimeError) as error:  # not wrapped: refused, as ever
+        await session.feed_run('tools()', external_lookup={'tools': lambda: note})
+    assert error.value.message.startswith("tools() returned a value of type 'function' that cannot enter the sandbox")
+    with pytest.raises(TypeError, match='^HostFunction needs a callable, not int$'):
+        HostFunction(5)  # type: ignore[arg-type]
 
 
 async def test_its_errors_are_the_scripts_and_its_results_cross_as_any_value(session):
@@ -47,7 +55,7 @@ async def test_its_errors_are_the_scripts_and_its_results_cross_as_any_value(ses
         pass
 
     with pytest.raises(corral.SandboxRuntimeError) as error:
-        await session.feed_run('f, c = tools()\nf()', external_lookup={'tools': lambda: [boom, Opaque]})
+        await session.feed_run('f, c = tools()\nf()', external_lookup={'tools': lambda: [HostFunction(boom), HostFunction(Opaque)]})
     assert (error.value.exc_type, error.value.message) == ('KeyError', "'k'")
     with pytest.raises(corral.SandboxRuntimeError) as error:
         await session.feed_run('c()')
@@ -58,7 +66,7 @@ async def test_its_errors_are_the_scripts_and_its_results_cross_as_any_value(ses
 
 
 async def test_a_held_callable_gives_no_reach_into_the_host(session):
-    await session.feed_run('f = tools()', external_lookup={'tools': lambda: add})
+    await session.feed_run('f = tools()', external_lookup={'tools': lambda: HostFunction(add)})
     for attribute in ('__globals__', '__closure__', '__code__', '__defaults__', '__wrapped__', '__self__', '__dict__'):
         with pytest.raises((corral.SandboxSyntaxError, corral.SandboxRuntimeError)) as error:
             await session.feed_run(f'f.{attribute}')
@@ -69,13 +77,14 @@ async def test_a_held_callable_gives_no_reach_into_the_host(session):
 
 def test_a_name_of_another_session_reaches_nothing():
     mine, theirs = HostCallables(), HostCallables()
+    given = HostFunction(add)
     with giving_callables(mine):
-        data = pack([add], side='host')
-    assert Decoder(callables=mine).decode(data) == [add]
+        data = pack([given], side='host')
+    assert Decoder(callables=mine).decode(data)[0] is given
     stale = Decoder(callables=theirs).decode(data)[0]
     assert not callable(stale) and type(stale).__name__ == '_CallableRef'
     assert stale.name.startswith('<value ') and stale.shown == 'add' and stale.is_async is False
-    forged = msgpack.packb(msgpack.ExtType(41, msgpack.packb([mine.ref(add).name[:-2] + '0>', 'add', False])))
+    forged = msgpack.packb(msgpack.ExtType(41, msgpack.packb([mine.ref(given).name[:-2] + '0>', 'add', False])))
     assert type(Decoder(callables=mine).decode(forged)).__name__ == '_CallableRef'
     for bad in (b'\x01', msgpack.packb([1, 'add', False]), msgpack.packb(['n', 'add'])):
         with pytest.raises(ValueError, match='^malformed host callable in a frame$'):
@@ -85,12 +94,14 @@ def test_a_name_of_another_session_reaches_nothing():
 def test_outside_a_sessions_packing_a_callable_is_refused():
     with pytest.raises(TypeError, match="^a value of type 'function' cannot cross the sandbox boundary"):
         pack(add, side='host')
+    with pytest.raises(TypeError, match="^a value of type 'HostFunction' cannot cross the sandbox boundary"):
+        pack(HostFunction(add), side='host')
 
 
 async def test_a_stored_session_replays_its_calls_and_a_held_callable_is_gone_after_a_load():
     async with corral.Pool(checkpoints=None) as pool:
         async with pool.checkout() as session:
-            await session.feed_run('f = tools()\nkept = f(2, 3)', external_lookup={'tools': lambda: add})
+            await session.feed_run('f = tools()\nkept = f(2, 3)', external_lookup={'tools': lambda: HostFunction(add)})
             state = await session.dump()
         async with pool.checkout() as loaded:
             await loaded.load_session(state)  # replayed: the call is answered from the journal

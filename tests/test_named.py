@@ -91,8 +91,12 @@ async def test_a_forged_or_spoofed_name_is_refused_where_it_enters(session):
         with pytest.raises(corral.SandboxRuntimeError) as error:
             await session.feed_run('given()', external_lookup={'given': lambda value=value: value})
         assert error.value.message == f"given() returned a value of type 'SandboxBuiltin' that cannot enter the sandbox: {text}"
-    fake = type('int', (), {'__module__': 'builtins', '__qualname__': 'int'})  # a host class: a callable, not the sandbox's int
-    assert await session.feed_run('x = given()\n(x is int, type(x).__name__)', external_lookup={'given': lambda: fake}) == (False, 'function')
+    fake = type('int', (), {'__module__': 'builtins', '__qualname__': 'int'})  # a host class, not the sandbox's int
+    with pytest.raises(corral.SandboxRuntimeError) as error:
+        await session.feed_run('given()', external_lookup={'given': lambda: fake})
+    assert error.value.message.startswith("given() returned a value of type 'type' that cannot enter the sandbox: a value of type 'type' cannot cross")
+    given = corral.HostFunction(fake)  # given as a function: a function, calling the host's class
+    assert await session.feed_run('x = given()\n(x is int, type(x).__name__, x.__name__)', external_lookup={'given': lambda: given}) == (False, 'function', 'int')
 
 
 def test_every_name_of_the_table_is_one_the_sandbox_reaches():

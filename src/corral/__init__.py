@@ -48,7 +48,7 @@ from .server.keys import ApiKey, KeyRing
 from .server.quotas import QuotaStore, Quotas, TenantQuotas, TenantSlot
 from .store import PostgresStore, SQLiteStore, Store, StoredState, open_store
 from .typecheck import format_diagnostics
-from .values import Image, SandboxBuiltin, bounded_repr
+from .values import HostFunction, Image, SandboxBuiltin, bounded_repr
 
 __all__ = [
     'ApiKey',
@@ -56,6 +56,7 @@ __all__ = [
     'CodeTool',
     'Deferred',
     'ExternalModule',
+    'HostFunction',
     'Image',
     'KeyRing',
     'Limits',

@@ -66,7 +66,7 @@ import msgpack
 __all__ = [
     'pack', 'unpack', 'measure', 'Decoder', 'ValueLimitError', 'bounded_repr', 'host_default', 'sandbox_default',
     'Image', 'cut_text', 'describe_type', 'package_bound', 'package_form', 'library_repr', 'MAX_FRAME', 'MAX_DEPTH', 'REPR_LIMIT',
-    'UNPACKABLE_RESULT', 'SandboxBuiltin', 'builtin_name', 'name_objects', 'named_object', 'HostCallables', 'giving_callables', 'worker_callables',
+    'UNPACKABLE_RESULT', 'SandboxBuiltin', 'builtin_name', 'name_objects', 'named_object', 'HostCallables', 'HostFunction', 'giving_callables', 'worker_callables',
 ]
 
 #: Largest frame, in bytes, either side accepts (one message). A larger one is a protocol error.
@@ -198,26 +198,47 @@ class _CallableRef:
     is_async: bool
 
 
+class HostFunction:
+    """A host callable (a function, a class, a bound method) wrapped to give it to a script as a
+    value, in a host function's result: in the script it is a function of its own, named `name`
+    (default: the callable's `__name__`), whose calls are host calls to `function`; back out of
+    the sandbox it is this `HostFunction` again. A callable not wrapped is refused, so no host
+    function hands a script a capability by accident. Raises `TypeError` for one not callable."""
+
+    __slots__ = ('function', 'name')
+
+    def __init__(self, function: Callable[..., Any], *, name: str | None = None) -> None:
+        if not callable(function):
+            raise TypeError(f'HostFunction needs a callable, not {type(function).__name__}')
+        shown = getattr(function, '__name__', None) if name is None else name
+        self.function = function
+        self.name: str = shown if type(shown) is str else type(function).__name__
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.function(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f'HostFunction({self.function!r}, name={self.name!r})'
+
+
 class HostCallables:
-    """The host callables one session gave its script as values (a host function's result that
-    holds a function, a class or a bound method): each gets a name no other has (`<value ...>`),
-    by which the script's calls of it reach it as host calls, and by which it comes back out of
-    the sandbox as itself. A name is random, so a name from another session, or from before a
-    session was stored and loaded, reaches nothing here (`get` gives None)."""
+    """The `HostFunction`s one session gave its script as values: each gets a name no other has
+    (`<value ...>`), by which the script's calls of it reach it as host calls, and by which it
+    comes back out of the sandbox as itself. A name is random, so a name from another session, or
+    from before a session was stored and loaded, reaches nothing here (`get` gives None)."""
 
     def __init__(self) -> None:
-        self._by_name: dict[str, Any] = {}
-        self._by_id: dict[int, tuple[Any, _CallableRef]] = {}
+        self._by_name: dict[str, HostFunction] = {}
+        self._by_id: dict[int, tuple[HostFunction, _CallableRef]] = {}
 
-    def ref(self, function: Any) -> _CallableRef:
+    def ref(self, function: HostFunction) -> _CallableRef:
         """`function`'s wire form, named the first time it crosses."""
         entry = self._by_id.get(id(function))
         if entry is not None and entry[0] is function:
             return entry[1]
-        shown = getattr(function, '__name__', None)
-        is_async = inspect.iscoroutinefunction(function)
+        is_async = inspect.iscoroutinefunction(function.function)
         name = f'<{"async " if is_async else ""}value {secrets.token_hex(8)}>'
-        ref = _CallableRef(name, shown if type(shown) is str else type(function).__name__, is_async)
+        ref = _CallableRef(name, function.name, is_async)
         self._by_name[ref.name] = function
         self._by_id[id(function)] = (function, ref)
         return ref
@@ -249,8 +270,8 @@ _MADE_BY_NAME: dict[str, Any] = {}
 
 @contextlib.contextmanager
 def giving_callables(callables: HostCallables) -> Iterator[None]:
-    """While packing on the host: a callable in a value crosses into the sandbox as one of
-    `callables` (elsewhere a callable is refused, as any value of a type that cannot cross)."""
+    """While packing on the host: a `HostFunction` in a value crosses into the sandbox as one of
+    `callables` (elsewhere it is refused, as any value of a type that cannot cross)."""
     token = _GIVING.set(callables)
     try:
         yield
@@ -265,28 +286,27 @@ def worker_callables(make: Callable[[str, str, bool], Any]) -> None:
 
 
 def _callable_form(value: Any) -> _CallableRef | None:
-    """A callable's wire form: on the host while `giving_callables`, in a worker one it made."""
-    giving = _GIVING.get()
-    if giving is not None:
-        return giving.ref(value)
+    """A callable's wire form: on the host a `HostFunction` while `giving_callables`, in a
+    worker one it made."""
+    if type(value) is HostFunction or isinstance(value, HostFunction):
+        giving = _GIVING.get()
+        return None if giving is None else giving.ref(value)
     entry = _MADE.get(id(value))
     return entry[1] if entry is not None and entry[0] is value else None
 
 
 def _callable(data: bytes, callables: HostCallables | None) -> Any:
     """The object a `_CALLABLE` extension decodes to: on the host the callable of `callables`
-    it names, in a worker its function."""
+    it names (else its wire form), in a worker the script's function of it."""
     try:
         name, shown, is_async = msgpack.unpackb(data)
     except (ValueError, TypeError, msgpack.UnpackException):
         raise ValueError('malformed host callable in a frame') from None
     if type(name) is not str or type(shown) is not str or type(is_async) is not bool:
         raise ValueError('malformed host callable in a frame')
-    if callables is not None:  # one given before the session was stored and loaded is gone: its wire form alone
-        function = callables.get(name)
+    if not _MAKE:  # on the host: one given before the session was stored and loaded is gone, its wire form alone
+        function = None if callables is None else callables.get(name)
         return _CallableRef(name, shown, is_async) if function is None else function
-    if not _MAKE:
-        raise ValueError('a host callable where none may be')
     function = _MADE_BY_NAME.get(name)
     if function is None:
         function = _MADE_BY_NAME[name] = _MAKE[0](name, shown, is_async)

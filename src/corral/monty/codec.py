@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..language.builtins import STDLIB_EXCEPTIONS
-from ..values import SandboxBuiltin, builtin_name, named_object
+from ..values import HostFunction, SandboxBuiltin, builtin_name, named_object
 from . import monty_v1_pb2 as pb
 
 __all__ = ['ArenaError', 'ClientFunction', 'ClientModule', 'HeldFunction', 'MAX_NODES', 'decode', 'encode', 'exception_from', 'exception_value']
@@ -48,23 +48,16 @@ class ClientFunction:
     docstring: str | None = None
 
 
-class HeldFunction:
+class HeldFunction(HostFunction):
     """A function of the parent's that a script holds as a value (a `Function` node among the
-    inputs or in a result): the session calls it as a host callable, each call through `call`, and
-    it goes back to the parent as the `Function` it came as."""
+    inputs or in a result): a `HostFunction` calling it through `call`, which goes back to the
+    parent as the `Function` it came as (`client`)."""
 
-    __slots__ = ('function', 'call')
+    __slots__ = ('client',)
 
-    def __init__(self, function: ClientFunction, call: Callable[..., Any]) -> None:
-        self.function = function
-        self.call = call
-
-    @property
-    def __name__(self) -> str:  # the name a script sees
-        return self.function.name
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self.call(*args, **kwargs)
+    def __init__(self, client: ClientFunction, call: Callable[..., Any]) -> None:
+        super().__init__(call, name=client.name)
+        self.client = client
 
 
 @dataclass(frozen=True)
@@ -235,7 +228,7 @@ class _Encoder:
         if _builtin_out(node, value):
             pass
         elif isinstance(value, (ClientFunction, HeldFunction)):  # the parent's function, as the script held it
-            function = value.function if isinstance(value, HeldFunction) else value
+            function = value.client if isinstance(value, HeldFunction) else value
             node.function.name = function.name
             if function.docstring is not None:
                 node.function.docstring = function.docstring

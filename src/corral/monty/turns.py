@@ -376,7 +376,7 @@ class MontyChild:
                 self._ended(pb.ChildEvent(error=pb.Error(exception=answer)))
                 return
             if isinstance(answer[0], HeldFunction):  # a function: called by name, as the script's own names are
-                lookup[name] = self._function(answer[0].function.name, asynchronous=name in called.awaited)
+                lookup[name] = self._function(answer[0].client.name, asynchronous=name in called.awaited)
                 self._called.setdefault(name, False)  # a variable may keep it: a later feed's call still reaches the parent
             else:
                 inputs[name] = answer[0]
