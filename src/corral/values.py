@@ -14,8 +14,9 @@ seeing only its mounts, so the receiver gets the text to map, not an object to o
 Anything else is refused with `TypeError` naming the type. The sender converts subclasses of
 these types to the exact built-in type first (a `str` subclass arrives as a plain `str`, a named
 tuple as a `tuple`), so the receiver only ever builds plain built-in objects and never runs code
-that came from the other side. Datetimes keep a fixed UTC offset: a `zoneinfo` zone arrives as
-`datetime.timezone(offset)`.
+that came from the other side. Datetimes keep a fixed UTC offset, their `fold` and their zone's
+name: a `zoneinfo` zone arrives as `datetime.timezone(offset, name)` (`'EDT'`), a named
+`timezone(offset, 'EST')` as itself.
 
 On the host, results of host functions may also be dataclass instances and pydantic models;
 they are converted to dicts (`dataclasses.asdict`, `model_dump()`) before encoding.
@@ -162,11 +163,11 @@ def _make_default(convert: Callable[[Any], Any]) -> Callable[[Any], Any]:
         if t is frozenset:
             return [frozenset_mark, *value]
         if t is datetime.datetime:
-            return msgpack.ExtType(_DATETIME, value.isoformat().encode())
+            return msgpack.ExtType(_DATETIME, _moment(value))
         if t is datetime.date:
             return msgpack.ExtType(_DATE, value.isoformat().encode())
         if t is datetime.time:
-            return msgpack.ExtType(_TIME, value.isoformat().encode())
+            return msgpack.ExtType(_TIME, _moment(value))
         if t is datetime.timedelta:
             return msgpack.ExtType(_TIMEDELTA, _DURATION.pack(value.days, value.seconds, value.microseconds))
         if t is decimal.Decimal:
@@ -180,9 +181,30 @@ def _make_default(convert: Callable[[Any], Any]) -> Callable[[Any], Any]:
         if value is Ellipsis:
             return msgpack.ExtType(_ELLIPSIS, b'')
         offset = value.utcoffset(None)  # datetime.timezone: the one type left
-        return msgpack.ExtType(_TIMEZONE, _DURATION.pack(offset.days, offset.seconds, offset.microseconds))
+        name = _zone_name(offset, value.tzname(None))
+        return msgpack.ExtType(_TIMEZONE, _DURATION.pack(offset.days, offset.seconds, offset.microseconds) + name.encode('utf-8', 'surrogatepass'))
 
     return default
+
+
+def _zone_name(offset: datetime.timedelta | None, name: str | None) -> str:
+    """The name a zone of `offset` crosses with: '' for none, or the one `timezone(offset)` gives itself."""
+    if offset is None or name is None or name == datetime.timezone(offset).tzname(None):
+        return ''
+    return name
+
+
+def _moment(value: datetime.datetime | datetime.time) -> bytes:
+    """A datetime's or a time's ext data: its ISO text; then, when it has a `fold` or its zone a
+    name of its own (`timezone(offset, 'EST')`, or a `zoneinfo` zone's `'EDT'`), a NUL, the fold's
+    digit and the name, so the receiver's `timezone(offset, name)` shows what the sender's did."""
+    kind = datetime.datetime if isinstance(value, datetime.datetime) else datetime.time  # its own methods, not a subclass's
+    text = kind.isoformat(value).encode()
+    extra = _zone_name(kind.utcoffset(value), kind.tzname(value))
+    fold = kind.__dict__['fold'].__get__(value)
+    if not extra and not fold:
+        return text
+    return text + b'\0' + str(fold).encode() + extra.encode('utf-8', 'surrogatepass')
 
 
 def _exact(value: Any) -> Any:
@@ -229,7 +251,7 @@ def _exact(value: Any) -> Any:
     if isinstance(value, set):
         return set(set.__iter__(value))
     if isinstance(value, datetime.datetime):
-        return datetime.datetime.fromisoformat(datetime.datetime.isoformat(value))
+        return _decode_moment(_DATETIME, _moment(value))
     if isinstance(value, datetime.date):
         return datetime.date.fromordinal(datetime.date.toordinal(value))
     if isinstance(value, datetime.timedelta):
@@ -782,18 +804,40 @@ class Decoder:
             if data:
                 raise ValueError('an Ellipsis with data in a frame')
             return Ellipsis
-        if code in (_DATETIME, _DATE, _TIME):
-            text = data.decode()
-            kind = {_DATETIME: datetime.datetime, _DATE: datetime.date, _TIME: datetime.time}[code]
-            return kind.fromisoformat(text)
+        if code in (_DATETIME, _TIME):
+            return _decode_moment(code, data)
+        if code == _DATE:
+            return datetime.date.fromisoformat(data.decode())
         if code in (_TIMEDELTA, _TIMEZONE):
+            if code == _TIMEDELTA and len(data) != _DURATION.size:
+                raise ValueError('malformed timedelta or time zone in a frame')
             try:
-                days, seconds, microseconds = _DURATION.unpack(data)
+                days, seconds, microseconds = _DURATION.unpack(data[: _DURATION.size])
                 duration = datetime.timedelta(days=days, seconds=seconds, microseconds=microseconds)
             except (struct.error, OverflowError):  # not 12 bytes; more than timedelta's 999,999,999 days
                 raise ValueError('malformed timedelta or time zone in a frame') from None
-            return duration if code == _TIMEDELTA else datetime.timezone(duration)
+            return duration if code == _TIMEDELTA else _zone(duration, data[_DURATION.size :].decode('utf-8', 'surrogatepass'))
         raise ValueError(f'unknown extension type {code} in a frame')
+
+
+def _zone(offset: datetime.timedelta, name: str) -> datetime.timezone:
+    """`timezone(offset, name)`, or `timezone(offset)` for no name; ValueError for an offset of a day or more."""
+    return datetime.timezone(offset, name) if name else datetime.timezone(offset)
+
+
+def _decode_moment(code: int, data: bytes) -> datetime.datetime | datetime.time:
+    """A datetime or a time from `_moment`'s data; ValueError for malformed data."""
+    text, nul, extra = data.partition(b'\0')
+    kind = datetime.datetime if code == _DATETIME else datetime.time
+    value = kind.fromisoformat(text.decode())
+    if not nul:
+        return value
+    fold, name = extra[:1], extra[1:].decode('utf-8', 'surrogatepass')
+    if fold not in (b'0', b'1'):
+        raise ValueError('malformed datetime or time in a frame')
+    offset = value.utcoffset()
+    tzinfo = value.tzinfo if offset is None or not name else _zone(offset, name)
+    return value.replace(tzinfo=tzinfo, fold=int(fold))
 
 
 def _decimal(data: bytes) -> decimal.Decimal:
