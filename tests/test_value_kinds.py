@@ -70,3 +70,178 @@ def test_a_datetime_subclass_crosses_with_its_zone_name_and_none_of_its_override
 def test_a_malformed_zone_or_fold_is_a_value_error(code, data, error):
     with pytest.raises(ValueError, match=error):
         unpack(msgpack.packb(msgpack.ExtType(code, data)))
+
+
+# ----- a script's objects, described ------------------------------------------------------------
+
+import collections  # noqa: E402
+import json  # noqa: E402
+import sys  # noqa: E402
+
+import corral  # noqa: E402
+from corral import ExceptionValue, InstanceValue, NamedTupleValue  # noqa: E402
+from corral.language.rebuild import rebuild  # noqa: E402
+from corral.values import MAX_DEPTH, Decoder, ValueLimitError, measure  # noqa: E402
+
+Point = collections.namedtuple('Point', 'x y', module='geometry')
+
+
+def test_exceptions_and_named_tuples_cross_as_descriptions_and_are_rebuilt_in_the_sandbox():
+    class MyError(KeyError):
+        pass
+
+    value = [ValueError('bad', 3), MyError('k'), json.JSONDecodeError('Expecting value', 'x', 0), Point(1, [2]), sys.version_info[:2]]
+    described = unpack(pack(value, side='host'))
+    assert described == [
+        ExceptionValue('ValueError', 'builtins', ('bad', 3), 'ValueError'),
+        ExceptionValue('MyError', __name__, ('k',), 'KeyError'),
+        ExceptionValue('JSONDecodeError', 'json.decoder', ('Expecting value: line 1 column 1 (char 0)',), 'ValueError'),
+        (1, [2]),
+        sys.version_info[:2],
+    ]
+    point = described[3]
+    assert (type(point), repr(point), point.x, point._fields, point._type_name, point._module, point._asdict()) == (
+        NamedTupleValue, 'Point(x=1, y=[2])', 1, ('x', 'y'), 'Point', 'geometry', {'x': 1, 'y': [2]}
+    )
+    rebuilt = unpack(pack(value, side='host'), objects=rebuild)
+    assert [(type(item).__name__, getattr(item, 'args', None)) for item in rebuilt[:3]] == [
+        ('ValueError', ('bad', 3)), ('KeyError', ('k',)), ('JSONDecodeError', ('Expecting value: line 1 column 1 (char 0)',))
+    ]
+    assert type(rebuilt[2]) is json.JSONDecodeError  # its constructor wants three args: built with its args alone
+    assert (repr(rebuilt[3]), type(rebuilt[3]).__module__, rebuilt[3].y) == ('Point(x=1, y=[2])', 'geometry', [2])
+
+
+def test_a_named_tuple_description_is_read_only_and_names_its_class_in_errors():
+    point = NamedTupleValue((1, 2), 'Point', 'geometry', ('x', 'y'))
+    with pytest.raises(AttributeError, match="^'Point' object has no attribute 'z'$"):
+        point.z
+    with pytest.raises(AttributeError, match="^'Point' object is read-only$"):
+        point.x = 3
+    assert point == (1, 2) and hash(point) == hash((1, 2))
+    with pytest.raises(ValueError, match='^a named tuple of 1 fields and 2 values$'):
+        NamedTupleValue((1, 2), 'Point', 'geometry', ('x',))
+
+
+@pytest.mark.parametrize(
+    ('description', 'rebuilt'),
+    [
+        (ExceptionValue('system', 'os', ('rm -rf /',), 'eval'), "Exception('rm -rf /')"),  # no class but an exception's
+        (ExceptionValue('ValueError', 'os', ('x',), 'KeyError'), "KeyError('x')"),  # a built-in's name in another module
+        (ExceptionValue('UnicodeDecodeError', 'builtins', ('one',), 'UnicodeDecodeError'), "UnicodeDecodeError('one')"),
+        (NamedTupleValue((1,), '__import__', 'os', ('system',)), "__import__(system=1)"),
+        (NamedTupleValue((1,), 'not a name', 'os', ('x',)), '(1,)'),  # namedtuple refuses the name: a tuple
+        (NamedTupleValue((1,), 'P', 'm', ('_x',)), '(1,)'),
+    ],
+    ids=['unknown-class', 'builtin-name-elsewhere', 'args-its-constructor-refuses', 'odd-names', 'bad-name', 'private-field'],
+)
+def test_forged_descriptions_build_only_exceptions_and_named_tuples(description, rebuilt):
+    built = unpack(pack(description, side='host'), objects=rebuild)
+    assert repr(built) == rebuilt
+    assert type(built).__module__ in ('builtins', 'os')
+
+
+def test_an_instance_description_does_not_go_back_into_the_sandbox():
+    order = InstanceValue('Order', '__main__', {'id': 7}, True)
+    assert unpack(pack(order, side='host')) == order  # the host keeps and stores it
+    with pytest.raises(TypeError) as info:
+        measure([order], items=None, size=None, subject='the value f() returned', crossing='enter the sandbox', convert=corral.values.host_default)
+    assert str(info.value) == (
+        "the value f() returned holds an InstanceValue (the script's Order), which cannot go back into the sandbox: its class is "
+        "the script's code; send its attrs"
+    )
+    with pytest.raises(ValueError, match="^an instance of a script's class cannot come back into the sandbox$"):
+        unpack(pack(order, side='host'), objects=rebuild)
+
+
+@pytest.mark.parametrize(
+    'parts',
+    [
+        [15, 'E', 'builtins'],  # no base
+        [15, 1, 'builtins', 'E'],
+        [16, 'P', 'm', ['x'], 1, 2],  # two values, one field
+        [16, 'P', 'm', [1], 1],
+        [16, 'P', 'm', 'x', 1],
+        [17, 'C', 'm', True, {1: 2}],  # an attribute named by an int
+        [17, 'C', 'm', 1, {}],
+        [17, 'C', 'm', True, {}, 'extra'],
+    ],
+    ids=['exception-short', 'exception-name', 'tuple-count', 'tuple-field', 'tuple-fields', 'instance-key', 'instance-flag', 'instance-long'],
+)
+def test_a_malformed_description_is_a_value_error(parts):
+    data = msgpack.packb([msgpack.ExtType(parts[0], b''), *parts[1:]], use_bin_type=True)
+    with pytest.raises(ValueError, match='^malformed description of an object in a frame$'):
+        unpack(data)
+
+
+def test_descriptions_are_bounded_as_any_value():
+    many = ValueError(*range(1000))
+    with pytest.raises(ValueLimitError, match='^v has at least 1,003 items; at most 100 may go'):
+        measure(many, items=100, size=None, subject='v', crossing='go')
+    with pytest.raises(ValueLimitError, match='^a message has more than 100 items$'):
+        Decoder(items=100).decode(pack([ValueError(*range(10))] * 10, side='host'))  # 10 + 10 * 13 items
+    deep: object = 1
+    for _ in range(MAX_DEPTH + 1):
+        deep = ValueError(deep)
+    with pytest.raises(ValueError, match=f'^v is nested more than {MAX_DEPTH} levels deep$'):
+        measure(deep, items=None, size=None, subject='v', crossing='go')
+    looped = ValueError()
+    looped.args = (looped,)
+    with pytest.raises(ValueError, match='^the value contains a reference to itself$'):
+        measure(looped, items=None, size=None, subject='v', crossing='go')
+
+
+async def test_a_scripts_objects_leave_as_descriptions_and_its_properties_do_not_run(session):
+    code = '''
+import collections, dataclasses, sys
+@dataclasses.dataclass
+class Order:
+    id: int
+    tags: list
+    note: dataclasses.InitVar[str] = ''
+class Plain:
+    __slots__ = ('a', 'b', 'unset')
+    def __init__(self):
+        self.a, self.b = 1, Order(2, [])
+class Tricky:
+    def __init__(self):
+        self.x = 1
+    @property
+    def y(self):
+        raise RuntimeError('ran')
+    def __getattr__(self, name):
+        raise RuntimeError('ran')
+class MyError(ValueError):
+    def __str__(self):
+        raise RuntimeError('ran')
+Pair = collections.namedtuple('Pair', 'first second')
+[Order(7, ['a']), Plain(), Tricky(), MyError('mine'), Pair(1, 2), sys.version_info[:1], KeyError('k')]
+'''
+    assert await session.feed_run(code) == [
+        InstanceValue('Order', '__main__', {'id': 7, 'tags': ['a']}, True),
+        InstanceValue('Plain', '__main__', {'a': 1, 'b': InstanceValue('Order', '__main__', {'id': 2, 'tags': []}, True)}, False),
+        InstanceValue('Tricky', '__main__', {'x': 1}, False),
+        ExceptionValue('MyError', '__main__', ('mine',), 'ValueError'),
+        (1, 2),
+        (3,),
+        ExceptionValue('KeyError', 'builtins', ('k',), 'KeyError'),
+    ]
+
+
+async def test_exceptions_and_named_tuples_enter_the_sandbox_as_themselves(session):
+    given = [ValueError('in', 2), Point(1, 2), json.JSONDecodeError('Expecting value', 'x', 0)]
+    code = 'v = given()\n[(type(x).__name__, type(x).__module__, repr(x)) for x in v] + [v[1].x + v[1].y, isinstance(v[0], ValueError), isinstance(v[2], json.JSONDecodeError)]'
+    assert await session.feed_run('import json\n' + code, external_lookup={'given': lambda: given}) == [
+        ('ValueError', 'builtins', "ValueError('in', 2)"),
+        ('Point', 'geometry', 'Point(x=1, y=2)'),
+        ('JSONDecodeError', 'json.decoder', "JSONDecodeError('Expecting value: line 1 column 1 (char 0)')"),
+        3, True, True,
+    ]
+
+
+async def test_an_instance_sent_back_is_the_scripts_clear_error(session):
+    with pytest.raises(corral.SandboxRuntimeError) as info:
+        await session.feed_run('class C:\n    pass\nf(C())', external_lookup={'f': lambda v: [v]})
+    assert info.value.display().splitlines()[-1] == (
+        "TypeError: f() returned a value of type 'list' that cannot enter the sandbox: the value f() returned holds an "
+        "InstanceValue (the script's C), which cannot go back into the sandbox: its class is the script's code; send its attrs"
+    )
