@@ -10,6 +10,10 @@ from typing import NamedTuple
 
 import pytest
 
+from corral import ExceptionValue, InstanceValue, NamedTupleValue
+from corral.monty import monty_v1_pb2 as pb
+from corral.monty.codec import ArenaError, decode, encode
+
 from .test_client import binary, monty  # noqa: F401  (fixtures)
 
 pydantic_monty = pytest.importorskip('pydantic_monty')
@@ -91,3 +95,63 @@ class Plain:
         with pytest.raises(pydantic_monty.MontyRuntimeError) as info:  # it names no object the sandbox can find again
             session.feed_run('x', inputs={'x': orders[0]})
         assert str(info.value).startswith('ValueError: the inputs cannot enter the sandbox: node ')
+
+
+# ----- the codec on its own: forged and odd nodes --------------------------------------------------
+
+
+def _arena(*nodes: pb.MontyNode) -> pb.Arena:
+    return pb.Arena(node_count=len(nodes), nodes=nodes)
+
+
+def test_exception_and_named_tuple_nodes_decode_to_descriptions() -> None:
+    arena = _arena(
+        pb.MontyNode(exception=pb.Exception(exc_type='json.JSONDecodeError', arg='m')),
+        pb.MontyNode(exception=pb.Exception(exc_type='os.system')),  # no class the sandbox has: an Exception
+        pb.MontyNode(exception=pb.Exception(exc_type='print', arg='x')),  # a builtin that is no exception
+        pb.MontyNode(int=1),
+        pb.MontyNode(named_tuple=pb.NamedTupleNode(type_name='Point', field_names=['x'], values=[3])),
+        pb.MontyNode(named_tuple=pb.NamedTupleNode(type_name='a.b.Point', field_names=['x'], values=[3])),
+    )
+    assert decode(arena, [0, 1, 2, 4, 5]) == [
+        ExceptionValue('JSONDecodeError', 'json.decoder', ('m',), 'ValueError'),
+        ExceptionValue('os.system', 'builtins', (), 'Exception'),
+        ExceptionValue('print', 'builtins', ('x',), 'Exception'),
+        (1,),
+        (1,),
+    ]
+    points = decode(arena, [4, 5])
+    assert [(p._type_name, p._module, p.x) for p in points] == [('Point', '__main__', 1), ('Point', 'a.b', 1)]
+    forged = _arena(pb.MontyNode(int=1), pb.MontyNode(named_tuple=pb.NamedTupleNode(type_name='P', field_names=['x', 'y'], values=[0])))
+    with pytest.raises(ArenaError, match='^node 1: a named tuple of 2 names and 1 values$'):
+        decode(forged, [1])
+    ahead = _arena(pb.MontyNode(named_tuple=pb.NamedTupleNode(type_name='P', field_names=['x'], values=[0])))
+    with pytest.raises(ArenaError, match='^node 0 refers to node 0, which does not come before it$'):
+        decode(ahead, [0])
+
+
+def test_descriptions_encode_as_the_nodes_of_their_kinds() -> None:
+    arena = pb.Arena()
+    values = [
+        ExceptionValue('MyError', '__main__', ('mine',), 'KeyError'),  # a class of the script's: its built-in base
+        ExceptionValue('JSONDecodeError', 'json.decoder', ('m: line 1 column 1 (char 0)',), 'ValueError'),
+        ExceptionValue('ValueError', 'builtins', (10**5000,), 'ValueError'),  # past str()'s digits: a bounded text
+        ExceptionValue('UnicodeDecodeError', 'builtins', ('one',), 'UnicodeDecodeError'),  # args its class refuses
+        ExceptionValue('TypeError', 'builtins', (), 'TypeError'),
+        NamedTupleValue((1,), 'version_info', 'sys', ('major',)),
+        InstanceValue('Order', '__main__', {'id': 7}, True),
+    ]
+    roots = encode(values, arena)
+    nodes = [arena.nodes[root] for root in roots]
+    assert [(n.exception.exc_type, n.exception.arg if n.exception.HasField('arg') else None) for n in nodes[:5]] == [
+        ('KeyError', "'mine'"),
+        ('json.JSONDecodeError', 'm: line 1 column 1 (char 0)'),
+        ('ValueError', '<int of 16610 bits>'),
+        ('UnicodeDecodeError', 'one'),
+        ('TypeError', None),
+    ]
+    assert (nodes[5].named_tuple.type_name, list(nodes[5].named_tuple.field_names)) == ('sys.version_info', ['major'])
+    instance = nodes[6].class_instance
+    cls = arena.nodes[instance.class_type].type
+    assert (cls.name, cls.origin, cls.is_dataclass, len(cls.id.data), len(instance.instance_id.data)) == ('Order', pb.TYPE_ORIGIN_SANDBOX, True, 16, 16)
+    assert [(arena.nodes[p.key].str, arena.nodes[p.value].int) for p in instance.attrs.pairs] == [('id', 7)]

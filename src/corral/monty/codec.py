@@ -26,6 +26,7 @@ from typing import Any
 
 from ..described import ExceptionValue, InstanceValue, NamedTupleValue
 from ..language.builtins import STDLIB_EXCEPTIONS
+from ..values import bounded_repr
 from . import monty_v1_pb2 as pb
 
 __all__ = ['ArenaError', 'ClientFunction', 'ClientModule', 'MAX_NODES', 'decode', 'encode', 'exception_from', 'exception_value']
@@ -172,8 +173,11 @@ def _exception_out(value: ExceptionValue) -> pb.Exception:
     if value.args:
         try:
             node.arg = str(cls(*value.args))
-        except Exception:  # args its constructor refuses: the text of the args alone
-            node.arg = str(value)
+        except Exception:  # args its constructor refuses: the text of its args; an int past str()'s digits: a bounded one
+            try:
+                node.arg = str(value)
+            except ValueError:
+                node.arg = bounded_repr(value.args[0] if len(value.args) == 1 else value.args)
     return node
 
 
