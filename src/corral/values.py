@@ -11,10 +11,13 @@ iterates to, an `enum.Enum` member as its value (its class is code, which never
 crosses; the script sees the value, as JSON would carry it) and a `pathlib.PurePath` as its `str`
 (a path names a place in the sender's files: the host's and the sandbox's differ, the sandbox
 seeing only its mounts, so the receiver gets the text to map, not an object to open).
-Anything else is refused with `TypeError` naming the type. The sender converts subclasses of
-these types to the exact built-in type first (a `str` subclass arrives as a plain `str`, a named
-tuple as a `tuple`), so the receiver only ever builds plain built-in objects and never runs code
-that came from the other side. Datetimes keep a fixed UTC offset, their `fold` and their zone's
+A script's objects cross as descriptions (`corral.described`): an exception, a named tuple (or
+a struct sequence) and, from the worker, an instance of the script's own class, each an array
+of its parts after a marker; the host keeps the descriptions, the worker rebuilds exceptions
+and named tuples (`Decoder`'s `objects`). Anything else is refused with `TypeError` naming the
+type. The sender converts subclasses of these types to the exact built-in type first (a `str`
+subclass arrives as a plain `str`), so the receiver only ever builds plain built-in objects (or
+corral's descriptions) and never runs code that came from the other side. Datetimes keep a fixed UTC offset, their `fold` and their zone's
 name: a `zoneinfo` zone arrives as `datetime.timezone(offset, name)` (`'EDT'`), a named
 `timezone(offset, 'EST')` as itself.
 
