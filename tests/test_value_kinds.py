@@ -245,3 +245,24 @@ async def test_an_instance_sent_back_is_the_scripts_clear_error(session):
         "TypeError: f() returned a value of type 'list' that cannot enter the sandbox: the value f() returned holds an "
         "InstanceValue (the script's C), which cannot go back into the sandbox: its class is the script's code; send its attrs"
     )
+
+
+async def test_a_value_that_holds_itself_or_a_function_through_an_instance_is_refused(session):
+    with pytest.raises(corral.SandboxRuntimeError) as info:
+        await session.feed_run('class N:\n    pass\nn = N()\nn.me = [n]\nn')
+    assert info.value.display() == 'TypeError: the value of the last expression cannot leave the sandbox: the value contains a reference to itself'
+    with pytest.raises(corral.SandboxRuntimeError) as info:
+        await session.feed_run('class N:\n    pass\nn = N()\nn.callback = print\nn')
+    assert info.value.display().startswith(
+        "TypeError: the value of the last expression cannot leave the sandbox: a value of type 'builtin_function_or_method' cannot cross"
+    )
+
+
+async def test_a_loaded_session_rebuilds_the_objects_that_came_in(pool):
+    given = lambda: [ValueError('in'), Point(1, 2)]  # noqa: E731
+    async with pool.checkout() as session:
+        await session.feed_run('e, p = given()', external_lookup={'given': given})
+        state = await session.dump()
+    async with pool.checkout() as session:
+        await session.load_session(state)
+        assert await session.feed_run('(type(e).__name__, e.args, p.y, repr(p))') == ('ValueError', ('in',), 2, 'Point(x=1, y=2)')
