@@ -266,3 +266,25 @@ async def test_a_loaded_session_rebuilds_the_objects_that_came_in(pool):
     async with pool.checkout() as session:
         await session.load_session(state)
         assert await session.feed_run('(type(e).__name__, e.args, p.y, repr(p))') == ('ValueError', ('in',), 2, 'Point(x=1, y=2)')
+
+
+def test_bounded_repr_shows_a_scripts_objects_as_cpython_does():
+    from corral.values import bounded_repr
+
+    value = [
+        ExceptionValue('ValueError', 'builtins', ('bad', 10**5000), 'ValueError'),
+        NamedTupleValue((1, 'a'), 'Point', '__main__', ('x', 'y')),
+        InstanceValue('Order', '__main__', {'id': 7, 'tags': ['a']}, True),
+        InstanceValue('Plain', '__main__', {'a': 1}, False),
+        InstanceValue('Empty', 'm', {}, False),
+        ExceptionValue('KeyError', 'builtins', (), 'KeyError'),
+    ]
+    assert bounded_repr(value) == (
+        "[ValueError('bad', <int of 16610 bits>), Point(x=1, y='a'), Order(id=7, tags=['a']), <__main__.Plain object: a=1>, "
+        '<m.Empty object>, KeyError()]'
+    )
+    assert bounded_repr(NamedTupleValue(('x' * 50,), 'P', 'm', ('f',)), limit=10) == "P(f='xxxxx... (cut at 10 characters)"
+    deep: object = 1
+    for _ in range(150):
+        deep = ExceptionValue('E', 'm', (deep,), 'Exception')
+    assert bounded_repr(deep) == 'E(' * 100 + 'E(...)' + ')' * 100

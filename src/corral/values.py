@@ -1000,6 +1000,8 @@ class _ReprWriter:
             self.open.add(id(value))
             self.container(value, t, depth)
             self.open.discard(id(value))
+        elif t in _DESCRIBED:
+            self.described(value, depth)
         elif t is str or t is bytes:
             self.write(repr(value[: self.limit - self.length + 1]))
         elif t is int and value.bit_length() > 14_000:  # past Python's int-to-str limit of 4300 digits
@@ -1010,6 +1012,31 @@ class _ReprWriter:
             except Exception:
                 text = f'<{describe_type(value)}>'
             self.write(text[: self.limit - self.length + 1])
+
+    def described(self, value: Any, depth: int) -> None:
+        """A script's object as CPython shows it: `ValueError('bad', 3)`, `Point(x=1, y=2)`, a
+        dataclass's `Order(id=7)`; another instance as `<__main__.Plain object: a=1>`."""
+        if type(value) is ExceptionValue:
+            opening, closing, pairs = f'{value.type_name}(', ')', [(None, item) for item in value.args]
+        elif type(value) is NamedTupleValue:
+            opening, closing, pairs = f'{value._type_name}(', ')', list(zip(value._fields, value))
+        elif value.is_dataclass:
+            opening, closing, pairs = f'{value.type_name}(', ')', list(value.attrs.items())
+        else:
+            opening, closing, pairs = f'<{value.module}.{value.type_name} object', '>', list(value.attrs.items())
+            if pairs:
+                opening += ': '
+        if depth >= MAX_DEPTH:
+            self.write(opening + '...' + closing)
+            return
+        self.write(opening)
+        for index, (name, item) in enumerate(pairs):
+            if index:
+                self.write(', ')
+            if name is not None:
+                self.write(f'{name}=')
+            self.value(item, depth + 1)
+        self.write(closing)
 
     def container(self, value: Any, t: type, depth: int) -> None:
         if t is dict:
@@ -1040,7 +1067,9 @@ def bounded_repr(value: Any, *, limit: int = REPR_LIMIT) -> str:
     The same text as `repr(value)` when that is no longer than `limit`; otherwise its first
     `limit` characters and a note that says it was cut. Ints past Python's int-to-str limit
     (4300 digits) show as `<int of N bits>`, containers nested past `MAX_DEPTH` as `[...]`, and
-    an object whose own repr raises as `<type>`.
+    an object whose own repr raises as `<type>`. A script's object (`corral.described`) shows as
+    CPython shows it (`ValueError('bad')`, `Point(x=1, y=2)`, `Order(id=7)`), another
+    instance as `<__main__.Plain object: a=1>`.
     """
     writer = _ReprWriter(limit)
     try:
