@@ -288,3 +288,43 @@ def test_bounded_repr_shows_a_scripts_objects_as_cpython_does():
     for _ in range(150):
         deep = ExceptionValue('E', 'm', (deep,), 'Exception')
     assert bounded_repr(deep) == 'E(' * 100 + 'E(...)' + ')' * 100
+
+
+async def test_a_description_reaches_nothing_but_plain_data(session):
+    """No live object, no code, no way back into the worker: everything a description holds (and
+    the classes it names) is plain data, or corral's own description classes."""
+    import gc
+
+    code = '''
+import dataclasses
+@dataclasses.dataclass
+class Order:
+    id: int
+    def total(self):
+        return 1
+class Err(Exception):
+    pass
+o = Order(7)
+o.method = o.total.__name__
+[o, Err(o.id, "x"), collections.namedtuple("P", "a")(b"x"), {"k": (1.5, None, {2})}]
+'''
+    result = await session.feed_run('import collections\n' + code)
+    plain = (type(None), bool, int, float, str, bytes, list, tuple, dict, set, frozenset)
+    described = (ExceptionValue, NamedTupleValue, InstanceValue)
+    seen, todo = set(), [result]
+    while todo:
+        item = todo.pop()
+        if id(item) in seen:
+            continue
+        seen.add(id(item))
+        if isinstance(item, type):
+            assert item in plain + described + (object,), item
+            continue
+        assert type(item) in plain + described, type(item)
+        todo.extend(gc.get_referents(item))
+    assert result == [  # a dataclass crosses with its fields alone
+        InstanceValue('Order', '__main__', {'id': 7}, True),
+        ExceptionValue('Err', '__main__', (7, 'x'), 'Exception'),
+        (b'x',),
+        {'k': (1.5, None, {2})},
+    ]
