@@ -328,3 +328,18 @@ o.method = o.total.__name__
         (b'x',),
         {'k': (1.5, None, {2})},
     ]
+
+
+def test_a_zone_whose_tzname_is_no_str_crosses_without_a_name():
+    class Odd(datetime.tzinfo):
+        def utcoffset(self, dt):
+            return datetime.timedelta(hours=1)
+
+        def tzname(self, dt):
+            return 42
+
+        def dst(self, dt):
+            return None
+
+    value = datetime.datetime(2024, 1, 1, tzinfo=Odd())
+    assert repr(unpack(pack(value, side='sandbox'))) == 'datetime.datetime(2024, 1, 1, 0, 0, tzinfo=datetime.timezone(datetime.timedelta(seconds=3600)))'

@@ -234,7 +234,11 @@ def _moment(value: datetime.datetime | datetime.time) -> bytes:
     digit and the name, so the receiver's `timezone(offset, name)` shows what the sender's did."""
     kind = datetime.datetime if isinstance(value, datetime.datetime) else datetime.time  # its own methods, not a subclass's
     text = kind.isoformat(value).encode()
-    extra = _zone_name(kind.utcoffset(value), kind.tzname(value))
+    try:
+        name = kind.tzname(value)
+    except Exception:  # a tzinfo of the sender's own whose tzname() fails, or gives no str: no name
+        name = None
+    extra = _zone_name(kind.utcoffset(value), name)
     fold = kind.__dict__['fold'].__get__(value)
     if not extra and not fold:
         return text
