@@ -27,7 +27,9 @@ from ..language.facades import recursion_limit
 from ..language.facades import stderr as _STDERR
 from ..language import EXCEPTIONS, STDLIB_EXCEPTIONS, CompiledScript, SandboxStop, compile_script, compile_unguarded, find_stop, import_module, make_builtins
 from ..limits import amount
-from ..values import UNPACKABLE_RESULT, ValueLimitError, library_repr, measure, pack, unpack
+from ..language.guards import is_script_class
+from ..language.rebuild import rebuild
+from ..values import UNPACKABLE_RESULT, ValueLimitError, describe_instances, library_repr, measure, pack, unpack
 
 __all__ = ['Worker', 'STDLIB_MODULES', 'PRELOAD_MODULES']
 
@@ -139,6 +141,7 @@ class Worker:
         hostio.install(self._call_sync)  # files, environment, clock and seed, through the host
         if guarded:
             logs.install()  # logging and warnings write to the script's stderr, timed by the host's clock
+            describe_instances(is_script_class)  # the script's objects leave as InstanceValues
             self._builtins = make_builtins(print=self._print, import_=self._import)
             self._compile_script = compile_script
         else:  # the language layer skipped: plain Python, real builtins (see Pool(skip_layers=))
@@ -181,7 +184,7 @@ class Worker:
         if not data:
             raise _Stop
         for payload in self._reader.feed(data):
-            message = unpack(payload)
+            message = unpack(payload, objects=rebuild)
             if not isinstance(message, list) or not message:
                 raise ProtocolError('malformed message from the host')
             self._inbox.append(message)
