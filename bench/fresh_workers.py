@@ -110,7 +110,9 @@ async def main(argv: list[str] | None = None) -> None:
     floors: list[dict[str, float]] = []
     runs: list[dict[str, float]] = []
     async with corral.Pool(warm_workers=1) as pool:
-        await sessions(pool, 2)  # the zygote started and warm
+        for _ in range(2):  # the zygote started and warm
+            async with pool.checkout() as session:
+                await session.feed_run('1 + 1')
         for rep in range(reps):
             for side in ('floor', 'corral') if rep % 2 == 0 else ('corral', 'floor'):
                 if side == 'floor':
