@@ -177,6 +177,10 @@ def test_the_cache_is_bounded_in_entries_and_bytes_least_recently_used_first():
     small.message('x = (', guarded=True)  # kept as a text the worker compiles: a small fixed cost
     assert (len(small), small.size) == (2, one + compiled_module._REFUSED_COST)
     huge = 'x = [' + ', '.join(map(str, range(5000))) + ']'
-    small.message(huge, guarded=True)  # larger than the whole cache: not kept
-    assert len(small) == 2 and small.message(huge, guarded=True) is not None and small.misses == 6
-    assert CompiledFeeds(max_entries=0).message('a = 1', guarded=True) is not None
+    assert small.message(huge, guarded=True) is None  # its code is larger than the whole cache: its worker compiles it
+    assert small.message(huge, guarded=True) is None  # and the host does not compile it again
+    assert (len(small), small.size, small.hits, small.misses) == (3, one + 2 * compiled_module._REFUSED_COST, 1, 5)
+    assert CompiledFeeds(max_entries=0).message('a = 1', guarded=True) is not None  # compiled, kept nowhere
+    long = CompiledFeeds(max_text=10)
+    assert long.message('x = 1234567', guarded=True) is None and long.message('x = 123456', guarded=True) is not None
+    assert (len(long), long.misses) == (1, 1)  # the long text is neither compiled nor kept

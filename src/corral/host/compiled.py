@@ -20,7 +20,10 @@ Why this is safe:
   under its own tag; with another (a zygote started from other files) it compiles the text.
 - What the compile would tell the script (a syntax error, a warning it prints) is not kept: such a
   text is sent without code, and the worker compiles it and says so, as when the feed ran.
-- The cache is bounded (`CompiledFeeds.max_bytes`, `max_entries`), least recently used first.
+- The cache is bounded (`CompiledFeeds.max_bytes`, `max_entries`), least recently used first. A
+  text longer than `max_text` characters (a pool may allow such scripts: `Limits.code_size`), or
+  whose code would not fit in the cache, is sent without code: the host's event loop does not
+  compile it, and its worker does, as when the feed ran.
 """
 
 from __future__ import annotations
@@ -43,10 +46,11 @@ _REFUSED_COST = 64
 class CompiledFeeds:
     """The host's compiled code of replayed feeds, by a digest of their text and compiler: at most
     `max_entries` entries of at most `max_bytes` bytes of CODE messages in all, least recently
-    used first out. `hits` and `misses` count `message` calls answered from it and compiled."""
+    used first out, of texts of at most `max_text` characters. `hits` and `misses` count
+    `message` calls answered from it and compiled."""
 
-    def __init__(self, max_bytes: int = 32 << 20, max_entries: int = 4096) -> None:
-        self.max_bytes, self.max_entries = max_bytes, max_entries
+    def __init__(self, max_bytes: int = 32 << 20, max_entries: int = 4096, max_text: int = 128 << 10) -> None:
+        self.max_bytes, self.max_entries, self.max_text = max_bytes, max_entries, max_text
         self._entries: OrderedDict[bytes, bytes | None] = OrderedDict()
         self._bytes = 0
         self.hits = self.misses = 0
@@ -61,9 +65,10 @@ class CompiledFeeds:
 
     def message(self, code: str, *, guarded: bool) -> bytes | None:
         """The packed CODE message of `code` for a worker whose language layer is on (`guarded`)
-        or skipped, or None when the worker must compile it itself (it does not compile, or
-        compiling it warns). Compiles `code` on the first call for it; never raises."""
-        if type(code) is not str:  # a malformed state's: the worker refuses it as before
+        or skipped, or None when the worker must compile it itself (it does not compile,
+        compiling it warns, or it is longer than `max_text` or its code larger than `max_bytes`).
+        Compiles `code` on the first call for it; never raises."""
+        if type(code) is not str or len(code) > self.max_text:  # a malformed state's, or a long script: its worker compiles it
             return None
         tag = compiler_tag(guarded)
         key = hashlib.blake2b(tag + code.encode('utf-8', 'surrogatepass'), digest_size=32).digest()
@@ -73,6 +78,8 @@ class CompiledFeeds:
             return self._entries[key]
         self.misses += 1
         message = _compiled(code, tag, guarded)
+        if message is not None and len(message) > self.max_bytes:
+            message = None
         self._add(key, message)
         return message
 
@@ -83,7 +90,7 @@ class CompiledFeeds:
 
     def _add(self, key: bytes, message: bytes | None) -> None:
         cost = _REFUSED_COST if message is None else len(message)
-        if cost > self.max_bytes or not self.max_entries:
+        if cost > self.max_bytes or not self.max_entries:  # kept nowhere: compiled again next time
             return
         self._entries[key] = message
         self._bytes += cost
