@@ -184,3 +184,27 @@ def test_the_cache_is_bounded_in_entries_and_bytes_least_recently_used_first():
     long = CompiledFeeds(max_text=10)
     assert long.message('x = 1234567', guarded=True) is None and long.message('x = 123456', guarded=True) is not None
     assert (len(long), long.misses) == (1, 1)  # the long text is neither compiled nor kept
+
+
+async def test_a_traceback_through_a_replayed_feeds_function_shows_its_lines_as_when_it_ran():
+    async with corral.Pool(state_key=KEY, checkpoints=None) as pool:
+        async with pool.checkout() as session:
+            await session.feed_run('def f(n):\n    return n / 0\n')
+            with pytest.raises(corral.SandboxRuntimeError) as ran:
+                await session.feed_run('f(1)')
+            state = await session.dump()
+        for _ in range(2):  # compiled on the host, then kept
+            async with pool.checkout() as session:
+                await session.load_session(state)
+                with pytest.raises(corral.SandboxRuntimeError) as replayed:
+                    await session.feed_run('f(2)')
+            assert replayed.value.display() == ran.value.display().replace('f(1)', 'f(2)') == (
+                'Traceback (most recent call last):\n'
+                '  File "main.py", line 1, in <module>\n'
+                '    f(2)\n'
+                '  File "main.py", line 2, in f\n'
+                '    return n / 0\n'
+                '           ~~^~~\n'
+                'ZeroDivisionError: division by zero'
+            )
+    assert (COMPILED_FEEDS.misses, COMPILED_FEEDS.hits) == (2, 2)
