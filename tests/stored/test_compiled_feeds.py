@@ -208,3 +208,12 @@ async def test_a_traceback_through_a_replayed_feeds_function_shows_its_lines_as_
                 'ZeroDivisionError: division by zero'
             )
     assert (COMPILED_FEEDS.misses, COMPILED_FEEDS.hits) == (2, 2)
+
+
+async def test_code_nested_deeply_crosses_whole_and_replays():
+    nested = 'f = ' + 'lambda: ' * 150 + '7\ng = f'
+    read = 'g' + '()' * 150
+    async with corral.Pool(state_key=KEY, checkpoints=None) as pool:
+        state = await dumped(pool, nested)
+        assert await loaded(pool, state, read) == 7
+        assert COMPILED_FEEDS.misses == 1 and COMPILED_FEEDS.message(nested, guarded=True) is not None

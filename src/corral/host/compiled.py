@@ -106,11 +106,11 @@ def _compiled(code: str, tag: bytes, guarded: bool) -> bytes | None:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter('always')
             script = (compile_script if guarded else compile_unguarded)(code, '<script>')
-    except Exception:  # noqa: BLE001 - a syntax error, a script nested too deeply: the worker compiles it and reports it
+        if caught:
+            return None
+        return pack([CODE, code, tag, dump_compiled(script), script.imports_asyncio], side='host')
+    except Exception:  # noqa: BLE001 - a syntax error, code nested too deeply to compile or marshal: the worker compiles it and reports it
         return None
-    if caught:
-        return None
-    return pack([CODE, code, tag, dump_compiled(script), script.imports_asyncio], side='host')
 
 
 #: The process's compiled feeds: what it holds is a function of its keys alone, so every pool shares it.

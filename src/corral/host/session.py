@@ -38,8 +38,8 @@ from ..errors import (
 )
 from ..limits import Limits, amount
 from ..values import UNPACKABLE_RESULT, Decoder, ValueLimitError, bounded_repr, describe_type, host_default, measure, pack, unpack
-from .compiled import COMPILED_FEEDS
 from .checkpoints import Checkpoint, state_digest
+from .compiled import COMPILED_FEEDS
 from .deferred import Deferred, PendingCall, SandboxPaused
 from .external import ExternalModule, exception_payload, is_async_callable, missing_functions
 from .journal import DONE as FEED_DONE

@@ -451,7 +451,7 @@ class Worker:
                 message = f'the sandbox could not compile this script ({type(error).__name__}: {error}); write it another way'
                 self._send([FAIL, 'syntax', 'SyntaxError', message, f'SyntaxError: {message}', None])
                 return None
-            self._keep(code, script, filename)
+            self._keep(code, filename)
         self._scripts[code] = script
         return script
 
@@ -469,12 +469,12 @@ class Worker:
         try:
             with identity.uncounted():
                 script = load_compiled(data, imports_asyncio is True, filename)
-        except ValueError:
+        except (ValueError, RecursionError, MemoryError):
             return
-        self._keep(code, script, filename)
+        self._keep(code, filename)
         self._scripts[code] = script
 
-    def _keep(self, code: str, script: CompiledScript, filename: str) -> None:
+    def _keep(self, code: str, filename: str) -> None:
         """Make a newly compiled script's lines show in tracebacks, its frames the script's own;
         make room for it among the scripts kept (the oldest goes)."""
         lines = code.splitlines(True)
