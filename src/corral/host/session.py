@@ -39,6 +39,7 @@ from ..errors import (
 from ..limits import Limits, amount
 from ..values import UNPACKABLE_RESULT, Decoder, ValueLimitError, bounded_repr, describe_type, host_default, measure, pack, unpack
 from .checkpoints import Checkpoint, state_digest
+from .compiled import COMPILED_FEEDS
 from .deferred import Deferred, PendingCall, SandboxPaused
 from .external import ExternalModule, exception_payload, is_async_callable, missing_functions
 from .journal import DONE as FEED_DONE
@@ -765,12 +766,13 @@ class Session:
         return {f'{name}.{fname}': function for name, module in self._modules.items() for fname, function in module.functions.items()}
 
     async def _run_feed(
-        self, record: FeedRecord, functions: dict[str, bool], modules: dict[str, dict[str, bool]], *, replay: bytes | None = None
+        self, record: FeedRecord, functions: dict[str, bool], modules: dict[str, dict[str, bool]], *, replay: tuple[bytes, ...] | None = None
     ) -> Any:
         """Send a feed's FEED message, journaled, and wait for its value.
 
-        `replay`: the FEED the worker gets for a journaled feed replayed (see `_replay_state`),
-        which runs with no wall_time limit, on either side.
+        `replay`: what the worker gets for a journaled feed replayed (see `_replay_state`): the
+        host's compiled code of its script, if any, and its FEED, which runs with no wall_time
+        limit, on either side.
         """
         self._asyncs = dict(functions)
         for name, members in modules.items():
@@ -783,7 +785,7 @@ class Session:
         self._record = record
         self._journal.append(record)
         self._journal_bytes += feed_size(record)
-        payloads = [record.feed if replay is None else replay]
+        payloads = [record.feed] if replay is None else list(replay)
         if self._replay:  # the worker takes in one message per request, in order: send them all at once
             payloads += [payload for _, payload in self._replay]
         return await self._exchange_with(lambda: self._write(*payloads), timeout=self.limits.wall_time if replay is None else None)
@@ -1431,13 +1433,14 @@ class Session:
                 # no wall_time while it replays: the machine may be slower, and the feed did not
                 # run past it (a feed that did is not in a journal: see `_close_record`)
                 replay = pack([*message[:5], {**limits, 'replay': True}], side='host')
+                compiled = COMPILED_FEEDS.message(code, guarded='language' not in self._pool.skip_layers)
             except (ValueError, TypeError) as error:
                 raise SandboxStateError(f'the session state is malformed ({error})') from None
             self._replay, self._replaying, self._replay_final = deque(recorded.inputs), recorded, final
             self._print = _discard_output
             record = FeedRecord(recorded.feed, code, self._next_call)
             try:
-                await self._settle(self._run_feed(record, functions, modules, replay=replay))
+                await self._settle(self._run_feed(record, functions, modules, replay=(replay,) if compiled is None else (compiled, replay)))
                 outcome = FEED_DONE
             except SandboxPaused:
                 outcome = OPEN
