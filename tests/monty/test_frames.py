@@ -201,8 +201,30 @@ def test_an_os_call_not_handled_is_a_permission_error_naming_the_path(child: Chi
     event = child.feed('open("/etc/passwd").read()')
     assert event.os_call.read_bytes == '/etc/passwd'
     answer = pb.ParentRequest(resume_call=pb.ResumeCall(call_id=event.os_call.call_id, result=pb.ExtFunctionResult(not_handled=pb.Unit())))
-    assert error_text(child.ask(answer)) == ('PermissionError', "[Errno 13] Permission denied: '/etc/passwd'")
+    assert error_text(child.ask(answer)) == ('PermissionError', "Permission denied: '/etc/passwd'")
 
+
+
+def test_paths_reach_the_parent_as_written_and_its_mounts_resolve_them(child: Child) -> None:
+    # The parent's mounts are the filesystem: `..` through a folder only they know of, and a name
+    # longer than Linux allows, are theirs to resolve or refuse; `os.chdir` asks them whether
+    # the folder exists and keeps it, normalized, for the next feeds' relative paths.
+    child.configure()
+    yes = pb.Arena(nodes=[pb.MontyNode(boolean=True)])
+    event = child.feed('from pathlib import Path\nPath("sub/../a.txt").exists()', cwd='/data')
+    assert event.os_call.exists == '/data/sub/../a.txt'
+    answer = pb.ParentRequest(resume_call=pb.ResumeCall(call_id=event.os_call.call_id, result=pb.ExtFunctionResult(return_value=0), values=yes))
+    assert complete(child.ask(answer)).boolean is True
+    event = child.feed('import os\nos.chdir("./sub//x/..")\nos.getcwd()')
+    assert event.os_call.stat == '/data/./sub//x/..'
+    folder = pb.Arena(nodes=[pb.MontyNode(int=0o40755), *[pb.MontyNode(int=0)] * 9, pb.MontyNode(tuple=pb.Indexes(items=list(range(10))))])
+    answer = pb.ParentRequest(resume_call=pb.ResumeCall(call_id=event.os_call.call_id, result=pb.ExtFunctionResult(return_value=10), values=folder))
+    assert complete(child.ask(answer)).str == '/data/sub'
+    event = child.feed('open("../" + "a" * 300).read()')
+    assert event.os_call.read_bytes == '/data/sub/../' + 'a' * 300
+    raised = pb.RaisedException(exc_type='OSError', message="[Errno 36] File name too long: '/data/sub/../aaa…aaa'")
+    answer = pb.ParentRequest(resume_call=pb.ResumeCall(call_id=event.os_call.call_id, result=pb.ExtFunctionResult(error=raised)))
+    assert error_text(child.ask(answer)) == ('OSError', "[Errno 36] File name too long: '/data/sub/../aaa…aaa'")
 
 def test_a_reset_while_a_call_waits_ends_the_feed_and_the_session(child: Child) -> None:
     child.configure()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import stat as stat_module
 import zoneinfo
 from typing import TYPE_CHECKING
 
@@ -20,6 +21,7 @@ class ParentOs(OsAccess):
     """The script's files, environment and clock, served by the parent through `OsCall`s."""
 
     threaded = True
+    resolves_paths = True  # the parent's mounts resolve them, with their own limits
 
     def __init__(self, child: MontyChild, policy: pb.OsPolicy) -> None:
         super().__init__(clock=self._clock)
@@ -61,13 +63,16 @@ class ParentOs(OsAccess):
         value = self._child.os_call('getenv', pb.OsCall.Getenv(key=name, default=none), values=values, default='os.getenv')
         return value
 
-    def stat(self, path: str) -> tuple[str, int, float]:
+    def stat(self, path: str) -> tuple[str, int, float, int]:
         value = self._child.os_call('stat', path, default='path')
         if not isinstance(value, tuple) or len(value) < 9:
             raise TypeError(f'stat answered {type(value).__name__}, not a stat_result')
         mode, size, mtime = value[0], value[6], value[8]
-        kind = 'dir' if mode & 0o170000 == 0o040000 else 'file'
-        return kind, int(size), float(mtime)
+        kind = 'dir' if stat_module.S_ISDIR(mode) else 'file'
+        return kind, int(size), float(mtime), stat_module.S_IMODE(mode)
+
+    def exists(self, path: str) -> bool:
+        return bool(self._child.os_call('exists', path, default='path'))
 
     def read_file(self, path: str) -> bytes:
         value = self._child.os_call('read_bytes', path, default='path')
