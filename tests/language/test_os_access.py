@@ -420,3 +420,34 @@ async def test_an_os_access_sees_normalized_paths_or_resolves_them_itself(pool):
     seen.clear()
     assert await run(pool, "import os\nos.stat('/v/' + 'a' * 5000)\n" + code, os_access=Resolving()) == (True, '0o40700', '/v/w')
     assert seen == [('stat', '/v/' + 'a' * 5000), ('stat', '/v/w/'), ('exists', '/v/w/x/../y'), ('stat', '/v//./z')]
+
+
+async def test_an_os_access_may_list_kinds_and_is_asked_a_stat_only_when_the_script_wants_one(pool):
+    asked: list[str] = []
+
+    class Listing(OsAccess):
+        def list_dir(self, path):
+            asked.append(f'list {path}')
+            return {'/v': [('b.txt', 'file'), ('sub', 'dir'), ('gone', 'other')], '/v/sub': [('a.txt', 'file')]}[path]
+
+        def stat(self, path):
+            asked.append(f'stat {path}')
+            return ('file', 5, 1.5)
+
+    code = "import os\n(list(os.walk('/v')), sorted(os.listdir('/v')), [(e.name, e.is_file(), e.is_dir()) for e in os.scandir('/v')])"
+    assert await run(pool, code, os_access=Listing()) == (
+        [('/v', ['sub'], ['b.txt', 'gone']), ('/v/sub', [], ['a.txt'])],
+        ['b.txt', 'gone', 'sub'],
+        [('b.txt', True, False), ('gone', False, False), ('sub', False, True)],
+    )
+    assert asked == ['list /v', 'list /v/sub', 'list /v', 'list /v']
+    asked.clear()
+    code = "import os\nentry = next(os.scandir('/v'))\n(entry.stat().st_size, entry.stat().st_size)"
+    assert await run(pool, code, os_access=Listing()) == (5, 5)
+    assert asked == ['list /v', 'stat /v/b.txt']
+
+    class Wrong(OsAccess):
+        def list_dir(self, path):
+            return [('a', 'link')]
+
+    assert await error(pool, "import os\nos.listdir('/v')", os_access=Wrong()) == "TypeError: os.scandir: Wrong.list_dir gave ('a', 'link'), not a name or a (name, kind) pair"

@@ -226,6 +226,35 @@ def test_paths_reach_the_parent_as_written_and_its_mounts_resolve_them(child: Ch
     answer = pb.ParentRequest(resume_call=pb.ResumeCall(call_id=event.os_call.call_id, result=pb.ExtFunctionResult(error=raised)))
     assert error_text(child.ask(answer)) == ('OSError', "[Errno 36] File name too long: '/data/sub/../aaa…aaa'")
 
+
+def scan_reply(*entries: tuple[str, bool, bool, bool]) -> pb.Arena:
+    """A `Path.scan` answer: a list of `(path, is_dir, is_file, is_symlink)` tuples."""
+    nodes: list[pb.MontyNode] = []
+    tuples = []
+    for path, *flags in entries:
+        first = len(nodes)
+        nodes += [pb.MontyNode(str=path), *(pb.MontyNode(boolean=flag) for flag in flags)]
+        nodes.append(pb.MontyNode(tuple=pb.Indexes(items=list(range(first, first + 4)))))
+        tuples.append(len(nodes) - 1)
+    nodes.append(pb.MontyNode(list=pb.Indexes(items=tuples)))
+    return pb.Arena(nodes=nodes)
+
+
+def test_a_folder_is_listed_with_its_kinds_in_one_scan_of_one_level(child: Child) -> None:
+    child.configure()
+    event = child.feed('import os\n[(e.name, e.is_dir(), e.is_file()) for e in os.scandir("/d")]')
+    assert (event.os_call.scan.path, event.os_call.scan.max_depth) == ('/d', 1)
+    values = scan_reply(('', True, False, False), ('a.txt', False, True, False), ('sub', True, False, True), ('gone', False, False, True))
+    answer = pb.ParentRequest(resume_call=pb.ResumeCall(call_id=event.os_call.call_id, result=pb.ExtFunctionResult(return_value=len(values.nodes) - 1), values=values))
+    event = child.ask(answer)
+    rows = [[event.complete.values.nodes[i] for i in event.complete.values.nodes[row].tuple.items] for row in complete(event).list.items]
+    assert [(name.str, is_dir.boolean, is_file.boolean) for name, is_dir, is_file in rows] == [('a.txt', False, True), ('gone', False, False), ('sub', True, False)]
+    for root, expected in [(('', False, True, False), ('NotADirectoryError', "[Errno 20] Not a directory: '/d'")), (('', False, False, True), ('FileNotFoundError', "[Errno 2] No such file or directory: '/d'"))]:
+        event = child.feed('os.listdir("/d")')
+        values = scan_reply(root)
+        answer = pb.ParentRequest(resume_call=pb.ResumeCall(call_id=event.os_call.call_id, result=pb.ExtFunctionResult(return_value=len(values.nodes) - 1), values=values))
+        assert error_text(child.ask(answer)) == expected
+
 def test_a_reset_while_a_call_waits_ends_the_feed_and_the_session(child: Child) -> None:
     child.configure()
     assert complete(child.feed('kept = 1\nkept')).int == 1

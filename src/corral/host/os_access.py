@@ -230,7 +230,9 @@ class OsAccess:
         """`how`: 'truncate' (replace the content), 'append', or 'create' (FileExistsError if it exists)."""
         raise self._no_files(path)
 
-    def list_dir(self, path: str) -> list[str]:
+    def list_dir(self, path: str) -> list[str] | list[tuple[str, str]]:
+        """The names in a folder, or `(name, 'file' | 'dir' | 'other')` pairs when the listing knows
+        the kinds (each name's `stat` is then asked only when the script wants more of it)."""
         raise self._no_files(path)
 
     def make_dir(self, path: str) -> None:
@@ -732,8 +734,15 @@ class SystemCalls:
             if above is not None:
                 return [[name, 'dir', 0, 0.0, _DIR_PERMISSIONS] for name in above]
             given = self._given(raw, path)
-            names = sorted(self._handler(raw, given, self.os_access.list_dir, given))
-            return [[name, *self._handler_stat(posixpath.join(raw, name), posixpath.join(given, name))] for name in names]
+            entries = []
+            for item in self._handler(raw, given, self.os_access.list_dir, given):
+                if isinstance(item, str):
+                    entries.append([item, *self._handler_stat(posixpath.join(raw, item), posixpath.join(given, item))])
+                elif isinstance(item, (tuple, list)) and len(item) == 2 and isinstance(item[0], str) and item[1] in ('file', 'dir', 'other'):
+                    entries.append(list(item))  # the kind alone: a DirEntry's stat() asks for the rest
+                else:
+                    raise TypeError(f'{type(self.os_access).__name__}.list_dir gave {item!r}, not a name or a (name, kind) pair')
+            return sorted(entries)
         view, rel = found
         entries = view.entries(rel, raw)
         # mounts nested inside this folder appear in it

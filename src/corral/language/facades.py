@@ -118,6 +118,8 @@ class DirEntry:
         return False
 
     def stat(self, *, follow_symlinks: bool = True) -> os.stat_result:
+        if len(self._info) < 4:  # the host listed the kind alone: asked once, as CPython caches it
+            self._info = [self._info[0], *hostio.stat(self.path)]
         return _stat_result(self._info[1:])
 
     def inode(self) -> int:
