@@ -314,8 +314,9 @@ class Session:
         self._modules[name] = module
 
     def chdir(self, path: str) -> None:
-        """Make `path` (absolute, in the sandbox's terms) the folder relative paths of the next
-        feeds start at, as `os.chdir` would; raises `ValueError` for a relative path."""
+        """Make `path` (absolute, in the sandbox's terms, normalized; the host's word, so not
+        looked up as a script's `os.chdir` is) the folder relative paths of the next feeds start
+        at; the session's state keeps it. Raises `ValueError` for a relative path."""
         self._system.chdir(path)
 
     # ----- lifecycle -----------------------------------------------------------------------------
