@@ -218,6 +218,7 @@ class Session:
         self.tenant = tenant
         self._lease: Lease | None = None
         self._overlay: dict[str, list[Any]] = {}  # a stored session's overlay writes before its feed
+        self._cwd = self._system.cwd  # and its working folder
         self._chain: Chain | None = None  # where the next write to the store goes; None: a full state, at generation 1
         self._stored = 0  # feeds of the journal the store has, the last one open when `_stored_open`
         self._stored_open = False
@@ -314,8 +315,9 @@ class Session:
         self._modules[name] = module
 
     def chdir(self, path: str) -> None:
-        """Make `path` (absolute, in the sandbox's terms) the folder relative paths of the next
-        feeds start at, as `os.chdir` would; raises `ValueError` for a relative path."""
+        """Make `path` (absolute, in the sandbox's terms, normalized; the host's word, so not
+        looked up as a script's `os.chdir` is) the folder relative paths of the next feeds start
+        at; the session's state keeps it. Raises `ValueError` for a relative path."""
         self._system.chdir(path)
 
     # ----- lifecycle -----------------------------------------------------------------------------
@@ -484,6 +486,7 @@ class Session:
         self._answered = ([], '')
         if not self.ephemeral:
             self._overlay = self._system.overlay()  # what the feed leaves if it is undone (see `_roll_back`)
+            self._cwd = self._system.cwd
         spans = _tracer.start_as_current_span('run code') if _tracing() else contextlib.nullcontext(trace.INVALID_SPAN)
         with spans as span:
             if span.is_recording():
@@ -652,6 +655,7 @@ class Session:
         self._journal.remove(stopped)
         self._kill(stopped.why)
         self._system.restore_overlay(self._overlay)
+        self._system.cwd = self._cwd
         state = self._state()
         self._journal, self._context, self._next_call, self._journal_bytes = [], [], 0, 0
         try:
@@ -1250,7 +1254,7 @@ class Session:
         has a pool with the same state key and host functions (see the README, "Stored sessions").
 
         The state holds the journal of the session's feeds (their code and every value that came in
-        from outside), the overlay writes of its mounts, its random seed, and a paused feed's
+        from outside), the overlay writes of its mounts, its working folder, its random seed, and a paused feed's
         pending calls. Raises `RuntimeError` while a feed runs, `SandboxStateError` when the
         state is over the pool's `max_state_bytes`, or when a feed of this session was stopped by
         a time limit (wall_time, cpu_time) at a point no replay could reproduce.
@@ -1287,6 +1291,7 @@ class Session:
             blocked=self._blocked if self._paused and self._blocked is not None else -1,
             packages=list(self._pool.packages),
             answered=list(self._answered[0]),
+            cwd=self._system.cwd,
         )
 
     def _fingerprint(self) -> bytes:
@@ -1404,6 +1409,9 @@ class Session:
             try:
                 self._system.restore_overlay(state.overlay)
                 self._overlay = self._system.overlay()
+                if state.cwd:
+                    self._system.chdir(state.cwd)
+                    self._cwd = self._system.cwd
             except (ValueError, TypeError) as error:
                 raise SandboxStateError(f'the session state is malformed ({error})') from None
         except BaseException:
@@ -1512,7 +1520,7 @@ class Session:
             start = self._stored - 1 if self._stored_open else self._stored
             record = StateRecord(
                 start, state.feeds[start:], overlay_changes(self._stored_overlay, state.overlay), state.pending, state.answers, state.blocked, state.packages,
-                state.answered,
+                state.answered, state.cwd,
             )
             data = seal_record(record, key, binding=binding, previous=chain.mac)
             compact_at = max(chain.state_bytes, min(_COMPACT_BYTES, self._pool.max_state_bytes // 2))  # records never pass the quota
@@ -1546,6 +1554,7 @@ class Session:
         state = self._state()
         state.feeds.pop()  # the paused feed, and its files (as `_roll_back` leaves them)
         state.overlay, state.pending, state.answers, state.blocked, state.answered = self._overlay, [], [], -1, [*self._resumed, *call_ids]
+        state.cwd = self._cwd
         await self._store_state(state)
         self._resumed = state.answered
 

@@ -687,8 +687,8 @@ _AGAIN = object()
 
 
 def _default_error(default: str, argument: Any) -> Exception:
-    if default == 'path':
-        return PermissionError(13, 'Permission denied', argument if isinstance(argument, str) else getattr(argument, 'path', None))
+    if default == 'path':  # in the words a parent without a handler uses: no errno
+        return PermissionError(f"Permission denied: {argument if isinstance(argument, str) else getattr(argument, 'path', None)!r}")
     return RuntimeError(f'{default!r} is not supported in this environment')
 
 
