@@ -1,0 +1,131 @@
+"""The examples of pydantic-ai-harness's Code Mode document, copied as the document has them
+(harness_docs/), run by the harness's own `CodeMode` on corral: through `MONTY_BIN=corral-monty`
+and through `monty_sandbox=` a real `corral serve`'s `/monty-ws/`. They print what Monty's own
+`monty` binary gives for the same runs, line for line.
+
+pydantic-ai-harness 0.62.0 pins pydantic-ai-slim 2.62.0, where corral's `pydantic-ai` extra has
+2.68 or later, so the examples run in a venv of their own, `.venv/harness`, which `./setup dev`
+makes with the releases harness_docs/requirements.txt pins."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .conftest import running_server
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = Path(__file__).parent / 'harness_docs'
+HARNESS_PYTHON = ROOT / '.venv' / 'harness' / 'bin' / 'python'
+
+# What the runs give the model: the document's own result, then its claims on retries (a type error
+# goes back to the model as the text it reads), REPL state (`oslo` carries over) and `restart`.
+TYPE_ERROR = (
+    'Type error in code:\n'
+    'error[missing-argument]: No argument provided for required parameter `city` of function `get_weather`\n'
+    ' --> main.py:1:7\n'
+    '  |\n'
+    "1 | await get_weather(town='Paris')\n"
+    '  |       ^^^^^^^^^^^^^^^^^^^^^^^^^\n'
+    'info: Parameter declared here\n'
+    ' --> repl_type_stubs.pyi:4:26\n'
+    '  |\n'
+    '2 | from typing import Any, TypedDict, NotRequired, Literal\n'
+    '3 |\n'
+    '4 | async def get_weather(*, city: str) -> dict[str, Any]:\n'
+    '  |                          ^^^^^^^^^\n'
+    '5 |     raise NotImplementedError()\n'
+    '  |\n'
+    '\n'
+    'error[unknown-argument]: Argument `town` does not match any known parameter of function `get_weather`\n'
+    ' --> main.py:1:19\n'
+    '  |\n'
+    "1 | await get_weather(town='Paris')\n"
+    '  |                   ^^^^^^^^^^^^\n'
+    'info: Function signature here\n'
+    ' --> repl_type_stubs.pyi:4:11\n'
+    '  |\n'
+    '2 | from typing import Any, TypedDict, NotRequired, Literal\n'
+    '3 |\n'
+    '4 | async def get_weather(*, city: str) -> dict[str, Any]:\n'
+    '  |           ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^\n'
+    '5 |     raise NotImplementedError()\n'
+    '  |\n'
+    '\n'
+)
+UNDEFINED = 'Type error in code:\nerror[unresolved-reference]: Name `oslo` used when not defined\n --> main.py:1:1\n  |\n1 | oslo\n  | ^^^^\n\n'
+EXPECTED = f"""\
+# Basic Pattern, with the code the document shows the model generating
+offered: ['run_code']
+returned: {{'paris': 22.2, 'tokyo': 22.2}}
+# Observability, on that run
+tool calls: [('get_weather', {{'city': 'Paris'}}), ('get_weather', {{'city': 'Tokyo'}}), ('convert_temp', {{'fahrenheit': 72}}), ('convert_temp', {{'fahrenheit': 72}})]
+tool returns: [('get_weather', {{'city': 'Paris', 'temp_f': 72, 'condition': 'sunny'}}), ('get_weather', {{'city': 'Tokyo', 'temp_f': 72, 'condition': 'sunny'}}), ('convert_temp', 22.2), ('convert_temp', 22.2)]
+# Retries, REPL State and restart, on the same agent
+offered: ['run_code']
+returned: {TYPE_ERROR!r}
+returned: {{}}
+returned: 'sunny'
+returned: {UNDEFINED!r}
+# Choose Which Tools Are Sandboxed
+ran
+offered: ['run_code']
+returned: ['the page at https://example.com/corral/1', 'the page at https://example.com/corral/2']
+# Retries
+ran
+# Agent Specs
+offered: ['run_code']
+returned: 45
+CodeMode: [(['search', 'fetch'], 5)]
+"""
+
+#: The agent runs of run_examples.py, each with a pool of its own (one `corral-monty` child each), and
+#: their sessions (one connection each): the harness starts a new one after a type error and on `restart`.
+RUNS = 4
+SESSIONS = 6
+
+
+@pytest.fixture(scope='module')
+def harness_python() -> Path:
+    if not HARNESS_PYTHON.exists():
+        pytest.fail(
+            f'{HARNESS_PYTHON.relative_to(ROOT)} is missing: the examples of pydantic-ai-harness run in a venv of their own, '
+            'which `./setup dev` makes (or: python3 -m venv .venv/harness && '
+            f'.venv/harness/bin/python -m pip install -r {(DOCS / "requirements.txt").relative_to(ROOT)})',
+            pytrace=False,
+        )
+    return HARNESS_PYTHON
+
+
+def run_examples(python: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    environment = {name: value for name, value in os.environ.items() if name not in ('PYTHONPATH', 'MONTY_BIN')}
+    return subprocess.run(
+        [str(python), str(DOCS / 'run_examples.py')], env={**environment, **env}, capture_output=True, text=True, timeout=300, check=False
+    )
+
+
+def test_the_examples_run_on_corral_monty_as_their_monty_bin(harness_python: Path, tmp_path: Path) -> None:
+    started = tmp_path / 'started'
+    binary = tmp_path / 'corral-monty'
+    binary.write_text(f'#!/bin/sh\necho "$@" >> {started}\nPYTHONPATH={ROOT / "src"} exec {sys.executable} -m corral.monty "$@"\n')
+    binary.chmod(binary.stat().st_mode | stat.S_IXUSR)
+    done = run_examples(harness_python, MONTY_BIN=str(binary))
+    assert (done.stdout, done.stderr, done.returncode) == (EXPECTED, '', 0)
+    assert started.read_text() == 'subprocess\n' * RUNS
+
+
+def test_the_examples_run_on_corral_serve_as_their_monty_sandbox(harness_python: Path, tmp_path: Path) -> None:
+    """`CodeMode(monty_sandbox=URL)` connects without a key, which corral serve takes on loopback while it has none."""
+    with running_server(tmp_path) as server:
+        # no local worker can stand in for the server's
+        done = run_examples(harness_python, CODE_MODE_SANDBOX=f'{server.url}/monty-ws/', MONTY_BIN=str(tmp_path / 'no-monty'))
+        log = server.output()
+    assert (done.stdout, done.stderr, done.returncode) == (EXPECTED, '', 0)
+    assert log.count('"WebSocket /monty-ws/" [accepted]') == SESSIONS
