@@ -121,11 +121,21 @@ def test_the_examples_run_on_corral_monty_as_their_monty_bin(harness_python: Pat
     assert started.read_text() == 'subprocess\n' * RUNS
 
 
-def test_the_examples_run_on_corral_serve_as_their_monty_sandbox(harness_python: Path, tmp_path: Path) -> None:
-    """`CodeMode(monty_sandbox=URL)` connects without a key, which corral serve takes on loopback while it has none."""
-    with running_server(tmp_path) as server:
+@pytest.mark.parametrize('keyed', [False, True], ids=['url', 'pool-with-a-key'])
+def test_the_examples_run_on_corral_serve_as_their_monty_sandbox(harness_python: Path, tmp_path: Path, keyed: bool) -> None:
+    """`CodeMode(monty_sandbox=URL)` connects without a key, which corral serve takes on loopback while it
+    has none; `monty_sandbox=` a function returning an `AsyncMontyWebsocket` sends a tenant's key."""
+    store = f'sqlite:///{tmp_path}/store.db'
+    with running_server(tmp_path, store=store) as server:
+        key = {}
+        if keyed:
+            made = subprocess.run(
+                [sys.executable, '-m', 'corral', 'keys', 'create', '--tenant', 'acme', '--store', store],
+                capture_output=True, text=True, timeout=120, check=True,
+            )  # fmt: skip
+            key = {'CODE_MODE_SANDBOX_KEY': made.stdout.strip()}
         # no local worker can stand in for the server's
-        done = run_examples(harness_python, CODE_MODE_SANDBOX=f'{server.url}/monty-ws/', MONTY_BIN=str(tmp_path / 'no-monty'))
+        done = run_examples(harness_python, CODE_MODE_SANDBOX=f'{server.url}/monty-ws/', MONTY_BIN=str(tmp_path / 'no-monty'), **key)
         log = server.output()
     assert (done.stdout, done.stderr, done.returncode) == (EXPECTED, '', 0)
     assert log.count('"WebSocket /monty-ws/" [accepted]') == SESSIONS

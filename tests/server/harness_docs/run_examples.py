@@ -6,7 +6,8 @@ The model is Pydantic AI's `FunctionModel`, put in place of the examples' Anthro
 machine); it calls `run_code` with the code the document shows, then with the code of the
 document's other claims (retries, REPL state, `restart`). Code Mode's sandbox is
 `$MONTY_BIN subprocess`, or, with CODE_MODE_SANDBOX set, that `ws://` URL, given to each
-example's `CodeMode` as its `monty_sandbox` once the example has built it.
+example's `CodeMode` as its `monty_sandbox` once the example has built it; with CODE_MODE_SANDBOX_KEY
+set too, `monty_sandbox` is a function that returns a pool sending that key as its bearer token.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pydantic_ai import Agent, models
 from pydantic_ai.messages import ModelMessage, ModelResponse, RetryPromptPart, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai_harness import CodeMode
+from pydantic_monty import AsyncMontyWebsocket
 
 HERE = Path(__file__).parent
 models.ALLOW_MODEL_REQUESTS = False
@@ -39,6 +41,9 @@ def run(agent: Agent, *calls: dict[str, Any]) -> Any:
     """Runs `agent` with a model that calls `run_code` with each of `calls` in turn, then answers 'done';
     prints the tools the model was offered and what each call gave back to it."""
     if sandbox := os.environ.get('CODE_MODE_SANDBOX'):
+        if key := os.environ.get('CODE_MODE_SANDBOX_KEY'):
+            url, headers = sandbox, {'Authorization': f'Bearer {key}'}
+            sandbox = lambda: AsyncMontyWebsocket(url, connect_headers=lambda: headers)  # noqa: E731
         for capability in code_modes(agent):
             capability.monty_sandbox = sandbox
 
