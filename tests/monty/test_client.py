@@ -78,6 +78,37 @@ def test_errors_a_model_reads(monty: pydantic_monty.Monty) -> None:
         assert repr(name_error.value) == "MontyRuntimeError(NameError: name 'undefined_function' is not defined)"
 
 
+def test_a_traceback_marks_the_part_of_each_line_that_failed(monty: pydantic_monty.Monty) -> None:
+    """The call, subscript or token CPython marks, as Monty's worker marks it, not the whole line."""
+
+    def fail() -> None:
+        raise ValueError('no')
+
+    with monty.checkout() as session:
+        with pytest.raises(pydantic_monty.MontyRuntimeError) as called:
+            session.feed_run('def g():\n    return f() + 1\n\ng() is not None', external_lookup={'f': fail})
+        with pytest.raises(pydantic_monty.MontyRuntimeError) as subscript:
+            session.feed_run('d = {}\nd["k"] + 1')
+        with pytest.raises(pydantic_monty.MontySyntaxError) as syntax:
+            session.feed_run('def')
+    assert called.value.display() == (
+        'Traceback (most recent call last):\n'
+        '  File "main.py", line 4, in <module>\n'
+        '    g() is not None\n'
+        '    ~~~\n'
+        '  File "main.py", line 2, in g\n'
+        '    return f() + 1\n'
+        '           ~~~\n'
+        'ValueError: no'
+    )
+    assert [(frame.line, frame.column, frame.end_column, frame.source_line) for frame in called.value.traceback()] == [
+        (4, 1, 4, 'g() is not None'),
+        (2, 8, 11, 'return f() + 1'),
+    ]
+    assert subscript.value.display().splitlines()[-3:] == ['    d["k"] + 1', '    ~~~~~~', "KeyError: 'k'"]
+    assert syntax.value.display().splitlines()[-3:] == ['    def', '       ~', 'SyntaxError: invalid syntax']
+
+
 TWO_ERRORS = 'x: int = "a"\ny: str = 1'
 
 
