@@ -1,7 +1,9 @@
 """The examples of pydantic-ai-harness's Code Mode document, copied as the document has them
 (harness_docs/), run by the harness's own `CodeMode` on corral: through `MONTY_BIN=corral-monty`
-and through `monty_sandbox=` a real `corral serve`'s `/monty-ws/`. They print what Monty's own
-`monty` binary gives for the same runs, line for line.
+and through `monty_sandbox=` a real `corral serve`'s `/monty-ws/`, with the claims of its Sandbox
+Restrictions (no clock, environment or files without `os_access` or a `mount`; a mount's modes).
+They print what Monty's own `monty` binary gives for the same runs, line for line, but one: a
+`PermissionError` reads as CPython's, `[Errno 13] Permission denied: '...'`.
 
 pydantic-ai-harness 0.62.0 pins pydantic-ai-slim 2.62.0, where corral's `pydantic-ai` extra has
 2.68 or later, so the examples run in a venv of their own, `.venv/harness`, which `./setup dev`
@@ -84,12 +86,27 @@ ran
 offered: ['run_code']
 returned: 45
 CodeMode: [(['search', 'fetch'], 5)]
+# Sandbox Restrictions: no clock, environment or files without os_access or a mount
+offered: ['run_code']
+returned: "RuntimeError: 'datetime.now' is not supported in this environment"
+returned: "RuntimeError: 'os.getenv' is not supported in this environment"
+returned: "PermissionError: [Errno 13] Permission denied: '/overlay/data.csv'"
+# with os_access and a mount of each mode
+offered: ['run_code']
+returned: 'datetime'
+returned: 'https://api.example.com'
+returned: ['overlay\\n', 'read-only\\n', 'read-write\\n']
+returned: 6
+returned: "PermissionError: [Errno 30] Read-only file system: '/read-only/summary.md'"
+returned: 6
+returned: [False, False, True]
+on the host: ['overlay', 'overlay/data.csv', 'read-only', 'read-only/data.csv', 'read-write', 'read-write/data.csv', 'read-write/summary.md']
 """
 
 #: The agent runs of run_examples.py, each with a pool of its own (one `corral-monty` child each), and
 #: their sessions (one connection each): the harness starts a new one after a type error and on `restart`.
-RUNS = 4
-SESSIONS = 6
+RUNS = 6
+SESSIONS = 8
 
 
 @pytest.fixture(scope='module')

@@ -4,7 +4,8 @@ in a Python with pydantic-ai-harness[codemode] (not corral), and prints what eac
 The model is Pydantic AI's `FunctionModel`, put in place of the examples' Anthropic model with
 `agent.override(model=...)` as Pydantic AI's testing guide does it (no request leaves the
 machine); it calls `run_code` with the code the document shows, then with the code of the
-document's other claims (retries, REPL state, `restart`). Code Mode's sandbox is
+document's other claims (retries, REPL state, `restart`, the Sandbox Restrictions on clock,
+environment and files, a mount's modes), on agents of its own. Code Mode's sandbox is
 `$MONTY_BIN subprocess`, or, with CODE_MODE_SANDBOX set, that `ws://` URL, given to each
 example's `CodeMode` as its `monty_sandbox` once the example has built it; with CODE_MODE_SANDBOX_KEY
 set too, `monty_sandbox` is a function that returns a pool sending that key as its bearer token.
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import os
 import runpy
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +23,7 @@ from pydantic_ai import Agent, models
 from pydantic_ai.messages import ModelMessage, ModelResponse, RetryPromptPart, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai_harness import CodeMode
-from pydantic_monty import AsyncMontyWebsocket
+from pydantic_monty import AsyncMontyWebsocket, MountDir, OSAccess
 
 HERE = Path(__file__).parent
 models.ALLOW_MODEL_REQUESTS = False
@@ -37,9 +39,10 @@ def code_modes(agent: Agent) -> list[CodeMode]:
     return [capability for capability in agent.root_capability.capabilities if isinstance(capability, CodeMode)]
 
 
-def run(agent: Agent, *calls: dict[str, Any]) -> Any:
+def run(agent: Agent, *calls: dict[str, Any], last_line: bool = False) -> Any:
     """Runs `agent` with a model that calls `run_code` with each of `calls` in turn, then answers 'done';
-    prints the tools the model was offered and what each call gave back to it."""
+    prints the tools the model was offered and what each call gave back to it (of an error's text,
+    with `last_line`, its last line: the exception)."""
     if sandbox := os.environ.get('CODE_MODE_SANDBOX'):
         if key := os.environ.get('CODE_MODE_SANDBOX_KEY'):
             url, headers = sandbox, {'Authorization': f'Bearer {key}'}
@@ -60,7 +63,8 @@ def run(agent: Agent, *calls: dict[str, Any]) -> Any:
     for message in result.all_messages():
         for part in message.parts:
             if isinstance(part, ToolReturnPart) and part.tool_name == 'run_code':
-                print('returned:', repr(part.content))
+                error = last_line and isinstance(part.content, str) and part.content.startswith('Runtime error:')
+                print('returned:', repr(part.content.rpartition('\n')[2] if error else part.content))
             elif isinstance(part, RetryPromptPart) and part.tool_name == 'run_code':
                 print('retry:', repr(part.content))
     return result
@@ -111,3 +115,20 @@ run(agent, {'code': 'sum(range(10))'})
 os.chdir(HERE / 'arguments')
 agent = example('agent_specs.py')['agent']
 print('CodeMode:', [(capability.tools, capability.max_retries) for capability in code_modes(agent)])
+
+print('# Sandbox Restrictions: no clock, environment or files without os_access or a mount')
+clock, environment = 'import datetime\ntype(datetime.datetime.now()).__name__', "import os\nos.getenv('API_BASE')"
+files = "from pathlib import Path\n[Path(f'/{mode}/data.csv').read_text() for mode in ('overlay', 'read-only', 'read-write')]"
+writes = [f"from pathlib import Path\nPath('/{mode}/summary.md').write_text('# done')" for mode in ('overlay', 'read-only', 'read-write')]
+written = "from pathlib import Path\n[Path(f'/{mode}/summary.md').exists() for mode in ('overlay', 'read-only', 'read-write')]"
+run(Agent(capabilities=[CodeMode(max_retries=5)]), *({'code': code} for code in (clock, environment, files)), last_line=True)
+print('# with os_access and a mount of each mode')
+with tempfile.TemporaryDirectory() as host:
+    mounts = []
+    for mode in ('overlay', 'read-only', 'read-write'):
+        (Path(host) / mode).mkdir()
+        (Path(host) / mode / 'data.csv').write_text(f'{mode}\n')
+        mounts.append(MountDir(virtual_path=f'/{mode}', host_path=str(Path(host) / mode), mode=mode))
+    code_mode = CodeMode(max_retries=5, os_access=OSAccess(environ={'API_BASE': 'https://api.example.com'}), mount=mounts)
+    run(Agent(capabilities=[code_mode]), *({'code': code} for code in (clock, environment, files, *writes, written)), last_line=True)
+    print('on the host:', sorted(str(path.relative_to(host)) for path in Path(host).rglob('*')))
