@@ -111,12 +111,14 @@ def test_a_traceback_marks_the_part_of_each_line_that_failed(monty: pydantic_mon
 
 def test_a_limit_reads_in_the_clients_words_then_corrals(monty: pydantic_monty.Monty) -> None:
     """Monty's clients tell a limit by its words (pydantic-ai-harness's Code Mode then lists the tool
-    calls a snippet had started, so the model does not run them twice)."""
+    calls a snippet had started, so the model does not run them twice). The session outlives both."""
     with monty.checkout(limits={'max_feed_duration_secs': 1, 'max_memory': 256 * 1024 * 1024}) as session:
+        session.feed_run('kept = 5')
         with pytest.raises(pydantic_monty.MontyRuntimeError) as big:
             session.feed_run('x = "a" * 10**10')
         with pytest.raises(pydantic_monty.MontyRuntimeError) as slow:
             session.feed_run('while True:\n    pass')
+        assert session.feed_run('kept') == 5
     assert big.value.display('type-msg') == 'MemoryError: memory limit exceeded: the script went past the memory limit of 268435456 bytes'
     assert slow.value.display('type-msg') == 'TimeoutError: feed time limit exceeded: the script ran past the wall_time limit of 1 second'
 
