@@ -142,6 +142,13 @@ def test_the_examples_run_on_corral_monty_as_their_monty_bin(harness_python: Pat
     assert started.read_text() == 'subprocess\n' * RUNS
 
 
+def test_monty_gives_the_same_runs_what_corral_gives(harness_python: Path) -> None:
+    """The expected text is Monty's: its `monty` binary (the harness venv's pydantic-monty-runtime) prints
+    it, but for the text of a PermissionError, which on corral is CPython's."""
+    monty = EXPECTED.replace("[Errno 13] Permission denied: '/overlay/data.csv'", "Permission denied: '/overlay/data.csv'")
+    assert run_examples(harness_python) == (monty, '', 0)
+
+
 @pytest.mark.parametrize('keyed', [False, True], ids=['url', 'pool-with-a-key'])
 def test_the_examples_run_on_corral_serve_as_their_monty_sandbox(harness_python: Path, tmp_path: Path, keyed: bool) -> None:
     """`CodeMode(monty_sandbox=URL)` connects without a key, which corral serve takes on loopback while it
