@@ -1,7 +1,8 @@
 """The examples of pydantic-ai-harness's Code Mode document, copied as the document has them
 (harness_docs/), run by the harness's own `CodeMode` on corral: through `MONTY_BIN=corral-monty`
 and through `monty_sandbox=` a real `corral serve`'s `/monty-ws/`, with the claims of its Sandbox
-Restrictions (no clock, environment or files without `os_access` or a `mount`; a mount's modes).
+Restrictions (no clock, environment or files without `os_access` or a `mount`; a mount's modes; a
+tool that needs approval fails the snippet, with no capability to resolve it).
 They print what Monty's own `monty` binary gives for the same runs, line for line, but one: a
 `PermissionError` reads as CPython's, `[Errno 13] Permission denied: '...'`.
 
@@ -87,11 +88,12 @@ ran
 offered: ['run_code']
 returned: 45
 CodeMode: [(['search', 'fetch'], 5)]
-# Sandbox Restrictions: no clock, environment or files without os_access or a mount
+# Sandbox Restrictions: no clock, environment or files without os_access or a mount, no approvals
 offered: ['run_code']
 returned: "RuntimeError: 'datetime.now' is not supported in this environment"
 returned: "RuntimeError: 'os.getenv' is not supported in this environment"
 returned: "PermissionError: [Errno 13] Permission denied: '/overlay/data.csv'"
+returned: "RuntimeError: Tool 'delete_file' raised ApprovalRequired inside code mode, but no `HandleDeferredToolCalls` capability resolved it. Add a handler capability on the agent so deferred and approval-required calls can be resolved inline."
 # with os_access and a mount of each mode
 offered: ['run_code']
 returned: 'datetime'

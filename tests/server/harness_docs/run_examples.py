@@ -116,12 +116,22 @@ os.chdir(HERE / 'arguments')
 agent = example('agent_specs.py')['agent']
 print('CodeMode:', [(capability.tools, capability.max_retries) for capability in code_modes(agent)])
 
-print('# Sandbox Restrictions: no clock, environment or files without os_access or a mount')
+print('# Sandbox Restrictions: no clock, environment or files without os_access or a mount, no approvals')
 clock, environment = 'import datetime\ntype(datetime.datetime.now()).__name__', "import os\nos.getenv('API_BASE')"
 files = "from pathlib import Path\n[Path(f'/{mode}/data.csv').read_text() for mode in ('overlay', 'read-only', 'read-write')]"
 writes = [f"from pathlib import Path\nPath('/{mode}/summary.md').write_text('# done')" for mode in ('overlay', 'read-only', 'read-write')]
 written = "from pathlib import Path\n[Path(f'/{mode}/summary.md').exists() for mode in ('overlay', 'read-only', 'read-write')]"
-run(Agent(capabilities=[CodeMode(max_retries=5)]), *({'code': code} for code in (clock, environment, files)), last_line=True)
+agent = Agent(capabilities=[CodeMode(max_retries=5)])
+
+
+@agent.tool_plain(requires_approval=True)
+def delete_file(path: str) -> str:
+    """Deletes the file at `path`, once a person approves."""
+    return f'deleted {path}'
+
+
+approval = "await delete_file(path='/data/old.csv')"  # no HandleDeferredToolCalls: an error the model reads
+run(agent, *({'code': code} for code in (clock, environment, files, approval)), last_line=True)
 print('# with os_access and a mount of each mode')
 with tempfile.TemporaryDirectory() as host:
     mounts = []
