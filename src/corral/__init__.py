@@ -48,6 +48,7 @@ from .server.keys import ApiKey, KeyRing
 from .server.quotas import QuotaStore, Quotas, TenantQuotas, TenantSlot
 from .store import PostgresStore, SQLiteStore, Store, StoredState, open_store
 from .typecheck import format_diagnostics
+from .described import ExceptionValue, InstanceValue, NamedTupleValue
 from .values import HostFunction, Image, SandboxBuiltin, bounded_repr
 
 __all__ = [
@@ -55,12 +56,15 @@ __all__ = [
     'CheckpointLimits',
     'CodeTool',
     'Deferred',
+    'ExceptionValue',
     'ExternalModule',
     'HostFunction',
     'Image',
+    'InstanceValue',
     'KeyRing',
     'Limits',
     'Mount',
+    'NamedTupleValue',
     'OsAccess',
     'PendingCall',
     'Pool',
