@@ -117,3 +117,9 @@ def test_a_parents_function_given_as_a_value_is_called_through_the_parent(monty:
         with pytest.raises(pydantic_monty.MontyRuntimeError) as error:
             session.feed_run('f(1)')
         assert str(error.value.exception()) == "name 'abs' is not defined"
+
+
+def test_a_parents_module_of_functions_and_values_is_imported(monty: pydantic_monty.Monty) -> None:
+    module = pydantic_monty.ExternalModule({'add': lambda a, b: a + b, 'LIMIT': 10})
+    with monty.checkout(external_modules={'tools': module}) as session:  # its functions arrive as Function nodes
+        assert session.feed_run('import tools\ntools.add(tools.LIMIT, 2)', external_lookup={'add': lambda a, b: a + b}) == 12

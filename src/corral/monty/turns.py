@@ -427,10 +427,10 @@ class MontyChild:
             return exception_value(type(error).__name__, str(error), type(error).__module__)
         if not isinstance(value, ClientModule):
             return None
-        functions = {
-            attr: self._function(item.name, asynchronous=False) for attr, item in value.attrs.items() if isinstance(item, ClientFunction)
+        functions = {  # the module's functions (an answer's Function nodes are HeldFunctions)
+            attr: self._function(item.client.name, asynchronous=False) for attr, item in value.attrs.items() if isinstance(item, HeldFunction)
         }
-        values = {attr: item for attr, item in value.attrs.items() if not isinstance(item, (ClientFunction, ClientModule))}
+        values = {attr: item for attr, item in value.attrs.items() if not isinstance(item, (HeldFunction, ClientModule))}
         session.add_external_module(name, ExternalModule(functions, stubs=text, values=values))
 
     async def _set_inputs(self, session: Session, inputs: dict[str, Any]) -> None:
