@@ -110,3 +110,12 @@ async def test_a_stored_session_replays_its_calls_and_a_held_callable_is_gone_af
                 await loaded.feed_run('f(1, 1)')
             assert error.value.exc_type == 'NameError'
             assert error.value.message.endswith("' is not a host function of this session")
+
+
+async def test_a_host_modules_value_may_hold_one(pool):
+    module = corral.ExternalModule({}, values={'ops': {'add': HostFunction(add)}, 'LIMIT': 3})
+    async with pool.checkout(external_modules={'tools': module}) as session:
+        assert await session.feed_run('import tools\ntools.ops["add"](tools.LIMIT, 4)') == 7
+    async with pool.checkout(external_modules={'tools': corral.ExternalModule({}, values={'op': add})}) as session:
+        with pytest.raises(TypeError, match="^a value of type 'function' cannot cross the sandbox boundary"):  # not wrapped: refused
+            await session.feed_run('import tools')

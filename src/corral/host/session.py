@@ -759,7 +759,8 @@ class Session:
         }
         if self._quota is not None:
             worker_limits['max_state_bytes'] = self._quota
-        payload = pack([FEED, code, self.script_name, functions, modules, worker_limits], side='host')
+        with giving_callables(self._callables):  # a module's value may hold a HostFunction
+            payload = pack([FEED, code, self.script_name, functions, modules, worker_limits], side='host')
         record = FeedRecord(payload, code, self._next_call)
         if self._over(feed_size(record), self._room):
             raise SandboxLimitError(
