@@ -282,13 +282,30 @@ async def test_unknown_import_is_a_clear_error(session):
         'Traceback (most recent call last):\n'
         '  File "main.py", line 1, in <module>\n'
         '    from payments import charge\n'
-        "ModuleNotFoundError: No module named 'payments'. A script may import: abc, asyncio, base64, bisect, calendar, "
+        "ModuleNotFoundError: No module named 'payments'\n"  # CPython's words, and the sandbox's in a note below them
+        'A script may import: abc, asyncio, base64, bisect, calendar, '
         'collections, collections.abc, contextlib, copy, csv, dataclasses, datetime, decimal, difflib, email, email.utils, '
         'enum, fnmatch, fractions, functools, glob, graphlib, hashlib, heapq, html, io, itertools, json, logging, math, '
         'operator, os, os.path, pathlib, pprint, random, re, shlex, statistics, string, sys, textwrap, time, types, typing, '
         'unicodedata, urllib, urllib.parse, uuid, warnings, zoneinfo'
     )
 
+
+
+async def test_an_import_error_a_script_catches_has_cpythons_words(session):
+    # the sandbox's words are in a note, not the message a script's own code reads and matches on
+    code = (
+        'caught = []\n'
+        'try:\n    import payments\nexcept ImportError as error:\n    caught.append((type(error).__name__, str(error), error.name))\n'
+        'try:\n    from os import system\nexcept ImportError as error:\n    caught.append((type(error).__name__, str(error), error.name))\n'
+        'try:\n    import json.decoder\nexcept ImportError as error:\n    caught.append((type(error).__name__, str(error), error.name))\n'
+        'caught'
+    )
+    assert await session.feed_run(code) == [
+        ('ModuleNotFoundError', "No module named 'payments'", 'payments'),
+        ('ImportError', "cannot import name 'system' from 'os' (unknown location)", 'os'),
+        ('ModuleNotFoundError', "No module named 'json.decoder'", 'json.decoder'),
+    ]
 
 VALUES = [
     None, True, False, 0, -7, 2**64, -(2**100), 1.5, float('inf'), 'text', 'ünï', b'\x00\xff',
