@@ -507,10 +507,15 @@ async def test_a_timer_pending_in_a_paused_feed_runs_after_its_resume(pool):
 async def test_a_feed_whose_leftover_tasks_had_to_be_stopped_is_not_dumped_and_undone_when_stored(pool):
     code = (
         'import asyncio\nasync def stubborn():\n    while True:\n        try:\n            await asyncio.sleep(10)\n'
-        '        except BaseException:\n            pass\nx = 2\nt = asyncio.create_task(stubborn())\nawait asyncio.sleep(0)\n1'
+        '        except BaseException:\n            pass\nx = 2\nt = asyncio.create_task(stubborn())\nawait asyncio.sleep(0)\n'
+        # more tasks than a session keeps between feeds: they end with the feed, stubborn() by a stop
+        'crowd = [asyncio.create_task(asyncio.sleep(10)) for _ in range(100)]\n1'
     )
+    crowded = 'RuntimeError: the script left 101 tasks running; a session keeps at most 100 between feeds, so they were cancelled'
     async with pool.checkout() as ephemeral:
-        assert await ephemeral.feed_run(code) == 1
+        with pytest.raises(corral.SandboxRuntimeError) as failed:
+            await ephemeral.feed_run(code)
+        assert failed.value.display().splitlines()[-1] == crowded
         with pytest.raises(corral.SandboxStateError) as info:
             await ephemeral.dump()
     assert str(info.value) == (
@@ -519,7 +524,8 @@ async def test_a_feed_whose_leftover_tasks_had_to_be_stopped_is_not_dumped_and_u
     )
     async with pool.checkout(ephemeral=False) as stored:
         await stored.feed_run('x = 1')
-        assert await stored.feed_run(code) == 1
+        with pytest.raises(corral.SandboxRuntimeError):
+            await stored.feed_run(code)
         assert await stored.feed_run('x') == 1
 
 

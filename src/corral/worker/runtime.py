@@ -68,6 +68,8 @@ _STOP_RETRY = 0.005
 #: Seconds the tasks a feed left behind have to end after they are cancelled, and again after they are stopped.
 _CANCEL_GRACE = 0.1
 _END_ATTEMPTS = 5
+#: Tasks a session keeps between feeds (see `Worker._feed`): a feed that leaves more fails, and they end with it.
+KEPT_TASKS = 100
 #: Added to the depth `_recursion_depth` measures in `_run` / `_run_async` so that a script's
 #: own frames, its top level included, reach exactly `Limits.recursion`: the frames between
 #: (`start`, the task's step) less what the measure itself counts. Run plainly, run on the loop,
@@ -475,12 +477,19 @@ class Worker:
         failure: BaseException | None = None
         value: Any = None
         try:
-            if script.is_async or script.imports_asyncio or 'asyncio' in self._globals:
-                value = self._loop.run_until_complete(_FeedTask(self._run_async(script), loop=self._loop))
-            else:  # plain code: no event loop to go round
-                value = self._run(script)
-        except BaseException as error:  # the script's own exception, whatever its type
-            failure = error
+            try:
+                if script.is_async or script.imports_asyncio or 'asyncio' in self._globals or self._kept_tasks():
+                    value = self._loop.run_until_complete(_FeedTask(self._run_async(script), loop=self._loop))
+                else:  # plain code: no event loop to go round
+                    value = self._run(script)
+            except BaseException as error:  # the script's own exception, whatever its type
+                failure = error
+            if not self._stops and (self._loop._ready or any(not future.done() for future in self._futures.values())):  # type: ignore[attr-defined]
+                try:
+                    self._loop.run_until_complete(_FeedTask(self._settle_tasks(), loop=self._loop))
+                except BaseException as error:  # a task's own exception that asyncio passes on (SystemExit), or a stop
+                    if failure is None:
+                        failure, value = error, None
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
             stopping.release()
@@ -489,7 +498,11 @@ class Worker:
             # a stop was due: whatever the script did after it (ended, or raised something else),
             # the feed ends with the limit
             failure, value = self._stops[0], None
-        self._end_leftover_tasks()
+        kept = len(self._kept_tasks())
+        if kept > KEPT_TASKS and not self._stops:
+            message = f'the script left {kept} tasks running; a session keeps at most {KEPT_TASKS} between feeds, so they were cancelled'
+            failure, value = RuntimeError(message), None
+        self._end_leftover_tasks(keep=not self._stops and kept <= KEPT_TASKS)
         self._end_cut_output()
         shown = take_shown()
         data: bytes | None = None
@@ -617,6 +630,29 @@ class Worker:
             sys.setrecursionlimit(limit)
             hostio.flush_open_files()
 
+    async def _settle_tasks(self) -> None:
+        """Once the feed's script has ended, run the tasks it keeps until each waits on a timer or
+        on another task, with no host call of theirs unanswered: the answers to a feed's host calls
+        are taken in within that feed, so the journal of each feed is whole (a replay, a rollback
+        and a dump need nothing of the next). Under the feed's limits, with the script's recursion limit."""
+        limit = self._limit_recursion(_BELOW_LOOP)
+        try:
+            loop = self._loop
+            while True:
+                while loop._ready:  # type: ignore[attr-defined]  # the others run before this one again
+                    await asyncio.sleep(0)
+                unanswered = [future for future in self._futures.values() if not future.done()]  # not one a task gave up on
+                if not unanswered:
+                    return
+                await asyncio.wait(unanswered, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            sys.setrecursionlimit(limit)
+            hostio.flush_open_files()
+
+    def _kept_tasks(self) -> list[asyncio.Task[Any]]:
+        """The tasks the script started that have not ended."""
+        return [task for task in asyncio.all_tasks(self._loop) if not task.done()]
+
     def _limit_recursion(self, below: int) -> int:
         """Let the script's own frames go exactly `recursion` deep: its top level and the calls
         under it, counted as the interpreter counts depth (a frame, or a call through C code).
@@ -628,10 +664,16 @@ class Worker:
         sys.setrecursionlimit(recursion_limit(self._limits.get('recursion', 1000), _recursion_depth() + below))
         return previous
 
-    def _end_leftover_tasks(self) -> None:
-        """Tasks the script started and did not await end with its feed.
+    def _end_leftover_tasks(self, keep: bool) -> None:
+        """With `keep`, the tasks the script started and did not await stay for the next feeds, as
+        they do in CPython's asyncio REPL: they wait (on a timer, another task, an event), their
+        host calls answered (see `_settle_tasks`), and go on while a later feed runs the event
+        loop (when it awaits); their timers move on the clock of those feeds (the host's WAKE
+        messages), never between feeds. What the script left in reference cycles is finalized now,
+        and the callbacks that queues run, as below.
 
-        Each is cancelled; one still running `_CANCEL_GRACE` seconds later (it swallowed the
+        Otherwise (a limit stopped the feed, or it left more than `KEPT_TASKS` tasks), the tasks
+        end with the feed, those kept from earlier feeds too. Each is cancelled; one still running `_CANCEL_GRACE` seconds later (it swallowed the
         `CancelledError`, or it computes without awaiting) gets a `SandboxStop` at the point it
         waits, or from the stop signal while it computes: once that stop is due no line of the
         script runs (see `stop.py`); after a feed a stop ended, it is due from the start.
@@ -659,8 +701,24 @@ class Worker:
             stopping.release()
             self._pending_stop = None
         timed = False  # a task outlived its cancellation, or a stop ended one: where depends on time
-        for attempt in range(_END_ATTEMPTS):
-            tasks = [task for task in asyncio.all_tasks(loop) if not task.done()]
+        for _ in range(_END_ATTEMPTS if keep else 0):
+            if not loop._ready or self._stops:  # type: ignore[attr-defined]
+                break
+            # what the collection queued (an async generator's `aclose()`): its rounds run as the
+            # feed's own code; the tasks it leaves wait with the others
+            signal.setitimer(signal.ITIMER_REAL, _CANCEL_GRACE)
+            try:
+                _run_until_done(loop, [], _CANCEL_GRACE)
+            except (SystemExit, KeyboardInterrupt):
+                pass
+            finally:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+                stopping.release()
+                self._pending_stop = None
+        if keep and (loop._ready or self._stops):  # type: ignore[attr-defined]  # finalizers ran past their grace: the tasks end after all
+            keep = False
+        for attempt in range(0 if keep else _END_ATTEMPTS):
+            tasks = self._kept_tasks()
             if not tasks and not loop._ready:  # type: ignore[attr-defined]
                 break  # nothing left, not even a callback queued as a task ended under a stop
             if attempt == 0 and self._stops:
@@ -684,12 +742,14 @@ class Worker:
                 signal.setitimer(signal.ITIMER_REAL, 0)
                 stopping.release()
                 self._pending_stop = None
-        # timers the feed scheduled (an `asyncio.timeout` it entered and never left) end with it
-        for timer in loop._scheduled:  # type: ignore[attr-defined]
-            timer.cancel()
+        # timers the feed scheduled (an `asyncio.timeout` it entered and never left) end with it,
+        # unless a task it keeps may wait on one
+        if not keep or not self._kept_tasks():
+            for timer in loop._scheduled:  # type: ignore[attr-defined]
+                timer.cancel()
         if timed:
             self._send([TIMED])
-        if loop._ready or any(not task.done() for task in asyncio.all_tasks(loop)):  # type: ignore[attr-defined]  # they would run in the next feed
+        if not keep and (loop._ready or self._kept_tasks()):  # type: ignore[attr-defined]  # they would run in the next feed
             message = f'tasks the script started did not end with its feed (cancelled, then stopped {_END_ATTEMPTS - 1} times); the session is over'
             self._send([FAIL, 'runtime', 'RuntimeError', message, f'RuntimeError: {message}', None])
             raise _Stop
