@@ -668,6 +668,35 @@ async def test_a_host_call_a_task_leaves_running_is_answered_in_its_feed(session
     assert await session.feed_run('2 + 3') == 5
 
 
+async def test_a_task_a_feed_leaves_waits_for_the_next_feeds_on_their_clock(session):
+    # As in CPython's asyncio REPL, a task outlives the feed that started it; here it goes on
+    # only while a feed runs the event loop, its timers on the clock of those feeds.
+    first = (
+        'import asyncio\nlog = []\nready = asyncio.Event()\n'
+        'async def sleeper():\n    await asyncio.sleep(0.2)\n    log.append("slept")\n    return "woke"\n'
+        'async def waiter():\n    await ready.wait()\n    log.append("ready")\n'
+        's = asyncio.create_task(sleeper())\nw = asyncio.create_task(waiter())\nlen(asyncio.all_tasks())'
+    )
+    assert await session.feed_run(first) == 3  # with the feed's own
+    await asyncio.sleep(0.3)  # between feeds the clock stands still
+    assert await session.feed_run('s.done(), w.done(), log') == (False, False, [])
+    assert await session.feed_run('ready.set()\nawait asyncio.sleep(0)\nw.done(), log') == (True, ['ready'])
+    assert await session.feed_run('await asyncio.sleep(0.25)\ns.result(), log') == ('woke', ['ready', 'slept'])
+    assert await session.feed_run('len(asyncio.all_tasks())') == 1  # the feed's own
+
+
+async def test_a_feed_that_leaves_more_tasks_than_a_session_keeps_fails_and_they_end(session):
+    code = 'import asyncio\ncrowd = [asyncio.create_task(asyncio.sleep(10)) for _ in range(101)]\n1'
+    with pytest.raises(corral.SandboxRuntimeError) as info:
+        await session.feed_run(code)
+    assert info.value.display().splitlines()[-1] == (
+        'RuntimeError: the script left 101 tasks running; a session keeps at most 100 between feeds, so they were cancelled'
+    )
+    assert await session.feed_run('sum(t.cancelled() for t in crowd)') == 101
+    assert await session.feed_run('kept = [asyncio.create_task(asyncio.sleep(10)) for _ in range(100)]\nlen(kept)') == 100
+    assert await session.feed_run('sum(t.done() for t in kept)') == 0
+
+
 async def test_the_next_check_knows_what_a_failed_script_bound_before_it_failed(pool):
     async with pool.checkout(type_check=True) as session:
         with pytest.raises(corral.SandboxRuntimeError):

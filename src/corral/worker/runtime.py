@@ -484,12 +484,6 @@ class Worker:
                     value = self._run(script)
             except BaseException as error:  # the script's own exception, whatever its type
                 failure = error
-            if not self._stops and (self._loop._ready or any(not future.done() for future in self._futures.values())):  # type: ignore[attr-defined]
-                try:
-                    self._loop.run_until_complete(_FeedTask(self._settle_tasks(), loop=self._loop))
-                except BaseException as error:  # a task's own exception that asyncio passes on (SystemExit), or a stop
-                    if failure is None:
-                        failure, value = error, None
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
             stopping.release()
@@ -621,11 +615,19 @@ class Worker:
             hostio.flush_open_files()  # files the script left open are written back, as at exit
 
     async def _run_async(self, script: CompiledScript) -> Any:
-        """Run a script with top-level `await` on the worker's event loop, and return its value."""
+        """Run a script with top-level `await` on the worker's event loop, and return its value
+        once the tasks it keeps are settled (`_settle_tasks`), whether it ended or raised."""
         limit = self._limit_recursion(_BELOW_AWAIT if script.is_async else _BELOW_LOOP)
         try:
-            result = script.start(self._globals)
-            return await result if script.is_async else result
+            try:
+                result = script.start(self._globals)
+                value = await result if script.is_async else result
+            except BaseException:
+                if not self._stops:
+                    await self._settle_tasks()
+                raise
+            await self._settle_tasks()
+            return value
         finally:
             sys.setrecursionlimit(limit)
             hostio.flush_open_files()
@@ -634,24 +636,33 @@ class Worker:
         """Once the feed's script has ended, run the tasks it keeps until each waits on a timer or
         on another task, with no host call of theirs unanswered: the answers to a feed's host calls
         are taken in within that feed, so the journal of each feed is whole (a replay, a rollback
-        and a dump need nothing of the next). Under the feed's limits, with the script's recursion limit."""
-        limit = self._limit_recursion(_BELOW_LOOP)
-        try:
-            loop = self._loop
-            while True:
-                while loop._ready:  # type: ignore[attr-defined]  # the others run before this one again
-                    await asyncio.sleep(0)
-                unanswered = [future for future in self._futures.values() if not future.done()]  # not one a task gave up on
-                if not unanswered:
-                    return
-                await asyncio.wait(unanswered, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            sys.setrecursionlimit(limit)
-            hostio.flush_open_files()
+        and a dump need nothing of the next). In the feed's own task, under its limits. Nothing
+        here asks for an identity (`language.identity`): the ids a script sees count its own work."""
+        loop = self._loop
+        while True:
+            while loop._ready:  # type: ignore[attr-defined]  # the others run before this one again
+                await asyncio.sleep(0)
+            unanswered = [future for future in self._futures.values() if not future.done()]  # not one a task gave up on
+            if not unanswered:
+                return
+            answered = loop.create_future()
+
+            def wake(future: asyncio.Future[Any]) -> None:
+                if not answered.done():
+                    answered.set_result(None)
+
+            for future in unanswered:
+                future.add_done_callback(wake)
+            try:
+                await answered
+            finally:
+                for future in unanswered:
+                    future.remove_done_callback(wake)
 
     def _kept_tasks(self) -> list[asyncio.Task[Any]]:
-        """The tasks the script started that have not ended."""
-        return [task for task in asyncio.all_tasks(self._loop) if not task.done()]
+        """The tasks the script started that have not ended (asked without an identity: see `_settle_tasks`)."""
+        with identity.uncounted():  # iterating asyncio's WeakSet of tasks hashes a guard object
+            return [task for task in asyncio.all_tasks(self._loop) if not task.done()]
 
     def _limit_recursion(self, below: int) -> int:
         """Let the script's own frames go exactly `recursion` deep: its top level and the calls
