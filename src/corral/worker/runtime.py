@@ -115,6 +115,11 @@ class Worker:
     `serve()` handles FEED messages until the host closes the channel. Host functions become
     plain (sync) or coroutine (async) functions in the script's builtins; each call sends a CALL
     frame and waits for its REPLY, so the script's frames stay in this process.
+
+    The event loop runs only while a feed runs. Tasks a feed leaves are kept for the next feeds
+    (up to `KEPT_TASKS`), settled first (`_settle_tasks`: no host call of theirs unanswered), so
+    that everything a task took in is in the journal of the feed that took it in; a limit that
+    stops a feed ends them all (`_end_leftover_tasks`).
     """
 
     def __init__(self, loop: asyncio.AbstractEventLoop, *, guarded: bool = True, packages: tuple[str, ...] = ()) -> None:
