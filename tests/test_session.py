@@ -697,6 +697,18 @@ async def test_a_feed_that_leaves_more_tasks_than_a_session_keeps_fails_and_they
     assert await session.feed_run('sum(t.done() for t in kept)') == 0
 
 
+async def test_a_deferred_call_of_a_task_a_feed_leaves_pauses_that_feed(session):
+    # the script's value is ready, but its task's call is not answered: the feed waits for it
+    async def approve(amount):
+        raise corral.Deferred({'amount': amount})
+
+    with pytest.raises(corral.SandboxPaused) as info:
+        await session.feed_run("import asyncio\nt = asyncio.create_task(approve(30))\n'value'", external_lookup={'approve': approve})
+    assert [(call.call_id, call.function, call.args) for call in info.value.calls] == [(0, 'approve', [30])]
+    assert await session.resume({0: 'approved'}) == 'value'
+    assert await session.feed_run('t.result()') == 'approved'
+
+
 async def test_the_next_check_knows_what_a_failed_script_bound_before_it_failed(pool):
     async with pool.checkout(type_check=True) as session:
         with pytest.raises(corral.SandboxRuntimeError):
