@@ -283,8 +283,9 @@ MODULE_NOTES: dict[str, str] = {
         'in a running loop), and `gather` (with '
         '`return_exceptions=True`), `create_task`, `TaskGroup`, `Semaphore`, `as_completed`, `wait_for`, `timeout` '
         'and `sleep` run on it; `get_running_loop()` gives its clock, tasks, futures and callbacks (`time`, '
-        '`create_task`, `create_future`, `call_soon`, `call_later`, `call_at`); no access to the loop itself, threads, '
-        'subprocesses or streams'
+        '`create_task`, `create_future`, `call_soon`, `call_later`, `call_at`); tasks a script does not await stay '
+        'for the next scripts of the session (up to 100), and go on while those run the loop; no access to the loop '
+        'itself, threads, subprocesses or streams'
     ),
     'datetime': (
         '`datetime.now()`, `datetime.today()`, `datetime.utcnow()` and `date.today()` read the clock through the '
