@@ -157,6 +157,7 @@ class Worker:
         self._calls = 0
         self._scripts: dict[str, CompiledScript] = {}
         self._pending_stop: str | None = None
+        self._kept = False  # tasks the last feed left (see `_end_leftover_tasks`)
         self._stops: list[SandboxStop] = []  # the stops this worker raised in the current feed
         signal.signal(signal.SIGALRM, self._on_stop_signal)
         signal.signal(signal.SIGXCPU, self._on_stop_signal)
@@ -483,7 +484,7 @@ class Worker:
         value: Any = None
         try:
             try:
-                if script.is_async or script.imports_asyncio or 'asyncio' in self._globals or self._kept_tasks():
+                if script.is_async or script.imports_asyncio or 'asyncio' in self._globals or self._kept:
                     value = self._loop.run_until_complete(_FeedTask(self._run_async(script), loop=self._loop))
                 else:  # plain code: no event loop to go round
                     value = self._run(script)
@@ -498,10 +499,11 @@ class Worker:
             # the feed ends with the limit
             failure, value = self._stops[0], None
         kept = len(self._kept_tasks())
+        self._kept = kept <= KEPT_TASKS and kept > 0 and not self._stops  # the next feed runs on the loop, for them
         if kept > KEPT_TASKS and not self._stops:
             message = f'the script left {kept} tasks running; a session keeps at most {KEPT_TASKS} between feeds, so they were cancelled'
             failure, value = RuntimeError(message), None
-        self._end_leftover_tasks(keep=not self._stops and kept <= KEPT_TASKS)
+        self._end_leftover_tasks(keep=not self._stops and kept <= KEPT_TASKS, kept=kept)
         self._end_cut_output()
         shown = take_shown()
         data: bytes | None = None
@@ -680,7 +682,7 @@ class Worker:
         sys.setrecursionlimit(recursion_limit(self._limits.get('recursion', 1000), _recursion_depth() + below))
         return previous
 
-    def _end_leftover_tasks(self, keep: bool) -> None:
+    def _end_leftover_tasks(self, keep: bool, kept: int) -> None:
         """With `keep`, the tasks the script started and did not await stay for the next feeds, as
         they do in CPython's asyncio REPL: they wait (on a timer, another task, an event), their
         host calls answered (see `_settle_tasks`), and go on while a later feed runs the event
@@ -759,8 +761,8 @@ class Worker:
                 stopping.release()
                 self._pending_stop = None
         # timers the feed scheduled (an `asyncio.timeout` it entered and never left) end with it,
-        # unless a task it keeps may wait on one
-        if not keep or not self._kept_tasks():
+        # unless a task it keeps (`kept` of them) may wait on one
+        if not keep or not kept:
             for timer in loop._scheduled:  # type: ignore[attr-defined]
                 timer.cancel()
         if timed:
