@@ -693,6 +693,12 @@ async def test_a_feed_that_leaves_more_tasks_than_a_session_keeps_fails_and_they
         'RuntimeError: the script left 101 tasks running; a session keeps at most 100 between feeds, so they were cancelled'
     )
     assert await session.feed_run('sum(t.cancelled() for t in crowd)') == 101
+    with pytest.raises(corral.SandboxRuntimeError) as info:  # the script's own error stands, with a note
+        await session.feed_run('crowd = [asyncio.create_task(asyncio.sleep(10)) for _ in range(101)]\n1 / 0')
+    assert info.value.display().splitlines()[-2:] == [
+        'ZeroDivisionError: division by zero',
+        'the script left 101 tasks running; a session keeps at most 100 between feeds, so they were cancelled',
+    ]
     assert await session.feed_run('kept = [asyncio.create_task(asyncio.sleep(10)) for _ in range(100)]\nlen(kept)') == 100
     assert await session.feed_run('sum(t.done() for t in kept)') == 0
 

@@ -483,13 +483,12 @@ class Worker:
         failure: BaseException | None = None
         value: Any = None
         try:
-            try:
-                if script.is_async or script.imports_asyncio or 'asyncio' in self._globals or self._kept:
-                    value = self._loop.run_until_complete(_FeedTask(self._run_async(script), loop=self._loop))
-                else:  # plain code: no event loop to go round
-                    value = self._run(script)
-            except BaseException as error:  # the script's own exception, whatever its type
-                failure = error
+            if script.is_async or script.imports_asyncio or 'asyncio' in self._globals or self._kept:
+                value = self._loop.run_until_complete(_FeedTask(self._run_async(script), loop=self._loop))
+            else:  # plain code: no event loop to go round
+                value = self._run(script)
+        except BaseException as error:  # the script's own exception, whatever its type
+            failure = error
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
             stopping.release()
@@ -502,7 +501,10 @@ class Worker:
         self._kept = kept <= KEPT_TASKS and kept > 0 and not self._stops  # the next feed runs on the loop, for them
         if kept > KEPT_TASKS and not self._stops:
             message = f'the script left {kept} tasks running; a session keeps at most {KEPT_TASKS} between feeds, so they were cancelled'
-            failure, value = RuntimeError(message), None
+            if failure is None:
+                failure, value = RuntimeError(message), None
+            else:  # the script's own error stands, and says so below it
+                failure.add_note(message)
         self._end_leftover_tasks(keep=not self._stops and kept <= KEPT_TASKS, kept=kept)
         self._end_cut_output()
         shown = take_shown()
@@ -688,10 +690,11 @@ class Worker:
         host calls answered (see `_settle_tasks`), and go on while a later feed runs the event
         loop (when it awaits); their timers move on the clock of those feeds (the host's WAKE
         messages), never between feeds. What the script left in reference cycles is finalized now,
-        and the callbacks that queues run, as below.
+        and the callbacks that queues run, as below; `kept` is how many tasks there are.
 
         Otherwise (a limit stopped the feed, or it left more than `KEPT_TASKS` tasks), the tasks
-        end with the feed, those kept from earlier feeds too. Each is cancelled; one still running `_CANCEL_GRACE` seconds later (it swallowed the
+        end with the feed, those kept from earlier feeds too. Each is cancelled; one still
+        running `_CANCEL_GRACE` seconds later (it swallowed the
         `CancelledError`, or it computes without awaiting) gets a `SandboxStop` at the point it
         waits, or from the stop signal while it computes: once that stop is due no line of the
         script runs (see `stop.py`); after a feed a stop ended, it is due from the start.
