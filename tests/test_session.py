@@ -650,7 +650,7 @@ async def test_a_host_call_a_task_leaves_running_is_answered_in_its_feed(session
 
     async def slow():
         try:
-            await asyncio.sleep(0.05)
+            await asyncio.sleep(0.3)  # well past wait_for's 0.01 seconds, on a busy machine too
         except asyncio.CancelledError:
             events.append('cancelled')
             raise
