@@ -328,12 +328,24 @@ class _MountView:
             return ('file', st.st_size, st.st_mtime, permissions)
         return ('other', 0, st.st_mtime, permissions)
 
+    def _absent(self, rel: str, shown: str) -> _Refused:
+        """The error for `rel`, which is not there: `NotADirectoryError` when a folder on its way
+        is a file, `FileNotFoundError` otherwise, as the kernel tells them apart."""
+        parts = _parts(rel)
+        for depth in range(1, len(parts)):
+            info = self.lookup('/'.join(parts[:depth]), shown)
+            if info is None:
+                break
+            if info[0] != 'dir':
+                return _os_error(errno.ENOTDIR, shown)
+        return _os_error(errno.ENOENT, shown)
+
     def read(self, rel: str, shown: str) -> bytes:
         if rel in self._files:
             return self._files[rel][0]
         info = self.lookup(rel, shown)
         if info is None:
-            raise _os_error(errno.ENOENT, shown)
+            raise self._absent(rel, shown)
         if info[0] == 'dir':
             raise _os_error(errno.EISDIR, shown)
         if info[0] != 'file':
@@ -349,7 +361,7 @@ class _MountView:
     def entries(self, rel: str, shown: str) -> list[list[Any]]:
         info = self.lookup(rel, shown)
         if info is None:
-            raise _os_error(errno.ENOENT, shown)
+            raise self._absent(rel, shown)
         if info[0] != 'dir':
             raise _os_error(errno.ENOTDIR, shown)
         names: dict[str, list[Any]] = {}
@@ -390,7 +402,7 @@ class _MountView:
         parent = rel.rpartition('/')[0]
         info = self.lookup(parent, posixpath.dirname(shown))
         if info is None:
-            raise _os_error(errno.ENOENT, shown)
+            raise self._absent(parent, shown)
         if info[0] != 'dir':
             raise _os_error(errno.ENOTDIR, shown)
 
@@ -442,7 +454,7 @@ class _MountView:
         self._writable(shown)
         info = self.lookup(rel, shown)
         if info is None:
-            raise _os_error(errno.ENOENT, shown)
+            raise self._absent(rel, shown)
         if info[0] == 'dir':
             raise _os_error(errno.EISDIR, shown)
         if self.mode == 'read-write':
@@ -460,7 +472,7 @@ class _MountView:
         self._writable(shown)
         info = self.lookup(rel, shown)
         if info is None:
-            raise _os_error(errno.ENOENT, shown)
+            raise self._absent(rel, shown)
         if info[0] != 'dir':
             raise _os_error(errno.ENOTDIR, shown)
         if not rel:
@@ -670,7 +682,9 @@ class SystemCalls:
             return self._handler_stat(raw, self._given(raw, path))
         view, rel = found
         info = view.lookup(rel, raw)
-        if info is None or info[0] not in ('file', 'dir'):
+        if info is None:
+            raise view._absent(rel, raw)
+        if info[0] not in ('file', 'dir'):
             raise _os_error(errno.ENOENT, raw)
         return list(info)
 
@@ -807,6 +821,16 @@ class SystemCalls:
         view.rmdir(rel, raw)
 
     def _rename(self, raw_source: Any, raw_target: Any, replace: Any) -> None:
+        """`os.rename`/`os.replace`: an error names both paths, as CPython's does
+        (`[Errno 2] No such file or directory: 'a' -> 'b'`)."""
+        try:
+            self._rename_paths(raw_source, raw_target, replace)
+        except _Refused as refused:
+            if refused.payload[1] is not None and refused.payload[0] != 'PermissionError':  # an errno, not a grant refused
+                refused.payload[3:] = [raw_source, raw_target]
+            raise
+
+    def _rename_paths(self, raw_source: Any, raw_target: Any, replace: Any) -> None:
         source, target = self._path(raw_source), self._path(raw_target)
         found_source, found_target = self._find(source), self._find(target)
         if found_source is None and found_target is None:
@@ -821,7 +845,7 @@ class SystemCalls:
             raise _os_error(errno.EXDEV, raw_source, 'Invalid cross-device link (a rename cannot leave its mount)')
         info = view.lookup(rel, raw_source)
         if info is None:
-            raise _os_error(errno.ENOENT, raw_source)
+            raise view._absent(rel, raw_source)
         if not rel:
             raise _os_error(errno.EBUSY, raw_source, 'Device or resource busy (a mounted folder)')
         if target_rel == rel or target_rel.startswith(rel + '/'):
