@@ -369,7 +369,7 @@ async def test_dotdot_through_a_missing_folder_or_a_file_fails_as_on_linux_and_c
         ("import os\nos.listdir('missing/..')", "FileNotFoundError: [Errno 2] No such file or directory: 'missing/..'"),
         ("import os\nos.stat('notes.txt/../reports')", "NotADirectoryError: [Errno 20] Not a directory: 'notes.txt/../reports'"),
         ("import os\nos.mkdir('missing/../made')", "FileNotFoundError: [Errno 2] No such file or directory: 'missing/../made'"),
-        ("import os\nos.rename('notes.txt', 'missing/../moved.txt')", "FileNotFoundError: [Errno 2] No such file or directory: 'missing/../moved.txt'"),
+        ("import os\nos.rename('notes.txt', 'missing/../moved.txt')", "FileNotFoundError: [Errno 2] No such file or directory: 'notes.txt' -> 'missing/../moved.txt'"),
         ("open('reports/q1.csv/../new.txt', 'w')", "NotADirectoryError: [Errno 20] Not a directory: 'reports/q1.csv/../new.txt'"),
         ("import pathlib\npathlib.Path('missing/../notes.txt').exists()", None),
     ]:
