@@ -169,6 +169,26 @@ async def test_a_revoked_key_ends_the_connections_it_opened(tmp_path):
     assert 'Traceback' not in server.output()
 
 
+async def test_a_quota_changed_while_sessions_are_open_counts_at_their_next_feed(tmp_path):
+    """The server reads a tenant's settings once per `SETTINGS_TTL` (1 s), not before every feed: an
+    operator's change made in another process still counts within that time."""
+    store = f'sqlite:///{tmp_path}/store.db'
+    with running_server(tmp_path) as server:
+        async with RemotePool(server.url) as pool, pool.checkout() as session:
+            assert await session.feed_run('x = 1\nx') == 1
+            async with corral.Quotas(store) as quotas:
+                await quotas.set('', cpu_seconds_per_hour=0)
+                await asyncio.sleep(1.2)
+                with pytest.raises(corral.SandboxQuotaError) as info:
+                    await session.feed_run('x')
+                assert re.fullmatch(
+                    r"tenant '' used \d+\.\d CPU seconds in the last hour; its quota is 0 \(cpu_seconds_per_hour\)", info.value.display()
+                ), info.value.display()
+                await quotas.set('', cpu_seconds_per_hour=None)
+                await asyncio.sleep(1.2)
+                assert await session.feed_run('x + 1') == 2
+
+
 # ----- 11: store failures ------------------------------------------------------------------------
 
 
