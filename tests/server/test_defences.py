@@ -22,7 +22,7 @@ from corral.server import protocol
 
 from store.postgres_server import drop_tables
 
-from .conftest import running_server
+from .conftest import free_port, running_server
 from .test_replicas import key_file
 
 REFUSAL = (
@@ -139,6 +139,64 @@ def test_the_handshake_bounds_must_be_positive(tmp_path):
         with pytest.raises(ValueError) as info:
             guarded_http(**options)
         assert str(info.value) == 'handshake_timeout and max_per_address must be above 0'
+
+
+async def test_a_client_that_sends_faster_than_the_app_takes_is_held_to_two_messages():
+    """`WebSocketProtocol` reads on while the app keeps up (uvicorn paused and resumed the socket
+    around every message); a client whose messages the app does not take is paused once two wait,
+    and what it sends meanwhile stays in its socket until the app takes them, in order."""
+    import uvicorn
+
+    from corral.server.listener import WebSocketProtocol
+
+    go, got = asyncio.Event(), []
+
+    async def app(scope, receive, send):
+        if scope['type'] != 'websocket':
+            return
+        await receive()
+        await send({'type': 'websocket.accept'})
+        await go.wait()
+        while True:
+            message = await receive()
+            if message['type'] == 'websocket.disconnect':
+                return
+            got.append(message['bytes'])
+            if len(got) == 6:
+                await send({'type': 'websocket.send', 'bytes': b'took six'})
+
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host='127.0.0.1', port=port, ws=WebSocketProtocol, log_level='warning', lifespan='off'))
+    task = asyncio.get_running_loop().create_task(server.serve())
+    try:
+        while not server.started:
+            await asyncio.sleep(0.01)
+        async with connect(f'ws://127.0.0.1:{port}') as client:
+            [protocol] = [c for c in server.server_state.connections if isinstance(c, WebSocketProtocol)]
+
+            async def sent(data: bytes, queued: int) -> None:
+                await client.send(data)
+                for _ in range(200):
+                    if protocol.queue.qsize() == queued:
+                        return
+                    await asyncio.sleep(0.005)
+
+            await sent(b'1', 1)
+            assert (protocol.queue.qsize(), protocol.transport.is_reading()) == (1, True)
+            await sent(b'2', 2)
+            assert (protocol.queue.qsize(), protocol.transport.is_reading()) == (2, False)
+            for data in (b'3', b'4', b'5', b'6'):
+                await client.send(data)
+            await asyncio.sleep(0.1)
+            assert (protocol.queue.qsize(), protocol.transport.is_reading()) == (2, False)  # the rest wait in the socket
+            go.set()
+            assert await asyncio.wait_for(client.recv(), 10) == b'took six'
+            assert got == [b'1', b'2', b'3', b'4', b'5', b'6']
+            assert protocol.transport.is_reading()
+    finally:
+        go.set()
+        server.should_exit = True
+        await task
 
 
 # ----- 10: revoked keys --------------------------------------------------------------------------
