@@ -293,7 +293,7 @@ def report(results: dict[str, list[dict[str, float]]], clients: tuple[int, ...],
         f'{" and ".join(map(str, clients))} concurrent clients × 3 feeds of a script with 10 gathered host calls ({call_ms:g} ms each), '
         f'{servers} `{side}` process(es) on loopback',
         '',
-        '| measure | corral serve | local Pool | monty (local) | serve / local | serve / monty |',
+        f'| measure | {side} | local Pool | monty (local) | serve / local | serve / monty |',
         '|---|---|---|---|---|---|',
     ]
     for key, label, unit, scale in rows(clients):
