@@ -85,11 +85,30 @@ async def test_a_tenants_settings_are_read_once_per_settings_ttl(store):
     assert (await quotas.of('acme')).concurrent_sessions == 3
     assert (await quotas.of('beta')).concurrent_sessions == 20  # each tenant's own
     assert reads == ['acme', 'acme', 'acme', 'beta']
+    # a reading that a set of its own overtook is not kept: the next check reads again
+    release = asyncio.Event()
+
+    async def slow(tenant, read=store.tenant_quotas):
+        reads.append(tenant)
+        settings = await read(tenant)
+        await release.wait()
+        return settings
+
+    quotas._tables.tenant_quotas = slow
+    await asyncio.sleep(0.35)  # acme's reading lapsed
+    reading = asyncio.ensure_future(quotas.of('acme'))
+    await asyncio.sleep(0.05)
+    quotas._tables.tenant_quotas = counted
+    await quotas.set('acme', concurrent_sessions=4)
+    release.set()
+    assert (await reading).concurrent_sessions == 3
+    assert (await quotas.of('acme')).concurrent_sessions == 4
+    reads.clear()
     every = Quotas(store, settings_ttl=0)
     every._tables.tenant_quotas = counted
     await every.of('acme')
     await every.of('acme')
-    assert reads[4:] == ['acme', 'acme']
+    assert reads == ['acme', 'acme']
     for seconds in (-1, float('inf'), float('nan')):
         with pytest.raises(ValueError) as info:
             Quotas(store, settings_ttl=seconds)

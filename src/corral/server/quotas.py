@@ -123,6 +123,7 @@ class Quotas:
         self.defaults = defaults
         self.settings_ttl = float(settings_ttl)
         self._settings: dict[str, tuple[float, TenantQuotas]] = {}  # per tenant: when read (monotonic), what applies
+        self._sets = 0  # moved on by each `set`: a reading that a set overtook is not kept
         self.slot_ttl = float(slot_ttl)
         self.flush_interval = float(flush_interval)
         self._counted: weakref.WeakKeyDictionary[Session, float] = weakref.WeakKeyDictionary()
@@ -164,6 +165,7 @@ class Quotas:
         try:
             await self._tables.set_tenant_quotas(tenant, quotas)
         finally:
+            self._sets += 1
             self._settings.pop(tenant, None)
 
     async def settings(self, tenant: str) -> dict[str, float | None]:
@@ -181,6 +183,7 @@ class Quotas:
         known = self._settings.get(tenant)
         if known is not None and now - known[0] < self.settings_ttl:
             return known[1]
+        sets = self._sets
         own = await self._tables.tenant_quotas(tenant)
         sessions, stored, cpu = (own[name] for name in QUOTA_NAMES)
         quotas = TenantQuotas(
@@ -188,7 +191,7 @@ class Quotas:
             stored_bytes=self.defaults.stored_bytes if stored is None else int(stored),
             cpu_seconds_per_hour=self.defaults.cpu_seconds_per_hour if cpu is None else float(cpu),
         )
-        if self.settings_ttl:
+        if self.settings_ttl and sets == self._sets:
             if len(self._settings) >= _MAX_SETTINGS:
                 self._settings = {name: item for name, item in self._settings.items() if now - item[0] < self.settings_ttl}
             if len(self._settings) < _MAX_SETTINGS:
