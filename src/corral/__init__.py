@@ -45,7 +45,7 @@ from .host.sync import SyncPool, SyncSession
 from .limits import Limits
 from .server.client import RemotePool, RemoteSession
 from .server.keys import ApiKey, KeyRing
-from .server.quotas import QuotaStore, Quotas, TenantQuotas, TenantSlot
+from .server.quotas import CpuCounting, QuotaStore, Quotas, TenantQuotas, TenantSlot
 from .store import PostgresStore, SQLiteStore, Store, StoredState, open_store
 from .typecheck import format_diagnostics
 from .described import ExceptionValue, InstanceValue, NamedTupleValue
@@ -55,6 +55,7 @@ __all__ = [
     'ApiKey',
     'CheckpointLimits',
     'CodeTool',
+    'CpuCounting',
     'Deferred',
     'ExceptionValue',
     'ExternalModule',
