@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from corral.monty.names import bound_names, free_names, imported_modules
+from corral.monty.names import awaited_callees, bound_names, free_names, imported_modules
 
 
 @pytest.mark.parametrize(
@@ -34,4 +34,12 @@ def test_names_an_earlier_feed_bound_are_not_free() -> None:
 
 
 def test_imported_modules_are_those_the_sandbox_lacks() -> None:
-    assert imported_modules('import tools\nimport json\nfrom pkg.sub import x\nfrom . import y\nimport os.path') == {'tools', 'pkg'}
+    code = 'import zeta\nimport json\nfrom pkg.sub import x\nfrom . import y\nimport os.path\ndef f():\n    import alpha, zeta\n'
+    assert imported_modules(code) == ['zeta', 'pkg', 'alpha']  # in the order the code names them
+    assert imported_modules('import (') == []
+
+
+def test_awaited_callees_are_named_as_called() -> None:
+    code = 'import asyncio\nfrom tools import second\nawait asyncio.gather(tools.first(), second())\ntools.third()\nawait m.a.fourth(1)'
+    assert awaited_callees(code) == {'gather', 'first', 'second', 'fourth'}
+    assert awaited_callees('x = (') == set()

@@ -12,7 +12,7 @@ import builtins
 
 from ..language.catalog import STDLIB_MODULES
 
-__all__ = ['Names', 'bound_names', 'free_names', 'imported_modules']
+__all__ = ['Names', 'awaited_callees', 'bound_names', 'free_names', 'imported_modules']
 
 _BUILTIN_NAMES = frozenset(dir(builtins))
 
@@ -99,19 +99,40 @@ def _bound(tree: ast.AST) -> set[str]:
     return names
 
 
-def imported_modules(code: str) -> set[str]:
-    """The top-level modules `code` imports (absolute imports) that are not the sandbox's own."""
+def imported_modules(code: str) -> list[str]:
+    """The top-level modules `code` imports (absolute imports) that are not the sandbox's own, in
+    the order the code names them first."""
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return []
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.extend(((node.lineno, node.col_offset, index), alias.name.split('.')[0]) for index, alias in enumerate(node.names))
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.append(((node.lineno, node.col_offset, 0), node.module.split('.')[0]))
+    names = dict.fromkeys(name for _, name in sorted(found))
+    return [name for name in names if name not in STDLIB_MODULES and name.isidentifier()]
+
+
+def awaited_callees(code: str) -> set[str]:
+    """The names by which `code` calls what it awaits or hands to asyncio's task functions: `f` for
+    `await f()` and `await m.f()` alike (a module's function the script awaits is async)."""
     try:
         tree = ast.parse(code)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return set()
+    parents = {id(child): node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
     names = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names.update(alias.name.split('.')[0] for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            names.add(node.module.split('.')[0])
-    return {name for name in names if name not in STDLIB_MODULES and name.isidentifier()}
+        if isinstance(node, ast.Call) and _awaited(node, parents):
+            func = node.func
+            if isinstance(func, ast.Attribute):
+                names.add(func.attr)
+            elif isinstance(func, ast.Name):
+                names.add(func.id)
+    return names
 
 
 def bound_names(code: str) -> set[str]:

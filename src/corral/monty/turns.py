@@ -42,7 +42,7 @@ from ..limits import Limits
 from ..typecheck import DIAGNOSTIC_FORMATS, format_diagnostics
 from . import monty_v1_pb2 as pb
 from .codec import ArenaError, ClientFunction, ClientModule, decode, encode, exception_from, exception_value
-from .names import bound_names, free_names, imported_modules
+from .names import awaited_callees, bound_names, free_names, imported_modules
 from .parent_os import ParentOs
 
 __all__ = ['Closed', 'Link', 'MontyChild', 'PROTOCOL_VERSIONS']
@@ -108,7 +108,7 @@ class MontyChild:
         self._next_call = 0
         self._futures: dict[int, asyncio.Future[Any]] = {}
         self._resolver: asyncio.Task[None] | None = None
-        self._imported: set[str] = set()  # modules the parent was asked for
+        self._awaited: set[str] = set()  # names by which the session's feeds call what they await
         self._stub_texts: dict[str, str | None] = {}  # the stubs of each module the parent was asked for
         self._printed: list[tuple[int, list[str]]] = []  # output not sent yet: (stream, texts)
         self._flush_timer: asyncio.TimerHandle | None = None
@@ -243,7 +243,7 @@ class MontyChild:
         the earlier feeds may have bound are kept): the turn ends with `Ok`."""
         self._session, self._config = session, config
         if not loaded:
-            self._bound, self._called, self._next_call, self._imported, self._stub_texts = set(), {}, 0, set(), {}
+            self._bound, self._called, self._next_call, self._awaited, self._stub_texts = set(), {}, 0, set(), {}
         ok = pb.ChildEvent(ok=pb.Ok())
         if not session.ephemeral:  # a stored session: the client names it to load it again
             ok.session_id = session.session_id.encode()
@@ -341,11 +341,13 @@ class MontyChild:
         if feed.cwd:
             session.chdir(feed.cwd)
         checked = self._config.type_check and not feed.skip_type_check
-        modules = sorted(imported_modules(feed.code) - self._imported)
-        if checked:  # each module's stubs are asked once, imported once the script runs
-            for name in modules:
-                if name not in self._stub_texts:
-                    self._stub_texts[name] = await self._stubs(session, name)
+        modules = imported_modules(feed.code)
+        self._awaited |= awaited_callees(feed.code)
+        if checked:  # each module's stubs are asked once, all at once, before the check
+            failed = await self._stubs(session, [name for name in modules if name not in self._stub_texts])
+            if failed is not None:  # the parent's module failed to load: the feed fails with that
+                self._ended(pb.ChildEvent(error=pb.Error(exception=failed)))
+                return
         if checked:  # before anything of the script reaches the parent, whose answer may be a type error
             try:
                 await session.check(feed.code)
@@ -355,14 +357,18 @@ class MontyChild:
             except SandboxError as error:
                 self._ended(pb.ChildEvent(error=pb.Error(exception=_raised(error))))
                 return
-        for module in modules:
+        for module in modules:  # asked at each feed that imports it: the parent's entry may have changed
             failed = await self._import(session, module, self._stub_texts.get(module))
             if failed is not None:  # the parent's module failed to load: its import raises that
                 self._ended(pb.ChildEvent(error=pb.Error(exception=failed)))
                 return
-        self._imported.update(modules)
-        called, read = free_names(feed.code, self._bound | set(inputs))
+        functions = {name: value for name, value in inputs.items() if isinstance(value, ClientFunction)}
+        for name in functions:  # a function of the parent's, given by value: its calls are the parent's
+            del inputs[name]
+        called, read = free_names(feed.code, self._bound | set(inputs) | set(functions))
         lookup: dict[str, Callable[..., Any]] = {}
+        for name, function in functions.items():
+            lookup[name] = self._function(function.name, asynchronous=name in self._awaited)
         for name in self._called.keys() - called:  # a function an earlier feed defined calls them
             lookup[name] = self._function(name, asynchronous=self._called[name])
         for name in called | set(stub_functions(self._config.type_check_stubs)):
@@ -398,17 +404,26 @@ class MontyChild:
         complete.complete.value = root
         self._ended(complete)
 
-    async def _stubs(self, session: Session, name: str) -> str | None:
-        """Ask the parent for the stubs of host module `name`, offered to the type check at once."""
+    async def _stubs(self, session: Session, names: list[str]) -> pb.RaisedException | None:
+        """Ask the parent for the stubs of host modules `names` (one ask, in the order the code
+        names them), each offered to the type check at once. Returns the error the parent raised
+        making them (a module's factory failed), else None."""
+        if not names:
+            return None
         try:
-            found = await self._os_call('import_stubs', pb.OsCall.ImportStubs(modules=[name]), default='import_stubs', call_id=_BEFORE_CHECK)
-        except (NameError, RuntimeError, ImportError):
-            return None
-        text = found.get(name) if isinstance(found, dict) else None
-        if not isinstance(text, str):
-            return None
-        session.add_external_module(name, ExternalModule({}, stubs=text))
-        return text
+            found = await self._os_call('import_stubs', pb.OsCall.ImportStubs(modules=names), default=None, call_id=_BEFORE_CHECK)
+        except (NameError, _NotHandled):  # the parent has no stubs to give
+            found = None
+        except _Interrupted:
+            raise
+        except Exception as error:  # noqa: BLE001 - the parent's own error, for the script
+            return exception_value(type(error).__name__, str(error), type(error).__module__)
+        for name in names:
+            text = found.get(name) if isinstance(found, dict) else None
+            self._stub_texts[name] = text if isinstance(text, str) else None
+            if isinstance(text, str):
+                session.add_external_module(name, ExternalModule({}, stubs=text))
+        return None
 
     async def _import(self, session: Session, name: str, text: str | None) -> pb.RaisedException | None:
         """Ask the parent for host module `name`; a module it has is offered to the session as an
@@ -425,7 +440,9 @@ class MontyChild:
         if not isinstance(value, ClientModule):
             return None
         functions = {
-            attr: self._function(item.name, asynchronous=False) for attr, item in value.attrs.items() if isinstance(item, ClientFunction)
+            attr: self._function(item.name, asynchronous=attr in self._awaited)
+            for attr, item in value.attrs.items()
+            if isinstance(item, ClientFunction)
         }
         values = {attr: item for attr, item in value.attrs.items() if not isinstance(item, (ClientFunction, ClientModule))}
         session.add_external_module(name, ExternalModule(functions, stubs=text, values=values))
