@@ -322,3 +322,16 @@ def test_forged_exception_data_from_the_parent_is_the_message_alone(child: Child
     answer = pb.ResumeCall(call_id=event.function_call.call_id, result=pb.ExtFunctionResult(error=raised))
     assert complete(child.ask(pb.ParentRequest(resume_call=answer))).str == '|'.join(expected)
     assert complete(child.feed('1 + 1')).int == 2
+
+
+@pytest.mark.parametrize(
+    ('exc_type', 'expected'),
+    [('TimeoutError', 'TimeoutError'), ('json.JSONDecodeError', 'json.JSONDecodeError'), ('not a name', 'RuntimeError')],
+)
+def test_abort_feed_ends_the_feed_where_the_script_cannot_catch_it(child: Child, exc_type: str, expected: str) -> None:
+    child.configure()
+    event = child.feed('n = 0\ntry:\n    f()\nexcept BaseException:\n    n = 1\nn')
+    assert event.WhichOneof('kind') == 'function_call'
+    abort = pb.AbortFeed(exception=pb.RaisedException(exc_type=exc_type, message='sleep limit exceeded: 625ms > 250ms'))
+    assert error_text(child.ask(pb.ParentRequest(abort_feed=abort))) == (expected, 'sleep limit exceeded: 625ms > 250ms')
+    assert complete(child.feed('n')).int == 0
