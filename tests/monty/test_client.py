@@ -8,6 +8,7 @@ import inspect
 import json
 import stat
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -354,6 +355,28 @@ def test_a_function_given_as_a_value_is_called_by_its_own_name(monty: pydantic_m
         with pytest.raises(pydantic_monty.MontyRuntimeError) as info:
             session.feed_run('f(1)', inputs={'f': double})
         assert str(info.value) == "NameError: name 'double' is not defined"
+
+
+def test_sleeps_are_the_parents_to_wait_count_and_cap(monty: pydantic_monty.Monty) -> None:
+    """System sleeps are waited by the parent, which counts them toward `max_total_sleep_secs` and
+    ends the feed past it, where the script cannot catch it; `call_host` sleeps are its handler's."""
+    code = 'import time\ntry:\n    time.sleep(0.125)\n    time.sleep(0.5)\nexcept BaseException:\n    pass'
+    with monty.checkout(limits={'max_total_sleep_secs': 0.25}) as session:
+        with pytest.raises(pydantic_monty.MontyRuntimeError) as info:
+            session.feed_run(code)
+        assert str(info.value) == 'TimeoutError: sleep limit exceeded: 625ms > 250ms'
+    waited: list[float] = []
+
+    class Recording(pydantic_monty.OSAccess):
+        def sleep(self, seconds: float) -> None:
+            waited.append(seconds)
+            super().sleep(seconds)
+
+    start = time.monotonic()
+    with monty.checkout(os_policy={'sleep': 'call_host'}) as session:
+        assert session.feed_run('import time\ntime.sleep(3600) is None', os=Recording(max_sleep=0.001)) is True
+    assert waited == [3600.0]
+    assert time.monotonic() - start < 5
 
 
 def test_a_function_an_earlier_feed_defined_calls_the_applications_function(monty: pydantic_monty.Monty) -> None:

@@ -3,7 +3,7 @@
 A locked-down worker cannot open a file or read the environment, and should not read the clock
 (a session replays deterministically from its journal). So `open()`, the `os` and `pathlib` file
 functions, `os.getenv`/`os.environ`, `datetime.datetime.now()`, `datetime.date.today()`,
-`time.time()` and the seed of `random` are *system calls*: host calls whose names start with
+`time.time()`, `time.sleep()` and the seed of `random` are *system calls*: host calls whose names start with
 `PREFIX` (a NUL, which no Python identifier contains, so no script or host function can name
 one). The host routes them to the session's `OsAccess` (see `corral.host.os_access`), which checks
 every path against its mounts, and answers with plain data:
@@ -38,6 +38,7 @@ __all__ = [
     'monotonic_ns',
     'now',
     'open',
+    'sleep',
     'session_seed',
 ]
 
@@ -59,6 +60,7 @@ SYSTEM_CALLS = {
     'os.environ': '',
     'clock.now': '',
     'clock.monotonic': '',
+    'clock.sleep': 'seconds (a float, finite and not negative)',
     'random.seed': '',
 }
 
@@ -164,6 +166,12 @@ def monotonic_ns() -> int:
     if type(value) is not int:
         raise RuntimeError('the host answered the monotonic clock with something other than an int')
     return value
+
+
+def sleep(seconds: float) -> None:
+    """Wait `seconds` (a float, finite and not negative): the host waits, so a session replayed
+    from its journal does not wait again."""
+    call('clock.sleep', seconds)
 
 
 def session_seed() -> int:

@@ -15,6 +15,9 @@ if TYPE_CHECKING:
 
 __all__ = ['ParentOs']
 
+#: The longest system sleep, in seconds, when the policy names no cap.
+_SYSTEM_SLEEP_CAP = 10.0
+
 
 class ParentOs(OsAccess):
     """The script's files, environment and clock, served by the parent through `OsCall`s."""
@@ -48,6 +51,20 @@ class ParentOs(OsAccess):
         else:
             instant = datetime.datetime.now(datetime.timezone.utc)
         return instant.astimezone(self._zone)
+
+    def sleep(self, seconds: float) -> None:
+        """The policy's sleep: none (`zero`), the parent's handler's (`call_host`), or the parent's
+        wait, cut at the policy's cap (`system`, 10 s unless it names one), which the parent counts
+        toward `max_total_sleep` (past it, it ends the feed with an `AbortFeed`)."""
+        mode = self._policy.sleep.WhichOneof('mode')
+        if mode == 'zero':
+            return
+        if mode == 'call_host':
+            self._child.os_call('sleep', pb.OsCall.Sleep(seconds=seconds), default='time.sleep')
+            return
+        system = self._policy.sleep.system
+        cap = system.max_micros / 1e6 if system.HasField('max_micros') else _SYSTEM_SLEEP_CAP
+        self._child.os_call('system_sleep', pb.OsCall.Sleep(seconds=min(seconds, cap)), default='time.sleep')
 
     def environ(self) -> dict[str, str]:
         value = self._child.os_call('get_environ', None, default='os.environ')

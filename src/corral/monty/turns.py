@@ -35,6 +35,7 @@ from ..errors import (
     SandboxTypingError,
     StubError,
 )
+from ..host.deferred import StopFeed
 from ..host.external import ExternalModule, stub_functions
 from ..host.pool import Pool
 from ..host.session import Session
@@ -561,17 +562,22 @@ class MontyChild:
         while (outcome := self._outcome(request, call_id, name)) is _AGAIN:
             request = await self._answer(('resume_call',))
         if isinstance(outcome, _Future):
-            future = asyncio.get_running_loop().create_future()
-            self._futures[call_id] = future
-            if self._resolver is None or self._resolver.done():
-                self._resolver = asyncio.ensure_future(self._resolve_when_waiting())
-            return future
+            return self._pending(call_id)
         return outcome
+
+    def _pending(self, call_id: int) -> asyncio.Future[Any]:
+        """The future of call `call_id`, which the parent answered with a future: resolved by a
+        `ResolveFutures` once the worker waits."""
+        future = asyncio.get_running_loop().create_future()
+        self._futures[call_id] = future
+        if self._resolver is None or self._resolver.done():
+            self._resolver = asyncio.ensure_future(self._resolve_when_waiting())
+        return future
 
     def _outcome(self, request: pb.ParentRequest, call_id: int, name: str) -> Any:
         """A call's answer: its value, `_Future()`, or `_AGAIN` (a wrong answer, refused); raises its error."""
         if request.WhichOneof('kind') == 'abort_feed':
-            raise _exception(request.abort_feed.exception)
+            raise _stop_feed(request.abort_feed.exception)
         answer = request.resume_call
         if answer.call_id != call_id:
             self._error('ValueError', f'ResumeCall answers call {answer.call_id}, but the child waits for call {call_id}')
@@ -617,7 +623,7 @@ class MontyChild:
             self._error('ValueError', f'ResumeFutures answers call {forged[0]}, which is not pending; pending: {pending}')
             request = await self._answer(('resume_futures',))
         if request.WhichOneof('kind') == 'abort_feed':
-            error = _exception(request.abort_feed.exception)
+            error = _stop_feed(request.abort_feed.exception)
             for call_id in pending:
                 future = self._futures.pop(call_id, None)
                 if future is not None and not future.done():
@@ -681,8 +687,8 @@ class MontyChild:
                 if default is None:
                     raise
                 raise _default_error(default, argument) from None
-            if isinstance(outcome, _Future):
-                raise RuntimeError(f'a future cannot answer {call}')
+            if isinstance(outcome, _Future):  # resolved once the worker waits on the call
+                return await self._pending(call_id)
             if outcome is not _AGAIN:
                 return outcome
             request = await self._answer(('resume_call',))
@@ -707,6 +713,16 @@ def _default_error(default: str, argument: Any) -> Exception:
     if default == 'path':
         return PermissionError(13, 'Permission denied', argument if isinstance(argument, str) else getattr(argument, 'path', None))
     return RuntimeError(f'{default!r} is not supported in this environment')
+
+
+def _stop_feed(raised: pb.RaisedException) -> StopFeed:
+    """The uncatchable end of the feed an `AbortFeed` asks for, with its exception (a name that is
+    none is a RuntimeError)."""
+    message = raised.message if raised.HasField('message') else ''
+    try:
+        return StopFeed(raised.exc_type, message)
+    except ValueError:
+        return StopFeed('RuntimeError', message)
 
 
 def _exception(raised: pb.RaisedException) -> BaseException:

@@ -245,7 +245,7 @@ class Worker:
         self._asking = False
         self._clock += seconds
         if not ok and value[0] == STOP:
-            raise self._stop(value[1][0])
+            raise self._stop(*value[1])
         if call_id is not None:
             future = self._futures.pop(call_id, None)
             if future is not None and not future.cancelled():  # None: a call of a task that was cancelled
@@ -296,10 +296,13 @@ class Worker:
         if message[0] != REPLY or len(message) != 4 or message[1] != call_id:
             raise ProtocolError('unexpected message from the host during a call')
         _, _, ok, value = message
+        if not ok and value[0] == STOP:
+            raise self._stop(*value[1])
+        if self._pending_stop is not None:  # a time limit passed while the host answered: the script stops at the call
+            limit, self._pending_stop = self._pending_stop, None
+            raise self._stop(limit)
         if ok:
             return value
-        if value[0] == STOP:
-            raise self._stop(value[1][0])
         raise _host_exception(value)
 
     def _host_function(self, name: str, is_async: bool) -> Any:
@@ -533,11 +536,12 @@ class Worker:
         limits = self._limits
         measure(value, items=limits.get('value_items'), size=limits.get('value_size'), subject=subject, crossing='leave the sandbox')
 
-    def _stop(self, limit: str, frame: types.FrameType | None = None) -> SandboxStop:
+    def _stop(self, limit: str, *error: str, frame: types.FrameType | None = None) -> SandboxStop:
         """A stop for `limit`, to raise in the script (`frame` is where, if known): remembered as
         this feed's own (see `_failure`), and due from now on (see `stop.py`); the stop
-        timer ticks every `stop.REPEAT_SECONDS` until the feed ends, to trace the script again."""
-        stop = SandboxStop(limit)
+        timer ticks every `stop.REPEAT_SECONDS` until the feed ends, to trace the script again.
+        `limit` 'stopped': the host stopped the feed with `error` (its exc_type and message)."""
+        stop = SandboxStop(limit, *error)
         self._stops.append(stop)
         stopping.enforce(stop, frame if frame is not None else sys._getframe(1), self._script_files)
         signal.setitimer(signal.ITIMER_REAL, stopping.REPEAT_SECONDS, stopping.REPEAT_SECONDS)
@@ -557,8 +561,11 @@ class Worker:
         if limit is None:
             message, display = _escaped(_message(error)), _escaped(self._format_traceback(error))
             return [FAIL, 'runtime', _escaped(type(error).__name__), message, display, _detail(error)]
-        exc_type, template = _LIMIT_MESSAGES[limit]
-        message = template.format(amount(limit, self._limits.get(limit)))
+        if limit == 'stopped':  # the host's own error (StopFeed)
+            exc_type, message = _escaped(stop.args[1]), _escaped(stop.args[2])
+        else:
+            exc_type, template = _LIMIT_MESSAGES[limit]
+            message = template.format(amount(limit, self._limits.get(limit)))
         if stop is not None:  # its traceback is where it was last raised; what it was raised over is noise
             stop.__cause__ = stop.__context__ = None
         frames = self._format_traceback(stop if stop is not None else error).splitlines()
@@ -567,6 +574,8 @@ class Worker:
         display = '\n'.join([*frames, f'{exc_type}: {message}'])
         if limit == 'recursion':  # CPython's words, and the limit in a note below them, as `add_note` shows one
             display += f"\nthe sandbox's recursion limit is {amount(limit, self._limits.get(limit))} (Limits.recursion); write deep recursion as a loop"
+        if limit == 'stopped':
+            return [FAIL, 'runtime', exc_type, message, display, None]
         return [FAIL, 'limit', limit, message, display, None]
 
     def _on_stop_signal(self, signum: int, frame: types.FrameType | None) -> None:
@@ -584,7 +593,7 @@ class Worker:
             signal.setitimer(signal.ITIMER_REAL, _STOP_RETRY)
             return
         self._pending_stop = None
-        raise self._stop(limit, frame)
+        raise self._stop(limit, frame=frame)
 
     def _in_script(self, frame: types.FrameType | None) -> bool:
         """Whether `frame` is the script's, or code the script called (not the worker's or asyncio's

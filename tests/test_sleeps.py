@@ -1,0 +1,93 @@
+"""`time.sleep` waits in the host, through the session's `OsAccess.sleep`: an application caps,
+skips or counts the script's sleeps, and a session replayed from its journal does not wait again."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+import corral
+from corral import Limits, OsAccess, SandboxLimitError, SandboxRuntimeError, StopFeed
+
+
+class Recorded(OsAccess):
+    """Sleeps recorded and not waited; past `budget` seconds in all, the feed ends."""
+
+    def __init__(self, budget: float = 60.0) -> None:
+        super().__init__()
+        self.asked: list[float] = []
+        self.budget = budget
+
+    def sleep(self, seconds: float) -> None:
+        self.asked.append(seconds)
+        if sum(self.asked) > self.budget:
+            raise StopFeed('TimeoutError', f'sleep limit exceeded: {sum(self.asked)} s > {self.budget} s')
+
+
+async def test_a_sleep_waits_in_the_host(session) -> None:
+    start = time.monotonic()
+    waited = await session.feed_run('import time\nt = time.monotonic()\ntime.sleep(0.2)\ntime.monotonic() - t')
+    assert 0.2 <= waited < 5
+    assert time.monotonic() - start >= 0.2
+
+
+async def test_an_os_access_sees_each_sleep_and_may_skip_or_stop_it(pool) -> None:
+    access = Recorded(budget=10_000)
+    async with pool.checkout(os_access=access) as session:
+        start = time.monotonic()
+        assert await session.feed_run('import time\n[time.sleep(3600), time.sleep(2), time.sleep(0.5)]') == [None, None, None]
+        assert access.asked == [3600.0, 2.0, 0.5]
+        assert time.monotonic() - start < 5
+    access = Recorded(budget=0.25)
+    async with pool.checkout(os_access=access) as session:
+        with pytest.raises(SandboxRuntimeError) as info:
+            await session.feed_run('import time\nfor _ in range(3):\n    try:\n        time.sleep(0.125)\n    except BaseException:\n        pass')
+        assert str(info.value).splitlines()[-1] == 'TimeoutError: sleep limit exceeded: 0.375 s > 0.25 s'
+        assert access.asked == [0.125, 0.125, 0.125]
+
+
+@pytest.mark.parametrize(
+    ('argument', 'error'),
+    [
+        ('-1', 'ValueError: sleep length must be non-negative'),
+        ('float("nan")', 'ValueError: Invalid value NaN (not a number)'),
+        ('"1"', "TypeError: 'str' object cannot be interpreted as an integer"),
+        ('1e20', 'OverflowError: timestamp out of range for platform time_t'),
+        ('10**20', 'OverflowError: timestamp too large to convert to C _PyTime_t'),
+    ],
+)
+async def test_a_length_cpython_refuses_is_refused_as_cpython_does(pool, argument: str, error: str) -> None:
+    access = Recorded()
+    async with pool.checkout(os_access=access) as session:
+        with pytest.raises(SandboxRuntimeError) as info:
+            await session.feed_run(f'import time\ntime.sleep({argument})')
+        assert str(info.value).splitlines()[-1] == error
+        assert access.asked == []
+        assert await session.feed_run('time.sleep(True)') is None  # an int (a bool too) is a length
+        assert access.asked == [1.0]
+
+
+@pytest.mark.slow
+async def test_the_wall_time_cuts_a_sleep_the_script_cannot_catch(pool) -> None:
+    async with pool.checkout(limits=Limits(wall_time=1)) as session:
+        start = time.monotonic()
+        with pytest.raises(SandboxLimitError) as info:
+            await session.feed_run('import time\ntry:\n    time.sleep(30)\nexcept BaseException:\n    pass\n1')
+        assert info.value.limit == 'wall_time'
+        assert time.monotonic() - start < 5
+        assert await session.feed_run('2') == 2  # the worker stopped the script: the session goes on
+
+
+@pytest.mark.slow
+async def test_a_replayed_session_does_not_sleep_again(tmp_path) -> None:
+    store = corral.SQLiteStore(tmp_path / 'sessions.db')
+    async with corral.Pool(store=store) as pool:
+        async with pool.checkout(ephemeral=False) as session:
+            assert await session.feed_run('import time\ntime.sleep(1.5)\nx = 1') is None
+            session_id = session.session_id
+    async with corral.Pool(store=store) as pool:  # no checkpoint: the journal is replayed
+        start = time.monotonic()
+        async with pool.checkout(session_id=session_id) as session:
+            assert await session.feed_run('x') == 1
+        assert time.monotonic() - start < 1.5
