@@ -411,6 +411,21 @@ def test_gathered_async_calls(binary: Path) -> None:
     assert asyncio.run(main()) == [2, 3]
 
 
+def test_a_call_awaited_right_there_is_one_suspension(binary: Path) -> None:
+    """The parent may await an eager call and answer it at once (ResumeFutures for its id), so two
+    awaited calls fit a budget of two suspensions; gathered calls stay concurrent."""
+
+    async def fetch() -> list[int]:
+        return [21]
+
+    async def main() -> object:
+        async with pydantic_monty.AsyncMonty(binary_path=binary) as pool:
+            async with pool.checkout(limits={'max_suspensions': 2}) as session:
+                return await session.feed_run('a = await fetch()\nb = await fetch()\na[0] + b[0]', external_lookup={'fetch': fetch})
+
+    assert asyncio.run(main()) == 42
+
+
 def test_environment_and_files_are_the_applications(monty: pydantic_monty.Monty, tmp_path: Path) -> None:
     (tmp_path / 'notes.txt').write_text('hello')
     with monty.checkout() as session:

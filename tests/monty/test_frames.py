@@ -335,3 +335,12 @@ def test_abort_feed_ends_the_feed_where_the_script_cannot_catch_it(child: Child,
     abort = pb.AbortFeed(exception=pb.RaisedException(exc_type=exc_type, message='sleep limit exceeded: 625ms > 250ms'))
     assert error_text(child.ask(pb.ParentRequest(abort_feed=abort))) == (expected, 'sleep limit exceeded: 625ms > 250ms')
     assert complete(child.feed('n')).int == 0
+
+
+def test_a_feeds_working_folder_rides_in_a_dump(child: Child) -> None:
+    child.configure()
+    assert complete(child.feed('import os\nos.getcwd()', cwd='/data/in')).str == '/data/in'
+    state = child.ask(pb.ParentRequest(dump=pb.Dump())).dump_result.state
+    assert child.ask(pb.ParentRequest(reset=pb.Reset())).WhichOneof('kind') == 'ok'
+    assert child.ask(pb.ParentRequest(load=pb.Load(state=state))).WhichOneof('kind') == 'ok'
+    assert complete(child.feed('os.getcwd()')).str == '/data/in'  # a feed naming no folder keeps the session's

@@ -129,7 +129,7 @@ class OsAccess:
     `stat`, `read_file`, `write_file`, `list_dir`, `make_dir`, `remove`, `remove_dir`, `rename`;
     paths arrive absolute and normalized. Raise `FileNotFoundError`, `PermissionError` ... as the
     script should see them. Override `getenv`/`environ` or `now` for a dynamic environment or clock,
-    `sleep` for the script's sleeps.
+    `sleep` (and `async_sleep`) for the script's sleeps.
     A subclass whose methods wait on the event loop (answers asked of a remote caller) sets
     `threaded = True`: the session then calls them in a thread, never on the loop.
     """
@@ -179,6 +179,11 @@ class OsAccess:
         block (the calls of a `threaded` OsAccess run in a thread), raise the error the script
         should see, or end the feed (`StopFeed`, a budget of sleeps spent)."""
         return asyncio.sleep(seconds)
+
+    def async_sleep(self, seconds: float) -> Awaitable[None] | None:
+        """The script's `asyncio.sleep(seconds)` (`seconds` positive; the script's other tasks run
+        meanwhile): as `sleep`, which it calls unless overridden."""
+        return self.sleep(seconds)
 
     # ----- environment ---------------------------------------------------------------------------
 
@@ -509,6 +514,7 @@ class SystemCalls:
             'clock.now': self._now,
             'clock.monotonic': time.monotonic_ns,
             'clock.sleep': self._sleep,
+            'clock.async_sleep': self._async_sleep,
             'random.seed': self._seed,
         }
 
@@ -829,6 +835,11 @@ class SystemCalls:
         if type(seconds) is not float or not 0.0 <= seconds <= _MAX_SLEEP:
             raise TypeError(f'a sleep length must be a finite float, not negative, not {seconds!r}')
         return self.os_access.sleep(seconds)
+
+    def _async_sleep(self, seconds: Any) -> Awaitable[None] | None:
+        if type(seconds) is not float or not 0.0 < seconds <= _MAX_SLEEP:
+            raise TypeError(f'a sleep length must be a finite float, positive, not {seconds!r}')
+        return self.os_access.async_sleep(seconds)
 
     def _seed(self) -> int:
         return self.seed

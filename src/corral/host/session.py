@@ -752,7 +752,7 @@ class Session:
         if self._quota is not None:
             worker_limits['max_state_bytes'] = self._quota
         payload = pack([FEED, code, self.script_name, functions, modules, worker_limits], side='host')
-        record = FeedRecord(payload, code, self._next_call)
+        record = FeedRecord(payload, code, self._next_call, cwd=self._system.cwd)
         if self._over(feed_size(record), self._room):
             raise SandboxLimitError(
                 f"OverflowError: the session's stored state would grow past the max_state_bytes limit of {self._quota} bytes "
@@ -991,7 +991,7 @@ class Session:
     # ----- host calls ----------------------------------------------------------------------------
 
     def _on_call(self, call_id: int, name: str, args: list[Any], kwargs: dict[str, Any]) -> None:
-        sync = name.startswith(SYSTEM_PREFIX) or not self._asyncs.get(name, False)
+        sync = name != _ASYNC_SLEEP if name.startswith(SYSTEM_PREFIX) else not self._asyncs.get(name, False)
         if sync:
             self._blocked = call_id
         record = self._record
@@ -1431,6 +1431,9 @@ class Session:
                 checkpoint.worker.kill()
             raise
         self._system.seed = state.seed
+        cwd = next((record.cwd for record in reversed(state.feeds) if record.cwd), None)
+        if cwd is not None:  # the next feed starts where the last one ran
+            self._system.chdir(cwd)
         self.script_name = state.script_name
         self._answered = (list(state.answered), 'the feed that took them went on and did not end (a limit or a dead worker stopped it, or its host stopped)')
         if checkpoint is not None:
@@ -1457,7 +1460,7 @@ class Session:
                 raise SandboxStateError(f'the session state is malformed ({error})') from None
             self._replay, self._replaying, self._replay_final = deque(recorded.inputs), recorded, final
             self._print = _discard_output
-            record = FeedRecord(recorded.feed, code, self._next_call)
+            record = FeedRecord(recorded.feed, code, self._next_call, cwd=recorded.cwd)
             try:
                 await self._settle(self._run_feed(record, functions, modules, replay=replay))
                 outcome = FEED_DONE
@@ -1654,6 +1657,8 @@ class _LargeResult(Exception):
 
 #: The first character of a system call's name (`corral.language.hostio.PREFIX`).
 SYSTEM_PREFIX = '\x00'
+#: The one system call the worker awaits (the others block it): `asyncio.sleep`'s.
+_ASYNC_SLEEP = SYSTEM_PREFIX + 'clock.async_sleep'
 
 
 def _system_calls(os_access: OsAccess | None, mounts: Mount | Sequence[Mount] | None, seed: int | None) -> SystemCalls:

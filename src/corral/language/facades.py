@@ -1044,7 +1044,17 @@ def top_level_run(main: Any, *, debug: bool | None = None) -> Any:
     return main
 
 
-run.__module__ = top_level_run.__module__ = 'asyncio'
+async def async_sleep(delay: Any, result: Any = None) -> Any:
+    """`asyncio.sleep(delay, result)`: a positive delay waits in the host (see `hostio.sleep_async`)
+    while the script's other tasks run; 0 or less is CPython's bare yield, NaN CPython's own."""
+    if delay <= 0 or delay != delay:
+        return await _asyncio.sleep(delay, result)
+    await hostio.sleep_async(min(float(delay), _MAX_SLEEP))
+    return result
+
+
+async_sleep.__name__ = async_sleep.__qualname__ = 'sleep'
+async_sleep.__module__ = run.__module__ = top_level_run.__module__ = 'asyncio'
 top_level_run.__name__ = top_level_run.__qualname__ = 'run'
 
 

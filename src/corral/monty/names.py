@@ -18,9 +18,12 @@ _BUILTIN_NAMES = frozenset(dir(builtins))
 
 
 class Names(set[str]):
-    """Free names a script calls; `awaited`: those whose calls it awaits or hands on (gather)."""
+    """Free names a script calls; `awaited`: those whose calls it awaits or hands on (gather);
+    `eager`: those whose every call it awaits right there (`await f()`) in a script that runs no
+    other task (it calls none of asyncio's task functions), so nothing else could run meanwhile."""
 
     awaited: set[str]
+    eager: set[str]
 
 
 def free_names(code: str, known: set[str]) -> tuple[Names, set[str]]:
@@ -31,7 +34,8 @@ def free_names(code: str, known: set[str]) -> tuple[Names, set[str]]:
     that is: the parent's function is then async (its answer may be a future).
     """
     called, read = Names(), set()
-    called.awaited = set()
+    called.awaited, called.eager = set(), set()
+    not_eager = set()
     try:
         tree = ast.parse(code)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
@@ -51,12 +55,16 @@ def free_names(code: str, known: set[str]) -> tuple[Names, set[str]]:
         if isinstance(parent, ast.Call) and parent.func is node:
             called.add(node.id)
             holder = parents.get(id(parent))
+            (called.eager if isinstance(holder, ast.Await) else not_eager).add(node.id)
             if _awaited(parent, parents) or (
                 isinstance(holder, ast.Assign) and any(isinstance(t, ast.Name) and t.id in awaited_variables for t in holder.targets)
             ):
                 called.awaited.add(node.id)
         else:
             read.add(node.id)
+    called.eager -= not_eager
+    if any(isinstance(node, ast.Call) and _callee(node) in _TASK_FUNCTIONS | {'TaskGroup'} for node in ast.walk(tree)):
+        called.eager = set()
     return called, read
 
 
@@ -73,10 +81,14 @@ def _awaited(node: ast.AST, parents: dict[int, ast.AST]) -> bool:
     if isinstance(holder, ast.Await):
         return True
     if isinstance(holder, ast.Call) and node is not holder.func:
-        func = holder.func
-        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
-        return name in _TASK_FUNCTIONS
+        return _callee(holder) in _TASK_FUNCTIONS
     return False
+
+
+def _callee(call: ast.Call) -> str | None:
+    """The name a call calls by: `f` for `f()` and `m.f()`."""
+    func = call.func
+    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
 
 
 def _bound(tree: ast.AST) -> set[str]:
@@ -126,12 +138,8 @@ def awaited_callees(code: str) -> set[str]:
     parents = {id(child): node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
     names = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and _awaited(node, parents):
-            func = node.func
-            if isinstance(func, ast.Attribute):
-                names.add(func.attr)
-            elif isinstance(func, ast.Name):
-                names.add(func.id)
+        if isinstance(node, ast.Call) and _awaited(node, parents) and (name := _callee(node)) is not None:
+            names.add(name)
     return names
 
 

@@ -373,7 +373,7 @@ class MontyChild:
         for name in self._called.keys() - called:  # a function an earlier feed defined calls them
             lookup[name] = self._function(name, asynchronous=self._called[name])
         for name in called | set(stub_functions(self._config.type_check_stubs)):
-            lookup[name] = self._function(name, asynchronous=name in called.awaited)
+            lookup[name] = self._function(name, asynchronous=name in called.awaited, eager=name in called.eager)
         self._called.update({name: name in called.awaited or self._called.get(name, False) for name in called})
         for name in sorted(read - called):
             answer = await self._lookup_name(name)
@@ -524,12 +524,13 @@ class MontyChild:
                 return answer.error
             return None
 
-    def _function(self, name: str, *, asynchronous: bool) -> Callable[..., Any]:
-        """A host function calling the parent's function `name` (async when the script awaits it)."""
+    def _function(self, name: str, *, asynchronous: bool, eager: bool = False) -> Callable[..., Any]:
+        """A host function calling the parent's function `name` (async when the script awaits it;
+        `eager` when it awaits each call right there: the parent may then await it and answer)."""
         if asynchronous:
 
             async def call_async(*args: Any, **kwargs: Any) -> Any:
-                result = await self._call(name, args, kwargs)
+                result = await self._call(name, args, kwargs, eager=eager)
                 return await result if isinstance(result, asyncio.Future) else result
 
             return call_async
@@ -546,21 +547,22 @@ class MontyChild:
 
         return call
 
-    async def _call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    async def _call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any], *, eager: bool = False) -> Any:
         if self._interrupt is not None:
             raise _Interrupted('the feed is being ended')
         call_id = self._next_call
         self._next_call += 1
         event = pb.ChildEvent()
         call = event.function_call
-        call.function_name, call.call_id = name, call_id
+        call.function_name, call.call_id, call.allow_eager_await = name, call_id, eager
         roots = encode([*args, *kwargs.values()], call.values)
         call.args.extend(roots[: len(args)])
         keys = encode(list(kwargs), call.values) if kwargs else []
         call.kwargs.extend(pb.NodePair(key=key, value=value) for key, value in zip(keys, roots[len(args):]))
-        request = await self._suspend(event, ('resume_call',))
+        answers = ('resume_call', 'resume_futures') if eager else ('resume_call',)  # eager: the parent's awaited answer
+        request = await self._suspend(event, answers)
         while (outcome := self._outcome(request, call_id, name)) is _AGAIN:
-            request = await self._answer(('resume_call',))
+            request = await self._answer(answers)
         if isinstance(outcome, _Future):
             return self._pending(call_id)
         return outcome
@@ -578,6 +580,13 @@ class MontyChild:
         """A call's answer: its value, `_Future()`, or `_AGAIN` (a wrong answer, refused); raises its error."""
         if request.WhichOneof('kind') == 'abort_feed':
             raise _stop_feed(request.abort_feed.exception)
+        if request.WhichOneof('kind') == 'resume_futures':  # the parent awaited the call, as it may for an eager one
+            futures = request.resume_futures
+            found = [result for result in futures.results if result.call_id == call_id]
+            if len(futures.results) != 1 or not found:
+                self._error('ValueError', f'ResumeFutures answers calls {[result.call_id for result in futures.results]}, but the child waits for call {call_id}')
+                return _AGAIN
+            return self._result(found[0].result, futures.values, name)
         answer = request.resume_call
         if answer.call_id != call_id:
             self._error('ValueError', f'ResumeCall answers call {answer.call_id}, but the child waits for call {call_id}')

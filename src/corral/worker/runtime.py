@@ -136,7 +136,7 @@ class Worker:
         self._script_name = 'main.py'
         self._modules: dict[str, types.ModuleType] = {}
         self._host_names: set[str] = set()
-        hostio.install(self._call_sync)  # files, environment, clock and seed, through the host
+        hostio.install(self._call_sync, self._call_async)  # files, environment, clock, sleeps and seed, through the host
         if guarded:
             logs.install()  # logging and warnings write to the script's stderr, timed by the host's clock
             self._builtins = make_builtins(print=self._print, import_=self._import)
