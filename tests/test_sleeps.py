@@ -10,6 +10,7 @@ import pytest
 
 import corral
 from corral import Limits, OsAccess, SandboxLimitError, SandboxRuntimeError, StopFeed
+from corral.host.os_access import SystemCalls
 
 
 class Recorded(OsAccess):
@@ -127,3 +128,17 @@ async def test_an_async_sleep_waits_as_a_sleep_unless_overridden(pool) -> None:
     async with pool.checkout(os_access=access) as session:
         assert await session.feed_run('import asyncio\nasyncio.run(asyncio.sleep(3600, "woken"))') == 'woken'
         assert access.asked == [3600.0]
+
+
+@pytest.mark.parametrize(
+    ('call', 'seconds'),
+    [('clock.sleep', -1.0), ('clock.sleep', float('inf')), ('clock.sleep', float('nan')), ('clock.sleep', 1), ('clock.sleep', '1'),
+     ('clock.async_sleep', 0.0), ('clock.async_sleep', 1e300)],
+)
+def test_a_worker_asking_for_a_sleep_no_script_can_ask_for_is_refused(call: str, seconds: object) -> None:
+    """The worker's requests are untrusted: a sleep length the sandbox's own checks let through is
+    a finite float, not negative (an async one positive), at most CPython's longest."""
+    access = Recorded()
+    system = SystemCalls(access, [], seed=1)
+    assert system.call(call, [seconds]) == [False, ['TypeError', None, f'{call}: a sleep length must be a finite float, {"not negative" if call == "clock.sleep" else "positive"}, not {seconds!r}', None, None]]
+    assert access.asked == []

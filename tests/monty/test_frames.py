@@ -344,3 +344,20 @@ def test_a_feeds_working_folder_rides_in_a_dump(child: Child) -> None:
     assert child.ask(pb.ParentRequest(reset=pb.Reset())).WhichOneof('kind') == 'ok'
     assert child.ask(pb.ParentRequest(load=pb.Load(state=state))).WhichOneof('kind') == 'ok'
     assert complete(child.feed('os.getcwd()')).str == '/data/in'  # a feed naming no folder keeps the session's
+
+
+def test_an_eager_calls_awaited_answer_must_name_that_call_alone(child: Child) -> None:
+    child.configure()
+    call = child.feed('(await f(1)) * 2').function_call
+    assert (call.call_id, call.allow_eager_await) == (0, True)
+    values = pb.Arena(nodes=[pb.MontyNode(int=4)])
+
+    def futures(*ids: int) -> pb.ParentRequest:
+        results = [pb.FutureResult(call_id=i, result=pb.ExtFunctionResult(return_value=0)) for i in ids]
+        return pb.ParentRequest(resume_futures=pb.ResumeFutures(results=results, values=values))
+
+    assert error_text(child.ask(futures(7))) == ('ValueError', 'ResumeFutures answers calls [7], but the child waits for call 0')
+    assert error_text(child.ask(futures(0, 1))) == ('ValueError', 'ResumeFutures answers calls [0, 1], but the child waits for call 0')
+    assert complete(child.ask(futures(0))).int == 8
+    gathered = child.feed('import asyncio\n(await asyncio.gather(f(1)))[0]').function_call
+    assert gathered.allow_eager_await is False  # another task could run: the parent answers it later
