@@ -3,6 +3,7 @@ cannot catch (a host's own budget ran out), and the session goes on."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 
 import pytest
@@ -87,3 +88,33 @@ def test_an_exc_type_that_is_no_exception_name_is_refused(exc_type: object) -> N
     with pytest.raises(ValueError) as info:
         StopFeed(exc_type, 'm')  # type: ignore[arg-type]
     assert str(info.value) == f'StopFeed exc_type must be an exception name such as RuntimeError, not {exc_type!r}'
+
+
+@pytest.mark.parametrize(
+    ('limits', 'second', 'last_line'),
+    [
+        (corral.Limits(), 'stop(2)', 'TimeoutError: the sleeps passed their budget'),
+        (corral.Limits(host_calls=1), 'slow(2)', 'RuntimeError: the script made more than the host_calls limit of 1 host call'),
+        (corral.Limits(wall_time=0.5), 'asyncio.sleep(5)', 'TimeoutError: the script ran past the wall_time limit of 0.5 seconds'),
+    ],
+    ids=['StopFeed', 'host_calls', 'wall_time'],
+)
+async def test_a_stop_in_a_gather_the_script_wraps_leaves_nothing_on_its_stderr(pool, limits, second: str, last_line: str) -> None:
+    """A stop raised while the feed's task waits in the event loop ends the feed once: asyncio does
+    not print the feed task's exception to the script's stderr ("never retrieved")."""
+
+    async def slow(x: int) -> int:
+        await asyncio.sleep(0.05)
+        return x
+
+    async def stop(x: int) -> int:
+        raise StopFeed('TimeoutError', 'the sleeps passed their budget')
+
+    printed: list[tuple[str, str]] = []
+    code = f'import asyncio\ntry:\n    r = await asyncio.gather(slow(1), {second}, return_exceptions=True)\nexcept BaseException as e:\n    r = e\nr'
+    async with pool.checkout(limits=limits) as session:
+        with pytest.raises((SandboxRuntimeError, corral.SandboxLimitError)) as info:
+            await session.feed_run(code, external_lookup={'slow': slow, 'stop': stop}, print_callback=lambda stream, text: printed.append((stream, text)))
+        assert str(info.value).splitlines()[-1] == last_line
+        assert printed == []
+        assert await session.feed_run('1 + 1') == 2

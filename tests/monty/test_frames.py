@@ -361,3 +361,16 @@ def test_an_eager_calls_awaited_answer_must_name_that_call_alone(child: Child) -
     assert complete(child.ask(futures(0))).int == 8
     gathered = child.feed('import asyncio\n(await asyncio.gather(f(1)))[0]').function_call
     assert gathered.allow_eager_await is False  # another task could run: the parent answers it later
+
+
+def test_abort_feed_while_gathered_calls_wait_on_their_futures(child: Child) -> None:
+    child.configure()
+    code = 'import asyncio\ntry:\n    r = await asyncio.gather(f(), g(), return_exceptions=True)\nexcept BaseException as e:\n    r = e\nr'
+    assert child.feed(code).function_call.function_name == 'f'
+    future = pb.ExtFunctionResult(future=0)
+    assert child.ask(pb.ParentRequest(resume_call=pb.ResumeCall(call_id=0, result=future))).function_call.function_name == 'g'
+    event = child.ask(pb.ParentRequest(resume_call=pb.ResumeCall(call_id=1, result=future)))
+    assert list(event.resolve_futures.pending_call_ids) == [0, 1]
+    abort = pb.AbortFeed(exception=pb.RaisedException(exc_type='RuntimeError', message='suspension limit 3 exceeded'))
+    assert error_text(child.ask(pb.ParentRequest(abort_feed=abort))) == ('RuntimeError', 'suspension limit 3 exceeded')
+    assert complete(child.feed('2')).int == 2

@@ -230,7 +230,7 @@ class Session:
         self._input_room = 0 if self._quota is None else self._room - min(_HEADROOM, self._quota // 16)  # for what comes in
         self._fixed_bytes = ENVELOPE_BYTES + 1024 + len(script_name) + sum(len(path) + len(mode) + 16 for path, mode in self._system.mounts())
         self._journal_bytes = 0
-        self._stopping = False  # a stop for max_state_bytes went to the worker in this feed
+        self._stopping = False  # a stop (max_state_bytes, a StopFeed) went to the worker in this feed
         if self._quota is not None:
             self._system.room = self._overlay_room
         self._cpu_seconds = 0.0  # the worker's CPU at the last reading (cpu_seconds)
@@ -1109,6 +1109,9 @@ class Session:
         span.set_status(trace.Status(trace.StatusCode.ERROR, type(error).__name__))
         span.end()
         if isinstance(error, StopFeed):  # the feed ends at the call, with the host's error
+            if self._stopping and not sync:  # a stop went to the worker already: the feed is ending
+                return
+            self._stopping = True
             head = [REPLY, call_id] if sync else [WAKE, 0.0, call_id]
             self._send_answer(call_id, pack([*head, False, [STOP, ['stopped', error.exc_type, error.message]]], side='host'), sync)
             return

@@ -477,9 +477,11 @@ class Worker:
             signal.setitimer(signal.ITIMER_REAL, wall_time)
         failure: BaseException | None = None
         value: Any = None
+        feed_task: asyncio.Task[Any] | None = None
         try:
             if script.is_async or script.imports_asyncio or 'asyncio' in self._globals:
-                value = self._loop.run_until_complete(_FeedTask(self._run_async(script), loop=self._loop))
+                feed_task = _FeedTask(self._run_async(script), loop=self._loop)
+                value = self._loop.run_until_complete(feed_task)
             else:  # plain code: no event loop to go round
                 value = self._run(script)
         except BaseException as error:  # the script's own exception, whatever its type
@@ -493,6 +495,10 @@ class Worker:
             # the feed ends with the limit
             failure, value = self._stops[0], None
         self._end_leftover_tasks()
+        if feed_task is not None and feed_task.done() and not feed_task.cancelled():
+            # a stop raised in the event loop left the feed's task to end with it later: its
+            # exception is the feed's failure already, not one for asyncio to print to stderr
+            feed_task.exception()
         self._end_cut_output()
         shown = take_shown()
         data: bytes | None = None
