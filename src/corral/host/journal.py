@@ -99,8 +99,7 @@ class FeedRecord:
     from `first_call`. `trace` is a digest of the worker's requests (each CALL's name, each WAIT), a
     replay's check that it took the same path. `outcome`: 'done', 'failed' (the script raised, or a
     limit a replay reaches at the same point stopped it), 'stopped' (a time limit or a dead worker
-    cut it at a point no replay reproduces), or 'open' (running, or paused). `cwd`: the working
-    folder the feed ran in ('' in a record written before records kept it).
+    cut it at a point no replay reproduces), or 'open' (running, or paused).
     """
 
     feed: bytes
@@ -111,27 +110,21 @@ class FeedRecord:
     trace: bytes = b''
     outcome: str = OPEN
     why: str = ''
-    cwd: str = ''
 
     def to_plain(self) -> list[Any]:
-        return [self.feed, self.code, self.first_call, self.inputs, self.calls, self.trace, self.outcome, self.cwd]
+        return [self.feed, self.code, self.first_call, self.inputs, self.calls, self.trace, self.outcome]
 
     @classmethod
     def from_plain(cls, item: Any) -> FeedRecord:
-        if not isinstance(item, list) or len(item) not in (7, 8):
-            raise ValueError('malformed feed record')
-        feed, code, first_call, inputs, calls, trace, outcome, *rest = item
-        cwd = rest[0] if rest else ''
+        feed, code, first_call, inputs, calls, trace, outcome = item
         if not (isinstance(feed, bytes) and isinstance(code, str) and isinstance(first_call, int) and isinstance(trace, bytes)):
-            raise ValueError('malformed feed record')
-        if not isinstance(cwd, str) or (cwd and not cwd.startswith('/')):
             raise ValueError('malformed feed record')
         if outcome not in (DONE, FAILED, OPEN) or not all(isinstance(name, str) for name in calls):
             raise ValueError('malformed feed record')
         for pair in inputs:
             if not (isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], int) and isinstance(pair[1], bytes)):
                 raise ValueError('malformed feed input')
-        return cls(feed, code, first_call, inputs, calls, trace, outcome, cwd=cwd)
+        return cls(feed, code, first_call, inputs, calls, trace, outcome)
 
 
 @dataclass
@@ -524,7 +517,7 @@ def feed_size(record: FeedRecord) -> int:
     """Bytes at most a feed's record takes in a sealed state: a stored session counts its state's
     size as it grows with these three, bounding what `seal` makes of it."""
     return (
-        len(record.feed) + len(record.code.encode('utf-8', 'surrogatepass')) + len(record.trace) + len(record.cwd.encode('utf-8', 'surrogatepass')) + 9 * _ITEM + 9
+        len(record.feed) + len(record.code.encode('utf-8', 'surrogatepass')) + len(record.trace) + 8 * _ITEM + 9
         + sum(input_size(payload) for _, payload in record.inputs)
         + sum(call_size(name) for name in record.calls)
     )

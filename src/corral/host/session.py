@@ -752,7 +752,7 @@ class Session:
         if self._quota is not None:
             worker_limits['max_state_bytes'] = self._quota
         payload = pack([FEED, code, self.script_name, functions, modules, worker_limits], side='host')
-        record = FeedRecord(payload, code, self._next_call, cwd=self._system.cwd)
+        record = FeedRecord(payload, code, self._next_call)
         if self._over(feed_size(record), self._room):
             raise SandboxLimitError(
                 f"OverflowError: the session's stored state would grow past the max_state_bytes limit of {self._quota} bytes "
@@ -1434,9 +1434,6 @@ class Session:
                 checkpoint.worker.kill()
             raise
         self._system.seed = state.seed
-        cwd = next((record.cwd for record in reversed(state.feeds) if record.cwd), None)
-        if cwd is not None:  # the next feed starts where the last one ran
-            self._system.chdir(cwd)
         self.script_name = state.script_name
         self._answered = (list(state.answered), 'the feed that took them went on and did not end (a limit or a dead worker stopped it, or its host stopped)')
         if checkpoint is not None:
@@ -1463,7 +1460,7 @@ class Session:
                 raise SandboxStateError(f'the session state is malformed ({error})') from None
             self._replay, self._replaying, self._replay_final = deque(recorded.inputs), recorded, final
             self._print = _discard_output
-            record = FeedRecord(recorded.feed, code, self._next_call, cwd=recorded.cwd)
+            record = FeedRecord(recorded.feed, code, self._next_call)
             try:
                 await self._settle(self._run_feed(record, functions, modules, replay=replay))
                 outcome = FEED_DONE
