@@ -31,6 +31,7 @@ SOURCE = Path(__file__).resolve().parents[1] / 'src'
 FIB = 'def fib(n):\n    return n if n < 2 else fib(n - 1) + fib(n - 2)\nfib({n})'
 LOOP = 'total = 0\nfor i in range({n}):\n    total += i\ntotal'
 CHECKED = 'def area(w: int, h: int) -> int:\n    return w * h\narea(3, 4)'
+WALK = "import os\nsum(len(files) for _, _, files in os.walk('/data'))"
 
 
 def corral_binary(folder: Path) -> Path:
@@ -48,16 +49,18 @@ def monty_binary() -> Path:
     return Path(found)
 
 
-def figures(quick: bool) -> dict[str, Callable[[pydantic_monty.Monty], Any]]:
-    """Each figure: one timed run against a pool (it checks out what it needs)."""
+def figures(quick: bool, tree: Path) -> dict[str, Callable[[pydantic_monty.Monty], Any]]:
+    """Each figure: one timed run against a pool (it checks out what it needs); `tree`, a folder
+    of 10 folders of 10 files each, is mounted read-only at /data for the walk."""
     fib_n, loop_n = (20, 100_000) if quick else (25, 1_000_000)
+    mount = pydantic_monty.MountDir(host_path=tree, virtual_path='/data', mode='read-only')
 
-    def in_session(code: str, **checkout: Any) -> Callable[[pydantic_monty.Monty], Any]:
+    def in_session(code: str, feed: dict[str, Any] | None = None, **checkout: Any) -> Callable[[pydantic_monty.Monty], Any]:
         def run(pool: pydantic_monty.Monty) -> float:
             with pool.checkout(**checkout) as session:
                 session.feed_run('0', skip_type_check=True)  # the session is up
                 started = time.perf_counter()
-                session.feed_run(code, external_lookup={'f': lambda x: x})
+                session.feed_run(code, external_lookup={'f': lambda x: x}, **(feed or {}))
                 return time.perf_counter() - started
 
         return run
@@ -76,6 +79,7 @@ def figures(quick: bool) -> dict[str, Callable[[pydantic_monty.Monty], Any]]:
         f'{loop_n:,}-step loop': in_session(LOOP.format(n=loop_n)),
         'feed with type check': in_session(CHECKED, type_check=True),
         'same feed, unchecked': in_session(CHECKED),
+        'os.walk of a mount (11 folders, 100 files)': in_session(WALK, feed={'mount': mount}),
     }
 
 
@@ -86,6 +90,10 @@ def main() -> None:
     args = parser.parse_args()
     repeat = args.repeat or (3 if args.quick else 9)
     with tempfile.TemporaryDirectory() as folder:
+        tree = Path(folder) / 'tree'
+        for index in range(100):
+            (tree / f'd{index // 10}').mkdir(parents=True, exist_ok=True)
+            (tree / f'd{index // 10}' / f'f{index}.txt').write_text('x')
         binaries = {'monty': monty_binary(), 'corral-monty': corral_binary(Path(folder))}
         pools = {name: pydantic_monty.Monty(binary_path=path, min_processes=1, max_processes=1) for name, path in binaries.items()}
         for pool in pools.values():
@@ -93,7 +101,7 @@ def main() -> None:
         try:
             print('| figure | monty (ms) | corral-monty (ms) | corral / monty |')
             print('| --- | ---: | ---: | ---: |')
-            for label, figure in figures(args.quick).items():
+            for label, figure in figures(args.quick, tree).items():
                 times: dict[str, list[float]] = {name: [] for name in pools}
                 for name, pool in pools.items():
                     figure(pool)  # warm-up

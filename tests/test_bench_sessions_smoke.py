@@ -20,7 +20,7 @@ spec.loader.exec_module(bench)
 async def test_a_corral_round_dumps_and_loads():
     async with corral.Pool(state_key=bench.KEY) as pool:
         result = await bench.corral_round(pool, 1)
-    assert sorted(result) == ['dump', 'load', 'load_cpu', 'ran', 'ran_cpu', 'replay', 'replay_cpu', 'size']
+    assert sorted(result) == ['dump', 'load', 'load_cpu', 'ran', 'ran_cpu', 'replay', 'replay_cpu', 'replay_kept', 'replay_kept_cpu', 'size']
 
 
 async def test_a_stored_round_resumes_and_forks_from_the_checkpoint_and_replayed(tmp_path):

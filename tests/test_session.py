@@ -372,15 +372,15 @@ async def test_a_host_callable_never_crosses(session):
 
 
 async def test_a_script_argument_that_cannot_cross_is_a_clear_error(session):
-    code = 'class Secret:\n    pass\nsend(Secret())\n'
+    code = 'import re\nsend(re.compile("x"))\n'
     with pytest.raises(corral.SandboxRuntimeError) as info:
         await session.feed_run(code, external_lookup={'send': lambda v: None})
     assert info.value.display() == (
         'Traceback (most recent call last):\n'
-        '  File "main.py", line 3, in <module>\n'
-        '    send(Secret())\n'
-        + _since_313('    ~~~~^^^^^^^^^^\n')
-        + "TypeError: send() cannot be called with these arguments: a value of type 'Secret' cannot cross the sandbox "
+        '  File "main.py", line 2, in <module>\n'
+        '    send(re.compile("x"))\n'
+        + _since_313('    ~~~~^^^^^^^^^^^^^^^^^\n')
+        + "TypeError: send() cannot be called with these arguments: a value of type 'Pattern' cannot cross the sandbox "
         'boundary; use None, bool, int, float, str, bytes, list, tuple, dict, set, frozenset, datetime, Decimal or UUID values'
     )
 
@@ -523,9 +523,12 @@ async def test_a_later_feed_type_checks_against_an_earlier_ones_variables(pool):
         )
 
 
-async def test_named_tuples_cross_as_tuples(session):
-    code = 'import collections\nPoint = collections.namedtuple("Point", "x y")\np = Point(1, (2, 3))\nback = echo(p)\n(p, back, type(back).__name__)'
-    assert await session.feed_run(code, external_lookup={'echo': lambda value: value}) == ((1, (2, 3)), (1, (2, 3)), 'tuple')
+async def test_named_tuples_cross_with_their_names(session):
+    code = 'import collections\nPoint = collections.namedtuple("Point", "x y")\np = Point(1, (2, 3))\nback = echo(p)\n(p, back, type(back).__name__, back.y)'
+    received = []
+    result = await session.feed_run(code, external_lookup={'echo': lambda value: received.append(value) or value})
+    assert repr(result) == "(Point(x=1, y=(2, 3)), Point(x=1, y=(2, 3)), 'Point', (2, 3))"
+    assert result[0] == (1, (2, 3)) and type(received[0]) is corral.NamedTupleValue and received[0].y == (2, 3)
 
 
 async def test_a_host_function_that_exits_is_the_scripts_error_not_the_hosts(pool):

@@ -48,6 +48,7 @@ from .server.keys import ApiKey, KeyRing
 from .server.quotas import QuotaStore, Quotas, TenantQuotas, TenantSlot
 from .store import PostgresStore, SQLiteStore, Store, StoredState, open_store
 from .typecheck import format_diagnostics
+from .described import ExceptionValue, InstanceValue, NamedTupleValue
 from .values import Image, bounded_repr
 
 __all__ = [
@@ -55,11 +56,14 @@ __all__ = [
     'CheckpointLimits',
     'CodeTool',
     'Deferred',
+    'ExceptionValue',
     'ExternalModule',
     'Image',
+    'InstanceValue',
     'KeyRing',
     'Limits',
     'Mount',
+    'NamedTupleValue',
     'OsAccess',
     'PendingCall',
     'Pool',

@@ -5,6 +5,10 @@ Every message is a list whose first item is its kind:
 
     host -> worker   [FEED, code, script_name, functions, modules, limits]
                      [COMPILE, code, script_name]         answered by DONE (None) or FAIL
+                     [CODE, code, compiler, data, imports_asyncio]   unanswered: the host's compiled
+                                                          code of `code` (a replayed feed's, before its FEED:
+                                                          see `corral.host.compiled`), taken when `compiler`
+                                                          is the worker's own (`language.compile.compiler_tag`)
                      [REPLY, call_id, ok, value]          ok False: value is [exc_type, args]
                      [WAKE, seconds, call_id, ok, value]  answers a WAIT: a reply (call_id an int)
                                                           or a timer due (call_id None)
@@ -45,7 +49,7 @@ from typing import TypeVar
 
 from .values import MAX_FRAME
 
-__all__ = ['FEED', 'COMPILE', 'REPLY', 'CALL', 'OUTPUT', 'DONE', 'FAIL', 'WAIT', 'WAKE', 'PAUSE', 'TIMED', 'STOP', 'POLL_SECONDS', 'ProtocolError', 'frame', 'poll', 'FrameReader']
+__all__ = ['FEED', 'COMPILE', 'CODE', 'REPLY', 'CALL', 'OUTPUT', 'DONE', 'FAIL', 'WAIT', 'WAKE', 'PAUSE', 'TIMED', 'STOP', 'POLL_SECONDS', 'ProtocolError', 'frame', 'poll', 'FrameReader']
 
 _T = TypeVar('_T')
 
@@ -53,6 +57,7 @@ _T = TypeVar('_T')
 POLL_SECONDS = 0.0002
 
 FEED, REPLY, CALL, OUTPUT, DONE, FAIL, COMPILE, WAIT, WAKE, PAUSE, TIMED = range(1, 12)
+CODE = 12
 #: The exception name of a host answer that stops the feed for a limit the host counts; no
 #: exception a host function raises has it (a name starts with a letter).
 STOP = '\x00stop'

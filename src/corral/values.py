@@ -11,11 +11,15 @@ iterates to, an `enum.Enum` member as its value (its class is code, which never
 crosses; the script sees the value, as JSON would carry it) and a `pathlib.PurePath` as its `str`
 (a path names a place in the sender's files: the host's and the sandbox's differ, the sandbox
 seeing only its mounts, so the receiver gets the text to map, not an object to open).
-Anything else is refused with `TypeError` naming the type. The sender converts subclasses of
-these types to the exact built-in type first (a `str` subclass arrives as a plain `str`, a named
-tuple as a `tuple`), so the receiver only ever builds plain built-in objects and never runs code
-that came from the other side. Datetimes keep a fixed UTC offset: a `zoneinfo` zone arrives as
-`datetime.timezone(offset)`.
+A script's objects cross as descriptions (`corral.described`): an exception, a named tuple (or
+a struct sequence) and, from the worker, an instance of the script's own class, each an array
+of its parts after a marker; the host keeps the descriptions, the worker rebuilds exceptions
+and named tuples (`Decoder`'s `objects`). Anything else is refused with `TypeError` naming the
+type. The sender converts subclasses of these types to the exact built-in type first (a `str`
+subclass arrives as a plain `str`), so the receiver only ever builds plain built-in objects (or
+corral's descriptions) and never runs code that came from the other side. Datetimes keep a fixed UTC offset, their `fold` and their zone's
+name: a `zoneinfo` zone arrives as `datetime.timezone(offset, name)` (`'EDT'`), a named
+`timezone(offset, 'EST')` as itself.
 
 On the host, results of host functions may also be dataclass instances and pydantic models;
 they are converted to dicts (`dataclasses.asdict`, `model_dump()`) before encoding.
@@ -41,6 +45,7 @@ marker, so one decoder walks every container kind, and nesting is counted across
 
 from __future__ import annotations
 
+import builtins
 import dataclasses
 import datetime
 import decimal
@@ -51,12 +56,15 @@ import operator
 import pathlib
 import struct
 import sys
+import types
 import uuid
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
 import msgpack
+
+from .described import ExceptionValue, InstanceValue, NamedTupleValue
 
 __all__ = [
     'pack', 'unpack', 'measure', 'Decoder', 'ValueLimitError', 'bounded_repr', 'host_default', 'sandbox_default',
@@ -77,7 +85,10 @@ REPR_LIMIT = 100_000
 UNPACKABLE_RESULT = 'the value of the last expression cannot leave the sandbox'
 
 _TUPLE, _SET, _FROZENSET, _BIGINT, _DATETIME, _DATE, _TIME, _TIMEDELTA, _TIMEZONE, _DECIMAL, _UUID, _IMAGE, _COMPLEX, _ELLIPSIS = range(1, 15)
-_MARKS = (_TUPLE, _SET, _FROZENSET)
+_EXCEPTION, _NAMED_TUPLE, _INSTANCE = range(15, 18)
+_MARKS = (_TUPLE, _SET, _FROZENSET, _EXCEPTION, _NAMED_TUPLE, _INSTANCE)
+#: The descriptions of a script's objects (`corral.described`), each an array of its parts after its marker.
+_DESCRIBED = {ExceptionValue: _EXCEPTION, NamedTupleValue: _NAMED_TUPLE, InstanceValue: _INSTANCE}
 _DURATION = struct.Struct('>iii')  # days, seconds, microseconds of a timedelta or a UTC offset
 _COMPLEX_PARTS = struct.Struct('>dd')  # the real and imaginary parts of a complex
 
@@ -144,13 +155,15 @@ _MARK_BYTES = {code: msgpack.ExtType(code, b'') for code in _MARKS}
 
 
 def _make_default(convert: Callable[[Any], Any]) -> Callable[[Any], Any]:
-    tuple_mark, set_mark, frozenset_mark = (_MARK_BYTES[code] for code in _MARKS)
+    tuple_mark, set_mark, frozenset_mark = (_MARK_BYTES[code] for code in _MARKS[:3])
 
     def default(value: Any) -> Any:
         t = type(value)
         if t not in _BOUNDARY_TYPES:  # a subclass (a named tuple, say) or a host type: convert first
             value = convert(value)
             t = type(value)
+            if t in _DESCRIBED:
+                return [_MARK_BYTES[_DESCRIBED[t]], *_parts(value)]
             if t not in _EXTENSION_TYPES:
                 return value
         if t is int:  # only reached when it does not fit in 64 bits
@@ -162,11 +175,11 @@ def _make_default(convert: Callable[[Any], Any]) -> Callable[[Any], Any]:
         if t is frozenset:
             return [frozenset_mark, *value]
         if t is datetime.datetime:
-            return msgpack.ExtType(_DATETIME, value.isoformat().encode())
+            return msgpack.ExtType(_DATETIME, _moment(value))
         if t is datetime.date:
             return msgpack.ExtType(_DATE, value.isoformat().encode())
         if t is datetime.time:
-            return msgpack.ExtType(_TIME, value.isoformat().encode())
+            return msgpack.ExtType(_TIME, _moment(value))
         if t is datetime.timedelta:
             return msgpack.ExtType(_TIMEDELTA, _DURATION.pack(value.days, value.seconds, value.microseconds))
         if t is decimal.Decimal:
@@ -180,9 +193,56 @@ def _make_default(convert: Callable[[Any], Any]) -> Callable[[Any], Any]:
         if value is Ellipsis:
             return msgpack.ExtType(_ELLIPSIS, b'')
         offset = value.utcoffset(None)  # datetime.timezone: the one type left
-        return msgpack.ExtType(_TIMEZONE, _DURATION.pack(offset.days, offset.seconds, offset.microseconds))
+        name = _zone_name(offset, value.tzname(None))
+        return msgpack.ExtType(_TIMEZONE, _DURATION.pack(offset.days, offset.seconds, offset.microseconds) + name.encode('utf-8', 'surrogatepass'))
 
     return default
+
+
+def _parts(value: Any) -> list[Any]:
+    """A description's parts, as its array holds them after its marker (see `corral.described`)."""
+    if type(value) is ExceptionValue:
+        return [value.type_name, value.module, value.base, *value.args]
+    if type(value) is NamedTupleValue:
+        return [value._type_name, value._module, list(value._fields), *tuple.__iter__(value)]
+    return [value.type_name, value.module, value.is_dataclass, dict(value.attrs)]
+
+
+def _described(code: int, parts: list[Any]) -> Any:
+    """The description `_parts` made `parts` of; ValueError for parts of the wrong kinds."""
+    if len(parts) < 3 or type(parts[0]) is not str or type(parts[1]) is not str:
+        raise ValueError('malformed description of an object in a frame')
+    if code == _EXCEPTION and type(parts[2]) is str:
+        return ExceptionValue(parts[0], parts[1], tuple(parts[3:]), parts[2])
+    if code == _NAMED_TUPLE and type(parts[2]) is list and all(type(name) is str for name in parts[2]) and len(parts[2]) == len(parts) - 3:
+        return NamedTupleValue(parts[3:], parts[0], parts[1], tuple(parts[2]))
+    if code == _INSTANCE and len(parts) == 4 and type(parts[2]) is bool and type(parts[3]) is dict and all(type(name) is str for name in parts[3]):
+        return InstanceValue(parts[0], parts[1], parts[3], parts[2])
+    raise ValueError('malformed description of an object in a frame')
+
+
+def _zone_name(offset: datetime.timedelta | None, name: str | None) -> str:
+    """The name a zone of `offset` crosses with: '' for none, or the one `timezone(offset)` gives itself."""
+    if offset is None or name is None or name == datetime.timezone(offset).tzname(None):
+        return ''
+    return name
+
+
+def _moment(value: datetime.datetime | datetime.time) -> bytes:
+    """A datetime's or a time's ext data: its ISO text; then, when it has a `fold` or its zone a
+    name of its own (`timezone(offset, 'EST')`, or a `zoneinfo` zone's `'EDT'`), a NUL, the fold's
+    digit and the name, so the receiver's `timezone(offset, name)` shows what the sender's did."""
+    kind = datetime.datetime if isinstance(value, datetime.datetime) else datetime.time  # its own methods, not a subclass's
+    text = kind.isoformat(value).encode()
+    try:
+        name = kind.tzname(value)
+    except Exception:  # a tzinfo of the sender's own whose tzname() fails, or gives no str: no name
+        name = None
+    extra = _zone_name(kind.utcoffset(value), name)
+    fold = kind.__dict__['fold'].__get__(value)
+    if not extra and not fold:
+        return text
+    return text + b'\0' + str(fold).encode() + extra.encode('utf-8', 'surrogatepass')
 
 
 def _exact(value: Any) -> Any:
@@ -196,6 +256,12 @@ def _exact(value: Any) -> Any:
     form = package_form(value)
     if form is not _NOT_A_PACKAGE_VALUE:
         return form
+    if type(value) in _DESCRIBED:
+        return value
+    if isinstance(value, BaseException):
+        return _exception(value)
+    if isinstance(value, tuple) and (fields := _named_fields(type(value), tuple.__len__(value))) is not None:
+        return NamedTupleValue(tuple.__getitem__(value, slice(None)), _class_name(type(value)), _class_module(type(value)), fields)
     if isinstance(value, enum.Enum):
         return object.__getattribute__(value, '__dict__')['_value_']
     if isinstance(value, pathlib.PurePath):
@@ -229,14 +295,76 @@ def _exact(value: Any) -> Any:
     if isinstance(value, set):
         return set(set.__iter__(value))
     if isinstance(value, datetime.datetime):
-        return datetime.datetime.fromisoformat(datetime.datetime.isoformat(value))
+        return _decode_moment(_DATETIME, _moment(value))
     if isinstance(value, datetime.date):
         return datetime.date.fromordinal(datetime.date.toordinal(value))
     if isinstance(value, datetime.timedelta):
         return datetime.timedelta(_days(value), _seconds(value), _microseconds(value))
     if type(value) in _DICT_VIEWS:  # what it iterates to, as `list(view)`: keys, values, or (key, value) pairs
         return list(value)
+    if _is_script_class(type(value)):
+        return _instance(value)
     raise _refuse(value)
+
+
+_class_name = type.__dict__['__name__'].__get__
+_class_module = type.__dict__['__module__'].__get__
+_exception_args = BaseException.__dict__['args'].__get__
+_BUILTIN_NAMES = vars(builtins)
+
+
+def _exception(value: BaseException) -> ExceptionValue:
+    """An exception's description, read with `BaseException`'s and `type`'s own descriptors."""
+    cls = type(value)
+    base = next(klass for klass in cls.__mro__ if _BUILTIN_NAMES.get(_class_name(klass)) is klass)
+    return ExceptionValue(_class_name(cls), _class_module(cls), _exception_args(value), _class_name(base))
+
+
+def _named_fields(cls: type, length: int) -> tuple[str, ...] | None:
+    """The fields of a named tuple's class (`_fields`) or a struct sequence's (`sys.version_info`:
+    its `__match_args__`), when they name each item; None for another tuple subclass."""
+    fields = cls.__dict__.get('__match_args__') if 'n_sequence_fields' in cls.__dict__ else getattr(cls, '_fields', None)
+    if type(fields) is tuple and len(fields) == length and all(type(name) is str and name.isidentifier() for name in fields):
+        return fields
+    return None
+
+
+#: Whether a class is the script's own, whose instances cross as `InstanceValue`s: none but in
+#: the worker, where the language layer says (`describe_instances`).
+_is_script_class: Callable[[type], bool] = lambda cls: False
+
+
+def describe_instances(is_script_class: Callable[[type], bool]) -> None:
+    """Send instances of the classes `is_script_class` accepts (the script's) as `InstanceValue`s."""
+    global _is_script_class
+    _is_script_class = is_script_class
+
+
+def _instance(value: Any) -> InstanceValue:
+    """An instance's description: its dataclass fields, or its `__dict__` and `__slots__` values,
+    read from the instance's own storage (no property or `__getattr__` of its class runs)."""
+    cls = type(value)
+    stored: dict[str, Any] = {}
+    try:
+        own = object.__getattribute__(value, '__dict__')
+    except AttributeError:  # a class with `__slots__` alone
+        own = {}
+    if type(own) is dict:
+        stored.update((name, item) for name, item in dict.items(own) if type(name) is str)
+    for klass in cls.__mro__:
+        if not _is_script_class(klass):
+            continue
+        for name, slot in vars(klass).items():
+            if type(slot) is types.MemberDescriptorType and name not in stored:
+                try:
+                    stored[name] = slot.__get__(value)
+                except AttributeError:  # a slot never set
+                    pass
+    fields = getattr(cls, '__dataclass_fields__', None)
+    if type(fields) is dict:
+        names = [name for name, field in fields.items() if getattr(field, '_field_type', None) is dataclasses._FIELD]  # type: ignore[attr-defined]
+        return InstanceValue(_class_name(cls), _class_module(cls), {name: stored[name] for name in names if name in stored}, True)
+    return InstanceValue(_class_name(cls), _class_module(cls), stored, False)
 
 
 #: `dict.keys()`, `.values()`, `.items()`: they cross as lists (no subclass can change how they iterate).
@@ -393,7 +521,10 @@ def sandbox_default(value: Any) -> Any:
 
 
 def host_default(value: Any) -> Any:
-    """Conversion for values leaving the host: also accepts dataclass instances and pydantic models."""
+    """Conversion for values leaving the host: also accepts dataclass instances and pydantic models.
+    (`measure` refuses an `InstanceValue`, a script's object described, going into the sandbox.)"""
+    if type(value) in _DESCRIBED:
+        return value
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return dataclasses.asdict(value)
     model_dump = getattr(type(value), 'model_dump', None)
@@ -519,7 +650,10 @@ class _Walk:
         figure = _figure_of(value)
         if figure is not None and self.size is not None:
             self.check_figure(*figure_pixels(figure))
-        return self.convert(value)
+        converted = self.convert(value)
+        if type(converted) is InstanceValue and self.convert is host_default:
+            raise TypeError(f"{self.subject} holds an InstanceValue (the script's {converted.type_name}), which cannot go back into the sandbox: its class is the script's code; send its attrs")
+        return _parts(converted) if type(converted) in _DESCRIBED else converted
 
     def check_figure(self, width: int, height: int) -> None:
         """A figure is drawn into width * height * 4 bytes before it is a PNG: refused past
@@ -625,14 +759,18 @@ class Decoder:
     with `ValueError` before they are built. Anything malformed raises `ValueError` or another
     exception of msgpack's or of the built-in types; none runs code of the sender's.
 
+    A script's objects arrive as their descriptions (`corral.described`); `objects`, where given
+    (the worker's), makes each description into the object the receiver uses instead.
+
     `decode(data)` decodes a whole frame at once; `decode_in_steps(data)` feeds it to msgpack a
     `_STEP`-sized piece at a time, so that no single C call runs long: made to run in a thread
     while the event loop goes on in another.
     """
 
-    __slots__ = ('_items', '_size', '_max_items', '_max_size', '_marks', '_counting')
+    __slots__ = ('_items', '_size', '_max_items', '_max_size', '_marks', '_counting', '_objects')
 
-    def __init__(self, *, items: int | None = None, size: int | None = None) -> None:
+    def __init__(self, *, items: int | None = None, size: int | None = None, objects: Callable[[Any], Any] | None = None) -> None:
+        self._objects = objects
         self._items = 0
         self._size = 0
         self._max_items = items
@@ -730,6 +868,9 @@ class Decoder:
         self._count_items(elements)
         if code == _TUPLE:
             return tuple(elements)
+        if code in (_EXCEPTION, _NAMED_TUPLE, _INSTANCE):
+            described = _described(code, elements)
+            return described if self._objects is None else self._objects(described)
         self._check_hashes(elements, 'set')
         result: set[Any] = set()
         for start in range(0, len(elements), _STEP):
@@ -782,18 +923,40 @@ class Decoder:
             if data:
                 raise ValueError('an Ellipsis with data in a frame')
             return Ellipsis
-        if code in (_DATETIME, _DATE, _TIME):
-            text = data.decode()
-            kind = {_DATETIME: datetime.datetime, _DATE: datetime.date, _TIME: datetime.time}[code]
-            return kind.fromisoformat(text)
+        if code in (_DATETIME, _TIME):
+            return _decode_moment(code, data)
+        if code == _DATE:
+            return datetime.date.fromisoformat(data.decode())
         if code in (_TIMEDELTA, _TIMEZONE):
+            if code == _TIMEDELTA and len(data) != _DURATION.size:
+                raise ValueError('malformed timedelta or time zone in a frame')
             try:
-                days, seconds, microseconds = _DURATION.unpack(data)
+                days, seconds, microseconds = _DURATION.unpack(data[: _DURATION.size])
                 duration = datetime.timedelta(days=days, seconds=seconds, microseconds=microseconds)
             except (struct.error, OverflowError):  # not 12 bytes; more than timedelta's 999,999,999 days
                 raise ValueError('malformed timedelta or time zone in a frame') from None
-            return duration if code == _TIMEDELTA else datetime.timezone(duration)
+            return duration if code == _TIMEDELTA else _zone(duration, data[_DURATION.size :].decode('utf-8', 'surrogatepass'))
         raise ValueError(f'unknown extension type {code} in a frame')
+
+
+def _zone(offset: datetime.timedelta, name: str) -> datetime.timezone:
+    """`timezone(offset, name)`, or `timezone(offset)` for no name; ValueError for an offset of a day or more."""
+    return datetime.timezone(offset, name) if name else datetime.timezone(offset)
+
+
+def _decode_moment(code: int, data: bytes) -> datetime.datetime | datetime.time:
+    """A datetime or a time from `_moment`'s data; ValueError for malformed data."""
+    text, nul, extra = data.partition(b'\0')
+    kind = datetime.datetime if code == _DATETIME else datetime.time
+    value = kind.fromisoformat(text.decode())
+    if not nul:
+        return value
+    fold, name = extra[:1], extra[1:].decode('utf-8', 'surrogatepass')
+    if fold not in (b'0', b'1'):
+        raise ValueError('malformed datetime or time in a frame')
+    offset = value.utcoffset()
+    tzinfo = value.tzinfo if offset is None or not name else _zone(offset, name)
+    return value.replace(tzinfo=tzinfo, fold=int(fold))
 
 
 def _decimal(data: bytes) -> decimal.Decimal:
@@ -803,9 +966,9 @@ def _decimal(data: bytes) -> decimal.Decimal:
         raise ValueError('malformed Decimal in a frame') from None
 
 
-def unpack(data: bytes, *, items: int | None = None, size: int | None = None) -> Any:
+def unpack(data: bytes, *, items: int | None = None, size: int | None = None, objects: Callable[[Any], Any] | None = None) -> Any:
     """Decode one message in one call (see `Decoder` for the limits and the errors raised)."""
-    return Decoder(items=items, size=size).decode(data)
+    return Decoder(items=items, size=size, objects=objects).decode(data)
 
 
 # ----- showing a value ---------------------------------------------------------------------------
@@ -841,6 +1004,8 @@ class _ReprWriter:
             self.open.add(id(value))
             self.container(value, t, depth)
             self.open.discard(id(value))
+        elif t in _DESCRIBED:
+            self.described(value, depth)
         elif t is str or t is bytes:
             self.write(repr(value[: self.limit - self.length + 1]))
         elif t is int and value.bit_length() > 14_000:  # past Python's int-to-str limit of 4300 digits
@@ -851,6 +1016,31 @@ class _ReprWriter:
             except Exception:
                 text = f'<{describe_type(value)}>'
             self.write(text[: self.limit - self.length + 1])
+
+    def described(self, value: Any, depth: int) -> None:
+        """A script's object as CPython shows it: `ValueError('bad', 3)`, `Point(x=1, y=2)`, a
+        dataclass's `Order(id=7)`; another instance as `<__main__.Plain object: a=1>`."""
+        if type(value) is ExceptionValue:
+            opening, closing, pairs = f'{value.type_name}(', ')', [(None, item) for item in value.args]
+        elif type(value) is NamedTupleValue:
+            opening, closing, pairs = f'{value._type_name}(', ')', list(zip(value._fields, value))
+        elif value.is_dataclass:
+            opening, closing, pairs = f'{value.type_name}(', ')', list(value.attrs.items())
+        else:
+            opening, closing, pairs = f'<{value.module}.{value.type_name} object', '>', list(value.attrs.items())
+            if pairs:
+                opening += ': '
+        if depth >= MAX_DEPTH:
+            self.write(opening + '...' + closing)
+            return
+        self.write(opening)
+        for index, (name, item) in enumerate(pairs):
+            if index:
+                self.write(', ')
+            if name is not None:
+                self.write(f'{name}=')
+            self.value(item, depth + 1)
+        self.write(closing)
 
     def container(self, value: Any, t: type, depth: int) -> None:
         if t is dict:
@@ -881,7 +1071,9 @@ def bounded_repr(value: Any, *, limit: int = REPR_LIMIT) -> str:
     The same text as `repr(value)` when that is no longer than `limit`; otherwise its first
     `limit` characters and a note that says it was cut. Ints past Python's int-to-str limit
     (4300 digits) show as `<int of N bits>`, containers nested past `MAX_DEPTH` as `[...]`, and
-    an object whose own repr raises as `<type>`.
+    an object whose own repr raises as `<type>`. A script's object (`corral.described`) shows as
+    CPython shows it (`ValueError('bad')`, `Point(x=1, y=2)`, `Order(id=7)`), another
+    instance as `<__main__.Plain object: a=1>`.
     """
     writer = _ReprWriter(limit)
     try:

@@ -749,6 +749,30 @@ CASES = [
          os.path.exists('out'), sorted(os.listdir()), issubclass(os.error, Exception), os.strerror(2),
          isinstance(os.scandir('data').__next__(), os.DirEntry))
     ''', (['c.txt', 'deep', 'other'], [('data', ['raw'], ['.hidden', 'config.json', 'sales.csv']), ('data/raw', [], ['readme.md'])], [('.hidden', False, True, False), ('config.json', False, True, False), ('raw', True, False, False), ('sales.csv', False, True, False)], ['bytes.bin', 'data', 'notes.txt', 'out'], 34, 34, True, (2, 'No such file or directory', 'missing.txt'), False, ['data', 'notes.txt'], True, 'No such file or directory', True), files=True),
+    case('os-chdir', '''
+        import os
+        from pathlib import Path
+        start = os.getcwd()
+        os.chdir('data')
+        inside = (sorted(os.listdir()), open('config.json').read() == open(start + '/data/config.json').read(),
+                  os.getcwd() == start + '/data', Path.cwd() == Path(start, 'data'), os.path.abspath('x') == start + '/data/x')
+        os.chdir('raw/..//./')
+        normalized = os.getcwd() == start + '/data'
+        errors = []
+        for target in ('sales.csv', 'missing', 'missing/..', 'sales.csv/..', 'raw/../missing/../raw'):
+            try:
+                os.chdir(target)
+            except OSError as e:
+                errors.append((type(e).__name__, e.errno, e.filename))
+        unmoved = os.getcwd() == start + '/data'
+        os.chdir(Path('..'))
+        for path in ('nope/../../notes.txt', 'sales.csv/../sales.csv'):
+            try:
+                open('data/' + path)
+            except OSError as e:
+                errors.append((type(e).__name__, e.errno, e.filename))
+        (inside, normalized, errors, unmoved, os.getcwd() == start, open('data/raw/../../notes.txt').read().split()[0])
+    ''', ((['.hidden', 'config.json', 'raw', 'sales.csv'], True, True, True, True), True, [('NotADirectoryError', 20, 'sales.csv'), ('FileNotFoundError', 2, 'missing'), ('FileNotFoundError', 2, 'missing/..'), ('NotADirectoryError', 20, 'sales.csv/..'), ('FileNotFoundError', 2, 'raw/../missing/../raw'), ('FileNotFoundError', 2, 'data/nope/../../notes.txt'), ('NotADirectoryError', 20, 'data/sales.csv/../sales.csv')], True, True, 'first'), files=True),
     case('os-constants-and-env', '''
         import os
         class P(os.PathLike):

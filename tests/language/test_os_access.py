@@ -175,6 +175,13 @@ LINK = "PermissionError: [Errno 13] Permission denied (a link that leads outside
         ("open('link-file', 'w').write('x')", LINK.format('link-file')),
         ("open('link-dir/new.txt', 'w').write('x')", LINK.format('link-dir/new.txt')),
         ("open('notes.txt\\x00.png').read()", 'ValueError: embedded null byte'),
+        ("import os\nos.chdir('..')\nopen('secret.txt').read()", OUTSIDE.format('secret.txt')),
+        ("import os\nos.chdir('reports')\nopen('../../secret.txt').read()", OUTSIDE.format('../../secret.txt')),
+        ("import os\nos.chdir('/etc')", OUTSIDE.format('/etc')),
+        ("import os\nos.chdir('link-dir')", LINK.format('link-dir')),
+        ("open('link-dir/../secret.txt').read()", LINK.format('link-dir/../secret.txt')),
+        ("open('missing/../../secret.txt').read()", "FileNotFoundError: [Errno 2] No such file or directory: 'missing/../../secret.txt'"),
+        ("open('notes.txt/../../secret.txt').read()", "NotADirectoryError: [Errno 20] Not a directory: 'notes.txt/../../secret.txt'"),
     ],
 )
 async def test_paths_cannot_escape_the_mount(pool, host, mode, code, expected):
@@ -329,3 +336,118 @@ async def test_chdir_moves_where_relative_paths_start(pool, host):
         with pytest.raises(ValueError) as relative:
             session.chdir('reports')
         assert str(relative.value) == "the working folder must be an absolute POSIX path, not 'reports'"
+
+
+async def test_chdir_moves_the_working_folder_to_folders_that_exist_and_it_stays_there(pool, host):
+    async with pool.checkout(mounts=[Mount(str(host), '/data', mode='read-only')]) as session:
+        code = "import os\nos.chdir('reports/.//')\n(os.getcwd(), open('q1.csv').read(), os.listdir())"
+        assert await session.feed_run(code) == ('/data/reports', 'region,amount\nnorth,10\n', ['q1.csv'])
+        assert await session.feed_run("from pathlib import Path\n(os.getcwd(), str(Path.cwd()), os.path.abspath('x'))") == ('/data/reports', '/data/reports', '/data/reports/x')
+        await session.feed_run("os.chdir('..')")
+        assert await session.feed_run('os.getcwd()') == '/data'
+        for target, expected in [
+            ('notes.txt', "NotADirectoryError: [Errno 20] Not a directory: 'notes.txt'"),
+            ('missing', "FileNotFoundError: [Errno 2] No such file or directory: 'missing'"),
+            ('missing/..', "FileNotFoundError: [Errno 2] No such file or directory: 'missing/..'"),
+            ('', "FileNotFoundError: [Errno 2] No such file or directory: ''"),
+            ('bad\x00', 'ValueError: embedded null byte'),
+            ('a' * 256, f"OSError: [Errno 36] File name too long: '{'a' * 256}'"),
+            (3.5, 'TypeError: chdir: path should be string, bytes, os.PathLike or integer, not float'),
+        ]:
+            with pytest.raises(corral.SandboxRuntimeError) as info:
+                await session.feed_run(f'os.chdir({target!r})')
+            assert f'{info.value.exc_type}: {info.value.message}' == expected
+        assert await session.feed_run('os.getcwd()') == '/data'  # a refused chdir leaves it where it was
+        await session.feed_run("os.chdir('/')")  # the folder above the mounts exists, and holds only them
+        assert await session.feed_run("(os.getcwd(), os.listdir(), open('data/notes.txt').read())") == ('/', ['data'], 'host notes\n')
+
+
+async def test_dotdot_through_a_missing_folder_or_a_file_fails_as_on_linux_and_changes_nothing(pool, host):
+    before = snapshot(host.parent)
+    for code, expected in [
+        ("open('/data/missing/../notes.txt').read()", "FileNotFoundError: [Errno 2] No such file or directory: '/data/missing/../notes.txt'"),
+        ("import os\nos.listdir('missing/..')", "FileNotFoundError: [Errno 2] No such file or directory: 'missing/..'"),
+        ("import os\nos.stat('notes.txt/../reports')", "NotADirectoryError: [Errno 20] Not a directory: 'notes.txt/../reports'"),
+        ("import os\nos.mkdir('missing/../made')", "FileNotFoundError: [Errno 2] No such file or directory: 'missing/../made'"),
+        ("import os\nos.rename('notes.txt', 'missing/../moved.txt')", "FileNotFoundError: [Errno 2] No such file or directory: 'missing/../moved.txt'"),
+        ("open('reports/q1.csv/../new.txt', 'w')", "NotADirectoryError: [Errno 20] Not a directory: 'reports/q1.csv/../new.txt'"),
+        ("import pathlib\npathlib.Path('missing/../notes.txt').exists()", None),
+    ]:
+        if expected is None:
+            assert await run(pool, code, mounts=[Mount(host, '/data', mode='read-write')]) is False
+        else:
+            assert await error(pool, code, mounts=[Mount(host, '/data', mode='read-write')]) == expected
+    assert snapshot(host.parent) == before
+    assert await run(pool, "open('reports/../notes.txt').read()", mounts=[Mount(host, '/data')]) == 'host notes\n'
+
+
+async def test_stat_shows_the_permission_bits(pool, host):
+    (host / 'notes.txt').chmod(0o600)
+    (host / 'reports').chmod(0o750)
+    code = """
+        import os
+        open('new.txt', 'w').write('x')
+        os.mkdir('made')
+        [oct(os.stat(p).st_mode) for p in ('notes.txt', 'reports', 'new.txt', 'made', '/')] + [oct(e.stat().st_mode) for e in os.scandir('.')]
+    """
+    assert await run(pool, code, mounts=[Mount(host, '/data')]) == ['0o100600', '0o40750', '0o100644', '0o40755', '0o40755', '0o40755', '0o100644', '0o100600', '0o40750']
+
+
+async def test_path_exists_raises_what_is_not_an_absence_as_cpython_does(pool, host):
+    code = "import os, pathlib\n(os.path.exists('/etc'), pathlib.Path('/data/nope').exists(), pathlib.Path('/etc').exists())"
+    assert await error(pool, code, mounts=[Mount(host, '/data')]) == OUTSIDE.format('/etc')
+    assert await run(pool, "import os, pathlib\n(os.path.exists('/etc'), pathlib.Path('/data/nope').exists(), pathlib.Path('bad\\x00').exists())", mounts=[Mount(host, '/data')]) == (False, False, False)
+
+
+async def test_an_os_access_sees_normalized_paths_or_resolves_them_itself(pool):
+    seen: list[tuple[str, str]] = []
+
+    class Virtual(OsAccess):
+        def stat(self, path):
+            seen.append(('stat', path))
+            return ('dir', 0, 0.0, 0o700)
+
+        def exists(self, path):
+            seen.append(('exists', path))
+            return True
+
+    class Resolving(Virtual):
+        resolves_paths = True
+
+    code = "import os, pathlib\nos.chdir('/v/w/')\n(pathlib.Path('x/../y').exists(), oct(os.stat('/v//./z').st_mode), os.getcwd())"
+    assert await run(pool, code, os_access=Virtual()) == (True, '0o40700', '/v/w')
+    assert seen == [('stat', '/v/w'), ('exists', '/v/w/y'), ('stat', '/v/z')]
+    seen.clear()
+    assert await run(pool, "import os\nos.stat('/v/' + 'a' * 5000)\n" + code, os_access=Resolving()) == (True, '0o40700', '/v/w')
+    assert seen == [('stat', '/v/' + 'a' * 5000), ('stat', '/v/w/'), ('exists', '/v/w/x/../y'), ('stat', '/v//./z')]
+
+
+async def test_an_os_access_may_list_kinds_and_is_asked_a_stat_only_when_the_script_wants_one(pool):
+    asked: list[str] = []
+
+    class Listing(OsAccess):
+        def list_dir(self, path):
+            asked.append(f'list {path}')
+            return {'/v': [('b.txt', 'file'), ('sub', 'dir'), ('gone', 'other')], '/v/sub': [('a.txt', 'file')]}[path]
+
+        def stat(self, path):
+            asked.append(f'stat {path}')
+            return ('file', 5, 1.5)
+
+    code = "import os\n(list(os.walk('/v')), sorted(os.listdir('/v')), [(e.name, e.is_file(), e.is_dir()) for e in os.scandir('/v')])"
+    assert await run(pool, code, os_access=Listing()) == (
+        [('/v', ['sub'], ['b.txt', 'gone']), ('/v/sub', [], ['a.txt'])],
+        ['b.txt', 'gone', 'sub'],
+        [('b.txt', True, False), ('gone', False, False), ('sub', False, True)],
+    )
+    assert asked == ['list /v', 'list /v/sub', 'list /v', 'list /v']
+    asked.clear()
+    code = "import os\nentry = next(os.scandir('/v'))\n(entry.stat().st_size, entry.stat().st_size)"
+    assert await run(pool, code, os_access=Listing()) == (5, 5)
+    assert asked == ['list /v', 'stat /v/b.txt']
+
+    class Wrong(OsAccess):
+        def list_dir(self, path):
+            return [('a', 'link')]
+
+    assert await error(pool, "import os\nos.listdir('/v')", os_access=Wrong()) == "TypeError: os.scandir: Wrong.list_dir gave ('a', 'link'), not a name or a (name, kind) pair"

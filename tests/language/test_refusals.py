@@ -16,7 +16,7 @@ from corral.language.modules import module_names
 
 MODULES = ', '.join(STDLIB_MODULES)
 OS_OFFERS = (
-    'DirEntry, F_OK, PathLike, R_OK, SEEK_CUR, SEEK_END, SEEK_SET, W_OK, X_OK, altsep, curdir, defpath, devnull, environ, '
+    'DirEntry, F_OK, PathLike, R_OK, SEEK_CUR, SEEK_END, SEEK_SET, W_OK, X_OK, altsep, chdir, curdir, defpath, devnull, environ, '
     'error, extsep, fsdecode, fsencode, fspath, getcwd, getenv, linesep, listdir, lstat, makedirs, mkdir, name, pardir, '
     'path, pathsep, remove, removedirs, rename, replace, rmdir, scandir, sep, stat, stat_result, strerror, unlink, walk'
 )

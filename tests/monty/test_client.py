@@ -80,6 +80,51 @@ def test_errors_a_model_reads(monty: pydantic_monty.Monty) -> None:
         assert repr(name_error.value) == "MontyRuntimeError(NameError: name 'undefined_function' is not defined)"
 
 
+def test_a_traceback_marks_the_part_of_each_line_that_failed(monty: pydantic_monty.Monty) -> None:
+    """The call, subscript or token CPython marks, as Monty's worker marks it, not the whole line."""
+
+    def fail() -> None:
+        raise ValueError('no')
+
+    with monty.checkout() as session:
+        with pytest.raises(pydantic_monty.MontyRuntimeError) as called:
+            session.feed_run('def g():\n    return f() + 1\n\ng() is not None', external_lookup={'f': fail})
+        with pytest.raises(pydantic_monty.MontyRuntimeError) as subscript:
+            session.feed_run('d = {}\nd["k"] + 1')
+        with pytest.raises(pydantic_monty.MontySyntaxError) as syntax:
+            session.feed_run('def')
+    assert called.value.display() == (
+        'Traceback (most recent call last):\n'
+        '  File "main.py", line 4, in <module>\n'
+        '    g() is not None\n'
+        '    ~~~\n'
+        '  File "main.py", line 2, in g\n'
+        '    return f() + 1\n'
+        '           ~~~\n'
+        'ValueError: no'
+    )
+    assert [(frame.line, frame.column, frame.end_column, frame.source_line) for frame in called.value.traceback()] == [
+        (4, 1, 4, 'g() is not None'),
+        (2, 8, 11, 'return f() + 1'),
+    ]
+    assert subscript.value.display().splitlines()[-3:] == ['    d["k"] + 1', '    ~~~~~~', "KeyError: 'k'"]
+    assert syntax.value.display().splitlines()[-3:] == ['    def', '       ~', 'SyntaxError: invalid syntax']
+
+
+def test_a_limit_reads_in_the_clients_words_then_corrals(monty: pydantic_monty.Monty) -> None:
+    """Monty's clients tell a limit by its words (pydantic-ai-harness's Code Mode then lists the tool
+    calls a snippet had started, so the model does not run them twice). The session outlives both."""
+    with monty.checkout(limits={'max_feed_duration_secs': 1, 'max_memory': 256 * 1024 * 1024}) as session:
+        session.feed_run('kept = 5')
+        with pytest.raises(pydantic_monty.MontyRuntimeError) as big:
+            session.feed_run('x = "a" * 10**10')
+        with pytest.raises(pydantic_monty.MontyRuntimeError) as slow:
+            session.feed_run('while True:\n    pass')
+        assert session.feed_run('kept') == 5
+    assert big.value.display('type-msg') == 'MemoryError: memory limit exceeded: the script went past the memory limit of 268435456 bytes'
+    assert slow.value.display('type-msg') == 'TimeoutError: feed time limit exceeded: the script ran past the wall_time limit of 1 second'
+
+
 TWO_ERRORS = 'x: int = "a"\ny: str = 1'
 
 

@@ -201,8 +201,59 @@ def test_an_os_call_not_handled_is_a_permission_error_naming_the_path(child: Chi
     event = child.feed('open("/etc/passwd").read()')
     assert event.os_call.read_bytes == '/etc/passwd'
     answer = pb.ParentRequest(resume_call=pb.ResumeCall(call_id=event.os_call.call_id, result=pb.ExtFunctionResult(not_handled=pb.Unit())))
-    assert error_text(child.ask(answer)) == ('PermissionError', "[Errno 13] Permission denied: '/etc/passwd'")
+    assert error_text(child.ask(answer)) == ('PermissionError', "Permission denied: '/etc/passwd'")
 
+
+
+def test_paths_reach_the_parent_as_written_and_its_mounts_resolve_them(child: Child) -> None:
+    # The parent's mounts are the filesystem: `..` through a folder only they know of, and a name
+    # longer than Linux allows, are theirs to resolve or refuse; `os.chdir` asks them whether
+    # the folder exists and keeps it, normalized, for the next feeds' relative paths.
+    child.configure()
+    yes = pb.Arena(nodes=[pb.MontyNode(boolean=True)])
+    event = child.feed('from pathlib import Path\nPath("sub/../a.txt").exists()', cwd='/data')
+    assert event.os_call.exists == '/data/sub/../a.txt'
+    answer = pb.ParentRequest(resume_call=pb.ResumeCall(call_id=event.os_call.call_id, result=pb.ExtFunctionResult(return_value=0), values=yes))
+    assert complete(child.ask(answer)).boolean is True
+    event = child.feed('import os\nos.chdir("./sub//x/..")\nos.getcwd()')
+    assert event.os_call.stat == '/data/./sub//x/..'
+    folder = pb.Arena(nodes=[pb.MontyNode(int=0o40755), *[pb.MontyNode(int=0)] * 9, pb.MontyNode(tuple=pb.Indexes(items=list(range(10))))])
+    answer = pb.ParentRequest(resume_call=pb.ResumeCall(call_id=event.os_call.call_id, result=pb.ExtFunctionResult(return_value=10), values=folder))
+    assert complete(child.ask(answer)).str == '/data/sub'
+    event = child.feed('open("../" + "a" * 300).read()')
+    assert event.os_call.read_bytes == '/data/sub/../' + 'a' * 300
+    raised = pb.RaisedException(exc_type='OSError', message="[Errno 36] File name too long: '/data/sub/../aaa…aaa'")
+    answer = pb.ParentRequest(resume_call=pb.ResumeCall(call_id=event.os_call.call_id, result=pb.ExtFunctionResult(error=raised)))
+    assert error_text(child.ask(answer)) == ('OSError', "[Errno 36] File name too long: '/data/sub/../aaa…aaa'")
+
+
+def scan_reply(*entries: tuple[str, bool, bool, bool]) -> pb.Arena:
+    """A `Path.scan` answer: a list of `(path, is_dir, is_file, is_symlink)` tuples."""
+    nodes: list[pb.MontyNode] = []
+    tuples = []
+    for path, *flags in entries:
+        first = len(nodes)
+        nodes += [pb.MontyNode(str=path), *(pb.MontyNode(boolean=flag) for flag in flags)]
+        nodes.append(pb.MontyNode(tuple=pb.Indexes(items=list(range(first, first + 4)))))
+        tuples.append(len(nodes) - 1)
+    nodes.append(pb.MontyNode(list=pb.Indexes(items=tuples)))
+    return pb.Arena(nodes=nodes)
+
+
+def test_a_folder_is_listed_with_its_kinds_in_one_scan_of_one_level(child: Child) -> None:
+    child.configure()
+    event = child.feed('import os\n[(e.name, e.is_dir(), e.is_file()) for e in os.scandir("/d")]')
+    assert (event.os_call.scan.path, event.os_call.scan.max_depth) == ('/d', 1)
+    values = scan_reply(('', True, False, False), ('a.txt', False, True, False), ('sub', True, False, True), ('gone', False, False, True))
+    answer = pb.ParentRequest(resume_call=pb.ResumeCall(call_id=event.os_call.call_id, result=pb.ExtFunctionResult(return_value=len(values.nodes) - 1), values=values))
+    event = child.ask(answer)
+    rows = [[event.complete.values.nodes[i] for i in event.complete.values.nodes[row].tuple.items] for row in complete(event).list.items]
+    assert [(name.str, is_dir.boolean, is_file.boolean) for name, is_dir, is_file in rows] == [('a.txt', False, True), ('gone', False, False), ('sub', True, False)]
+    for root, expected in [(('', False, True, False), ('NotADirectoryError', "[Errno 20] Not a directory: '/d'")), (('', False, False, True), ('FileNotFoundError', "[Errno 2] No such file or directory: '/d'"))]:
+        event = child.feed('os.listdir("/d")')
+        values = scan_reply(root)
+        answer = pb.ParentRequest(resume_call=pb.ResumeCall(call_id=event.os_call.call_id, result=pb.ExtFunctionResult(return_value=len(values.nodes) - 1), values=values))
+        assert error_text(child.ask(answer)) == expected
 
 def test_a_reset_while_a_call_waits_ends_the_feed_and_the_session(child: Child) -> None:
     child.configure()

@@ -249,6 +249,12 @@ ATTACKS: list[Attack] = [
         open('MARKER', 'w').write('x')
     """, "PermissionError: [Errno 13] Permission denied (the host has not granted file access; the host grants it with "
          "checkout(mounts=[Mount(host_dir, sandbox_path)])): 'MARKER'"),
+    attack('chdir', 'corral issue: os.chdir to move where relative paths reach', """
+        import os
+        os.chdir('/tmp')
+        open('MARKER', 'w')
+    """, "PermissionError: [Errno 13] Permission denied (the host has not granted file access; the host grants it with "
+         "checkout(mounts=[Mount(host_dir, sandbox_path)])): '/tmp'"),
     attack('breakpoint', 'pyjail: breakpoint() drops into pdb', """
         breakpoint()
     """, 'NameError: breakpoint() is not available in the sandbox; debuggers are not available in the sandbox'),

@@ -10,12 +10,15 @@ the order things happened in into variables; after the load, both sessions run t
 """
 
 import asyncio
+from unittest.mock import patch
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import corral
+from corral.host import session as session_module
+from corral.host.compiled import COMPILED_FEEDS, CompiledFeeds
 
 KEY = b'property-state-key-0123456789abc'
 DELAYS = st.sampled_from([0.0, 0.001, 0.003, 0.006, 0.01])
@@ -118,17 +121,31 @@ async def outcome(session, code):
         return ('error', error.display())
 
 
+class WorkerCompiles(CompiledFeeds):
+    """No code from the host: each replayed feed's worker compiles its text, as before the host kept any."""
+
+    def message(self, code, *, guarded):
+        return None
+
+
 async def check(feeds, later, second_dump):
-    """`original` runs the generated feeds and is dumped into `loaded`; after `second_dump` of
-    the later feeds, `loaded` is dumped into `reloaded`; every feed after a load gives the same
-    outcome in each session that has it, and so does reading every variable at the end."""
+    """`original` runs the generated feeds and is dumped into `loaded` and into `compiling`;
+    after `second_dump` of the later feeds, `loaded` is dumped into `reloaded`; every feed after
+    a load gives the same outcome in each session that has it, and so does reading every
+    variable at the end. `loaded` replays the code the host compiled for it (none kept before),
+    `reloaded` the code kept since, `compiling` the code its own worker compiled."""
+    COMPILED_FEEDS.clear()
     async with corral.Pool(state_key=KEY, warm_workers=1) as pool:
-        async with pool.checkout() as original, pool.checkout() as loaded, pool.checkout() as reloaded:
+        async with pool.checkout() as original, pool.checkout() as loaded, pool.checkout() as reloaded, pool.checkout() as compiling:
             await original.feed_run('import asyncio, random, uuid')
             for code, _ in feeds:
                 await outcome(original, code)
-            await loaded.load_session(await original.dump())
-            sessions = [original, loaded]
+            state = await original.dump()
+            await loaded.load_session(state)
+            assert COMPILED_FEEDS.misses == len({code for code, _ in feeds} | {'import asyncio, random, uuid'})
+            with patch.object(session_module, 'COMPILED_FEEDS', WorkerCompiles()):
+                await compiling.load_session(state)
+            sessions = [original, loaded, compiling]
             reads = '[' + ', '.join(read for _, read in feeds) + ']'
             for index, code in enumerate([*later, reads]):
                 if index == second_dump:

@@ -354,6 +354,24 @@ def test_an_ordinary_user_runs_a_checkout_a_host_call_and_the_lockdown_checks():
     _check_full_lockdown(probed)
 
 
+async def _ordinary_user_checkpoint() -> dict[str, Any]:
+    async with corral.Pool(warm_workers=0, state_key=b'ordinary-user-state-key-01234567') as pool:
+        async with pool.checkout() as session:
+            await session.feed_run('x = [1, 2, 3]')
+            state = await session.dump()
+            pid = session._worker.pid
+        kept = len(pool._checkpoints)
+        async with pool.checkout() as session:
+            await session.load_session(state)
+            return {'kept': kept, 'taken': session._worker.pid == pid, 'x': await session.feed_run('x')}
+
+
+def test_an_ordinary_users_pool_keeps_live_checkpoints():
+    """A worker is not dumpable, so a host that is not root may not read its smaps_rollup: the
+    checkpoint's memory could not be read, and every checkpoint was killed as it was kept."""
+    assert as_ordinary_user(_ordinary_user_checkpoint) == {'kept': 1, 'taken': True, 'x': [1, 2, 3]}
+
+
 def test_an_ordinary_user_without_a_user_namespace_is_refused_with_the_ways_on():
     lines = as_ordinary_user(lambda: refusal({'userns'})).split('\n')
     why = 'Operation not permitted (it needs CAP_SYS_ADMIN, which an ordinary user has only inside a user namespace: layer userns)'

@@ -46,7 +46,7 @@ class CheckpointLimits:
     """How many checkpoints a pool keeps, and how much memory they may hold (`Pool(checkpoints=...)`).
 
     - `count`, `memory`: at most this many checkpoints, holding at most this many bytes (the
-      private memory of their workers, from `/proc/<pid>/smaps_rollup`), in the whole pool;
+      private memory of their workers, from `/proc/<pid>/smaps_rollup`; see `private_memory`), in the whole pool;
     - `tenant_count`, `tenant_memory`: the same, for the checkpoints of one tenant.
 
     Past a bound the least recently kept checkpoints go first (their workers are killed). A
@@ -107,16 +107,27 @@ def _canonical(value: Any) -> Any:
 
 
 def private_memory(pid: int | None) -> int | None:
-    """Bytes of memory process `pid` holds alone (Private_Clean + Private_Dirty of
-    `/proc/<pid>/smaps_rollup`); None when it cannot be read (the process is gone)."""
+    """Bytes of memory process `pid` holds alone: Private_Clean + Private_Dirty of
+    `/proc/<pid>/smaps_rollup`, or, where the kernel refuses that file (a host that is not root
+    may not read it of a worker, which is not dumpable: proc(5), "ptrace access mode"), the
+    `RssAnon` of `/proc/<pid>/status`, every anonymous page it maps, an upper bound of the
+    same. None when neither can be read (the process is gone)."""
     try:
         with open(f'/proc/{pid}/smaps_rollup', 'rb') as rollup:
             text = rollup.read()
+        fields: tuple[bytes, ...] = (b'Private_Clean:', b'Private_Dirty:')
+    except PermissionError:
+        try:
+            with open(f'/proc/{pid}/status', 'rb') as status:
+                text = status.read()
+        except OSError:
+            return None
+        fields = (b'RssAnon:',)
     except OSError:
         return None
     total = 0
     for line in text.splitlines():
-        if line.startswith((b'Private_Clean:', b'Private_Dirty:')):
+        if line.startswith(fields):
             total += int(line.split()[1]) * 1024
     return total
 

@@ -148,6 +148,8 @@ class SessionState:
       stopped): the state is the one before that feed, and a second answer to one of these calls
       is refused (see `Session.resume`). Written before the answers reach the worker; a state
       written before states carried it has none.
+    - `cwd`: the working folder the next feed starts at (`os.chdir`, `Session.chdir`); `''` for
+      the default (the first mount's, else `/`), as a state written before states carried it has.
     """
 
     fingerprint: bytes
@@ -161,6 +163,7 @@ class SessionState:
     blocked: int = -1
     packages: list[str] = field(default_factory=list)
     answered: list[int] = field(default_factory=list)
+    cwd: str = ''
 
     def to_plain(self) -> dict[str, Any]:
         return {
@@ -175,6 +178,7 @@ class SessionState:
             'blocked': self.blocked,
             'packages': self.packages,
             'answered': self.answered,
+            'cwd': self.cwd,
         }
 
     @classmethod
@@ -193,6 +197,7 @@ class SessionState:
             blocked=body['blocked'],
             packages=body.get('packages', []),
             answered=body.get('answered', []),
+            cwd=body.get('cwd', ''),
         )
         state.check()
         return state
@@ -209,6 +214,8 @@ class SessionState:
             raise ValueError('malformed packages')
         if not (isinstance(self.answered, list) and all(type(call_id) is int for call_id in self.answered)):
             raise ValueError('malformed answered calls')
+        if not (isinstance(self.cwd, str) and (self.cwd == '' or self.cwd.startswith('/')) and '\x00' not in self.cwd):
+            raise ValueError('malformed working folder')
         for item in self.pending:
             if not (isinstance(item, list) and len(item) == 5 and isinstance(item[0], int) and isinstance(item[1], str)):
                 raise ValueError('malformed pending call')
@@ -251,8 +258,9 @@ class StateRecord:
     open feed: a paused feed that went on; no feeds from there when its answers were given, see
     `SessionState.answered`), `overlay`, the changes to the overlay since the part before
     (`overlay_changes`), the pause of a paused session and its answered calls as `SessionState`
-    has them, and the packages of the pool that ran the feed (a session stored by one pool goes
-    on in another)."""
+    has them, the packages of the pool that ran the feed (a session stored by one pool goes
+    on in another), and the working folder after it (None in a record written before records
+    carried it: the folder is as before)."""
 
     start: int
     feeds: list[FeedRecord]
@@ -262,9 +270,10 @@ class StateRecord:
     blocked: int = -1
     packages: list[str] = field(default_factory=list)
     answered: list[int] = field(default_factory=list)
+    cwd: str | None = None
 
     def to_plain(self) -> dict[str, Any]:
-        plain = {name: getattr(self, name) for name in ('start', 'overlay', 'pending', 'answers', 'blocked', 'packages', 'answered')}
+        plain = {name: getattr(self, name) for name in ('start', 'overlay', 'pending', 'answers', 'blocked', 'packages', 'answered', 'cwd')}
         return {**plain, 'feeds': [record.to_plain() for record in self.feeds]}
 
     def apply(self, state: SessionState) -> None:
@@ -278,6 +287,8 @@ class StateRecord:
         if not isinstance(self.packages, list):
             raise ValueError('malformed packages')
         state.packages = [*state.packages, *(name for name in self.packages if name not in state.packages)]
+        if self.cwd is not None:
+            state.cwd = self.cwd
         state.check()
 
 
@@ -435,7 +446,7 @@ def open_stored(
         try:
             record = StateRecord(
                 part['start'], [FeedRecord.from_plain(item) for item in part['feeds']], part['overlay'], part['pending'], part['answers'], part['blocked'],
-                part.get('packages', []), part.get('answered', []),
+                part.get('packages', []), part.get('answered', []), part.get('cwd'),
             )
             record.apply(session_state)
         except (ValueError, KeyError, TypeError) as error:

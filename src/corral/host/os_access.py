@@ -20,9 +20,12 @@ checkout:
 Nothing is granted by default: without `os_access`, the environment and the clock raise
 `PermissionError` in the script, saying the host has not granted them; without a mount, so do
 files. Every path is checked here, on the host: relative paths start at the sandbox's working
-folder (the first mount, else `/`), `..` is resolved before the mount is chosen, a path outside
-every mount is refused, and a host symlink that leads out of its mount is refused (symlinks inside
-a mount are followed; the script never sees a link).
+folder (the first mount, else `/`; the script moves it with `os.chdir`, within what exists), a
+name or path longer than Linux allows is refused before anything else, `..` is resolved as Linux
+resolves it (the folder before it must exist: `/data/missing/../f` is a FileNotFoundError) and
+never leads out of a mount to a host folder, a path outside every mount is refused, and a host
+symlink that leads out of its mount is refused (symlinks inside a mount are followed; the script
+never sees a link).
 """
 
 from __future__ import annotations
@@ -57,6 +60,10 @@ _PATH_MAX = 4096
 _NAME_MAX = 255
 #: The largest file a script may read or write in one piece.
 MAX_FILE = 32 * 1024 * 1024
+#: The permission bits of what a script makes in an overlay, and of folders above the mounts (as a
+#: umask of 022 leaves them).
+_FILE_PERMISSIONS = 0o644
+_DIR_PERMISSIONS = 0o755
 
 _GRANT_FILES = 'the host grants it with checkout(mounts=[Mount(host_dir, sandbox_path)])'
 _GRANT_ENVIRON = 'the host grants it with checkout(os_access=OsAccess(environ={...}))'
@@ -126,15 +133,22 @@ class OsAccess:
     - `cwd`: the sandbox's working folder (default: the first mount's path, else `/`).
 
     Subclass to serve files that are not under a mount (a virtual filesystem): override
-    `stat`, `read_file`, `write_file`, `list_dir`, `make_dir`, `remove`, `remove_dir`, `rename`;
-    paths arrive absolute and normalized. Raise `FileNotFoundError`, `PermissionError` ... as the
-    script should see them. Override `getenv`/`environ` or `now` for a dynamic environment or clock,
-    `sleep` (and `async_sleep`) for the script's sleeps.
+    `stat`, `read_file`, `write_file`, `list_dir`, `make_dir`, `remove`, `remove_dir`, `rename`
+    (and `exists`, when a cheaper answer than `stat` exists); paths arrive absolute and normalized
+    (`..` resolved by its text, as such a filesystem has no folders to look up). Raise
+    `FileNotFoundError`, `PermissionError` ... as the script should see them. Override
+    `getenv`/`environ` or `now` for a dynamic environment or clock, `sleep` (and `async_sleep`)
+    for the script's sleeps.
     A subclass whose methods wait on the event loop (answers asked of a remote caller) sets
-    `threaded = True`: the session then calls them in a thread, never on the loop.
+    `threaded = True`: the session then calls them in a thread, never on the loop. One that
+    resolves paths itself, with its own limits (a caller that serves files from folders of its
+    own), sets `resolves_paths = True`: its methods then receive paths absolute (a relative one
+    joined to the working folder) but as the script wrote them, `..` and all, unchecked for
+    length when the session has no mount of its own, and must keep them inside its folders.
     """
 
     threaded = False
+    resolves_paths = False
 
     def __init__(
         self,
@@ -215,9 +229,20 @@ class OsAccess:
     def _no_files(self, path: str) -> OSError:
         return _NoFiles(errno.EACCES, 'Permission denied', path)
 
-    def stat(self, path: str) -> tuple[str, int, float]:
-        """`('file' | 'dir', size, mtime)` of a path; raise FileNotFoundError when missing."""
+    def stat(self, path: str) -> tuple[str, int, float] | tuple[str, int, float, int]:
+        """`('file' | 'dir', size, mtime)` of a path, or `(kind, size, mtime, permissions)` with
+        its permission bits (`0o644` ...; the default is 0o644 for a file, 0o755 for a folder);
+        raise FileNotFoundError when missing."""
         raise self._no_files(path)
+
+    def exists(self, path: str) -> bool:
+        """Whether a path exists (`Path.exists()`): `stat` answers it unless overridden; a
+        FileNotFoundError or NotADirectoryError is False, other errors reach the script."""
+        try:
+            self.stat(path)
+        except (FileNotFoundError, NotADirectoryError):
+            return False
+        return True
 
     def read_file(self, path: str) -> bytes:
         raise self._no_files(path)
@@ -226,7 +251,9 @@ class OsAccess:
         """`how`: 'truncate' (replace the content), 'append', or 'create' (FileExistsError if it exists)."""
         raise self._no_files(path)
 
-    def list_dir(self, path: str) -> list[str]:
+    def list_dir(self, path: str) -> list[str] | list[tuple[str, str]]:
+        """The names in a folder, or `(name, 'file' | 'dir' | 'other')` pairs when the listing knows
+        the kinds (each name's `stat` is then asked only when the script wants more of it)."""
         raise self._no_files(path)
 
     def make_dir(self, path: str) -> None:
@@ -303,23 +330,24 @@ class _MountView:
 
     # lookups ----------------------------------------------------------------------------------
 
-    def lookup(self, rel: str, shown: str) -> tuple[str, int, float] | None:
-        """`(kind, size, mtime)` as the script sees `rel`, or None."""
+    def lookup(self, rel: str, shown: str) -> tuple[str, int, float, int] | None:
+        """`(kind, size, mtime, permissions)` as the script sees `rel`, or None."""
         if rel in self._files:
             data, mtime = self._files[rel]
-            return ('file', len(data), mtime)
+            return ('file', len(data), mtime, _FILE_PERMISSIONS)
         if rel in self._dirs:
-            return ('dir', 0, self._dirs[rel])
+            return ('dir', 0, self._dirs[rel], _DIR_PERMISSIONS)
         if self._hidden(rel):
             return None
         st = self._host_stat(rel, shown)
         if st is None:
             return None
+        permissions = stat_module.S_IMODE(st.st_mode)
         if stat_module.S_ISDIR(st.st_mode):
-            return ('dir', 0, st.st_mtime)
+            return ('dir', 0, st.st_mtime, permissions)
         if stat_module.S_ISREG(st.st_mode):
-            return ('file', st.st_size, st.st_mtime)
-        return ('other', 0, st.st_mtime)
+            return ('file', st.st_size, st.st_mtime, permissions)
+        return ('other', 0, st.st_mtime, permissions)
 
     def read(self, rel: str, shown: str) -> bytes:
         if rel in self._files:
@@ -509,6 +537,8 @@ class SystemCalls:
             'os.rmdir': self._rmdir,
             'os.rename': self._rename,
             'os.getcwd': self._getcwd,
+            'os.chdir': self._chdir,
+            'os.exists': self._exists,
             'os.getenv': self._getenv,
             'os.environ': self._environ,
             'clock.now': self._now,
@@ -592,16 +622,52 @@ class SystemCalls:
     # paths ------------------------------------------------------------------------------------
 
     def _path(self, raw: Any) -> str:
+        """The absolute, normalized sandbox path `raw` names (a relative one starts at the working
+        folder), resolved as Linux resolves it: a name or path too long is refused first, then
+        each folder that a `..` leaves must exist in its mount (FileNotFoundError, or
+        NotADirectoryError for a file). Outside the mounts, `..` is resolved by its text."""
         if not isinstance(raw, str):
             raise TypeError(f'a path must be a str, not {type(raw).__name__}')
         if '\x00' in raw:
             raise _Refused(ValueError, None, 'embedded null byte')
         if not raw:
             raise _os_error(errno.ENOENT, raw)
-        encoded = raw.encode('utf-8', 'surrogateescape')
-        if len(encoded) >= _PATH_MAX or any(len(part) > _NAME_MAX for part in encoded.split(b'/')):
-            raise _os_error(errno.ENAMETOOLONG, raw)  # as the kernel refuses it, before `..` is resolved
-        return _normalize(raw if raw.startswith('/') else posixpath.join(self.cwd, raw))
+        if self._mounts or not self.os_access.resolves_paths:
+            encoded = raw.encode('utf-8', 'surrogateescape')
+            if len(encoded) >= _PATH_MAX or any(len(part) > _NAME_MAX for part in encoded.split(b'/')):
+                raise _os_error(errno.ENAMETOOLONG, raw)  # as the kernel refuses it, before `..` is resolved
+        joined = raw if raw.startswith('/') else posixpath.join(self.cwd, raw)
+        parts = joined.split('/')
+        if '..' not in parts:
+            return _normalize(joined)
+        resolved: list[str] = []
+        for part in parts:
+            if part == '..':
+                if resolved:
+                    self._leave('/' + '/'.join(resolved), raw)
+                    resolved.pop()
+            elif part and part != '.':
+                resolved.append(part)
+        return '/' + '/'.join(resolved)
+
+    def _leave(self, folder: str, raw: str) -> None:
+        """Refuse a `..` out of `folder` when a mount has no folder there, as Linux refuses it."""
+        found = self._find(folder)
+        if found is None:
+            return
+        view, rel = found
+        info = view.lookup(rel, raw)
+        if info is None:
+            raise _os_error(errno.ENOENT, raw)
+        if info[0] != 'dir':
+            raise _os_error(errno.ENOTDIR, raw)
+
+    def _given(self, raw: str, path: str) -> str:
+        """What the OsAccess receives for `path` (outside the mounts): the path itself, or, for one
+        that `resolves_paths`, the script's path as written, made absolute."""
+        if self.os_access.resolves_paths:
+            return raw if raw.startswith('/') else posixpath.join(self.cwd, raw)
+        return path
 
     def _find(self, path: str) -> tuple[_MountView, str] | None:
         for view in self._mounts:
@@ -618,18 +684,42 @@ class SystemCalls:
     # files ------------------------------------------------------------------------------------
 
     def _stat(self, raw: Any) -> list[Any]:
-        path = self._path(raw)
+        """`[kind, size, mtime, permissions]` of a path (kind 'file' or 'dir')."""
+        return self._info(raw, self._path(raw))
+
+    def _info(self, raw: str, path: str) -> list[Any]:
         found = self._find(path)
         if found is None:
             if self._above_mounts(path) is not None:
-                return ['dir', 0, 0.0]
-            kind, size, mtime = self._handler(raw, path, self.os_access.stat, path)
-            return [kind, size, mtime]
+                return ['dir', 0, 0.0, _DIR_PERMISSIONS]
+            return self._handler_stat(raw, self._given(raw, path))
         view, rel = found
         info = view.lookup(rel, raw)
         if info is None or info[0] not in ('file', 'dir'):
             raise _os_error(errno.ENOENT, raw)
         return list(info)
+
+    def _handler_stat(self, shown: str, given: str) -> list[Any]:
+        """The OsAccess's `stat` of `given`, as `[kind, size, mtime, permissions]`."""
+        answer = self._handler(shown, given, self.os_access.stat, given)
+        if not (isinstance(answer, (tuple, list)) and len(answer) in (3, 4)):
+            raise TypeError(f'{type(self.os_access).__name__}.stat returned {answer!r}, not (kind, size, mtime[, permissions])')
+        kind, size, mtime, *permissions = answer
+        return [kind, size, mtime, permissions[0] if permissions else _DIR_PERMISSIONS if kind == 'dir' else _FILE_PERMISSIONS]
+
+    def _exists(self, raw: Any) -> bool:
+        """`Path.exists()`: False when the path or a folder on its way is missing (or a file)."""
+        try:
+            path = self._path(raw)
+            if self._find(path) is None and self._above_mounts(path) is None:
+                given = self._given(raw, path)
+                return bool(self._handler(raw, given, self.os_access.exists, given))
+            self._info(raw, path)
+        except _Refused as refused:
+            if refused.payload[0] in ('FileNotFoundError', 'NotADirectoryError'):
+                return False
+            raise
+        return True
 
     def _read(self, raw: Any) -> bytes:
         path = self._path(raw)
@@ -637,7 +727,8 @@ class SystemCalls:
         if found is None:
             if self._above_mounts(path) is not None:
                 raise _os_error(errno.EISDIR, raw)
-            data = self._handler(raw, path, self.os_access.read_file, path)
+            given = self._given(raw, path)
+            data = self._handler(raw, given, self.os_access.read_file, given)
             if not isinstance(data, bytes):
                 raise TypeError(f'{type(self.os_access).__name__}.read_file returned {type(data).__name__}, not bytes')
             return data
@@ -654,7 +745,8 @@ class SystemCalls:
         if found is None:
             if self._above_mounts(path) is not None:
                 raise _os_error(errno.EISDIR, raw)
-            self._handler(raw, path, self.os_access.write_file, path, data, how)
+            given = self._given(raw, path)
+            self._handler(raw, given, self.os_access.write_file, given, data, how)
             return
         view, rel = found
         view.write(rel, raw, data, how)
@@ -665,18 +757,23 @@ class SystemCalls:
         if found is None:
             above = self._above_mounts(path)
             if above is not None:
-                return [[name, 'dir', 0, 0.0] for name in above]
+                return [[name, 'dir', 0, 0.0, _DIR_PERMISSIONS] for name in above]
+            given = self._given(raw, path)
             entries = []
-            for name in sorted(self._handler(raw, path, self.os_access.list_dir, path)):
-                kind, size, mtime = self._handler(raw, path, self.os_access.stat, posixpath.join(path, name))
-                entries.append([name, kind, size, mtime])
-            return entries
+            for item in self._handler(raw, given, self.os_access.list_dir, given):
+                if isinstance(item, str):
+                    entries.append([item, *self._handler_stat(posixpath.join(raw, item), posixpath.join(given, item))])
+                elif isinstance(item, (tuple, list)) and len(item) == 2 and isinstance(item[0], str) and item[1] in ('file', 'dir', 'other'):
+                    entries.append(list(item))  # the kind alone: a DirEntry's stat() asks for the rest
+                else:
+                    raise TypeError(f'{type(self.os_access).__name__}.list_dir gave {item!r}, not a name or a (name, kind) pair')
+            return sorted(entries)
         view, rel = found
         entries = view.entries(rel, raw)
         # mounts nested inside this folder appear in it
         above = self._above_mounts(path) or []
         known = {entry[0] for entry in entries}
-        entries += [[name, 'dir', 0, 0.0] for name in above if name not in known]
+        entries += [[name, 'dir', 0, 0.0, _DIR_PERMISSIONS] for name in above if name not in known]
         return sorted(entries)
 
     def _mkdir(self, raw: Any, parents: Any, exist_ok: Any) -> None:
@@ -716,7 +813,8 @@ class SystemCalls:
         if found is None:
             if self._above_mounts(path) is not None:
                 raise _os_error(errno.EISDIR, raw)
-            self._handler(raw, path, self.os_access.remove, path)
+            given = self._given(raw, path)
+            self._handler(raw, given, self.os_access.remove, given)
             return
         view, rel = found
         view.remove(rel, raw)
@@ -727,7 +825,8 @@ class SystemCalls:
         if found is None:
             if self._above_mounts(path) is not None:
                 raise _os_error(errno.EBUSY, raw, 'Device or resource busy (a folder above a mount)')
-            self._handler(raw, path, self.os_access.remove_dir, path)
+            given = self._given(raw, path)
+            self._handler(raw, given, self.os_access.remove_dir, given)
             return
         view, rel = found
         view.rmdir(rel, raw)
@@ -736,7 +835,8 @@ class SystemCalls:
         source, target = self._path(raw_source), self._path(raw_target)
         found_source, found_target = self._find(source), self._find(target)
         if found_source is None and found_target is None:
-            self._handler(raw_source, source, self.os_access.rename, source, target)
+            given = self._given(raw_source, source)
+            self._handler(raw_source, given, self.os_access.rename, given, self._given(raw_target, target))
             return
         if found_source is None or found_target is None:
             raise _os_error(errno.EXDEV, raw_source, 'Invalid cross-device link (a rename cannot leave its mount)')
@@ -795,12 +895,20 @@ class SystemCalls:
                 raise _denied(raw, f'outside the folders the host mounted: {folders}') from None
             raise _denied(raw, f'the host has not granted file access; {_GRANT_FILES}') from None
         except OSError as error:
+            if error.errno is None:  # an error of the handler's own words: the script sees them
+                raise _Refused(_error_class(error), None, str(error)) from None
             filename = raw if error.filename in (path, None) else _text(error.filename)
-            number = error.errno if error.errno is not None else errno.EIO
-            raise _Refused(_error_class(error), number, error.strerror or str(error), filename, _text(error.filename2)) from None
+            raise _Refused(_error_class(error), error.errno, error.strerror or str(error), filename, _text(error.filename2)) from None
 
     def _getcwd(self) -> str:
         return self.cwd
+
+    def _chdir(self, raw: Any) -> None:
+        """`os.chdir`: the working folder moves to an existing folder, normalized."""
+        path = self._path(raw)
+        if self._info(raw, path)[0] != 'dir':
+            raise _os_error(errno.ENOTDIR, raw)
+        self.cwd = path
 
     def chdir(self, path: str) -> None:
         """Start relative paths at `path` from now on (see `Session.chdir`)."""

@@ -39,6 +39,7 @@ from ..errors import (
 from ..limits import Limits, amount
 from ..values import UNPACKABLE_RESULT, Decoder, ValueLimitError, bounded_repr, describe_type, host_default, measure, pack, unpack
 from .checkpoints import Checkpoint, state_digest
+from .compiled import COMPILED_FEEDS
 from .deferred import Deferred, PendingCall, SandboxPaused, StopFeed
 from .external import ExternalModule, exception_payload, is_async_callable, missing_functions
 from .journal import DONE as FEED_DONE
@@ -218,6 +219,7 @@ class Session:
         self.tenant = tenant
         self._lease: Lease | None = None
         self._overlay: dict[str, list[Any]] = {}  # a stored session's overlay writes before its feed
+        self._cwd = self._system.cwd  # and its working folder
         self._chain: Chain | None = None  # where the next write to the store goes; None: a full state, at generation 1
         self._stored = 0  # feeds of the journal the store has, the last one open when `_stored_open`
         self._stored_open = False
@@ -314,8 +316,9 @@ class Session:
         self._modules[name] = module
 
     def chdir(self, path: str) -> None:
-        """Make `path` (absolute, in the sandbox's terms) the folder relative paths of the next
-        feeds start at, as `os.chdir` would; raises `ValueError` for a relative path."""
+        """Make `path` (absolute, in the sandbox's terms, normalized; the host's word, so not
+        looked up as a script's `os.chdir` is) the folder relative paths of the next feeds start
+        at; the session's state keeps it. Raises `ValueError` for a relative path."""
         self._system.chdir(path)
 
     # ----- lifecycle -----------------------------------------------------------------------------
@@ -484,6 +487,7 @@ class Session:
         self._answered = ([], '')
         if not self.ephemeral:
             self._overlay = self._system.overlay()  # what the feed leaves if it is undone (see `_roll_back`)
+            self._cwd = self._system.cwd
         spans = _tracer.start_as_current_span('run code') if _tracing() else contextlib.nullcontext(trace.INVALID_SPAN)
         with spans as span:
             if span.is_recording():
@@ -652,6 +656,7 @@ class Session:
         self._journal.remove(stopped)
         self._kill(stopped.why)
         self._system.restore_overlay(self._overlay)
+        self._system.cwd = self._cwd
         state = self._state()
         self._journal, self._context, self._next_call, self._journal_bytes = [], [], 0, 0
         try:
@@ -766,12 +771,13 @@ class Session:
         return {f'{name}.{fname}': function for name, module in self._modules.items() for fname, function in module.functions.items()}
 
     async def _run_feed(
-        self, record: FeedRecord, functions: dict[str, bool], modules: dict[str, dict[str, bool]], *, replay: bytes | None = None
+        self, record: FeedRecord, functions: dict[str, bool], modules: dict[str, dict[str, bool]], *, replay: tuple[bytes, ...] | None = None
     ) -> Any:
         """Send a feed's FEED message, journaled, and wait for its value.
 
-        `replay`: the FEED the worker gets for a journaled feed replayed (see `_replay_state`),
-        which runs with no wall_time limit, on either side.
+        `replay`: what the worker gets for a journaled feed replayed (see `_replay_state`): the
+        host's compiled code of its script, if any, and its FEED, which runs with no wall_time
+        limit, on either side.
         """
         self._asyncs = dict(functions)
         for name, members in modules.items():
@@ -784,7 +790,7 @@ class Session:
         self._record = record
         self._journal.append(record)
         self._journal_bytes += feed_size(record)
-        payloads = [record.feed if replay is None else replay]
+        payloads = [record.feed] if replay is None else list(replay)
         if self._replay:  # the worker takes in one message per request, in order: send them all at once
             payloads += [payload for _, payload in self._replay]
         return await self._exchange_with(lambda: self._write(*payloads), timeout=self.limits.wall_time if replay is None else None)
@@ -1273,7 +1279,7 @@ class Session:
         has a pool with the same state key and host functions (see the README, "Stored sessions").
 
         The state holds the journal of the session's feeds (their code and every value that came in
-        from outside), the overlay writes of its mounts, its random seed, and a paused feed's
+        from outside), the overlay writes of its mounts, its working folder, its random seed, and a paused feed's
         pending calls. Raises `RuntimeError` while a feed runs, `SandboxStateError` when the
         state is over the pool's `max_state_bytes`, or when a feed of this session was stopped by
         a time limit (wall_time, cpu_time) at a point no replay could reproduce.
@@ -1310,6 +1316,7 @@ class Session:
             blocked=self._blocked if self._paused and self._blocked is not None else -1,
             packages=list(self._pool.packages),
             answered=list(self._answered[0]),
+            cwd=self._system.cwd,
         )
 
     def _fingerprint(self) -> bytes:
@@ -1427,6 +1434,9 @@ class Session:
             try:
                 self._system.restore_overlay(state.overlay)
                 self._overlay = self._system.overlay()
+                if state.cwd:
+                    self._system.chdir(state.cwd)
+                    self._cwd = self._system.cwd
             except (ValueError, TypeError) as error:
                 raise SandboxStateError(f'the session state is malformed ({error})') from None
         except BaseException:
@@ -1456,13 +1466,14 @@ class Session:
                 # no wall_time while it replays: the machine may be slower, and the feed did not
                 # run past it (a feed that did is not in a journal: see `_close_record`)
                 replay = pack([*message[:5], {**limits, 'replay': True}], side='host')
+                compiled = COMPILED_FEEDS.message(code, guarded='language' not in self._pool.skip_layers)
             except (ValueError, TypeError) as error:
                 raise SandboxStateError(f'the session state is malformed ({error})') from None
             self._replay, self._replaying, self._replay_final = deque(recorded.inputs), recorded, final
             self._print = _discard_output
             record = FeedRecord(recorded.feed, code, self._next_call)
             try:
-                await self._settle(self._run_feed(record, functions, modules, replay=replay))
+                await self._settle(self._run_feed(record, functions, modules, replay=(replay,) if compiled is None else (compiled, replay)))
                 outcome = FEED_DONE
             except SandboxPaused:
                 outcome = OPEN
@@ -1534,7 +1545,7 @@ class Session:
             start = self._stored - 1 if self._stored_open else self._stored
             record = StateRecord(
                 start, state.feeds[start:], overlay_changes(self._stored_overlay, state.overlay), state.pending, state.answers, state.blocked, state.packages,
-                state.answered,
+                state.answered, state.cwd,
             )
             data = seal_record(record, key, binding=binding, previous=chain.mac)
             compact_at = max(chain.state_bytes, min(_COMPACT_BYTES, self._pool.max_state_bytes // 2))  # records never pass the quota
@@ -1568,6 +1579,7 @@ class Session:
         state = self._state()
         state.feeds.pop()  # the paused feed, and its files (as `_roll_back` leaves them)
         state.overlay, state.pending, state.answers, state.blocked, state.answered = self._overlay, [], [], -1, [*self._resumed, *call_ids]
+        state.cwd = self._cwd
         await self._store_state(state)
         self._resumed = state.answered
 

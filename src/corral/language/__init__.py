@@ -12,7 +12,7 @@ of a module or a name, shared with the type checker and `reference` (the docs pa
 Imports go one way, each module importing only from the groups before its own (checked by
 `tests/test_imports.py`): `rules`, `catalog`, `walk`, `stop`, `identity`, `native`, `strformat`;
 then `validate`, `rewrite`, `hostio`, `preload`; `compile`, `facades`; `guards`; `copying`,
-`packages`, `builtins`; `modules`; `reference`. A lower module that needs a higher one's work takes
+`packages`, `builtins`; `modules`; `reference`, `rebuild`. A lower module that needs a higher one's work takes
 it as an argument (`strformat.safe_format`'s `refusal`, `catalog.missing_member`'s `available`).
 """
 

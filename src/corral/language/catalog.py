@@ -220,7 +220,6 @@ MEMBER_HINTS: dict[tuple[str, str], str] = {
         'getpid', 'getppid', 'getuid', 'getgid', 'geteuid', 'getlogin', 'uname', 'cpu_count', 'times', 'getloadavg')},
     ('os', 'urandom'): 'randomness comes from the session\'s seeded random module: random.randbytes(n)',
     ('os', 'getrandom'): 'randomness comes from the session\'s seeded random module: random.randbytes(n)',
-    ('os', 'chdir'): 'the working folder is fixed; use paths under the mounted folders',
     ('os', 'putenv'): 'assign os.environ[name] instead (it stays in the session)',
     ('os', 'unsetenv'): 'del os.environ[name] instead (it stays in the session)',
     **{('os', name): 'open files with open() or pathlib.Path' for name in ('open', 'read', 'write', 'close', 'fdopen', 'pipe', 'dup', 'dup2')},
@@ -251,7 +250,7 @@ MEMBER_HINTS: dict[tuple[str, str], str] = {
     **{('asyncio', name): _NETWORK for name in ('open_connection', 'start_server', 'StreamReader', 'StreamWriter', 'open_unix_connection', 'start_unix_server')},
     ('contextlib', 'redirect_stdout'): 'write to a buffer with print(..., file=buffer)',
     ('contextlib', 'redirect_stderr'): 'write to a buffer with print(..., file=buffer)',
-    ('contextlib', 'chdir'): 'the working folder is fixed; use paths under the mounted folders',
+    ('contextlib', 'chdir'): 'call os.chdir(path) and os.chdir back',
     **{('types', name): _INTERNALS for name in ('CodeType', 'FrameType', 'TracebackType', 'CellType', 'coroutine')},
     ('shlex', 'shlex'): 'it can read files (source, sourcehook); use shlex.split, shlex.quote and shlex.join',
     ('email.utils', 'make_msgid'): 'it reads the host\'s name; build an id with uuid.uuid4()',
@@ -318,7 +317,7 @@ MODULE_NOTES: dict[str, str] = {
     'functools': '`wraps`/`update_wrapper` copy names and docs; `cached_property` works on the script\'s classes',
     'dataclasses': '`dataclass` applies to the script\'s classes; `asdict`, `astuple`, `replace` as in CPython',
     'copy': 'copies builtin values, collections, dates, decimals and objects of the script\'s classes',
-    'contextlib': 'no `redirect_stdout`/`redirect_stderr` (use `print(..., file=buffer)`), no `chdir`',
+    'contextlib': 'no `redirect_stdout`/`redirect_stderr` (use `print(..., file=buffer)`), no `chdir` (call `os.chdir`)',
     'calendar': '`prmonth`, `prcal` and `TextCalendar`\'s `pr*` methods print to the captured output; no locale calendars',
     'typing': (
         '`reveal_type` prints to the captured output; `get_type_hints` evaluates annotation strings as names, '

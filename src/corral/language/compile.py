@@ -5,13 +5,22 @@ declared `global`, and whose last expression, if any, is its return value. Names
 as at module level (they live in the session's globals), but reads of them take CPython's fast,
 cached `LOAD_GLOBAL` path instead of `LOAD_NAME`: loops at the top level of a script run about as
 fast as inside a function. A script with top-level `await` becomes an `async` function.
+
+The host keeps the code it compiled for the feeds it replays (`corral.host.compiled`), and sends
+it to the worker marshalled (`dump_compiled`, `load_compiled`): `COMPILER` names the compiler that
+made it, so a worker takes only code its own compiler would have made.
 """
 
 from __future__ import annotations
 
 import ast
 import gc
+import hashlib
+import marshal
+import os
+import sys
 import types
+from pathlib import Path
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -20,9 +29,10 @@ from .rewrite import is_run_call, rewrite
 from .validate import validate
 from .walk import child_nodes
 
-__all__ = ['CompiledScript', 'compile_script', 'compile_unguarded']
+__all__ = ['COMPILER', 'CompiledScript', 'compile_script', 'compile_unguarded', 'compiler_tag', 'dump_compiled', 'load_compiled']
 
 _CO_COROUTINE = 0x80
+_CO_FUNCTION = 0x3  # CO_OPTIMIZED | CO_NEWLOCALS: a function's code (a module's has neither)
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 
 
@@ -86,6 +96,58 @@ def compile_unguarded(source: str, filename: str) -> CompiledScript:
     finally:
         if collecting:
             gc.enable()
+
+
+def _compiler() -> bytes:
+    """16 bytes naming what decides the code a script compiles to: CPython's version and bytecode
+    (its cache tag), its optimization level, and the source of the modules that validate, rewrite
+    and wrap a script, as this process read them when it imported this one."""
+    digest = hashlib.blake2b(f'{sys.version}|{sys.implementation.cache_tag}|{sys.flags.optimize}'.encode(), digest_size=16)
+    for name in ('compile', 'rewrite', 'validate', 'walk', 'rules'):
+        try:
+            digest.update(Path(__file__).with_name(f'{name}.py').read_bytes())
+        except OSError:  # no source to read: a name no other process has, so code never crosses
+            digest.update(os.urandom(16))
+    return digest.digest()
+
+
+#: This process's compiler (see `_compiler`): the host's and a worker's are the same when both run
+#: the same CPython with the same corral.
+COMPILER = _compiler()
+
+
+def compiler_tag(guarded: bool) -> bytes:
+    """16 bytes naming the compilation a script gets from this process: `COMPILER` and whether it
+    is `compile_script`'s (`guarded`) or `compile_unguarded`'s."""
+    return hashlib.blake2b(COMPILER + (b'guarded' if guarded else b'unguarded'), digest_size=16).digest()
+
+
+def dump_compiled(script: CompiledScript) -> bytes:
+    """The marshalled code of a script this process compiled (for `load_compiled`)."""
+    return marshal.dumps(script.code)
+
+
+def load_compiled(data: bytes, imports_asyncio: bool, filename: str) -> CompiledScript:
+    """The script `dump_compiled` gave `data` for, its code and the code in it named `filename`
+    (the host compiles under a name of its own; the worker numbers its scripts).
+
+    Only for bytes from corral's own compiler (the host's: see `corral.host.compiled`), never
+    from a stored state or a client: marshalled code runs as it is. Raises `ValueError` for bytes
+    that hold no `<module>` code object.
+    """
+    try:
+        code = marshal.loads(data)
+    except (EOFError, ValueError, TypeError) as error:
+        raise ValueError(f'not a marshalled code object ({error})') from None
+    if type(code) is not types.CodeType or code.co_name != '<module>' or code.co_flags & _CO_FUNCTION != _CO_FUNCTION:
+        raise ValueError('not the code of a compiled script')
+    return CompiledScript(_renamed(code, filename), bool(imports_asyncio))
+
+
+def _renamed(code: types.CodeType, filename: str) -> types.CodeType:
+    """`code`, and every code object in its constants, with `co_filename` set to `filename`."""
+    consts = tuple(_renamed(const, filename) if type(const) is types.CodeType else const for const in code.co_consts)
+    return code.replace(co_filename=filename, co_consts=consts)
 
 
 def _compile(module: ast.Module, source: str, filename: str) -> types.CodeType:

@@ -54,8 +54,8 @@ _S_DIR = _stat.S_IFDIR | 0o755
 
 
 def _stat_result(info: list[Any]) -> os.stat_result:
-    kind, size, mtime = info
-    mode = _S_DIR if kind == 'dir' else _S_FILE
+    kind, size, mtime, *permissions = info  # a host that answers without permissions: the defaults
+    mode = (_S_DIR if kind == 'dir' else _S_FILE) if not permissions else (_stat.S_IFDIR if kind == 'dir' else _stat.S_IFREG) | permissions[0] & 0o7777
     return os.stat_result((mode, 0, 0, 1, 0, 0, size, mtime, mtime, mtime))
 
 
@@ -84,8 +84,13 @@ def lstat(path: Any, *, dir_fd: Any = None) -> os.stat_result:
 
 
 def getcwd() -> str:
-    """The sandbox's working folder (fixed by the host)."""
+    """The sandbox's working folder (the first mount's, else `/`, until `chdir` moves it)."""
     return hostio.getcwd()
+
+
+def chdir(path: Any) -> None:
+    """Move the working folder, where relative paths start, to an existing folder."""
+    hostio.chdir(_path(path, 'chdir', fd=True))
 
 
 def listdir(path: Any = None) -> list[str]:
@@ -113,6 +118,8 @@ class DirEntry:
         return False
 
     def stat(self, *, follow_symlinks: bool = True) -> os.stat_result:
+        if len(self._info) < 4:  # the host listed the kind alone: asked once, as CPython caches it
+            self._info = [self._info[0], *hostio.stat(self.path)]
         return _stat_result(self._info[1:])
 
     def inode(self) -> int:
@@ -228,7 +235,7 @@ def replace(src: Any, dst: Any, *, src_dir_fd: Any = None, dst_dir_fd: Any = Non
     hostio.call('os.rename', _path(src, 'replace', 'src'), _path(dst, 'replace', 'dst'), True)
 
 
-_named('os', stat, lstat, getcwd, listdir, scandir, walk, mkdir, makedirs, remove, unlink, rmdir, removedirs, rename, replace, DirEntry)
+_named('os', stat, lstat, getcwd, chdir, listdir, scandir, walk, mkdir, makedirs, remove, unlink, rmdir, removedirs, rename, replace, DirEntry)
 DirEntry.__module__ = 'os'
 _ScandirIterator.__module__ = 'os'
 
@@ -236,12 +243,11 @@ _ScandirIterator.__module__ = 'os'
 # os.path
 
 def exists(path: Any) -> bool:
-    """Whether a file or folder exists."""
+    """Whether a file or folder exists (False for any error, as CPython's)."""
     try:
-        hostio.stat(_path(path, 'stat', fd=True))
+        return hostio.exists(_path(path, 'stat', fd=True))
     except (OSError, ValueError):
         return False
-    return True
 
 
 def isfile(path: Any) -> bool:
@@ -351,7 +357,7 @@ def _os() -> dict[str, Any]:
         'error': OSError, 'stat_result': os.stat_result, 'DirEntry': DirEntry, 'strerror': os.strerror,
         # the functions CPython writes in C are dressed as its built-in functions (see native.py)
         **{function.__name__: builtin_function(function, getattr(os, function.__name__)) for function in (
-            getcwd, listdir, scandir, stat, lstat, mkdir, remove, unlink, rmdir, rename, replace)},
+            getcwd, chdir, listdir, scandir, stat, lstat, mkdir, remove, unlink, rmdir, rename, replace)},
         'walk': walk, 'makedirs': makedirs, 'removedirs': removedirs,
         'getenv': hostio.getenv, 'environ': hostio.environ,
     }
@@ -440,7 +446,10 @@ class Path(pathlib.PurePosixPath):
         return stat(self)
 
     def exists(self) -> bool:
-        return exists(self)
+        try:
+            return hostio.exists(self)
+        except ValueError:  # a NUL in the path, as CPython's pathlib answers it
+            return False
 
     def is_file(self) -> bool:
         return isfile(self)

@@ -56,6 +56,8 @@ SYSTEM_CALLS = {
     'os.rmdir': 'path',
     'os.rename': 'source, target, replace',
     'os.getcwd': '',
+    'os.chdir': 'path',
+    'os.exists': 'path',
     'os.getenv': 'name',
     'os.environ': '',
     'clock.now': '',
@@ -446,8 +448,13 @@ def write_bytes(path: Any, data: bytes, how: str = 'truncate') -> None:
 # ----- directories and metadata --------------------------------------------------------------------
 
 def stat(path: Any) -> list[Any]:
-    """[kind, size, mtime] of a path; kind is 'file' or 'dir'. FileNotFoundError when missing."""
+    """[kind, size, mtime, permissions] of a path; kind is 'file' or 'dir'. FileNotFoundError when missing."""
     return call('os.stat', fspath(path))
+
+
+def exists(path: Any) -> bool:
+    """Whether a path exists; errors other than its absence (PermissionError ...) are raised."""
+    return call('os.exists', fspath(path)) is True
 
 
 def scandir(path: Any) -> list[list[Any]]:
@@ -457,6 +464,11 @@ def scandir(path: Any) -> list[list[Any]]:
 
 def getcwd() -> str:
     return call('os.getcwd')
+
+
+def chdir(path: Any) -> None:
+    """Move the working folder (the session's, kept by the host) to an existing folder."""
+    call('os.chdir', fspath(path))
 
 
 # ----- the environment -----------------------------------------------------------------------------

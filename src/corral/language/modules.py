@@ -20,7 +20,7 @@ objects by name or hand out the worker's own machinery:
   with the sandbox's rules; types, shlex, email.utils: an allow-list (no `types.CodeType`, no
   `shlex.shlex` and its file reading, no `make_msgid`); logging, warnings: see `logs.py`; uuid: no `uuid1`/`getnode` (they run commands to find a MAC address); enum: no
   `global_enum` (it writes into the worker's `__main__`); contextlib: no `redirect_stdout`,
-  `redirect_stderr` (they swap `sys.stdout`) or `chdir`;
+  `redirect_stderr` (they swap `sys.stdout`) or `chdir` (a script calls `os.chdir`);
 - the facades of `facades.py` (os, os.path, pathlib, glob, time, random, sys, io, pprint,
   zoneinfo) and `uuid.uuid4` reach the host or the session's seed (see `hostio.py`).
 

@@ -19,11 +19,14 @@ import decimal
 import importlib
 import json
 import pathlib
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..described import ExceptionValue, InstanceValue, NamedTupleValue
 from ..language.builtins import STDLIB_EXCEPTIONS
+from ..values import bounded_repr
 from . import monty_v1_pb2 as pb
 
 __all__ = ['ArenaError', 'ClientFunction', 'ClientModule', 'MAX_NODES', 'decode', 'encode', 'exception_from', 'exception_value']
@@ -100,9 +103,9 @@ def _node(node: pb.MontyNode, index: int, built: list[Any]) -> Any:
         except TypeError as error:
             raise ArenaError(f'node {index}: {error}') from None
     if kind == 'named_tuple':
-        if len(value.field_names) != len(value.values):
-            raise ArenaError(f'node {index}: a named tuple of {len(value.field_names)} names and {len(value.values)} values')
-        return tuple(_child(built, index, item) for item in value.values)
+        return _named_tuple_in(value, index, built)
+    if kind == 'exception':
+        return _exception_in(value)
     if kind == 'dict':
         try:
             return dict(_pairs(built, index, value.pairs))
@@ -140,6 +143,44 @@ def _node(node: pb.MontyNode, index: int, built: list[Any]) -> Any:
     raise ArenaError(f'node {index}: a {kind} node cannot be a value sent into the sandbox')
 
 
+def _named_tuple_in(value: pb.NamedTupleNode, index: int, built: list[Any]) -> NamedTupleValue:
+    """A `named_tuple` node (`type_name` a class's dotted name, `module.Name`) as a `NamedTupleValue`."""
+    if len(value.field_names) != len(value.values):
+        raise ArenaError(f'node {index}: a named tuple of {len(value.field_names)} names and {len(value.values)} values')
+    module, _, name = value.type_name.rpartition('.')
+    return NamedTupleValue([_child(built, index, item) for item in value.values], name, module or '__main__', tuple(value.field_names))
+
+
+def _exception_in(value: pb.Exception) -> ExceptionValue:
+    """An `exception` node (a Monty name, its one optional message) as an `ExceptionValue`."""
+    args = (value.arg,) if value.HasField('arg') else ()
+    cls = _CLASSES.get(value.exc_type) or getattr(builtins, value.exc_type, None)
+    if not (isinstance(cls, type) and issubclass(cls, BaseException)):  # a name the sandbox has no class of
+        return ExceptionValue(value.exc_type, 'builtins', args, 'Exception')
+    base = next(klass for klass in cls.__mro__ if getattr(builtins, klass.__name__, None) is klass)
+    return ExceptionValue(cls.__name__, cls.__module__, args, base.__name__)
+
+
+def _exception_out(value: ExceptionValue) -> pb.Exception:
+    """An `ExceptionValue` as an `exception` node: its class's Monty name (a class the client has
+    no name for, a script's own, as its nearest built-in base) and `str()` of it, as CPython's own
+    class makes it (None for no args)."""
+    name = _DOTTED.get((value.module.partition('.')[0], value.type_name))
+    cls = _CLASSES[name] if name is not None else getattr(builtins, value.type_name, None) if value.module == 'builtins' else None
+    if not (isinstance(cls, type) and issubclass(cls, BaseException)):
+        name, cls = value.base, getattr(builtins, value.base, Exception)
+    node = pb.Exception(exc_type=name or cls.__name__)
+    if value.args:
+        try:
+            node.arg = str(cls(*value.args))
+        except Exception:  # args its constructor refuses: the text of its args; an int past str()'s digits: a bounded one
+            try:
+                node.arg = str(value)
+            except ValueError:
+                node.arg = bounded_repr(value.args[0] if len(value.args) == 1 else value.args)
+    return node
+
+
 def _timezone(offset: int, name: str | None) -> datetime.timezone:
     delta = datetime.timedelta(seconds=offset)
     return datetime.timezone(delta) if name is None else datetime.timezone(delta, name)
@@ -156,10 +197,23 @@ class _Encoder:
         self.arena = arena
         self.seen: dict[int, int] = {}  # id() of a container -> its node
         self.open: set[int] = set()  # containers being encoded: a reference to one is a cycle
+        self.classes: dict[tuple[str, str, bool], int] = {}  # a script's class -> its `type` node
 
     def add(self, node: pb.MontyNode) -> int:
         self.arena.nodes.append(node)
         return len(self.arena.nodes) - 1
+
+    def instance(self, value: InstanceValue) -> pb.ClassInstanceNode:
+        """A script's instance as a `class_instance` of a sandbox `type` (one node per class in an
+        arena; its id derived from the class's module and name, the instance's fresh: the client's
+        read-only proxy, which resolves to no object if sent back)."""
+        attrs = [pb.NodePair(key=self.value(name), value=self.value(item)) for name, item in value.attrs.items()]
+        kind = (value.module, value.type_name, value.is_dataclass)
+        if kind not in self.classes:
+            class_id = uuid.uuid5(_SANDBOX_CLASSES, f'{value.module}.{value.type_name}').bytes
+            cls = pb.Type(name=value.type_name, id=pb.Uuid(data=class_id), origin=pb.TYPE_ORIGIN_SANDBOX, is_dataclass=value.is_dataclass)
+            self.classes[kind] = self.add(pb.MontyNode(type=cls))
+        return pb.ClassInstanceNode(class_type=self.classes[kind], instance_id=pb.Uuid(data=uuid.uuid4().bytes), attrs=pb.NodePairs(pairs=attrs))
 
     def value(self, value: Any) -> int:
         key = id(value)
@@ -206,6 +260,22 @@ class _Encoder:
                 node.timezone.name = value.tzname(None)
         elif isinstance(value, pathlib.PurePath):
             node.path = value.as_posix()
+        elif type(value) is ExceptionValue:
+            node.exception.CopyFrom(_exception_out(value))
+        elif type(value) is NamedTupleValue:
+            self.open.add(key)
+            try:
+                items = [self.value(item) for item in value]
+            finally:
+                self.open.discard(key)
+            type_name = value._type_name if value._module in ('builtins', '__main__') else f'{value._module}.{value._type_name}'
+            node.named_tuple.CopyFrom(pb.NamedTupleNode(type_name=type_name, field_names=value._fields, values=items))
+        elif type(value) is InstanceValue:
+            self.open.add(key)
+            try:
+                node.class_instance.CopyFrom(self.instance(value))
+            finally:
+                self.open.discard(key)
         elif isinstance(value, (list, tuple, set, frozenset, dict)):
             self.open.add(key)
             try:
@@ -225,6 +295,9 @@ class _Encoder:
             self.seen[key] = index
         return index
 
+
+#: The namespace of the ids of a script's classes (`uuid5` of the class's dotted name).
+_SANDBOX_CLASSES = uuid.UUID('6f1d2c1e-5b0a-4c55-9a57-2f4f8f0d7c3a')
 
 _CYCLE = {list: '[...]', tuple: '(...)', dict: '{...}', set: '{...}', frozenset: '{...}'}
 

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import datetime
+import errno
+import os
+import stat as stat_module
 import zoneinfo
 from typing import TYPE_CHECKING
 
@@ -23,6 +26,7 @@ class ParentOs(OsAccess):
     """The script's files, environment and clock, served by the parent through `OsCall`s."""
 
     threaded = True
+    resolves_paths = True  # the parent's mounts resolve them, with their own limits
 
     def __init__(self, child: MontyChild, policy: pb.OsPolicy) -> None:
         super().__init__(clock=self._clock)
@@ -89,13 +93,16 @@ class ParentOs(OsAccess):
         value = self._child.os_call('getenv', pb.OsCall.Getenv(key=name, default=none), values=values, default='os.getenv')
         return value
 
-    def stat(self, path: str) -> tuple[str, int, float]:
+    def stat(self, path: str) -> tuple[str, int, float, int]:
         value = self._child.os_call('stat', path, default='path')
         if not isinstance(value, tuple) or len(value) < 9:
             raise TypeError(f'stat answered {type(value).__name__}, not a stat_result')
         mode, size, mtime = value[0], value[6], value[8]
-        kind = 'dir' if mode & 0o170000 == 0o040000 else 'file'
-        return kind, int(size), float(mtime)
+        kind = 'dir' if stat_module.S_ISDIR(mode) else 'file'
+        return kind, int(size), float(mtime), stat_module.S_IMODE(mode)
+
+    def exists(self, path: str) -> bool:
+        return bool(self._child.os_call('exists', path, default='path'))
 
     def read_file(self, path: str) -> bytes:
         value = self._child.os_call('read_bytes', path, default='path')
@@ -109,11 +116,17 @@ class ParentOs(OsAccess):
         call = 'append_bytes' if how == 'append' else 'write_bytes'
         self._child.os_call(call, pb.OsCall.BytesWrite(path=path, data=data), default='path')
 
-    def list_dir(self, path: str) -> list[str]:
-        value = self._child.os_call('iterdir', path, default='path')
-        if not isinstance(value, list):
-            raise TypeError(f'iterdir answered {type(value).__name__}, not a list')
-        return [str(item).rstrip('/').rpartition('/')[2] for item in value]
+    def list_dir(self, path: str) -> list[tuple[str, str]]:
+        """The folder's entries and their kinds, in one `scan` of one level (its first entry, `''`,
+        is the folder itself)."""
+        value = self._child.os_call('scan', pb.OsCall.Scan(path=path, max_depth=1), default='path')
+        if not (isinstance(value, list) and all(isinstance(item, tuple) and len(item) >= 3 and isinstance(item[0], str) for item in value)):
+            raise TypeError(f'scan answered {_shape(value)}, not a list of (path, is_dir, is_file, is_symlink) entries')
+        root = next((item for item in value if item[0] == ''), None)
+        if root is not None and not root[1]:  # a file, or a link to nothing (os.scandir's ENOENT)
+            number = errno.ENOTDIR if root[2] else errno.ENOENT
+            raise OSError(number, os.strerror(number), path)
+        return [(name, 'dir' if is_dir else 'file' if is_file else 'other') for name, is_dir, is_file, *_ in value if name and '/' not in name]
 
     def make_dir(self, path: str) -> None:
         self._child.os_call('mkdir', pb.OsCall.Mkdir(path=path), default='path')
@@ -126,3 +139,7 @@ class ParentOs(OsAccess):
 
     def rename(self, source: str, target: str) -> None:
         self._child.os_call('rename', pb.OsCall.Rename(src=source, dst=target), default='path')
+
+
+def _shape(value: object) -> str:
+    return type(value).__name__ if not isinstance(value, list) else 'a list of ' + ', '.join(sorted({type(item).__name__ for item in value}))

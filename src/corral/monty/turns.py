@@ -64,6 +64,8 @@ _LIMIT_TYPES = {
     'code_size': 'OverflowError',
 }
 _FRAME = re.compile(r'^  File "(?P<file>[^"]*)", line (?P<line>\d+)(?:, in (?P<name>.*))?$')
+#: CPython's marks under the part of a traceback's line that failed (`^`, `~`), indented as the line is.
+_MARKS = re.compile(r'^    \s*[\^~]+\s*$')
 #: The call id of an OsCall made before a feed's type check (the client's mark for it).
 _BEFORE_CHECK = 2**32 - 1
 #: How long output waits to be sent with what follows it, when the parent does not say.
@@ -719,8 +721,8 @@ _AGAIN = object()
 
 
 def _default_error(default: str, argument: Any) -> Exception:
-    if default == 'path':
-        return PermissionError(13, 'Permission denied', argument if isinstance(argument, str) else getattr(argument, 'path', None))
+    if default == 'path':  # in the words a parent without a handler uses: no errno
+        return PermissionError(f"Permission denied: {argument if isinstance(argument, str) else getattr(argument, 'path', None)!r}")
     return RuntimeError(f'{default!r} is not supported in this environment')
 
 
@@ -775,6 +777,8 @@ def _raised(error: SandboxError, clock: str = 'feed') -> pb.RaisedException:
         exc_type, message = _LIMIT_TYPES.get(error.limit, 'RuntimeError'), text.rstrip().rpartition('\n')[2].partition(': ')[2] or text
         if error.limit == 'wall_time':  # the client's words for its feed and turn budgets, then corral's
             message = f'{clock} time limit exceeded: {message}'
+        elif error.limit == 'memory':  # the words Code Mode tells the limit by, then corral's
+            message = f'memory limit exceeded: {message}'
     else:
         exc_type, message = 'RuntimeError', text
     raised = exception_value(exc_type or 'Exception', message, module, fields)
@@ -790,6 +794,10 @@ def _raised(error: SandboxError, clock: str = 'feed') -> pb.RaisedException:
         if number + 1 < len(lines) and lines[number + 1].startswith('    '):
             frame.preview_line = lines[number + 1].strip()
             frame.end.column = len(frame.preview_line) + 1
+            marks = lines[number + 2] if number + 2 < len(lines) else ''
+            if _MARKS.match(marks):  # the part of the line that failed, marked as CPython marks it
+                frame.start.column = len(marks) - len(marks.lstrip()) - 3
+                frame.end.column = len(marks.rstrip()) - 3
         raised.traceback.append(frame)
     return raised
 

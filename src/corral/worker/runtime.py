@@ -19,15 +19,18 @@ from collections import deque
 from collections.abc import Iterator
 from typing import Any
 
-from ..channel import CALL, COMPILE, DONE, FAIL, FEED, OUTPUT, PAUSE, REPLY, STOP, TIMED, WAIT, WAKE, FrameReader, ProtocolError, frame, poll
+from ..channel import CALL, CODE, COMPILE, DONE, FAIL, FEED, OUTPUT, PAUSE, REPLY, STOP, TIMED, WAIT, WAKE, FrameReader, ProtocolError, frame, poll
 from ..language import catalog, hostio, identity, logs
 from ..language.packages import take_shown
 from ..language import stop as stopping
 from ..language.facades import recursion_limit
 from ..language.facades import stderr as _STDERR
 from ..language import EXCEPTIONS, STDLIB_EXCEPTIONS, CompiledScript, SandboxStop, compile_script, compile_unguarded, find_stop, import_module, make_builtins
+from ..language.compile import compiler_tag, load_compiled
 from ..limits import amount
-from ..values import UNPACKABLE_RESULT, ValueLimitError, library_repr, measure, pack, unpack
+from ..language.guards import is_script_class
+from ..language.rebuild import rebuild
+from ..values import UNPACKABLE_RESULT, ValueLimitError, describe_instances, library_repr, measure, pack, unpack
 
 __all__ = ['Worker', 'STDLIB_MODULES', 'PRELOAD_MODULES']
 
@@ -139,11 +142,13 @@ class Worker:
         hostio.install(self._call_sync, self._call_async)  # files, environment, clock, sleeps and seed, through the host
         if guarded:
             logs.install()  # logging and warnings write to the script's stderr, timed by the host's clock
+            describe_instances(is_script_class)  # the script's objects leave as InstanceValues
             self._builtins = make_builtins(print=self._print, import_=self._import)
             self._compile_script = compile_script
         else:  # the language layer skipped: plain Python, real builtins (see Pool(skip_layers=))
             self._builtins = {**vars(builtins), 'print': self._print}
             self._compile_script = compile_unguarded
+        self._compiler = compiler_tag(guarded)  # the code a CODE message may bring (see `_take_code`)
         self._globals: dict[str, Any] = {'__name__': '__main__', '__doc__': None, '__builtins__': self._builtins}
         self._limits: dict[str, Any] = {}
         self._output = self._left_out = 0
@@ -181,7 +186,7 @@ class Worker:
         if not data:
             raise _Stop
         for payload in self._reader.feed(data):
-            message = unpack(payload)
+            message = unpack(payload, objects=rebuild)
             if not isinstance(message, list) or not message:
                 raise ProtocolError('malformed message from the host')
             self._inbox.append(message)
@@ -417,8 +422,10 @@ class Worker:
                 elif message[0] == COMPILE and len(message) == 3:
                     if self._compile(*message[1:]) is not None:
                         self._send([DONE, None, None])
+                elif message[0] == CODE and len(message) == 5:
+                    self._take_code(*message[1:])
                 else:
-                    raise ProtocolError('expected a FEED or COMPILE message')
+                    raise ProtocolError('expected a FEED, CODE or COMPILE message')
         except (_Stop, ProtocolError, OSError):
             return
 
@@ -426,8 +433,8 @@ class Worker:
         """Compile a feed's script, or send its SyntaxError and return None.
 
         Compiled scripts are kept by their text (the last `_SCRIPT_CACHE`): a COMPILE before a
-        FEED (the host sends one before type checking, so a syntax error reads as Python's) and
-        a script run again both reuse the code.
+        FEED (the host sends one before type checking, so a syntax error reads as Python's), the
+        host's code of a replayed feed (a CODE: `_take_code`) and a script run again reuse it.
         """
         self._script_name = script_name
         hostio.set_script_name(script_name)
@@ -450,15 +457,39 @@ class Worker:
                 message = f'the sandbox could not compile this script ({type(error).__name__}: {error}); write it another way'
                 self._send([FAIL, 'syntax', 'SyntaxError', message, f'SyntaxError: {message}', None])
                 return None
-            lines = code.splitlines(True)
-            if lines and not lines[-1].endswith('\n'):
-                lines[-1] += '\n'  # as linecache reads a file: traceback's carets count on the line's newline
-            linecache.cache[filename] = (len(code), None, lines, filename)
-            self._script_files.add(filename)
-            if len(self._scripts) >= _SCRIPT_CACHE:
-                del self._scripts[next(iter(self._scripts))]
+            self._keep(code, filename)
         self._scripts[code] = script
         return script
+
+    def _take_code(self, code: Any, compiler: Any, data: Any, imports_asyncio: Any) -> None:
+        """Keep the host's compiled code of `code` (a CODE message, before a replayed feed's FEED)
+        as `_compile` keeps what it compiles, so the FEED runs it without compiling the text again.
+
+        Taken only when `compiler` is this worker's own compiler (see `language.compile.compiler_tag`)
+        and the text is not compiled already (a script run again reuses its code, as it did when it
+        first ran); anything else is dropped, and the FEED compiles the text itself.
+        """
+        if type(code) is not str or type(data) is not bytes or compiler != self._compiler or code in self._scripts:
+            return
+        filename = f'<script {self._feeds + 1}>'
+        try:
+            with identity.uncounted():
+                script = load_compiled(data, imports_asyncio is True, filename)
+        except (ValueError, RecursionError, MemoryError):
+            return
+        self._keep(code, filename)
+        self._scripts[code] = script
+
+    def _keep(self, code: str, filename: str) -> None:
+        """Make a newly compiled script's lines show in tracebacks, its frames the script's own;
+        make room for it among the scripts kept (the oldest goes)."""
+        lines = code.splitlines(True)
+        if lines and not lines[-1].endswith('\n'):
+            lines[-1] += '\n'  # as linecache reads a file: traceback's carets count on the line's newline
+        linecache.cache[filename] = (len(code), None, lines, filename)
+        self._script_files.add(filename)
+        if len(self._scripts) >= _SCRIPT_CACHE:
+            del self._scripts[next(iter(self._scripts))]
 
     def _feed(self, code: str, script_name: str, functions: dict[str, bool], modules: dict[str, dict[str, bool]], limits: dict[str, Any]) -> None:
         """Run one feed. `limits` holds the session's limits; with `replay` set (the host replays a

@@ -1,0 +1,117 @@
+"""Compiled feeds, kept by the host so that a replay does not validate, rewrite and compile again.
+
+Replaying a journal (`load_session`, a checkout by id without a live checkpoint) runs every feed's
+script again; compiling it was most of a replayed feed's CPU (2-3 ms of a 12-line script, where
+running it took well under one). The host compiles a replayed feed's text itself, with corral's
+own compiler (`language.compile_script`), keeps the marshalled code, and sends it to the worker
+in a CODE message before the feed's FEED; the worker runs it as it would have run what it
+compiled itself (`runtime.Worker._take_code`).
+
+Why this is safe:
+
+- Code comes from one place: this process's compiler, given a feed's text. A stored state holds
+  text only, so a tampered or forged state (or a client, which sends text) never chooses
+  bytecode; a worker never sends code anywhere, and the host never runs what it keeps.
+- An entry is keyed by a digest of the text and of everything that decides what the text compiles
+  to (`language.compile.compiler_tag`: CPython's version and bytecode, its optimization level, the
+  language layer's source, and whether the layer is on). The compiler is a function of these, so
+  an entry is exactly what any session's compile of that text would give: sharing one across
+  sessions and tenants hands nobody anything their own compile would not. A worker takes code only
+  under its own tag; with another (a zygote started from other files) it compiles the text.
+- What the compile would tell the script (a syntax error, a warning it prints) is not kept: such a
+  text is sent without code, and the worker compiles it and says so, as when the feed ran.
+- The cache is bounded (`CompiledFeeds.max_bytes`, `max_entries`), least recently used first. A
+  text longer than `max_text` characters (a pool may allow such scripts: `Limits.code_size`), or
+  whose code would not fit in the cache, is sent without code: the host's event loop does not
+  compile it, and its worker does, as when the feed ran.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import warnings
+from collections import OrderedDict
+
+from ..channel import CODE
+from ..language import compile_script, compile_unguarded
+from ..language.compile import compiler_tag, dump_compiled
+from ..values import pack
+
+__all__ = ['CompiledFeeds', 'COMPILED_FEEDS']
+
+#: What an entry of a text the worker must compile itself costs, in bytes (its key and slot).
+_REFUSED_COST = 64
+
+
+class CompiledFeeds:
+    """The host's compiled code of replayed feeds, by a digest of their text and compiler: at most
+    `max_entries` entries of at most `max_bytes` bytes of CODE messages in all, least recently
+    used first out, of texts of at most `max_text` characters. `hits` and `misses` count
+    `message` calls answered from it and compiled."""
+
+    def __init__(self, max_bytes: int = 32 << 20, max_entries: int = 4096, max_text: int = 128 << 10) -> None:
+        self.max_bytes, self.max_entries, self.max_text = max_bytes, max_entries, max_text
+        self._entries: OrderedDict[bytes, bytes | None] = OrderedDict()
+        self._bytes = 0
+        self.hits = self.misses = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    @property
+    def size(self) -> int:
+        """Bytes the entries hold (their CODE messages; `_REFUSED_COST` for a text kept without code)."""
+        return self._bytes
+
+    def message(self, code: str, *, guarded: bool) -> bytes | None:
+        """The packed CODE message of `code` for a worker whose language layer is on (`guarded`)
+        or skipped, or None when the worker must compile it itself (it does not compile,
+        compiling it warns, or it is longer than `max_text` or its code larger than `max_bytes`).
+        Compiles `code` on the first call for it; never raises."""
+        if type(code) is not str or len(code) > self.max_text:  # a malformed state's, or a long script: its worker compiles it
+            return None
+        tag = compiler_tag(guarded)
+        key = hashlib.blake2b(tag + code.encode('utf-8', 'surrogatepass'), digest_size=32).digest()
+        if key in self._entries:
+            self.hits += 1
+            self._entries.move_to_end(key)
+            return self._entries[key]
+        self.misses += 1
+        message = _compiled(code, tag, guarded)
+        if message is not None and len(message) > self.max_bytes:
+            message = None
+        self._add(key, message)
+        return message
+
+    def clear(self) -> None:
+        """Drop every entry, and count hits and misses from zero."""
+        self._entries.clear()
+        self._bytes = self.hits = self.misses = 0
+
+    def _add(self, key: bytes, message: bytes | None) -> None:
+        cost = _REFUSED_COST if message is None else len(message)
+        if cost > self.max_bytes or not self.max_entries:  # kept nowhere: compiled again next time
+            return
+        self._entries[key] = message
+        self._bytes += cost
+        while self._bytes > self.max_bytes or len(self._entries) > self.max_entries:
+            _, dropped = self._entries.popitem(last=False)
+            self._bytes -= _REFUSED_COST if dropped is None else len(dropped)
+
+
+def _compiled(code: str, tag: bytes, guarded: bool) -> bytes | None:
+    """The CODE message of `code`, compiled here; None when the worker must compile it (it does
+    not compile, or the compiler warns: the worker shows that warning to the script)."""
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter('always')
+            script = (compile_script if guarded else compile_unguarded)(code, '<script>')
+        if caught:
+            return None
+        return pack([CODE, code, tag, dump_compiled(script), script.imports_asyncio], side='host')
+    except Exception:  # noqa: BLE001 - a syntax error, code nested too deeply to compile or marshal: the worker compiles it and reports it
+        return None
+
+
+#: The process's compiled feeds: what it holds is a function of its keys alone, so every pool shares it.
+COMPILED_FEEDS = CompiledFeeds()

@@ -1,0 +1,219 @@
+"""A replay runs the code the host compiled for each feed's text (kept by a digest of the text and
+the compiler), so it does not validate, rewrite and compile again; the code comes from the host's
+own compiler only: a state carries text, a worker takes code only under its own compiler's tag,
+and the cache is bounded."""
+
+import marshal
+
+import msgpack
+import pytest
+
+import corral
+from corral.channel import CODE
+from corral.host import compiled as compiled_module
+from corral.host.compiled import COMPILED_FEEDS, CompiledFeeds
+from corral.language import compile_script
+from corral.language.compile import COMPILER, compiler_tag, dump_compiled, load_compiled
+from corral.values import pack
+
+from .test_package_states import body, sealed
+
+KEY = b'compiled-feeds-key-0123456789abc'
+
+
+@pytest.fixture(autouse=True)
+def empty_cache():
+    COMPILED_FEEDS.clear()
+    yield
+    COMPILED_FEEDS.clear()
+
+
+def key_of(code: str, guarded: bool = True) -> bytes:
+    """The entry `COMPILED_FEEDS` keeps for `code`, found by what it answers for it."""
+    before = set(COMPILED_FEEDS._entries)
+    COMPILED_FEEDS.message(code, guarded=guarded)
+    (key,) = set(COMPILED_FEEDS._entries) - before
+    return key
+
+
+async def dumped(pool: corral.Pool, *codes: str) -> bytes:
+    async with pool.checkout() as session:
+        for code in codes:
+            try:
+                await session.feed_run(code)
+            except corral.SandboxError:
+                pass
+        return await session.dump()
+
+
+async def loaded(pool: corral.Pool, state: bytes, read: str) -> object:
+    async with pool.checkout() as session:
+        await session.load_session(state)
+        return await session.feed_run(read)
+
+
+async def test_a_replay_compiles_each_text_once_on_the_host_and_a_second_replay_compiles_none():
+    async with corral.Pool(state_key=KEY, checkpoints=None) as pool:
+        state = await dumped(pool, 'x = [1]', 'def f(n):\n    return n * 2\n', 'x.append(f(3))\nx', 'x = [1]')
+        assert (COMPILED_FEEDS.hits, COMPILED_FEEDS.misses, len(COMPILED_FEEDS)) == (0, 0, 0)  # live feeds compile in their worker
+        assert await loaded(pool, state, 'x') == [1]
+        assert (COMPILED_FEEDS.hits, COMPILED_FEEDS.misses, len(COMPILED_FEEDS)) == (1, 3, 3)  # 'x = [1]' twice
+        assert await loaded(pool, state, '[x, f(5)]') == [[1], 10]
+        assert (COMPILED_FEEDS.hits, COMPILED_FEEDS.misses) == (5, 3)
+
+
+async def test_the_worker_runs_the_code_the_host_sends_and_not_what_its_own_compile_would_give():
+    """Shown by giving the host's entry for one text the code of another: what the replay
+    rebuilds is what the host sent (the only place code may come from: see the tests below)."""
+    async with corral.Pool(state_key=KEY, checkpoints=None) as pool:
+        state = await dumped(pool, 'x = 1')
+        COMPILED_FEEDS._entries[key_of('x = 1')] = pack(
+            [CODE, 'x = 1', compiler_tag(True), dump_compiled(compile_script('x = 2', '<script>')), False], side='host'
+        )
+        assert await loaded(pool, state, 'x') == 2
+
+
+@pytest.mark.parametrize(
+    'tag, data',
+    [
+        (compiler_tag(False), None),  # the code of the unguarded compile: a guarded worker refuses it
+        (b'\x00' * 16, None),  # another compiler's
+        (compiler_tag(True), marshal.dumps(('x', 2))),  # no code object
+        (compiler_tag(True), marshal.dumps(compile('x = 2', 'f', 'exec'))),  # code that is not a script's `<module>`
+        (compiler_tag(True), b'\xff\x00garbage'),
+    ],
+    ids=['unguarded', 'other-compiler', 'not-code', 'not-a-script', 'garbage'],
+)
+async def test_a_worker_compiles_the_text_itself_when_the_code_is_not_its_own_compilers(tag, data):
+    async with corral.Pool(state_key=KEY, checkpoints=None) as pool:
+        state = await dumped(pool, 'x = 1')
+        code = dump_compiled(compile_script('x = 2', '<script>')) if data is None else data
+        COMPILED_FEEDS._entries[key_of('x = 1')] = pack([CODE, 'x = 1', tag, code, False], side='host')
+        assert await loaded(pool, state, 'x') == 1
+
+
+async def test_a_state_carries_text_only_and_a_forged_one_cannot_choose_bytecode():
+    """A state signed with the key whose feed says another script runs that script compiled from
+    its text, through the language layer: a refused construct is refused, not run; marshalled
+    code where the text goes is not text, and the state is refused."""
+    async with corral.Pool(state_key=KEY, checkpoints=None) as pool:
+        state = await dumped(pool, 'x = 1')
+        plain = body(state)
+        feed = msgpack.unpackb(plain['feeds'][0][0])
+        for code, error in (
+            ('x = (lambda: 0).__code__', 'the session state could not be replayed: feed 1 went another way than the recorded run: '
+             "it ended 'failed' where the record has 'done'"),
+            (marshal.dumps(compile_script('x = 2', '<script>').code), "the session state is malformed (malformed feed record)"),
+        ):
+            forged = {**plain, 'feeds': [[msgpack.packb([feed[0], code, *feed[2:]], use_bin_type=True), code, *plain['feeds'][0][2:]]]}
+            async with pool.checkout() as session:
+                with pytest.raises(corral.SandboxStateError) as caught:
+                    await session.load_session(sealed(forged, key=KEY))
+                assert str(caught.value) == error
+        assert COMPILED_FEEDS.message(b'x = 2', guarded=True) is None  # text only: bytes are never compiled here
+
+
+async def test_a_feed_that_failed_to_compile_or_warned_replays_as_it_ran_its_worker_compiling_it():
+    async with corral.Pool(state_key=KEY, checkpoints=None) as pool:
+        async with pool.checkout() as session:
+            with pytest.raises(corral.SandboxSyntaxError) as first:
+                await session.feed_run('x = (')
+            warned = await session.feed_run('x = 5\nx is 5')
+            state = await session.dump()
+        assert COMPILED_FEEDS.message('x = (', guarded=True) is None
+        assert COMPILED_FEEDS.message('x = 5\nx is 5', guarded=True) is None
+        async with pool.checkout() as session:
+            await session.load_session(state)
+            assert await session.feed_run('x') == 5
+            with pytest.raises(corral.SandboxSyntaxError) as again:
+                await session.feed_run('x = (')
+            assert again.value.display() == first.value.display()
+    assert warned is True
+
+
+async def test_a_pool_without_the_language_layer_replays_its_own_compilation():
+    async with corral.Pool(state_key=KEY, checkpoints=None, skip_layers={'language'}) as pool:
+        state = await dumped(pool, 'x = (lambda: 0).__code__.co_name')
+        assert await loaded(pool, state, 'x') == '<lambda>'
+        assert COMPILED_FEEDS.message('x = (lambda: 0).__code__.co_name', guarded=True) is None  # refused by the layer
+        assert COMPILED_FEEDS.misses == 2 and COMPILED_FEEDS.hits == 0
+
+
+def test_entries_are_keyed_by_the_text_and_the_compilation_and_shared_only_for_both():
+    message = COMPILED_FEEDS.message('x = 1', guarded=True)
+    assert COMPILED_FEEDS.message('x = 1', guarded=True) is message
+    assert len({key_of('x = 1 '), key_of('x = 1', guarded=False), key_of('x=1')}) == 3
+    kind, text, tag, data, imports_asyncio = msgpack.unpackb(message)
+    assert (kind, text, tag, imports_asyncio) == (CODE, 'x = 1', compiler_tag(True), False)
+    assert load_compiled(data, False, '<script 7>').code.co_filename == '<script 7>'
+    assert compiler_tag(True) != compiler_tag(False) and len(COMPILER) == 16
+
+
+def test_code_loaded_for_a_script_is_named_as_the_worker_numbers_it_all_the_way_down():
+    script = load_compiled(dump_compiled(compile_script('class A:\n    def f(self):\n        return [x for x in (1,)]\n', '<script>')), True, '<script 3>')
+    names, pending = set(), [script.code]
+    while pending:
+        code = pending.pop()
+        names.add(code.co_filename)
+        pending.extend(const for const in code.co_consts if type(const) is type(code))
+    assert names == {'<script 3>'} and script.imports_asyncio is True
+    with pytest.raises(ValueError, match='^not the code of a compiled script$'):
+        load_compiled(marshal.dumps(compile('1', 'f', 'eval')), False, 'f')
+
+
+def test_the_cache_is_bounded_in_entries_and_bytes_least_recently_used_first():
+    feeds = CompiledFeeds(max_bytes=1 << 20, max_entries=3)
+    for text in ('a = 1', 'b = 2', 'c = 3'):
+        feeds.message(text, guarded=True)
+    feeds.message('a = 1', guarded=True)  # used: 'b = 2' is now the oldest
+    feeds.message('d = 4', guarded=True)
+    assert [msgpack.unpackb(m)[1] for m in feeds._entries.values()] == ['c = 3', 'a = 1', 'd = 4']
+    assert feeds.size == sum(map(len, feeds._entries.values()))
+    one = len(feeds.message('e = 5', guarded=True))
+    small = CompiledFeeds(max_bytes=2 * one + 10, max_entries=100)
+    for text in ('e = 5', 'f = 6', 'g = 7'):
+        small.message(text, guarded=True)
+    assert (len(small), small.size) == (2, 2 * one)
+    small.message('x = (', guarded=True)  # kept as a text the worker compiles: a small fixed cost
+    assert (len(small), small.size) == (2, one + compiled_module._REFUSED_COST)
+    huge = 'x = [' + ', '.join(map(str, range(5000))) + ']'
+    assert small.message(huge, guarded=True) is None  # its code is larger than the whole cache: its worker compiles it
+    assert small.message(huge, guarded=True) is None  # and the host does not compile it again
+    assert (len(small), small.size, small.hits, small.misses) == (3, one + 2 * compiled_module._REFUSED_COST, 1, 5)
+    assert CompiledFeeds(max_entries=0).message('a = 1', guarded=True) is not None  # compiled, kept nowhere
+    long = CompiledFeeds(max_text=10)
+    assert long.message('x = 1234567', guarded=True) is None and long.message('x = 123456', guarded=True) is not None
+    assert (len(long), long.misses) == (1, 1)  # the long text is neither compiled nor kept
+
+
+async def test_a_traceback_through_a_replayed_feeds_function_shows_its_lines_as_when_it_ran():
+    async with corral.Pool(state_key=KEY, checkpoints=None) as pool:
+        async with pool.checkout() as session:
+            await session.feed_run('def f(n):\n    return n / 0\n')
+            with pytest.raises(corral.SandboxRuntimeError) as ran:
+                await session.feed_run('f(1)')
+            state = await session.dump()
+        for _ in range(2):  # compiled on the host, then kept
+            async with pool.checkout() as session:
+                await session.load_session(state)
+                with pytest.raises(corral.SandboxRuntimeError) as replayed:
+                    await session.feed_run('f(2)')
+            assert replayed.value.display() == ran.value.display().replace('f(1)', 'f(2)') == (
+                'Traceback (most recent call last):\n'
+                '  File "main.py", line 1, in <module>\n'
+                '    f(2)\n'
+                '  File "main.py", line 2, in f\n'
+                '    return n / 0\n'
+                '           ~~^~~\n'
+                'ZeroDivisionError: division by zero'
+            )
+    assert (COMPILED_FEEDS.misses, COMPILED_FEEDS.hits) == (2, 2)
+
+
+async def test_code_nested_deeply_crosses_whole_and_replays():
+    nested = 'f = ' + 'lambda: ' * 150 + '7\ng = f'
+    read = 'g' + '()' * 150
+    async with corral.Pool(state_key=KEY, checkpoints=None) as pool:
+        state = await dumped(pool, nested)
+        assert await loaded(pool, state, read) == 7
+        assert COMPILED_FEEDS.misses == 1 and COMPILED_FEEDS.message(nested, guarded=True) is not None
