@@ -34,7 +34,7 @@ from .errors import (  # noqa: E402 - after the check of the Python
     StubError,
 )
 from .host.checkpoints import CheckpointLimits
-from .host.deferred import Deferred, PendingCall, SandboxPaused
+from .host.deferred import Deferred, PendingCall, SandboxPaused, StopFeed
 from .host.external import ExternalModule
 from .host.observer import PoolObserver
 from .host.os_access import Mount, OsAccess
@@ -96,6 +96,7 @@ __all__ = [
     'Session',
     'Store',
     'StoredState',
+    'StopFeed',
     'StubError',
     'SyncPool',
     'SyncSession',

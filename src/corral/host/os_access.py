@@ -30,15 +30,18 @@ never sees a link).
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import errno
 import os
 import posixpath
 import stat as stat_module
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
+
+from .deferred import StopFeed
 
 __all__ = ['Mount', 'OsAccess', 'SystemCalls', 'MountMode', 'OVERLAY_LIMIT', 'MAX_FILE']
 
@@ -48,6 +51,8 @@ _MODES = ('overlay', 'read-only', 'read-write')
 #: Bytes of files an overlay mount may hold in memory for one session (their data, and each
 #: file's, folder's or deletion's path with `_ENTRY` bytes more).
 OVERLAY_LIMIT = 64 * 1024 * 1024
+#: The longest sleep a script may ask for (seconds: CPython's `time.sleep` takes no longer).
+_MAX_SLEEP = 9223372036.854775
 #: Bytes an overlay entry counts beyond its path: its time and its place in a stored state.
 _ENTRY = 32
 #: Linux's limits on a path (bytes, with its terminating NUL) and on one name in it (bytes).
@@ -132,7 +137,8 @@ class OsAccess:
     (and `exists`, when a cheaper answer than `stat` exists); paths arrive absolute and normalized
     (`..` resolved by its text, as such a filesystem has no folders to look up). Raise
     `FileNotFoundError`, `PermissionError` ... as the script should see them. Override
-    `getenv`/`environ` or `now` for a dynamic environment or clock.
+    `getenv`/`environ` or `now` for a dynamic environment or clock, `sleep` (and `async_sleep`)
+    for the script's sleeps.
     A subclass whose methods wait on the event loop (answers asked of a remote caller) sets
     `threaded = True`: the session then calls them in a thread, never on the loop. One that
     resolves paths itself, with its own limits (a caller that serves files from folders of its
@@ -177,6 +183,21 @@ class OsAccess:
         if self.mounts:
             granted.append(f'mounts={list(self.mounts)}')
         return f'OsAccess({", ".join(granted)})'
+
+    # ----- sleeps --------------------------------------------------------------------------------
+
+    def sleep(self, seconds: float) -> Awaitable[None] | None:
+        """The script's `time.sleep(seconds)` (`seconds` finite and not negative): the host waits,
+        so a session replayed from its journal does not wait again. The default returns
+        `asyncio.sleep(seconds)`, which the session awaits; an override may cap or skip the wait,
+        block (the calls of a `threaded` OsAccess run in a thread), raise the error the script
+        should see, or end the feed (`StopFeed`, a budget of sleeps spent)."""
+        return asyncio.sleep(seconds)
+
+    def async_sleep(self, seconds: float) -> Awaitable[None] | None:
+        """The script's `asyncio.sleep(seconds)` (`seconds` positive; the script's other tasks run
+        meanwhile): as `sleep`, which it calls unless overridden."""
+        return self.sleep(seconds)
 
     # ----- environment ---------------------------------------------------------------------------
 
@@ -534,6 +555,8 @@ class SystemCalls:
             'os.environ': self._environ,
             'clock.now': self._now,
             'clock.monotonic': time.monotonic_ns,
+            'clock.sleep': self._sleep,
+            'clock.async_sleep': self._async_sleep,
             'random.seed': self._seed,
         }
 
@@ -599,6 +622,8 @@ class SystemCalls:
             return [True, handler(*args)]
         except _Refused as refused:
             return [False, refused.payload]
+        except StopFeed:  # not an error of the call's: the feed ends there
+            raise
         except TypeError as error:
             return [False, ['TypeError', None, f'{name}: {error}', None, None]]
         except OSError as error:  # from an OsAccess subclass
@@ -937,6 +962,16 @@ class SystemCalls:
             raise TypeError(f'{type(self.os_access).__name__}.now must return an aware datetime, not {value!r}')
         offset = value.utcoffset()
         return value.replace(tzinfo=datetime.timezone(offset)) if offset is not None else value
+
+    def _sleep(self, seconds: Any) -> Awaitable[None] | None:
+        if type(seconds) is not float or not 0.0 <= seconds <= _MAX_SLEEP:
+            raise TypeError(f'a sleep length must be a finite float, not negative, not {seconds!r}')
+        return self.os_access.sleep(seconds)
+
+    def _async_sleep(self, seconds: Any) -> Awaitable[None] | None:
+        if type(seconds) is not float or not 0.0 < seconds <= _MAX_SLEEP:
+            raise TypeError(f'a sleep length must be a finite float, positive, not {seconds!r}')
+        return self.os_access.async_sleep(seconds)
 
     def _seed(self) -> int:
         return self.seed

@@ -62,7 +62,7 @@ from .guards import (
 from .catalog import PACKAGE_MODULES, STDLIB_MODULES, missing_member, module_note
 from .packages import BUILDERS as PACKAGE_BUILDERS
 from .packages import load, loaded
-from .facades import BUILDERS, TextCalendar, get_running_loop, prcal, prmonth, register_random, reveal_type, run, uuid4
+from .facades import BUILDERS, TextCalendar, async_sleep, get_running_loop, prcal, prmonth, register_random, reveal_type, run, uuid4
 from .facades import time as _clock
 from .logs import BUILDERS as LOG_BUILDERS
 from .rules import (
@@ -747,7 +747,7 @@ _REPLACEMENTS: dict[str, dict[str, Any]] = {
     'typing': {'reveal_type': reveal_type, 'get_type_hints': get_type_hints},
     'string': {'Formatter': Formatter},
     'email.utils': {'formatdate': formatdate},
-    'asyncio': {'run': run, 'get_running_loop': get_running_loop},
+    'asyncio': {'run': run, 'get_running_loop': get_running_loop, 'sleep': async_sleep},
 }
 
 _ = asyncio  # imported so the allow-list above is checked against a loaded module

@@ -146,7 +146,7 @@ class Worker:
         self._script_name = 'main.py'
         self._modules: dict[str, types.ModuleType] = {}
         self._host_names: set[str] = set()
-        hostio.install(self._call_sync)  # files, environment, clock and seed, through the host
+        hostio.install(self._call_sync, self._call_async)  # files, environment, clock, sleeps and seed, through the host
         if guarded:
             logs.install()  # logging and warnings write to the script's stderr, timed by the host's clock
             describe_instances(is_script_class)  # the script's objects leave as InstanceValues
@@ -258,7 +258,7 @@ class Worker:
         self._asking = False
         self._clock += seconds
         if not ok and value[0] == STOP:
-            raise self._stop(value[1][0])
+            raise self._stop(*value[1])
         if call_id is not None:
             future = self._futures.pop(call_id, None)
             if future is not None and not future.cancelled():  # None: a call of a task that was cancelled
@@ -309,10 +309,13 @@ class Worker:
         if message[0] != REPLY or len(message) != 4 or message[1] != call_id:
             raise ProtocolError('unexpected message from the host during a call')
         _, _, ok, value = message
+        if not ok and value[0] == STOP:
+            raise self._stop(*value[1])
+        if self._pending_stop is not None:  # a time limit passed while the host answered: the script stops at the call
+            limit, self._pending_stop = self._pending_stop, None
+            raise self._stop(limit)
         if ok:
             return value
-        if value[0] == STOP:
-            raise self._stop(value[1][0])
         raise _host_exception(value)
 
     def _host_function(self, name: str, is_async: bool) -> Any:
@@ -513,9 +516,11 @@ class Worker:
             signal.setitimer(signal.ITIMER_REAL, wall_time)
         failure: BaseException | None = None
         value: Any = None
+        feed_task: asyncio.Task[Any] | None = None
         try:
             if script.is_async or script.imports_asyncio or 'asyncio' in self._globals or self._kept:
-                value = self._loop.run_until_complete(_FeedTask(self._run_async(script), loop=self._loop))
+                feed_task = _FeedTask(self._run_async(script), loop=self._loop)
+                value = self._loop.run_until_complete(feed_task)
             else:  # plain code: no event loop to go round
                 value = self._run(script)
         except BaseException as error:  # the script's own exception, whatever its type
@@ -537,6 +542,10 @@ class Worker:
             else:  # the script's own error stands, and says so below it
                 failure.add_note(message)
         self._end_leftover_tasks(keep=not self._stops and kept <= KEPT_TASKS, kept=kept)
+        if feed_task is not None and feed_task.done() and not feed_task.cancelled():
+            # a stop raised in the event loop left the feed's task to end with it later: its
+            # exception is the feed's failure already, not one for asyncio to print to stderr
+            feed_task.exception()
         self._end_cut_output()
         shown = take_shown()
         data: bytes | None = None
@@ -580,11 +589,12 @@ class Worker:
         limits = self._limits
         measure(value, items=limits.get('value_items'), size=limits.get('value_size'), subject=subject, crossing='leave the sandbox')
 
-    def _stop(self, limit: str, frame: types.FrameType | None = None) -> SandboxStop:
+    def _stop(self, limit: str, *error: str, frame: types.FrameType | None = None) -> SandboxStop:
         """A stop for `limit`, to raise in the script (`frame` is where, if known): remembered as
         this feed's own (see `_failure`), and due from now on (see `stop.py`); the stop
-        timer ticks every `stop.REPEAT_SECONDS` until the feed ends, to trace the script again."""
-        stop = SandboxStop(limit)
+        timer ticks every `stop.REPEAT_SECONDS` until the feed ends, to trace the script again.
+        `limit` 'stopped': the host stopped the feed with `error` (its exc_type and message)."""
+        stop = SandboxStop(limit, *error)
         self._stops.append(stop)
         stopping.enforce(stop, frame if frame is not None else sys._getframe(1), self._script_files)
         signal.setitimer(signal.ITIMER_REAL, stopping.REPEAT_SECONDS, stopping.REPEAT_SECONDS)
@@ -604,8 +614,11 @@ class Worker:
         if limit is None:
             message, display = _escaped(_message(error)), _escaped(self._format_traceback(error))
             return [FAIL, 'runtime', _escaped(type(error).__name__), message, display, _detail(error)]
-        exc_type, template = _LIMIT_MESSAGES[limit]
-        message = template.format(amount(limit, self._limits.get(limit)))
+        if limit == 'stopped':  # the host's own error (StopFeed)
+            exc_type, message = _escaped(stop.args[1]), _escaped(stop.args[2])
+        else:
+            exc_type, template = _LIMIT_MESSAGES[limit]
+            message = template.format(amount(limit, self._limits.get(limit)))
         if stop is not None:  # its traceback is where it was last raised; what it was raised over is noise
             stop.__cause__ = stop.__context__ = None
         frames = self._format_traceback(stop if stop is not None else error).splitlines()
@@ -614,6 +627,8 @@ class Worker:
         display = '\n'.join([*frames, f'{exc_type}: {message}'])
         if limit == 'recursion':  # CPython's words, and the limit in a note below them, as `add_note` shows one
             display += f"\nthe sandbox's recursion limit is {amount(limit, self._limits.get(limit))} (Limits.recursion); write deep recursion as a loop"
+        if limit == 'stopped':
+            return [FAIL, 'runtime', exc_type, message, display, None]
         return [FAIL, 'limit', limit, message, display, None]
 
     def _on_stop_signal(self, signum: int, frame: types.FrameType | None) -> None:
@@ -631,7 +646,7 @@ class Worker:
             signal.setitimer(signal.ITIMER_REAL, _STOP_RETRY)
             return
         self._pending_stop = None
-        raise self._stop(limit, frame)
+        raise self._stop(limit, frame=frame)
 
     def _in_script(self, frame: types.FrameType | None) -> bool:
         """Whether `frame` is the script's, or code the script called (not the worker's or asyncio's
