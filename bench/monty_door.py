@@ -65,6 +65,18 @@ def figures(quick: bool, tree: Path) -> dict[str, Callable[[pydantic_monty.Monty
 
         return run
 
+    def warm(code: str) -> Callable[[pydantic_monty.Monty], Any]:
+        def run(pool: pydantic_monty.Monty) -> float:  # the door's own cost, past a fresh worker's first touches
+            with pool.checkout() as session:
+                times = []
+                for _ in range(50):
+                    started = time.perf_counter()
+                    session.feed_run(code, external_lookup={'f': lambda x: x})
+                    times.append(time.perf_counter() - started)
+                return statistics.median(times[10:])
+
+        return run
+
     def checkout_and_feed(pool: pydantic_monty.Monty) -> float:
         started = time.perf_counter()
         with pool.checkout() as session:
@@ -74,6 +86,8 @@ def figures(quick: bool, tree: Path) -> dict[str, Callable[[pydantic_monty.Monty
     return {
         'trivial feed (1 + 1)': in_session('1 + 1'),
         'host call round trip (f(1))': in_session('f(1)'),
+        'trivial feed, warm session (median of 40)': warm('1 + 1'),
+        'host call round trip, warm session (median of 40)': warm('f(1)'),
         'checkout + feed + reset': checkout_and_feed,
         f'fib({fib_n})': in_session(FIB.format(n=fib_n)),
         f'{loop_n:,}-step loop': in_session(LOOP.format(n=loop_n)),

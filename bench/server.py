@@ -3,6 +3,7 @@
 
     python bench/server.py            # 3 rounds, alternating the sides, 20 and 100 clients
     python bench/server.py --quick    # 1 round, 20 clients
+    python bench/server.py --baseline ../other/src    # also a `corral serve` of another checkout, alternated
 
 The bench starts real `corral serve` processes on loopback (`--servers`, default 1; clients are
 spread over them), each with an SQLite store of its own, and measures, for each side:
@@ -92,15 +93,17 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def corral_serve(folder: str) -> Any:
-    """A `corral serve` process on a free loopback port: its ws:// URL, until the block ends."""
+def corral_serve(folder: str, source: str | None = None) -> Any:
+    """A `corral serve` process on a free loopback port (of the corral in folder `source`, default
+    this one): its ws:// URL, until the block ends."""
     port = free_port()
+    env = {**os.environ, 'PYTHONPATH': source} if source else None
     log = open(os.path.join(folder, f'serve-{port}.log'), 'wb')
     store = f'sqlite:///{folder}/store-{port}.db'
     # the server's one tenant may hold a session for each client of the load (its default quota is 20)
-    subprocess.run([sys.executable, '-m', 'corral', 'tenants', 'set', '', '--concurrent-sessions', '1000', '--store', store], check=True, stdout=subprocess.DEVNULL)
+    subprocess.run([sys.executable, '-m', 'corral', 'tenants', 'set', '', '--concurrent-sessions', '1000', '--store', store], check=True, stdout=subprocess.DEVNULL, env=env)
     command = [sys.executable, '-m', 'corral', 'serve', '--port', str(port), '--store', store]
-    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
     try:
         deadline = time.monotonic() + 60
         while True:
@@ -163,7 +166,8 @@ class LocalSide(Side):
 class ServerSide(Side):
     name = 'corral serve'
 
-    def __init__(self, urls: list[str]) -> None:
+    def __init__(self, urls: list[str], name: str = 'corral serve') -> None:
+        self.name = name
         self.pools = [corral.RemotePool(url) for url in urls]
         self.pids = [SERVER_PIDS[url] for url in urls if url in SERVER_PIDS]
 
@@ -283,13 +287,13 @@ def median_of(results: list[dict[str, float]], key: str) -> float | None:
     return statistics.median(r[key] for r in results) if results else None
 
 
-def report(results: dict[str, list[dict[str, float]]], clients: tuple[int, ...], servers: int, call_ms: float) -> str:
-    server, local, monty = results['corral serve'], results['local Pool'], results['monty']
+def report(results: dict[str, list[dict[str, float]]], clients: tuple[int, ...], servers: int, call_ms: float, side: str = 'corral serve') -> str:
+    server, local, monty = results[side], results['local Pool'], results['monty']
     lines = [
         f'{" and ".join(map(str, clients))} concurrent clients × 3 feeds of a script with 10 gathered host calls ({call_ms:g} ms each), '
-        f'{servers} `corral serve` process(es) on loopback',
+        f'{servers} `{side}` process(es) on loopback',
         '',
-        '| measure | corral serve | local Pool | monty (local) | serve / local | serve / monty |',
+        f'| measure | {side} | local Pool | monty (local) | serve / local | serve / monty |',
         '|---|---|---|---|---|---|',
     ]
     for key, label, unit, scale in rows(clients):
@@ -317,13 +321,17 @@ async def main(argv: list[str] | None = None) -> None:
     parser.add_argument('--clients', default='20,100', help='counts of concurrent clients, comma-separated (default 20,100)')
     parser.add_argument('--servers', type=int, default=1, help='corral serve processes (default 1)')
     parser.add_argument('--call-ms', type=float, default=1.0, help='host time of each gathered call, ms (default 1)')
+    parser.add_argument('--baseline', metavar='SRC', help="also measure `corral serve` of the corral in folder SRC (another checkout's src), alternated with this one's")
     args = parser.parse_args(argv)
     rounds, clients = (1, (20,)) if args.quick else (args.rounds, tuple(int(count) for count in args.clients.split(',')))
-    results: dict[str, list[dict[str, float]]] = {'corral serve': [], 'local Pool': [], 'monty': []}
+    results: dict[str, list[dict[str, float]]] = {'corral serve': [], 'local Pool': [], 'monty': [], 'baseline serve': []}
     with tempfile.TemporaryDirectory() as folder, contextlib.ExitStack() as servers:
         urls = [servers.enter_context(corral_serve(folder)) for _ in range(args.servers)]
+        baseline = [servers.enter_context(corral_serve(folder, args.baseline)) for _ in range(args.servers)] if args.baseline else []
         for index in range(rounds):
             makers: list[Callable[[], Side]] = [lambda: ServerSide(urls), LocalSide]
+            if baseline:
+                makers.insert(1 if index % 2 else 0, lambda: ServerSide(baseline, 'baseline serve'))
             if AsyncMonty is not None:
                 makers.append(MontySide)
             for make in makers:
@@ -336,6 +344,9 @@ async def main(argv: list[str] | None = None) -> None:
                 finally:
                     await side.stop()
     print(report(results, clients, args.servers, args.call_ms))
+    if baseline:
+        print(f'\nThe baseline, {args.baseline}:\n')
+        print(report(results, clients, args.servers, args.call_ms, 'baseline serve'))
 
 
 if __name__ == '__main__':

@@ -39,3 +39,13 @@ async def test_the_bench_measures_monty():
     finally:
         await side.stop()
     assert sorted(result) == KEYS
+
+
+def test_the_report_of_a_baseline_server_compares_it_with_the_same_local_pool():
+    one = dict.fromkeys(KEYS, 0.002) | {'feeds/s @3': 10.0}
+    results = {'corral serve': [one], 'baseline serve': [one | {'feeds/s @3': 5.0}], 'local Pool': [one | {'feeds/s @3': 8.0}], 'monty': [one]}
+    lines = bench.report(results, (3,), 1, 0.0, 'baseline serve').splitlines()
+    assert lines[0] == '3 concurrent clients × 3 feeds of a script with 10 gathered host calls (0 ms each), 1 `baseline serve` process(es) on loopback'
+    assert lines[2] == '| measure | baseline serve | local Pool | monty (local) | serve / local | serve / monty |'
+    assert lines[4] == '| 3 clients: feeds per second — higher is better | 5.00 /s | 8.00 /s | 10.0 /s | 0.62× | 0.50× |'
+    assert lines[-1].endswith('feeds per second 0.62× with 3 clients of the local Pool\'s.')

@@ -233,6 +233,9 @@ async def test_deeply_nested_source_is_a_syntax_error(pool, code):
 
 
 _SWALLOWS = 'import asyncio\nasync def h():\n    while True:\n        try:\n            await asyncio.sleep(10)\n        except BaseException:\n            pass\n'
+#: A session keeps the tasks a feed leaves (up to 100): these lines leave more, so they all end with the feed.
+_CROWD = 'crowd = [asyncio.create_task(asyncio.sleep(10)) for _ in range(100)]\n'
+_CROWDED = 'RuntimeError: the script left 101 tasks running; a session keeps at most 100 between feeds, so they were cancelled'
 
 
 @pytest.mark.parametrize(
@@ -240,13 +243,15 @@ _SWALLOWS = 'import asyncio\nasync def h():\n    while True:\n        try:\n    
     [
         # the feed's own task swallows the CancelledError that follows its stop
         (_SWALLOWS + 'await h()', 'TimeoutError: the script ran past the wall_time limit of 1 second'),
-        # tasks left behind: one swallows its cancellation, one computes in a `finally`
+        # tasks kept, then ended with the feed that leaves too many: one swallows its
+        # cancellation, one computes in a `finally`
         (_SWALLOWS + 't = asyncio.create_task(h())\nawait asyncio.sleep(0)\n1', 1),
+        (_SWALLOWS + 't = asyncio.create_task(h())\nawait asyncio.sleep(0)\n' + _CROWD + '1', _CROWDED),
         ('import asyncio\nasync def g():\n    try:\n        await asyncio.sleep(10)\n    finally:\n        while True:\n            pass\n'
-         't = asyncio.create_task(g())\nawait asyncio.sleep(0)\n3', 3),
+         't = asyncio.create_task(g())\nawait asyncio.sleep(0)\n' + _CROWD + '3', _CROWDED),
         # one raises what asyncio passes on out of its loop
         ('import asyncio\nasync def k():\n    try:\n        await asyncio.sleep(10)\n    finally:\n        raise KeyboardInterrupt\n'
-         't = asyncio.create_task(k())\nawait asyncio.sleep(0)\n4', 4),
+         't = asyncio.create_task(k())\nawait asyncio.sleep(0)\n' + _CROWD + '4', _CROWDED),
         # one computes without awaiting: it holds up the feed itself
         ('import asyncio\nasync def spin():\n    while True:\n        pass\nt = asyncio.create_task(spin())\nawait asyncio.sleep(0)\n2',
          'TimeoutError: the script ran past the wall_time limit of 1 second'),
@@ -255,7 +260,7 @@ _SWALLOWS = 'import asyncio\nasync def h():\n    while True:\n        try:\n    
 async def test_a_task_that_will_not_end_does_not_outlive_its_feed(patient, code, outcome):
     try:
         result = await patient.feed_run(code)
-    except corral.SandboxLimitError as error:
+    except (corral.SandboxLimitError, corral.SandboxRuntimeError) as error:
         result = error.display().splitlines()[-1]
     assert (result, await patient.feed_run('7')) == (outcome, 7)
 
@@ -265,9 +270,11 @@ async def test_tasks_whose_finally_blocks_await_again_end_at_the_first_stop(pati
     # attempts and ended the session. A stop is due until the tasks end: no line of theirs runs.
     code = (
         'import asyncio\nasync def deep(n):\n    try:\n        await asyncio.sleep(10)\n    finally:\n        if n:\n'
-        '            await deep(n - 1)\nt = asyncio.create_task(deep(10))\nawait asyncio.sleep(0)\n1'
+        '            await deep(n - 1)\nt = asyncio.create_task(deep(10))\nawait asyncio.sleep(0)\n' + _CROWD
     )
-    assert (await patient.feed_run(code), await patient.feed_run('t.done()')) == (1, True)
+    with pytest.raises(corral.SandboxRuntimeError) as info:
+        await patient.feed_run(code)
+    assert (info.value.display().splitlines()[-1], await patient.feed_run('t.done()')) == (_CROWDED, True)
 
 
 async def test_a_timer_a_feed_scheduled_ends_with_it(patient):
@@ -292,13 +299,17 @@ async def test_a_stopped_tasks_callbacks_run_in_its_own_feed_not_the_next(patien
     # (the script's own, asyncio's) run in the feed that left it, and the next feeds run whole.
     first = (
         'import asyncio\nasync def t():\n    try:\n        await asyncio.sleep(100)\n    finally:\n        await asyncio.sleep(100)\n'
-        'task = asyncio.ensure_future(t())\ntask.add_done_callback(lambda f: print("first feed\'s callback"))\nawait asyncio.sleep(0)\n1'
+        'task = asyncio.ensure_future(t())\ntask.add_done_callback(lambda f: print("first feed\'s callback"))\nawait asyncio.sleep(0)\n'
+        + _CROWD + '1'
     )
     printed = []
     results = []
     for code in (first, 'import asyncio\nawait asyncio.sleep(0.05)\n2', '3', 'import asyncio\nprint("fourth")\nawait asyncio.sleep(0.05)\n4'):
-        results.append(await patient.feed_run(code, print_callback=lambda stream, text: printed.append((len(results), text))))
-    assert (results, printed) == ([1, 2, 3, 4], [(0, "first feed's callback\n"), (3, 'fourth\n')])
+        try:
+            results.append(await patient.feed_run(code, print_callback=lambda stream, text: printed.append((len(results), text))))
+        except corral.SandboxRuntimeError as error:
+            results.append(error.display().splitlines()[-1])
+    assert (results, printed) == ([_CROWDED, 2, 3, 4], [(0, "first feed's callback\n"), (3, 'fourth\n')])
 
 
 @pytest.mark.parametrize(
@@ -334,7 +345,8 @@ async def test_a_stop_the_script_gets_hold_of_is_its_own_error_not_a_limit(patie
     # A task that swallows its cancellation is ended with a stop, which it keeps: the script can
     # read it and raise it (or its class) again, but that fakes no limit and breaks no worker.
     swallow = 'import asyncio\nasync def h():\n    try:\n        await asyncio.sleep(10)\n    except asyncio.CancelledError:\n        await asyncio.sleep(10)\n'
-    await patient.feed_run(swallow + 'w = asyncio.create_task(h())\nawait asyncio.sleep(0)')
+    with pytest.raises(corral.SandboxRuntimeError):  # more tasks than a session keeps: they end with the feed
+        await patient.feed_run(swallow + 'w = asyncio.create_task(h())\nawait asyncio.sleep(0)\n' + _CROWD)
     assert await patient.feed_run('repr(w.exception())') == "SandboxStop('wall_time')"
     with pytest.raises(corral.SandboxRuntimeError) as info:
         await patient.feed_run(code)

@@ -37,10 +37,12 @@ async def run(pool: corral.Pool, code: str, **checkout: Any) -> Any:
 
 
 async def refusal(pool: corral.Pool, code: str, **checkout: Any) -> str:
-    """The last line of the traceback a script's error shows."""
+    """The last line of the traceback a script's error shows (an import's refusal: its exception
+    line, then its note)."""
     with pytest.raises(corral.SandboxError) as caught:
         await run(pool, code, **checkout)
-    return str(caught.value).strip().splitlines()[-1]
+    lines = str(caught.value).strip().splitlines()
+    return '\n'.join(lines[-2:]) if len(lines) > 1 and lines[-2].startswith(('ModuleNotFoundError: ', 'ImportError: ')) else lines[-1]
 
 
 def _maps(pid: int) -> str:
@@ -71,15 +73,15 @@ def _without(package: str) -> str:
 
 async def test_the_plain_pool_loads_no_package_and_says_how_a_host_adds_one():
     async with corral.Pool(warm_workers=0) as plain:
-        assert (await refusal(plain, 'import numpy')).startswith(f"ModuleNotFoundError: No module named 'numpy': {_without('numpy')}")
-        assert (await refusal(plain, 'import pandas as pd')).startswith(f"ModuleNotFoundError: No module named 'pandas': {_without('pandas')}")
-        assert (await refusal(plain, 'from pandas import DataFrame')).startswith(f"ModuleNotFoundError: No module named 'pandas': {_without('pandas')}")
+        assert (await refusal(plain, 'import numpy')).startswith(f"ModuleNotFoundError: No module named 'numpy'\n{_without('numpy')}")
+        assert (await refusal(plain, 'import pandas as pd')).startswith(f"ModuleNotFoundError: No module named 'pandas'\n{_without('pandas')}")
+        assert (await refusal(plain, 'from pandas import DataFrame')).startswith(f"ModuleNotFoundError: No module named 'pandas'\n{_without('pandas')}")
         assert (await refusal(plain, 'import matplotlib.pyplot as plt')).startswith(
-            f"ModuleNotFoundError: No module named 'matplotlib.pyplot': {_without('matplotlib')}"
+            f"ModuleNotFoundError: No module named 'matplotlib.pyplot'\n{_without('matplotlib')}"
         )
         # a package no pool offers keeps its words
         assert (await refusal(plain, 'import scipy')).startswith(
-            "ModuleNotFoundError: No module named 'scipy': third-party packages are not installed in the sandbox; use the "
+            "ModuleNotFoundError: No module named 'scipy'\nthird-party packages are not installed in the sandbox; use the "
             'standard library modules below. A script may import: abc, asyncio,'
         )
         assert 'numpy' not in _maps(plain._zygote.pid)
@@ -94,7 +96,7 @@ async def test_the_plain_pool_loads_no_package_and_says_how_a_host_adds_one():
         )
     async with corral.Pool(packages=['numpy'], warm_workers=0) as numeric:
         assert (await refusal(numeric, 'import matplotlib.pyplot')).startswith(
-            f"ModuleNotFoundError: No module named 'matplotlib.pyplot': {_without('matplotlib')}"
+            f"ModuleNotFoundError: No module named 'matplotlib.pyplot'\n{_without('matplotlib')}"
         )
         info = (await typing_error(numeric, 'import pandas')).splitlines()[-1]
         assert info.startswith(f"info: No module named 'pandas': {_without('pandas')}") and ', numpy, numpy.fft, numpy.linalg, numpy.random, operator, ' in info

@@ -282,13 +282,30 @@ async def test_unknown_import_is_a_clear_error(session):
         'Traceback (most recent call last):\n'
         '  File "main.py", line 1, in <module>\n'
         '    from payments import charge\n'
-        "ModuleNotFoundError: No module named 'payments'. A script may import: abc, asyncio, base64, bisect, calendar, "
+        "ModuleNotFoundError: No module named 'payments'\n"  # CPython's words, and the sandbox's in a note below them
+        'A script may import: abc, asyncio, base64, bisect, calendar, '
         'collections, collections.abc, contextlib, copy, csv, dataclasses, datetime, decimal, difflib, email, email.utils, '
         'enum, fnmatch, fractions, functools, glob, graphlib, hashlib, heapq, html, io, itertools, json, logging, math, '
         'operator, os, os.path, pathlib, pprint, random, re, shlex, statistics, string, sys, textwrap, time, types, typing, '
         'unicodedata, urllib, urllib.parse, uuid, warnings, zoneinfo'
     )
 
+
+
+async def test_an_import_error_a_script_catches_has_cpythons_words(session):
+    # the sandbox's words are in a note, not the message a script's own code reads and matches on
+    code = (
+        'caught = []\n'
+        'try:\n    import payments\nexcept ImportError as error:\n    caught.append((type(error).__name__, str(error), error.name))\n'
+        'try:\n    from os import system\nexcept ImportError as error:\n    caught.append((type(error).__name__, str(error), error.name))\n'
+        'try:\n    import json.decoder\nexcept ImportError as error:\n    caught.append((type(error).__name__, str(error), error.name))\n'
+        'caught'
+    )
+    assert await session.feed_run(code) == [
+        ('ModuleNotFoundError', "No module named 'payments'", 'payments'),
+        ('ImportError', "cannot import name 'system' from 'os' (unknown location)", 'os'),
+        ('ModuleNotFoundError', "No module named 'json.decoder'", 'json.decoder'),
+    ]
 
 VALUES = [
     None, True, False, 0, -7, 2**64, -(2**100), 1.5, float('inf'), 'text', 'ünï', b'\x00\xff',
@@ -620,21 +637,23 @@ async def test_host_functions_run_in_the_feeds_context_when_nothing_traces(sessi
 
 
 @pytest.mark.parametrize(
-    'script, shows',
+    'script, shows, ended',
     [
-        ('import asyncio\nt = asyncio.create_task(slow())\n1', 1),
-        ('import asyncio\ntry:\n    await asyncio.wait_for(slow(), 0.01)\nexcept TimeoutError:\n    r = "timed out"\nr', 'timed out'),
-        ('import asyncio\nasync def m():\n    t = asyncio.create_task(slow())\n    await asyncio.sleep(0)\n    return 2\nawait m()', 2),
+        ('import asyncio\nt = asyncio.create_task(slow())\n1', 1, 'returned'),
+        ('import asyncio\ntry:\n    await asyncio.wait_for(slow(), 0.01)\nexcept TimeoutError:\n    r = "timed out"\nr', 'timed out', 'cancelled'),
+        ('import asyncio\nasync def m():\n    t = asyncio.create_task(slow())\n    await asyncio.sleep(0)\n    return 2\nawait m()', 2, 'returned'),
     ],
 )
-async def test_a_host_call_the_feed_left_behind_is_cancelled_and_the_session_goes_on(session, script, shows):
-    # The worker cancels the tasks a feed did not await; their host calls are cancelled on the
-    # host, and a reply that was already on its way is dropped, not taken for a protocol breach.
+async def test_a_host_call_a_task_leaves_running_is_answered_in_its_feed(session, script, shows, ended):
+    # A task the feed did not await stays for the next feeds, and the host calls it made are
+    # answered before the feed ends: each feed's journal holds the answers to its own calls. A
+    # call the script gave up on (wait_for) is cancelled on the host as the feed ends, and a reply
+    # that was already on its way is dropped, not taken for a protocol breach.
     events = []
 
     async def slow():
         try:
-            await asyncio.sleep(0.05)
+            await asyncio.sleep(0.3)  # well past wait_for's 0.01 seconds, on a busy machine too
         except asyncio.CancelledError:
             events.append('cancelled')
             raise
@@ -646,11 +665,57 @@ async def test_a_host_call_the_feed_left_behind_is_cancelled_and_the_session_goe
 
     assert await session.feed_run(script, external_lookup={'slow': slow}) == shows
     await asyncio.sleep(0.1)
-    assert (events, await session.feed_run('2 + 2')) == (['cancelled'], 4)
-    # a reply that left the host before the feed ended arrives between feeds: dropped
+    assert (events, await session.feed_run('2 + 2')) == ([ended], 4)
     assert await session.feed_run('import asyncio\nt = asyncio.create_task(fast())\n3', external_lookup={'fast': fast}) == 3
-    await asyncio.sleep(0.05)
+    assert await session.feed_run('t.done(), t.result()') == (True, 5)
     assert await session.feed_run('2 + 3') == 5
+
+
+async def test_a_task_a_feed_leaves_waits_for_the_next_feeds_on_their_clock(session):
+    # As in CPython's asyncio REPL, a task outlives the feed that started it; here it goes on
+    # only while a feed runs the event loop, its timers on the clock of those feeds.
+    first = (
+        'import asyncio\nlog = []\nready = asyncio.Event()\n'
+        'async def sleeper():\n    await asyncio.sleep(0.2)\n    log.append("slept")\n    return "woke"\n'
+        'async def waiter():\n    await ready.wait()\n    log.append("ready")\n'
+        's = asyncio.create_task(sleeper())\nw = asyncio.create_task(waiter())\nlen(asyncio.all_tasks())'
+    )
+    assert await session.feed_run(first) == 3  # with the feed's own
+    await asyncio.sleep(0.3)  # between feeds the clock stands still
+    assert await session.feed_run('s.done(), w.done(), log') == (False, False, [])
+    assert await session.feed_run('ready.set()\nawait asyncio.sleep(0)\nw.done(), log') == (True, ['ready'])
+    assert await session.feed_run('await asyncio.sleep(0.25)\ns.result(), log') == ('woke', ['ready', 'slept'])
+    assert await session.feed_run('len(asyncio.all_tasks())') == 1  # the feed's own
+
+
+async def test_a_feed_that_leaves_more_tasks_than_a_session_keeps_fails_and_they_end(session):
+    code = 'import asyncio\ncrowd = [asyncio.create_task(asyncio.sleep(10)) for _ in range(101)]\n1'
+    with pytest.raises(corral.SandboxRuntimeError) as info:
+        await session.feed_run(code)
+    assert info.value.display().splitlines()[-1] == (
+        'RuntimeError: the script left 101 tasks running; a session keeps at most 100 between feeds, so they were cancelled'
+    )
+    assert await session.feed_run('sum(t.cancelled() for t in crowd)') == 101
+    with pytest.raises(corral.SandboxRuntimeError) as info:  # the script's own error stands, with a note
+        await session.feed_run('crowd = [asyncio.create_task(asyncio.sleep(10)) for _ in range(101)]\n1 / 0')
+    assert info.value.display().splitlines()[-2:] == [
+        'ZeroDivisionError: division by zero',
+        'the script left 101 tasks running; a session keeps at most 100 between feeds, so they were cancelled',
+    ]
+    assert await session.feed_run('kept = [asyncio.create_task(asyncio.sleep(10)) for _ in range(100)]\nlen(kept)') == 100
+    assert await session.feed_run('sum(t.done() for t in kept)') == 0
+
+
+async def test_a_deferred_call_of_a_task_a_feed_leaves_pauses_that_feed(session):
+    # the script's value is ready, but its task's call is not answered: the feed waits for it
+    async def approve(amount):
+        raise corral.Deferred({'amount': amount})
+
+    with pytest.raises(corral.SandboxPaused) as info:
+        await session.feed_run("import asyncio\nt = asyncio.create_task(approve(30))\n'value'", external_lookup={'approve': approve})
+    assert [(call.call_id, call.function, call.args) for call in info.value.calls] == [(0, 'approve', [30])]
+    assert await session.resume({0: 'approved'}) == 'value'
+    assert await session.feed_run('t.result()') == 'approved'
 
 
 async def test_the_next_check_knows_what_a_failed_script_bound_before_it_failed(pool):

@@ -34,7 +34,7 @@ from .errors import (  # noqa: E402 - after the check of the Python
     StubError,
 )
 from .host.checkpoints import CheckpointLimits
-from .host.deferred import Deferred, PendingCall, SandboxPaused
+from .host.deferred import Deferred, PendingCall, SandboxPaused, StopFeed
 from .host.external import ExternalModule
 from .host.observer import PoolObserver
 from .host.os_access import Mount, OsAccess
@@ -45,7 +45,7 @@ from .host.sync import SyncPool, SyncSession
 from .limits import Limits
 from .server.client import RemotePool, RemoteSession
 from .server.keys import ApiKey, KeyRing
-from .server.quotas import QuotaStore, Quotas, TenantQuotas, TenantSlot
+from .server.quotas import CpuCounting, QuotaStore, Quotas, TenantQuotas, TenantSlot
 from .store import PostgresStore, SQLiteStore, Store, StoredState, open_store
 from .typecheck import format_diagnostics
 from .described import ExceptionValue, InstanceValue, NamedTupleValue
@@ -55,6 +55,7 @@ __all__ = [
     'ApiKey',
     'CheckpointLimits',
     'CodeTool',
+    'CpuCounting',
     'Deferred',
     'ExceptionValue',
     'ExternalModule',
@@ -97,6 +98,7 @@ __all__ = [
     'Session',
     'Store',
     'StoredState',
+    'StopFeed',
     'StubError',
     'SyncPool',
     'SyncSession',

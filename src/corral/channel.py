@@ -14,7 +14,8 @@ Every message is a list whose first item is its kind:
                                                           or a timer due (call_id None)
                      [PAUSE]                              the feed is paused on a deferred call
                      a REPLY or WAKE whose value is [STOP, [limit]] (ok False) stops the feed there
-                     for `limit`, a limit the host counts (`max_state_bytes`)
+                     for `limit`, a limit the host counts (`max_state_bytes`); [STOP, ['stopped',
+                     exc_type, message]] stops it with that error (a host function's `StopFeed`)
     worker -> host   [CALL, call_id, name, args, kwargs]  name is 'f' or 'module.f'
                      [OUTPUT, stream, text]
                      [WAIT, timeout]                      nothing to run until a reply or `timeout`

@@ -873,6 +873,23 @@ CASES = [
         (first, rest, lines, raw, open('new.txt').read(), open('bin.dat', 'rb').read(), exists, missing, is_dir,
          not_writable, bad_mode, open('dropped.txt').read(), wplus, open('notes.txt').name, open('notes.txt').mode)
     ''', ('first line\n', 'second line\nthird line\n', ['first line', 'second line', 'third line'], b'\x00\x01\x02\xff', 'ONE\ntwo\nthree\nfour\n', b'\x00\xff!', 17, "[Errno 2] No such file or directory: 'nope.txt'", "[Errno 21] Is a directory: 'data'", 'UnsupportedOperation: not writable', 'must have exactly one of create/read/write/append mode', 'written without close', 'abc', 'notes.txt', 'r'), files=True),
+    case('os-error-words', '''
+        import os
+        from pathlib import Path
+        words = []
+        attempts = [
+            lambda: os.listdir('notes.txt/a'), lambda: os.stat('notes.txt/a/b'), lambda: open('notes.txt/a'),
+            lambda: open('notes.txt/a', 'w'), lambda: os.mkdir('notes.txt/a'), lambda: os.remove('notes.txt/a'),
+            lambda: os.rmdir('notes.txt/a'), lambda: os.listdir('missing/x'), lambda: os.rename('missing.txt', 'other.txt'),
+            lambda: os.rename('notes.txt/a', 'b'), lambda: os.replace('notes.txt', 'data'), lambda: os.rename('data', 'notes.txt'),
+        ]
+        for attempt in attempts:
+            try:
+                attempt()
+            except OSError as error:
+                words.append((type(error).__name__, str(error), error.filename, error.filename2))
+        words, Path('notes.txt/a').exists(), Path('notes.txt/a').is_file()
+    ''', ([('NotADirectoryError', "[Errno 20] Not a directory: 'notes.txt/a'", 'notes.txt/a', None), ('NotADirectoryError', "[Errno 20] Not a directory: 'notes.txt/a/b'", 'notes.txt/a/b', None), ('NotADirectoryError', "[Errno 20] Not a directory: 'notes.txt/a'", 'notes.txt/a', None), ('NotADirectoryError', "[Errno 20] Not a directory: 'notes.txt/a'", 'notes.txt/a', None), ('NotADirectoryError', "[Errno 20] Not a directory: 'notes.txt/a'", 'notes.txt/a', None), ('NotADirectoryError', "[Errno 20] Not a directory: 'notes.txt/a'", 'notes.txt/a', None), ('NotADirectoryError', "[Errno 20] Not a directory: 'notes.txt/a'", 'notes.txt/a', None), ('FileNotFoundError', "[Errno 2] No such file or directory: 'missing/x'", 'missing/x', None), ('FileNotFoundError', "[Errno 2] No such file or directory: 'missing.txt' -> 'other.txt'", 'missing.txt', 'other.txt'), ('NotADirectoryError', "[Errno 20] Not a directory: 'notes.txt/a' -> 'b'", 'notes.txt/a', 'b'), ('IsADirectoryError', "[Errno 21] Is a directory: 'notes.txt' -> 'data'", 'notes.txt', 'data'), ('NotADirectoryError', "[Errno 20] Not a directory: 'data' -> 'notes.txt'", 'data', 'notes.txt')], False, False), files=True),
     # ----- pprint -------------------------------------------------------------------------------------------------
     case('pprint', '''
         import pprint

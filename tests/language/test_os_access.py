@@ -110,7 +110,7 @@ async def test_overlay_rename_of_a_host_folder(pool, host):
         ("import pathlib\npathlib.Path('x.txt').write_text('x')", "OSError: [Errno 30] Read-only file system: 'x.txt'"),
         ("import os\nos.mkdir('sub')", "OSError: [Errno 30] Read-only file system: 'sub'"),
         ("import os\nos.remove('notes.txt')", "OSError: [Errno 30] Read-only file system: 'notes.txt'"),
-        ("import os\nos.rename('notes.txt', 'n.txt')", "OSError: [Errno 30] Read-only file system: 'notes.txt'"),
+        ("import os\nos.rename('notes.txt', 'n.txt')", "OSError: [Errno 30] Read-only file system: 'notes.txt' -> 'n.txt'"),  # both paths, as CPython's rename
         ("import os\nos.makedirs('reports', exist_ok=True)\nos.mkdir('reports')", "FileExistsError: [Errno 17] File exists: 'reports'"),
     ],
 )
@@ -168,7 +168,7 @@ LINK = "PermissionError: [Errno 13] Permission denied (a link that leads outside
         ("open('//etc/passwd').read()", OUTSIDE.format('//etc/passwd')),
         ("open('../secret.txt', 'w')", OUTSIDE.format('../secret.txt')),
         ("import os\nos.listdir('../secret-dir')", OUTSIDE.format('../secret-dir')),
-        ("import os\nos.rename('notes.txt', '../stolen.txt')", "OSError: [Errno 18] Invalid cross-device link (a rename cannot leave its mount): 'notes.txt'"),
+        ("import os\nos.rename('notes.txt', '../stolen.txt')", "OSError: [Errno 18] Invalid cross-device link (a rename cannot leave its mount): 'notes.txt' -> '../stolen.txt'"),
         ("open('link-file').read()", LINK.format('link-file')),
         ("open('link-dir/key.txt').read()", LINK.format('link-dir/key.txt')),
         ("import os\nos.listdir('link-dir')", LINK.format('link-dir')),
@@ -369,7 +369,7 @@ async def test_dotdot_through_a_missing_folder_or_a_file_fails_as_on_linux_and_c
         ("import os\nos.listdir('missing/..')", "FileNotFoundError: [Errno 2] No such file or directory: 'missing/..'"),
         ("import os\nos.stat('notes.txt/../reports')", "NotADirectoryError: [Errno 20] Not a directory: 'notes.txt/../reports'"),
         ("import os\nos.mkdir('missing/../made')", "FileNotFoundError: [Errno 2] No such file or directory: 'missing/../made'"),
-        ("import os\nos.rename('notes.txt', 'missing/../moved.txt')", "FileNotFoundError: [Errno 2] No such file or directory: 'missing/../moved.txt'"),
+        ("import os\nos.rename('notes.txt', 'missing/../moved.txt')", "FileNotFoundError: [Errno 2] No such file or directory: 'notes.txt' -> 'missing/../moved.txt'"),
         ("open('reports/q1.csv/../new.txt', 'w')", "NotADirectoryError: [Errno 20] Not a directory: 'reports/q1.csv/../new.txt'"),
         ("import pathlib\npathlib.Path('missing/../notes.txt').exists()", None),
     ]:

@@ -4,9 +4,11 @@ worker of its pool: what an application written for Monty gets on corral, unchan
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import stat
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -310,6 +312,118 @@ def test_a_parents_module_that_fails_to_load_fails_the_import_and_the_child_goes
         assert session.feed_run('1 + 1') == 2
 
 
+def test_a_parents_module_is_asked_for_at_each_feed_that_imports_it(monty: pydantic_monty.Monty) -> None:
+    modules = {'tools': pydantic_monty.ExternalModule({'VERSION': 1})}
+    with monty.checkout(external_modules=modules) as session:
+        assert session.feed_run('import tools\ntools.VERSION') == 1
+        modules['tools'] = pydantic_monty.ExternalModule({'VERSION': 2})
+        assert session.feed_run('import tools\ntools.VERSION') == 2
+        assert session.feed_run('tools.VERSION') == 2
+
+
+def test_a_parents_error_making_stubs_fails_the_feed_and_the_child_goes_on(binary: Path) -> None:
+    """The stubs of every module a feed imports are asked at once, in the order the code names
+    them; the parent's error making one is the feed's error (the child survived no such answer)."""
+    made: list[object] = []
+
+    async def make_tools() -> pydantic_monty.ExternalModule:
+        return pydantic_monty.ExternalModule({'VERSION': 1}, stubs='VERSION: int\n')
+
+    def tools() -> object:
+        made.append(make_tools())
+        return made[-1]
+
+    def other() -> object:
+        raise ValueError('no other')
+
+    async def main() -> object:
+        async with pydantic_monty.AsyncMonty(binary_path=binary) as pool:
+            async with pool.checkout(type_check=True, external_modules={'tools': tools, 'other': other}) as session:
+                with pytest.raises(pydantic_monty.MontyRuntimeError) as info:
+                    await session.feed_run('import tools, other')
+                assert str(info.value) == 'ValueError: no other'
+                return await session.feed_run('1 + 1')
+
+    assert asyncio.run(main()) == 2
+    assert [inspect.getcoroutinestate(coroutine) for coroutine in made] == ['CORO_CLOSED']
+
+
+def test_a_parents_module_functions_the_script_awaits_run_concurrently(binary: Path) -> None:
+    async def main() -> object:
+        ready = asyncio.Event()
+
+        async def first() -> int:
+            await ready.wait()
+            return 1
+
+        async def second() -> int:
+            ready.set()
+            return 2
+
+        modules = {'tools': pydantic_monty.ExternalModule({'first': first, 'second': second})}
+        code = 'import asyncio\nimport tools\nfrom tools import second\nawait asyncio.gather(tools.first(), second())'
+        async with pydantic_monty.AsyncMonty(binary_path=binary) as pool:
+            async with pool.checkout(external_modules=modules) as session:
+                return await asyncio.wait_for(session.feed_run(code), 10)
+
+    assert asyncio.run(main()) == [1, 2]
+
+
+@pytest.mark.parametrize(
+    ('name', 'expected'),
+    [
+        ('tools._secret', "NameError: name 'tools._secret' is not defined"),  # not exposed by the module
+        ('a.' * 5000 + 'f', f"NameError: name '{'a.' * 5000}f' is not defined"),
+        ('1tools.f', 'ValueError: module name "1tools" is not a valid identifier'),
+        ('json.f', 'ValueError: module "json" is provided by the sandbox or its type checker and cannot be replaced'),
+    ],
+)
+def test_a_function_given_as_a_value_is_called_by_its_own_name(monty: pydantic_monty.Monty, name: str, expected: str) -> None:
+    """A forged dotted name reaches the parent as it is, which matches it against its modules."""
+
+    def probe() -> str:
+        return 'hidden'
+
+    probe.__name__ = name
+    top = name.partition('.')[0]
+    modules = {'tools': pydantic_monty.ExternalModule({'_secret': lambda: 'hidden'}), top: pydantic_monty.ExternalModule({})}
+    with monty.checkout(external_modules=modules) as session:
+        with pytest.raises(pydantic_monty.MontyRuntimeError) as info:
+            session.feed_run('import tools\nprobe()' if top == 'tools' else 'probe()', inputs={'probe': probe})
+        assert str(info.value) == expected
+
+    def double(x: int) -> int:
+        return 2 * x
+
+    with monty.checkout() as session:  # the parent answers a call of its function by that function's name
+        assert session.feed_run('[f(3), f(x=4)]', inputs={'f': double}, external_lookup={'double': double}) == [6, 8]
+        with pytest.raises(pydantic_monty.MontyRuntimeError) as info:
+            session.feed_run('f(1)', inputs={'f': double})
+        assert str(info.value) == "NameError: name 'double' is not defined"
+
+
+def test_sleeps_are_the_parents_to_wait_count_and_cap(monty: pydantic_monty.Monty) -> None:
+    """System sleeps are waited by the parent, which counts them toward `max_total_sleep_secs` and
+    ends the feed past it, where the script cannot catch it; `call_host` sleeps are its handler's."""
+    code = 'import time\ntry:\n    time.sleep(0.125)\n    time.sleep(0.5)\nexcept BaseException:\n    pass'
+    with monty.checkout(limits={'max_total_sleep_secs': 0.25}) as session:
+        with pytest.raises(pydantic_monty.MontyRuntimeError) as info:
+            session.feed_run(code)
+        assert str(info.value) == 'TimeoutError: sleep limit exceeded: 625ms > 250ms'
+    waited: list[float] = []
+
+    class Recording(pydantic_monty.OSAccess):
+        def sleep(self, seconds: float) -> None:
+            waited.append(seconds)
+            super().sleep(seconds)
+
+    start = time.monotonic()
+    with monty.checkout(os_policy={'sleep': 'call_host'}) as session:
+        assert session.feed_run('import time\ntime.sleep(3600) is None', os=Recording(max_sleep=0.001)) is True
+    assert waited == [3600.0]
+    assert time.monotonic() - start < 5
+
+
 def test_a_function_an_earlier_feed_defined_calls_the_applications_function(monty: pydantic_monty.Monty) -> None:
     fetched: list[str] = []
 
@@ -340,6 +454,21 @@ def test_gathered_async_calls(binary: Path) -> None:
                 return await session.feed_run('import asyncio\nawait asyncio.gather(add_one(1), add_one(2))', external_lookup={'add_one': add_one})
 
     assert asyncio.run(main()) == [2, 3]
+
+
+def test_a_call_awaited_right_there_is_one_suspension(binary: Path) -> None:
+    """The parent may await an eager call and answer it at once (ResumeFutures for its id), so two
+    awaited calls fit a budget of two suspensions; gathered calls stay concurrent."""
+
+    async def fetch() -> list[int]:
+        return [21]
+
+    async def main() -> object:
+        async with pydantic_monty.AsyncMonty(binary_path=binary) as pool:
+            async with pool.checkout(limits={'max_suspensions': 2}) as session:
+                return await session.feed_run('a = await fetch()\nb = await fetch()\na[0] + b[0]', external_lookup={'fetch': fetch})
+
+    assert asyncio.run(main()) == 42
 
 
 def test_environment_and_files_are_the_applications(monty: pydantic_monty.Monty, tmp_path: Path) -> None:

@@ -373,3 +373,55 @@ def test_forged_exception_data_from_the_parent_is_the_message_alone(child: Child
     answer = pb.ResumeCall(call_id=event.function_call.call_id, result=pb.ExtFunctionResult(error=raised))
     assert complete(child.ask(pb.ParentRequest(resume_call=answer))).str == '|'.join(expected)
     assert complete(child.feed('1 + 1')).int == 2
+
+
+@pytest.mark.parametrize(
+    ('exc_type', 'expected'),
+    [('TimeoutError', 'TimeoutError'), ('json.JSONDecodeError', 'json.JSONDecodeError'), ('not a name', 'RuntimeError')],
+)
+def test_abort_feed_ends_the_feed_where_the_script_cannot_catch_it(child: Child, exc_type: str, expected: str) -> None:
+    child.configure()
+    event = child.feed('n = 0\ntry:\n    f()\nexcept BaseException:\n    n = 1\nn')
+    assert event.WhichOneof('kind') == 'function_call'
+    abort = pb.AbortFeed(exception=pb.RaisedException(exc_type=exc_type, message='sleep limit exceeded: 625ms > 250ms'))
+    assert error_text(child.ask(pb.ParentRequest(abort_feed=abort))) == (expected, 'sleep limit exceeded: 625ms > 250ms')
+    assert complete(child.feed('n')).int == 0
+
+
+def test_a_feeds_working_folder_rides_in_a_dump(child: Child) -> None:
+    child.configure()
+    assert complete(child.feed('import os\nos.getcwd()', cwd='/data/in')).str == '/data/in'
+    state = child.ask(pb.ParentRequest(dump=pb.Dump())).dump_result.state
+    assert child.ask(pb.ParentRequest(reset=pb.Reset())).WhichOneof('kind') == 'ok'
+    assert child.ask(pb.ParentRequest(load=pb.Load(state=state))).WhichOneof('kind') == 'ok'
+    assert complete(child.feed('os.getcwd()')).str == '/data/in'  # a feed naming no folder keeps the session's
+
+
+def test_an_eager_calls_awaited_answer_must_name_that_call_alone(child: Child) -> None:
+    child.configure()
+    call = child.feed('(await f(1)) * 2').function_call
+    assert (call.call_id, call.allow_eager_await) == (0, True)
+    values = pb.Arena(nodes=[pb.MontyNode(int=4)])
+
+    def futures(*ids: int) -> pb.ParentRequest:
+        results = [pb.FutureResult(call_id=i, result=pb.ExtFunctionResult(return_value=0)) for i in ids]
+        return pb.ParentRequest(resume_futures=pb.ResumeFutures(results=results, values=values))
+
+    assert error_text(child.ask(futures(7))) == ('ValueError', 'ResumeFutures answers calls [7], but the child waits for call 0')
+    assert error_text(child.ask(futures(0, 1))) == ('ValueError', 'ResumeFutures answers calls [0, 1], but the child waits for call 0')
+    assert complete(child.ask(futures(0))).int == 8
+    gathered = child.feed('import asyncio\n(await asyncio.gather(f(1)))[0]').function_call
+    assert gathered.allow_eager_await is False  # another task could run: the parent answers it later
+
+
+def test_abort_feed_while_gathered_calls_wait_on_their_futures(child: Child) -> None:
+    child.configure()
+    code = 'import asyncio\ntry:\n    r = await asyncio.gather(f(), g(), return_exceptions=True)\nexcept BaseException as e:\n    r = e\nr'
+    assert child.feed(code).function_call.function_name == 'f'
+    future = pb.ExtFunctionResult(future=0)
+    assert child.ask(pb.ParentRequest(resume_call=pb.ResumeCall(call_id=0, result=future))).function_call.function_name == 'g'
+    event = child.ask(pb.ParentRequest(resume_call=pb.ResumeCall(call_id=1, result=future)))
+    assert list(event.resolve_futures.pending_call_ids) == [0, 1]
+    abort = pb.AbortFeed(exception=pb.RaisedException(exc_type='RuntimeError', message='suspension limit 3 exceeded'))
+    assert error_text(child.ask(pb.ParentRequest(abort_feed=abort))) == ('RuntimeError', 'suspension limit 3 exceeded')
+    assert complete(child.feed('2')).int == 2

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from corral.monty.names import bound_names, free_names, imported_modules
+from corral.monty.names import awaited_callees, bound_names, free_names, imported_modules
 
 
 @pytest.mark.parametrize(
@@ -27,6 +27,19 @@ def test_free_names(code: str, called: list[str], awaited: list[str], read: list
     assert (sorted(found_called), sorted(found_called.awaited), sorted(found_read)) == (called, awaited, read)
 
 
+@pytest.mark.parametrize(
+    ('code', 'eager'),
+    [
+        ('a = await f()\nb = await g(await f())', ['f', 'g']),
+        ('a = await f()\nt = f()\nawait t', []),  # a call not awaited right there
+        ('async def w():\n    return await f()\nimport asyncio\nawait asyncio.gather(w(), g())', []),  # other tasks may run
+        ('await m.f()', []),
+    ],
+)
+def test_eager_calls_are_awaited_right_there_with_no_other_task(code: str, eager: list[str]) -> None:
+    assert sorted(free_names(code, set())[0].eager) == eager
+
+
 def test_names_an_earlier_feed_bound_are_not_free() -> None:
     assert bound_names('import os\nx = 1\ndef f(): pass\nclass C: pass\ntry:\n    pass\nexcept E as e:\n    pass') == {'os', 'x', 'f', 'C', 'e'}
     called, read = free_names('f(x)', {'f', 'x'})
@@ -34,4 +47,12 @@ def test_names_an_earlier_feed_bound_are_not_free() -> None:
 
 
 def test_imported_modules_are_those_the_sandbox_lacks() -> None:
-    assert imported_modules('import tools\nimport json\nfrom pkg.sub import x\nfrom . import y\nimport os.path') == {'tools', 'pkg'}
+    code = 'import zeta\nimport json\nfrom pkg.sub import x\nfrom . import y\nimport os.path\ndef f():\n    import alpha, zeta\n'
+    assert imported_modules(code) == ['zeta', 'pkg', 'alpha']  # in the order the code names them
+    assert imported_modules('import (') == []
+
+
+def test_awaited_callees_are_named_as_called() -> None:
+    code = 'import asyncio\nfrom tools import second\nawait asyncio.gather(tools.first(), second())\ntools.third()\nawait m.a.fourth(1)'
+    assert awaited_callees(code) == {'gather', 'first', 'second', 'fourth'}
+    assert awaited_callees('x = (') == set()

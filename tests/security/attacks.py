@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 import textwrap
 
-from corral.language.catalog import missing_member, missing_module
+from corral.language.catalog import missing_member, module_note
 from corral.language.modules import module_names
 
 
@@ -121,7 +121,7 @@ MRO = 'use type(x).mro()'
 HIER = 'class hierarchies cannot be walked in the sandbox'
 PICKLE = 'pickling is not available in the sandbox; use copy.copy or copy.deepcopy'
 def no_module(name: str) -> str:
-    return 'ModuleNotFoundError: ' + missing_module(name)
+    return f"ModuleNotFoundError: No module named '{name}'\n" + module_note(name)
 
 
 def no_member(module: str, name: str) -> str:
@@ -129,7 +129,7 @@ def no_member(module: str, name: str) -> str:
 
 
 def cannot_import(module: str, name: str) -> str:
-    return f"ImportError: cannot import name '{name}' from '{module}': " + missing_member(module, name, module_names(module))
+    return f"ImportError: cannot import name '{name}' from '{module}' (unknown location)\n" + missing_member(module, name, module_names(module))
 CODE_HINT = 'a script cannot run code from a string; write the code in the script itself'
 
 ATTACKS: list[Attack] = [
@@ -1433,7 +1433,7 @@ ATTACKS: list[Attack] = [
     """, 'AttributeError: ' + missing_member('email.utils', 'make_msgid', module_names('email.utils'))),
     attack('urllib-request', 'corral issue: urllib.parse is offered, urllib.request is not', """
         import urllib.request
-    """, 'ModuleNotFoundError: ' + missing_module('urllib.request')),
+    """, no_module('urllib.request')),
     attack('running-loop-private', 'corral issue: the loop behind asyncio.get_running_loop()', """
         import asyncio
         async def main():

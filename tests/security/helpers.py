@@ -28,8 +28,9 @@ async def refusal(pool: corral.Pool, code: str, lookup: dict[str, Callable[..., 
     raise AssertionError(f'the attack was not refused; it returned {value!r}')
 
 
-def last_line(error: corral.SandboxError) -> str:
-    return error.display().rstrip('\n').splitlines()[-1]
+def last_line(error: corral.SandboxError, count: int = 1) -> str:
+    """The last line of the error's text (the last `count` lines: an exception and its note)."""
+    return '\n'.join(error.display().rstrip('\n').splitlines()[-count:])
 
 
 def marker_path(tmp_path: pathlib.Path) -> pathlib.Path:

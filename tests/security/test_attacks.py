@@ -37,11 +37,11 @@ async def test_attack_is_refused(pool, tmp_path, attack):
     code = attack.code.replace('MARKER', str(marker))
     error = await refusal(pool, code, {'get_data': get_data} if attack.host else None)
     expected = attack.expected.replace('MARKER', str(marker))
-    assert last_line(error) == expected, f'{attack.id} ({attack.source})'
+    assert last_line(error, expected.count('\n') + 1) == expected, f'{attack.id} ({attack.source})'
     expected_type = corral.SandboxSyntaxError if attack.syntax else corral.SandboxRuntimeError
     assert type(error) is expected_type
     if isinstance(error, corral.SandboxRuntimeError):
-        assert f'{error.exc_type}: {error.message}' == expected
+        assert f'{error.exc_type}: {error.message}' == expected.partition('\n')[0]  # a note is no part of the message
     assert not marker.exists()
 
 

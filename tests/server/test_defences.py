@@ -22,7 +22,7 @@ from corral.server import protocol
 
 from store.postgres_server import drop_tables
 
-from .conftest import running_server
+from .conftest import free_port, running_server
 from .test_replicas import key_file
 
 REFUSAL = (
@@ -141,6 +141,64 @@ def test_the_handshake_bounds_must_be_positive(tmp_path):
         assert str(info.value) == 'handshake_timeout and max_per_address must be above 0'
 
 
+async def test_a_client_that_sends_faster_than_the_app_takes_is_held_to_two_messages():
+    """`WebSocketProtocol` reads on while the app keeps up (uvicorn paused and resumed the socket
+    around every message); a client whose messages the app does not take is paused once two wait,
+    and what it sends meanwhile stays in its socket until the app takes them, in order."""
+    import uvicorn
+
+    from corral.server.listener import WebSocketProtocol
+
+    go, got = asyncio.Event(), []
+
+    async def app(scope, receive, send):
+        if scope['type'] != 'websocket':
+            return
+        await receive()
+        await send({'type': 'websocket.accept'})
+        await go.wait()
+        while True:
+            message = await receive()
+            if message['type'] == 'websocket.disconnect':
+                return
+            got.append(message['bytes'])
+            if len(got) == 6:
+                await send({'type': 'websocket.send', 'bytes': b'took six'})
+
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host='127.0.0.1', port=port, ws=WebSocketProtocol, log_level='warning', lifespan='off'))
+    task = asyncio.get_running_loop().create_task(server.serve())
+    try:
+        while not server.started:
+            await asyncio.sleep(0.01)
+        async with connect(f'ws://127.0.0.1:{port}') as client:
+            [protocol] = [c for c in server.server_state.connections if isinstance(c, WebSocketProtocol)]
+
+            async def sent(data: bytes, queued: int) -> None:
+                await client.send(data)
+                for _ in range(200):
+                    if protocol.queue.qsize() == queued:
+                        return
+                    await asyncio.sleep(0.005)
+
+            await sent(b'1', 1)
+            assert (protocol.queue.qsize(), protocol.transport.is_reading()) == (1, True)
+            await sent(b'2', 2)
+            assert (protocol.queue.qsize(), protocol.transport.is_reading()) == (2, False)
+            for data in (b'3', b'4', b'5', b'6'):
+                await client.send(data)
+            await asyncio.sleep(0.1)
+            assert (protocol.queue.qsize(), protocol.transport.is_reading()) == (2, False)  # the rest wait in the socket
+            go.set()
+            assert await asyncio.wait_for(client.recv(), 10) == b'took six'
+            assert got == [b'1', b'2', b'3', b'4', b'5', b'6']
+            assert protocol.transport.is_reading()
+    finally:
+        go.set()
+        server.should_exit = True
+        await task
+
+
 # ----- 10: revoked keys --------------------------------------------------------------------------
 
 
@@ -167,6 +225,26 @@ async def test_a_revoked_key_ends_the_connections_it_opened(tmp_path):
                         assert info.value.display() == REFUSAL
                         assert await still.feed_run('3') == 3
     assert 'Traceback' not in server.output()
+
+
+async def test_a_quota_changed_while_sessions_are_open_counts_at_their_next_feed(tmp_path):
+    """The server reads a tenant's settings once per `SETTINGS_TTL` (1 s), not before every feed: an
+    operator's change made in another process still counts within that time."""
+    store = f'sqlite:///{tmp_path}/store.db'
+    with running_server(tmp_path) as server:
+        async with RemotePool(server.url) as pool, pool.checkout() as session:
+            assert await session.feed_run('x = 1\nx') == 1
+            async with corral.Quotas(store) as quotas:
+                await quotas.set('', cpu_seconds_per_hour=0)
+                await asyncio.sleep(1.2)
+                with pytest.raises(corral.SandboxQuotaError) as info:
+                    await session.feed_run('x')
+                assert re.fullmatch(
+                    r"tenant '' used \d+\.\d CPU seconds in the last hour; its quota is 0 \(cpu_seconds_per_hour\)", info.value.display()
+                ), info.value.display()
+                await quotas.set('', cpu_seconds_per_hour=None)
+                await asyncio.sleep(1.2)
+                assert await session.feed_run('x + 1') == 2
 
 
 # ----- 11: store failures ------------------------------------------------------------------------

@@ -50,7 +50,7 @@ async def test_a_tenants_own_settings_win_over_the_defaults(store_url):
         assert await replica.of('acme') == TenantQuotas(concurrent_sessions=2, stored_bytes=1000, cpu_seconds_per_hour=0.5)
         assert await replica.settings('acme') == {'concurrent_sessions': 2, 'stored_bytes': 1000, 'cpu_seconds_per_hour': 0.5}
         await quotas.set('acme', stored_bytes=None)  # back to the default
-        assert await replica.of('acme') == TenantQuotas(concurrent_sessions=2, stored_bytes=None, cpu_seconds_per_hour=0.5)
+        assert await quotas.of('acme') == TenantQuotas(concurrent_sessions=2, stored_bytes=None, cpu_seconds_per_hour=0.5)
         assert await replica.of('beta') == defaults
         assert await quotas.tenants() == ['acme']
         with pytest.raises(ValueError) as info:
@@ -61,11 +61,65 @@ async def test_a_tenants_own_settings_win_over_the_defaults(store_url):
         assert str(info.value) == 'the quota concurrent_sessions must be 0 or more; got -2'
 
 
+async def test_a_tenants_settings_are_read_once_per_settings_ttl(store):
+    # Every feed's CPU check waited for a read of the tenant's settings from the store (a thread hop
+    # with SQLite, a round trip with PostgreSQL). They stand for settings_ttl seconds now: a change
+    # made elsewhere counts within them, one made through these quotas at once.
+    quotas, other = Quotas(store, settings_ttl=0.3), Quotas(store)
+    reads = []
+
+    def counted(tenant, read=store.tenant_quotas):
+        reads.append(tenant)
+        return read(tenant)
+
+    quotas._tables.tenant_quotas = counted
+    for _ in range(3):
+        assert (await quotas.of('acme')).concurrent_sessions == 20
+    assert reads == ['acme']
+    await other.set('acme', concurrent_sessions=1)  # another replica, or `corral tenants set`
+    assert (await quotas.of('acme')).concurrent_sessions == 20
+    await asyncio.sleep(0.35)
+    assert (await quotas.of('acme')).concurrent_sessions == 1
+    assert reads == ['acme', 'acme']
+    await quotas.set('acme', concurrent_sessions=3)  # its own change: at once
+    assert (await quotas.of('acme')).concurrent_sessions == 3
+    assert (await quotas.of('beta')).concurrent_sessions == 20  # each tenant's own
+    assert reads == ['acme', 'acme', 'acme', 'beta']
+    # a reading that a set of its own overtook is not kept: the next check reads again
+    release = asyncio.Event()
+
+    async def slow(tenant, read=store.tenant_quotas):
+        reads.append(tenant)
+        settings = await read(tenant)
+        await release.wait()
+        return settings
+
+    quotas._tables.tenant_quotas = slow
+    await asyncio.sleep(0.35)  # acme's reading lapsed
+    reading = asyncio.ensure_future(quotas.of('acme'))
+    await asyncio.sleep(0.05)
+    quotas._tables.tenant_quotas = counted
+    await quotas.set('acme', concurrent_sessions=4)
+    release.set()
+    assert (await reading).concurrent_sessions == 3
+    assert (await quotas.of('acme')).concurrent_sessions == 4
+    reads.clear()
+    every = Quotas(store, settings_ttl=0)
+    every._tables.tenant_quotas = counted
+    await every.of('acme')
+    await every.of('acme')
+    assert reads == ['acme', 'acme']
+    for seconds in (-1, float('inf'), float('nan')):
+        with pytest.raises(ValueError) as info:
+            Quotas(store, settings_ttl=seconds)
+        assert str(info.value) == f'settings_ttl must be a finite number of seconds, 0 or more; got {seconds!r}'
+
+
 # -- concurrent sessions
 
 
 async def test_concurrent_sessions_are_counted_across_replicas(store_url):
-    async with Quotas(store_url) as one, Quotas(store_url) as two:
+    async with Quotas(store_url) as one, Quotas(store_url, settings_ttl=0) as two:  # two sees one's changes at once
         await one.set('acme', concurrent_sessions=2)
         async with one.session('acme'), two.session('acme'):
             error = await quota_error(one.session('acme').__aenter__())
@@ -366,10 +420,10 @@ async def test_cpu_seconds_are_counted_per_feed_and_refused_past_the_quota(store
 
 async def test_the_cpu_check_reads_the_hours_seconds_once_per_flush_interval(store):
     # Every feed read the tenant's setting and its hour from the store: two waits for the store
-    # (two thread hops with SQLite) on every feed. The setting is read every time (an operator's
-    # change counts at once); the seconds, which replicas write every flush_interval, once per
-    # interval, and again after a flush of the replica's own.
-    quotas, other = Quotas(store, flush_interval=60), Quotas(store)
+    # (two thread hops with SQLite) on every feed. The seconds, which replicas write every
+    # flush_interval, are read once per interval, and again after a flush of the replica's own; the
+    # setting here on every check (settings_ttl=0; see the test above for its lifetime).
+    quotas, other = Quotas(store, flush_interval=60, settings_ttl=0), Quotas(store)
     reads = []
     for name in ('tenant_quotas', 'cpu_seconds_last_hour'):
         def counted(tenant, read=getattr(store, name), name=name):

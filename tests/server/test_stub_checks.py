@@ -11,7 +11,7 @@ import pytest
 
 import corral
 from corral import RemotePool
-from corral.server.quotas import Quotas
+from corral.server.quotas import SETTINGS_TTL, Quotas
 
 from .conftest import running_server
 from .test_replicas import key_file
@@ -116,6 +116,7 @@ async def test_the_type_checkers_cpu_counts_toward_the_cpu_quota(tmp_path):
                     await asyncio.sleep(0.1)
                 assert used >= 0.5  # two checks of up to 2 s of ty each, on a busy machine
                 await quotas.set('acme', cpu_seconds_per_hour=0.5)
+                await asyncio.sleep(SETTINGS_TTL)  # counts once the server's reading of acme's settings lapses
                 with pytest.raises(corral.SandboxQuotaError) as quota:
                     async with pool.checkout(type_check=True, type_check_stubs='def g() -> int: ...\n'):
                         pass

@@ -17,7 +17,7 @@ from corral import RemotePool, logfire
 from corral.server import protocol
 from corral.server.app import create_app
 from corral.server.metrics import Metrics
-from corral.server.quotas import Quotas
+from corral.server.quotas import SETTINGS_TTL, Quotas
 from corral.server.tenancy import TenantHooks, authenticator
 
 from .conftest import running_server, serving_app
@@ -126,6 +126,7 @@ async def test_each_quota_over_the_server(tmp_path, shared_store):
 
                 # stored bytes
                 await quotas.set('acme', stored_bytes=200)
+                await asyncio.sleep(SETTINGS_TTL)  # the server read acme's settings less than SETTINGS_TTL ago
                 with pytest.raises(corral.SandboxQuotaError) as info:  # its first state, written at checkout
                     async with pool.checkout(ephemeral=False) as session:
                         await session.feed_run('x = 1')
@@ -342,6 +343,7 @@ async def test_replays_count_toward_the_cpu_quota_and_wait_for_it(tmp_path):
 
                 async with pool.checkout() as fresh:  # over the quota from here on
                     await quotas.set('acme', cpu_seconds_per_hour=1)
+                    await asyncio.sleep(SETTINGS_TTL)  # counts once the server's reading of acme's settings lapses
                     with pytest.raises(corral.SandboxQuotaError) as info:
                         await fresh.load_session(state)
                     assert info.value.display() == _cpu_refusal(info.value, '1')

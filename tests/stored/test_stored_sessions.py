@@ -507,10 +507,15 @@ async def test_a_timer_pending_in_a_paused_feed_runs_after_its_resume(pool):
 async def test_a_feed_whose_leftover_tasks_had_to_be_stopped_is_not_dumped_and_undone_when_stored(pool):
     code = (
         'import asyncio\nasync def stubborn():\n    while True:\n        try:\n            await asyncio.sleep(10)\n'
-        '        except BaseException:\n            pass\nx = 2\nt = asyncio.create_task(stubborn())\nawait asyncio.sleep(0)\n1'
+        '        except BaseException:\n            pass\nx = 2\nt = asyncio.create_task(stubborn())\nawait asyncio.sleep(0)\n'
+        # more tasks than a session keeps between feeds: they end with the feed, stubborn() by a stop
+        'crowd = [asyncio.create_task(asyncio.sleep(10)) for _ in range(100)]\n1'
     )
+    crowded = 'RuntimeError: the script left 101 tasks running; a session keeps at most 100 between feeds, so they were cancelled'
     async with pool.checkout() as ephemeral:
-        assert await ephemeral.feed_run(code) == 1
+        with pytest.raises(corral.SandboxRuntimeError) as failed:
+            await ephemeral.feed_run(code)
+        assert failed.value.display().splitlines()[-1] == crowded
         with pytest.raises(corral.SandboxStateError) as info:
             await ephemeral.dump()
     assert str(info.value) == (
@@ -519,7 +524,8 @@ async def test_a_feed_whose_leftover_tasks_had_to_be_stopped_is_not_dumped_and_u
     )
     async with pool.checkout(ephemeral=False) as stored:
         await stored.feed_run('x = 1')
-        assert await stored.feed_run(code) == 1
+        with pytest.raises(corral.SandboxRuntimeError):
+            await stored.feed_run(code)
         assert await stored.feed_run('x') == 1
 
 
@@ -655,10 +661,10 @@ async def test_ids_identity_hashes_and_default_reprs_come_back_the_same_after_a_
         await original.feed_run(IDENTITY_SETUP, print_callback=lambda stream, text: printed.append(text))
         state = await original.dump()
         expected = await original.feed_run(IDENTITY_READ)
-    assert printed == ['<__main__.Task object at 0x7f0000000480> <function first at 0x7f0000000340> 139637976728720\n']
-    assert expected[7:10] == ('<__main__.Task object at 0x7f0000000470>', '<__main__.Task object at 0x7f0000000480>', '<function first at 0x7f0000000340>')
-    assert expected[10] == [0x7F0000000470 + 16 * i for i in range(5)] == expected[11] and expected[12] == [(0x7F0000000470 >> 4) + i for i in range(5)]
-    assert expected[13:16] == (True, True, [True] * 5) and expected[17] == [f'<object object at 0x7f00000002{i}0>' for i in range(3)]
+    assert printed == ['<__main__.Task object at 0x7f0000000460> <function first at 0x7f0000000320> 139637976728688\n']
+    assert expected[7:10] == ('<__main__.Task object at 0x7f0000000450>', '<__main__.Task object at 0x7f0000000460>', '<function first at 0x7f0000000320>')
+    assert expected[10] == [0x7F0000000450 + 16 * i for i in range(5)] == expected[11] and expected[12] == [(0x7F0000000450 >> 4) + i for i in range(5)]
+    assert expected[13:16] == (True, True, [True] * 5) and expected[17] == [f'<object object at 0x7f0000000{n:x}>' for n in (0x1E0, 0x1F0, 0x200)]
     async with pool.checkout() as never_stored:  # another session running the same feeds: the same values
         await never_stored.feed_run(IDENTITY_SETUP, print_callback=lambda stream, text: None)
         assert await never_stored.feed_run(IDENTITY_READ) == expected
@@ -785,7 +791,7 @@ async def test_identity_values_of_metaclass_abc_slotted_exception_and_generator_
         await original.feed_run(KINDS_SETUP)
         state = await original.dump()
         expected = await original.feed_run(KINDS_READ)
-    assert expected[4:] == (['<generator object gen at 0x7f0000000470>', '<generator object gen at 0x7f0000000480>'], '<__main__.A object at 0x7f00000004f0>')
+    assert expected[4:] == (['<generator object gen at 0x7f0000000450>', '<generator object gen at 0x7f0000000460>'], '<__main__.A object at 0x7f00000004b0>')
     async with pool.checkout() as loaded:
         await loaded.load_session(state)
         assert await loaded.feed_run(KINDS_READ) == expected

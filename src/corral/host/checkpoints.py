@@ -6,7 +6,9 @@ whose state `dump()` gave out and that ran nothing since; either between feeds, 
 deferred calls (its worker waits in the feed, and `resume()` goes on from there).
 
 A checkpoint is the closed session's own worker, parked as it was: locked down as ever, its
-channel idle. A stored session's is taken only by a checkout of the same tenant and
+channel idle, the tasks the session keeps between feeds still waiting in it where they waited
+(with no host call unanswered: a feed takes in the answers to its tasks' calls before it ends),
+just as a replay rebuilds them. A stored session's is taken only by a checkout of the same tenant and
 session id (to go on with the session, or to fork it: `fork=True` starts the new session from
 the source's worker, which then replays next time); a dumped session's only by a
 `load_session()` of the same tenant given that state. Either way the state, read from the store

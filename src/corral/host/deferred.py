@@ -1,11 +1,12 @@
-"""Host calls that cannot be answered now: `Deferred`, and the `SandboxPaused` a feed stops with."""
+"""Host calls that cannot be answered now: `Deferred`, and the `SandboxPaused` a feed stops with;
+or that end the feed there: `StopFeed`."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ['Deferred', 'PendingCall', 'SandboxPaused']
+__all__ = ['Deferred', 'PendingCall', 'SandboxPaused', 'StopFeed']
 
 
 class Deferred(Exception):
@@ -20,6 +21,26 @@ class Deferred(Exception):
     def __init__(self, payload: Any = None) -> None:
         super().__init__(payload)
         self.payload = payload
+
+
+class StopFeed(Exception):
+    """Raised by a host function (or an `OsAccess` method) to end the feed at its call with an error
+    the script cannot catch, as a limit the host counts itself (calls, a total of sleeps) ends it.
+
+    `feed_run` raises `SandboxRuntimeError` whose `exc_type` is `exc_type` (a built-in exception's
+    name, or a dotted one) and whose `message` is `message`, with the script's frames at the call:
+
+        raise StopFeed('TimeoutError', 'the sleeps passed their budget of 1 s')
+
+    A `try`/`except BaseException` in the script does not stop it: no handler of the script's runs.
+    Raises `ValueError` for an `exc_type` that is not such a name.
+    """
+
+    def __init__(self, exc_type: str, message: str) -> None:
+        if not isinstance(exc_type, str) or not all(part.isidentifier() for part in exc_type.split('.')):
+            raise ValueError(f'StopFeed exc_type must be an exception name such as RuntimeError, not {exc_type!r}')
+        super().__init__(exc_type, str(message))
+        self.exc_type, self.message = exc_type, str(message)
 
 
 @dataclass(frozen=True)

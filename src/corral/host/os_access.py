@@ -30,15 +30,18 @@ never sees a link).
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import errno
 import os
 import posixpath
 import stat as stat_module
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
+
+from .deferred import StopFeed
 
 __all__ = ['Mount', 'OsAccess', 'SystemCalls', 'MountMode', 'OVERLAY_LIMIT', 'MAX_FILE']
 
@@ -48,6 +51,8 @@ _MODES = ('overlay', 'read-only', 'read-write')
 #: Bytes of files an overlay mount may hold in memory for one session (their data, and each
 #: file's, folder's or deletion's path with `_ENTRY` bytes more).
 OVERLAY_LIMIT = 64 * 1024 * 1024
+#: The longest sleep a script may ask for (seconds: CPython's `time.sleep` takes no longer).
+_MAX_SLEEP = 9223372036.854775
 #: Bytes an overlay entry counts beyond its path: its time and its place in a stored state.
 _ENTRY = 32
 #: Linux's limits on a path (bytes, with its terminating NUL) and on one name in it (bytes).
@@ -132,7 +137,8 @@ class OsAccess:
     (and `exists`, when a cheaper answer than `stat` exists); paths arrive absolute and normalized
     (`..` resolved by its text, as such a filesystem has no folders to look up). Raise
     `FileNotFoundError`, `PermissionError` ... as the script should see them. Override
-    `getenv`/`environ` or `now` for a dynamic environment or clock.
+    `getenv`/`environ` or `now` for a dynamic environment or clock, `sleep` (and `async_sleep`)
+    for the script's sleeps.
     A subclass whose methods wait on the event loop (answers asked of a remote caller) sets
     `threaded = True`: the session then calls them in a thread, never on the loop. One that
     resolves paths itself, with its own limits (a caller that serves files from folders of its
@@ -177,6 +183,21 @@ class OsAccess:
         if self.mounts:
             granted.append(f'mounts={list(self.mounts)}')
         return f'OsAccess({", ".join(granted)})'
+
+    # ----- sleeps --------------------------------------------------------------------------------
+
+    def sleep(self, seconds: float) -> Awaitable[None] | None:
+        """The script's `time.sleep(seconds)` (`seconds` finite and not negative): the host waits,
+        so a session replayed from its journal does not wait again. The default returns
+        `asyncio.sleep(seconds)`, which the session awaits; an override may cap or skip the wait,
+        block (the calls of a `threaded` OsAccess run in a thread), raise the error the script
+        should see, or end the feed (`StopFeed`, a budget of sleeps spent)."""
+        return asyncio.sleep(seconds)
+
+    def async_sleep(self, seconds: float) -> Awaitable[None] | None:
+        """The script's `asyncio.sleep(seconds)` (`seconds` positive; the script's other tasks run
+        meanwhile): as `sleep`, which it calls unless overridden."""
+        return self.sleep(seconds)
 
     # ----- environment ---------------------------------------------------------------------------
 
@@ -328,12 +349,24 @@ class _MountView:
             return ('file', st.st_size, st.st_mtime, permissions)
         return ('other', 0, st.st_mtime, permissions)
 
+    def _absent(self, rel: str, shown: str) -> _Refused:
+        """The error for `rel`, which is not there: `NotADirectoryError` when a folder on its way
+        is a file, `FileNotFoundError` otherwise, as the kernel tells them apart."""
+        parts = _parts(rel)
+        for depth in range(1, len(parts)):
+            info = self.lookup('/'.join(parts[:depth]), shown)
+            if info is None:
+                break
+            if info[0] != 'dir':
+                return _os_error(errno.ENOTDIR, shown)
+        return _os_error(errno.ENOENT, shown)
+
     def read(self, rel: str, shown: str) -> bytes:
         if rel in self._files:
             return self._files[rel][0]
         info = self.lookup(rel, shown)
         if info is None:
-            raise _os_error(errno.ENOENT, shown)
+            raise self._absent(rel, shown)
         if info[0] == 'dir':
             raise _os_error(errno.EISDIR, shown)
         if info[0] != 'file':
@@ -349,7 +382,7 @@ class _MountView:
     def entries(self, rel: str, shown: str) -> list[list[Any]]:
         info = self.lookup(rel, shown)
         if info is None:
-            raise _os_error(errno.ENOENT, shown)
+            raise self._absent(rel, shown)
         if info[0] != 'dir':
             raise _os_error(errno.ENOTDIR, shown)
         names: dict[str, list[Any]] = {}
@@ -390,7 +423,7 @@ class _MountView:
         parent = rel.rpartition('/')[0]
         info = self.lookup(parent, posixpath.dirname(shown))
         if info is None:
-            raise _os_error(errno.ENOENT, shown)
+            raise self._absent(parent, shown)
         if info[0] != 'dir':
             raise _os_error(errno.ENOTDIR, shown)
 
@@ -442,7 +475,7 @@ class _MountView:
         self._writable(shown)
         info = self.lookup(rel, shown)
         if info is None:
-            raise _os_error(errno.ENOENT, shown)
+            raise self._absent(rel, shown)
         if info[0] == 'dir':
             raise _os_error(errno.EISDIR, shown)
         if self.mode == 'read-write':
@@ -460,7 +493,7 @@ class _MountView:
         self._writable(shown)
         info = self.lookup(rel, shown)
         if info is None:
-            raise _os_error(errno.ENOENT, shown)
+            raise self._absent(rel, shown)
         if info[0] != 'dir':
             raise _os_error(errno.ENOTDIR, shown)
         if not rel:
@@ -522,6 +555,8 @@ class SystemCalls:
             'os.environ': self._environ,
             'clock.now': self._now,
             'clock.monotonic': time.monotonic_ns,
+            'clock.sleep': self._sleep,
+            'clock.async_sleep': self._async_sleep,
             'random.seed': self._seed,
         }
 
@@ -587,6 +622,8 @@ class SystemCalls:
             return [True, handler(*args)]
         except _Refused as refused:
             return [False, refused.payload]
+        except StopFeed:  # not an error of the call's: the feed ends there
+            raise
         except TypeError as error:
             return [False, ['TypeError', None, f'{name}: {error}', None, None]]
         except OSError as error:  # from an OsAccess subclass
@@ -670,7 +707,9 @@ class SystemCalls:
             return self._handler_stat(raw, self._given(raw, path))
         view, rel = found
         info = view.lookup(rel, raw)
-        if info is None or info[0] not in ('file', 'dir'):
+        if info is None:
+            raise view._absent(rel, raw)
+        if info[0] not in ('file', 'dir'):
             raise _os_error(errno.ENOENT, raw)
         return list(info)
 
@@ -807,6 +846,16 @@ class SystemCalls:
         view.rmdir(rel, raw)
 
     def _rename(self, raw_source: Any, raw_target: Any, replace: Any) -> None:
+        """`os.rename`/`os.replace`: an error names both paths, as CPython's does
+        (`[Errno 2] No such file or directory: 'a' -> 'b'`)."""
+        try:
+            self._rename_paths(raw_source, raw_target, replace)
+        except _Refused as refused:
+            if refused.payload[1] is not None and refused.payload[0] != 'PermissionError':  # an errno, not a grant refused
+                refused.payload[3:] = [raw_source, raw_target]
+            raise
+
+    def _rename_paths(self, raw_source: Any, raw_target: Any, replace: Any) -> None:
         source, target = self._path(raw_source), self._path(raw_target)
         found_source, found_target = self._find(source), self._find(target)
         if found_source is None and found_target is None:
@@ -821,7 +870,7 @@ class SystemCalls:
             raise _os_error(errno.EXDEV, raw_source, 'Invalid cross-device link (a rename cannot leave its mount)')
         info = view.lookup(rel, raw_source)
         if info is None:
-            raise _os_error(errno.ENOENT, raw_source)
+            raise view._absent(rel, raw_source)
         if not rel:
             raise _os_error(errno.EBUSY, raw_source, 'Device or resource busy (a mounted folder)')
         if target_rel == rel or target_rel.startswith(rel + '/'):
@@ -913,6 +962,16 @@ class SystemCalls:
             raise TypeError(f'{type(self.os_access).__name__}.now must return an aware datetime, not {value!r}')
         offset = value.utcoffset()
         return value.replace(tzinfo=datetime.timezone(offset)) if offset is not None else value
+
+    def _sleep(self, seconds: Any) -> Awaitable[None] | None:
+        if type(seconds) is not float or not 0.0 <= seconds <= _MAX_SLEEP:
+            raise TypeError(f'a sleep length must be a finite float, not negative, not {seconds!r}')
+        return self.os_access.sleep(seconds)
+
+    def _async_sleep(self, seconds: Any) -> Awaitable[None] | None:
+        if type(seconds) is not float or not 0.0 < seconds <= _MAX_SLEEP:
+            raise TypeError(f'a sleep length must be a finite float, positive, not {seconds!r}')
+        return self.os_access.async_sleep(seconds)
 
     def _seed(self) -> int:
         return self.seed

@@ -41,7 +41,7 @@ from ..language.named import host_pairs
 from ..values import UNPACKABLE_RESULT, Decoder, HostCallables, ValueLimitError, bounded_repr, describe_type, giving_callables, host_default, measure, name_objects, pack, unpack
 from .checkpoints import Checkpoint, state_digest
 from .compiled import COMPILED_FEEDS
-from .deferred import Deferred, PendingCall, SandboxPaused
+from .deferred import Deferred, PendingCall, SandboxPaused, StopFeed
 from .external import ExternalModule, exception_payload, is_async_callable, missing_functions
 from .journal import DONE as FEED_DONE
 from .journal import (
@@ -183,6 +183,7 @@ class Session:
         self._heard = 0.0  # perf_counter() when the worker last sent something
         self._context: list[str] = []
         self._done: asyncio.Future[Any] | None = None
+        self._deadline: float | None = None  # the event loop's time at which the feed's wall_time ends
         self._lookup: Mapping[str, Callable[..., Any]] = {}
         self._callables = HostCallables()  # host callables its script was given as values
         self._print: PrintCallback = print_to_host
@@ -235,7 +236,7 @@ class Session:
         self._input_room = 0 if self._quota is None else self._room - min(_HEADROOM, self._quota // 16)  # for what comes in
         self._fixed_bytes = ENVELOPE_BYTES + 1024 + len(script_name) + sum(len(path) + len(mode) + 16 for path, mode in self._system.mounts())
         self._journal_bytes = 0
-        self._stopping = False  # a stop for max_state_bytes went to the worker in this feed
+        self._stopping = False  # a stop (max_state_bytes, a StopFeed) went to the worker in this feed
         if self._quota is not None:
             self._system.room = self._overlay_room
         self._cpu_seconds = 0.0  # the worker's CPU at the last reading (cpu_seconds)
@@ -841,6 +842,7 @@ class Session:
         loop = asyncio.get_running_loop()
         done = self._done = loop.create_future()
         deadline = None if timeout is None else loop.call_later(timeout + self.limits.grace, self._on_deadline, timeout, limit)
+        self._deadline = None if timeout is None or limit != 'wall_time' else loop.time() + timeout
         try:
             start()
             return await done
@@ -1001,7 +1003,7 @@ class Session:
     # ----- host calls ----------------------------------------------------------------------------
 
     def _on_call(self, call_id: int, name: str, args: list[Any], kwargs: dict[str, Any]) -> None:
-        sync = name.startswith(SYSTEM_PREFIX) or not (self._asyncs.get(name, False) or HostCallables.awaited(name))
+        sync = name != _ASYNC_SLEEP if name.startswith(SYSTEM_PREFIX) else not (self._asyncs.get(name, False) or HostCallables.awaited(name))
         if sync:
             self._blocked = call_id
         record = self._record
@@ -1068,15 +1070,31 @@ class Session:
         system, operation = self._system, name[len(SYSTEM_PREFIX):]
         if system.os_access.threaded:  # its answers wait on this loop: the call waits in a thread
 
-            def threaded_call(*args: Any) -> Any:
-                return asyncio.get_running_loop().run_in_executor(None, system.call, operation, list(args))
+            async def threaded_call(*args: Any) -> Any:
+                return await self._settled(await asyncio.get_running_loop().run_in_executor(None, system.call, operation, list(args)))
 
             return threaded_call
 
         def system_call(*args: Any) -> Any:
-            return system.call(operation, list(args))
+            reply = system.call(operation, list(args))
+            return self._settled(reply) if reply[0] and inspect.isawaitable(reply[1]) else reply
 
         return system_call
+
+    async def _settled(self, reply: list[Any]) -> list[Any]:
+        """A system call's reply whose value an OsAccess gave as an awaitable (a sleep), awaited, but
+        not past the feed's wall_time: a sleep cut there (`_SLEEP_MARGIN` later, when the worker's
+        own timer has gone off) answers None, and the worker stops the script at the call (a wait in
+        the host cannot be stopped in the worker)."""
+        if not (reply[0] and inspect.isawaitable(reply[1])):
+            return reply
+        task = asyncio.ensure_future(reply[1])
+        timeout = None if self._deadline is None else max(0.0, self._deadline + _SLEEP_MARGIN - asyncio.get_running_loop().time())
+        done, _ = await asyncio.wait({task}, timeout=timeout)
+        if not done:
+            task.cancel()
+            return [True, None]
+        return [True, task.result()]
 
     async def _await_call(self, call: tuple[int, str, list[Any], dict[str, Any], bool], span: trace.Span, awaitable: Any) -> None:
         try:
@@ -1102,6 +1120,13 @@ class Session:
         span.record_exception(error)
         span.set_status(trace.Status(trace.StatusCode.ERROR, type(error).__name__))
         span.end()
+        if isinstance(error, StopFeed):  # the feed ends at the call, with the host's error
+            if self._stopping and not sync:  # a stop went to the worker already: the feed is ending
+                return
+            self._stopping = True
+            head = [REPLY, call_id] if sync else [WAKE, 0.0, call_id]
+            self._send_answer(call_id, pack([*head, False, [STOP, ['stopped', error.exc_type, error.message]]], side='host'), sync)
+            return
         self._reply(call_id, name, False, exception_payload(error), sync)
 
     def _answer(
@@ -1621,6 +1646,8 @@ _COMPACT_RECORDS = 256
 
 #: Limits that stop a script at a point no replay reproduces (time, not the script's own steps).
 _TIMED = frozenset({'wall_time', 'cpu_time'})
+#: How long after the feed's wall_time a sleep in the host is cut short (seconds).
+_SLEEP_MARGIN = 0.1
 _SECONDS = struct.Struct('>d')  # the seconds of a WAKE, at bytes 3-10 of its payload (after 0x95 0x09 0xcb)
 _PAUSE = pack([PAUSE], side='host')
 _ADDRESS = re.compile(rb'0x[0-9a-fA-F]+')
@@ -1649,6 +1676,8 @@ class _LargeResult(Exception):
 
 #: The first character of a system call's name (`corral.language.hostio.PREFIX`).
 SYSTEM_PREFIX = '\x00'
+#: The one system call the worker awaits (the others block it): `asyncio.sleep`'s.
+_ASYNC_SLEEP = SYSTEM_PREFIX + 'clock.async_sleep'
 
 
 def _system_calls(os_access: OsAccess | None, mounts: Mount | Sequence[Mount] | None, seed: int | None) -> SystemCalls:

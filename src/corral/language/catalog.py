@@ -4,7 +4,8 @@
   `modules.py`, whose `module_names(name)` is what a facade offers).
 - `missing_module(name)`, `missing_member(module, name)`, `missing_builtin(name)`: the words a
   script reads when it reaches for something the sandbox does not have. The worker raises them
-  (`ModuleNotFoundError`, `ImportError`, `AttributeError`, `NameError`); the type checker adds
+  (`AttributeError`, `NameError`; an import's `ModuleNotFoundError` and `ImportError` carry
+  CPython's own message, the sandbox's words in a note: `module_note`); the type checker adds
   the same text to ty's diagnostic as an `info:` line; `docs/sandbox-language.md` lists them.
 """
 
@@ -25,6 +26,7 @@ __all__ = [
     'package_closure',
     'missing_member',
     'missing_module',
+    'module_note',
 ]
 
 #: The standard library modules a script may import, in the order the docs list them.
@@ -280,8 +282,9 @@ MODULE_NOTES: dict[str, str] = {
         'in a running loop), and `gather` (with '
         '`return_exceptions=True`), `create_task`, `TaskGroup`, `Semaphore`, `as_completed`, `wait_for`, `timeout` '
         'and `sleep` run on it; `get_running_loop()` gives its clock, tasks, futures and callbacks (`time`, '
-        '`create_task`, `create_future`, `call_soon`, `call_later`, `call_at`); no access to the loop itself, threads, '
-        'subprocesses or streams'
+        '`create_task`, `create_future`, `call_soon`, `call_later`, `call_at`); tasks a script does not await stay '
+        'for the next scripts of the session (up to 100), and go on while those run the loop; no access to the loop '
+        'itself, threads, subprocesses or streams'
     ),
     'datetime': (
         '`datetime.now()`, `datetime.today()`, `datetime.utcnow()` and `date.today()` read the clock through the '
@@ -346,20 +349,30 @@ def _listing(names: Iterable[str]) -> str:
 
 def missing_module(name: str, host_modules: Iterable[str] = (), packages: Iterable[str] = ()) -> str:
     """Why `import name` fails, and what a script may import instead (`packages`: the ones the
-    session's pool offers, see `PACKAGES`)."""
+    session's pool offers, see `PACKAGES`): the type checker's `info:` line."""
+    hint, listing = _module_hint(name, host_modules, packages)
+    return f"No module named '{name}'" + (f': {hint}. ' if hint else '. ') + listing
+
+
+def module_note(name: str, host_modules: Iterable[str] = (), packages: Iterable[str] = ()) -> str:
+    """The note (`add_note`) of the `ModuleNotFoundError` of `import name`, whose message is
+    CPython's own (`No module named 'name'`): why, and what a script may import instead."""
+    hint, listing = _module_hint(name, host_modules, packages)
+    return f'{hint}. {listing}' if hint else listing
+
+
+def _module_hint(name: str, host_modules: Iterable[str], packages: Iterable[str]) -> tuple[str | None, str]:
+    """`(why the sandbox has no module name, or None; 'A script may import: ...')`."""
     offered = (*STDLIB_MODULES, *(module for package in packages for module in PACKAGE_MODULES[package]))
     top = name.partition('.')[0]
     hint = MODULE_HINTS.get(name) or (None if top in offered else MODULE_HINTS.get(top))
     if hint is None and top in offered:
         hint = f"the sandbox offers '{top}' itself, not its submodules"
-    text = f"No module named '{name}'"
-    if hint:
-        text += f': {hint}'
+    listing = f'A script may import: {_listing(offered)}'
     host = sorted(host_modules)
-    text += f'. A script may import: {_listing(offered)}'
     if host:
-        text += f'; and the host\'s modules: {_listing(host)}'
-    return text
+        listing += f'; and the host\'s modules: {_listing(host)}'
+    return hint, listing
 
 
 def missing_member(module: str, name: str, available: Iterable[str]) -> str:

@@ -2,7 +2,7 @@
 
 - `os`, `os.path`, `pathlib`, `glob`: path arithmetic as on Linux, file operations through the
   host (see `hostio`); the sandbox has no symbolic links, file descriptors or processes;
-- `time`: `time()`, `monotonic()` and `perf_counter()` read the clocks through the host (a replay reads them from the journal), `sleep` runs here;
+- `time`: `time()`, `monotonic()` and `perf_counter()` read the clocks through the host (a replay reads them from the journal), and `sleep` waits there;
 - `datetime`'s clock (`now`, `today`, `utcnow`): `clock_method`, used by the guards (the classes
   are CPython's own, so the methods are swapped where a script reads them);
 - `random` and `uuid.uuid4`: seeded once per session by the host;
@@ -650,7 +650,26 @@ def perf_counter_ns() -> int:
     return hostio.monotonic_ns()
 
 
-_named('time', time, time_ns, gmtime, strftime, monotonic, monotonic_ns, perf_counter, perf_counter_ns)
+#: The longest sleep CPython's `time.sleep` takes (its nanoseconds fit an int64).
+_MAX_SLEEP = 9223372036.854775
+
+
+def sleep(secs: Any, /) -> None:
+    """Wait `secs` seconds: the host waits (see `hostio.sleep`); CPython's errors for a bad length."""
+    if isinstance(secs, float):
+        if secs != secs:
+            raise ValueError('Invalid value NaN (not a number)')
+        seconds, too_long = float(secs), 'timestamp out of range for platform time_t'
+    else:
+        seconds, too_long = operator.index(secs), 'timestamp too large to convert to C _PyTime_t'
+    if seconds > _MAX_SLEEP:
+        raise OverflowError(too_long)
+    if seconds < 0:
+        raise ValueError('sleep length must be non-negative')
+    hostio.sleep(float(seconds))
+
+
+_named('time', time, time_ns, gmtime, strftime, monotonic, monotonic_ns, perf_counter, perf_counter_ns, sleep)
 
 
 def _time_module() -> dict[str, Any]:
@@ -659,7 +678,7 @@ def _time_module() -> dict[str, Any]:
         'monotonic': monotonic, 'monotonic_ns': monotonic_ns,
         'perf_counter': perf_counter, 'perf_counter_ns': perf_counter_ns,
         'process_time': _time.process_time, 'process_time_ns': _time.process_time_ns,
-        'sleep': _time.sleep, 'strptime': _time.strptime, 'struct_time': _time.struct_time,
+        'sleep': sleep, 'strptime': _time.strptime, 'struct_time': _time.struct_time,
     }
 
 
@@ -1034,7 +1053,17 @@ def top_level_run(main: Any, *, debug: bool | None = None) -> Any:
     return main
 
 
-run.__module__ = top_level_run.__module__ = 'asyncio'
+async def async_sleep(delay: Any, result: Any = None) -> Any:
+    """`asyncio.sleep(delay, result)`: a positive delay waits in the host (see `hostio.sleep_async`)
+    while the script's other tasks run; 0 or less is CPython's bare yield, NaN CPython's own."""
+    if delay <= 0 or delay != delay:
+        return await _asyncio.sleep(delay, result)
+    await hostio.sleep_async(min(float(delay), _MAX_SLEEP))
+    return result
+
+
+async_sleep.__name__ = async_sleep.__qualname__ = 'sleep'
+async_sleep.__module__ = run.__module__ = top_level_run.__module__ = 'asyncio'
 top_level_run.__name__ = top_level_run.__qualname__ = 'run'
 
 

@@ -3,7 +3,7 @@
 A locked-down worker cannot open a file or read the environment, and should not read the clock
 (a session replays deterministically from its journal). So `open()`, the `os` and `pathlib` file
 functions, `os.getenv`/`os.environ`, `datetime.datetime.now()`, `datetime.date.today()`,
-`time.time()` and the seed of `random` are *system calls*: host calls whose names start with
+`time.time()`, `time.sleep()` and the seed of `random` are *system calls*: host calls whose names start with
 `PREFIX` (a NUL, which no Python identifier contains, so no script or host function can name
 one). The host routes them to the session's `OsAccess` (see `corral.host.os_access`), which checks
 every path against its mounts, and answers with plain data:
@@ -24,7 +24,7 @@ import datetime
 import io
 import os
 import weakref
-from collections.abc import Callable, Iterator, MutableMapping
+from collections.abc import Awaitable, Callable, Iterator, MutableMapping
 from typing import Any
 
 from .native import builtin_function
@@ -38,6 +38,7 @@ __all__ = [
     'monotonic_ns',
     'now',
     'open',
+    'sleep',
     'session_seed',
 ]
 
@@ -61,6 +62,8 @@ SYSTEM_CALLS = {
     'os.environ': '',
     'clock.now': '',
     'clock.monotonic': '',
+    'clock.sleep': 'seconds (a float, finite and not negative)',
+    'clock.async_sleep': 'seconds (a float, finite and positive): an async call, the others are sync',
     'random.seed': '',
 }
 
@@ -68,13 +71,17 @@ SYSTEM_CALLS = {
 MAX_FILE = 32 * 1024 * 1024
 
 _call: Callable[[str, tuple[Any, ...], dict[str, Any]], Any] | None = None
+_call_async: Callable[[str, tuple[Any, ...], dict[str, Any]], Awaitable[Any]] | None = None
 _output: Callable[..., None] | None = None
 
 
-def install(call_sync: Callable[[str, tuple[Any, ...], dict[str, Any]], Any]) -> None:
-    """Connect system calls to the worker's channel (its blocking host call)."""
-    global _call
-    _call = call_sync
+def install(
+    call_sync: Callable[[str, tuple[Any, ...], dict[str, Any]], Any],
+    call_async: Callable[[str, tuple[Any, ...], dict[str, Any]], Awaitable[Any]] | None = None,
+) -> None:
+    """Connect system calls to the worker's channel (its blocking host call, and its async one)."""
+    global _call, _call_async
+    _call, _call_async = call_sync, call_async
 
 
 def set_output(print_function: Callable[..., None]) -> None:
@@ -166,6 +173,24 @@ def monotonic_ns() -> int:
     if type(value) is not int:
         raise RuntimeError('the host answered the monotonic clock with something other than an int')
     return value
+
+
+def sleep(seconds: float) -> None:
+    """Wait `seconds` (a float, finite and not negative): the host waits, so a session replayed
+    from its journal does not wait again."""
+    call('clock.sleep', seconds)
+
+
+async def sleep_async(seconds: float) -> None:
+    """Wait `seconds` (a float, finite and positive) while the script's other tasks run: the host
+    waits, as for `sleep`."""
+    if _call_async is None:
+        raise PermissionError(f'{_what("clock.async_sleep")}: the sandbox is not connected to a host')
+    reply = await _call_async(PREFIX + 'clock.async_sleep', (seconds,), {})
+    if type(reply) is not list or len(reply) != 2:
+        raise RuntimeError('malformed answer from the host to clock.async_sleep')
+    if not reply[0]:
+        raise _error(reply[1])
 
 
 def session_seed() -> int:

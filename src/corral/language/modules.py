@@ -59,10 +59,10 @@ from .guards import (
     private_refusal,
     register_class,
 )
-from .catalog import PACKAGE_MODULES, STDLIB_MODULES, missing_member, missing_module
+from .catalog import PACKAGE_MODULES, STDLIB_MODULES, missing_member, module_note
 from .packages import BUILDERS as PACKAGE_BUILDERS
 from .packages import load, loaded
-from .facades import BUILDERS, TextCalendar, get_running_loop, prcal, prmonth, register_random, reveal_type, run, uuid4
+from .facades import BUILDERS, TextCalendar, async_sleep, get_running_loop, prcal, prmonth, register_random, reveal_type, run, uuid4
 from .facades import time as _clock
 from .logs import BUILDERS as LOG_BUILDERS
 from .rules import (
@@ -187,15 +187,18 @@ def import_module(
     module = host_modules.get(name)
     if module is None:
         if name not in stdlib and not any(name in PACKAGE_MODULES[package] for package in packages):
-            raise ModuleNotFoundError(missing_module(name, host_modules, packages), name=name)
+            error: ImportError = ModuleNotFoundError(f"No module named '{name}'", name=name)
+            error.add_note(module_note(name, host_modules, packages))
+            raise error
         module = stdlib_module(name)
         if not fromlist and '.' in name:
             module = stdlib_module(name.partition('.')[0])
     for item in fromlist or ():
         if type(item) is not str or item == '*' or item not in module.__dict__:
+            error = ImportError(f'cannot import name {item!r} from {name!r} (unknown location)', name=name)
             if type(item) is str and item != '*' and isinstance(module, _Facade):
-                raise ImportError(f"cannot import name '{item}' from '{name}': {missing_member(name, item, public_names(module))}", name=name)
-            raise ImportError(f'cannot import name {item!r} from {name!r} (unknown location)', name=name)
+                error.add_note(missing_member(name, item, public_names(module)))
+            raise error
     return module
 
 
@@ -744,7 +747,7 @@ _REPLACEMENTS: dict[str, dict[str, Any]] = {
     'typing': {'reveal_type': reveal_type, 'get_type_hints': get_type_hints},
     'string': {'Formatter': Formatter},
     'email.utils': {'formatdate': formatdate},
-    'asyncio': {'run': run, 'get_running_loop': get_running_loop},
+    'asyncio': {'run': run, 'get_running_loop': get_running_loop, 'sleep': async_sleep},
 }
 
 _ = asyncio  # imported so the allow-list above is checked against a loaded module

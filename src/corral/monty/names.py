@@ -12,15 +12,18 @@ import builtins
 
 from ..language.catalog import STDLIB_MODULES
 
-__all__ = ['Names', 'bound_names', 'free_names', 'imported_modules']
+__all__ = ['Names', 'awaited_callees', 'bound_names', 'free_names', 'imported_modules']
 
 _BUILTIN_NAMES = frozenset(dir(builtins))
 
 
 class Names(set[str]):
-    """Free names a script calls; `awaited`: those whose calls it awaits or hands on (gather)."""
+    """Free names a script calls; `awaited`: those whose calls it awaits or hands on (gather);
+    `eager`: those whose every call it awaits right there (`await f()`) in a script that runs no
+    other task (it calls none of asyncio's task functions), so nothing else could run meanwhile."""
 
     awaited: set[str]
+    eager: set[str]
 
 
 def free_names(code: str, known: set[str]) -> tuple[Names, set[str]]:
@@ -31,7 +34,8 @@ def free_names(code: str, known: set[str]) -> tuple[Names, set[str]]:
     that is: the parent's function is then async (its answer may be a future).
     """
     called, read = Names(), set()
-    called.awaited = set()
+    called.awaited, called.eager = set(), set()
+    not_eager = set()
     try:
         tree = ast.parse(code)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
@@ -51,12 +55,16 @@ def free_names(code: str, known: set[str]) -> tuple[Names, set[str]]:
         if isinstance(parent, ast.Call) and parent.func is node:
             called.add(node.id)
             holder = parents.get(id(parent))
+            (called.eager if isinstance(holder, ast.Await) else not_eager).add(node.id)
             if _awaited(parent, parents) or (
                 isinstance(holder, ast.Assign) and any(isinstance(t, ast.Name) and t.id in awaited_variables for t in holder.targets)
             ):
                 called.awaited.add(node.id)
         else:
             read.add(node.id)
+    called.eager -= not_eager
+    if any(isinstance(node, ast.Call) and _callee(node) in _TASK_FUNCTIONS | {'TaskGroup'} for node in ast.walk(tree)):
+        called.eager = set()
     return called, read
 
 
@@ -73,10 +81,14 @@ def _awaited(node: ast.AST, parents: dict[int, ast.AST]) -> bool:
     if isinstance(holder, ast.Await):
         return True
     if isinstance(holder, ast.Call) and node is not holder.func:
-        func = holder.func
-        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
-        return name in _TASK_FUNCTIONS
+        return _callee(holder) in _TASK_FUNCTIONS
     return False
+
+
+def _callee(call: ast.Call) -> str | None:
+    """The name a call calls by: `f` for `f()` and `m.f()`."""
+    func = call.func
+    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
 
 
 def _bound(tree: ast.AST) -> set[str]:
@@ -99,19 +111,36 @@ def _bound(tree: ast.AST) -> set[str]:
     return names
 
 
-def imported_modules(code: str) -> set[str]:
-    """The top-level modules `code` imports (absolute imports) that are not the sandbox's own."""
+def imported_modules(code: str) -> list[str]:
+    """The top-level modules `code` imports (absolute imports) that are not the sandbox's own, in
+    the order the code names them first."""
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return []
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.extend(((node.lineno, node.col_offset, index), alias.name.split('.')[0]) for index, alias in enumerate(node.names))
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.append(((node.lineno, node.col_offset, 0), node.module.split('.')[0]))
+    names = dict.fromkeys(name for _, name in sorted(found))
+    return [name for name in names if name not in STDLIB_MODULES and name.isidentifier()]
+
+
+def awaited_callees(code: str) -> set[str]:
+    """The names by which `code` calls what it awaits or hands to asyncio's task functions: `f` for
+    `await f()` and `await m.f()` alike (a module's function the script awaits is async)."""
     try:
         tree = ast.parse(code)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return set()
+    parents = {id(child): node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
     names = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names.update(alias.name.split('.')[0] for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            names.add(node.module.split('.')[0])
-    return {name for name in names if name not in STDLIB_MODULES and name.isidentifier()}
+        if isinstance(node, ast.Call) and _awaited(node, parents) and (name := _callee(node)) is not None:
+            names.add(name)
+    return names
 
 
 def bound_names(code: str) -> set[str]:

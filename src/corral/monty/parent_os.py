@@ -18,6 +18,9 @@ if TYPE_CHECKING:
 
 __all__ = ['ParentOs']
 
+#: The longest system sleep, in seconds, when the policy names no cap.
+_SYSTEM_SLEEP_CAP = 10.0
+
 
 class ParentOs(OsAccess):
     """The script's files, environment and clock, served by the parent through `OsCall`s."""
@@ -52,6 +55,31 @@ class ParentOs(OsAccess):
         else:
             instant = datetime.datetime.now(datetime.timezone.utc)
         return instant.astimezone(self._zone)
+
+    def sleep(self, seconds: float) -> None:
+        """The policy's sleep: none (`zero`), the parent's handler's (`call_host`), or the parent's
+        wait, cut at the policy's cap (`system`, 10 s unless it names one), which the parent counts
+        toward `max_total_sleep` (past it, it ends the feed with an `AbortFeed`)."""
+        self._sleep(seconds, awaited=False)
+
+    def async_sleep(self, seconds: float) -> None:
+        """As `sleep`, for `asyncio.sleep`: the parent may answer with a future, resolved once the
+        script's tasks all wait (gathered sleeps overlap)."""
+        self._sleep(seconds, awaited=True)
+
+    def _sleep(self, seconds: float, *, awaited: bool) -> None:
+        mode = self._policy.sleep.WhichOneof('mode')
+        if mode == 'zero':
+            return
+        name = 'asyncio.sleep' if awaited else 'time.sleep'
+        if mode == 'call_host':
+            call = 'async_sleep' if awaited else 'sleep'
+        else:
+            system = self._policy.sleep.system
+            seconds = min(seconds, system.max_micros / 1e6 if system.HasField('max_micros') else _SYSTEM_SLEEP_CAP)
+            call = 'async_system_sleep' if awaited else 'system_sleep'
+        argument = pb.OsCall.AsyncSleep(delay=seconds) if awaited else pb.OsCall.Sleep(seconds=seconds)
+        self._child.os_call(call, argument, default=name)
 
     def environ(self) -> dict[str, str]:
         value = self._child.os_call('get_environ', None, default='os.environ')

@@ -9,8 +9,8 @@ nothing else the process prints can corrupt a frame.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import os
+import stat
 import struct
 import sys
 from typing import BinaryIO
@@ -29,37 +29,35 @@ _LENGTH = struct.Struct('<I')
 
 
 class FrameLink:
-    """Length-prefixed protobuf frames over two byte streams (see `turns.Link`)."""
+    """Length-prefixed protobuf frames over two byte streams (see `turns.Link`): made by `open`."""
 
-    def __init__(self, reader: BinaryIO, writer: BinaryIO) -> None:
-        self._reader = reader
+    def __init__(self, stream: asyncio.StreamReader, writer: BinaryIO) -> None:
+        self._stream = stream
         self._writer = writer
-        self._reading = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix='monty-stdin')
 
-    def _read(self, size: int) -> bytes | None:
-        data = bytearray()
-        while len(data) < size:
-            chunk = self._reader.read(size - len(data))
-            if not chunk:
-                return None
-            data += chunk
-        return bytes(data)
+    @classmethod
+    async def open(cls, reader: BinaryIO, writer: BinaryIO) -> FrameLink:
+        """The link reading `reader` and writing `writer`. A pipe, socket or terminal is read on the
+        running event loop as its bytes arrive (a thread that read it cost each request a wake of
+        the thread and one of the loop); anything else (a file, /dev/null) is read whole at once."""
+        stream = asyncio.StreamReader()  # it holds a few reads beyond the frame it is asked for
+        mode = os.fstat(reader.fileno()).st_mode
+        if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or reader.isatty():
+            await asyncio.get_running_loop().connect_read_pipe(lambda: asyncio.StreamReaderProtocol(stream), reader)
+        else:
+            stream.feed_data(reader.read())
+            stream.feed_eof()
+        return cls(stream, writer)
 
     async def receive(self) -> pb.ParentRequest | None:
         """The next request; None at the end of the stream (a cut frame too); `ValueError` for a
-        frame that is no `ParentRequest`; `OverflowError` for one past `MAX_REQUEST`. The stream
-        is read in a thread: the event loop goes on meanwhile."""
-        return await asyncio.get_running_loop().run_in_executor(self._reading, self._receive)
-
-    def _receive(self) -> pb.ParentRequest | None:
-        head = self._read(_LENGTH.size)
-        if head is None:
-            return None
-        (length,) = _LENGTH.unpack(head)
-        if length > MAX_REQUEST:
-            raise OverflowError(f'a request of {length} bytes is longer than the {MAX_REQUEST} this child reads')
-        body = self._read(length)
-        if body is None:
+        frame that is no `ParentRequest`; `OverflowError` for one past `MAX_REQUEST`."""
+        try:
+            (length,) = _LENGTH.unpack(await self._stream.readexactly(_LENGTH.size))
+            if length > MAX_REQUEST:
+                raise OverflowError(f'a request of {length} bytes is longer than the {MAX_REQUEST} this child reads')
+            body = await self._stream.readexactly(length)
+        except asyncio.IncompleteReadError:
             return None
         return parse_request(body)
 
@@ -74,9 +72,9 @@ def serve_stdio(pool_options: dict[str, object] | None = None) -> None:
     protocol_out = os.fdopen(os.dup(1), 'wb', buffering=0)
     os.dup2(2, 1)
     sys.stdout = sys.stderr
-    link = FrameLink(sys.stdin.buffer, protocol_out)
 
     async def main() -> None:
+        link = await FrameLink.open(sys.stdin.buffer, protocol_out)
         async with Pool(**(pool_options or {})) as pool:
             await MontyChild(pool, link).serve()
 

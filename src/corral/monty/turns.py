@@ -35,6 +35,7 @@ from ..errors import (
     SandboxTypingError,
     StubError,
 )
+from ..host.deferred import StopFeed
 from ..host.external import ExternalModule, stub_functions
 from ..host.pool import Pool
 from ..host.session import Session
@@ -42,7 +43,7 @@ from ..limits import Limits
 from ..typecheck import DIAGNOSTIC_FORMATS, format_diagnostics
 from . import monty_v1_pb2 as pb
 from .codec import ArenaError, ClientFunction, ClientModule, HeldFunction, decode, encode, exception_from, exception_value
-from .names import bound_names, free_names, imported_modules
+from .names import awaited_callees, bound_names, free_names, imported_modules
 from .parent_os import ParentOs
 
 __all__ = ['Closed', 'Link', 'MontyChild', 'PROTOCOL_VERSIONS']
@@ -110,7 +111,7 @@ class MontyChild:
         self._next_call = 0
         self._futures: dict[int, asyncio.Future[Any]] = {}
         self._resolver: asyncio.Task[None] | None = None
-        self._imported: set[str] = set()  # modules the parent was asked for
+        self._awaited: set[str] = set()  # names by which the session's feeds call what they await
         self._stub_texts: dict[str, str | None] = {}  # the stubs of each module the parent was asked for
         self._printed: list[tuple[int, list[str]]] = []  # output not sent yet: (stream, texts)
         self._flush_timer: asyncio.TimerHandle | None = None
@@ -245,7 +246,7 @@ class MontyChild:
         the earlier feeds may have bound are kept): the turn ends with `Ok`."""
         self._session, self._config = session, config
         if not loaded:
-            self._bound, self._called, self._next_call, self._imported, self._stub_texts = set(), {}, 0, set(), {}
+            self._bound, self._called, self._next_call, self._awaited, self._stub_texts = set(), {}, 0, set(), {}
         ok = pb.ChildEvent(ok=pb.Ok())
         if not session.ephemeral:  # a stored session: the client names it to load it again
             ok.session_id = session.session_id.encode()
@@ -343,11 +344,13 @@ class MontyChild:
         if feed.cwd:
             session.chdir(feed.cwd)
         checked = self._config.type_check and not feed.skip_type_check
-        modules = sorted(imported_modules(feed.code) - self._imported)
-        if checked:  # each module's stubs are asked once, imported once the script runs
-            for name in modules:
-                if name not in self._stub_texts:
-                    self._stub_texts[name] = await self._stubs(session, name)
+        modules = imported_modules(feed.code)
+        self._awaited |= awaited_callees(feed.code)
+        if checked:  # each module's stubs are asked once, all at once, before the check
+            failed = await self._stubs(session, [name for name in modules if name not in self._stub_texts])
+            if failed is not None:  # the parent's module failed to load: the feed fails with that
+                self._ended(pb.ChildEvent(error=pb.Error(exception=failed)))
+                return
         if checked:  # before anything of the script reaches the parent, whose answer may be a type error
             try:
                 await session.check(feed.code)
@@ -357,18 +360,24 @@ class MontyChild:
             except SandboxError as error:
                 self._ended(pb.ChildEvent(error=pb.Error(exception=_raised(error))))
                 return
-        for module in modules:
+        for module in modules:  # asked at each feed that imports it: the parent's entry may have changed
             failed = await self._import(session, module, self._stub_texts.get(module))
             if failed is not None:  # the parent's module failed to load: its import raises that
                 self._ended(pb.ChildEvent(error=pb.Error(exception=failed)))
                 return
-        self._imported.update(modules)
-        called, read = free_names(feed.code, self._bound | set(inputs))
+        # a function of the parent's given by value is a HeldFunction the script may hold and return;
+        # one it awaits is an async host function of that name, its calls the parent's
+        functions = {name: value for name, value in inputs.items() if isinstance(value, HeldFunction) and name in self._awaited}
+        for name in functions:
+            del inputs[name]
+        called, read = free_names(feed.code, self._bound | set(inputs) | set(functions))
         lookup: dict[str, Callable[..., Any]] = {}
+        for name, function in functions.items():
+            lookup[name] = self._function(function.client.name, asynchronous=True)
         for name in self._called.keys() - called:  # a function an earlier feed defined calls them
             lookup[name] = self._function(name, asynchronous=self._called[name])
         for name in called | set(stub_functions(self._config.type_check_stubs)):
-            lookup[name] = self._function(name, asynchronous=name in called.awaited)
+            lookup[name] = self._function(name, asynchronous=name in called.awaited, eager=name in called.eager)
         self._called.update({name: name in called.awaited or self._called.get(name, False) for name in called})
         for name in sorted(read - called):
             answer = await self._lookup_name(name)
@@ -401,17 +410,26 @@ class MontyChild:
         complete.complete.value = root
         self._ended(complete)
 
-    async def _stubs(self, session: Session, name: str) -> str | None:
-        """Ask the parent for the stubs of host module `name`, offered to the type check at once."""
+    async def _stubs(self, session: Session, names: list[str]) -> pb.RaisedException | None:
+        """Ask the parent for the stubs of host modules `names` (one ask, in the order the code
+        names them), each offered to the type check at once. Returns the error the parent raised
+        making them (a module's factory failed), else None."""
+        if not names:
+            return None
         try:
-            found = await self._os_call('import_stubs', pb.OsCall.ImportStubs(modules=[name]), default='import_stubs', call_id=_BEFORE_CHECK)
-        except (NameError, RuntimeError, ImportError):
-            return None
-        text = found.get(name) if isinstance(found, dict) else None
-        if not isinstance(text, str):
-            return None
-        session.add_external_module(name, ExternalModule({}, stubs=text))
-        return text
+            found = await self._os_call('import_stubs', pb.OsCall.ImportStubs(modules=names), default=None, call_id=_BEFORE_CHECK)
+        except (NameError, _NotHandled):  # the parent has no stubs to give
+            found = None
+        except _Interrupted:
+            raise
+        except Exception as error:  # noqa: BLE001 - the parent's own error, for the script
+            return exception_value(type(error).__name__, str(error), type(error).__module__)
+        for name in names:
+            text = found.get(name) if isinstance(found, dict) else None
+            self._stub_texts[name] = text if isinstance(text, str) else None
+            if isinstance(text, str):
+                session.add_external_module(name, ExternalModule({}, stubs=text))
+        return None
 
     async def _import(self, session: Session, name: str, text: str | None) -> pb.RaisedException | None:
         """Ask the parent for host module `name`; a module it has is offered to the session as an
@@ -428,7 +446,9 @@ class MontyChild:
         if not isinstance(value, ClientModule):
             return None
         functions = {  # the module's functions (an answer's Function nodes are HeldFunctions)
-            attr: self._function(item.client.name, asynchronous=False) for attr, item in value.attrs.items() if isinstance(item, HeldFunction)
+            attr: self._function(item.client.name, asynchronous=attr in self._awaited)
+            for attr, item in value.attrs.items()
+            if isinstance(item, HeldFunction)
         }
         values = {attr: item for attr, item in value.attrs.items() if not isinstance(item, (HeldFunction, ClientModule))}
         session.add_external_module(name, ExternalModule(functions, stubs=text, values=values))
@@ -513,12 +533,13 @@ class MontyChild:
         """A function of the parent's the script holds as a value: each call a `FunctionCall`."""
         return HeldFunction(function, self._function(function.name, asynchronous=False))
 
-    def _function(self, name: str, *, asynchronous: bool) -> Callable[..., Any]:
-        """A host function calling the parent's function `name` (async when the script awaits it)."""
+    def _function(self, name: str, *, asynchronous: bool, eager: bool = False) -> Callable[..., Any]:
+        """A host function calling the parent's function `name` (async when the script awaits it;
+        `eager` when it awaits each call right there: the parent may then await it and answer)."""
         if asynchronous:
 
             async def call_async(*args: Any, **kwargs: Any) -> Any:
-                result = await self._call(name, args, kwargs)
+                result = await self._call(name, args, kwargs, eager=eager)
                 return await result if isinstance(result, asyncio.Future) else result
 
             return call_async
@@ -535,33 +556,46 @@ class MontyChild:
 
         return call
 
-    async def _call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    async def _call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any], *, eager: bool = False) -> Any:
         if self._interrupt is not None:
             raise _Interrupted('the feed is being ended')
         call_id = self._next_call
         self._next_call += 1
         event = pb.ChildEvent()
         call = event.function_call
-        call.function_name, call.call_id = name, call_id
+        call.function_name, call.call_id, call.allow_eager_await = name, call_id, eager
         roots = encode([*args, *kwargs.values()], call.values)
         call.args.extend(roots[: len(args)])
         keys = encode(list(kwargs), call.values) if kwargs else []
         call.kwargs.extend(pb.NodePair(key=key, value=value) for key, value in zip(keys, roots[len(args):]))
-        request = await self._suspend(event, ('resume_call',))
+        answers = ('resume_call', 'resume_futures') if eager else ('resume_call',)  # eager: the parent's awaited answer
+        request = await self._suspend(event, answers)
         while (outcome := self._outcome(request, call_id, name)) is _AGAIN:
-            request = await self._answer(('resume_call',))
+            request = await self._answer(answers)
         if isinstance(outcome, _Future):
-            future = asyncio.get_running_loop().create_future()
-            self._futures[call_id] = future
-            if self._resolver is None or self._resolver.done():
-                self._resolver = asyncio.ensure_future(self._resolve_when_waiting())
-            return future
+            return self._pending(call_id)
         return outcome
+
+    def _pending(self, call_id: int) -> asyncio.Future[Any]:
+        """The future of call `call_id`, which the parent answered with a future: resolved by a
+        `ResolveFutures` once the worker waits."""
+        future = asyncio.get_running_loop().create_future()
+        self._futures[call_id] = future
+        if self._resolver is None or self._resolver.done():
+            self._resolver = asyncio.ensure_future(self._resolve_when_waiting())
+        return future
 
     def _outcome(self, request: pb.ParentRequest, call_id: int, name: str) -> Any:
         """A call's answer: its value, `_Future()`, or `_AGAIN` (a wrong answer, refused); raises its error."""
         if request.WhichOneof('kind') == 'abort_feed':
-            raise _exception(request.abort_feed.exception)
+            raise _stop_feed(request.abort_feed.exception)
+        if request.WhichOneof('kind') == 'resume_futures':  # the parent awaited the call, as it may for an eager one
+            futures = request.resume_futures
+            found = [result for result in futures.results if result.call_id == call_id]
+            if len(futures.results) != 1 or not found:
+                self._error('ValueError', f'ResumeFutures answers calls {[result.call_id for result in futures.results]}, but the child waits for call {call_id}')
+                return _AGAIN
+            return self._result(found[0].result, futures.values, name)
         answer = request.resume_call
         if answer.call_id != call_id:
             self._error('ValueError', f'ResumeCall answers call {answer.call_id}, but the child waits for call {call_id}')
@@ -607,7 +641,7 @@ class MontyChild:
             self._error('ValueError', f'ResumeFutures answers call {forged[0]}, which is not pending; pending: {pending}')
             request = await self._answer(('resume_futures',))
         if request.WhichOneof('kind') == 'abort_feed':
-            error = _exception(request.abort_feed.exception)
+            error = _stop_feed(request.abort_feed.exception)
             for call_id in pending:
                 future = self._futures.pop(call_id, None)
                 if future is not None and not future.done():
@@ -671,8 +705,8 @@ class MontyChild:
                 if default is None:
                     raise
                 raise _default_error(default, argument) from None
-            if isinstance(outcome, _Future):
-                raise RuntimeError(f'a future cannot answer {call}')
+            if isinstance(outcome, _Future):  # resolved once the worker waits on the call
+                return await self._pending(call_id)
             if outcome is not _AGAIN:
                 return outcome
             request = await self._answer(('resume_call',))
@@ -697,6 +731,16 @@ def _default_error(default: str, argument: Any) -> Exception:
     if default == 'path':  # in the words a parent without a handler uses: no errno
         return PermissionError(f"Permission denied: {argument if isinstance(argument, str) else getattr(argument, 'path', None)!r}")
     return RuntimeError(f'{default!r} is not supported in this environment')
+
+
+def _stop_feed(raised: pb.RaisedException) -> StopFeed:
+    """The uncatchable end of the feed an `AbortFeed` asks for, with its exception (a name that is
+    none is a RuntimeError)."""
+    message = raised.message if raised.HasField('message') else ''
+    try:
+        return StopFeed(raised.exc_type, message)
+    except ValueError:
+        return StopFeed('RuntimeError', message)
 
 
 def _exception(raised: pb.RaisedException) -> BaseException:

@@ -8,7 +8,9 @@ reached the app, whose bounds (`create_app(max_pending_per_address=...)`) count 
 connections only. Here a connection has `handshake_timeout` seconds to send its request, and an
 address that has `max_per_address` connections not yet upgraded gets the next refused at once.
 
-    config = uvicorn.Config(app, http=guarded_http(handshake_timeout=10, max_per_address=128))
+    config = uvicorn.Config(app, http=guarded_http(handshake_timeout=10, max_per_address=128), ws=WebSocketProtocol)
+
+Its WebSocket protocol (`WebSocketProtocol`) reads on while the app keeps up with the client.
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ import asyncio
 from typing import Any
 
 from uvicorn.protocols.http.auto import AutoHTTPProtocol
+from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 
-__all__ = ['guarded_http', 'HANDSHAKE_TIMEOUT', 'MAX_HANDSHAKES_PER_ADDRESS']
+__all__ = ['guarded_http', 'HANDSHAKE_TIMEOUT', 'MAX_HANDSHAKES_PER_ADDRESS', 'WebSocketProtocol']
 
 #: Seconds a connection has to send its HTTP request (the WebSocket upgrade, or a request of
 #: `/metrics` or a probe) before it is closed (`corral serve --handshake-timeout`).
@@ -84,3 +87,20 @@ def guarded_http(*, handshake_timeout: float = HANDSHAKE_TIMEOUT, max_per_addres
             super().connection_lost(exc)
 
     return GuardedHTTPProtocol
+
+
+class WebSocketProtocol(WebSocketsSansIOProtocol):
+    """uvicorn's WebSocket protocol (websockets' sans-I/O parser; give it as `uvicorn.Config(ws=...)`),
+    pausing the reads of a client's socket only once two of its messages wait for the app, not as
+    each arrives: uvicorn stopped and started reading around every message (two `epoll_ctl` calls
+    each), though corral's app takes each as soon as it is queued. A client that sends faster than
+    the app takes is held to two messages queued (and those parsed from one read), as it was to one:
+    measured side by side, 877 -> 722 µs of host CPU per trivial feed."""
+
+    def send_receive_event_to_app(self) -> None:
+        if self.queue.qsize() < 1:
+            paused, self.read_paused = self.read_paused, True  # read on: uvicorn pauses only if it thinks it is not paused
+            super().send_receive_event_to_app()
+            self.read_paused = paused
+        else:
+            super().send_receive_event_to_app()

@@ -29,7 +29,7 @@ from ..store.url import open_tenant_tables
 if TYPE_CHECKING:
     from ..host.session import Session
 
-__all__ = ['QuotaStore', 'Quotas', 'TenantQuotas', 'TenantSlot']
+__all__ = ['CpuCounting', 'QuotaStore', 'Quotas', 'TenantQuotas', 'TenantSlot']
 
 _log = logging.getLogger('corral.server')
 
@@ -74,6 +74,14 @@ def _check_quota(name: str, value: object) -> None:
         raise ValueError(f'the quota {name} must be 0 or more; got {value!r}')
 
 
+#: Seconds a tenant's settings, once read, stand for it (`Quotas(settings_ttl=...)`): an operator's
+#: change made on another replica or with `corral tenants set` counts within them.
+SETTINGS_TTL = 1.0
+#: Tenants whose settings a `Quotas` keeps at once; past it, the expired ones go, and a tenant
+#: that finds no room is read from the store each time.
+_MAX_SETTINGS = 10_000
+
+
 class Quotas:
     """The quotas of a server's tenants, and their enforcement.
 
@@ -88,6 +96,11 @@ class Quotas:
     None for the embedded default (closed by `close()` when the quotas opened it). A tenant's own
     settings (`set`) win over `defaults`. Going over a quota raises `SandboxQuotaError` naming the
     tenant, its use, the quota's setting and the quota; store failures raise `SandboxStoreError`.
+
+    A tenant's settings are read from the store at most once per `settings_ttl` seconds (0: on
+    every check), and again at once after this object's own `set`: a change made elsewhere (another
+    replica, `corral tenants set`) counts within `settings_ttl` seconds, and a feed's check costs
+    no wait for the store meanwhile.
     """
 
     def __init__(
@@ -97,6 +110,7 @@ class Quotas:
         defaults: TenantQuotas = TenantQuotas(),
         slot_ttl: float = 30.0,
         flush_interval: float = 1.0,
+        settings_ttl: float = SETTINGS_TTL,
     ) -> None:
         self._tables, self._owned = open_tenant_tables(store, 'tenant quotas')
         if not isinstance(defaults, TenantQuotas):
@@ -104,7 +118,12 @@ class Quotas:
         for name, seconds in (('slot_ttl', slot_ttl), ('flush_interval', flush_interval)):
             if not (math.isfinite(seconds) and seconds > 0):
                 raise ValueError(f'{name} must be a finite number of seconds above 0; got {seconds!r}')
+        if not (math.isfinite(settings_ttl) and settings_ttl >= 0):
+            raise ValueError(f'settings_ttl must be a finite number of seconds, 0 or more; got {settings_ttl!r}')
         self.defaults = defaults
+        self.settings_ttl = float(settings_ttl)
+        self._settings: dict[str, tuple[float, TenantQuotas]] = {}  # per tenant: when read (monotonic), what applies
+        self._sets = 0  # moved on by each `set`: a reading that a set overtook is not kept
         self.slot_ttl = float(slot_ttl)
         self.flush_interval = float(flush_interval)
         self._counted: weakref.WeakKeyDictionary[Session, float] = weakref.WeakKeyDictionary()
@@ -143,7 +162,11 @@ class Quotas:
             raise ValueError(f'unknown quota(s) {sorted(unknown)}; the quotas are {list(QUOTA_NAMES)}')
         for name, value in quotas.items():
             _check_quota(name, value)
-        await self._tables.set_tenant_quotas(tenant, quotas)
+        try:
+            await self._tables.set_tenant_quotas(tenant, quotas)
+        finally:
+            self._sets += 1
+            self._settings.pop(tenant, None)
 
     async def settings(self, tenant: str) -> dict[str, float | None]:
         """The tenant's own settings, by quota name: None where it has the server's default."""
@@ -154,14 +177,26 @@ class Quotas:
         return await self._tables.list_tenants()
 
     async def of(self, tenant: str) -> TenantQuotas:
-        """The quotas that apply to the tenant: its own settings, else the server's defaults."""
+        """The quotas that apply to the tenant: its own settings, else the server's defaults (read
+        from the store at most once per `settings_ttl` seconds)."""
+        now = time.monotonic()
+        known = self._settings.get(tenant)
+        if known is not None and now - known[0] < self.settings_ttl:
+            return known[1]
+        sets = self._sets
         own = await self._tables.tenant_quotas(tenant)
         sessions, stored, cpu = (own[name] for name in QUOTA_NAMES)
-        return TenantQuotas(
+        quotas = TenantQuotas(
             concurrent_sessions=self.defaults.concurrent_sessions if sessions is None else int(sessions),
             stored_bytes=self.defaults.stored_bytes if stored is None else int(stored),
             cpu_seconds_per_hour=self.defaults.cpu_seconds_per_hour if cpu is None else float(cpu),
         )
+        if self.settings_ttl and sets == self._sets:
+            if len(self._settings) >= _MAX_SETTINGS:
+                self._settings = {name: item for name, item in self._settings.items() if now - item[0] < self.settings_ttl}
+            if len(self._settings) < _MAX_SETTINGS:
+                self._settings[tenant] = (now, quotas)
+        return quotas
 
     # -- enforcement
 
@@ -184,10 +219,10 @@ class Quotas:
         more in the last hour, e.g. `tenant 'acme' used 3600.4 CPU seconds in the last hour; its
         quota is 3600 (cpu_seconds_per_hour)`.
 
-        The tenant's setting is read on every check; the seconds in the store at most once per
-        `flush_interval` (again after a `flush` here), as other replicas write theirs only that
-        often: a check before every feed costs one read of the store, not two. The seconds counted
-        here since the last flush are always added."""
+        The tenant's setting is read at most once per `settings_ttl`, the seconds in the store at
+        most once per `flush_interval` (again after a `flush` here), as other replicas write theirs
+        only that often: most checks before a feed wait for no read of the store. The seconds
+        counted here since the last flush are always added."""
         limit = (await self.of(tenant)).cpu_seconds_per_hour
         if limit is None:
             return
@@ -212,34 +247,26 @@ class Quotas:
         its last flush) and those this one counted since its own."""
         return await self._tables.cpu_seconds_last_hour(tenant) + self._pending.get(tenant, 0.0)
 
-    @contextlib.asynccontextmanager
-    async def feed(self, tenant: str, session: Session) -> AsyncGenerator[None]:
-        """Around one feed, resume or load of `session`: refuse to start it past the tenant's
-        `cpu_seconds_per_hour` (`check_cpu`), and afterwards add the CPU the session used since
-        it was last counted here (`Session.cpu_seconds`: its worker's, a load's replay and its type
-        checks included) to the tenant's use, whether the feed succeeded or not.
+    def feed(self, tenant: str, session: Session) -> CpuCounting:
+        """Around one feed, resume or load of `session` (`async with quotas.feed(tenant, session):`):
+        refuse to start it past the tenant's `cpu_seconds_per_hour` (`check_cpu`), and afterwards
+        add the CPU the session used since it was last counted here (`Session.cpu_seconds`: its
+        worker's, a load's replay and its type checks included) to the tenant's use, whether the
+        feed succeeded or not.
 
         The worker's CPU is also read every `flush_interval` seconds while the feed runs, so a long
         feed counts as it goes, and a worker that dies on its own (where nothing can read its CPU
         any more) loses at most that interval's seconds. The seconds are counted here at once and
         written to the store within `flush_interval` seconds, one write per tenant (not per feed,
         so a feed's reply never waits for a commit), which is when other replicas see them."""
-        await self.check_cpu(tenant)
-        async with self.counting(tenant, session):
-            yield
+        return CpuCounting(self, tenant, session, check=True)
 
-    @contextlib.asynccontextmanager
-    async def counting(self, tenant: str, session: Session) -> AsyncGenerator[None]:
+    def counting(self, tenant: str, session: Session) -> CpuCounting:
         """Count the CPU `session` uses in the block toward the tenant's `cpu_seconds_per_hour`, as
         `feed` does, without refusing anything: around a session's opening, whose worker replays
         a stored state and whose type checker checks its stubs (the server checks the quota
         before the session opens)."""
-        counting = asyncio.get_running_loop().create_task(self._count_while_running(tenant, session))
-        try:
-            yield
-        finally:
-            counting.cancel()
-            self._count(tenant, session)
+        return CpuCounting(self, tenant, session, check=False)
 
     def _count(self, tenant: str, session: Session) -> None:
         """Add what the session's worker used since the last reading to the tenant's pending seconds."""
@@ -247,11 +274,6 @@ class Quotas:
         if now > before:
             self._counted[session] = now
             self._add_pending(tenant, now - before)
-
-    async def _count_while_running(self, tenant: str, session: Session) -> None:
-        while True:
-            await asyncio.sleep(self.flush_interval)
-            self._count(tenant, session)
 
     async def flush(self) -> None:
         """Write the CPU seconds counted since the last flush to the store. A tenant's seconds that
@@ -312,6 +334,44 @@ class Quotas:
         """`store` with every `put` and `append` checked against the tenant's `stored_bytes`
         first: give it to the server's `Pool(store=...)`."""
         return QuotaStore(store, self)
+
+
+class CpuCounting:
+    """The block of `Quotas.feed` or `Quotas.counting`: `async with` it, or `start()` and `stop()`
+    (a server's hooks do, on either side of a feed). A plain object with a timer, where a generator
+    in an exit stack and a task per feed took a tenth of the server's time on a trivial feed."""
+
+    __slots__ = ('_quotas', '_tenant', '_session', '_check', '_timer')
+
+    def __init__(self, quotas: Quotas, tenant: str, session: Session, *, check: bool) -> None:
+        self._quotas = quotas
+        self._tenant = tenant
+        self._session = session
+        self._check = check
+        self._timer: asyncio.TimerHandle | None = None
+
+    async def start(self) -> None:
+        """Refuse past the quota (for a feed: `Quotas.check_cpu`), then count until `stop`."""
+        if self._check:
+            await self._quotas.check_cpu(self._tenant)
+        self._timer = asyncio.get_running_loop().call_later(self._quotas.flush_interval, self._tick)
+
+    def stop(self) -> None:
+        """Count what the session used since the last reading, and stop counting. Safe to call twice."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+            self._quotas._count(self._tenant, self._session)
+
+    def _tick(self) -> None:
+        self._quotas._count(self._tenant, self._session)
+        self._timer = asyncio.get_running_loop().call_later(self._quotas.flush_interval, self._tick)
+
+    async def __aenter__(self) -> None:
+        await self.start()
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self.stop()
 
 
 class TenantSlot:

@@ -75,7 +75,7 @@ def main(argv: list[str]) -> int:
             IDLE_TIMEOUT, MAX_MOUNT_FILES, MAX_OUTBOX, MAX_PENDING, MAX_PENDING_PER_ADDRESS, MAX_TENANT_MOUNT_BYTES, MAX_TENANT_MOUNT_FILES,
             create_app,
         )
-        from .listener import HANDSHAKE_TIMEOUT, MAX_HANDSHAKES_PER_ADDRESS, guarded_http
+        from .listener import HANDSHAKE_TIMEOUT, MAX_HANDSHAKES_PER_ADDRESS, WebSocketProtocol, guarded_http
     except ImportError as error:
         print(f"corral serve: error: the server needs its extra ({error}): pip install -e '.[server]' in corral's clone", file=sys.stderr)
         return 2
@@ -223,6 +223,7 @@ def main(argv: list[str]) -> int:
         port=args.port,
         http=http,
         ws_max_size=args.max_frame + 1024 * 1024,  # frames past max_frame get the app's error; far past it, uvicorn's close
+        ws=WebSocketProtocol,
         ws_per_message_deflate=False,
         lifespan='on',
         log_level=args.log_level,

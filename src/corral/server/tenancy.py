@@ -18,7 +18,7 @@ from typing import Any
 from ..host.session import Session
 from .app import Authenticate, ServerHooks
 from .keys import KeyRing
-from .quotas import Quotas, TenantSlot
+from .quotas import CpuCounting, Quotas, TenantSlot
 
 __all__ = ['TenantHooks', 'authenticator']
 
@@ -48,8 +48,8 @@ class TenantHooks(ServerHooks):
         # A connection opens and closes its session in its own task, and runs each feed in one task.
         self._sessions: dict[asyncio.Task[Any], tuple[contextlib.AsyncExitStack, TenantSlot]] = {}
         self._slots: dict[Session, TenantSlot] = {}
-        self._feeds: dict[asyncio.Task[Any], contextlib.AsyncExitStack] = {}
-        self._openings: dict[asyncio.Task[Any], contextlib.AsyncExitStack] = {}
+        self._feeds: dict[asyncio.Task[Any], CpuCounting] = {}
+        self._openings: dict[asyncio.Task[Any], CpuCounting] = {}
 
     async def session_requested(self, tenant: str) -> None:
         await self.quotas.check_cpu(tenant)
@@ -58,7 +58,7 @@ class TenantHooks(ServerHooks):
         self._sessions[_task()] = (stack, slot)
 
     async def session_starting(self, tenant: str, session: Session) -> None:
-        self._openings[_task()] = await _entered(self.quotas.counting(tenant, session))
+        self._openings[_task()] = await _started(self.quotas.counting(tenant, session))
 
     async def session_opened(self, tenant: str, session: Session) -> None:
         await self._opened()
@@ -75,18 +75,18 @@ class TenantHooks(ServerHooks):
     async def _opened(self) -> None:
         counting = self._openings.pop(_task(), None)
         if counting is not None:
-            await counting.aclose()
+            counting.stop()
 
     async def feed_starting(self, tenant: str, session: Session) -> None:
         slot = self._slots.get(session)
         if slot is not None:
             await slot.check()
-        self._feeds[_task()] = await _entered(self.quotas.feed(tenant, session))
+        self._feeds[_task()] = await _started(self.quotas.feed(tenant, session))
 
     async def feed_ended(self, tenant: str, session: Session, outcome: str, seconds: float, host_calls: int) -> None:
-        held = self._feeds.pop(_task(), None)  # none when feed_starting refused the feed
-        if held is not None:
-            await held.aclose()
+        counting = self._feeds.pop(_task(), None)  # none when feed_starting refused the feed
+        if counting is not None:
+            counting.stop()
 
 
 def _task() -> asyncio.Task[Any]:
@@ -95,7 +95,6 @@ def _task() -> asyncio.Task[Any]:
     return task
 
 
-async def _entered(context: contextlib.AbstractAsyncContextManager[None]) -> contextlib.AsyncExitStack:
-    stack = contextlib.AsyncExitStack()
-    await stack.enter_async_context(context)
-    return stack
+async def _started(counting: CpuCounting) -> CpuCounting:
+    await counting.start()
+    return counting

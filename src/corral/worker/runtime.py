@@ -73,6 +73,8 @@ _STOP_RETRY = 0.005
 #: Seconds the tasks a feed left behind have to end after they are cancelled, and again after they are stopped.
 _CANCEL_GRACE = 0.1
 _END_ATTEMPTS = 5
+#: Tasks a session keeps between feeds (see `Worker._feed`): a feed that leaves more fails, and they end with it.
+KEPT_TASKS = 100
 #: Added to the depth `_recursion_depth` measures in `_run` / `_run_async` so that a script's
 #: own frames, its top level included, reach exactly `Limits.recursion`: the frames between
 #: (`start`, the task's step) less what the measure itself counts. Run plainly, run on the loop,
@@ -118,6 +120,11 @@ class Worker:
     `serve()` handles FEED messages until the host closes the channel. Host functions become
     plain (sync) or coroutine (async) functions in the script's builtins; each call sends a CALL
     frame and waits for its REPLY, so the script's frames stay in this process.
+
+    The event loop runs only while a feed runs. Tasks a feed leaves are kept for the next feeds
+    (up to `KEPT_TASKS`), settled first (`_settle_tasks`: no host call of theirs unanswered), so
+    that everything a task took in is in the journal of the feed that took it in; a limit that
+    stops a feed ends them all (`_end_leftover_tasks`).
     """
 
     def __init__(self, loop: asyncio.AbstractEventLoop, *, guarded: bool = True, packages: tuple[str, ...] = ()) -> None:
@@ -142,7 +149,7 @@ class Worker:
         self._modules: dict[str, types.ModuleType] = {}
         self._host_names: set[str] = set()
         self._shadowed: dict[str, Any] = {}  # the builtins the feed's host functions hide, by name
-        hostio.install(self._call_sync)  # files, environment, clock and seed, through the host
+        hostio.install(self._call_sync, self._call_async)  # files, environment, clock, sleeps and seed, through the host
         if guarded:
             logs.install()  # logging and warnings write to the script's stderr, timed by the host's clock
             describe_instances(is_script_class)  # the script's objects leave as InstanceValues
@@ -161,6 +168,7 @@ class Worker:
         self._calls = 0
         self._scripts: dict[str, CompiledScript] = {}
         self._pending_stop: str | None = None
+        self._kept = False  # tasks the last feed left (see `_end_leftover_tasks`)
         self._stops: list[SandboxStop] = []  # the stops this worker raised in the current feed
         signal.signal(signal.SIGALRM, self._on_stop_signal)
         signal.signal(signal.SIGXCPU, self._on_stop_signal)
@@ -256,7 +264,7 @@ class Worker:
         self._asking = False
         self._clock += seconds
         if not ok and value[0] == STOP:
-            raise self._stop(value[1][0])
+            raise self._stop(*value[1])
         if call_id is not None:
             future = self._futures.pop(call_id, None)
             if future is not None and not future.cancelled():  # None: a call of a task that was cancelled
@@ -307,10 +315,13 @@ class Worker:
         if message[0] != REPLY or len(message) != 4 or message[1] != call_id:
             raise ProtocolError('unexpected message from the host during a call')
         _, _, ok, value = message
+        if not ok and value[0] == STOP:
+            raise self._stop(*value[1])
+        if self._pending_stop is not None:  # a time limit passed while the host answered: the script stops at the call
+            limit, self._pending_stop = self._pending_stop, None
+            raise self._stop(limit)
         if ok:
             return value
-        if value[0] == STOP:
-            raise self._stop(value[1][0])
         raise _host_exception(value)
 
     def _host_function(self, name: str, is_async: bool) -> Any:
@@ -524,9 +535,11 @@ class Worker:
             signal.setitimer(signal.ITIMER_REAL, wall_time)
         failure: BaseException | None = None
         value: Any = None
+        feed_task: asyncio.Task[Any] | None = None
         try:
-            if script.is_async or script.imports_asyncio or 'asyncio' in self._globals:
-                value = self._loop.run_until_complete(_FeedTask(self._run_async(script), loop=self._loop))
+            if script.is_async or script.imports_asyncio or 'asyncio' in self._globals or self._kept:
+                feed_task = _FeedTask(self._run_async(script), loop=self._loop)
+                value = self._loop.run_until_complete(feed_task)
             else:  # plain code: no event loop to go round
                 value = self._run(script)
         except BaseException as error:  # the script's own exception, whatever its type
@@ -539,7 +552,19 @@ class Worker:
             # a stop was due: whatever the script did after it (ended, or raised something else),
             # the feed ends with the limit
             failure, value = self._stops[0], None
-        self._end_leftover_tasks()
+        kept = len(self._kept_tasks())
+        self._kept = kept <= KEPT_TASKS and kept > 0 and not self._stops  # the next feed runs on the loop, for them
+        if kept > KEPT_TASKS and not self._stops:
+            message = f'the script left {kept} tasks running; a session keeps at most {KEPT_TASKS} between feeds, so they were cancelled'
+            if failure is None:
+                failure, value = RuntimeError(message), None
+            else:  # the script's own error stands, and says so below it
+                failure.add_note(message)
+        self._end_leftover_tasks(keep=not self._stops and kept <= KEPT_TASKS, kept=kept)
+        if feed_task is not None and feed_task.done() and not feed_task.cancelled():
+            # a stop raised in the event loop left the feed's task to end with it later: its
+            # exception is the feed's failure already, not one for asyncio to print to stderr
+            feed_task.exception()
         self._end_cut_output()
         shown = take_shown()
         data: bytes | None = None
@@ -583,11 +608,12 @@ class Worker:
         limits = self._limits
         measure(value, items=limits.get('value_items'), size=limits.get('value_size'), subject=subject, crossing='leave the sandbox')
 
-    def _stop(self, limit: str, frame: types.FrameType | None = None) -> SandboxStop:
+    def _stop(self, limit: str, *error: str, frame: types.FrameType | None = None) -> SandboxStop:
         """A stop for `limit`, to raise in the script (`frame` is where, if known): remembered as
         this feed's own (see `_failure`), and due from now on (see `stop.py`); the stop
-        timer ticks every `stop.REPEAT_SECONDS` until the feed ends, to trace the script again."""
-        stop = SandboxStop(limit)
+        timer ticks every `stop.REPEAT_SECONDS` until the feed ends, to trace the script again.
+        `limit` 'stopped': the host stopped the feed with `error` (its exc_type and message)."""
+        stop = SandboxStop(limit, *error)
         self._stops.append(stop)
         stopping.enforce(stop, frame if frame is not None else sys._getframe(1), self._script_files)
         signal.setitimer(signal.ITIMER_REAL, stopping.REPEAT_SECONDS, stopping.REPEAT_SECONDS)
@@ -607,8 +633,11 @@ class Worker:
         if limit is None:
             message, display = _escaped(_message(error)), _escaped(self._format_traceback(error))
             return [FAIL, 'runtime', _escaped(type(error).__name__), message, display, _detail(error)]
-        exc_type, template = _LIMIT_MESSAGES[limit]
-        message = template.format(amount(limit, self._limits.get(limit)))
+        if limit == 'stopped':  # the host's own error (StopFeed)
+            exc_type, message = _escaped(stop.args[1]), _escaped(stop.args[2])
+        else:
+            exc_type, template = _LIMIT_MESSAGES[limit]
+            message = template.format(amount(limit, self._limits.get(limit)))
         if stop is not None:  # its traceback is where it was last raised; what it was raised over is noise
             stop.__cause__ = stop.__context__ = None
         frames = self._format_traceback(stop if stop is not None else error).splitlines()
@@ -617,6 +646,8 @@ class Worker:
         display = '\n'.join([*frames, f'{exc_type}: {message}'])
         if limit == 'recursion':  # CPython's words, and the limit in a note below them, as `add_note` shows one
             display += f"\nthe sandbox's recursion limit is {amount(limit, self._limits.get(limit))} (Limits.recursion); write deep recursion as a loop"
+        if limit == 'stopped':
+            return [FAIL, 'runtime', exc_type, message, display, None]
         return [FAIL, 'limit', limit, message, display, None]
 
     def _on_stop_signal(self, signum: int, frame: types.FrameType | None) -> None:
@@ -634,7 +665,7 @@ class Worker:
             signal.setitimer(signal.ITIMER_REAL, _STOP_RETRY)
             return
         self._pending_stop = None
-        raise self._stop(limit, frame)
+        raise self._stop(limit, frame=frame)
 
     def _in_script(self, frame: types.FrameType | None) -> bool:
         """Whether `frame` is the script's, or code the script called (not the worker's or asyncio's
@@ -658,14 +689,54 @@ class Worker:
             hostio.flush_open_files()  # files the script left open are written back, as at exit
 
     async def _run_async(self, script: CompiledScript) -> Any:
-        """Run a script with top-level `await` on the worker's event loop, and return its value."""
+        """Run a script with top-level `await` on the worker's event loop, and return its value
+        once the tasks it keeps are settled (`_settle_tasks`), whether it ended or raised."""
         limit = self._limit_recursion(_BELOW_AWAIT if script.is_async else _BELOW_LOOP)
         try:
-            result = script.start(self._globals)
-            return await result if script.is_async else result
+            try:
+                result = script.start(self._globals)
+                value = await result if script.is_async else result
+            except BaseException:
+                if not self._stops:
+                    await self._settle_tasks()
+                raise
+            await self._settle_tasks()
+            return value
         finally:
             sys.setrecursionlimit(limit)
             hostio.flush_open_files()
+
+    async def _settle_tasks(self) -> None:
+        """Once the feed's script has ended, run the tasks it keeps until each waits on a timer or
+        on another task, with no host call of theirs unanswered: the answers to a feed's host calls
+        are taken in within that feed, so the journal of each feed is whole (a replay, a rollback
+        and a dump need nothing of the next). In the feed's own task, under its limits. Nothing
+        here asks for an identity (`language.identity`): the ids a script sees count its own work."""
+        loop = self._loop
+        while True:
+            while loop._ready:  # type: ignore[attr-defined]  # the others run before this one again
+                await asyncio.sleep(0)
+            unanswered = [future for future in self._futures.values() if not future.done()]  # not one a task gave up on
+            if not unanswered:
+                return
+            answered = loop.create_future()
+
+            def wake(future: asyncio.Future[Any]) -> None:
+                if not answered.done():
+                    answered.set_result(None)
+
+            for future in unanswered:
+                future.add_done_callback(wake)
+            try:
+                await answered
+            finally:
+                for future in unanswered:
+                    future.remove_done_callback(wake)
+
+    def _kept_tasks(self) -> list[asyncio.Task[Any]]:
+        """The tasks the script started that have not ended (asked without an identity: see `_settle_tasks`)."""
+        with identity.uncounted():  # iterating asyncio's WeakSet of tasks hashes a guard object
+            return [task for task in asyncio.all_tasks(self._loop) if not task.done()]
 
     def _limit_recursion(self, below: int) -> int:
         """Let the script's own frames go exactly `recursion` deep: its top level and the calls
@@ -678,10 +749,17 @@ class Worker:
         sys.setrecursionlimit(recursion_limit(self._limits.get('recursion', 1000), _recursion_depth() + below))
         return previous
 
-    def _end_leftover_tasks(self) -> None:
-        """Tasks the script started and did not await end with its feed.
+    def _end_leftover_tasks(self, keep: bool, kept: int) -> None:
+        """With `keep`, the tasks the script started and did not await stay for the next feeds, as
+        they do in CPython's asyncio REPL: they wait (on a timer, another task, an event), their
+        host calls answered (see `_settle_tasks`), and go on while a later feed runs the event
+        loop (when it awaits); their timers move on the clock of those feeds (the host's WAKE
+        messages), never between feeds. What the script left in reference cycles is finalized now,
+        and the callbacks that queues run, as below; `kept` is how many tasks there are.
 
-        Each is cancelled; one still running `_CANCEL_GRACE` seconds later (it swallowed the
+        Otherwise (a limit stopped the feed, or it left more than `KEPT_TASKS` tasks), the tasks
+        end with the feed, those kept from earlier feeds too. Each is cancelled; one still
+        running `_CANCEL_GRACE` seconds later (it swallowed the
         `CancelledError`, or it computes without awaiting) gets a `SandboxStop` at the point it
         waits, or from the stop signal while it computes: once that stop is due no line of the
         script runs (see `stop.py`); after a feed a stop ended, it is due from the start.
@@ -709,8 +787,24 @@ class Worker:
             stopping.release()
             self._pending_stop = None
         timed = False  # a task outlived its cancellation, or a stop ended one: where depends on time
-        for attempt in range(_END_ATTEMPTS):
-            tasks = [task for task in asyncio.all_tasks(loop) if not task.done()]
+        for _ in range(_END_ATTEMPTS if keep else 0):
+            if not loop._ready or self._stops:  # type: ignore[attr-defined]
+                break
+            # what the collection queued (an async generator's `aclose()`): its rounds run as the
+            # feed's own code; the tasks it leaves wait with the others
+            signal.setitimer(signal.ITIMER_REAL, _CANCEL_GRACE)
+            try:
+                _run_until_done(loop, [], _CANCEL_GRACE)
+            except (SystemExit, KeyboardInterrupt):
+                pass
+            finally:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+                stopping.release()
+                self._pending_stop = None
+        if keep and (loop._ready or self._stops):  # type: ignore[attr-defined]  # finalizers ran past their grace: the tasks end after all
+            keep = False
+        for attempt in range(0 if keep else _END_ATTEMPTS):
+            tasks = self._kept_tasks()
             if not tasks and not loop._ready:  # type: ignore[attr-defined]
                 break  # nothing left, not even a callback queued as a task ended under a stop
             if attempt == 0 and self._stops:
@@ -734,12 +828,14 @@ class Worker:
                 signal.setitimer(signal.ITIMER_REAL, 0)
                 stopping.release()
                 self._pending_stop = None
-        # timers the feed scheduled (an `asyncio.timeout` it entered and never left) end with it
-        for timer in loop._scheduled:  # type: ignore[attr-defined]
-            timer.cancel()
+        # timers the feed scheduled (an `asyncio.timeout` it entered and never left) end with it,
+        # unless a task it keeps (`kept` of them) may wait on one
+        if not keep or not kept:
+            for timer in loop._scheduled:  # type: ignore[attr-defined]
+                timer.cancel()
         if timed:
             self._send([TIMED])
-        if loop._ready or any(not task.done() for task in asyncio.all_tasks(loop)):  # type: ignore[attr-defined]  # they would run in the next feed
+        if not keep and (loop._ready or self._kept_tasks()):  # type: ignore[attr-defined]  # they would run in the next feed
             message = f'tasks the script started did not end with its feed (cancelled, then stopped {_END_ATTEMPTS - 1} times); the session is over'
             self._send([FAIL, 'runtime', 'RuntimeError', message, f'RuntimeError: {message}', None])
             raise _Stop
