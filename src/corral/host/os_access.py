@@ -187,8 +187,10 @@ class OsAccess:
     # ----- sleeps --------------------------------------------------------------------------------
 
     def sleep(self, seconds: float) -> Awaitable[None] | None:
-        """The script's `time.sleep(seconds)` (`seconds` finite and not negative): the host waits,
-        so a session replayed from its journal does not wait again. The default returns
+        """The script's `time.sleep(seconds)` (`seconds` finite and not negative), asked only of an
+        `OsAccess` that overrides `sleep` or `async_sleep` (the sleeps of any other wait in the
+        worker, as CPython's do): the host waits, so a session replayed from its journal does not
+        wait again, and a feed ends only once the sleeps of the tasks it leaves are over. The default returns
         `asyncio.sleep(seconds)`, which the session awaits; an override may cap or skip the wait,
         block (the calls of a `threaded` OsAccess run in a thread), raise the error the script
         should see, or end the feed (`StopFeed`, a budget of sleeps spent)."""
@@ -538,6 +540,8 @@ class SystemCalls:
         # longest sandbox path first, so /data/raw wins over /data
         self._mounts = sorted((_MountView(mount, self) for mount in all_mounts), key=lambda view: len(view.path), reverse=True)
         self.cwd = _normalize(self.os_access.cwd or (all_mounts[0].path if all_mounts else '/'))
+        #: Whether the script's sleeps come here: only to an `OsAccess` that overrides a sleep.
+        self.host_sleeps = type(self.os_access).sleep is not OsAccess.sleep or type(self.os_access).async_sleep is not OsAccess.async_sleep
         self.seed = seed
         self._handlers: dict[str, Callable[..., Any]] = {
             'os.stat': self._stat,

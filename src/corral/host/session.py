@@ -757,6 +757,7 @@ class Session:
             'cpu_time': limits.cpu_time,
             'value_items': limits.value_items,
             'value_size': limits.value_size,
+            'host_sleeps': self._system.host_sleeps,
         }
         if self._quota is not None:
             worker_limits['max_state_bytes'] = self._quota

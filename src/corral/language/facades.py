@@ -655,7 +655,10 @@ _MAX_SLEEP = 9223372036.854775
 
 
 def sleep(secs: Any, /) -> None:
-    """Wait `secs` seconds: the host waits (see `hostio.sleep`); CPython's errors for a bad length."""
+    """Wait `secs` seconds: here, or in the host where the session's `OsAccess` sees sleeps (see
+    `hostio.sleep`), with CPython's errors for a bad length."""
+    if not hostio.host_sleeps:
+        return _time.sleep(secs)
     if isinstance(secs, float):
         if secs != secs:
             raise ValueError('Invalid value NaN (not a number)')
@@ -1054,9 +1057,10 @@ def top_level_run(main: Any, *, debug: bool | None = None) -> Any:
 
 
 async def async_sleep(delay: Any, result: Any = None) -> Any:
-    """`asyncio.sleep(delay, result)`: a positive delay waits in the host (see `hostio.sleep_async`)
-    while the script's other tasks run; 0 or less is CPython's bare yield, NaN CPython's own."""
-    if delay <= 0 or delay != delay:
+    """`asyncio.sleep(delay, result)`: where the session's `OsAccess` sees sleeps, a positive delay
+    waits in the host (see `hostio.sleep_async`) while the script's other tasks run; else, and for
+    0 or less (CPython's bare yield) or NaN, CPython's own."""
+    if not hostio.host_sleeps or delay <= 0 or delay != delay:
         return await _asyncio.sleep(delay, result)
     await hostio.sleep_async(min(float(delay), _MAX_SLEEP))
     return result

@@ -73,6 +73,9 @@ MAX_FILE = 32 * 1024 * 1024
 _call: Callable[[str, tuple[Any, ...], dict[str, Any]], Any] | None = None
 _call_async: Callable[[str, tuple[Any, ...], dict[str, Any]], Awaitable[Any]] | None = None
 _output: Callable[..., None] | None = None
+#: Whether the script's sleeps wait in the host (the session's `OsAccess` overrides `sleep` or
+#: `async_sleep`), set by the worker for each feed; else they wait here, on the worker's own clock.
+host_sleeps = False
 
 
 def install(
@@ -176,8 +179,10 @@ def monotonic_ns() -> int:
 
 
 def sleep(seconds: float) -> None:
-    """Wait `seconds` (a float, finite and not negative): the host waits, so a session replayed
-    from its journal does not wait again."""
+    """Wait `seconds` (a float, finite and not negative): the host waits, and its `OsAccess` may
+    cap, skip or count the wait; a session replayed from its journal does not wait again. Only
+    where `host_sleeps` is set: sleeps nobody watches wait in the worker, so that a task a feed
+    leaves sleeping does not hold the feed open (a feed ends with no host call waiting)."""
     call('clock.sleep', seconds)
 
 

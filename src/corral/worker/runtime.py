@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..channel import CALL, CODE, COMPILE, DONE, FAIL, FEED, OUTPUT, PAUSE, REPLY, STOP, TIMED, WAIT, WAKE, FrameReader, ProtocolError, frame, poll
-from ..language import catalog, hostio, identity, logs
+from ..language import catalog, facades, hostio, identity, logs
 from ..language.packages import take_shown
 from ..language import stop as stopping
 from ..language.facades import recursion_limit
@@ -70,6 +70,9 @@ class _HostSelector(selectors.EpollSelector):
 #: are always left whole. The host kills a worker that stays there past its grace period.
 _SHIELDED = (os.path.dirname(os.path.dirname(__file__)) + os.sep, os.path.dirname(asyncio.__file__) + os.sep)
 _STOP_RETRY = 0.005
+#: The code of the sandbox's `time.sleep` (a sleep in the worker): a stop may be raised in it, where
+#: it waits in CPython's `time.sleep`, which a signal handler that returns would resume (PEP 475).
+_SLEEP = facades.sleep.__code__
 #: Seconds the tasks a feed left behind have to end after they are cancelled, and again after they are stopped.
 _CANCEL_GRACE = 0.1
 _END_ATTEMPTS = 5
@@ -528,6 +531,7 @@ class Worker:
         self._feeds += 1
         self._install_host_functions(functions, modules)
         self._limits = limits
+        hostio.host_sleeps = bool(limits.get('host_sleeps'))
         self._output = self._calls = self._left_out = 0
         self._stops.clear()
         wall_time = limits.get('wall_time')
@@ -660,7 +664,7 @@ class Worker:
             return
         filename = frame.f_code.co_filename if frame is not None else ''
         limit = 'cpu_time' if signum == signal.SIGXCPU else self._pending_stop or 'wall_time'
-        if filename.startswith(_SHIELDED):
+        if filename.startswith(_SHIELDED) and frame.f_code is not _SLEEP:  # type: ignore[union-attr]
             self._pending_stop = limit
             signal.setitimer(signal.ITIMER_REAL, _STOP_RETRY)
             return
