@@ -49,7 +49,7 @@ from .server.quotas import CpuCounting, QuotaStore, Quotas, TenantQuotas, Tenant
 from .store import PostgresStore, SQLiteStore, Store, StoredState, open_store
 from .typecheck import format_diagnostics
 from .described import ExceptionValue, InstanceValue, NamedTupleValue
-from .values import Image, bounded_repr
+from .values import HostFunction, Image, SandboxBuiltin, bounded_repr
 
 __all__ = [
     'ApiKey',
@@ -59,6 +59,7 @@ __all__ = [
     'Deferred',
     'ExceptionValue',
     'ExternalModule',
+    'HostFunction',
     'Image',
     'InstanceValue',
     'KeyRing',
@@ -75,6 +76,7 @@ __all__ = [
     'Quotas',
     'RemotePool',
     'RemoteSession',
+    'SandboxBuiltin',
     'CorralError',
     'OperatorError',
     'SandboxAuthError',

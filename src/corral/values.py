@@ -46,20 +46,24 @@ marker, so one decoder walks every container kind, and nesting is counted across
 from __future__ import annotations
 
 import builtins
+import contextlib
+import contextvars
 import dataclasses
 import datetime
 import decimal
 import enum
 import gc
+import inspect
 import itertools
 import operator
 import pathlib
+import secrets
 import struct
 import sys
 import types
 import uuid
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import msgpack
@@ -69,7 +73,7 @@ from .described import ExceptionValue, InstanceValue, NamedTupleValue
 __all__ = [
     'pack', 'unpack', 'measure', 'Decoder', 'ValueLimitError', 'bounded_repr', 'host_default', 'sandbox_default',
     'Image', 'cut_text', 'describe_type', 'package_bound', 'package_form', 'library_repr', 'MAX_FRAME', 'MAX_DEPTH', 'REPR_LIMIT',
-    'UNPACKABLE_RESULT',
+    'UNPACKABLE_RESULT', 'SandboxBuiltin', 'builtin_name', 'name_objects', 'named_object', 'HostCallables', 'HostFunction', 'giving_callables', 'worker_callables',
 ]
 
 #: Largest frame, in bytes, either side accepts (one message). A larger one is a protocol error.
@@ -99,6 +103,225 @@ _MAX_COLLISIONS = 32
 #: Items handled by one C call while decoding: a thread decoding a large message lets the GIL go
 #: between such steps, so the event loop's thread waits for no more than one of them.
 _STEP = 8192
+
+
+#: The extension type of a `SandboxBuiltin` (apart from the codes above, which other kinds extend).
+_NAMED = 40
+
+
+@dataclasses.dataclass(frozen=True)
+class SandboxBuiltin:
+    """A type object or a builtin function of the sandbox's, by the name the script knows it by.
+
+    Type objects and builtin functions cross the boundary by name, never as live objects: a data
+    type (`int`, `datetime.datetime`, `ValueError`, ...) arrives as the receiver's own class of
+    that name; any other (`len`, `open`, `type(print)` as `'builtin_function_or_method'`,
+    `functools.partial`) arrives on the host as a `SandboxBuiltin` and, passed back in, is the
+    sandbox's object again. `kind` is `'type'` or `'function'`; `name` is one of the names the
+    sandbox offers (`corral.named`), else packing it raises `TypeError`.
+    """
+
+    kind: str
+    name: str
+
+    def __post_init__(self) -> None:
+        if self.kind not in ('type', 'function') or type(self.name) is not str:
+            raise ValueError(f"SandboxBuiltin kind must be 'type' or 'function' and its name a str, not {self.kind!r}, {self.name!r}")
+
+
+#: This side's objects that cross by name: {id(object): (object, its name)}, and {name: object}
+#: (None: a name this side knows only as a `SandboxBuiltin`), made at first use from the pairs
+#: `name_objects` was given.
+_BY_OBJECT: dict[int, tuple[Any, SandboxBuiltin]] = {}
+_BY_NAME: dict[SandboxBuiltin, Any] = {}
+_pairs: list[Callable[[], Iterable[tuple[SandboxBuiltin, Any]]]] = []
+
+
+def name_objects(pairs: Callable[[], Iterable[tuple[SandboxBuiltin, Any]]]) -> None:
+    """Set which objects cross by name on this side (the host's table, or a worker's for its
+    script): `pairs()` gives `(name, object)` pairs, called when a value first needs them. The
+    first pair of a name gives the object it decodes to (None: it stays a `SandboxBuiltin`);
+    every pair is an object that encodes to the name (several may: the host's `PosixPath` and
+    `PurePath` both cross as `pathlib.PurePosixPath`)."""
+    _BY_OBJECT.clear()
+    _BY_NAME.clear()
+    _pairs[:] = [pairs]
+
+
+def _table() -> dict[SandboxBuiltin, Any]:
+    if _pairs:  # made whole or not at all: a failure is raised again at the next use
+        by_name: dict[SandboxBuiltin, Any] = {}
+        by_object: dict[int, tuple[Any, SandboxBuiltin]] = {}
+        for named, obj in _pairs[0]():
+            by_name.setdefault(named, obj)
+            if obj is not None:
+                by_object.setdefault(id(obj), (obj, named))
+        _BY_NAME.update(by_name)
+        _BY_OBJECT.update(by_object)
+        _pairs.clear()
+    return _BY_NAME
+
+
+def named_object(named: SandboxBuiltin) -> Any:
+    """What `named` decodes to on this side: its object, or `named` itself when this side has
+    none (a builtin of the sandbox's, on the host); raises `ValueError` for a name the sandbox
+    does not offer."""
+    try:
+        obj = _table()[named]
+    except KeyError:
+        raise ValueError(f'the sandbox has no builtin {named.kind} named {named.name!r}') from None
+    return named if obj is None else obj
+
+
+def builtin_name(value: Any) -> SandboxBuiltin | None:
+    """The name a type object or builtin function crosses as on this side (by identity), else None."""
+    _table()
+    entry = _BY_OBJECT.get(id(value))
+    return entry[1] if entry is not None and entry[0] is value else None
+
+
+def _named_form(value: Any) -> Any:
+    """A type object or builtin function that crosses by name as its `SandboxBuiltin` (by
+    identity: a class that takes another's name is not it); a type alias (`list[int]`,
+    `int | None`) as its repr, having no counterpart the receiver could rebuild; else None."""
+    if type(value) in _ALIASES:
+        return repr(value)
+    return builtin_name(value) if callable(value) else None  # only a callable may be one: others never build the table
+
+
+_ALIASES = (types.GenericAlias, types.UnionType)
+
+
+# ----- host callables as values --------------------------------------------------------------------
+
+#: The extension type of a host callable a script holds as a value.
+_CALLABLE = 41
+
+
+@dataclasses.dataclass(frozen=True)
+class _CallableRef:
+    """The wire form of a host callable given to a script as a value: the name its calls carry,
+    the name the script sees (`__name__`), and whether the script awaits its calls."""
+
+    name: str
+    shown: str
+    is_async: bool
+
+
+class HostFunction:
+    """A host callable (a function, a class, a bound method) wrapped to give it to a script as a
+    value, in a host function's result: in the script it is a function of its own, named `name`
+    (default: the callable's `__name__`), whose calls are host calls to `function`; back out of
+    the sandbox it is this `HostFunction` again. A callable not wrapped is refused, so no host
+    function hands a script a capability by accident. Raises `TypeError` for one not callable."""
+
+    __slots__ = ('function', 'name')
+
+    def __init__(self, function: Callable[..., Any], *, name: str | None = None) -> None:
+        if not callable(function):
+            raise TypeError(f'HostFunction needs a callable, not {type(function).__name__}')
+        shown = getattr(function, '__name__', None) if name is None else name
+        self.function = function
+        self.name: str = shown if type(shown) is str else type(function).__name__
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.function(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f'HostFunction({self.function!r}, name={self.name!r})'
+
+
+class HostCallables:
+    """The `HostFunction`s one session gave its script as values: each gets a name no other has
+    (`<value ...>`), by which the script's calls of it reach it as host calls, and by which it
+    comes back out of the sandbox as itself. A name is random, so a name from another session, or
+    from before a session was stored and loaded, reaches nothing here (`get` gives None)."""
+
+    def __init__(self) -> None:
+        self._by_name: dict[str, HostFunction] = {}
+        self._by_id: dict[int, tuple[HostFunction, _CallableRef]] = {}
+
+    def ref(self, function: HostFunction) -> _CallableRef:
+        """`function`'s wire form, named the first time it crosses."""
+        entry = self._by_id.get(id(function))
+        if entry is not None and entry[0] is function:
+            return entry[1]
+        is_async = inspect.iscoroutinefunction(function.function)
+        name = f'<{"async " if is_async else ""}value {secrets.token_hex(8)}>'
+        ref = _CallableRef(name, function.name, is_async)
+        self._by_name[ref.name] = function
+        self._by_id[id(function)] = (function, ref)
+        return ref
+
+    def get(self, name: str) -> Any:
+        """The callable given under `name`, or None."""
+        return self._by_name.get(name)
+
+    def shown(self, name: str) -> str | None:
+        """The name the script sees for the callable named `name` (`len`), or None."""
+        function = self._by_name.get(name)
+        return None if function is None else self._by_id[id(function)][1].shown
+
+    @staticmethod
+    def awaited(name: str) -> bool:
+        """Whether the script awaits the calls of the callable named `name` (its name says so, so
+        a replay, which has none of the callables, knows it too)."""
+        return name.startswith('<async value ')
+
+
+#: The callables of the session whose values the host is packing (`giving_callables`).
+_GIVING: contextvars.ContextVar[HostCallables | None] = contextvars.ContextVar('corral_giving_callables', default=None)
+#: In a worker: what makes the script's function of a `_CallableRef` (`worker_callables`), and
+#: those it made, {id: (function, ref)}, so they go back out as the host's callables.
+_MAKE: list[Callable[[str, str, bool], Any]] = []
+_MADE: dict[int, tuple[Any, _CallableRef]] = {}
+_MADE_BY_NAME: dict[str, Any] = {}
+
+
+@contextlib.contextmanager
+def giving_callables(callables: HostCallables) -> Iterator[None]:
+    """While packing on the host: a `HostFunction` in a value crosses into the sandbox as one of
+    `callables` (elsewhere it is refused, as any value of a type that cannot cross)."""
+    token = _GIVING.set(callables)
+    try:
+        yield
+    finally:
+        _GIVING.reset(token)
+
+
+def worker_callables(make: Callable[[str, str, bool], Any]) -> None:
+    """In a worker: `make(name, shown, is_async)` gives the script's function calling the host's
+    callable `name` (made once per name; it goes back out as that callable)."""
+    _MAKE[:] = [make]
+
+
+def _callable_form(value: Any) -> _CallableRef | None:
+    """A callable's wire form: on the host a `HostFunction` while `giving_callables`, in a
+    worker one it made."""
+    if type(value) is HostFunction or isinstance(value, HostFunction):
+        giving = _GIVING.get()
+        return None if giving is None else giving.ref(value)
+    entry = _MADE.get(id(value))
+    return entry[1] if entry is not None and entry[0] is value else None
+
+
+def _callable(data: bytes, callables: HostCallables | None) -> Any:
+    """The object a `_CALLABLE` extension decodes to: on the host the callable of `callables`
+    it names (else its wire form), in a worker the script's function of it."""
+    try:
+        name, shown, is_async = msgpack.unpackb(data)
+    except (ValueError, TypeError, msgpack.UnpackException):
+        raise ValueError('malformed host callable in a frame') from None
+    if type(name) is not str or type(shown) is not str or type(is_async) is not bool:
+        raise ValueError('malformed host callable in a frame')
+    if not _MAKE:  # on the host: one given before the session was stored and loaded is gone, its wire form alone
+        function = None if callables is None else callables.get(name)
+        return _CallableRef(name, shown, is_async) if function is None else function
+    function = _MADE_BY_NAME.get(name)
+    if function is None:
+        function = _MADE_BY_NAME[name] = _MAKE[0](name, shown, is_async)
+        _MADE[id(function)] = (function, _CallableRef(name, shown, is_async))
+    return function
 
 
 #: The image formats an `Image` may hold.
@@ -145,7 +368,7 @@ def _refuse(value: object) -> TypeError:
 #: Types msgpack packs through `default` (ext types, marked arrays, and ints past 64 bits).
 _EXTENSION_TYPES = frozenset({
     int, tuple, set, frozenset, datetime.datetime, datetime.date, datetime.time, datetime.timedelta, datetime.timezone,
-    decimal.Decimal, uuid.UUID, Image, complex, type(Ellipsis),
+    decimal.Decimal, uuid.UUID, Image, complex, type(Ellipsis), SandboxBuiltin, _CallableRef,
 })
 #: The exact types that may cross; anything else goes through the side's conversion first.
 _BOUNDARY_TYPES = _EXTENSION_TYPES | {type(None), bool, float, str, bytes, list, dict}
@@ -192,6 +415,11 @@ def _make_default(convert: Callable[[Any], Any]) -> Callable[[Any], Any]:
             return msgpack.ExtType(_COMPLEX, _COMPLEX_PARTS.pack(value.real, value.imag))  # -0.0 and NaN kept
         if value is Ellipsis:
             return msgpack.ExtType(_ELLIPSIS, b'')
+        if t is SandboxBuiltin:
+            named_object(value)  # a name the sandbox does not offer: ValueError
+            return msgpack.ExtType(_NAMED, f'{value.kind}:{value.name}'.encode())
+        if t is _CallableRef:
+            return msgpack.ExtType(_CALLABLE, msgpack.packb([value.name, value.shown, value.is_async]))
         offset = value.utcoffset(None)  # datetime.timezone: the one type left
         name = _zone_name(offset, value.tzname(None))
         return msgpack.ExtType(_TIMEZONE, _DURATION.pack(offset.days, offset.seconds, offset.microseconds) + name.encode('utf-8', 'surrogatepass'))
@@ -253,6 +481,11 @@ def _exact(value: Any) -> Any:
     (read from its own dict, not through a `value` property), a path its text; numpy and pandas
     values their plain form (`package_form`: first, as pandas' `NaT` is a datetime).
     """
+    form = _named_form(value)
+    if form is not None:
+        return form
+    if callable(value) and (form := _callable_form(value)) is not None:
+        return form
     form = package_form(value)
     if form is not _NOT_A_PACKAGE_VALUE:
         return form
@@ -760,17 +993,21 @@ class Decoder:
     exception of msgpack's or of the built-in types; none runs code of the sender's.
 
     A script's objects arrive as their descriptions (`corral.described`); `objects`, where given
-    (the worker's), makes each description into the object the receiver uses instead.
+    (the worker's), makes each description into the object the receiver uses instead. A host's
+    `HostFunction` coming back out is one of the session's `callables`.
 
     `decode(data)` decodes a whole frame at once; `decode_in_steps(data)` feeds it to msgpack a
     `_STEP`-sized piece at a time, so that no single C call runs long: made to run in a thread
     while the event loop goes on in another.
     """
 
-    __slots__ = ('_items', '_size', '_max_items', '_max_size', '_marks', '_counting', '_objects')
+    __slots__ = ('_items', '_size', '_max_items', '_max_size', '_marks', '_counting', '_objects', '_callables')
 
-    def __init__(self, *, items: int | None = None, size: int | None = None, objects: Callable[[Any], Any] | None = None) -> None:
+    def __init__(
+        self, *, items: int | None = None, size: int | None = None, objects: Callable[[Any], Any] | None = None, callables: HostCallables | None = None
+    ) -> None:
         self._objects = objects
+        self._callables = callables
         self._items = 0
         self._size = 0
         self._max_items = items
@@ -919,6 +1156,11 @@ class Decoder:
                 return complex(*_COMPLEX_PARTS.unpack(data))
             except struct.error:
                 raise ValueError('malformed complex in a frame') from None
+        if code == _CALLABLE:
+            return _callable(data, self._callables)
+        if code == _NAMED:
+            kind, _, name = data.decode().partition(':')
+            return named_object(SandboxBuiltin(kind, name))  # ValueError for a name not offered
         if code == _ELLIPSIS:
             if data:
                 raise ValueError('an Ellipsis with data in a frame')

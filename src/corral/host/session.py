@@ -37,7 +37,8 @@ from ..errors import (
     StubError,
 )
 from ..limits import Limits, amount
-from ..values import UNPACKABLE_RESULT, Decoder, ValueLimitError, bounded_repr, describe_type, host_default, measure, pack, unpack
+from ..language.named import host_pairs
+from ..values import UNPACKABLE_RESULT, Decoder, HostCallables, ValueLimitError, bounded_repr, describe_type, giving_callables, host_default, measure, name_objects, pack, unpack
 from .checkpoints import Checkpoint, state_digest
 from .compiled import COMPILED_FEEDS
 from .deferred import Deferred, PendingCall, SandboxPaused, StopFeed
@@ -78,6 +79,8 @@ __all__ = ['Session', 'PrintCallback', 'print_to_host']
 PrintCallback = Callable[[str, str], None]
 
 _tracer = trace.get_tracer('corral')
+
+name_objects(host_pairs)  # type objects cross as the host's classes, the sandbox's builtins as SandboxBuiltin
 
 #: Frames up to this many bytes are decoded as they arrive, on the event loop (a few milliseconds
 #: at most); larger ones in a thread (`_Protocol`).
@@ -182,6 +185,7 @@ class Session:
         self._done: asyncio.Future[Any] | None = None
         self._deadline: float | None = None  # the event loop's time at which the feed's wall_time ends
         self._lookup: Mapping[str, Callable[..., Any]] = {}
+        self._callables = HostCallables()  # host callables its script was given as values
         self._print: PrintCallback = print_to_host
         self._calls = 0
         self._span_context: otel_context.Context | None = None
@@ -757,7 +761,8 @@ class Session:
         }
         if self._quota is not None:
             worker_limits['max_state_bytes'] = self._quota
-        payload = pack([FEED, code, self.script_name, functions, modules, worker_limits], side='host')
+        with giving_callables(self._callables):  # a module's value may hold a HostFunction
+            payload = pack([FEED, code, self.script_name, functions, modules, worker_limits], side='host')
         record = FeedRecord(payload, code, self._next_call)
         if self._over(feed_size(record), self._room):
             raise SandboxLimitError(
@@ -945,7 +950,8 @@ class Session:
             _, value, shown = _shape(message, 3)
             if shown is not None and not isinstance(shown, str):
                 raise ProtocolError('malformed DONE message')
-            self._witness(pack(value, side='host'))
+            with giving_callables(self._callables):
+                self._witness(pack(value, side='host'))
             self._end_of_feed()
             self.value_repr = shown
             self._done.set_result(value)
@@ -998,7 +1004,7 @@ class Session:
     # ----- host calls ----------------------------------------------------------------------------
 
     def _on_call(self, call_id: int, name: str, args: list[Any], kwargs: dict[str, Any]) -> None:
-        sync = name != _ASYNC_SLEEP if name.startswith(SYSTEM_PREFIX) else not self._asyncs.get(name, False)
+        sync = name != _ASYNC_SLEEP if name.startswith(SYSTEM_PREFIX) else not (self._asyncs.get(name, False) or HostCallables.awaited(name))
         if sync:
             self._blocked = call_id
         record = self._record
@@ -1024,7 +1030,7 @@ class Session:
 
     def _start_call(self, call_id: int, name: str, args: list[Any], kwargs: dict[str, Any], sync: bool) -> None:
         """Run a host call: a sync function right here, an async one in a task of its own."""
-        function = self._system_function(name) if name.startswith(SYSTEM_PREFIX) else self._lookup.get(name)
+        function = self._system_function(name) if name.startswith(SYSTEM_PREFIX) else self._lookup.get(name) or self._callables.get(name)
         limit = self.limits.host_calls
         self._calls += 1
         if limit is not None and self._calls > limit:  # the worker stops a script first: this one ignored it
@@ -1135,11 +1141,12 @@ class Session:
         than `items` or `size` but those are not the session's limits.
         """
         head = [REPLY, call_id] if sync else [WAKE, 0.0, call_id]
-        short = name.rpartition('.')[2]
+        short = self._callables.shown(name) or name.rpartition('.')[2]
         try:
-            if ok:
-                measure(value, items=items, size=size, subject=f'the value {short}() returned', crossing='enter the sandbox', convert=host_default)
-            payload = pack([*head, ok, value], side='host')
+            with giving_callables(self._callables):  # a callable in the result: the script's to call
+                if ok:
+                    measure(value, items=items, size=size, subject=f'the value {short}() returned', crossing='enter the sandbox', convert=host_default)
+                payload = pack([*head, ok, value], side='host')
             frame(payload)  # too large: ProtocolError
         except ValueLimitError as error:
             if error.value != getattr(self.limits, error.limit):
@@ -1794,7 +1801,7 @@ class _Protocol(asyncio.Protocol):
         limits = self._session.limits
         items = None if limits.value_items is None else limits.value_items + _ENVELOPE_ITEMS
         size = None if limits.value_size is None else 2 * limits.value_size + length
-        return Decoder(items=items, size=size)
+        return Decoder(items=items, size=size, callables=self._session._callables)
 
     def _deliver(self, message: Any) -> bool:
         """Hand a message to the session; False when it broke the channel's rules, or when the

@@ -390,7 +390,7 @@ def own_attribute(obj: Any, name: str) -> Any:
     the script's own objects by the rules of `setattr`, past their class's own `__setattr__`
     (`object.__setattr__(self, 'y', v)` in a frozen dataclass's `__post_init__`)."""
     if name in _SETTERS:
-        return _own_setter(obj, name)
+        return OBJECT_SETTERS[name] if obj is object else _own_setter(obj, name)
     refusal = own_refusal(obj, name)
     if refusal is not None:
         raise AttributeError(refusal)
@@ -437,6 +437,10 @@ def _own_setter(owner: Any, name: str) -> Any:
     setter.__name__ = name
     setter.__qualname__ = f'{_type_name(owner) if unbound else _type_name(type(owner))}.{name}'
     return setter
+
+
+#: `object.__setattr__` and `object.__delattr__`: one function each, as CPython's are one object.
+OBJECT_SETTERS = {name: _own_setter(object, name) for name in _SETTERS}
 
 
 def own_store(value: Any, obj: Any, name: str) -> None:

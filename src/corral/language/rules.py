@@ -67,11 +67,11 @@ FILTERED_ATTRIBUTES = FORMAT_ATTRIBUTES | CLOCK_ATTRIBUTES
 #: Dunder attributes a script may read: protocol methods, names and docs, `__class__` (what
 #: `type(x)` gives, but for an object that says otherwise, which is the script's own), and what
 #: `super().__init__()`, `super().__new__(cls)`, `super().__post_init__()`, exception chaining and
-#: `Enum.__members__` need.
+#: `Enum.__members__` need, and the parts of a type alias (`list[int].__args__`, `__origin__`).
 READ_DUNDERS: frozenset[str] = _PROTOCOL | {
     '__init__', '__new__', '__post_init__', '__init_subclass__',
     '__name__', '__qualname__', '__doc__', '__module__', '__class__',
-    '__cause__', '__context__', '__suppress_context__', '__notes__', '__members__',
+    '__cause__', '__context__', '__suppress_context__', '__notes__', '__members__', '__args__', '__origin__',
 }
 
 #: Dunder attributes a script may assign (decorators copy names and docs).

@@ -6,9 +6,11 @@ before its holder, so a value is built in one pass and a reference to a node tha
 holders is one node, and one object here.
 
 What is built is plain data of the kinds that cross into corral's sandbox (see `corral.values`);
-a host function is a `ClientFunction` (the parent's function of that name, called through it).
-Nodes that are only ever output (`repr`, `cycle`) or that name objects living in the parent (host
-class instances, types, modules) are refused with `ArenaError` naming the node.
+a host function is a `ClientFunction` (the parent's function of that name, called through it); a
+builtin type or function (`type` and `builtin_function` nodes) is the host's class or a
+`SandboxBuiltin`, by name. Nodes that are only ever output (`repr`, `cycle`) or that name objects
+living in the parent (host class instances, the parent's own classes) are refused with
+`ArenaError` naming the node.
 """
 
 from __future__ import annotations
@@ -20,16 +22,16 @@ import importlib
 import json
 import pathlib
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ..described import ExceptionValue, InstanceValue, NamedTupleValue
 from ..language.builtins import STDLIB_EXCEPTIONS
-from ..values import bounded_repr
+from ..values import HostFunction, SandboxBuiltin, bounded_repr, builtin_name, named_object
 from . import monty_v1_pb2 as pb
 
-__all__ = ['ArenaError', 'ClientFunction', 'ClientModule', 'MAX_NODES', 'decode', 'encode', 'exception_from', 'exception_value']
+__all__ = ['ArenaError', 'ClientFunction', 'ClientModule', 'HeldFunction', 'MAX_NODES', 'decode', 'encode', 'exception_from', 'exception_value']
 
 #: Most nodes one arena may hold, whatever its `node_count` claims.
 MAX_NODES = 1_000_000
@@ -48,6 +50,18 @@ class ClientFunction:
     docstring: str | None = None
 
 
+class HeldFunction(HostFunction):
+    """A function of the parent's that a script holds as a value (a `Function` node among the
+    inputs or in a result): a `HostFunction` calling it through `call`, which goes back to the
+    parent as the `Function` it came as (`client`)."""
+
+    __slots__ = ('client',)
+
+    def __init__(self, client: ClientFunction, call: Callable[..., Any]) -> None:
+        super().__init__(call, name=client.name)
+        self.client = client
+
+
 @dataclass(frozen=True)
 class ClientModule:
     """A module of the parent's (a `module` node): its attributes, functions as `ClientFunction`."""
@@ -56,14 +70,17 @@ class ClientModule:
     attrs: dict[str, Any]
 
 
-def decode(arena: pb.Arena, roots: Sequence[int]) -> list[Any]:
-    """The values at indexes `roots` of `arena`, built bottom up; raises `ArenaError`."""
+def decode(arena: pb.Arena, roots: Sequence[int], *, functions: Callable[[ClientFunction], Any] | None = None) -> list[Any]:
+    """The values at indexes `roots` of `arena`, built bottom up; raises `ArenaError`.
+    `functions` makes what a `Function` node is (given its `ClientFunction`: one the script may
+    hold as a value and call); without it, the `ClientFunction`."""
     nodes = arena.nodes
     if len(nodes) > MAX_NODES:
         raise ArenaError(f'the arena has {len(nodes)} nodes, more than the {MAX_NODES} a message may carry')
     built: list[Any] = []
     for index, node in enumerate(nodes):
-        built.append(_node(node, index, built))
+        value = _node(node, index, built)
+        built.append(functions(value) if functions is not None and type(value) is ClientFunction else value)
     out = []
     for root in roots:
         if root >= len(built):
@@ -127,6 +144,8 @@ def _node(node: pb.MontyNode, index: int, built: list[Any]) -> Any:
         return ClientModule(value.name, dict(attrs))
     if kind == 'function':
         return ClientFunction(value.name, value.docstring if value.HasField('docstring') else None)
+    if kind in ('type', 'builtin_function'):
+        return _builtin_in(kind, value, index)
     try:
         if kind == 'date':
             return datetime.date(value.year, value.month, value.day)
@@ -192,6 +211,43 @@ def _zone(value: Any) -> datetime.timezone | None:
     return _timezone(value.offset_seconds, value.timezone_name if value.HasField('timezone_name') else None)
 
 
+#: The names Monty's clients give the standard library's exceptions corral names otherwise.
+_MONTY_EXCEPTION_NAMES = {'re.error': 're.PatternError', 'csv.Error': '_csv.Error'}
+#: And the types (`SandboxBuiltin`).
+_MONTY_TYPE_NAMES = {
+    **_MONTY_EXCEPTION_NAMES, 'pathlib.PurePosixPath': 'PosixPath', 'types.UnionType': 'typing.Union', 'sys.version_info': 'namedtuple',
+}
+_CORRAL_TYPE_NAMES = {monty: name for name, monty in _MONTY_TYPE_NAMES.items()}
+
+
+def _builtin_in(kind: str, value: Any, index: int) -> Any:
+    """A `type` node of a builtin type, or a `builtin_function` node: the host's class of a data
+    type, else the `SandboxBuiltin` the sandbox resolves; a name it does not offer is refused."""
+    if kind == 'type':
+        if value.origin != pb.TYPE_ORIGIN_BUILTIN or value.HasField('id'):
+            raise ArenaError(f'node {index}: a class of the parent\'s ({value.name!r}) cannot be a value sent into the sandbox')
+        named = SandboxBuiltin('type', _CORRAL_TYPE_NAMES.get(value.name, value.name))
+    else:
+        named = SandboxBuiltin('function', value)
+    try:
+        return named_object(named)
+    except ValueError as error:
+        raise ArenaError(f'node {index}: {error}') from None
+
+
+def _builtin_out(node: pb.MontyNode, value: Any) -> bool:
+    """Fill `node` with `value` as a builtin type or function, if it is one (True)."""
+    named = value if type(value) is SandboxBuiltin else builtin_name(value)
+    if named is None:
+        return False
+    if named.kind == 'function':
+        node.builtin_function = named.name
+    else:
+        node.type.name = _MONTY_TYPE_NAMES.get(named.name, named.name)
+        node.type.origin = pb.TYPE_ORIGIN_BUILTIN
+    return True
+
+
 class _Encoder:
     def __init__(self, arena: pb.Arena) -> None:
         self.arena = arena
@@ -222,7 +278,14 @@ class _Encoder:
         if key in self.open:
             return self.add(pb.MontyNode(cycle=_CYCLE.get(type(value), '...')))
         node = pb.MontyNode()
-        if value is None:
+        if _builtin_out(node, value):
+            pass
+        elif isinstance(value, (ClientFunction, HeldFunction)):  # the parent's function, as the script held it
+            function = value.client if isinstance(value, HeldFunction) else value
+            node.function.name = function.name
+            if function.docstring is not None:
+                node.function.docstring = function.docstring
+        elif value is None:
             node.none.SetInParent()
         elif value is ...:
             node.ellipsis.SetInParent()
@@ -358,7 +421,7 @@ def exception_from(raised: pb.RaisedException, message: str | None) -> BaseExcep
 #: The standard library's exception classes a script may meet (`STDLIB_EXCEPTIONS`), by the
 #: names Monty's clients give them (`json.JSONDecodeError`, `re.PatternError`, `_csv.Error`).
 _CLASSES: dict[str, type[BaseException]] = {
-    {'re.error': 're.PatternError', 'csv.Error': '_csv.Error'}.get(name, name): getattr(importlib.import_module(module), attr)
+    _MONTY_EXCEPTION_NAMES.get(name, name): getattr(importlib.import_module(module), attr)
     for name, (module, attr) in STDLIB_EXCEPTIONS.items()
 }
 #: Those names by the top-level module and the name of the class, as a script's error gives them.

@@ -42,7 +42,7 @@ from ..host.session import Session
 from ..limits import Limits
 from ..typecheck import DIAGNOSTIC_FORMATS, format_diagnostics
 from . import monty_v1_pb2 as pb
-from .codec import ArenaError, ClientFunction, ClientModule, decode, encode, exception_from, exception_value
+from .codec import ArenaError, ClientFunction, ClientModule, HeldFunction, decode, encode, exception_from, exception_value
 from .names import awaited_callees, bound_names, free_names, imported_modules
 from .parent_os import ParentOs
 
@@ -332,7 +332,7 @@ class MontyChild:
         session = self._session
         assert session is not None
         try:
-            values = decode(feed.values, [ref.value for ref in feed.inputs])
+            values = decode(feed.values, [ref.value for ref in feed.inputs], functions=self._parent_function)
         except ArenaError as error:
             self._error('ValueError', f'the inputs cannot enter the sandbox: {error}')
             return
@@ -365,13 +365,15 @@ class MontyChild:
             if failed is not None:  # the parent's module failed to load: its import raises that
                 self._ended(pb.ChildEvent(error=pb.Error(exception=failed)))
                 return
-        functions = {name: value for name, value in inputs.items() if isinstance(value, ClientFunction)}
-        for name in functions:  # a function of the parent's, given by value: its calls are the parent's
+        # a function of the parent's given by value is a HeldFunction the script may hold and return;
+        # one it awaits is an async host function of that name, its calls the parent's
+        functions = {name: value for name, value in inputs.items() if isinstance(value, HeldFunction) and name in self._awaited}
+        for name in functions:
             del inputs[name]
         called, read = free_names(feed.code, self._bound | set(inputs) | set(functions))
         lookup: dict[str, Callable[..., Any]] = {}
         for name, function in functions.items():
-            lookup[name] = self._function(function.name, asynchronous=name in self._awaited)
+            lookup[name] = self._function(function.client.name, asynchronous=True)
         for name in self._called.keys() - called:  # a function an earlier feed defined calls them
             lookup[name] = self._function(name, asynchronous=self._called[name])
         for name in called | set(stub_functions(self._config.type_check_stubs)):
@@ -384,8 +386,9 @@ class MontyChild:
             if isinstance(answer, pb.RaisedException):
                 self._ended(pb.ChildEvent(error=pb.Error(exception=answer)))
                 return
-            if isinstance(answer[0], ClientFunction):
-                lookup[name] = self._function(answer[0].name, asynchronous=name in called.awaited)
+            if isinstance(answer[0], HeldFunction):  # a function: called by name, as the script's own names are
+                lookup[name] = self._function(answer[0].client.name, asynchronous=name in called.awaited)
+                self._called.setdefault(name, False)  # a variable may keep it: a later feed's call still reaches the parent
             else:
                 inputs[name] = answer[0]
         try:
@@ -442,12 +445,12 @@ class MontyChild:
             return exception_value(type(error).__name__, str(error), type(error).__module__)
         if not isinstance(value, ClientModule):
             return None
-        functions = {
-            attr: self._function(item.name, asynchronous=attr in self._awaited)
+        functions = {  # the module's functions (an answer's Function nodes are HeldFunctions)
+            attr: self._function(item.client.name, asynchronous=attr in self._awaited)
             for attr, item in value.attrs.items()
-            if isinstance(item, ClientFunction)
+            if isinstance(item, HeldFunction)
         }
-        values = {attr: item for attr, item in value.attrs.items() if not isinstance(item, (ClientFunction, ClientModule))}
+        values = {attr: item for attr, item in value.attrs.items() if not isinstance(item, (HeldFunction, ClientModule))}
         session.add_external_module(name, ExternalModule(functions, stubs=text, values=values))
 
     async def _set_inputs(self, session: Session, inputs: dict[str, Any]) -> None:
@@ -518,13 +521,17 @@ class MontyChild:
             kind = answer.WhichOneof('kind')
             if kind == 'value':
                 try:
-                    return (decode(answer.values, [answer.value])[0],)
+                    return (decode(answer.values, [answer.value], functions=self._parent_function)[0],)
                 except ArenaError as error:
                     self._error('ValueError', f'the value of {name!r} cannot enter the sandbox: {error}')
                     continue
             if kind == 'error':
                 return answer.error
             return None
+
+    def _parent_function(self, function: ClientFunction) -> HeldFunction:
+        """A function of the parent's the script holds as a value: each call a `FunctionCall`."""
+        return HeldFunction(function, self._function(function.name, asynchronous=False))
 
     def _function(self, name: str, *, asynchronous: bool, eager: bool = False) -> Callable[..., Any]:
         """A host function calling the parent's function `name` (async when the script awaits it;
@@ -599,7 +606,7 @@ class MontyChild:
         kind = result.WhichOneof('kind')
         if kind == 'return_value':
             try:
-                return decode(values, [result.return_value])[0]
+                return decode(values, [result.return_value], functions=self._parent_function)[0]
             except ArenaError as error:
                 raise TypeError(f'{name}() returned a value that cannot enter the sandbox: {error}') from None
         if kind == 'error':

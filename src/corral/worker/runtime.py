@@ -29,8 +29,9 @@ from ..language import EXCEPTIONS, STDLIB_EXCEPTIONS, CompiledScript, SandboxSto
 from ..language.compile import compiler_tag, load_compiled
 from ..limits import amount
 from ..language.guards import is_script_class
+from ..language.named import sandbox_pairs
 from ..language.rebuild import rebuild
-from ..values import UNPACKABLE_RESULT, ValueLimitError, describe_instances, library_repr, measure, pack, unpack
+from ..values import UNPACKABLE_RESULT, ValueLimitError, describe_instances, library_repr, measure, name_objects, pack, unpack, worker_callables
 
 __all__ = ['Worker', 'STDLIB_MODULES', 'PRELOAD_MODULES']
 
@@ -48,6 +49,7 @@ _ITERATORS = frozenset({types.GeneratorType, map, filter, zip, enumerate, revers
 _RECV_SIZE = 1 << 18
 _DONTWAIT = int(socket.MSG_DONTWAIT)
 _SCRIPT_CACHE = 64
+_NOTHING: Any = object()  # no builtin was hidden
 
 
 class _HostSelector(selectors.EpollSelector):
@@ -149,6 +151,7 @@ class Worker:
         self._script_name = 'main.py'
         self._modules: dict[str, types.ModuleType] = {}
         self._host_names: set[str] = set()
+        self._shadowed: dict[str, Any] = {}  # the builtins the feed's host functions hide, by name
         hostio.install(self._call_sync, self._call_async)  # files, environment, clock, sleeps and seed, through the host
         if guarded:
             logs.install()  # logging and warnings write to the script's stderr, timed by the host's clock
@@ -158,6 +161,9 @@ class Worker:
         else:  # the language layer skipped: plain Python, real builtins (see Pool(skip_layers=))
             self._builtins = {**vars(builtins), 'print': self._print}
             self._compile_script = compile_unguarded
+        builtins_namespace = self._builtins
+        name_objects(lambda: sandbox_pairs(builtins_namespace))  # type objects and builtins cross by name
+        worker_callables(self._value_function)  # host callables given as values
         self._compiler = compiler_tag(guarded)  # the code a CODE message may bring (see `_take_code`)
         self._globals: dict[str, Any] = {'__name__': '__main__', '__doc__': None, '__builtins__': self._builtins}
         self._limits: dict[str, Any] = {}
@@ -337,10 +343,23 @@ class Worker:
         host_function.__module__ = name.rpartition('.')[0] or 'builtins'
         return host_function
 
+    def _value_function(self, name: str, shown: str, is_async: bool) -> Any:
+        """The script's function of a host callable it was given as a value: each call a host call
+        to it, by `name`; it shows as the callable's own name (`shown`)."""
+        function = self._host_function(name, is_async)
+        function.__name__ = function.__qualname__ = shown
+        return function
+
     def _install_host_functions(self, functions: dict[str, bool], modules: dict[str, dict[str, Any]]) -> None:
-        for name in self._host_names - functions.keys():
-            self._builtins.pop(name, None)
+        for name in self._host_names - functions.keys():  # a builtin a host function hid is the script's again
+            shadowed = self._shadowed.pop(name, _NOTHING)
+            if shadowed is _NOTHING:
+                self._builtins.pop(name, None)
+            else:
+                self._builtins[name] = shadowed
         for name, is_async in functions.items():
+            if name not in self._host_names and name in self._builtins:
+                self._shadowed[name] = self._builtins[name]
             self._builtins[name] = self._host_function(name, is_async)
         self._host_names = set(functions)
         self._modules = {}
