@@ -455,11 +455,23 @@ class QuotaStore:
     """A store whose `put` and `append` first check the tenant's `stored_bytes` quota
     (`Quotas.check_storage`), raising `SandboxQuotaError` and storing nothing past it; every other
     call goes to `store` as it is. The check and the write are two steps, so writes of one tenant
-    racing on several replicas can go over the quota by at most one state or record each."""
+    racing on several replicas can go over the quota by at most one state or record each.
+
+    It is a `Store` on every Python: each method of one is its own (from 3.12 `isinstance` with a
+    runtime protocol looks them up on the class, not through `__getattr__`)."""
 
     def __init__(self, store: Store, quotas: Quotas) -> None:
         self._store = store
         self._quotas = quotas
+        self.get = store.get
+        self.acquire = store.acquire
+        self.renew = store.renew
+        self.release = store.release
+        self.delete = store.delete
+        self.list = store.list
+        self.delete_untouched = store.delete_untouched
+        self.default_state_key = store.default_state_key
+        self.close = store.close
 
     def __getattr__(self, name: str) -> object:
         return getattr(self._store, name)
