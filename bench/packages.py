@@ -11,7 +11,8 @@ Prints a Markdown table (progress to stderr):
    (`python -c`, the import included), and against the same script in a kept session.
 2. The zygote's start: plain, and with the packages loaded (imports, fonts, warm-ups).
 3. An idle warm worker's memory, USS (the pages it alone holds: Private_Clean + Private_Dirty of
-   /proc/PID/smaps_rollup) and RSS, with packages and without.
+   /proc/PID/smaps_rollup, or an upper bound where that is not readable: `run.process_memory`) and
+   RSS, with packages and without.
 4. Checkouts per second (checkout, feed `1`, close, one after another), with packages and without.
 
 Each cell is the median (min-max) of the repetitions, which alternate between the sides. Ratios
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import subprocess
 import sys
@@ -29,6 +31,9 @@ import time
 from dataclasses import dataclass
 
 import corral
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from run import memory_note, process_memory  # noqa: E402  (the benchmarks' shared measurements)
 
 SCRIPT = """
 import numpy as np
@@ -105,19 +110,8 @@ async def zygote_start(params: Params) -> dict[str, list[float]]:
     return samples
 
 
-def _memory(pid: int) -> tuple[int, int]:
-    """(USS, RSS) in bytes of a process, from /proc/PID/smaps_rollup (proc(5))."""
-    fields: dict[str, int] = {}
-    with open(f'/proc/{pid}/smaps_rollup') as rollup:
-        for line in rollup:
-            parts = line.split()
-            if len(parts) == 3 and parts[2] == 'kB':
-                fields[parts[0].rstrip(':')] = int(parts[1]) * 1024
-    return fields['Private_Clean'] + fields['Private_Dirty'], fields['Rss']
-
-
-async def idle_memory(pools: dict[str, corral.Pool]) -> dict[str, tuple[int, int]]:
-    """Figure 3: an idle warm worker's (USS, RSS), per pool."""
+async def idle_memory(pools: dict[str, corral.Pool]) -> dict[str, tuple[float, float]]:
+    """Figure 3: an idle warm worker's (USS, RSS) in MiB, per pool (`run.process_memory`)."""
     found = {}
     for side, pool in pools.items():
         async with pool.checkout():
@@ -125,7 +119,8 @@ async def idle_memory(pools: dict[str, corral.Pool]) -> dict[str, tuple[int, int
         await _settled(pool)
         worker = pool._idle[-1]
         await asyncio.sleep(0.2)
-        found[side] = _memory(worker.pid)
+        memory = process_memory(worker.pid)
+        found[side] = memory['uss'], memory['rss']
     return found
 
 
@@ -157,8 +152,8 @@ async def run(params: Params) -> str:
         _progress('3: idle worker memory')
         memory = await idle_memory({'packages': packages, 'plain': plain})
         (uss_p, rss_p), (uss_0, rss_0) = memory['packages'], memory['plain']
-        lines.append(f'| 3. idle warm worker USS | {uss_p / 2**20:.1f} MiB | {uss_0 / 2**20:.1f} MiB | {uss_p / uss_0:.2f}x |')
-        lines.append(f'| 3. idle warm worker RSS | {rss_p / 2**20:.1f} MiB | {rss_0 / 2**20:.1f} MiB | {rss_p / rss_0:.2f}x |')
+        lines.append(f'| 3. idle warm worker USS | {uss_p:.1f} MiB | {uss_0:.1f} MiB | {uss_p / uss_0:.2f}x |')
+        lines.append(f'| 3. idle warm worker RSS | {rss_p:.1f} MiB | {rss_0:.1f} MiB | {rss_p / rss_0:.2f}x |')
         _progress('4: checkouts per second')
         rate = await checkout_rate({'packages': packages, 'plain': plain}, params)
         ratio = statistics.median(rate['packages']) / statistics.median(rate['plain'])
@@ -168,6 +163,8 @@ async def run(params: Params) -> str:
     lines.append(f"| 2. zygote start (`Pool.start()`) | {_cell(start['packages'], 's')} | {_cell(start['plain'], 's')} | {statistics.median(start['packages']) / statistics.median(start['plain']):.1f}x |")
     lines.append('')
     lines.append(f'n = {params.repeats} for figure 1; the plain column of figure 1 is CPython in a fresh process.')
+    if memory_note():
+        lines.append(f'Figure 3: {memory_note()}.')
     return '\n'.join(lines)
 
 

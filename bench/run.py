@@ -160,15 +160,39 @@ def smaps_rollup(pid: int) -> dict[str, int]:
     return fields
 
 
+#: Said under a report whose USS and PSS were read from /proc/PID/status (`process_memory`).
+STATUS_NOTE = (
+    "USS and PSS are the workers' RssAnon (/proc/PID/status: every anonymous page they map, the "
+    "zygote's shared ones too, an upper bound of both): this user may not read a worker's "
+    'smaps_rollup (a worker is not dumpable), root may'
+)
+#: Whether a reading since the start fell back to /proc/PID/status (`memory_note`).
+_read_status = [False]
+
+
 def process_memory(pid: int) -> dict[str, float]:
-    """USS (Private_Clean + Private_Dirty), PSS and RSS of a process, in MiB."""
-    fields = smaps_rollup(pid)
+    """USS (Private_Clean + Private_Dirty), PSS and RSS of a process, in MiB, from
+    /proc/PID/smaps_rollup. Where the kernel refuses it (a user other than root reading a worker,
+    which is not dumpable: proc(5)), from /proc/PID/status: USS and PSS are then its RssAnon, an
+    upper bound of both, and `memory_note()` says so."""
     mib = 1024 * 1024
+    try:
+        fields = smaps_rollup(pid)
+    except PermissionError:
+        _read_status[0] = True
+        with open(f'/proc/{pid}/status') as file:
+            status = {parts[0][:-1]: int(parts[1]) * 1024 for parts in map(str.split, file) if len(parts) == 3 and parts[2] == 'kB'}
+        return {'uss': status['RssAnon'] / mib, 'pss': status['RssAnon'] / mib, 'rss': status['VmRSS'] / mib}
     return {
         'uss': (fields['Private_Clean'] + fields['Private_Dirty']) / mib,
         'pss': fields['Pss'] / mib,
         'rss': fields['Rss'] / mib,
     }
+
+
+def memory_note() -> str | None:
+    """`STATUS_NOTE` when a `process_memory` reading came from /proc/PID/status, else None."""
+    return STATUS_NOTE if _read_status[0] else None
 
 
 def children(pid: int) -> list[int]:
@@ -983,6 +1007,8 @@ def render_notes(results: list[FigureResult]) -> str:
                 workers = _median_note(result, side, '_workers')
                 if workers is not None:
                     extras.append(f'{side}: {workers:g} idle worker(s) measured')
+        if number in ('7a', '7b') and memory_note():
+            extras.append(memory_note())
         if number == '8':
             for side in ('corral', 'monty'):
                 correct = _median_note(result, side, '_correct')

@@ -32,7 +32,7 @@ from typing import Any
 import corral
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from run import _percentile, median_cell, process_memory  # noqa: E402  (the benchmarks' shared measurements)
+from run import _percentile, median_cell, memory_note, process_memory  # noqa: E402  (the benchmarks' shared measurements)
 
 FLOOR = 2
 CAP = 8
@@ -141,6 +141,8 @@ def table(results: dict[str, list[dict[str, float]]], checkouts: int) -> str:
         demand = [r[key] for r in results['demand']]
         ratio = statistics.median(demand) / statistics.median(fixed) if statistics.median(fixed) else float('nan')
         lines.append(f'| {label} | {median_cell([v * scale for v in fixed], unit)} | {median_cell([v * scale for v in demand], unit)} | {ratio:.2f}× |')
+    if memory_note():
+        lines.append(f'\n{memory_note()}.')
     return '\n'.join(lines)
 
 

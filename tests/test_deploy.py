@@ -163,7 +163,9 @@ def pins() -> dict[str, str]:
 
 def test_every_package_the_image_installs_is_pinned():
     """The closure of corral[server,postgres]'s requirements on the image's Python 3.11 on Linux,
-    read from the installed packages' metadata: each is pinned, to the version the suite runs with."""
+    corral's own read from pyproject.toml (an installed corral's metadata may be older than the
+    source), the others' from the installed packages' metadata: each is pinned, to the version the
+    suite runs with."""
     import importlib.metadata
 
     from packaging.requirements import Requirement
@@ -174,7 +176,9 @@ def test_every_package_the_image_installs_is_pinned():
     def applies(requirement: Requirement, extras: set[str]) -> bool:
         return requirement.marker is None or any(requirement.marker.evaluate({**environment, 'extra': extra}) for extra in {''} | extras)
 
-    waiting = [r for r in map(Requirement, importlib.metadata.requires('corral') or []) if applies(r, {'server', 'postgres'})]
+    project = tomllib.loads((DEPLOY.parent / 'pyproject.toml').read_text())['project']
+    own = project['dependencies'] + project['optional-dependencies']['server'] + project['optional-dependencies']['postgres']
+    waiting = [r for r in map(Requirement, own) if applies(r, set())]
     needed: set[str] = set()
     while waiting:
         requirement = waiting.pop()

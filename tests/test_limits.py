@@ -2,6 +2,7 @@
 
 import asyncio
 import dataclasses
+import sys
 
 import pytest
 
@@ -38,7 +39,8 @@ async def test_an_endless_loop_is_stopped_and_the_session_goes_on(limited):
         'Traceback (most recent call last):\n'
         '  File "main.py", line 2, in <module>\n'
         '    while True:\n'
-        'TimeoutError: the script ran past the wall_time limit of 1 second',
+        + ('          ^^^^\n' if sys.version_info >= (3, 12) else '')  # 3.12 draws carets under `True`
+        + 'TimeoutError: the script ran past the wall_time limit of 1 second',
         'Traceback (most recent call last):\n'
         '  File "main.py", line 3, in <module>\n'
         '    x += 1\n'
@@ -67,7 +69,8 @@ async def test_a_script_cannot_swallow_its_stop(limited, code):
 
 async def test_catastrophic_regex_backtracking_is_stopped(limited):
     error = await stopped(limited, "import re\nre.match('(a+)+$', 'a' * 64 + 'b')")
-    assert error.display().endswith("    re.match('(a+)+$', 'a' * 64 + 'b')\nTimeoutError: the script ran past the wall_time limit of 1 second")
+    carets = '    ~~~~~~~~^^^^^^^^^^^^^^^^^^^^^^^^^^\n' if sys.version_info >= (3, 13) else ''  # 3.13 draws them under a call that is its whole line
+    assert error.display().endswith("    re.match('(a+)+$', 'a' * 64 + 'b')\n" + carets + 'TimeoutError: the script ran past the wall_time limit of 1 second')
     assert await limited.feed_run('1') == 1
 
 
@@ -155,9 +158,10 @@ async def test_the_recursion_limit_counts_the_script_frames_exactly(pool, start,
     # the top level is one frame: a function it calls goes recursion - 1 deep, however the script runs
     async with pool.checkout(limits=dataclasses.replace(FAST, recursion=recursion)) as session:
         assert await session.feed_run(start + _DEPTH) == recursion - 1
-        # a builtin that calls back into the script counts as the interpreter counts it: sorted's
-        # call, and its call of the key
-        assert await session.feed_run(start + _DEPTH.replace('down(1)', 'sorted([1], key=down)')) == recursion - 3
+        # a builtin that calls back into the script counts as the interpreter counts it: on 3.11
+        # sorted's call, and its call of the key; 3.12 counts calls through C code apart
+        through_c = 2 if sys.version_info < (3, 12) else 0
+        assert await session.feed_run(start + _DEPTH.replace('down(1)', 'sorted([1], key=down)')) == recursion - 1 - through_c
 
 
 @pytest.mark.parametrize('start', ['', 'import asyncio\nawait asyncio.sleep(0)\n'], ids=['plain', 'top-level await'])

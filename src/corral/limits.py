@@ -20,8 +20,8 @@ class Limits:
       it the worker is stopped and the session ends.
     - `recursion`: how deep the script's own calls may go (`RecursionError` past it), counted as
       CPython counts its recursion depth, from the script's top level, which is one: each call
-      of a function is one more, and so is a call through C code (`sorted(xs, key=f)` is two:
-      `sorted`, and its call of `f`). `recursion=50` lets `def f(n): return f(n + 1)`, called
+      of a function is one more, and on 3.11 so is a call through C code (`sorted(xs, key=f)` is
+      two: `sorted`, and its call of `f`; 3.12 counts C calls apart). `recursion=50` lets `def f(n): return f(n + 1)`, called
       from the top level, go 49 calls deep.
     - `host_calls`: host function calls per feed; past it the call raises inside the script.
     - `output`: bytes of `print` output per feed; past it the script runs on, its output cut, and

@@ -41,9 +41,12 @@ def asked(requests: DeferredToolRequests) -> tuple[list[tuple[str, dict[str, Any
     return [(p.tool_name, p.args) for p in requests.approvals], [(p.tool_name, p.args) for p in requests.calls]
 
 
+#: The carets 3.12 and later draw under the `True` of a `while True:` a stopped script was in (3.11 draws none).
+_WHILE_TRUE = '          ^^^^\n' if sys.version_info >= (3, 12) else ''
 STOPPED = (
     'The script failed: Traceback (most recent call last):\n  File "main.py", line 2, in <module>\n    while True:\n'
-    'TimeoutError: the script ran past the wall_time limit of 1 second\n\n'
+    + _WHILE_TRUE
+    + 'TimeoutError: the script ran past the wall_time limit of 1 second\n\n'
     'Before the failure, the script made 1 function call; whatever it did has happened:\n'
     "- send_email(to='a@b.c', body='hi') returned 'sent to a@b.c'\nDo not repeat a call that changed something."
 )

@@ -527,6 +527,26 @@ async def test_session_cpu_seconds_come_from_the_kernel():
             assert session._worker is None and session.cpu_seconds > 0.5  # read as the session killed it (limit: 1 s)
 
 
+async def test_the_cpu_used_while_a_flush_writes_counts_its_seconds_once(store):
+    """Read while a flush moves the tenant's seconds to the store, they are not missed (read from
+    the store before the flush wrote them, and no longer counted here)."""
+    quotas = Quotas(store, flush_interval=3600)
+    async with corral.Pool(warm_workers=0) as pool, pool.checkout() as session:
+        async with quotas.counting('acme', session):
+            await session.feed_run('sum(range(1_000_000))')
+        counted = await quotas.cpu_used('acme')
+        assert counted > 0
+        reading = asyncio.ensure_future(quotas.cpu_used('acme'))
+        await asyncio.sleep(0)  # the reading asked the store
+        await quotas.flush()  # meanwhile the flush takes the seconds from here, and writes them
+        assert await reading == pytest.approx(counted)
+        reading = asyncio.ensure_future(quotas.cpu_used('acme'))
+        await asyncio.sleep(0)
+        await quotas.flush()  # nothing to write
+        assert await reading == pytest.approx(counted)
+    await quotas.close()
+
+
 @pytest.mark.slow
 async def test_a_long_feed_counts_as_it_runs(store):
     """The worker's CPU is read while the feed runs: other feeds of the tenant see it before the

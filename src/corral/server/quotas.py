@@ -132,6 +132,7 @@ class Quotas:
         self._readings: dict[str, tuple[float, float]] = {}
         self._generation = 0  # moved on by a flush, which makes the readings stale
         self._flusher: asyncio.Task[None] | None = None
+        self._flushing = asyncio.Lock()  # held by a flush, whose seconds are in neither place while it writes
 
     async def __aenter__(self) -> Quotas:
         return self
@@ -244,8 +245,10 @@ class Quotas:
 
     async def cpu_used(self, tenant: str) -> float:
         """The tenant's CPU seconds in the last hour: those in the store (every replica's, up to
-        its last flush) and those this one counted since its own."""
-        return await self._tables.cpu_seconds_last_hour(tenant) + self._pending.get(tenant, 0.0)
+        its last flush) and those this one counted since its own, each counted once (read between
+        flushes, not while one moves the seconds from here to the store)."""
+        async with self._flushing:
+            return await self._tables.cpu_seconds_last_hour(tenant) + self._pending.get(tenant, 0.0)
 
     def feed(self, tenant: str, session: Session) -> CpuCounting:
         """Around one feed, resume or load of `session` (`async with quotas.feed(tenant, session):`):
@@ -278,17 +281,18 @@ class Quotas:
     async def flush(self) -> None:
         """Write the CPU seconds counted since the last flush to the store. A tenant's seconds that
         the store fails to take stay counted here, and the next flush writes them."""
-        pending, self._pending = self._pending, {}
-        self._forget_readings()  # a reading from now on could miss the seconds leaving `_pending`
-        try:
-            for tenant in list(pending):
-                with contextlib.suppress(SandboxStoreError):
-                    await self._tables.add_cpu_seconds(tenant, pending[tenant])
-                    del pending[tenant]
-        finally:
-            for tenant, seconds in pending.items():  # not written: counted here until a flush writes them
-                self._pending[tenant] = self._pending.get(tenant, 0.0) + seconds
-            self._forget_readings()
+        async with self._flushing:
+            pending, self._pending = self._pending, {}
+            self._forget_readings()  # a reading from now on could miss the seconds leaving `_pending`
+            try:
+                for tenant in list(pending):
+                    with contextlib.suppress(SandboxStoreError):
+                        await self._tables.add_cpu_seconds(tenant, pending[tenant])
+                        del pending[tenant]
+            finally:
+                for tenant, seconds in pending.items():  # not written: counted here until a flush writes them
+                    self._pending[tenant] = self._pending.get(tenant, 0.0) + seconds
+                self._forget_readings()
 
     def _forget_readings(self) -> None:
         self._generation += 1
@@ -455,11 +459,23 @@ class QuotaStore:
     """A store whose `put` and `append` first check the tenant's `stored_bytes` quota
     (`Quotas.check_storage`), raising `SandboxQuotaError` and storing nothing past it; every other
     call goes to `store` as it is. The check and the write are two steps, so writes of one tenant
-    racing on several replicas can go over the quota by at most one state or record each."""
+    racing on several replicas can go over the quota by at most one state or record each.
+
+    It is a `Store` on every Python: each method of one is its own (from 3.12 `isinstance` with a
+    runtime protocol looks them up on the class, not through `__getattr__`)."""
 
     def __init__(self, store: Store, quotas: Quotas) -> None:
         self._store = store
         self._quotas = quotas
+        self.get = store.get
+        self.acquire = store.acquire
+        self.renew = store.renew
+        self.release = store.release
+        self.delete = store.delete
+        self.list = store.list
+        self.delete_untouched = store.delete_untouched
+        self.default_state_key = store.default_state_key
+        self.close = store.close
 
     def __getattr__(self, name: str) -> object:
         return getattr(self._store, name)
