@@ -8,6 +8,8 @@ import corral
 from corral.integrations import CodeTool
 from corral.integrations._common import sandbox_limits_text
 
+from cpython_carets import carets
+
 
 async def get_order(order_id: str) -> dict:
     """Return one order, with its `status` and number of `items`."""
@@ -75,7 +77,8 @@ async def test_runtime_error_lists_the_calls_that_ran(tool):
         'The script failed: Traceback (most recent call last):\n'
         '  File "main.py", line 3, in <module>\n'
         "    cancel(o['id'])\n"
-        'ValueError: order o7 has shipped\n\n'
+        + carets("cancel(o['id'])", 'cancel')
+        + 'ValueError: order o7 has shipped\n\n'
         'Before the failure, the script made 2 function calls; whatever they did has happened:\n'
         "- get_order('o7') returned {'id': 'o7', 'status': 'shipped', 'items': 3}\n"
         "- cancel('o7') raised ValueError: order o7 has shipped\n"
