@@ -7,6 +7,7 @@ import sys
 import pytest
 
 import corral
+from cpython_carets import carets
 from typecheck.scripts import branches
 
 FAST = corral.Limits(wall_time=1.0, grace=0.5, memory=512 * 1024**2, output=10_000, host_calls=1_000, recursion=200)
@@ -69,8 +70,8 @@ async def test_a_script_cannot_swallow_its_stop(limited, code):
 
 async def test_catastrophic_regex_backtracking_is_stopped(limited):
     error = await stopped(limited, "import re\nre.match('(a+)+$', 'a' * 64 + 'b')")
-    carets = '    ~~~~~~~~^^^^^^^^^^^^^^^^^^^^^^^^^^\n' if sys.version_info >= (3, 13) else ''  # 3.13 draws them under a call that is its whole line
-    assert error.display().endswith("    re.match('(a+)+$', 'a' * 64 + 'b')\n" + carets + 'TimeoutError: the script ran past the wall_time limit of 1 second')
+    line = "re.match('(a+)+$', 'a' * 64 + 'b')"
+    assert error.display().endswith(f'    {line}\n{carets(line, "re.match")}TimeoutError: the script ran past the wall_time limit of 1 second')
     assert await limited.feed_run('1') == 1
 
 

@@ -8,6 +8,7 @@ import pytest
 import corral
 from corral.integrations import CodeTool
 from corral.integrations._common import sandbox_limits_text
+from cpython_carets import carets
 
 #: The carets 3.12 and later draw under the `True` of a `while True:` a stopped script was in (3.11 draws none).
 _WHILE_TRUE = '          ^^^^\n' if sys.version_info >= (3, 12) else ''
@@ -79,7 +80,7 @@ async def test_runtime_error_lists_the_calls_that_ran(tool):
         'The script failed: Traceback (most recent call last):\n'
         '  File "main.py", line 3, in <module>\n'
         "    cancel(o['id'])\n"
-        + ('    ~~~~~~^^^^^^^^^\n' if sys.version_info >= (3, 13) else '')  # 3.13 draws them under a call that is its whole line
+        + carets("cancel(o['id'])", 'cancel')
         + 'ValueError: order o7 has shipped\n\n'
         'Before the failure, the script made 2 function calls; whatever they did has happened:\n'
         "- get_order('o7') returned {'id': 'o7', 'status': 'shipped', 'items': 3}\n"

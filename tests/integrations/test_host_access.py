@@ -19,6 +19,7 @@ from corral import Limits, Mount, OsAccess
 from corral.integrations import CodeTool
 from corral.integrations._common import sandbox_limits_text
 from corral.pydantic_ai import CodeMode
+from cpython_carets import carets
 
 from .scripted_model import Script, answers
 
@@ -45,8 +46,8 @@ READ_ONLY_WRITE = (
     'The script failed: Traceback (most recent call last):\n'
     '  File "main.py", line 1, in <module>\n'
     "    open('/data/summary.txt', 'w').write('x')\n"
-    '    ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^\n'
-    "OSError: [Errno 30] Read-only file system: '/data/summary.txt'"
+    + carets("open('/data/summary.txt', 'w').write('x')", 'open')
+    + "OSError: [Errno 30] Read-only file system: '/data/summary.txt'"
 )
 
 
@@ -106,8 +107,8 @@ async def test_os_access_environ():
             'The script failed: Traceback (most recent call last):\n'
             '  File "main.py", line 2, in <module>\n'
             "    [os.environ['REGION'], os.getenv('HOME'), open('/etc/hostname').read()]\n"
-            '                                              ^^^^^^^^^^^^^^^^^^^^^\n'
-            "PermissionError: [Errno 13] Permission denied (the host has not granted file access; the host grants it "
+            + carets("[os.environ['REGION'], os.getenv('HOME'), open('/etc/hostname').read()]", 'open')
+            + "PermissionError: [Errno 13] Permission denied (the host has not granted file access; the host grants it "
             "with checkout(mounts=[Mount(host_dir, sandbox_path)])): '/etc/hostname'",
         ),
         'eu',
@@ -256,8 +257,8 @@ async def test_code_tool_with_a_mount(pool, reports):
         'The script failed: Traceback (most recent call last):\n'
         '  File "main.py", line 1, in <module>\n'
         "    open('/etc/passwd').read()\n"
-        '    ^^^^^^^^^^^^^^^^^^^\n'
-        "PermissionError: [Errno 13] Permission denied (outside the folders the host mounted: /data): '/etc/passwd'"
+        + carets("open('/etc/passwd').read()", 'open')
+        + "PermissionError: [Errno 13] Permission denied (outside the folders the host mounted: /data): '/etc/passwd'"
     )
     assert '- Files under /data (read-only) are available. Other paths cannot be opened. Relative paths start at /data.' in tool.description
     assert sorted(os.listdir(reports)) == ['q1.txt']

@@ -244,8 +244,10 @@ def test_a_scripts_exception_arrives_as_its_own_class_with_its_fields(monty: pyd
         with pytest.raises(pydantic_monty.MontyRuntimeError) as info:
             session.feed_run("import json\njson.loads('[1,\\n2,]')")
         inner = info.value.exception()
+        with pytest.raises(json.JSONDecodeError) as local:  # the script runs on this CPython, whose json words the error
+            json.loads('[1,\n2,]')
         assert type(inner) is json.JSONDecodeError
-        assert (str(inner), inner.doc, inner.pos, inner.lineno, inner.colno) == ('Expecting value: line 2 column 3 (char 6)', '[1,\n2,]', 6, 2, 3)
+        assert (str(inner), inner.doc, inner.pos, inner.lineno, inner.colno) == (str(local.value), '[1,\n2,]', local.value.pos, 2, local.value.colno)
         with pytest.raises(pydantic_monty.MontyRuntimeError) as info:
             session.feed_run("json.loads('[' + '1,\\n' * 30000 + 'x')")
         inner = info.value.exception()

@@ -347,3 +347,28 @@ async def test_return_break_and_continue_in_finally_work_as_in_python(pool):
     ''')
     async with pool.checkout() as session:
         assert await session.feed_run(code) == ('returned', [0])
+
+
+@pytest.mark.asyncio(loop_scope='module')
+async def test_tasks_a_stop_ends_end_cancelled_and_run_no_line_of_their_handlers(pool):
+    # 3.13 reports a line where an `await` ends with the exception thrown into it: that is no line
+    # of the script, and the cancellation passes through it; a handler's line still meets the stop.
+    code = textwrap.dedent('''
+        import asyncio
+        never = asyncio.Event()
+        seen = []
+        async def waits():
+            await never.wait()
+        async def handles():
+            try:
+                await never.wait()
+            except BaseException:
+                seen.append('handled')
+        quiet, loud = asyncio.create_task(waits()), asyncio.create_task(handles())
+        await asyncio.sleep(0)
+    ''')
+    async with pool.checkout(limits=corral.Limits(wall_time=0.5)) as session:
+        await session.feed_run(code)
+        with pytest.raises(corral.SandboxLimitError):
+            await session.feed_run('while True:\n    pass')
+        assert await session.feed_run('quiet.cancelled(), loud.done(), seen') == (True, True, [])

@@ -15,6 +15,7 @@ from corral.host.compiled import COMPILED_FEEDS, CompiledFeeds
 from corral.language import compile_script
 from corral.language.compile import COMPILER, compiler_tag, dump_compiled, load_compiled
 from corral.values import pack
+from cpython_carets import carets
 
 from .test_package_states import body, sealed
 
@@ -202,7 +203,8 @@ async def test_a_traceback_through_a_replayed_feeds_function_shows_its_lines_as_
                 'Traceback (most recent call last):\n'
                 '  File "main.py", line 1, in <module>\n'
                 '    f(2)\n'
-                '  File "main.py", line 2, in f\n'
+                + carets('f(2)', 'f')
+                + '  File "main.py", line 2, in f\n'
                 '    return n / 0\n'
                 '           ~~^~~\n'
                 'ZeroDivisionError: division by zero'

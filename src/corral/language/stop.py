@@ -19,6 +19,7 @@ Nothing is traced or profiled until a stop is due: ordinary code runs at CPython
 
 from __future__ import annotations
 
+import opcode
 import sys
 import types
 from collections.abc import Container
@@ -68,6 +69,10 @@ _script_files: Container[str] = ()
 _settrace = sys.settrace
 _setprofile = sys.setprofile
 _gettrace = sys.gettrace
+#: The opcode that ends an `await` into which an exception was thrown (3.12 on): 3.13 reports a
+#: line there, where no line of the script runs (the exception passes through, a cancelled task
+#: ends cancelled).
+_CLEANUP_THROW = opcode.opmap.get('CLEANUP_THROW', -1)
 
 
 def due() -> SandboxStop | None:
@@ -121,7 +126,7 @@ def _trace_call(frame: types.FrameType, event: str, arg: Any) -> Any:
 
 
 def _trace_line(frame: types.FrameType, event: str, arg: Any) -> Any:
-    if event == 'line':
+    if event == 'line' and frame.f_code.co_code[frame.f_lasti] != _CLEANUP_THROW:
         raise_due()
     return _trace_line
 
