@@ -46,6 +46,7 @@ _CONFIG_FILE = 'ty.toml'
 _PYTHON_VERSION = f'{sys.version_info[0]}.{sys.version_info[1]}'  # the workers run this interpreter
 _SCRIPT_NAME_RE = re.compile(r'^[A-Za-z0-9_][A-Za-z0-9_.-]*\.py$')
 _INVALID_SYNTAX_PREFIX = 'error[invalid-syntax]: '
+_CONCISE_RE = re.compile(r'^(.+?):(\d+):(\d+: (?:error|warning|info|fatal)\[[^\]\s]+\] .*)$')
 # Environment variables passed through to ty; everything else (TY_*, VIRTUAL_ENV,
 # CONDA_PREFIX, XDG_CONFIG_HOME, COLUMNS, ...) is dropped so that the user's
 # configuration and Python environment can't change the result.
@@ -385,6 +386,7 @@ class TypeChecker:
         time_limit: float | None = None,
         memory: int | None = None,
         on_cpu: Callable[[float], None] | None = None,
+        on_concise: Callable[[str], None] | None = None,
     ) -> str | None:
         """Return the rendered diagnostics (str, no trailing newline, diagnostics
         separated by one blank line, no 'Found N diagnostics' line), or None when
@@ -398,7 +400,9 @@ class TypeChecker:
         seconds (user + system) the check's ty processes used, whether it passed, failed or was
         stopped: a `ty check` process's as the kernel accounts it when it ends, what the slot's
         warm `ty server` used since a check last counted it, and the syntax reader's child's for
-        a long script."""
+        a long script. ``on_concise``, when given, is called with ty's own concise text of the
+        diagnostics when the check fails (a second ``ty check``, within the same bounds): a line
+        each, ``main.py:1:1: error[rule] message``, numbered in the script as the full text is."""
         if not _SCRIPT_NAME_RE.match(script_name) or script_name[:-3] in (STUBS_MODULE, '__builtins__'):
             raise ValueError(f'invalid script name: {script_name!r}')
         code = code.removeprefix('\ufeff')
@@ -416,7 +420,7 @@ class TypeChecker:
         slot.cpu = 0.0
         try:
             result = await self._bounded(
-                slot, self._check(slot, code, script_name, wanted, modules, context), time_limit, memory, _TOO_SLOW, _TOO_LARGE
+                slot, self._check(slot, code, script_name, wanted, modules, context, on_concise), time_limit, memory, _TOO_SLOW, _TOO_LARGE
             )
             ok = True
             return result
@@ -468,7 +472,14 @@ class TypeChecker:
             self._typeshed_bin = self._ty_bin
 
     async def _check(
-        self, slot: _Slot, code: str, script_name: str, wanted: dict[str, str], modules: Mapping[str, str], context: Sequence[str]
+        self,
+        slot: _Slot,
+        code: str,
+        script_name: str,
+        wanted: dict[str, str],
+        modules: Mapping[str, str],
+        context: Sequence[str],
+        on_concise: Callable[[str], None] | None,
     ) -> str | None:
         # The earlier snippets come first in the file so the new code sees their
         # names and types; their own diagnostics are dropped afterwards. The warm
@@ -489,7 +500,10 @@ class TypeChecker:
         text, offset = _with_futures(*_joined(context), code)
         slot.sync({**wanted, script_name: text})
         stdout = await self._run_ty(slot, script_name)
-        return await self._postprocess(stdout, slot, script_name, code, syntax, offset, frozenset(modules))
+        result = await self._postprocess(stdout, slot, script_name, code, syntax, offset, frozenset(modules))
+        if result is not None and on_concise is not None:
+            on_concise(self._concise(await self._run_ty(slot, script_name, 'concise'), slot, script_name, offset))
+        return result
 
     async def ran_part(self, code: str, line: int | None) -> str:
         """The source of the script `code` that ran before its top-level statement at `line`
@@ -621,13 +635,13 @@ class TypeChecker:
         own = without_top_level_awaits([d for d in diagnostics if d['range']['start']['line'] >= offset], code, offset, syntax)
         return not own and not _sandbox.unresolved_imports(code, syntax, script_name, host_modules, (), self.packages)
 
-    async def _run_ty(self, slot: _Slot, script_name: str) -> str:
+    async def _run_ty(self, slot: _Slot, script_name: str, output_format: str = 'full') -> str:
         assert self._ty_bin is not None and self._root is not None
         typeshed = ['--typeshed', self._typeshed.root] if self._typeshed is not None else []
         args = [
             'check',
             '--project', '.',
-            '--output-format', 'full',
+            '--output-format', output_format,
             '--no-progress',
             '--color', 'never',
             '--python-version', _PYTHON_VERSION,
@@ -670,14 +684,33 @@ class TypeChecker:
 
     # ----------------------------------------------------------- postprocess
 
-    async def _postprocess(
-        self, stdout: str, slot: _Slot, script_name: str, code: str, syntax: Syntax | None, offset: int, host_modules: frozenset[str]
-    ) -> str | None:
+    def _stdlib_paths(self, stdout: str) -> str:
         if self._typeshed is not None:
             stdlib = self._typeshed.stdlib
             for root in sorted({stdlib, os.path.realpath(stdlib)}, key=len, reverse=True):
                 stdout = stdout.replace(root + os.sep, 'stdlib/')  # shown as ty shows its vendored stubs
-        diagnostics = _render.parse_output(stdout)
+        return stdout
+
+    def _concise(self, stdout: str, slot: _Slot, script_name: str, offset: int) -> str:
+        """ty's concise output `stdout` without the lines of the earlier snippets (the first
+        `offset` lines of the script's file), the others numbered in the new code."""
+        lines = []
+        for line in self._stdlib_paths(stdout).splitlines():
+            match = _CONCISE_RE.match(line)
+            if match is None:  # 'Found N diagnostics', 'All checks passed!'
+                continue
+            path, row, rest = match.groups()
+            if path == script_name:
+                if int(row) <= offset:
+                    continue
+                row = str(int(row) - offset)
+            lines.append(f'{path}:{row}:{rest}\n')
+        return self._scrub(''.join(lines), slot)
+
+    async def _postprocess(
+        self, stdout: str, slot: _Slot, script_name: str, code: str, syntax: Syntax | None, offset: int, host_modules: frozenset[str]
+    ) -> str | None:
+        diagnostics = _render.parse_output(self._stdlib_paths(stdout))
         code_lines = _render.split_lines(code)
         scope: ModuleScope | None = None
         typed_dicts: frozenset[str] | None = None
