@@ -546,3 +546,24 @@ async def test_a_dict_variable_passed_for_a_typed_dict_gets_how_to_pass_it(check
         'error[invalid-argument-type]: Argument to function `add` is incorrect',
         'error[invalid-argument-type]: Argument to function `count` is incorrect',
     ]
+
+
+# ------------------------------------------------------------ one check's files reach no later check
+
+
+@pytest.mark.parametrize(
+    'code,headline',
+    [
+        ('from a import SECRET', 'error[import-not-found]: Cannot resolve imported module `a`\n --> b.py:1:6'),
+        ('import a', 'error[import-not-found]: Cannot resolve imported module `a`\n --> b.py:1:8'),
+        ('secret_stub', 'error[unresolved-reference]: Name `secret_stub` used when not defined\n --> b.py:1:1'),
+        ('from repl_type_stubs import secret_stub', 'error[import-not-found]: Cannot resolve imported module `repl_type_stubs`\n --> b.py:1:6'),
+        ('SECRET', 'error[unresolved-reference]: Name `SECRET` used when not defined\n --> b.py:1:1'),
+    ],
+)
+async def test_a_checks_script_stubs_and_context_do_not_reach_the_next_check(checker: TypeChecker, code: str, headline: str) -> None:
+    # the same folder and warm server serve both checks: the first one's script, stubs and
+    # earlier snippets are gone from both before the second is checked
+    assert await checker.check('SECRET\nsecret_stub', script_name='a.py', stubs='secret_stub: int = 0\n', context=['SECRET = "hunter2"\n']) is None
+    diagnostics = await checker.check(code, script_name='b.py')
+    assert diagnostics is not None and diagnostics.startswith(headline + '\n')
