@@ -694,9 +694,9 @@ class Session:
         and in a session checked out with `type_check=True`, its syntax, the constructs the
         sandbox refuses and its types. A caller that must answer a type error before anything of
         the script reaches it (a name it reads, a module it imports) checks first, then runs the
-        script with `feed_run(code, type_check=False)`. `concise=True` asks ty a second time, when
-        the types are wrong, for its own one-line text of the diagnostics (the error's `concise`,
-        for `format_diagnostics`).
+        script with `feed_run(code, type_check=False)`. `concise=True` gives the error, when the
+        types are wrong, ty's own one-line text of the diagnostics too (its `concise`, for
+        `format_diagnostics`): the warm ty server's words, or a second ty check's.
 
         Raises `SandboxTypingError`, `SandboxCheckerError`, `SandboxSyntaxError` and
         `SandboxLimitError` (`code_size`, `type_check_time`, `type_check_memory`) as `feed_run` does.
