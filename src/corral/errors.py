@@ -81,8 +81,14 @@ class SandboxTypingError(SandboxError):
     """The type check found errors; the script did not run.
 
     `display()` is ty's full diagnostic text, with paths named after the script and the stub files
-    (`main.py`, `repl_type_stubs.pyi`, `<module>.pyi`).
+    (`main.py`, `repl_type_stubs.pyi`, `<module>.pyi`). `concise` is ty's own one-line text of the
+    same diagnostics (`main.py:1:1: error[rule] message`, a line each), when the check was asked
+    for it (`Session.check(code, concise=True)`), else None.
     """
+
+    def __init__(self, text: str, *, concise: str | None = None) -> None:
+        super().__init__(text)
+        self.concise = concise
 
 
 class SandboxCheckerError(SandboxError):

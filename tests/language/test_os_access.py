@@ -125,6 +125,16 @@ async def test_read_only_reads(pool, host):
     assert await run(pool, code, mounts=[Mount(host, '/data', mode='read-only')]) == [{'region': 'north', 'amount': '10'}]
 
 
+async def test_text_reads_translate_newlines_as_cpython_does(pool, host):
+    (host / 'special.txt').write_bytes(b'line1\nline2\ttab\r\nwindows\rold')
+    code = "import pathlib\n(pathlib.Path('special.txt').read_text(), open('special.txt', newline='').read(), pathlib.Path('special.txt').read_bytes())"
+    assert await run(pool, code, mounts=[Mount(host, '/data', mode='read-only')]) == (
+        'line1\nline2\ttab\nwindows\nold',
+        'line1\nline2\ttab\r\nwindows\rold',
+        b'line1\nline2\ttab\r\nwindows\rold',
+    )
+
+
 # ----- read-write ----------------------------------------------------------------------------------------
 
 async def test_read_write_writes_through(pool, host):
@@ -247,6 +257,12 @@ async def test_the_real_clock(pool):
     before = datetime.datetime.now(datetime.timezone.utc)
     value = await run(pool, code, os_access=OsAccess(clock=True))
     assert before <= value <= datetime.datetime.now(datetime.timezone.utc)
+
+
+async def test_a_missing_environment_variable_is_cpythons_key_error(pool):
+    with pytest.raises(corral.SandboxRuntimeError) as info:
+        await run(pool, "import os\nos.environ['MISSING']", os_access=OsAccess(environ={}))
+    assert (info.value.exc_type, info.value.message, str(info.value).splitlines()[-1]) == ('KeyError', "'MISSING'", "KeyError: 'MISSING'")
 
 
 async def test_env_granted_but_not_clock(pool):

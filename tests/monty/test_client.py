@@ -165,6 +165,22 @@ def test_type_errors_in_the_format_the_checkout_names(monty: pydantic_monty.Mont
         assert session.feed_run('1 + 1') == 2  # the session goes on
 
 
+def test_type_errors_in_tys_own_one_line_wording(monty: pydantic_monty.Monty) -> None:
+    code = 'def f(x: str) -> int:\n    return 1\n"hello" + 1\nf(2)'
+    operator = 'Operator `+` is not supported between objects of type `Literal["hello"]` and `Literal[1]`'
+    argument = 'Argument to function `f` is incorrect: Expected `str`, found `Literal[2]`'
+    with monty.checkout(type_check=True, type_check_format='concise') as session:
+        with pytest.raises(pydantic_monty.MontyTypingError) as typing_error:
+            session.feed_run(code)
+        assert str(typing_error.value) == (
+            f'main.py:3:1: error[unsupported-operator] {operator}\nmain.py:4:3: error[invalid-argument-type] {argument}\n'
+        )
+    with monty.checkout(type_check=True, type_check_format='pylint') as session:
+        with pytest.raises(pydantic_monty.MontyTypingError) as typing_error:
+            session.feed_run(code)
+        assert str(typing_error.value) == f'main.py:3: [unsupported-operator] {operator}\nmain.py:4: [invalid-argument-type] {argument}\n'
+
+
 def test_type_errors_as_records(monty: pydantic_monty.Monty) -> None:
     first = {
         'code': 'invalid-assignment',

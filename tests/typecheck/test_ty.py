@@ -546,3 +546,50 @@ async def test_a_dict_variable_passed_for_a_typed_dict_gets_how_to_pass_it(check
         'error[invalid-argument-type]: Argument to function `add` is incorrect',
         'error[invalid-argument-type]: Argument to function `count` is incorrect',
     ]
+
+
+# ------------------------------------------------------------ one check's files reach no later check
+
+
+@pytest.mark.parametrize(
+    'code,headline',
+    [
+        ('from a import SECRET', 'error[import-not-found]: Cannot resolve imported module `a`\n --> b.py:1:6'),
+        ('import a', 'error[import-not-found]: Cannot resolve imported module `a`\n --> b.py:1:8'),
+        ('secret_stub', 'error[unresolved-reference]: Name `secret_stub` used when not defined\n --> b.py:1:1'),
+        ('from repl_type_stubs import secret_stub', 'error[import-not-found]: Cannot resolve imported module `repl_type_stubs`\n --> b.py:1:6'),
+        ('SECRET', 'error[unresolved-reference]: Name `SECRET` used when not defined\n --> b.py:1:1'),
+    ],
+)
+async def test_a_checks_script_stubs_and_context_do_not_reach_the_next_check(checker: TypeChecker, code: str, headline: str) -> None:
+    # the same folder and warm server serve both checks: the first one's script, stubs and
+    # earlier snippets are gone from both before the second is checked
+    assert await checker.check('SECRET\nsecret_stub', script_name='a.py', stubs='secret_stub: int = 0\n', context=['SECRET = "hunter2"\n']) is None
+    diagnostics = await checker.check(code, script_name='b.py')
+    assert diagnostics is not None and diagnostics.startswith(headline + '\n')
+
+
+# ------------------------------------------------------------ ty's concise text of a failed check
+
+
+CONCISE_CODE = 'pair = ("😀", "😀" + 1)\nf(2)'
+CONCISE_EXPECTED = (  # columns in characters (the server counts UTF-16 units), lines in the new code
+    'main.py:1:14: error[unsupported-operator] Operator `+` is not supported between objects of type `Literal["😀"]` and `Literal[1]`\n'
+    'main.py:2:3: error[invalid-argument-type] Argument to function `f` is incorrect: Expected `str`, found `Literal[2]`\n'
+)
+
+
+async def test_tys_concise_text_from_a_ty_check_and_from_the_warm_server(checker: TypeChecker) -> None:
+    context = ['def f(x: str) -> int:\n    return 1\n', 'y = 1 + "a"  # an earlier feed\'s error is not this check\'s\n']
+    got: list[str] = []
+    # the first check of a checker runs before its warm server is up: a second `ty check` words it
+    full = await checker.check(CONCISE_CODE, context=context, on_concise=got.append)
+    assert full is not None and got == [CONCISE_EXPECTED]
+    for slot in checker._slots:
+        if slot.starting is not None:
+            await slot.starting
+    assert any(slot.server is not None and slot.server.alive for slot in checker._slots)
+    assert await checker.check(CONCISE_CODE, context=context, on_concise=got.append) == full
+    assert got == [CONCISE_EXPECTED, CONCISE_EXPECTED]  # the warm server's words, the same
+    assert await checker.check('f("a")', context=context, on_concise=got.append) is None
+    assert len(got) == 2  # a clean check has nothing to word

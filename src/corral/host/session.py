@@ -689,12 +689,14 @@ class Session:
         if part.strip():
             self._context.append(part)
 
-    async def check(self, code: str) -> None:
+    async def check(self, code: str, *, concise: bool = False) -> None:
         """Check `code` as `feed_run` does before it runs a script, without running it: its size,
         and in a session checked out with `type_check=True`, its syntax, the constructs the
         sandbox refuses and its types. A caller that must answer a type error before anything of
         the script reaches it (a name it reads, a module it imports) checks first, then runs the
-        script with `feed_run(code, type_check=False)`.
+        script with `feed_run(code, type_check=False)`. `concise=True` gives the error, when the
+        types are wrong, ty's own one-line text of the diagnostics too (its `concise`, for
+        `format_diagnostics`): the warm ty server's words, or a second ty check's.
 
         Raises `SandboxTypingError`, `SandboxCheckerError`, `SandboxSyntaxError` and
         `SandboxLimitError` (`code_size`, `type_check_time`, `type_check_memory`) as `feed_run` does.
@@ -702,9 +704,9 @@ class Session:
         if not isinstance(code, str):
             raise TypeError(f'code must be a str, not {type(code).__name__}')
         self._check_usable()
-        await self._check(code, type_check=True)
+        await self._check(code, type_check=True, concise=concise)
 
-    async def _check(self, code: str, *, type_check: bool) -> None:
+    async def _check(self, code: str, *, type_check: bool, concise: bool = False) -> None:
         limits = self.limits
         if not code.isascii():
             _refuse_surrogates(code, self.script_name)
@@ -720,7 +722,8 @@ class Session:
             # The worker compiles while ty checks: a syntax error (or a refused construct) wins,
             # so it reads as Python shows it rather than as a type error; the compiled script
             # waits in the worker for the feed, whose wall_time starts when the script does.
-            check = asyncio.ensure_future(self._check_types(code))
+            lines: list[str] = []
+            check = asyncio.ensure_future(self._check_types(code, lines.append if concise else None))
             try:
                 await self._exchange([COMPILE, code, self.script_name], timeout=limits.type_check_time, limit='type_check_time')
             except BaseException:
@@ -729,7 +732,7 @@ class Session:
                 raise
             diagnostics = await check
             if diagnostics is not None:
-                raise SandboxTypingError(diagnostics)
+                raise SandboxTypingError(diagnostics, concise=lines[0] if lines else None)
 
     async def _feed(self, code: str, lookup: dict[str, Callable[..., Any]], print_callback: PrintCallback, type_check: bool = True) -> Any:
         limits = self.limits
@@ -801,8 +804,8 @@ class Session:
             payloads += [payload for _, payload in self._replay]
         return await self._exchange_with(lambda: self._write(*payloads), timeout=self.limits.wall_time if replay is None else None)
 
-    async def _check_types(self, code: str) -> str | None:
-        """ty's diagnostics of `code`, or None; the `type check` span records the outcome:
+    async def _check_types(self, code: str, on_concise: Callable[[str], None] | None = None) -> str | None:
+        """ty's diagnostics of `code`, or None (`on_concise`: see `TypeChecker.check`); the `type check` span records the outcome:
         `outcome` (`'passed'` or `'failed'`), and for a failure `diagnostics` (how many) and
         `rules` (their rule names, e.g. `invalid-argument-type`, each once, in order)."""
         with _tracer.start_as_current_span('type check') as span:
@@ -816,6 +819,7 @@ class Session:
                 time_limit=self.limits.type_check_time,
                 memory=self.limits.type_check_memory,
                 on_cpu=self._count_check,
+                on_concise=on_concise,
             )
             self._pool.observer.type_checked(perf_counter() - started, diagnostics is None)
             if span.is_recording():

@@ -353,7 +353,7 @@ class MontyChild:
                 return
         if checked:  # before anything of the script reaches the parent, whose answer may be a type error
             try:
-                await session.check(feed.code)
+                await session.check(feed.code, concise=_format(self._config) != 'full')
             except SandboxTypingError as error:
                 self._ended(pb.ChildEvent(typing_error=pb.TypingError(diagnostics=_diagnostics(error, self._config))))
                 return
@@ -768,8 +768,13 @@ def _exception(raised: pb.RaisedException) -> BaseException:
 def _diagnostics(error: SandboxTypingError, config: pb.Configure) -> str:
     """ty's text in the format and colour the parent chose (`full`, each diagnostic ending in a
     blank line as ty prints it, when it named none)."""
+    return format_diagnostics(error.display(), _format(config), color=config.type_check_color, concise=error.concise)
+
+
+def _format(config: pb.Configure) -> str:
+    """The name of the diagnostics format the parent chose (`full` when it named none)."""
     fmt = pb.TypeCheckFormat.Name(config.type_check_format).removeprefix('TYPE_CHECK_FORMAT_').lower().replace('_', '')
-    return format_diagnostics(error.display(), 'full' if fmt == 'unspecified' else fmt, color=config.type_check_color)
+    return 'full' if fmt == 'unspecified' else fmt
 
 
 def _raised(error: SandboxError, clock: str = 'feed') -> pb.RaisedException:

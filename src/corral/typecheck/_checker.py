@@ -30,6 +30,7 @@ from typing import Any, TypeVar
 
 from ..errors import SandboxCheckerError, SandboxLimitError
 from . import _ran, _render, _sandbox
+from ._formats import diagnostic_records
 from ._awaits import AWAIT_MESSAGES, ModuleScope
 from ._context import relevant_context, unread
 from ._reader import SyntaxReader
@@ -46,6 +47,8 @@ _CONFIG_FILE = 'ty.toml'
 _PYTHON_VERSION = f'{sys.version_info[0]}.{sys.version_info[1]}'  # the workers run this interpreter
 _SCRIPT_NAME_RE = re.compile(r'^[A-Za-z0-9_][A-Za-z0-9_.-]*\.py$')
 _INVALID_SYNTAX_PREFIX = 'error[invalid-syntax]: '
+_LSP_SEVERITIES = {1: 'error', 2: 'warning', 3: 'info'}
+_CONCISE_RE = re.compile(r'^(.+?):(\d+):(\d+: (?:error|warning|info|fatal)\[[^\]\s]+\] .*)$')
 # Environment variables passed through to ty; everything else (TY_*, VIRTUAL_ENV,
 # CONDA_PREFIX, XDG_CONFIG_HOME, COLUMNS, ...) is dropped so that the user's
 # configuration and Python environment can't change the result.
@@ -129,6 +132,23 @@ def _with_futures(prefix: str, offset: int, code: str) -> tuple[str, int]:
 _PACKAGE_TYPES = {'numpy': ('numpy',), 'pandas': ('pandas-stubs', 'pandas'), 'matplotlib': ('matplotlib',)}
 
 
+def _concise_lines(diagnostics: list[dict], code: str, offset: int, script_name: str) -> list[str]:
+    """The warm server's LSP `diagnostics` of `code` (the file's lines from `offset` on) as ty's
+    concise lines, numbered in `code`, columns counted in characters as ty counts them."""
+    lines = _render.split_lines(code)
+    out = []
+    for d in diagnostics:
+        start = d['range']['start']
+        row, column = start['line'] - offset, start['character']
+        if not 0 <= row < len(lines) or not isinstance(d.get('code'), str):
+            continue
+        column = len(lines[row].encode('utf-16-le')[: 2 * column].decode('utf-16-le', 'replace'))
+        severity = _LSP_SEVERITIES.get(d.get('severity', 1), 'error')
+        message = str(d.get('message', '')).replace('\n', ' ')
+        out.append(f'{script_name}:{row + 1}:{column + 1}: {severity}[{d["code"]}] {message}\n')
+    return out
+
+
 def _link_packages(site: str, packages: Sequence[str]) -> None:
     """Link the types of `packages` into the checker's own (otherwise empty) environment, so ty
     checks scripts against numpy's own types, pandas-stubs and matplotlib's stubs, and nothing
@@ -196,6 +216,8 @@ class _Slot:
         self.demoted = False
         #: CPU seconds of the slot's ty processes in its current check (see `TypeChecker.check`).
         self.cpu = 0.0
+        #: ty's concise lines of what the warm server found in the current check's code.
+        self.quick: list[str] = []
 
     def lower_priority(self) -> None:
         """Let the slot's ty processes, now and later, run only on CPU that others leave."""
@@ -385,6 +407,7 @@ class TypeChecker:
         time_limit: float | None = None,
         memory: int | None = None,
         on_cpu: Callable[[float], None] | None = None,
+        on_concise: Callable[[str], None] | None = None,
     ) -> str | None:
         """Return the rendered diagnostics (str, no trailing newline, diagnostics
         separated by one blank line, no 'Found N diagnostics' line), or None when
@@ -398,7 +421,10 @@ class TypeChecker:
         seconds (user + system) the check's ty processes used, whether it passed, failed or was
         stopped: a `ty check` process's as the kernel accounts it when it ends, what the slot's
         warm `ty server` used since a check last counted it, and the syntax reader's child's for
-        a long script."""
+        a long script. ``on_concise``, when given, is called with ty's own concise text of the
+        diagnostics when the check fails: a line each, ``main.py:1:1: error[rule] message``,
+        numbered in the script as the full text is; the warm server's words when it found each
+        diagnostic of the script, else a second ``ty check``'s (within the same bounds)."""
         if not _SCRIPT_NAME_RE.match(script_name) or script_name[:-3] in (STUBS_MODULE, '__builtins__'):
             raise ValueError(f'invalid script name: {script_name!r}')
         code = code.removeprefix('\ufeff')
@@ -416,7 +442,7 @@ class TypeChecker:
         slot.cpu = 0.0
         try:
             result = await self._bounded(
-                slot, self._check(slot, code, script_name, wanted, modules, context), time_limit, memory, _TOO_SLOW, _TOO_LARGE
+                slot, self._check(slot, code, script_name, wanted, modules, context, on_concise), time_limit, memory, _TOO_SLOW, _TOO_LARGE
             )
             ok = True
             return result
@@ -468,7 +494,14 @@ class TypeChecker:
             self._typeshed_bin = self._ty_bin
 
     async def _check(
-        self, slot: _Slot, code: str, script_name: str, wanted: dict[str, str], modules: Mapping[str, str], context: Sequence[str]
+        self,
+        slot: _Slot,
+        code: str,
+        script_name: str,
+        wanted: dict[str, str],
+        modules: Mapping[str, str],
+        context: Sequence[str],
+        on_concise: Callable[[str], None] | None,
     ) -> str | None:
         # The earlier snippets come first in the file so the new code sees their
         # names and types; their own diagnostics are dropped afterwards. The warm
@@ -484,12 +517,22 @@ class TypeChecker:
         changed = slot.sync({**wanted, script_name: slot.files.get(script_name, '')})
         server = self._serve(slot)
         quick_text, quick_offset = _with_futures(quick_prefix, quick_offset, code)
+        slot.quick = []
         if server is not None and await self._clean(server, slot, changed, quick_text, code, syntax, quick_offset, script_name, frozenset(modules)):
             return None
         text, offset = _with_futures(*_joined(context), code)
         slot.sync({**wanted, script_name: text})
         stdout = await self._run_ty(slot, script_name)
-        return await self._postprocess(stdout, slot, script_name, code, syntax, offset, frozenset(modules))
+        result = await self._postprocess(stdout, slot, script_name, code, syntax, offset, frozenset(modules))
+        if result is not None and on_concise is not None:
+            # the warm server words its diagnostics as ty's concise output does: ask `ty check`
+            # only when it did not find each of those of the full text
+            found = {line.split('] ', 1)[0] for line in slot.quick}  # 'main.py:1:1: error[rule'
+            if {f'{r.path}:{r.line}:{r.column}: {r.severity}[{r.rule}' for r in diagnostic_records(result) if r.path == script_name} <= found:
+                on_concise(self._scrub(''.join(slot.quick), slot))
+            else:
+                on_concise(self._concise(await self._run_ty(slot, script_name, 'concise'), slot, script_name, offset))
+        return result
 
     async def ran_part(self, code: str, line: int | None) -> str:
         """The source of the script `code` that ran before its top-level statement at `line`
@@ -619,15 +662,16 @@ class TypeChecker:
             self._background(server.aclose())
             return False
         own = without_top_level_awaits([d for d in diagnostics if d['range']['start']['line'] >= offset], code, offset, syntax)
+        slot.quick = _concise_lines(own, code, offset, script_name)
         return not own and not _sandbox.unresolved_imports(code, syntax, script_name, host_modules, (), self.packages)
 
-    async def _run_ty(self, slot: _Slot, script_name: str) -> str:
+    async def _run_ty(self, slot: _Slot, script_name: str, output_format: str = 'full') -> str:
         assert self._ty_bin is not None and self._root is not None
         typeshed = ['--typeshed', self._typeshed.root] if self._typeshed is not None else []
         args = [
             'check',
             '--project', '.',
-            '--output-format', 'full',
+            '--output-format', output_format,
             '--no-progress',
             '--color', 'never',
             '--python-version', _PYTHON_VERSION,
@@ -670,14 +714,33 @@ class TypeChecker:
 
     # ----------------------------------------------------------- postprocess
 
-    async def _postprocess(
-        self, stdout: str, slot: _Slot, script_name: str, code: str, syntax: Syntax | None, offset: int, host_modules: frozenset[str]
-    ) -> str | None:
+    def _stdlib_paths(self, stdout: str) -> str:
         if self._typeshed is not None:
             stdlib = self._typeshed.stdlib
             for root in sorted({stdlib, os.path.realpath(stdlib)}, key=len, reverse=True):
                 stdout = stdout.replace(root + os.sep, 'stdlib/')  # shown as ty shows its vendored stubs
-        diagnostics = _render.parse_output(stdout)
+        return stdout
+
+    def _concise(self, stdout: str, slot: _Slot, script_name: str, offset: int) -> str:
+        """ty's concise output `stdout` without the lines of the earlier snippets (the first
+        `offset` lines of the script's file), the others numbered in the new code."""
+        lines = []
+        for line in self._stdlib_paths(stdout).splitlines():
+            match = _CONCISE_RE.match(line)
+            if match is None:  # 'Found N diagnostics', 'All checks passed!'
+                continue
+            path, row, rest = match.groups()
+            if path == script_name:
+                if int(row) <= offset:
+                    continue
+                row = str(int(row) - offset)
+            lines.append(f'{path}:{row}:{rest}\n')
+        return self._scrub(''.join(lines), slot)
+
+    async def _postprocess(
+        self, stdout: str, slot: _Slot, script_name: str, code: str, syntax: Syntax | None, offset: int, host_modules: frozenset[str]
+    ) -> str | None:
+        diagnostics = _render.parse_output(self._stdlib_paths(stdout))
         code_lines = _render.split_lines(code)
         scope: ModuleScope | None = None
         typed_dicts: frozenset[str] | None = None

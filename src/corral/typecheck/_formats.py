@@ -2,14 +2,16 @@
 
 `Session.check` and `TypeChecker.check` give ty's full text (`SandboxTypingError.display()`); a
 caller that wants one line per diagnostic, or machine-readable records, reformats that text here:
-each diagnostic's severity, rule, headline, and the file, line and column it points at.
+each diagnostic's severity, rule, message, and the file, line and column it points at. The message
+is ty's own one-line wording where the caller has ty's concise text of the check
+(`SandboxTypingError.concise`), else the full text's headline.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from . import _render
 
@@ -19,6 +21,7 @@ __all__ = ['DIAGNOSTIC_FORMATS', 'DiagnosticRecord', 'diagnostic_records', 'form
 DIAGNOSTIC_FORMATS = ('full', 'concise', 'azure', 'json', 'jsonlines', 'rdjson', 'pylint', 'gitlab', 'github')
 
 _HEADER_RE = re.compile(r'^(error|warning|info|fatal)\[([^\]\s]+)\]: (.*)$')
+_CONCISE_RE = re.compile(r'^(.+?):(\d+):(\d+): (?:error|warning|info|fatal)\[([^\]\s]+)\] (.*)$')
 _BOLD, _RED, _YELLOW, _CYAN, _RESET = '\x1b[1m', '\x1b[31m', '\x1b[33m', '\x1b[36m', '\x1b[0m'
 
 
@@ -50,12 +53,16 @@ def diagnostic_records(text: str) -> list[DiagnosticRecord]:
     return records
 
 
-def format_diagnostics(text: str, fmt: str = 'full', *, color: bool = False) -> str:
+def format_diagnostics(text: str, fmt: str = 'full', *, color: bool = False, concise: str | None = None) -> str:
     """ty's full text `text` rendered as `fmt` (one of `DIAGNOSTIC_FORMATS`), ending in a newline.
 
     `concise`, `pylint`, `azure` and `github` give a line per diagnostic; `json`, `rdjson` and
     `gitlab` one JSON document, `jsonlines` a JSON object per line. `color` colours `full` (its
-    headline) and `concise` with ANSI escapes. Raises ValueError for an unknown format."""
+    headline) and `concise` with ANSI escapes. `concise`, ty's own concise text of the same check
+    (`SandboxTypingError.concise`), gives each diagnostic it has (same rule, file, line and column)
+    ty's one-line message (`Operator `+` is not supported between objects of type ...`) in place
+    of the full text's headline (`Unsupported `+` operation`). Raises ValueError for an unknown
+    format."""
     if fmt not in DIAGNOSTIC_FORMATS:
         raise ValueError(f'unknown type check format {fmt!r}, expected one of: {", ".join(DIAGNOSTIC_FORMATS)}')
     if fmt == 'full':
@@ -68,6 +75,8 @@ def format_diagnostics(text: str, fmt: str = 'full', *, color: bool = False) -> 
             text = head + sep + rest
         return text
     records = diagnostic_records(text)
+    if concise is not None:
+        records = _with_messages(records, concise)
     if fmt == 'concise':
         return ''.join(_concise(r, color) + '\n' for r in records)
     if fmt == 'pylint':
@@ -89,6 +98,21 @@ def format_diagnostics(text: str, fmt: str = 'full', *, color: bool = False) -> 
     if fmt == 'gitlab':
         return json.dumps([_gitlab(r) for r in records], indent=2) + '\n'
     return json.dumps(_rdjson(records), indent=2) + '\n'  # rdjson
+
+
+def _with_messages(records: list[DiagnosticRecord], concise: str) -> list[DiagnosticRecord]:
+    """`records`, each with the message of its line in ty's concise text `concise`, if any."""
+    messages: dict[tuple[str, int, int, str], list[str]] = {}
+    for line in concise.splitlines():
+        match = _CONCISE_RE.match(line)
+        if match is not None:
+            path, row, column, rule, message = match.groups()
+            messages.setdefault((path, int(row), int(column), rule), []).append(message)
+    kept = []
+    for r in records:
+        found = messages.get((r.path, r.line, r.column, r.rule))
+        kept.append(replace(r, message=found.pop(0)) if found else r)
+    return kept
 
 
 def _level(r: DiagnosticRecord) -> str:
