@@ -42,7 +42,7 @@ from ..values import UNPACKABLE_RESULT, Decoder, HostCallables, ValueLimitError,
 from .checkpoints import Checkpoint, state_digest
 from .compiled import COMPILED_FEEDS
 from .deferred import Deferred, PendingCall, SandboxPaused, StopFeed
-from .external import ExternalModule, exception_payload, is_async_callable, missing_functions
+from .external import ExternalModule, exception_payload, is_async_callable, missing_functions, module_name_problem
 from .journal import DONE as FEED_DONE
 from .journal import (
     ENVELOPE_BYTES,
@@ -167,8 +167,9 @@ class Session:
         for name, module in (external_modules or {}).items():
             if not isinstance(module, ExternalModule):
                 raise TypeError(f'external_modules[{name!r}] must be an ExternalModule, not {type(module).__name__}')
-            if not name.isidentifier():
-                raise ValueError(f'external_modules key {name!r} is not a valid module name')
+            problem = module_name_problem(name, external_modules or {})
+            if problem is not None:
+                raise ValueError(f'external_modules key {problem}')
         self._pool = pool
         self._type_check = type_check
         self._stubs = type_check_stubs
@@ -308,15 +309,20 @@ class Session:
     def add_external_module(self, name: str, module: ExternalModule) -> None:
         """Offer `module` to the next feeds as an import named `name`, as `checkout(external_modules=)`
         does (a module the host learns of between feeds, as a caller answering imports does), in
-        place of the one the session offered under that name, if any.
+        place of the one the session offered under that name and its submodules, if any. A dotted
+        `name` (`pkg.sub`) offers a submodule of a module the session offers (`pkg`): the script
+        imports it as `import pkg.sub` and reaches it as `pkg.sub` too.
 
         Raises `TypeError` for a module that is not an `ExternalModule`, `ValueError` for a name that
-        is not one a module can have.
+        is not one a module can have, or a submodule of a module not offered.
         """
         if not isinstance(module, ExternalModule):
             raise TypeError(f'external module {name!r} must be an ExternalModule, not {type(module).__name__}')
-        if not isinstance(name, str) or not name.isidentifier():
-            raise ValueError(f'external module name {name!r} is not a valid module name')
+        problem = module_name_problem(name, self._modules)
+        if problem is not None:
+            raise ValueError(f'external module name {problem}')
+        for offered in [offered for offered in self._modules if offered.startswith(f'{name}.')]:
+            del self._modules[offered]
         self._modules[name] = module
 
     def chdir(self, path: str) -> None:

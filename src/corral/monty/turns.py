@@ -361,7 +361,7 @@ class MontyChild:
                 self._ended(pb.ChildEvent(error=pb.Error(exception=_raised(error))))
                 return
         for module in modules:  # asked at each feed that imports it: the parent's entry may have changed
-            failed = await self._import(session, module, self._stub_texts.get(module))
+            failed = await self._import(session, module)
             if failed is not None:  # the parent's module failed to load: its import raises that
                 self._ended(pb.ChildEvent(error=pb.Error(exception=failed)))
                 return
@@ -424,16 +424,22 @@ class MontyChild:
             raise
         except Exception as error:  # noqa: BLE001 - the parent's own error, for the script
             return exception_value(type(error).__name__, str(error), type(error).__module__)
-        for name in names:
-            text = found.get(name) if isinstance(found, dict) else None
-            self._stub_texts[name] = text if isinstance(text, str) else None
-            if isinstance(text, str):
-                session.add_external_module(name, ExternalModule({}, stubs=text))
+        found = found if isinstance(found, dict) else {}
+        for name in names:  # a module's answer holds its submodules' stubs too (`pkg.sub`), a package
+            tree = sorted((key for key in found if isinstance(key, str) and key.startswith(f'{name}.')), key=lambda key: key.count('.'))
+            for key in (name, *tree):
+                text = found.get(key)
+                self._stub_texts[key] = text if isinstance(text, str) else None
+                if isinstance(text, str):
+                    try:
+                        session.add_external_module(key, ExternalModule({}, stubs=text))
+                    except ValueError:  # not a module name, or its parent has no stubs: the check says it is unresolved
+                        self._stub_texts[key] = None
         return None
 
-    async def _import(self, session: Session, name: str, text: str | None) -> pb.RaisedException | None:
+    async def _import(self, session: Session, name: str) -> pb.RaisedException | None:
         """Ask the parent for host module `name`; a module it has is offered to the session as an
-        `ExternalModule` (with the stubs `text`) whose functions call the parent's. Returns the
+        `ExternalModule` (with the stubs the parent gave) whose functions call the parent's. Returns the
         error the parent raised making the module (its factory failed), else None."""
         try:
             value = await self._os_call('import', pb.OsCall.Import(module=name), default=None)
@@ -443,15 +449,23 @@ class MontyChild:
             raise
         except Exception as error:  # noqa: BLE001 - the parent's own error, for the script
             return exception_value(type(error).__name__, str(error), type(error).__module__)
-        if not isinstance(value, ClientModule):
-            return None
+        if isinstance(value, ClientModule):
+            self._offer(session, name, value)
+        return None
+
+    def _offer(self, session: Session, name: str, module: ClientModule) -> None:
+        """Offer the parent's `module` to the session as `name` (with the stubs the parent gave for
+        it), and each module among its attributes as a submodule (`name.attr`)."""
         functions = {  # the module's functions (an answer's Function nodes are HeldFunctions)
             attr: self._function(item.client.name, asynchronous=attr in self._awaited)
-            for attr, item in value.attrs.items()
+            for attr, item in module.attrs.items()
             if isinstance(item, HeldFunction)
         }
-        values = {attr: item for attr, item in value.attrs.items() if not isinstance(item, (HeldFunction, ClientModule))}
-        session.add_external_module(name, ExternalModule(functions, stubs=text, values=values))
+        values = {attr: item for attr, item in module.attrs.items() if not isinstance(item, (HeldFunction, ClientModule))}
+        session.add_external_module(name, ExternalModule(functions, stubs=self._stub_texts.get(name), values=values))
+        for attr, item in module.attrs.items():
+            if isinstance(item, ClientModule):
+                self._offer(session, f'{name}.{attr}', item)
 
     async def _set_inputs(self, session: Session, inputs: dict[str, Any]) -> None:
         names = sorted(inputs)

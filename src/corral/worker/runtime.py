@@ -373,6 +373,12 @@ class Worker:
                 else:
                     raise ProtocolError('malformed FEED message from the host')
             self._modules[module_name] = module
+        for module_name, module in self._modules.items():  # a submodule is an attribute of its parent
+            parent, _, attr = module_name.rpartition('.')
+            if parent:
+                if parent not in self._modules:
+                    raise ProtocolError('malformed FEED message from the host')
+                setattr(self._modules[parent], attr, module)
 
     def _import(self, name: str, globals: Any = None, locals: Any = None, fromlist: Any = (), level: int = 0) -> Any:
         # host modules, or facades of the standard library modules (the public API only, never a
