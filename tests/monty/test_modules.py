@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import stat
 import sys
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+import pytest_asyncio
 
 import corral
 
@@ -18,11 +19,22 @@ SOURCE = Path(__file__).resolve().parents[2] / 'src'
 
 
 @pytest.fixture(scope='module')
-def monty(tmp_path_factory: pytest.TempPathFactory) -> Iterator[pydantic_monty.Monty]:
+def binary(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp('bin') / 'corral-monty'
     path.write_text(f'#!/bin/sh\nPYTHONPATH={SOURCE} exec {sys.executable} -m corral.monty "$@"\n')
     path.chmod(path.stat().st_mode | stat.S_IXUSR)
-    with pydantic_monty.Monty(binary_path=path) as pool:
+    return path
+
+
+@pytest.fixture(scope='module')
+def monty(binary: Path) -> Iterator[pydantic_monty.Monty]:
+    with pydantic_monty.Monty(binary_path=binary) as pool:
+        yield pool
+
+
+@pytest_asyncio.fixture(loop_scope='module')
+async def binary_pool(binary: Path) -> AsyncIterator[pydantic_monty.AsyncMonty]:
+    async with pydantic_monty.AsyncMonty(binary_path=binary) as pool:
         yield pool
 
 
@@ -92,3 +104,48 @@ async def test_a_core_submodule_needs_its_parent_and_goes_with_it(pool: corral.P
         assert gone.value.display().splitlines()[-2] == "ModuleNotFoundError: No module named 'pkg.sub'"
         assert gone.value.display().splitlines()[-1].endswith("urllib.parse, uuid, warnings, zoneinfo; and the host's modules: pkg")
         assert await session.feed_run('import pkg\npkg.LEVEL') == 5
+
+
+async def test_a_restored_binding_calls_the_function_the_parent_offers_after_the_load(binary_pool: pydantic_monty.AsyncMonty) -> None:
+    async def amul(a: int, b: int) -> int:
+        return a * b
+
+    async def later_pkg() -> pydantic_monty.ExternalModule:  # the loading parent's module: a factory, its mul async now
+        return pydantic_monty.ExternalModule({'LEVEL': 1, 'sub': pydantic_monty.ExternalModule({'mul': amul})})
+
+    pkg = pydantic_monty.ExternalModule({'LEVEL': 1, 'sub': pydantic_monty.ExternalModule({'mul': mul})})
+    async with binary_pool.checkout(external_modules={'pkg': pkg}) as session:
+        await session.feed_run('import pkg.sub')
+        blob = await session.dump()
+    async with binary_pool.checkout(external_modules={'pkg': later_pkg}) as session:
+        await session.load_session(blob)
+        assert await session.feed_run('[await pkg.sub.mul(2, 3), pkg.LEVEL]') == [6, 1]
+    async with binary_pool.checkout() as session:  # a parent without the module: the script's name is not defined
+        await session.load_session(blob)
+        with pytest.raises(pydantic_monty.MontyRuntimeError) as error:
+            await session.feed_run('pkg.sub.mul(2, 3)')
+        assert str(error.value) == "NameError: name 'pkg.sub.mul' is not defined"
+
+
+async def test_a_state_carries_its_modules_for_a_loader_that_offers_them(pool: corral.Pool) -> None:
+    sub = corral.ExternalModule({'mul': mul}, stubs='def mul(a: int, b: int) -> int: ...\n')
+    pkg = corral.ExternalModule({'twice': lambda x: 2 * x}, values={'LEVEL': 1})
+    async with pool.checkout(external_modules={'pkg': pkg, 'pkg.sub': sub}) as session:
+        await session.feed_run('import pkg.sub\nm = pkg.sub')
+        state = await session.dump()
+    async with pool.checkout() as session:
+        with pytest.raises(corral.SandboxStateError) as refused:
+            await session.load_session(state)
+        assert str(refused.value).startswith('the session state was made for other host functions')
+    asked: list[dict[str, tuple[str | None, list[str]]]] = []
+
+    async def offer(modules: dict[str, tuple[str | None, list[str]]]) -> None:
+        asked.append(modules)
+        session.add_external_module('pkg', corral.ExternalModule({'twice': lambda x: 3 * x}, values={'LEVEL': 7}))
+        session.add_external_module('pkg.sub', corral.ExternalModule({'mul': lambda a, b: a + b}, stubs=modules['pkg.sub'][0]))
+
+    async with pool.checkout() as session:
+        await session.load_session(state, modules=offer)
+        assert asked == [{'pkg': (None, ['twice']), 'pkg.sub': ('def mul(a: int, b: int) -> int: ...\n', ['mul'])}]
+        # the variable from before the dump holds the module the session offers now
+        assert await session.feed_run('[m.mul(2, 3), pkg.twice(2), pkg.LEVEL, m is pkg.sub]') == [5, 6, 7, True]

@@ -17,7 +17,7 @@ import socket
 import struct
 import sys
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
@@ -55,6 +55,7 @@ from .journal import (
     SessionState,
     StateRecord,
     call_size,
+    dumped_modules,
     feed_size,
     fingerprint,
     input_size,
@@ -1331,18 +1332,23 @@ class Session:
             packages=list(self._pool.packages),
             answered=list(self._answered[0]),
             cwd=self._system.cwd,
+            modules={name: [module.stubs, list(module.functions)] for name, module in self._modules.items()},
         )
 
     def _fingerprint(self) -> bytes:
         return fingerprint(self._stubs, {name: (module.stubs, list(module.functions)) for name, module in self._modules.items()})
 
-    async def load_session(self, state: bytes) -> None:
+    async def load_session(self, state: bytes, *, modules: Callable[[dict[str, tuple[str | None, list[str]]]], Awaitable[None]] | None = None) -> None:
         """Load a state that `dump()` made into this freshly checked-out session.
 
         The session's feeds are replayed in its worker, their host calls answered from the state,
         so every variable, function, class and import comes back and no host function runs again.
         Give the new checkout the same `type_check_stubs`, `external_modules` and mounts (the
         overlay writes come from the state; read-only and read-write mounts must be given again).
+        `modules`, for a caller that offers modules as scripts ask for them: awaited with the
+        external modules the state was made with (`{name: (stubs, function names)}`, parents
+        before their submodules), before the state is checked against this session's modules; it
+        offers those this session lacks (`add_external_module`).
         A state of a paused session comes back paused: answer it with `resume()`. A state that a
         session of this pool gave out with `dump()` and closed right after, of the same tenant,
         starts from that session's worker instead (a live checkpoint: see `CheckpointLimits`).
@@ -1355,6 +1361,8 @@ class Session:
         self._check_usable()
         if self._journal or self._paused:
             raise RuntimeError('load_session needs a freshly checked-out session; this one has run feeds')
+        if modules is not None:
+            await modules(dumped_modules(state, self._pool._state_key(), quota=self._pool.max_state_bytes))
         opened = open_state(state, self._pool._state_key(), quota=self._pool.max_state_bytes, expected=self._fingerprint(), packages=self._pool.packages)
         checkpoint = None
         if self._pool._checkpoints is not None:

@@ -12,7 +12,7 @@ import builtins
 
 from ..language.catalog import STDLIB_MODULES
 
-__all__ = ['Names', 'awaited_callees', 'bound_names', 'free_names', 'imported_modules']
+__all__ = ['Names', 'awaited_callees', 'bound_names', 'free_names', 'imported_modules', 'named_modules']
 
 _BUILTIN_NAMES = frozenset(dir(builtins))
 
@@ -126,6 +126,16 @@ def imported_modules(code: str) -> list[str]:
             found.append(((node.lineno, node.col_offset, 0), node.module.split('.')[0]))
     names = dict.fromkeys(name for _, name in sorted(found))
     return [name for name in names if name not in STDLIB_MODULES and name.isidentifier()]
+
+
+def named_modules(code: str, modules: set[str]) -> list[str]:
+    """Those of `modules` that `code` names (`tools` in `tools.add(1)`), in the order it names them first."""
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return []
+    found = sorted((node.lineno, node.col_offset, node.id) for node in ast.walk(tree) if isinstance(node, ast.Name) and node.id in modules)
+    return list(dict.fromkeys(name for _, _, name in found))
 
 
 def awaited_callees(code: str) -> set[str]:

@@ -43,7 +43,7 @@ from ..limits import Limits
 from ..typecheck import DIAGNOSTIC_FORMATS, format_diagnostics
 from . import monty_v1_pb2 as pb
 from .codec import ArenaError, ClientFunction, ClientModule, HeldFunction, decode, encode, exception_from, exception_value
-from .names import awaited_callees, bound_names, free_names, imported_modules
+from .names import awaited_callees, bound_names, free_names, imported_modules, named_modules
 from .parent_os import ParentOs
 
 __all__ = ['Closed', 'Link', 'MontyChild', 'PROTOCOL_VERSIONS']
@@ -113,6 +113,7 @@ class MontyChild:
         self._resolver: asyncio.Task[None] | None = None
         self._awaited: set[str] = set()  # names by which the session's feeds call what they await
         self._stub_texts: dict[str, str | None] = {}  # the stubs of each module the parent was asked for
+        self._restored: set[str] = set()  # modules a loaded state offered, not yet asked of the parent
         self._printed: list[tuple[int, list[str]]] = []  # output not sent yet: (stream, texts)
         self._flush_timer: asyncio.TimerHandle | None = None
         self._interrupt: str | None = None  # 'reset', 'shutdown' or 'closed', come while a feed ran
@@ -247,6 +248,7 @@ class MontyChild:
         self._session, self._config = session, config
         if not loaded:
             self._bound, self._called, self._next_call, self._awaited, self._stub_texts = set(), {}, 0, set(), {}
+            self._restored = set()
         ok = pb.ChildEvent(ok=pb.Ok())
         if not session.ephemeral:  # a stored session: the client names it to load it again
             ok.session_id = session.session_id.encode()
@@ -292,13 +294,27 @@ class MontyChild:
         except (ValueError, TypeError, CorralError) as error:
             self._refused(error)
             return
+        restored: list[str] = []
+
+        async def modules(dumped: dict[str, tuple[str | None, list[str]]]) -> None:
+            # the modules the state was made with are host state: offered with the stubs and
+            # functions the state brings (calls reach the parent by their dotted names), and asked
+            # of the parent again at the first feed that names them
+            for name, (stubs, names) in dumped.items():
+                functions = {function: self._function(f'{name}.{function}', asynchronous=False) for function in names}
+                session.add_external_module(name, ExternalModule(functions, stubs=stubs))
+                self._stub_texts[name] = stubs
+                if '.' not in name:
+                    restored.append(name)
+
         try:
-            await session.load_session(load.state)
+            await session.load_session(load.state, modules=modules)
         except SandboxError as error:
             await self._close(session)
             self._error('ValueError', str(error))
             return
         await self._end_session()
+        self._restored = set(restored)
         self._started(session, config, loaded=True)
 
     async def _dump(self) -> None:
@@ -345,6 +361,10 @@ class MontyChild:
             session.chdir(feed.cwd)
         checked = self._config.type_check and not feed.skip_type_check
         modules = imported_modules(feed.code)
+        if self._restored:  # a loaded state's module the code names is asked of the parent now, as an import's is
+            named = named_modules(feed.code, self._restored)
+            modules += [name for name in named if name not in modules]
+            self._restored -= set(named)
         self._awaited |= awaited_callees(feed.code)
         if checked:  # each module's stubs are asked once, all at once, before the check
             failed = await self._stubs(session, [name for name in modules if name not in self._stub_texts])

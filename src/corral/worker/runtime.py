@@ -362,9 +362,13 @@ class Worker:
                 self._shadowed[name] = self._builtins[name]
             self._builtins[name] = self._host_function(name, is_async)
         self._host_names = set(functions)
-        self._modules = {}
+        previous, self._modules = self._modules, {}
         for module_name, members in modules.items():
-            module = types.ModuleType(module_name)
+            # a module an earlier feed had is the same object, its members this feed's: a script's
+            # variable that holds it calls the functions the host offers now
+            module = previous.get(module_name) or types.ModuleType(module_name)
+            for name in [name for name in vars(module) if not name.startswith('__')]:
+                delattr(module, name)
             for name, member in members.items():  # a function (whether it is async) or [a value]
                 if type(member) is bool:
                     setattr(module, name, self._host_function(f'{module_name}.{name}', member))
