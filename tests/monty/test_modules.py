@@ -149,3 +149,21 @@ async def test_a_state_carries_its_modules_for_a_loader_that_offers_them(pool: c
         assert asked == [{'pkg': (None, ['twice']), 'pkg.sub': ('def mul(a: int, b: int) -> int: ...\n', ['mul'])}]
         # the variable from before the dump holds the module the session offers now
         assert await session.feed_run('[m.mul(2, 3), pkg.twice(2), pkg.LEVEL, m is pkg.sub]') == [5, 6, 7, True]
+
+
+def test_the_parent_is_asked_for_its_module_at_each_import(monty: pydantic_monty.Monty) -> None:
+    pkg = pydantic_monty.ExternalModule({'LEVEL': 4, 'sub': pydantic_monty.ExternalModule({'mul': mul})})
+    with monty.checkout(external_modules={'pkg': pkg}) as session:
+        step = session.feed_start('import pkg\nimport json\nfrom pkg.sub import mul\nimport pkg.sub as s\nmul(2, pkg.LEVEL) + s.mul(1, 1)')
+        asked: list[str] = []
+        while not isinstance(step, pydantic_monty.MontyComplete):
+            asked.append(repr(step))
+            step = step.resume_auto()
+        assert step.output == 9
+        assert asked == [
+            'FunctionSnapshot(function_name="import", is_os_function=true)',
+            'FunctionSnapshot(function_name="import", is_os_function=true)',
+            'FunctionSnapshot(function_name="import", is_os_function=true)',
+            'FunctionSnapshot(function_name="pkg.sub.mul", is_os_function=false)',
+            'FunctionSnapshot(function_name="pkg.sub.mul", is_os_function=false)',
+        ]

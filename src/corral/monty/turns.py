@@ -43,7 +43,7 @@ from ..limits import Limits
 from ..typecheck import DIAGNOSTIC_FORMATS, format_diagnostics
 from . import monty_v1_pb2 as pb
 from .codec import ArenaError, ClientFunction, ClientModule, HeldFunction, decode, encode, exception_from, exception_value
-from .names import awaited_callees, bound_names, free_names, imported_modules, named_modules
+from .names import awaited_callees, bound_names, free_names, imported_modules, module_imports, named_modules
 from .parent_os import ParentOs
 
 __all__ = ['Closed', 'Link', 'MontyChild', 'PROTOCOL_VERSIONS']
@@ -361,9 +361,10 @@ class MontyChild:
             session.chdir(feed.cwd)
         checked = self._config.type_check and not feed.skip_type_check
         modules = imported_modules(feed.code)
+        asked = module_imports(feed.code)  # the parent is asked once for each import of the code
         if self._restored:  # a loaded state's module the code names is asked of the parent now, as an import's is
             named = named_modules(feed.code, self._restored)
-            modules += [name for name in named if name not in modules]
+            asked += [name for name in named if name not in modules]
             self._restored -= set(named)
         self._awaited |= awaited_callees(feed.code)
         if checked:  # each module's stubs are asked once, all at once, before the check
@@ -380,7 +381,7 @@ class MontyChild:
             except SandboxError as error:
                 self._ended(pb.ChildEvent(error=pb.Error(exception=_raised(error))))
                 return
-        for module in modules:  # asked at each feed that imports it: the parent's entry may have changed
+        for module in asked:  # asked at each import: the parent's entry may have changed
             failed = await self._import(session, module)
             if failed is not None:  # the parent's module failed to load: its import raises that
                 self._ended(pb.ChildEvent(error=pb.Error(exception=failed)))
