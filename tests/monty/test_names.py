@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from corral.monty.names import awaited_callees, bound_names, free_names, imported_modules
+from corral.monty.names import awaited_callees, bound_names, free_names, imported_modules, module_imports, named_modules
 
 
 @pytest.mark.parametrize(
@@ -50,6 +50,13 @@ def test_imported_modules_are_those_the_sandbox_lacks() -> None:
     code = 'import zeta\nimport json\nfrom pkg.sub import x\nfrom . import y\nimport os.path\ndef f():\n    import alpha, zeta\n'
     assert imported_modules(code) == ['zeta', 'pkg', 'alpha']  # in the order the code names them
     assert imported_modules('import (') == []
+    assert module_imports(code) == ['zeta', 'pkg', 'alpha', 'zeta']  # once per import
+    assert module_imports('import (') == []
+
+
+def test_named_modules_are_those_the_code_names() -> None:
+    assert named_modules('x = b.f(a)\nprint(a, c)\nd.e', {'a', 'b', 'e'}) == ['b', 'a']
+    assert named_modules('x = (', {'x'}) == []
 
 
 def test_awaited_callees_are_named_as_called() -> None:

@@ -6,12 +6,12 @@ import ast
 import builtins
 import importlib
 import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from ..language.builtins import STDLIB_EXCEPTIONS
 
-__all__ = ['ExternalModule', 'is_async_callable', 'exception_payload', 'stub_functions', 'missing_functions']
+__all__ = ['ExternalModule', 'module_name_problem', 'is_async_callable', 'exception_payload', 'stub_functions', 'missing_functions']
 
 
 class ExternalModule:
@@ -46,6 +46,18 @@ class ExternalModule:
 
     def __repr__(self) -> str:
         return f'ExternalModule({sorted(self.functions)!r})'
+
+
+def module_name_problem(name: Any, offered: Collection[str]) -> str | None:
+    """Why `name` cannot name an external module among the names `offered` (the session's other
+    modules), or None: it must be dotted identifiers (`pkg.sub`, a submodule the script imports as
+    `import pkg.sub` and reaches as `pkg.sub`), and a submodule's parent must be offered too."""
+    if not isinstance(name, str) or not all(part.isidentifier() for part in name.split('.')):
+        return f'{name!r} is not a valid module name'
+    parent = name.rpartition('.')[0]
+    if parent and parent not in offered:
+        return f'{name!r} is a submodule of {parent!r}, which is not offered: offer {parent!r} too'
+    return None
 
 
 def is_async_callable(function: Callable[..., Any]) -> bool:

@@ -59,6 +59,7 @@ __all__ = [
     'ENVELOPE_BYTES',
     'call_size',
     'check_packages',
+    'dumped_modules',
     'feed_size',
     'input_size',
     'mac_of',
@@ -150,6 +151,9 @@ class SessionState:
       written before states carried it has none.
     - `cwd`: the working folder the next feed starts at (`os.chdir`, `Session.chdir`); `''` for
       the default (the first mount's, else `/`), as a state written before states carried it has.
+    - `modules`: `{name: [stubs, function names]}` of each external module the session offered, so
+      a loading session that offers modules as scripts ask for them can offer them again
+      (`Session.load_session(modules=...)`); a state written before states carried it has none.
     """
 
     fingerprint: bytes
@@ -164,6 +168,7 @@ class SessionState:
     packages: list[str] = field(default_factory=list)
     answered: list[int] = field(default_factory=list)
     cwd: str = ''
+    modules: dict[str, list[Any]] = field(default_factory=dict)
 
     def to_plain(self) -> dict[str, Any]:
         return {
@@ -179,6 +184,7 @@ class SessionState:
             'packages': self.packages,
             'answered': self.answered,
             'cwd': self.cwd,
+            'modules': self.modules,
         }
 
     @classmethod
@@ -198,6 +204,7 @@ class SessionState:
             packages=body.get('packages', []),
             answered=body.get('answered', []),
             cwd=body.get('cwd', ''),
+            modules=body.get('modules', {}),
         )
         state.check()
         return state
@@ -216,6 +223,8 @@ class SessionState:
             raise ValueError('malformed answered calls')
         if not (isinstance(self.cwd, str) and (self.cwd == '' or self.cwd.startswith('/')) and '\x00' not in self.cwd):
             raise ValueError('malformed working folder')
+        if not _modules_shaped(self.modules):
+            raise ValueError('malformed modules')
         for item in self.pending:
             if not (isinstance(item, list) and len(item) == 5 and isinstance(item[0], int) and isinstance(item[1], str)):
                 raise ValueError('malformed pending call')
@@ -408,6 +417,29 @@ def open_state(data: bytes, key: bytes, *, quota: int, expected: bytes, packages
     session_state = _decode_state(body, expected)
     check_packages(session_state, packages)
     return session_state
+
+
+def dumped_modules(data: bytes, key: bytes, *, quota: int) -> dict[str, tuple[str | None, list[str]]]:
+    """`{name: (stubs, function names)}` of each external module a dumped state (`Session.dump()`)
+    was made with, parents before their submodules; raises `SandboxStateError` as `open_state` does for bytes
+    that are not such a state."""
+    body = _open_envelope(data, key, quota=quota)
+    modules = body.get('modules', {})
+    if not _modules_shaped(modules):
+        raise SandboxStateError('the session state is malformed (malformed modules)')
+    return {name: (modules[name][0], modules[name][1]) for name in sorted(modules, key=lambda name: name.count('.'))}
+
+
+def _modules_shaped(modules: Any) -> bool:
+    return isinstance(modules, dict) and all(
+        isinstance(name, str)
+        and isinstance(module, list)
+        and len(module) == 2
+        and (module[0] is None or isinstance(module[0], str))
+        and isinstance(module[1], list)
+        and all(isinstance(function, str) for function in module[1])
+        for name, module in modules.items()
+    )
 
 
 def open_stored(

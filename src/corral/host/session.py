@@ -17,7 +17,7 @@ import socket
 import struct
 import sys
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
@@ -42,7 +42,7 @@ from ..values import UNPACKABLE_RESULT, Decoder, HostCallables, ValueLimitError,
 from .checkpoints import Checkpoint, state_digest
 from .compiled import COMPILED_FEEDS
 from .deferred import Deferred, PendingCall, SandboxPaused, StopFeed
-from .external import ExternalModule, exception_payload, is_async_callable, missing_functions
+from .external import ExternalModule, exception_payload, is_async_callable, missing_functions, module_name_problem
 from .journal import DONE as FEED_DONE
 from .journal import (
     ENVELOPE_BYTES,
@@ -55,6 +55,7 @@ from .journal import (
     SessionState,
     StateRecord,
     call_size,
+    dumped_modules,
     feed_size,
     fingerprint,
     input_size,
@@ -167,8 +168,9 @@ class Session:
         for name, module in (external_modules or {}).items():
             if not isinstance(module, ExternalModule):
                 raise TypeError(f'external_modules[{name!r}] must be an ExternalModule, not {type(module).__name__}')
-            if not name.isidentifier():
-                raise ValueError(f'external_modules key {name!r} is not a valid module name')
+            problem = module_name_problem(name, external_modules or {})
+            if problem is not None:
+                raise ValueError(f'external_modules key {problem}')
         self._pool = pool
         self._type_check = type_check
         self._stubs = type_check_stubs
@@ -308,15 +310,20 @@ class Session:
     def add_external_module(self, name: str, module: ExternalModule) -> None:
         """Offer `module` to the next feeds as an import named `name`, as `checkout(external_modules=)`
         does (a module the host learns of between feeds, as a caller answering imports does), in
-        place of the one the session offered under that name, if any.
+        place of the one the session offered under that name and its submodules, if any. A dotted
+        `name` (`pkg.sub`) offers a submodule of a module the session offers (`pkg`): the script
+        imports it as `import pkg.sub` and reaches it as `pkg.sub` too.
 
         Raises `TypeError` for a module that is not an `ExternalModule`, `ValueError` for a name that
-        is not one a module can have.
+        is not one a module can have, or a submodule of a module not offered.
         """
         if not isinstance(module, ExternalModule):
             raise TypeError(f'external module {name!r} must be an ExternalModule, not {type(module).__name__}')
-        if not isinstance(name, str) or not name.isidentifier():
-            raise ValueError(f'external module name {name!r} is not a valid module name')
+        problem = module_name_problem(name, self._modules)
+        if problem is not None:
+            raise ValueError(f'external module name {problem}')
+        for offered in [offered for offered in self._modules if offered.startswith(f'{name}.')]:
+            del self._modules[offered]
         self._modules[name] = module
 
     def chdir(self, path: str) -> None:
@@ -1329,18 +1336,23 @@ class Session:
             packages=list(self._pool.packages),
             answered=list(self._answered[0]),
             cwd=self._system.cwd,
+            modules={name: [module.stubs, list(module.functions)] for name, module in self._modules.items()},
         )
 
     def _fingerprint(self) -> bytes:
         return fingerprint(self._stubs, {name: (module.stubs, list(module.functions)) for name, module in self._modules.items()})
 
-    async def load_session(self, state: bytes) -> None:
+    async def load_session(self, state: bytes, *, modules: Callable[[dict[str, tuple[str | None, list[str]]]], Awaitable[None]] | None = None) -> None:
         """Load a state that `dump()` made into this freshly checked-out session.
 
         The session's feeds are replayed in its worker, their host calls answered from the state,
         so every variable, function, class and import comes back and no host function runs again.
         Give the new checkout the same `type_check_stubs`, `external_modules` and mounts (the
         overlay writes come from the state; read-only and read-write mounts must be given again).
+        `modules`, for a caller that offers modules as scripts ask for them: awaited with the
+        external modules the state was made with (`{name: (stubs, function names)}`, parents
+        before their submodules), before the state is checked against this session's modules; it
+        offers those this session lacks (`add_external_module`).
         A state of a paused session comes back paused: answer it with `resume()`. A state that a
         session of this pool gave out with `dump()` and closed right after, of the same tenant,
         starts from that session's worker instead (a live checkpoint: see `CheckpointLimits`).
@@ -1353,6 +1365,8 @@ class Session:
         self._check_usable()
         if self._journal or self._paused:
             raise RuntimeError('load_session needs a freshly checked-out session; this one has run feeds')
+        if modules is not None:
+            await modules(dumped_modules(state, self._pool._state_key(), quota=self._pool.max_state_bytes))
         opened = open_state(state, self._pool._state_key(), quota=self._pool.max_state_bytes, expected=self._fingerprint(), packages=self._pool.packages)
         checkpoint = None
         if self._pool._checkpoints is not None:

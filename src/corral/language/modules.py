@@ -193,6 +193,8 @@ def import_module(
         module = stdlib_module(name)
         if not fromlist and '.' in name:
             module = stdlib_module(name.partition('.')[0])
+    elif not fromlist and '.' in name:  # `import pkg.sub` binds `pkg`, which holds `sub`
+        module = host_modules[name.partition('.')[0]]
     for item in fromlist or ():
         if type(item) is not str or item == '*' or item not in module.__dict__:
             error = ImportError(f'cannot import name {item!r} from {name!r} (unknown location)', name=name)

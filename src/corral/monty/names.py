@@ -12,7 +12,7 @@ import builtins
 
 from ..language.catalog import STDLIB_MODULES
 
-__all__ = ['Names', 'awaited_callees', 'bound_names', 'free_names', 'imported_modules']
+__all__ = ['Names', 'awaited_callees', 'bound_names', 'free_names', 'imported_modules', 'module_imports', 'named_modules']
 
 _BUILTIN_NAMES = frozenset(dir(builtins))
 
@@ -114,6 +114,12 @@ def _bound(tree: ast.AST) -> set[str]:
 def imported_modules(code: str) -> list[str]:
     """The top-level modules `code` imports (absolute imports) that are not the sandbox's own, in
     the order the code names them first."""
+    return list(dict.fromkeys(module_imports(code)))
+
+
+def module_imports(code: str) -> list[str]:
+    """The top-level module of each import (`import a.b, c`: each name; `from a.b import x`) in
+    `code` of a module that is not the sandbox's own, in the order of the code, once per import."""
     try:
         tree = ast.parse(code)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
@@ -124,8 +130,17 @@ def imported_modules(code: str) -> list[str]:
             found.extend(((node.lineno, node.col_offset, index), alias.name.split('.')[0]) for index, alias in enumerate(node.names))
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             found.append(((node.lineno, node.col_offset, 0), node.module.split('.')[0]))
-    names = dict.fromkeys(name for _, name in sorted(found))
-    return [name for name in names if name not in STDLIB_MODULES and name.isidentifier()]
+    return [name for _, name in sorted(found) if name not in STDLIB_MODULES and name.isidentifier()]
+
+
+def named_modules(code: str, modules: set[str]) -> list[str]:
+    """Those of `modules` that `code` names (`tools` in `tools.add(1)`), in the order it names them first."""
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return []
+    found = sorted((node.lineno, node.col_offset, node.id) for node in ast.walk(tree) if isinstance(node, ast.Name) and node.id in modules)
+    return list(dict.fromkeys(name for _, _, name in found))
 
 
 def awaited_callees(code: str) -> set[str]:

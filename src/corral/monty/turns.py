@@ -43,7 +43,7 @@ from ..limits import Limits
 from ..typecheck import DIAGNOSTIC_FORMATS, format_diagnostics
 from . import monty_v1_pb2 as pb
 from .codec import ArenaError, ClientFunction, ClientModule, HeldFunction, decode, encode, exception_from, exception_value
-from .names import awaited_callees, bound_names, free_names, imported_modules
+from .names import awaited_callees, bound_names, free_names, imported_modules, module_imports, named_modules
 from .parent_os import ParentOs
 
 __all__ = ['Closed', 'Link', 'MontyChild', 'PROTOCOL_VERSIONS']
@@ -113,6 +113,7 @@ class MontyChild:
         self._resolver: asyncio.Task[None] | None = None
         self._awaited: set[str] = set()  # names by which the session's feeds call what they await
         self._stub_texts: dict[str, str | None] = {}  # the stubs of each module the parent was asked for
+        self._restored: set[str] = set()  # modules a loaded state offered, not yet asked of the parent
         self._printed: list[tuple[int, list[str]]] = []  # output not sent yet: (stream, texts)
         self._flush_timer: asyncio.TimerHandle | None = None
         self._interrupt: str | None = None  # 'reset', 'shutdown' or 'closed', come while a feed ran
@@ -247,6 +248,7 @@ class MontyChild:
         self._session, self._config = session, config
         if not loaded:
             self._bound, self._called, self._next_call, self._awaited, self._stub_texts = set(), {}, 0, set(), {}
+            self._restored = set()
         ok = pb.ChildEvent(ok=pb.Ok())
         if not session.ephemeral:  # a stored session: the client names it to load it again
             ok.session_id = session.session_id.encode()
@@ -292,13 +294,27 @@ class MontyChild:
         except (ValueError, TypeError, CorralError) as error:
             self._refused(error)
             return
+        restored: list[str] = []
+
+        async def modules(dumped: dict[str, tuple[str | None, list[str]]]) -> None:
+            # the modules the state was made with are host state: offered with the stubs and
+            # functions the state brings (calls reach the parent by their dotted names), and asked
+            # of the parent again at the first feed that names them
+            for name, (stubs, names) in dumped.items():
+                functions = {function: self._function(f'{name}.{function}', asynchronous=False) for function in names}
+                session.add_external_module(name, ExternalModule(functions, stubs=stubs))
+                self._stub_texts[name] = stubs
+                if '.' not in name:
+                    restored.append(name)
+
         try:
-            await session.load_session(load.state)
+            await session.load_session(load.state, modules=modules)
         except SandboxError as error:
             await self._close(session)
             self._error('ValueError', str(error))
             return
         await self._end_session()
+        self._restored = set(restored)
         self._started(session, config, loaded=True)
 
     async def _dump(self) -> None:
@@ -345,6 +361,11 @@ class MontyChild:
             session.chdir(feed.cwd)
         checked = self._config.type_check and not feed.skip_type_check
         modules = imported_modules(feed.code)
+        asked = module_imports(feed.code)  # the parent is asked once for each import of the code
+        if self._restored:  # a loaded state's module the code names is asked of the parent now, as an import's is
+            named = named_modules(feed.code, self._restored)
+            asked += [name for name in named if name not in modules]
+            self._restored -= set(named)
         self._awaited |= awaited_callees(feed.code)
         if checked:  # each module's stubs are asked once, all at once, before the check
             failed = await self._stubs(session, [name for name in modules if name not in self._stub_texts])
@@ -360,8 +381,8 @@ class MontyChild:
             except SandboxError as error:
                 self._ended(pb.ChildEvent(error=pb.Error(exception=_raised(error))))
                 return
-        for module in modules:  # asked at each feed that imports it: the parent's entry may have changed
-            failed = await self._import(session, module, self._stub_texts.get(module))
+        for module in asked:  # asked at each import: the parent's entry may have changed
+            failed = await self._import(session, module)
             if failed is not None:  # the parent's module failed to load: its import raises that
                 self._ended(pb.ChildEvent(error=pb.Error(exception=failed)))
                 return
@@ -424,16 +445,22 @@ class MontyChild:
             raise
         except Exception as error:  # noqa: BLE001 - the parent's own error, for the script
             return exception_value(type(error).__name__, str(error), type(error).__module__)
-        for name in names:
-            text = found.get(name) if isinstance(found, dict) else None
-            self._stub_texts[name] = text if isinstance(text, str) else None
-            if isinstance(text, str):
-                session.add_external_module(name, ExternalModule({}, stubs=text))
+        found = found if isinstance(found, dict) else {}
+        for name in names:  # a module's answer holds its submodules' stubs too (`pkg.sub`), a package
+            tree = sorted((key for key in found if isinstance(key, str) and key.startswith(f'{name}.')), key=lambda key: key.count('.'))
+            for key in (name, *tree):
+                text = found.get(key)
+                self._stub_texts[key] = text if isinstance(text, str) else None
+                if isinstance(text, str):
+                    try:
+                        session.add_external_module(key, ExternalModule({}, stubs=text))
+                    except ValueError:  # not a module name, or its parent has no stubs: the check says it is unresolved
+                        self._stub_texts[key] = None
         return None
 
-    async def _import(self, session: Session, name: str, text: str | None) -> pb.RaisedException | None:
+    async def _import(self, session: Session, name: str) -> pb.RaisedException | None:
         """Ask the parent for host module `name`; a module it has is offered to the session as an
-        `ExternalModule` (with the stubs `text`) whose functions call the parent's. Returns the
+        `ExternalModule` (with the stubs the parent gave) whose functions call the parent's. Returns the
         error the parent raised making the module (its factory failed), else None."""
         try:
             value = await self._os_call('import', pb.OsCall.Import(module=name), default=None)
@@ -443,15 +470,23 @@ class MontyChild:
             raise
         except Exception as error:  # noqa: BLE001 - the parent's own error, for the script
             return exception_value(type(error).__name__, str(error), type(error).__module__)
-        if not isinstance(value, ClientModule):
-            return None
+        if isinstance(value, ClientModule):
+            self._offer(session, name, value)
+        return None
+
+    def _offer(self, session: Session, name: str, module: ClientModule) -> None:
+        """Offer the parent's `module` to the session as `name` (with the stubs the parent gave for
+        it), and each module among its attributes as a submodule (`name.attr`)."""
         functions = {  # the module's functions (an answer's Function nodes are HeldFunctions)
             attr: self._function(item.client.name, asynchronous=attr in self._awaited)
-            for attr, item in value.attrs.items()
+            for attr, item in module.attrs.items()
             if isinstance(item, HeldFunction)
         }
-        values = {attr: item for attr, item in value.attrs.items() if not isinstance(item, (HeldFunction, ClientModule))}
-        session.add_external_module(name, ExternalModule(functions, stubs=text, values=values))
+        values = {attr: item for attr, item in module.attrs.items() if not isinstance(item, (HeldFunction, ClientModule))}
+        session.add_external_module(name, ExternalModule(functions, stubs=self._stub_texts.get(name), values=values))
+        for attr, item in module.attrs.items():
+            if isinstance(item, ClientModule):
+                self._offer(session, f'{name}.{attr}', item)
 
     async def _set_inputs(self, session: Session, inputs: dict[str, Any]) -> None:
         names = sorted(inputs)

@@ -365,9 +365,13 @@ class Worker:
                 self._shadowed[name] = self._builtins[name]
             self._builtins[name] = self._host_function(name, is_async)
         self._host_names = set(functions)
-        self._modules = {}
+        previous, self._modules = self._modules, {}
         for module_name, members in modules.items():
-            module = types.ModuleType(module_name)
+            # a module an earlier feed had is the same object, its members this feed's: a script's
+            # variable that holds it calls the functions the host offers now
+            module = previous.get(module_name) or types.ModuleType(module_name)
+            for name in [name for name in vars(module) if not name.startswith('__')]:
+                delattr(module, name)
             for name, member in members.items():  # a function (whether it is async) or [a value]
                 if type(member) is bool:
                     setattr(module, name, self._host_function(f'{module_name}.{name}', member))
@@ -376,6 +380,12 @@ class Worker:
                 else:
                     raise ProtocolError('malformed FEED message from the host')
             self._modules[module_name] = module
+        for module_name, module in self._modules.items():  # a submodule is an attribute of its parent
+            parent, _, attr = module_name.rpartition('.')
+            if parent:
+                if parent not in self._modules:
+                    raise ProtocolError('malformed FEED message from the host')
+                setattr(self._modules[parent], attr, module)
 
     def _import(self, name: str, globals: Any = None, locals: Any = None, fromlist: Any = (), level: int = 0) -> Any:
         # host modules, or facades of the standard library modules (the public API only, never a
