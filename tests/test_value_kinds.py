@@ -268,6 +268,14 @@ async def test_a_loaded_session_rebuilds_the_objects_that_came_in(pool):
         assert await session.feed_run('(type(e).__name__, e.args, p.y, repr(p))') == ('ValueError', ('in',), 2, 'Point(x=1, y=2)')
 
 
+def test_bounded_repr_shows_a_sandbox_builtin_as_cpython_shows_the_object():
+    from corral import SandboxBuiltin
+    from corral.values import bounded_repr
+
+    builtins = [SandboxBuiltin('function', 'len'), SandboxBuiltin('type', 'functools.partial'), SandboxBuiltin('function', 'json.dumps')]
+    assert bounded_repr(builtins) == "[<built-in function len>, <class 'functools.partial'>, <built-in function dumps>]"
+
+
 def test_bounded_repr_shows_a_scripts_objects_as_cpython_does():
     from corral.values import bounded_repr
 

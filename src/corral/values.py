@@ -1252,6 +1252,9 @@ class _ReprWriter:
             self.write(repr(value[: self.limit - self.length + 1]))
         elif t is int and value.bit_length() > 14_000:  # past Python's int-to-str limit of 4300 digits
             self.write(f'<int of {value.bit_length()} bits>')
+        elif t is SandboxBuiltin:  # as CPython shows the object: `<built-in function len>`, `<class 'functools.partial'>`
+            name = value.name if value.kind == 'type' else value.name.rpartition('.')[2]
+            self.write(f"<class '{name}'>" if value.kind == 'type' else f'<built-in function {name}>')
         else:
             try:
                 text = repr(value)
@@ -1315,7 +1318,8 @@ def bounded_repr(value: Any, *, limit: int = REPR_LIMIT) -> str:
     (4300 digits) show as `<int of N bits>`, containers nested past `MAX_DEPTH` as `[...]`, and
     an object whose own repr raises as `<type>`. A script's object (`corral.described`) shows as
     CPython shows it (`ValueError('bad')`, `Point(x=1, y=2)`, `Order(id=7)`), another
-    instance as `<__main__.Plain object: a=1>`.
+    instance as `<__main__.Plain object: a=1>`, a `SandboxBuiltin` as `<built-in function len>`
+    or `<class 'functools.partial'>`.
     """
     writer = _ReprWriter(limit)
     try:

@@ -456,7 +456,7 @@ async def test_an_ephemeral_session_keeps_no_more_of_its_scripts_than_the_server
                     ran += 1
             assert (ran, str(info.value)) == (
                 6,
-                'this session keeps 1,201,128 bytes of scripts and what came into them, more than the 1,048,576 (max_state_bytes) '
+                'this session keeps 1,201,206 bytes of scripts and what came into them, more than the 1,048,576 (max_state_bytes) '
                 'a session of this server may keep: it runs no more feeds; open a new session',
             )
         async with remote.checkout() as session:  # a new session runs
