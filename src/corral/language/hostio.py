@@ -30,6 +30,7 @@ from typing import Any
 from .native import builtin_function
 
 __all__ = [
+    'MAX_URANDOM_BYTES',
     'PREFIX',
     'SYSTEM_CALLS',
     'call',
@@ -65,6 +66,7 @@ SYSTEM_CALLS = {
     'clock.sleep': 'seconds (a float, finite and not negative)',
     'clock.async_sleep': 'seconds (a float, finite and positive): an async call, the others are sync',
     'random.seed': '',
+    'os.urandom': 'size (an int, from 0 to the OsAccess\'s max_urandom_bytes)',
 }
 
 #: The largest file a script may read or write in one piece (a frame carries it whole).
@@ -76,6 +78,12 @@ _output: Callable[..., None] | None = None
 #: Whether the script's sleeps wait in the host (the session's `OsAccess` overrides `sleep` or
 #: `async_sleep`), set by the worker for each feed; else they wait here, on the worker's own clock.
 host_sleeps = False
+#: The most bytes one `os.urandom()` gives unless `OsAccess(max_urandom_bytes=...)` says otherwise (1 MiB).
+MAX_URANDOM_BYTES = 1024 * 1024
+#: Whether the script's `os.urandom` bytes come from the host (its `OsAccess` overrides `urandom`),
+#: and the most bytes one call gives, set by the worker for each feed.
+host_urandom = False
+max_urandom_bytes = MAX_URANDOM_BYTES
 
 
 def install(
@@ -196,6 +204,15 @@ async def sleep_async(seconds: float) -> None:
         raise RuntimeError('malformed answer from the host to clock.async_sleep')
     if not reply[0]:
         raise _error(reply[1])
+
+
+def urandom(size: int) -> bytes:
+    """`size` bytes from the host's `OsAccess.urandom` (only where `host_urandom` is set): the
+    journal records them, so a session replayed from it gets the same bytes."""
+    value = call('os.urandom', size)
+    if type(value) is not bytes or len(value) != size:
+        raise RuntimeError('the host answered os.urandom with something other than the bytes asked')
+    return value
 
 
 def session_seed() -> int:

@@ -532,6 +532,8 @@ class Worker:
         self._install_host_functions(functions, modules)
         self._limits = limits
         hostio.host_sleeps = bool(limits.get('host_sleeps'))
+        hostio.host_urandom = bool(limits.get('host_urandom'))
+        hostio.max_urandom_bytes = limits.get('max_urandom_bytes', hostio.MAX_URANDOM_BYTES)
         self._output = self._calls = self._left_out = 0
         self._stops.clear()
         wall_time = limits.get('wall_time')
@@ -626,7 +628,8 @@ class Worker:
     def _failure(self, error: BaseException) -> list[Any]:
         """The FAIL message of the exception that ended a script: a limit it broke, or its own error.
 
-        Only a stop this worker raised in this feed reports a limit. A script can get hold of
+        Only a stop this worker raised in this feed, a RecursionError, or a MemoryError without a
+        message (the allocator's) reports a limit. A script can get hold of
         a stop (one that ended a task it kept: `task.exception()`) and raise it, or another of
         its class: that is the script's own error, not a limit, and never an unknown one.
         """
@@ -634,6 +637,8 @@ class Worker:
         if stop is not None and not any(stop is own for own in self._stops):
             stop = None
         limit = stop.args[0] if stop is not None else {MemoryError: 'memory', RecursionError: 'recursion'}.get(type(error))
+        if limit == 'memory' and error.args:  # raised with words (`os.urandom`'s cap, the script's own): not the allocator's
+            limit = None
         if limit is None:
             message, display = _escaped(_message(error)), _escaped(self._format_traceback(error))
             return [FAIL, 'runtime', _escaped(type(error).__name__), message, display, _detail(error)]
