@@ -4,12 +4,13 @@ time's `fold`, a script's exceptions, named tuples and class instances (as inert
 from __future__ import annotations
 
 import datetime
+import pathlib
 import zoneinfo
 
 import msgpack
 import pytest
 
-from corral.values import pack, unpack
+from corral.values import ValueLimitError, pack, unpack
 
 PLUS2 = datetime.timezone(datetime.timedelta(hours=2), 'PLUS2')
 NEW_YORK = zoneinfo.ZoneInfo('America/New_York')
@@ -343,3 +344,20 @@ def test_a_zone_whose_tzname_is_no_str_crosses_without_a_name():
 
     value = datetime.datetime(2024, 1, 1, tzinfo=Odd())
     assert repr(unpack(pack(value, side='sandbox'))) == 'datetime.datetime(2024, 1, 1, 0, 0, tzinfo=datetime.timezone(datetime.timedelta(seconds=3600)))'
+
+
+def test_posix_paths_cross_as_pure_paths_and_windows_paths_as_text():
+    class Lying(pathlib.PurePosixPath):
+        def __str__(self):  # never called: the path's own text crosses
+            return '/etc/shadow'
+
+    given = [pathlib.PurePosixPath('/a//b/./c'), pathlib.PosixPath('rel'), Lying('/x'), pathlib.PureWindowsPath('c:/w'), pathlib.PurePosixPath('/n\udcff')]
+    back = unpack(pack(given, side='host'))
+    assert back == [pathlib.PurePosixPath('/a/b/c'), pathlib.PurePosixPath('rel'), pathlib.PurePosixPath('/x'), 'c:\\w', pathlib.PurePosixPath('/n\udcff')]
+    assert [type(value) for value in back] == [pathlib.PurePosixPath] * 3 + [str, pathlib.PurePosixPath]
+    with pytest.raises(ValueError):  # not UTF-8
+        unpack(msgpack.packb(msgpack.ExtType(42, b'/\xff')))
+    # the path's text counts toward the decoded size
+    with pytest.raises(ValueLimitError) as info:
+        unpack(pack(pathlib.PurePosixPath('/' + 'a' * 10_000), side='host'), size=5_000)
+    assert str(info.value) == 'a message takes more than 5,000 bytes decoded'

@@ -4,13 +4,15 @@ Values cross as msgpack with a few extension types, both ways:
 
     None, bool, int (any size), float, str, bytes, list, tuple, dict, set, frozenset,
     datetime.datetime, datetime.date, datetime.time, datetime.timedelta, datetime.timezone,
-    decimal.Decimal, uuid.UUID, complex, Ellipsis
+    decimal.Decimal, uuid.UUID, complex, Ellipsis, pathlib.PurePosixPath
 
 and, converted by the sender, a dict's `keys()`, `values()` or `items()` as a list of what it
 iterates to, an `enum.Enum` member as its value (its class is code, which never
-crosses; the script sees the value, as JSON would carry it) and a `pathlib.PurePath` as its `str`
-(a path names a place in the sender's files: the host's and the sandbox's differ, the sandbox
-seeing only its mounts, so the receiver gets the text to map, not an object to open).
+crosses; the script sees the value, as JSON would carry it) and a `pathlib.PureWindowsPath` as its
+`str`. A POSIX path (`PurePosixPath`, `PosixPath`, the sandbox's `Path`) crosses as its text and
+arrives as a path: on the host a `PurePosixPath` (pure: it opens nothing), in a worker the
+sandbox's `pathlib.Path` (`worker_paths`), whose file operations go through the host's mounts as
+any path's do, so a path given to a script grants no access by itself.
 A script's objects cross as descriptions (`corral.described`): an exception, a named tuple (or
 a struct sequence) and, from the worker, an instance of the script's own class, each an array
 of its parts after a marker; the host keeps the descriptions, the worker rebuilds exceptions
@@ -73,7 +75,7 @@ from .described import ExceptionValue, InstanceValue, NamedTupleValue
 __all__ = [
     'pack', 'unpack', 'measure', 'Decoder', 'ValueLimitError', 'bounded_repr', 'host_default', 'sandbox_default',
     'Image', 'cut_text', 'describe_type', 'package_bound', 'package_form', 'library_repr', 'MAX_FRAME', 'MAX_DEPTH', 'REPR_LIMIT',
-    'UNPACKABLE_RESULT', 'SandboxBuiltin', 'builtin_name', 'name_objects', 'named_object', 'HostCallables', 'HostFunction', 'giving_callables', 'worker_callables',
+    'UNPACKABLE_RESULT', 'SandboxBuiltin', 'builtin_name', 'name_objects', 'named_object', 'HostCallables', 'HostFunction', 'giving_callables', 'worker_callables', 'worker_paths',
 ]
 
 #: Largest frame, in bytes, either side accepts (one message). A larger one is a protocol error.
@@ -107,6 +109,15 @@ _STEP = 8192
 
 #: The extension type of a `SandboxBuiltin` (apart from the codes above, which other kinds extend).
 _NAMED = 40
+#: The extension type of a POSIX path: its text, UTF-8 (a lone surrogate kept).
+_PATH = 42
+#: What a path arrives as: `pathlib.PurePosixPath` on the host, the sandbox's `Path` in a worker.
+_PATH_TYPE: list[Callable[[str], Any]] = [pathlib.PurePosixPath]
+
+
+def worker_paths(path_type: Callable[[str], Any]) -> None:
+    """In a worker: a path arrives as `path_type(text)` (the sandbox's `pathlib.Path`)."""
+    _PATH_TYPE[:] = [path_type]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -368,7 +379,7 @@ def _refuse(value: object) -> TypeError:
 #: Types msgpack packs through `default` (ext types, marked arrays, and ints past 64 bits).
 _EXTENSION_TYPES = frozenset({
     int, tuple, set, frozenset, datetime.datetime, datetime.date, datetime.time, datetime.timedelta, datetime.timezone,
-    decimal.Decimal, uuid.UUID, Image, complex, type(Ellipsis), SandboxBuiltin, _CallableRef,
+    decimal.Decimal, uuid.UUID, Image, complex, type(Ellipsis), SandboxBuiltin, _CallableRef, pathlib.PurePosixPath,
 })
 #: The exact types that may cross; anything else goes through the side's conversion first.
 _BOUNDARY_TYPES = _EXTENSION_TYPES | {type(None), bool, float, str, bytes, list, dict}
@@ -407,6 +418,8 @@ def _make_default(convert: Callable[[Any], Any]) -> Callable[[Any], Any]:
             return msgpack.ExtType(_TIMEDELTA, _DURATION.pack(value.days, value.seconds, value.microseconds))
         if t is decimal.Decimal:
             return msgpack.ExtType(_DECIMAL, str(value).encode())  # exact, NaN and infinities included
+        if t is pathlib.PurePosixPath:
+            return msgpack.ExtType(_PATH, str(value).encode('utf-8', 'surrogatepass'))
         if t is uuid.UUID:
             return msgpack.ExtType(_UUID, value.bytes)
         if t is Image:
@@ -478,7 +491,8 @@ def _exact(value: Any) -> Any:
 
     Uses the base type's own C methods (`str.__str__`, `dict.items`), so an override in the
     subclass (`__str__`, `__iter__`, `keys`) is never called. An enum member becomes its value
-    (read from its own dict, not through a `value` property), a path its text; numpy and pandas
+    (read from its own dict, not through a `value` property), a POSIX path a `PurePosixPath`, a
+    Windows one its text; numpy and pandas
     values their plain form (`package_form`: first, as pandas' `NaT` is a datetime).
     """
     form = _named_form(value)
@@ -497,8 +511,9 @@ def _exact(value: Any) -> Any:
         return NamedTupleValue(tuple.__getitem__(value, slice(None)), _class_name(type(value)), _class_module(type(value)), fields)
     if isinstance(value, enum.Enum):
         return object.__getattribute__(value, '__dict__')['_value_']
-    if isinstance(value, pathlib.PurePath):
-        return pathlib.PurePath.__str__(value)
+    if isinstance(value, pathlib.PurePath):  # its own method: a subclass's `__str__` is not called
+        text = pathlib.PurePath.__str__(value)
+        return pathlib.PurePosixPath(text) if isinstance(value, pathlib.PurePosixPath) else text
     if isinstance(value, decimal.Decimal):
         return decimal.Decimal(decimal.Decimal.__str__(value))
     if isinstance(value, uuid.UUID):
@@ -1146,6 +1161,10 @@ class Decoder:
             return int(data.decode(), 16)
         if code == _UUID:
             return uuid.UUID(bytes=data)  # ValueError unless 16 bytes
+        if code == _PATH:
+            text = data.decode('utf-8', 'surrogatepass')
+            self._count(0, sys.getsizeof(text))  # the text the path holds, beyond the path object
+            return _PATH_TYPE[0](text)
         if code == _IMAGE:
             mime_type, _, image = data.partition(b'\0')
             return Image(image, mime_type.decode())  # ValueError for a format not in IMAGE_TYPES

@@ -131,7 +131,7 @@ def _node(node: pb.MontyNode, index: int, built: list[Any]) -> Any:
     if kind == 'complex':
         return complex(value.real, value.imag)
     if kind == 'path':
-        return str(pathlib.PurePosixPath(value))
+        return pathlib.PurePosixPath(value)
     if kind == 'decimal':
         try:
             return decimal.Decimal(value)
