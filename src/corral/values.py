@@ -70,12 +70,12 @@ from typing import Any
 
 import msgpack
 
-from .described import ExceptionValue, InstanceValue, NamedTupleValue
+from .described import ExceptionValue, FileValue, InstanceValue, NamedTupleValue
 
 __all__ = [
     'pack', 'unpack', 'measure', 'Decoder', 'ValueLimitError', 'bounded_repr', 'host_default', 'sandbox_default',
     'Image', 'cut_text', 'describe_type', 'package_bound', 'package_form', 'library_repr', 'MAX_FRAME', 'MAX_DEPTH', 'REPR_LIMIT',
-    'UNPACKABLE_RESULT', 'SandboxBuiltin', 'builtin_name', 'name_objects', 'named_object', 'HostCallables', 'HostFunction', 'giving_callables', 'worker_callables', 'worker_paths',
+    'UNPACKABLE_RESULT', 'SandboxBuiltin', 'builtin_name', 'name_objects', 'named_object', 'HostCallables', 'HostFunction', 'giving_callables', 'worker_callables', 'worker_files', 'worker_paths',
 ]
 
 #: Largest frame, in bytes, either side accepts (one message). A larger one is a protocol error.
@@ -91,10 +91,10 @@ REPR_LIMIT = 100_000
 UNPACKABLE_RESULT = 'the value of the last expression cannot leave the sandbox'
 
 _TUPLE, _SET, _FROZENSET, _BIGINT, _DATETIME, _DATE, _TIME, _TIMEDELTA, _TIMEZONE, _DECIMAL, _UUID, _IMAGE, _COMPLEX, _ELLIPSIS = range(1, 15)
-_EXCEPTION, _NAMED_TUPLE, _INSTANCE = range(15, 18)
-_MARKS = (_TUPLE, _SET, _FROZENSET, _EXCEPTION, _NAMED_TUPLE, _INSTANCE)
+_EXCEPTION, _NAMED_TUPLE, _INSTANCE, _FILE = range(15, 19)
+_MARKS = (_TUPLE, _SET, _FROZENSET, _EXCEPTION, _NAMED_TUPLE, _INSTANCE, _FILE)
 #: The descriptions of a script's objects (`corral.described`), each an array of its parts after its marker.
-_DESCRIBED = {ExceptionValue: _EXCEPTION, NamedTupleValue: _NAMED_TUPLE, InstanceValue: _INSTANCE}
+_DESCRIBED = {ExceptionValue: _EXCEPTION, NamedTupleValue: _NAMED_TUPLE, InstanceValue: _INSTANCE, FileValue: _FILE}
 _DURATION = struct.Struct('>iii')  # days, seconds, microseconds of a timedelta or a UTC offset
 _COMPLEX_PARTS = struct.Struct('>dd')  # the real and imaginary parts of a complex
 
@@ -111,8 +111,15 @@ _STEP = 8192
 _NAMED = 40
 #: The extension type of a POSIX path: its text, UTF-8 (a lone surrogate kept).
 _PATH = 42
+#: In a worker: what describes a file the script opened (`worker_files`), None for other objects.
+_DESCRIBE_FILE: list[Callable[[Any], FileValue | None]] = []
 #: What a path arrives as: `pathlib.PurePosixPath` on the host, the sandbox's `Path` in a worker.
 _PATH_TYPE: list[Callable[[str], Any]] = [pathlib.PurePosixPath]
+
+
+def worker_files(describe: Callable[[Any], FileValue | None]) -> None:
+    """In a worker: `describe(value)` is the `FileValue` of a file the script opened, else None."""
+    _DESCRIBE_FILE[:] = [describe]
 
 
 def worker_paths(path_type: Callable[[str], Any]) -> None:
@@ -446,6 +453,8 @@ def _parts(value: Any) -> list[Any]:
         return [value.type_name, value.module, value.base, *value.args]
     if type(value) is NamedTupleValue:
         return [value._type_name, value._module, list(value._fields), *tuple.__iter__(value)]
+    if type(value) is FileValue:
+        return [value.path, value.mode, value.position]
     return [value.type_name, value.module, value.is_dataclass, dict(value.attrs)]
 
 
@@ -453,6 +462,8 @@ def _described(code: int, parts: list[Any]) -> Any:
     """The description `_parts` made `parts` of; ValueError for parts of the wrong kinds."""
     if len(parts) < 3 or type(parts[0]) is not str or type(parts[1]) is not str:
         raise ValueError('malformed description of an object in a frame')
+    if code == _FILE and len(parts) == 3 and type(parts[2]) is int and parts[2] >= 0:
+        return FileValue(*parts)
     if code == _EXCEPTION and type(parts[2]) is str:
         return ExceptionValue(parts[0], parts[1], tuple(parts[3:]), parts[2])
     if code == _NAMED_TUPLE and type(parts[2]) is list and all(type(name) is str for name in parts[2]) and len(parts[2]) == len(parts) - 3:
@@ -552,6 +563,8 @@ def _exact(value: Any) -> Any:
         return list(value)
     if _is_script_class(type(value)):
         return _instance(value)
+    if _DESCRIBE_FILE and (described := _DESCRIBE_FILE[0](value)) is not None:
+        return described
     raise _refuse(value)
 
 
@@ -901,6 +914,8 @@ class _Walk:
         converted = self.convert(value)
         if type(converted) is InstanceValue and self.convert is host_default:
             raise TypeError(f"{self.subject} holds an InstanceValue (the script's {converted.type_name}), which cannot go back into the sandbox: its class is the script's code; send its attrs")
+        if type(converted) is FileValue and self.convert is host_default:
+            raise TypeError(f'{self.subject} holds a FileValue ({converted.path!r}), which cannot go back into the sandbox: it is a description, not an open file; send its path')
         return _parts(converted) if type(converted) in _DESCRIBED else converted
 
     def check_figure(self, width: int, height: int) -> None:
@@ -1120,7 +1135,7 @@ class Decoder:
         self._count_items(elements)
         if code == _TUPLE:
             return tuple(elements)
-        if code in (_EXCEPTION, _NAMED_TUPLE, _INSTANCE):
+        if code in (_EXCEPTION, _NAMED_TUPLE, _INSTANCE, _FILE):
             described = _described(code, elements)
             return described if self._objects is None else self._objects(described)
         self._check_hashes(elements, 'set')

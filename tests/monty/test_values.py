@@ -11,7 +11,7 @@ from typing import NamedTuple
 
 import pytest
 
-from corral import ExceptionValue, InstanceValue, NamedTupleValue
+from corral import ExceptionValue, FileValue, InstanceValue, NamedTupleValue
 from corral.monty import monty_v1_pb2 as pb
 from corral.monty.codec import ArenaError, decode, encode
 
@@ -173,3 +173,10 @@ def test_a_path_input_is_the_sandboxs_path_and_returns_as_a_pure_path(monty: pyd
         result = session.feed_run('(x, type(x).__name__, repr(x / "y"))', inputs={'x': pathlib.PosixPath('/tmp')})
     assert result == (pathlib.PurePosixPath('/tmp'), 'PosixPath', "PosixPath('/tmp/y')")
     assert type(result[0]) is pathlib.PurePosixPath
+
+
+def test_a_file_description_is_a_file_handle_node_both_ways() -> None:
+    out = pb.Arena()
+    (root,) = encode([FileValue('/data/a.bin', 'wb', 3)], out)
+    assert out.nodes[root].file_handle == pb.FileHandle(path='/data/a.bin', mode='wb', position=3)
+    assert decode(out, [root]) == [FileValue('/data/a.bin', 'wb', 3)]

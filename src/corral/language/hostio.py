@@ -27,6 +27,7 @@ import weakref
 from collections.abc import Awaitable, Callable, Iterator, MutableMapping
 from typing import Any
 
+from ..described import FileValue
 from .native import builtin_function
 
 __all__ = [
@@ -438,6 +439,15 @@ def _open(
     wrapper = io.TextIOWrapper(raw, encoding=encoding or 'utf-8', errors=errors, newline=newline)
     wrapper.mode = mode  # type: ignore[misc]
     return wrapper
+
+
+def describe_file(value: Any) -> FileValue | None:
+    """A file `open()` returned, as the host receives it (`corral.FileValue`); None for anything else."""
+    raw = value.buffer if type(value) is io.TextIOWrapper else value
+    if type(raw) is not _HostFile:
+        return None
+    mode = value.mode if type(value.mode) is str else raw.mode  # a text file's mode is an attribute the script may set
+    return FileValue(raw._path, mode, 0 if raw.closed else raw.tell())
 
 
 _open.__name__ = _open.__qualname__ = 'open'

@@ -31,7 +31,7 @@ from ..limits import amount
 from ..language.guards import is_script_class
 from ..language.named import sandbox_pairs
 from ..language.rebuild import rebuild
-from ..values import UNPACKABLE_RESULT, ValueLimitError, describe_instances, library_repr, measure, name_objects, pack, unpack, worker_callables, worker_paths
+from ..values import UNPACKABLE_RESULT, ValueLimitError, describe_instances, library_repr, measure, name_objects, pack, unpack, worker_callables, worker_files, worker_paths
 
 __all__ = ['Worker', 'STDLIB_MODULES', 'PRELOAD_MODULES']
 
@@ -164,6 +164,7 @@ class Worker:
         builtins_namespace = self._builtins
         name_objects(lambda: sandbox_pairs(builtins_namespace))  # type objects and builtins cross by name
         worker_callables(self._value_function)  # host callables given as values
+        worker_files(hostio.describe_file)  # a file the script opened crosses as its path, mode and position
         worker_paths(facades.PosixPath)  # a path given to the script is the sandbox's own, reaching files through the mounts
         self._compiler = compiler_tag(guarded)  # the code a CODE message may bring (see `_take_code`)
         self._globals: dict[str, Any] = {'__name__': '__main__', '__doc__': None, '__builtins__': self._builtins}
