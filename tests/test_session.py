@@ -330,7 +330,7 @@ async def test_values_cross_both_ways_unchanged(session, value):
     assert type(received[0]) is type(value) and received[0] == value
 
 
-async def test_enum_members_cross_as_their_values_and_paths_as_text(session):
+async def test_enum_members_cross_as_their_values_and_paths_as_paths(session):
     class Status(enum.Enum):
         SHIPPED = 'shipped'
         HELD = (1, 'held')
@@ -339,6 +339,7 @@ async def test_enum_members_cross_as_their_values_and_paths_as_text(session):
     lookup = {
         'status': lambda: [Status.SHIPPED, Status.HELD, {Status.SHIPPED: pathlib.PurePosixPath('/srv/a.csv')}],
         'report': lambda: pathlib.Path('/srv/reports'),
+        'windows': lambda: pathlib.PureWindowsPath('c:/x'),
         'send': received.append,
     }
     code = """
@@ -347,12 +348,23 @@ class Level(enum.IntEnum):
     LOW = 1
 class Kind(enum.Enum):
     A = 'a'
-send([Level.LOW, Kind.A, pathlib.Path('/data/x.txt'), pathlib.PurePath('rel')])
-(status(), report(), type(report()).__name__)
+send([Level.LOW, Kind.A, pathlib.Path('/data/x.txt'), pathlib.PurePath('rel'), pathlib.PureWindowsPath('c:/y')])
+r = report()
+(status(), r, type(r).__name__, repr(r / 'q1.csv'), isinstance(r, pathlib.Path), windows())
 """
-    assert await session.feed_run(code, external_lookup=lookup) == (['shipped', (1, 'held'), {'shipped': '/srv/a.csv'}], '/srv/reports', 'str')
-    assert received == [[1, 'a', '/data/x.txt', 'rel']]
-    assert [type(v) for v in received[0]] == [int, str, str, str]
+    assert await session.feed_run(code, external_lookup=lookup) == (
+        ['shipped', (1, 'held'), {'shipped': pathlib.PurePosixPath('/srv/a.csv')}],
+        pathlib.PurePosixPath('/srv/reports'), 'PosixPath', "PosixPath('/srv/reports/q1.csv')", True, 'c:\\x',
+    )
+    assert received == [[1, 'a', pathlib.PurePosixPath('/data/x.txt'), pathlib.PurePosixPath('rel'), 'c:\\y']]
+    assert [type(v) for v in received[0]] == [int, str, pathlib.PurePosixPath, pathlib.PurePosixPath, str]
+    # a path the host gives opens nothing by itself: file access is the mounts' (here none)
+    with pytest.raises(corral.SandboxRuntimeError) as info:
+        await session.feed_run("report().read_text()", external_lookup=lookup)
+    assert str(info.value).splitlines()[-1] == (
+        "PermissionError: [Errno 13] Permission denied (the host has not granted file access; "
+        "the host grants it with checkout(mounts=[Mount(host_dir, sandbox_path)])): '/srv/reports'"
+    )
 
 
 async def test_dataclass_and_pydantic_results_arrive_as_dicts(session):

@@ -4,6 +4,7 @@ time's `fold`, a script's exceptions, named tuples and class instances (as inert
 from __future__ import annotations
 
 import datetime
+import pathlib
 import zoneinfo
 
 import msgpack
@@ -79,7 +80,7 @@ import json  # noqa: E402
 import sys  # noqa: E402
 
 import corral  # noqa: E402
-from corral import ExceptionValue, InstanceValue, NamedTupleValue  # noqa: E402
+from corral import ExceptionValue, FileValue, InstanceValue, NamedTupleValue  # noqa: E402
 from corral.language.rebuild import rebuild  # noqa: E402
 from corral.values import MAX_DEPTH, Decoder, ValueLimitError, measure  # noqa: E402
 
@@ -351,3 +352,45 @@ def test_a_zone_whose_tzname_is_no_str_crosses_without_a_name():
 
     value = datetime.datetime(2024, 1, 1, tzinfo=Odd())
     assert repr(unpack(pack(value, side='sandbox'))) == 'datetime.datetime(2024, 1, 1, 0, 0, tzinfo=datetime.timezone(datetime.timedelta(seconds=3600)))'
+
+
+def test_posix_paths_cross_as_pure_paths_and_windows_paths_as_text():
+    class Lying(pathlib.PurePosixPath):
+        def __str__(self):  # never called: the path's own text crosses
+            return '/etc/shadow'
+
+    given = [pathlib.PurePosixPath('/a//b/./c'), pathlib.PosixPath('rel'), Lying('/x'), pathlib.PureWindowsPath('c:/w'), pathlib.PurePosixPath('/n\udcff')]
+    back = unpack(pack(given, side='host'))
+    assert back == [pathlib.PurePosixPath('/a/b/c'), pathlib.PurePosixPath('rel'), pathlib.PurePosixPath('/x'), 'c:\\w', pathlib.PurePosixPath('/n\udcff')]
+    assert [type(value) for value in back] == [pathlib.PurePosixPath] * 3 + [str, pathlib.PurePosixPath]
+    with pytest.raises(ValueError):  # not UTF-8
+        unpack(msgpack.packb(msgpack.ExtType(42, b'/\xff')))
+    # the path's text counts toward the decoded size
+    with pytest.raises(ValueLimitError) as info:
+        unpack(pack(pathlib.PurePosixPath('/' + 'a' * 10_000), side='host'), size=5_000)
+    assert str(info.value) == 'a message takes more than 5,000 bytes decoded'
+
+
+async def test_a_file_the_script_opened_crosses_as_its_description(tmp_path):
+    (tmp_path / 'hello.txt').write_text('hello')
+    async with corral.Pool() as pool, pool.checkout(mounts=corral.Mount(tmp_path, '/data', mode='read-write')) as session:
+        code = "f = open('/data/hello.txt')\nf.read(2)\ng = open('/data/hello.txt', 'rb')\ng.read(3)\n[f, g, open('out.bin', 'wb'), open('/data/hello.txt', 'a+')]"
+        files = await session.feed_run(code)
+        assert files == [
+            FileValue('/data/hello.txt', 'r', 5), FileValue('/data/hello.txt', 'rb', 3), FileValue('out.bin', 'wb', 0), FileValue('/data/hello.txt', 'a+', 5),
+        ]  # a text file's position is its buffer's: the whole of a short file is read at once
+        assert [(f.binary, f.readable, f.writable) for f in files] == [(False, True, False), (True, True, False), (True, False, True), (False, True, True)]
+        assert await session.feed_run('g.close()\ng') == FileValue('/data/hello.txt', 'rb', 0)
+        assert await session.feed_run('f.mode = 5\nf') == FileValue('/data/hello.txt', 'r', 5)  # a mode the script set that is no str: the file's own
+    given = FileValue('/data/x', 'r', 0)
+    assert unpack(pack(given, side='host')) == given
+    with pytest.raises(TypeError) as error:
+        measure([given], items=None, size=None, subject='the value f() returned', crossing='enter the sandbox', convert=corral.values.host_default)
+    assert str(error.value) == (
+        "the value f() returned holds a FileValue ('/data/x'), which cannot go back into the sandbox: it is a description, not an open file; send its path"
+    )
+    with pytest.raises(ValueError, match='^a file the script opened cannot come back into the sandbox$'):
+        unpack(pack(given, side='host'), objects=rebuild)
+    for parts in (['/x', 'r', -1], ['/x', 'r'], ['/x', 'r', 1.0]):
+        with pytest.raises(ValueError, match='^malformed description of an object in a frame$'):
+            unpack(msgpack.packb([msgpack.ExtType(18, b''), *parts]))

@@ -1,4 +1,4 @@
-"""A script's objects that cross the boundary as data: exceptions, named tuples, class instances.
+"""A script's objects that cross the boundary as data: exceptions, named tuples, class instances, open files.
 
 An object of a class the script made (or of the standard library's: an exception, a named tuple)
 has code the other side must never run, so it crosses as a description: its class's name and
@@ -10,6 +10,7 @@ an exception or a named tuple back in, where the sandbox builds the real object 
     ValueError('bad', 3)                   ExceptionValue('ValueError', 'builtins', ('bad', 3), 'ValueError')
     Point(x=1, y=2) (a named tuple)        NamedTupleValue((1, 2), 'Point', '__main__', ('x', 'y'))
     an instance of a class, a dataclass    InstanceValue('Order', '__main__', {'id': 7, ...}, is_dataclass=True)
+    open('/data/a.txt')                    FileValue('/data/a.txt', 'r', 0)
 
 What a description holds is plain data of the kinds in `corral.values`, converted and bounded as
 any value is (`value_items`, `value_size`, `MAX_DEPTH`).
@@ -20,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-__all__ = ['ExceptionValue', 'InstanceValue', 'NamedTupleValue']
+__all__ = ['ExceptionValue', 'FileValue', 'InstanceValue', 'NamedTupleValue']
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,3 +100,27 @@ class InstanceValue:
     is_dataclass: bool = False
 
     __hash__ = None  # type: ignore[assignment]  # its attrs are a dict: unhashable, as a dict is
+
+
+@dataclasses.dataclass(frozen=True)
+class FileValue:
+    """A file the script opened (`open()`), as data: its `path` as the script named it, its `mode`
+    as the script gave it (`'r'`, `'wb'`, ...) and its `position` (bytes from its start; 0 once
+    closed). It opens nothing: a description stays on the host and does not cross back into the
+    sandbox. `binary`, `readable` and `writable` follow from the mode."""
+
+    path: str
+    mode: str
+    position: int
+
+    @property
+    def binary(self) -> bool:
+        return 'b' in self.mode
+
+    @property
+    def readable(self) -> bool:
+        return 'r' in self.mode or '+' in self.mode
+
+    @property
+    def writable(self) -> bool:
+        return any(c in self.mode for c in 'wax+')

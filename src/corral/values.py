@@ -4,13 +4,15 @@ Values cross as msgpack with a few extension types, both ways:
 
     None, bool, int (any size), float, str, bytes, list, tuple, dict, set, frozenset,
     datetime.datetime, datetime.date, datetime.time, datetime.timedelta, datetime.timezone,
-    decimal.Decimal, uuid.UUID, complex, Ellipsis
+    decimal.Decimal, uuid.UUID, complex, Ellipsis, pathlib.PurePosixPath
 
 and, converted by the sender, a dict's `keys()`, `values()` or `items()` as a list of what it
 iterates to, an `enum.Enum` member as its value (its class is code, which never
-crosses; the script sees the value, as JSON would carry it) and a `pathlib.PurePath` as its `str`
-(a path names a place in the sender's files: the host's and the sandbox's differ, the sandbox
-seeing only its mounts, so the receiver gets the text to map, not an object to open).
+crosses; the script sees the value, as JSON would carry it) and a `pathlib.PureWindowsPath` as its
+`str`. A POSIX path (`PurePosixPath`, `PosixPath`, the sandbox's `Path`) crosses as its text and
+arrives as a path: on the host a `PurePosixPath` (pure: it opens nothing), in a worker the
+sandbox's `pathlib.Path` (`worker_paths`), whose file operations go through the host's mounts as
+any path's do, so a path given to a script grants no access by itself.
 A script's objects cross as descriptions (`corral.described`): an exception, a named tuple (or
 a struct sequence) and, from the worker, an instance of the script's own class, each an array
 of its parts after a marker; the host keeps the descriptions, the worker rebuilds exceptions
@@ -68,12 +70,12 @@ from typing import Any
 
 import msgpack
 
-from .described import ExceptionValue, InstanceValue, NamedTupleValue
+from .described import ExceptionValue, FileValue, InstanceValue, NamedTupleValue
 
 __all__ = [
     'pack', 'unpack', 'measure', 'Decoder', 'ValueLimitError', 'bounded_repr', 'host_default', 'sandbox_default',
     'Image', 'cut_text', 'describe_type', 'package_bound', 'package_form', 'library_repr', 'MAX_FRAME', 'MAX_DEPTH', 'REPR_LIMIT',
-    'UNPACKABLE_RESULT', 'SandboxBuiltin', 'builtin_name', 'name_objects', 'named_object', 'HostCallables', 'HostFunction', 'giving_callables', 'worker_callables',
+    'UNPACKABLE_RESULT', 'SandboxBuiltin', 'builtin_name', 'name_objects', 'named_object', 'HostCallables', 'HostFunction', 'giving_callables', 'worker_callables', 'worker_files', 'worker_paths',
 ]
 
 #: Largest frame, in bytes, either side accepts (one message). A larger one is a protocol error.
@@ -89,10 +91,10 @@ REPR_LIMIT = 100_000
 UNPACKABLE_RESULT = 'the value of the last expression cannot leave the sandbox'
 
 _TUPLE, _SET, _FROZENSET, _BIGINT, _DATETIME, _DATE, _TIME, _TIMEDELTA, _TIMEZONE, _DECIMAL, _UUID, _IMAGE, _COMPLEX, _ELLIPSIS = range(1, 15)
-_EXCEPTION, _NAMED_TUPLE, _INSTANCE = range(15, 18)
-_MARKS = (_TUPLE, _SET, _FROZENSET, _EXCEPTION, _NAMED_TUPLE, _INSTANCE)
+_EXCEPTION, _NAMED_TUPLE, _INSTANCE, _FILE = range(15, 19)
+_MARKS = (_TUPLE, _SET, _FROZENSET, _EXCEPTION, _NAMED_TUPLE, _INSTANCE, _FILE)
 #: The descriptions of a script's objects (`corral.described`), each an array of its parts after its marker.
-_DESCRIBED = {ExceptionValue: _EXCEPTION, NamedTupleValue: _NAMED_TUPLE, InstanceValue: _INSTANCE}
+_DESCRIBED = {ExceptionValue: _EXCEPTION, NamedTupleValue: _NAMED_TUPLE, InstanceValue: _INSTANCE, FileValue: _FILE}
 _DURATION = struct.Struct('>iii')  # days, seconds, microseconds of a timedelta or a UTC offset
 _COMPLEX_PARTS = struct.Struct('>dd')  # the real and imaginary parts of a complex
 
@@ -107,6 +109,22 @@ _STEP = 8192
 
 #: The extension type of a `SandboxBuiltin` (apart from the codes above, which other kinds extend).
 _NAMED = 40
+#: The extension type of a POSIX path: its text, UTF-8 (a lone surrogate kept).
+_PATH = 42
+#: In a worker: what describes a file the script opened (`worker_files`), None for other objects.
+_DESCRIBE_FILE: list[Callable[[Any], FileValue | None]] = []
+#: What a path arrives as: `pathlib.PurePosixPath` on the host, the sandbox's `Path` in a worker.
+_PATH_TYPE: list[Callable[[str], Any]] = [pathlib.PurePosixPath]
+
+
+def worker_files(describe: Callable[[Any], FileValue | None]) -> None:
+    """In a worker: `describe(value)` is the `FileValue` of a file the script opened, else None."""
+    _DESCRIBE_FILE[:] = [describe]
+
+
+def worker_paths(path_type: Callable[[str], Any]) -> None:
+    """In a worker: a path arrives as `path_type(text)` (the sandbox's `pathlib.Path`)."""
+    _PATH_TYPE[:] = [path_type]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -368,7 +386,7 @@ def _refuse(value: object) -> TypeError:
 #: Types msgpack packs through `default` (ext types, marked arrays, and ints past 64 bits).
 _EXTENSION_TYPES = frozenset({
     int, tuple, set, frozenset, datetime.datetime, datetime.date, datetime.time, datetime.timedelta, datetime.timezone,
-    decimal.Decimal, uuid.UUID, Image, complex, type(Ellipsis), SandboxBuiltin, _CallableRef,
+    decimal.Decimal, uuid.UUID, Image, complex, type(Ellipsis), SandboxBuiltin, _CallableRef, pathlib.PurePosixPath,
 })
 #: The exact types that may cross; anything else goes through the side's conversion first.
 _BOUNDARY_TYPES = _EXTENSION_TYPES | {type(None), bool, float, str, bytes, list, dict}
@@ -407,6 +425,8 @@ def _make_default(convert: Callable[[Any], Any]) -> Callable[[Any], Any]:
             return msgpack.ExtType(_TIMEDELTA, _DURATION.pack(value.days, value.seconds, value.microseconds))
         if t is decimal.Decimal:
             return msgpack.ExtType(_DECIMAL, str(value).encode())  # exact, NaN and infinities included
+        if t is pathlib.PurePosixPath:
+            return msgpack.ExtType(_PATH, str(value).encode('utf-8', 'surrogatepass'))
         if t is uuid.UUID:
             return msgpack.ExtType(_UUID, value.bytes)
         if t is Image:
@@ -433,6 +453,8 @@ def _parts(value: Any) -> list[Any]:
         return [value.type_name, value.module, value.base, *value.args]
     if type(value) is NamedTupleValue:
         return [value._type_name, value._module, list(value._fields), *tuple.__iter__(value)]
+    if type(value) is FileValue:
+        return [value.path, value.mode, value.position]
     return [value.type_name, value.module, value.is_dataclass, dict(value.attrs)]
 
 
@@ -440,6 +462,8 @@ def _described(code: int, parts: list[Any]) -> Any:
     """The description `_parts` made `parts` of; ValueError for parts of the wrong kinds."""
     if len(parts) < 3 or type(parts[0]) is not str or type(parts[1]) is not str:
         raise ValueError('malformed description of an object in a frame')
+    if code == _FILE and len(parts) == 3 and type(parts[2]) is int and parts[2] >= 0:
+        return FileValue(*parts)
     if code == _EXCEPTION and type(parts[2]) is str:
         return ExceptionValue(parts[0], parts[1], tuple(parts[3:]), parts[2])
     if code == _NAMED_TUPLE and type(parts[2]) is list and all(type(name) is str for name in parts[2]) and len(parts[2]) == len(parts) - 3:
@@ -478,7 +502,8 @@ def _exact(value: Any) -> Any:
 
     Uses the base type's own C methods (`str.__str__`, `dict.items`), so an override in the
     subclass (`__str__`, `__iter__`, `keys`) is never called. An enum member becomes its value
-    (read from its own dict, not through a `value` property), a path its text; numpy and pandas
+    (read from its own dict, not through a `value` property), a POSIX path a `PurePosixPath`, a
+    Windows one its text; numpy and pandas
     values their plain form (`package_form`: first, as pandas' `NaT` is a datetime).
     """
     form = _named_form(value)
@@ -497,8 +522,9 @@ def _exact(value: Any) -> Any:
         return NamedTupleValue(tuple.__getitem__(value, slice(None)), _class_name(type(value)), _class_module(type(value)), fields)
     if isinstance(value, enum.Enum):
         return object.__getattribute__(value, '__dict__')['_value_']
-    if isinstance(value, pathlib.PurePath):
-        return pathlib.PurePath.__str__(value)
+    if isinstance(value, pathlib.PurePath):  # its own method: a subclass's `__str__` is not called
+        text = pathlib.PurePath.__str__(value)
+        return pathlib.PurePosixPath(text) if isinstance(value, pathlib.PurePosixPath) else text
     if isinstance(value, decimal.Decimal):
         return decimal.Decimal(decimal.Decimal.__str__(value))
     if isinstance(value, uuid.UUID):
@@ -537,6 +563,8 @@ def _exact(value: Any) -> Any:
         return list(value)
     if _is_script_class(type(value)):
         return _instance(value)
+    if _DESCRIBE_FILE and (described := _DESCRIBE_FILE[0](value)) is not None:
+        return described
     raise _refuse(value)
 
 
@@ -886,6 +914,8 @@ class _Walk:
         converted = self.convert(value)
         if type(converted) is InstanceValue and self.convert is host_default:
             raise TypeError(f"{self.subject} holds an InstanceValue (the script's {converted.type_name}), which cannot go back into the sandbox: its class is the script's code; send its attrs")
+        if type(converted) is FileValue and self.convert is host_default:
+            raise TypeError(f'{self.subject} holds a FileValue ({converted.path!r}), which cannot go back into the sandbox: it is a description, not an open file; send its path')
         return _parts(converted) if type(converted) in _DESCRIBED else converted
 
     def check_figure(self, width: int, height: int) -> None:
@@ -1105,7 +1135,7 @@ class Decoder:
         self._count_items(elements)
         if code == _TUPLE:
             return tuple(elements)
-        if code in (_EXCEPTION, _NAMED_TUPLE, _INSTANCE):
+        if code in (_EXCEPTION, _NAMED_TUPLE, _INSTANCE, _FILE):
             described = _described(code, elements)
             return described if self._objects is None else self._objects(described)
         self._check_hashes(elements, 'set')
@@ -1146,6 +1176,10 @@ class Decoder:
             return int(data.decode(), 16)
         if code == _UUID:
             return uuid.UUID(bytes=data)  # ValueError unless 16 bytes
+        if code == _PATH:
+            text = data.decode('utf-8', 'surrogatepass')
+            self._count(0, sys.getsizeof(text))  # the text the path holds, beyond the path object
+            return _PATH_TYPE[0](text)
         if code == _IMAGE:
             mime_type, _, image = data.partition(b'\0')
             return Image(image, mime_type.decode())  # ValueError for a format not in IMAGE_TYPES

@@ -200,9 +200,24 @@ async def test_results_that_cannot_enter_the_sandbox_are_converted(pool):
     def ids() -> list:
         return [uuid.UUID(int=1), ipaddress.ip_address('10.0.0.1'), pathlib.Path('/srv/a')]
 
-    # a UUID crosses as itself, a path as its text, anything else as its JSON form
+    # a UUID crosses as itself, a path as a path, anything else as its JSON form
     tool = CodeTool({'ids': ids}, pool=pool)
-    assert await tool.run('ids()') == "[UUID('00000000-0000-0000-0000-000000000001'), '10.0.0.1', '/srv/a']"
+    assert 'def ids() -> list:' in tool.description
+    assert await tool.run('ids()') == "[UUID('00000000-0000-0000-0000-000000000001'), '10.0.0.1', PurePosixPath('/srv/a')]"
+
+    received = []
+
+    def where(folder: pathlib.Path) -> pathlib.Path:
+        received.append(folder)
+        return pathlib.Path(folder) / 'q1.csv'
+
+    # a path a tool returns is the sandbox's Path; one a script gives a tool arrives as its text
+    tool = CodeTool({'where': where}, pool=pool)
+    assert 'def where(folder: str) -> pathlib.Path:' in tool.description
+    assert await tool.run("p = where('/srv')\n(type(p).__name__, p.name)") == "('PosixPath', 'q1.csv')"
+    unchecked = CodeTool({'where': where}, pool=pool, type_check=False)
+    assert await unchecked.run("import pathlib\nwhere([pathlib.Path('/a')][0]).name") == "'q1.csv'"
+    assert received == ['/srv', '/a'] and [type(value) for value in received] == [str, str]
 
 
 async def test_without_type_check(pool):

@@ -98,8 +98,20 @@ class Size(enum.Enum):
 def price(item: uuid.UUID, report: pathlib.Path, size: Size) -> decimal.Decimal: ...
 
 
+def report_path(folder: pathlib.PurePath) -> pathlib.PurePosixPath: ...
+
+
+def test_a_path_taken_is_text_and_one_returned_the_sandboxs_path():
+    assert stubs_from_functions({'report_path': report_path}) == '''import pathlib
+
+
+def report_path(folder: str) -> pathlib.Path:
+    ...
+'''
+
+
 def test_values_are_stubbed_as_they_cross_the_boundary():
-    # Decimal and UUID as themselves, a path as its text, an enum member as its value
+    # Decimal and UUID as themselves, a path taken as its text, an enum member as its value
     assert stubs_from_functions({'price': price}) == '''import decimal
 import uuid
 
@@ -117,10 +129,10 @@ async def test_values_arrive_as_their_stubs_say(pool):
     code = """
 import decimal, uuid
 price, item, path, size = await lookup(uuid.UUID(int=1), '/srv', 1.5)
-(price + decimal.Decimal('0.01'), item.version, path.upper(), size)
+(price + decimal.Decimal('0.01'), item.version, type(path).__name__, path.name.upper(), size)
 """
     async with pool.checkout() as session:
-        assert await session.feed_run(code, external_lookup={'lookup': lookup}) == (decimal.Decimal('10.00'), None, '/SRV/Q1.CSV', (2, 'x'))
+        assert await session.feed_run(code, external_lookup={'lookup': lookup}) == (decimal.Decimal('10.00'), None, 'PosixPath', 'Q1.CSV', (2, 'x'))
 
 
 def test_seed_000_stub_is_reproduced():

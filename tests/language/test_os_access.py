@@ -288,6 +288,84 @@ async def test_seeding_in_the_script_matches_cpython(pool):
     assert await run(pool, 'import random\nrandom.seed(5)\n[random.random() for _ in range(3)]') == expected
 
 
+async def test_os_urandom_draws_from_the_session_seed_and_a_replay_draws_the_same(pool, tmp_path):
+    code = 'import os, random\n(os.urandom(8), os.urandom(0), len(os.urandom(1 << 20)), random.random())'
+    first = await run(pool, code, random_seed=7)
+    assert await run(pool, code, random_seed=7) == first
+    assert await run(pool, code, random_seed=8) != first
+    assert first[1:3] == (b'', 1 << 20) and len(first[0]) == 8
+    # the bytes do not move the `random` module's own sequence
+    assert first[3] == await run(pool, 'import random\nrandom.random()', random_seed=7)
+    store = corral.SQLiteStore(tmp_path / 'sessions.db')
+    async with corral.Pool(store=store) as stored:
+        async with stored.checkout(ephemeral=False) as session:
+            drawn = await session.feed_run('import os\nx = os.urandom(16)\nx')
+            session_id = session.session_id
+    async with corral.Pool(store=store) as stored:  # no checkpoint: the journal is replayed
+        async with stored.checkout(session_id=session_id) as session:
+            assert await session.feed_run('x') == drawn
+
+
+@pytest.mark.parametrize(
+    ('code', 'expected'),
+    [
+        ('os.urandom(-1)', 'ValueError: negative argument not allowed'),
+        ('os.urandom("4")', "TypeError: 'str' object cannot be interpreted as an integer"),
+        ('os.urandom(1.0)', "TypeError: 'float' object cannot be interpreted as an integer"),
+        ('os.urandom(9)', 'MemoryError: os.urandom() size exceeds max_urandom_bytes (8)'),
+        ('os.urandom(2**64)', 'MemoryError: os.urandom() size exceeds max_urandom_bytes (8)'),
+        ('raise MemoryError("mine")', 'MemoryError: mine'),  # the script's own, not the memory limit
+    ],
+)
+async def test_os_urandom_errors_are_cpythons_and_the_cap_is_the_os_access(pool, code, expected):
+    assert await error(pool, f'import os\n{code}', os_access=OsAccess(max_urandom_bytes=8)) == expected
+    assert await run(pool, 'import os\nlen(os.urandom(8))', os_access=OsAccess(max_urandom_bytes=8)) == 8
+
+
+async def test_an_os_access_may_serve_os_urandom_and_a_replay_does_not_ask_again(pool, tmp_path):
+    class Entropy(OsAccess):
+        def __init__(self, answer=None):
+            super().__init__(max_urandom_bytes=64)
+            self.asked = []
+            self.answer = answer
+
+        def urandom(self, size):
+            self.asked.append(size)
+            return b'\x07' * size if self.answer is None else self.answer
+
+    access = Entropy()
+    assert await run(pool, 'import os\n[os.urandom(3), os.urandom(0)]', os_access=access) == [b'\x07\x07\x07', b'']
+    assert access.asked == [3, 0]
+    assert await error(pool, 'import os\nos.urandom(65)', os_access=access) == 'MemoryError: os.urandom() size exceeds max_urandom_bytes (64)'
+    assert access.asked == [3, 0]  # refused before the host was asked
+    assert await error(pool, 'import os\nos.urandom(2)', os_access=Entropy(answer='xx')) == (
+        'TypeError: os.urandom: Entropy.urandom(2) must return 2 bytes, not str')
+    assert await error(pool, 'import os\nos.urandom(2)', os_access=Entropy(answer=b'x')) == (
+        'TypeError: os.urandom: Entropy.urandom(2) must return 2 bytes, not 1 bytes')
+    store = corral.SQLiteStore(tmp_path / 'sessions.db')
+    first, second = Entropy(), Entropy()
+    async with corral.Pool(store=store) as stored:
+        async with stored.checkout(ephemeral=False, os_access=first) as session:
+            assert await session.feed_run('import os\nx = os.urandom(4)\nx') == b'\x07' * 4
+            session_id = session.session_id
+    async with corral.Pool(store=store) as stored:
+        async with stored.checkout(session_id=session_id, os_access=second) as session:
+            assert await session.feed_run('x') == b'\x07' * 4
+    assert (first.asked, second.asked) == ([4], [])
+
+
+@pytest.mark.parametrize(
+    ('limit', 'expected'),
+    [(-1, "ValueError('max_urandom_bytes must be non-negative')"), (1.5, "TypeError('max_urandom_bytes must be an int, not float')"),
+     (True, "TypeError('max_urandom_bytes must be an int, not bool')"), (None, "TypeError('max_urandom_bytes must be an int, not NoneType')")],
+)
+async def test_max_urandom_bytes_is_checked(limit, expected):
+    with pytest.raises((TypeError, ValueError)) as info:
+        OsAccess(max_urandom_bytes=limit)
+    assert repr(info.value) == expected
+    assert OsAccess().max_urandom_bytes == 1 << 20
+
+
 async def test_a_custom_os_access_serves_virtual_files(pool):
     class Virtual(OsAccess):
         files = {'/v/a.txt': b'alpha'}

@@ -18,7 +18,7 @@ MODULES = ', '.join(STDLIB_MODULES)
 OS_OFFERS = (
     'DirEntry, F_OK, PathLike, R_OK, SEEK_CUR, SEEK_END, SEEK_SET, W_OK, X_OK, altsep, chdir, curdir, defpath, devnull, environ, '
     'error, extsep, fsdecode, fsencode, fspath, getcwd, getenv, linesep, listdir, lstat, makedirs, mkdir, name, pardir, '
-    'path, pathsep, remove, removedirs, rename, replace, rmdir, scandir, sep, stat, stat_result, strerror, unlink, walk'
+    'path, pathsep, remove, removedirs, rename, replace, rmdir, scandir, sep, stat, stat_result, strerror, unlink, urandom, walk'
 )
 NO_FILES = (
     "PermissionError: [Errno 13] Permission denied (the host has not granted file access; the host grants it with "
@@ -98,9 +98,9 @@ REFUSALS = [
     ('from-os-import-system', 'from os import system',
      "ImportError: cannot import name 'system' from 'os' (unknown location)\nmodule 'os' has no attribute 'system' in the sandbox: a script "
      f'cannot run commands or processes. os offers: {OS_OFFERS}'),
-    ('os-urandom', 'import os\nos.urandom(4)',
-     "AttributeError: module 'os' has no attribute 'urandom' in the sandbox: randomness comes from the session's seeded "
-     f'random module: random.randbytes(n). os offers: {OS_OFFERS}'),
+    ('os-getrandom', 'import os\nos.getrandom(4)',
+     "AttributeError: module 'os' has no attribute 'getrandom' in the sandbox: randomness comes from the session's seed: "
+     f'os.urandom(n) or random.randbytes(n). Did you mean: urandom? os offers: {OS_OFFERS}'),
     ('json-typo', "import json\njson.dump_s({})",
      "AttributeError: module 'json' has no attribute 'dump_s' in the sandbox. Did you mean: dumps, dump? json offers: "
      'JSONDecodeError, JSONDecoder, JSONEncoder, dump, dumps, load, loads'),

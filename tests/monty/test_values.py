@@ -5,12 +5,13 @@ as inputs, results and host-call arguments."""
 from __future__ import annotations
 
 import datetime
+import pathlib
 import zoneinfo
 from typing import NamedTuple
 
 import pytest
 
-from corral import ExceptionValue, InstanceValue, NamedTupleValue
+from corral import ExceptionValue, FileValue, InstanceValue, NamedTupleValue
 from corral.monty import monty_v1_pb2 as pb
 from corral.monty.codec import ArenaError, decode, encode
 
@@ -155,3 +156,27 @@ def test_descriptions_encode_as_the_nodes_of_their_kinds() -> None:
     cls = arena.nodes[instance.class_type].type
     assert (cls.name, cls.origin, cls.is_dataclass, len(cls.id.data), len(instance.instance_id.data)) == ('Order', pb.TYPE_ORIGIN_SANDBOX, True, 16, 16)
     assert [(arena.nodes[p.key].str, arena.nodes[p.value].int) for p in instance.attrs.pairs] == [('id', 7)]
+
+
+def test_path_nodes_decode_to_pure_posix_paths_and_encode_back() -> None:
+    arena = _arena(pb.MontyNode(path='/usr//local/bin'), pb.MontyNode(path='rel/x'))
+    assert [(type(v), v) for v in decode(arena, [0, 1])] == [
+        (pathlib.PurePosixPath, pathlib.PurePosixPath('/usr/local/bin')), (pathlib.PurePosixPath, pathlib.PurePosixPath('rel/x'))
+    ]
+    out = pb.Arena()
+    roots = encode([pathlib.PurePosixPath('/a/b'), pathlib.PureWindowsPath('c:/w')], out)
+    assert [out.nodes[root].path for root in roots] == ['/a/b', 'c:/w']
+
+
+def test_a_path_input_is_the_sandboxs_path_and_returns_as_a_pure_path(monty: pydantic_monty.Monty) -> None:  # noqa: F811
+    with monty.checkout() as session:
+        result = session.feed_run('(x, type(x).__name__, repr(x / "y"))', inputs={'x': pathlib.PosixPath('/tmp')})
+    assert result == (pathlib.PurePosixPath('/tmp'), 'PosixPath', "PosixPath('/tmp/y')")
+    assert type(result[0]) is pathlib.PurePosixPath
+
+
+def test_a_file_description_is_a_file_handle_node_both_ways() -> None:
+    out = pb.Arena()
+    (root,) = encode([FileValue('/data/a.bin', 'wb', 3)], out)
+    assert out.nodes[root].file_handle == pb.FileHandle(path='/data/a.bin', mode='wb', position=3)
+    assert decode(out, [root]) == [FileValue('/data/a.bin', 'wb', 3)]

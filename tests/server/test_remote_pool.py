@@ -274,6 +274,14 @@ async def test_overlay_mount_and_environment_travel_to_the_server(server, tmp_pa
     assert sorted(p.name for p in tmp_path.iterdir()) == ['sub']  # the overlay write stayed in the session
 
 
+async def test_the_urandom_cap_travels_to_the_server(server):
+    async with RemotePool(server.url) as pool, pool.checkout(os_access=OsAccess(max_urandom_bytes=4)) as session:
+        assert await session.feed_run('import os\nlen(os.urandom(4))') == 4
+        with pytest.raises(corral.SandboxRuntimeError) as error:
+            await session.feed_run('os.urandom(5)')
+        assert str(error.value).splitlines()[-1] == 'MemoryError: os.urandom() size exceeds max_urandom_bytes (4)'
+
+
 async def test_the_clock_is_granted_in_the_clients_offset(server):
     code = 'import datetime\nnow = datetime.datetime.now().astimezone()\nnow.utcoffset(), now.year > 2000'
     async with RemotePool(server.url) as pool, pool.checkout(os_access=OsAccess(clock=True)) as session:
@@ -299,8 +307,16 @@ async def test_what_cannot_be_served_remotely_is_refused(server, tmp_path):
         pool.checkout(os_access=Files())
     assert str(error.value) == (
         'this OsAccess overrides read_file, which runs in your process and cannot be served by the corral server: '
-        'a RemotePool sends OsAccess(environ=..., clock=True, mounts=..., cwd=...) only'
+        'a RemotePool sends OsAccess(environ=..., clock=True, mounts=..., cwd=..., max_urandom_bytes=...) only'
     )
+
+    class Entropy(OsAccess):
+        def urandom(self, size: int) -> bytes:
+            return b'\x07' * size
+
+    with pytest.raises(ValueError) as error:
+        pool.checkout(os_access=Entropy())
+    assert str(error.value).startswith('this OsAccess overrides urandom, which runs in your process')
 
 
 async def test_stub_errors_and_concurrent_feeds_are_refused_as_locally(server):

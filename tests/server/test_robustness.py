@@ -68,6 +68,11 @@ def errors(received: list[list]) -> list[tuple[str, str]]:
             'this corral server speaks protocol version 2, the client version 99: use a corral client of the same version as the server',
         ),
         ([protocol.encode([protocol.OPEN, protocol.PROTOCOL_VERSION, {'colour': 'red'}])], protocol.CLOSE_PROTOCOL, "the OPEN frame is malformed (unknown options ['colour'])"),
+        *(
+            ([protocol.encode([protocol.OPEN, protocol.PROTOCOL_VERSION, {'os_access': [None, None, None, cap]}])], protocol.CLOSE_PROTOCOL,
+             'the OPEN frame is malformed (os_access max_urandom_bytes is malformed)')
+            for cap in (-1, 2**64, 1.5, True, None)
+        ),
         (
             [protocol.encode([protocol.OPEN, protocol.PROTOCOL_VERSION, {'mounts': [['/data', 'overlay', [['../escape', b'x', 0.0]], []]]}])],
             protocol.CLOSE_PROTOCOL,

@@ -35,3 +35,20 @@ async def test_descriptions_cross_as_they_do_locally(server):
         "TypeError: echo() returned a value of type 'InstanceValue' that cannot enter the sandbox: the value echo() returned holds an "
         "InstanceValue (the script's C), which cannot go back into the sandbox: its class is the script's code; send its attrs"
     )
+
+
+@pytest.mark.slow
+async def test_paths_and_open_files_cross_as_they_do_locally(server, tmp_path):
+    import pathlib
+
+    async with RemotePool(server.url) as pool, pool.checkout(mounts=corral.Mount(tmp_path, '/data')) as session:
+        assert await session.feed_run("open('/data/f.txt', 'w')") == corral.FileValue('/data/f.txt', 'w', 0)
+
+    given = lambda: pathlib.PosixPath('/srv/a')  # noqa: E731
+    async with RemotePool(server.url) as pool, pool.checkout() as session:
+        result = await session.feed_run("p = given()\n(p, type(p).__name__, p / 'b')", external_lookup={'given': given})
+        with pytest.raises(corral.SandboxRuntimeError) as info:
+            await session.feed_run('echo(open("/x.txt", "w"))', external_lookup={'echo': lambda v: v})
+    assert result == (pathlib.PurePosixPath('/srv/a'), 'PosixPath', pathlib.PurePosixPath('/srv/a/b'))
+    # without a mount the open itself is refused: a path grants nothing
+    assert info.value.display().splitlines()[-1].startswith('PermissionError: [Errno 13] Permission denied')

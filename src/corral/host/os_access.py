@@ -15,7 +15,8 @@ checkout:
   lives in the session only (copy-on-write, in memory, up to `OVERLAY_LIMIT` bytes); `'read-only'`:
   writes fail with `PermissionError` (EROFS); `'read-write'`: writes go to the host's files.
 - `OsAccess`: the environment (`environ=`), the clock (`clock=True`, or a function returning an
-  aware datetime), and, for a subclass, files outside the mounts (override `read_file` ...).
+  aware datetime), the most bytes one `os.urandom()` may ask (`max_urandom_bytes=`), and, for a
+  subclass, files outside the mounts (override `read_file` ...).
 
 Nothing is granted by default: without `os_access`, the environment and the clock raise
 `PermissionError` in the script, saying the host has not granted them; without a mount, so do
@@ -41,9 +42,10 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from ..language.hostio import MAX_URANDOM_BYTES
 from .deferred import StopFeed
 
-__all__ = ['Mount', 'OsAccess', 'SystemCalls', 'MountMode', 'OVERLAY_LIMIT', 'MAX_FILE']
+__all__ = ['Mount', 'OsAccess', 'SystemCalls', 'MountMode', 'OVERLAY_LIMIT', 'MAX_FILE', 'MAX_URANDOM_BYTES']
 
 MountMode = Literal['overlay', 'read-only', 'read-write']
 _MODES = ('overlay', 'read-only', 'read-write')
@@ -131,6 +133,8 @@ class OsAccess:
       aware `datetime` (a fixed or simulated clock), or False (not granted).
     - `mounts`: host folders (see `Mount`); also accepted by `checkout(mounts=...)`.
     - `cwd`: the sandbox's working folder (default: the first mount's path, else `/`).
+    - `max_urandom_bytes`: the most bytes one `os.urandom(size)` gives (default 1 MiB); a larger
+      `size` is a `MemoryError` in the script. Raises `TypeError` unless an int, `ValueError` if negative.
 
     Subclass to serve files that are not under a mount (a virtual filesystem): override
     `stat`, `read_file`, `write_file`, `list_dir`, `make_dir`, `remove`, `remove_dir`, `rename`
@@ -138,7 +142,7 @@ class OsAccess:
     (`..` resolved by its text, as such a filesystem has no folders to look up). Raise
     `FileNotFoundError`, `PermissionError` ... as the script should see them. Override
     `getenv`/`environ` or `now` for a dynamic environment or clock, `sleep` (and `async_sleep`)
-    for the script's sleeps.
+    for the script's sleeps, `urandom` for the script's `os.urandom` bytes.
     A subclass whose methods wait on the event loop (answers asked of a remote caller) sets
     `threaded = True`: the session then calls them in a thread, never on the loop. One that
     resolves paths itself, with its own limits (a caller that serves files from folders of its
@@ -157,6 +161,7 @@ class OsAccess:
         clock: bool | Callable[[], datetime.datetime] = False,
         mounts: Iterable[Mount] = (),
         cwd: str | None = None,
+        max_urandom_bytes: int = MAX_URANDOM_BYTES,
     ) -> None:
         if environ is not None:
             for key, value in environ.items():
@@ -173,6 +178,11 @@ class OsAccess:
         if cwd is not None and (not isinstance(cwd, str) or not cwd.startswith('/')):
             raise ValueError(f'OsAccess cwd must be an absolute POSIX path, not {cwd!r}')
         self.cwd = cwd
+        if type(max_urandom_bytes) is not int:
+            raise TypeError(f'max_urandom_bytes must be an int, not {type(max_urandom_bytes).__name__}')
+        if max_urandom_bytes < 0:
+            raise ValueError('max_urandom_bytes must be non-negative')
+        self.max_urandom_bytes = max_urandom_bytes
 
     def __repr__(self) -> str:
         granted = []
@@ -200,6 +210,16 @@ class OsAccess:
         """The script's `asyncio.sleep(seconds)` (`seconds` positive; the script's other tasks run
         meanwhile): as `sleep`, which it calls unless overridden."""
         return self.sleep(seconds)
+
+    # ----- randomness ----------------------------------------------------------------------------
+
+    def urandom(self, size: int) -> bytes:
+        """The script's `os.urandom(size)` (`size` from 0 to `max_urandom_bytes`), asked only of an
+        `OsAccess` that overrides it: elsewhere the worker draws the bytes from the session's seeded
+        generator, so a replayed session draws the same ones, and the host's entropy is never read.
+        An override returns exactly `size` bytes (recorded in the journal, so a replay does not ask
+        again), or raises the error the script should see."""
+        raise NotImplementedError('OsAccess.urandom is asked only where a subclass overrides it')
 
     # ----- environment ---------------------------------------------------------------------------
 
@@ -542,6 +562,8 @@ class SystemCalls:
         self.cwd = _normalize(self.os_access.cwd or (all_mounts[0].path if all_mounts else '/'))
         #: Whether the script's sleeps come here: only to an `OsAccess` that overrides a sleep.
         self.host_sleeps = type(self.os_access).sleep is not OsAccess.sleep or type(self.os_access).async_sleep is not OsAccess.async_sleep
+        #: Whether the script's `os.urandom` bytes come here: only from an `OsAccess` that overrides `urandom`.
+        self.host_urandom = type(self.os_access).urandom is not OsAccess.urandom
         self.seed = seed
         self._handlers: dict[str, Callable[..., Any]] = {
             'os.stat': self._stat,
@@ -562,6 +584,7 @@ class SystemCalls:
             'clock.sleep': self._sleep,
             'clock.async_sleep': self._async_sleep,
             'random.seed': self._seed,
+            'os.urandom': self._urandom,
         }
 
     def grow(self, size: int, shown: str) -> None:
@@ -979,6 +1002,21 @@ class SystemCalls:
 
     def _seed(self) -> int:
         return self.seed
+
+    def _urandom(self, size: Any) -> bytes:
+        limit = self.os_access.max_urandom_bytes
+        if type(size) is not int or size < 0:
+            raise TypeError(f'a urandom size must be an int, not negative, not {size!r}')
+        if size > limit:
+            raise MemoryError(f'os.urandom() size exceeds max_urandom_bytes ({limit})')
+        value = self.os_access.urandom(size)
+        if type(value) is not bytes or len(value) != size:
+            raise TypeError(f'{type(self.os_access).__name__}.urandom({size}) must return {size} bytes, not {_shape_of(value)}')
+        return value
+
+
+def _shape_of(value: Any) -> str:
+    return f'{len(value)} bytes' if type(value) is bytes else type(value).__name__
 
 
 def _error_class(error: OSError) -> type[OSError]:

@@ -67,7 +67,7 @@ from .journal import (
     seal_record,
 )
 from .lease import Lease
-from .os_access import OVERLAY_LIMIT, Mount, OsAccess, SystemCalls
+from .os_access import MAX_URANDOM_BYTES, OVERLAY_LIMIT, Mount, OsAccess, SystemCalls
 from .workers import WorkerProcess
 
 if TYPE_CHECKING:
@@ -769,6 +769,10 @@ class Session:
             'value_size': limits.value_size,
             'host_sleeps': self._system.host_sleeps,
         }
+        if self._system.host_urandom:
+            worker_limits['host_urandom'] = True
+        if self._system.os_access.max_urandom_bytes != MAX_URANDOM_BYTES:  # the worker's default is left out of each feed's record
+            worker_limits['max_urandom_bytes'] = self._system.os_access.max_urandom_bytes
         if self._quota is not None:
             worker_limits['max_state_bytes'] = self._quota
         with giving_callables(self._callables):  # a module's value may hold a HostFunction

@@ -650,14 +650,14 @@ _DATETIMES = (datetime.date, datetime.time, datetime.timedelta, datetime.timezon
 def sandbox_value(value: Any) -> Any:
     """`value` made of what can enter the sandbox, for a host call's result.
 
-    Dataclasses and pydantic models become dicts, enums their values, paths their text (as
-    `corral.values` sends them), a `ToolReturn`-like wrapper is not unwrapped here; any other
+    Dataclasses and pydantic models become dicts, enums their values, a Windows path its text (a
+    POSIX one crosses as a path, as `corral.values` sends them), a `ToolReturn`-like wrapper is not unwrapped here; any other
     object becomes its JSON form, or its repr. Decimals and UUIDs cross as themselves.
     """
     if isinstance(value, _PLAIN) or isinstance(value, _DATETIMES):
         return value
-    if isinstance(value, pathlib.PurePath):
-        return str(value)
+    if isinstance(value, pathlib.PurePath):  # a POSIX path crosses as a path (the sandbox's `Path`)
+        return pathlib.PurePosixPath(str(value)) if isinstance(value, pathlib.PurePosixPath) else str(value)
     if isinstance(value, enum.Enum):
         return sandbox_value(value.value)
     if isinstance(value, Mapping):
@@ -682,6 +682,19 @@ def sandbox_value(value: Any) -> Any:
         return to_jsonable_python(value)
     except Exception:
         return repr(value)
+
+
+def tool_value(value: Any) -> Any:
+    """A script's argument to a tool, as the tool gets it: a path (a `PurePosixPath` once it has
+    crossed the boundary) as its text, as the stubs describe paths (`str`) and as `sandbox_value`
+    sends them in, within lists, tuples, sets and dicts too; anything else as it came."""
+    if isinstance(value, pathlib.PurePath):
+        return str(value)
+    if type(value) is dict:
+        return {tool_value(key): tool_value(item) for key, item in value.items()}
+    if type(value) in (list, tuple, set, frozenset):
+        return type(value)(map(tool_value, value))
+    return value
 
 
 def _sandbox_key(key: Any) -> Any:

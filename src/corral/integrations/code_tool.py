@@ -25,6 +25,7 @@ from ._common import (
     run_code_description,
     run_script,
     sandbox_value,
+    tool_value,
     value_repr,
 )
 from .stubs import StubWriter, python_name, stubs_from_functions
@@ -343,6 +344,7 @@ def _recorded(name: str, function: Callable[..., Any], records: list[CallRecord]
 
         @functools.wraps(function)
         async def async_call(*args: Any, **kwargs: Any) -> Any:
+            args, kwargs = tool_value(args), tool_value(kwargs)
             record = start(args, kwargs)
             try:
                 result = await function(*args, **kwargs)
@@ -356,6 +358,7 @@ def _recorded(name: str, function: Callable[..., Any], records: list[CallRecord]
 
     @functools.wraps(function)
     def call(*args: Any, **kwargs: Any) -> Any:
+        args, kwargs = tool_value(args), tool_value(kwargs)
         record = start(args, kwargs)
         try:
             result = function(*args, **kwargs)

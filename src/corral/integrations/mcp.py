@@ -42,7 +42,7 @@ except ImportError as _error:  # pragma: no cover - depends on the installed ext
 from ..errors import OperatorError, SandboxInsecureError
 from ..host.pool import Pool
 from ..limits import Limits
-from ._common import add_packages, add_skip_layers, corral_version, is_loopback, warn_skipped_layers
+from ._common import add_packages, add_skip_layers, corral_version, is_loopback, tool_value, warn_skipped_layers
 from .code_tool import CodeTool
 from .stubs import SchemaFunction, StubWriter, python_name
 
@@ -136,7 +136,7 @@ def _wraps_result(schema: Mapping[str, Any] | None) -> bool:
 
 def _forward(client: Client, tool_name: str, function: SchemaFunction, *, unwrap: bool) -> Callable[..., Awaitable[Any]]:
     async def call_upstream(*args: Any, **kwargs: Any) -> Any:
-        result = await client.call_tool(tool_name, function.arguments(args, kwargs))
+        result = await client.call_tool(tool_name, function.arguments(tool_value(args), tool_value(kwargs)))
         texts = [block.text for block in result.content if getattr(block, 'type', None) == 'text']
         if result.is_error:
             raise RuntimeError('\n'.join(texts) or f'{function.name}() failed')

@@ -77,6 +77,7 @@ from ._common import (
     run_code_description,
     run_script,
     sandbox_value,
+    tool_value,
 )
 from .stubs import SchemaFunction, StubWriter
 
@@ -760,7 +761,7 @@ class _Calls:
 
     def host_function(self, tool_name: str, function: SchemaFunction) -> Callable[..., Any]:
         async def call_tool(*args: Any, **kwargs: Any) -> Any:
-            return await self.call(tool_name, function.arguments(args, kwargs))
+            return await self.call(tool_name, function.arguments(tool_value(args), tool_value(kwargs)))
 
         call_tool.__name__ = function.name
         return call_tool

@@ -40,7 +40,7 @@ def stubs_from_functions(mapping: Mapping[str, Callable[..., Any]]) -> str:
     Names are made valid identifiers with `python_name`. Types the sandbox cannot hold become
     `Any`; `TypedDict`s, dataclasses and pydantic models become `TypedDict` definitions (they
     reach the script as dicts); enums become `Literal`s of their values (or their values' types),
-    paths `str`; `Decimal` and `UUID` stay themselves (`decimal.Decimal`, `uuid.UUID`), as each
+    a path returned `pathlib.Path` (the sandbox's), one taken `str`; `Decimal` and `UUID` stay themselves (`decimal.Decimal`, `uuid.UUID`), as each
     crosses the boundary (see the README's "Values that cross the boundary").
 
         >>> async def get_order(order_id: str) -> dict:
@@ -154,6 +154,7 @@ class StubWriter:
         self._typing: set[str] = set()
         self._abc: set[str] = set()
         self._modules: set[str] = set()
+        self._returning = False  # a path a function returns reaches the script as a path; one it takes, as text
         self._definitions: dict[str, str] = {}
         self._names_by_key: dict[Any, str] = {}
         self._functions: list[str] = []
@@ -235,7 +236,11 @@ class StubWriter:
                 kind = param.kind
             if kind is inspect.Parameter.POSITIONAL_ONLY:
                 params.append('/')
-            returns = self.python_type(hints.get('return', signature.return_annotation), hint=f'{py_name}_result')
+            self._returning = True
+            try:
+                returns = self.python_type(hints.get('return', signature.return_annotation), hint=f'{py_name}_result')
+            finally:
+                self._returning = False
         prefix = 'async def' if is_async_callable(function) else 'def'
         doc = inspect.getdoc(function)
         body = _docstring(doc) if doc else '    ...'
@@ -276,7 +281,10 @@ class StubWriter:
             self._modules.add(module)
             return name
         if isinstance(tp, type) and issubclass(tp, pathlib.PurePath):
-            return 'str'  # a path crosses as its text
+            if self._returning and tp is not pathlib.PureWindowsPath:  # the sandbox's own Path (see corral.values)
+                self._modules.add('pathlib')
+                return 'pathlib.Path'
+            return 'str'  # the tool gets a path as its text (`tool_value`), which a script may give
         if origin is not None:
             name = _GENERIC_NAMES.get(origin)
             if name is None:

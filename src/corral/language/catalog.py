@@ -220,8 +220,7 @@ MEMBER_HINTS: dict[tuple[str, str], str] = {
         'truncate')},
     **{('os', name): _PROCESS_INFO for name in (
         'getpid', 'getppid', 'getuid', 'getgid', 'geteuid', 'getlogin', 'uname', 'cpu_count', 'times', 'getloadavg')},
-    ('os', 'urandom'): 'randomness comes from the session\'s seeded random module: random.randbytes(n)',
-    ('os', 'getrandom'): 'randomness comes from the session\'s seeded random module: random.randbytes(n)',
+    ('os', 'getrandom'): 'randomness comes from the session\'s seed: os.urandom(n) or random.randbytes(n)',
     ('os', 'putenv'): 'assign os.environ[name] instead (it stays in the session)',
     ('os', 'unsetenv'): 'del os.environ[name] instead (it stays in the session)',
     **{('os', name): 'open files with open() or pathlib.Path' for name in ('open', 'read', 'write', 'close', 'fdopen', 'pipe', 'dup', 'dup2')},

@@ -357,7 +357,7 @@ def _os() -> dict[str, Any]:
         'error': OSError, 'stat_result': os.stat_result, 'DirEntry': DirEntry, 'strerror': os.strerror,
         # the functions CPython writes in C are dressed as its built-in functions (see native.py)
         **{function.__name__: builtin_function(function, getattr(os, function.__name__)) for function in (
-            getcwd, chdir, listdir, scandir, stat, lstat, mkdir, remove, unlink, rmdir, rename, replace)},
+            getcwd, chdir, listdir, scandir, stat, lstat, mkdir, remove, unlink, rmdir, rename, replace, urandom)},
         'walk': walk, 'makedirs': makedirs, 'removedirs': removedirs,
         'getenv': hostio.getenv, 'environ': hostio.environ,
     }
@@ -802,6 +802,21 @@ def register_random(module: types.ModuleType) -> None:
     if main is not None:
         for name in _RANDOM_FUNCTIONS:
             setattr(module, name, getattr(main, name))
+
+
+def urandom(size: Any, /) -> bytes:
+    """`size` random bytes, with CPython's errors for a bad size: the session's `OsAccess`'s where
+    it overrides `urandom`, else drawn from the session's seeded generator (as `uuid4()`'s are), so
+    a replay draws the same bytes and the host's entropy is never read. A size past the host's
+    `max_urandom_bytes` is a MemoryError."""
+    size = operator.index(size)
+    if size < 0:
+        raise ValueError('negative argument not allowed')
+    if size > hostio.max_urandom_bytes:
+        raise MemoryError(f'os.urandom() size exceeds max_urandom_bytes ({hostio.max_urandom_bytes})')
+    if hostio.host_urandom:
+        return hostio.urandom(size)
+    return session_entropy().randbytes(size)
 
 
 def uuid4() -> _uuid.UUID:

@@ -27,9 +27,11 @@ import weakref
 from collections.abc import Awaitable, Callable, Iterator, MutableMapping
 from typing import Any
 
+from ..described import FileValue
 from .native import builtin_function
 
 __all__ = [
+    'MAX_URANDOM_BYTES',
     'PREFIX',
     'SYSTEM_CALLS',
     'call',
@@ -65,6 +67,7 @@ SYSTEM_CALLS = {
     'clock.sleep': 'seconds (a float, finite and not negative)',
     'clock.async_sleep': 'seconds (a float, finite and positive): an async call, the others are sync',
     'random.seed': '',
+    'os.urandom': 'size (an int, from 0 to the OsAccess\'s max_urandom_bytes)',
 }
 
 #: The largest file a script may read or write in one piece (a frame carries it whole).
@@ -76,6 +79,12 @@ _output: Callable[..., None] | None = None
 #: Whether the script's sleeps wait in the host (the session's `OsAccess` overrides `sleep` or
 #: `async_sleep`), set by the worker for each feed; else they wait here, on the worker's own clock.
 host_sleeps = False
+#: The most bytes one `os.urandom()` gives unless `OsAccess(max_urandom_bytes=...)` says otherwise (1 MiB).
+MAX_URANDOM_BYTES = 1024 * 1024
+#: Whether the script's `os.urandom` bytes come from the host (its `OsAccess` overrides `urandom`),
+#: and the most bytes one call gives, set by the worker for each feed.
+host_urandom = False
+max_urandom_bytes = MAX_URANDOM_BYTES
 
 
 def install(
@@ -196,6 +205,15 @@ async def sleep_async(seconds: float) -> None:
         raise RuntimeError('malformed answer from the host to clock.async_sleep')
     if not reply[0]:
         raise _error(reply[1])
+
+
+def urandom(size: int) -> bytes:
+    """`size` bytes from the host's `OsAccess.urandom` (only where `host_urandom` is set): the
+    journal records them, so a session replayed from it gets the same bytes."""
+    value = call('os.urandom', size)
+    if type(value) is not bytes or len(value) != size:
+        raise RuntimeError('the host answered os.urandom with something other than the bytes asked')
+    return value
 
 
 def session_seed() -> int:
@@ -421,6 +439,15 @@ def _open(
     wrapper = io.TextIOWrapper(raw, encoding=encoding or 'utf-8', errors=errors, newline=newline)
     wrapper.mode = mode  # type: ignore[misc]
     return wrapper
+
+
+def describe_file(value: Any) -> FileValue | None:
+    """A file `open()` returned, as the host receives it (`corral.FileValue`); None for anything else."""
+    raw = value.buffer if type(value) is io.TextIOWrapper else value
+    if type(raw) is not _HostFile:
+        return None
+    mode = value.mode if type(value.mode) is str else raw.mode  # a text file's mode is an attribute the script may set
+    return FileValue(raw._path, mode, 0 if raw.closed else raw.tell())
 
 
 _open.__name__ = _open.__qualname__ = 'open'

@@ -25,13 +25,14 @@ _classes: dict[tuple[str, str, tuple[str, ...]], type] = {}
 
 
 def rebuild(value: Any) -> Any:
-    """The object a description stands for in the sandbox; ValueError for an `InstanceValue`."""
+    """The object a description stands for in the sandbox; ValueError for an `InstanceValue` or a `FileValue`."""
     if type(value) is ExceptionValue:
         return _exception(value)
     if type(value) is NamedTupleValue:
         return _named_tuple(value)
-    assert type(value) is InstanceValue
-    raise ValueError("an instance of a script's class cannot come back into the sandbox")
+    if type(value) is InstanceValue:
+        raise ValueError("an instance of a script's class cannot come back into the sandbox")
+    raise ValueError('a file the script opened cannot come back into the sandbox')
 
 
 def _exception_class(name: str, module: str, base: str) -> type[BaseException]:

@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..described import ExceptionValue, InstanceValue, NamedTupleValue
+from ..described import ExceptionValue, FileValue, InstanceValue, NamedTupleValue
 from ..language.builtins import STDLIB_EXCEPTIONS
 from ..values import HostFunction, SandboxBuiltin, bounded_repr, builtin_name, named_object
 from . import monty_v1_pb2 as pb
@@ -131,7 +131,9 @@ def _node(node: pb.MontyNode, index: int, built: list[Any]) -> Any:
     if kind == 'complex':
         return complex(value.real, value.imag)
     if kind == 'path':
-        return str(pathlib.PurePosixPath(value))
+        return pathlib.PurePosixPath(value)
+    if kind == 'file_handle':  # the parent's description of a file: data, which does not reach the sandbox as a file
+        return FileValue(value.path, value.mode, value.position)
     if kind == 'decimal':
         try:
             return decimal.Decimal(value)
@@ -323,6 +325,8 @@ class _Encoder:
                 node.timezone.name = value.tzname(None)
         elif isinstance(value, pathlib.PurePath):
             node.path = value.as_posix()
+        elif type(value) is FileValue:
+            node.file_handle.CopyFrom(pb.FileHandle(path=value.path, mode=value.mode, position=value.position))
         elif type(value) is ExceptionValue:
             node.exception.CopyFrom(_exception_out(value))
         elif type(value) is NamedTupleValue:

@@ -22,6 +22,11 @@ __all__ = ['ParentOs']
 _SYSTEM_SLEEP_CAP = 10.0
 
 
+#: The parent's handler caps `os.urandom` itself (`OSAccess(max_urandom_bytes=...)`): any size an
+#: `OsCall` carries goes to it.
+_NO_URANDOM_CAP = 2**64 - 1
+
+
 class ParentOs(OsAccess):
     """The script's files, environment and clock, served by the parent through `OsCall`s."""
 
@@ -29,7 +34,7 @@ class ParentOs(OsAccess):
     resolves_paths = True  # the parent's mounts resolve them, with their own limits
 
     def __init__(self, child: MontyChild, policy: pb.OsPolicy) -> None:
-        super().__init__(clock=self._clock)
+        super().__init__(clock=self._clock, max_urandom_bytes=_NO_URANDOM_CAP)
         self._child = child
         self._policy = policy
         zone = policy.timezone
@@ -80,6 +85,13 @@ class ParentOs(OsAccess):
             call = 'async_system_sleep' if awaited else 'system_sleep'
         argument = pb.OsCall.AsyncSleep(delay=seconds) if awaited else pb.OsCall.Sleep(seconds=seconds)
         self._child.os_call(call, argument, default=name)
+
+    def urandom(self, size: int) -> bytes:
+        """The parent's entropy (its handler's cap raises the `MemoryError` the script sees)."""
+        value = self._child.os_call('urandom', pb.OsCall.Urandom(size=size), default='os.urandom')
+        if not isinstance(value, bytes):
+            raise TypeError(f'urandom answered {type(value).__name__}, not bytes')
+        return value
 
     def environ(self) -> dict[str, str]:
         value = self._child.os_call('get_environ', None, default='os.environ')

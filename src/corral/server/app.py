@@ -40,7 +40,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from ..errors import CorralError, SandboxAuthError, SandboxConnectionError, SandboxError, SandboxQuotaError, SandboxStateError, SandboxStoreError, SandboxWorkerError
 from ..host.deferred import Deferred, SandboxPaused
 from ..host.external import ExternalModule
-from ..host.os_access import Mount, OsAccess
+from ..host.os_access import MAX_URANDOM_BYTES, Mount, OsAccess
 from ..host.pool import Pool
 from ..host.session import _INLINE_FRAME, Session, _decoding_thread
 from ..limits import Limits
@@ -879,19 +879,23 @@ class _Connection:
         }
 
     def _os_access(self, item: Any) -> OsAccess | None:
-        """The client's `OsAccess`: its environment, clock (the client's UTC offset, in seconds) and cwd."""
+        """The client's `OsAccess`: its environment, clock (the client's UTC offset, in seconds), cwd
+        and `max_urandom_bytes` (a client before it sends the first three)."""
         if item is None:
             return None
-        if not (isinstance(item, list) and len(item) == 3):
+        if not (isinstance(item, list) and len(item) in (3, 4)):
             raise _Malformed('os_access is malformed')
-        environ, offset, cwd = item
+        environ, offset, cwd, *urandom = item
+        max_urandom_bytes = urandom[0] if urandom else MAX_URANDOM_BYTES
+        if type(max_urandom_bytes) is not int or not 0 <= max_urandom_bytes < 2**64:
+            raise _Malformed('os_access max_urandom_bytes is malformed')
         clock: Any = False
         if offset is not None:
             if not isinstance(offset, int):
                 raise _Malformed('os_access clock is malformed')
             zone = datetime.timezone(datetime.timedelta(seconds=offset))
             clock = lambda: datetime.datetime.now(zone)  # noqa: E731
-        return OsAccess(environ=environ, clock=clock, cwd=cwd)
+        return OsAccess(environ=environ, clock=clock, cwd=cwd, max_urandom_bytes=max_urandom_bytes)
 
     async def _upload(self, items: Any) -> list[Mount]:
         """The client's mounts (see `_mounts`), written in the uploads' threads, which no OPEN

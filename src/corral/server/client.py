@@ -678,20 +678,22 @@ def _error_payload(error: BaseException) -> list[Any]:
 
 
 def _os_access(os_access: OsAccess | None) -> list[Any] | None:
-    """What the server needs of an `OsAccess`: its environment, its clock (this machine's UTC offset), its cwd."""
+    """What the server needs of an `OsAccess`: its environment, its clock (this machine's UTC offset), its
+    cwd, its `max_urandom_bytes`."""
     if os_access is None:
         return None
     if not isinstance(os_access, OsAccess):
         raise TypeError(f'os_access must be an OsAccess, not {type(os_access).__name__}')
-    overridden = [name for name in ('stat', 'read_file', 'write_file', 'list_dir', 'make_dir', 'remove', 'remove_dir', 'rename', 'getenv', 'environ', 'now') if getattr(type(os_access), name) is not getattr(OsAccess, name)]
+    overridden = [name for name in ('stat', 'read_file', 'write_file', 'list_dir', 'make_dir', 'remove', 'remove_dir', 'rename', 'getenv', 'environ', 'now', 'urandom') if getattr(type(os_access), name) is not getattr(OsAccess, name)]
     if overridden or callable(os_access._clock):
         what = f'overrides {", ".join(overridden)}' if overridden else 'has a clock function'
         raise ValueError(
             f'this OsAccess {what}, which runs in your process and cannot be served by the corral server: '
-            'a RemotePool sends OsAccess(environ=..., clock=True, mounts=..., cwd=...) only'
+            'a RemotePool sends OsAccess(environ=..., clock=True, mounts=..., cwd=..., max_urandom_bytes=...) only'
         )
     offset = datetime.datetime.now().astimezone().utcoffset()
-    return [os_access._environ, int(offset.total_seconds()) if os_access._clock and offset is not None else None, os_access.cwd]
+    clock = int(offset.total_seconds()) if os_access._clock and offset is not None else None
+    return [os_access._environ, clock, os_access.cwd, os_access.max_urandom_bytes]
 
 
 def _mounts(mounts: list[Mount], max_frame: int) -> list[list[Any]]:

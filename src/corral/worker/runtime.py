@@ -31,7 +31,7 @@ from ..limits import amount
 from ..language.guards import is_script_class
 from ..language.named import sandbox_pairs
 from ..language.rebuild import rebuild
-from ..values import UNPACKABLE_RESULT, ValueLimitError, describe_instances, library_repr, measure, name_objects, pack, unpack, worker_callables
+from ..values import UNPACKABLE_RESULT, ValueLimitError, describe_instances, library_repr, measure, name_objects, pack, unpack, worker_callables, worker_files, worker_paths
 
 __all__ = ['Worker', 'STDLIB_MODULES', 'PRELOAD_MODULES']
 
@@ -167,6 +167,8 @@ class Worker:
         builtins_namespace = self._builtins
         name_objects(lambda: sandbox_pairs(builtins_namespace))  # type objects and builtins cross by name
         worker_callables(self._value_function)  # host callables given as values
+        worker_files(hostio.describe_file)  # a file the script opened crosses as its path, mode and position
+        worker_paths(facades.PosixPath)  # a path given to the script is the sandbox's own, reaching files through the mounts
         self._compiler = compiler_tag(guarded)  # the code a CODE message may bring (see `_take_code`)
         self._globals: dict[str, Any] = {'__name__': '__main__', '__doc__': None, '__builtins__': self._builtins}
         self._limits: dict[str, Any] = {}
@@ -545,6 +547,8 @@ class Worker:
         self._install_host_functions(functions, modules)
         self._limits = limits
         hostio.host_sleeps = bool(limits.get('host_sleeps'))
+        hostio.host_urandom = bool(limits.get('host_urandom'))
+        hostio.max_urandom_bytes = limits.get('max_urandom_bytes', hostio.MAX_URANDOM_BYTES)
         self._output = self._calls = self._left_out = 0
         self._stops.clear()
         wall_time = limits.get('wall_time')
@@ -639,7 +643,8 @@ class Worker:
     def _failure(self, error: BaseException) -> list[Any]:
         """The FAIL message of the exception that ended a script: a limit it broke, or its own error.
 
-        Only a stop this worker raised in this feed reports a limit. A script can get hold of
+        Only a stop this worker raised in this feed, a RecursionError, or a MemoryError without a
+        message (the allocator's) reports a limit. A script can get hold of
         a stop (one that ended a task it kept: `task.exception()`) and raise it, or another of
         its class: that is the script's own error, not a limit, and never an unknown one.
         """
@@ -647,6 +652,8 @@ class Worker:
         if stop is not None and not any(stop is own for own in self._stops):
             stop = None
         limit = stop.args[0] if stop is not None else {MemoryError: 'memory', RecursionError: 'recursion'}.get(type(error))
+        if limit == 'memory' and error.args:  # raised with words (`os.urandom`'s cap, the script's own): not the allocator's
+            limit = None
         if limit is None:
             message, display = _escaped(_message(error)), _escaped(self._format_traceback(error))
             return [FAIL, 'runtime', _escaped(type(error).__name__), message, display, _detail(error)]
