@@ -132,7 +132,10 @@ class RemotePool:
         except Exception as error:  # OSError, a timeout, or the server refused the upgrade
             raise SandboxConnectionError(f'cannot connect to the corral server at {self.url}: {error}') from None
         try:
-            await ws.send(p.encode(message))
+            try:
+                await ws.send(p.encode(message))
+            except ConnectionClosed:  # the server refused the connection first (a key): its ERROR is still to be read
+                pass
             reply = p.decode(await asyncio.wait_for(ws.recv(), self.open_timeout))
         except ConnectionClosed as closed:
             raise _closed_error(closed) from None
