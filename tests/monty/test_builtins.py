@@ -9,20 +9,17 @@ import datetime
 import itertools
 import pathlib
 import re
-import stat
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from corral.monty import monty_v1_pb2 as pb
 
+from .test_client import binary, monty  # noqa: F401 - the fixtures: this checkout's corral-monty, and a pool of it
 from .test_frames import Child, complete, error_text
 
 pydantic_monty = pytest.importorskip('pydantic_monty')
 
-SOURCE = Path(__file__).resolve().parents[2] / 'src'
 
 
 @pytest.fixture
@@ -70,15 +67,6 @@ def test_forged_names_are_refused_and_the_session_goes_on(child: Child, node: pb
     event = child.feed('x', inputs=[pb.NamedRef(name='x', value=0)], values=pb.Arena(nodes=[node]))
     assert error_text(event) == ('ValueError', f'the inputs cannot enter the sandbox: {message}')
     assert complete(child.feed('5')).int == 5
-
-
-@pytest.fixture(scope='module')
-def monty(tmp_path_factory: pytest.TempPathFactory) -> Iterator[pydantic_monty.Monty]:
-    path = tmp_path_factory.mktemp('bin') / 'corral-monty'
-    path.write_text(f'#!/bin/sh\nPYTHONPATH={SOURCE} exec {sys.executable} -m corral.monty "$@"\n')
-    path.chmod(path.stat().st_mode | stat.S_IXUSR)
-    with pydantic_monty.Monty(binary_path=path) as pool:
-        yield pool
 
 
 def test_the_client_gets_its_classes_and_proxies(monty: pydantic_monty.Monty) -> None:

@@ -3,9 +3,7 @@ submodules (`import pkg.sub`) as attributes of their parent, type-checked as a p
 
 from __future__ import annotations
 
-import stat
-import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -15,22 +13,7 @@ import corral
 
 pydantic_monty = pytest.importorskip('pydantic_monty')
 
-SOURCE = Path(__file__).resolve().parents[2] / 'src'
-
-
-@pytest.fixture(scope='module')
-def binary(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp('bin') / 'corral-monty'
-    path.write_text(f'#!/bin/sh\nPYTHONPATH={SOURCE} exec {sys.executable} -m corral.monty "$@"\n')
-    path.chmod(path.stat().st_mode | stat.S_IXUSR)
-    return path
-
-
-@pytest.fixture(scope='module')
-def monty(binary: Path) -> Iterator[pydantic_monty.Monty]:
-    with pydantic_monty.Monty(binary_path=binary) as pool:
-        yield pool
-
+from .test_client import binary, monty  # noqa: E402, F401 - the fixtures: this checkout's corral-monty, and a pool of it
 
 @pytest_asyncio.fixture(loop_scope='module')
 async def binary_pool(binary: Path) -> AsyncIterator[pydantic_monty.AsyncMonty]:
