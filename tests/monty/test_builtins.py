@@ -9,25 +9,15 @@ import datetime
 import itertools
 import pathlib
 import re
-from collections.abc import Iterator
 
 import pytest
 
 from corral.monty import monty_v1_pb2 as pb
 
 from .test_client import binary, monty  # noqa: F401 - the fixtures: this checkout's corral-monty, and a pool of it
-from .test_frames import Child, complete, error_text
+from .test_frames import Child, child, complete, error_text  # noqa: F401 - child: the fixture
 
 pydantic_monty = pytest.importorskip('pydantic_monty')
-
-
-
-@pytest.fixture
-def child() -> Iterator[Child]:
-    child = Child()
-    yield child
-    child.proc.kill()
-    child.proc.wait()
 
 
 def builtin_type(name: str) -> pb.MontyNode:
