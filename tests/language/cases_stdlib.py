@@ -782,6 +782,11 @@ CASES = [
          os.SEEK_SET, os.SEEK_CUR, os.SEEK_END, os.F_OK, os.R_OK, os.W_OK, os.X_OK, os.fspath(P()), os.fsencode('é'),
          os.fsdecode(b'x'), callable(os.getenv), callable(os.getcwd), hasattr(os.environ, 'get'))
     ''', ('/', None, '.', ':', '\n', '.', '..', '/bin:/usr/bin', '/dev/null', 'posix', 0, 1, 2, 0, 4, 2, 1, 'p', b'\xc3\xa9', 'x', True, True, True)),
+    case('os-urandom', '''
+        import os
+        a, b = os.urandom(16), os.urandom(0)
+        (type(a).__name__, len(a), b)
+    ''', ('bytes', 16, b'')),
     case('os-path', '''
         import os.path
         from os import path
