@@ -42,7 +42,7 @@ from ..host.session import Session
 from ..limits import Limits
 from ..typecheck import DIAGNOSTIC_FORMATS, format_diagnostics
 from . import monty_v1_pb2 as pb
-from .codec import ArenaError, ClientFunction, ClientModule, HeldFunction, decode, encode, exception_from, exception_value
+from .codec import ArenaError, ClientClass, ClientFunction, ClientInstance, ClientModule, HeldClass, HeldFunction, HeldObject, decode, encode, exception_from, exception_value
 from .names import awaited_callees, bound_names, free_names, imported_modules, module_imports, named_modules
 from .parent_os import ParentOs
 
@@ -114,6 +114,7 @@ class MontyChild:
         self._awaited: set[str] = set()  # names by which the session's feeds call what they await
         self._stub_texts: dict[str, str | None] = {}  # the stubs of each module the parent was asked for
         self._restored: set[str] = set()  # modules a loaded state offered, not yet asked of the parent
+        self._held: dict[bytes, HeldClass | HeldObject] = {}  # the parent's classes and objects the session was given, by id
         self._printed: list[tuple[int, list[str]]] = []  # output not sent yet: (stream, texts)
         self._flush_timer: asyncio.TimerHandle | None = None
         self._interrupt: str | None = None  # 'reset', 'shutdown' or 'closed', come while a feed ran
@@ -246,6 +247,7 @@ class MontyChild:
         """`session` is the child's, checked out for `config` (or `loaded` from a state, whose names
         the earlier feeds may have bound are kept): the turn ends with `Ok`."""
         self._session, self._config = session, config
+        self._held = {}
         if not loaded:
             self._bound, self._called, self._next_call, self._awaited, self._stub_texts = set(), {}, 0, set(), {}
             self._restored = set()
@@ -564,13 +566,28 @@ class MontyChild:
                 return answer.error
             return None
 
-    def _parent_function(self, function: ClientFunction) -> HeldFunction:
-        """A function of the parent's the script holds as a value: each call a `FunctionCall`."""
-        return HeldFunction(function, self._function(function.name, asynchronous=False))
+    def _parent_function(self, function: ClientFunction | ClientClass | ClientInstance) -> HeldFunction | HeldClass | HeldObject:
+        """A function, class or object of the parent's the script holds as a value: each call a
+        `FunctionCall` (a class's or an object's with its id); one per id in a session, so the
+        script holds one object of each."""
+        if type(function) is ClientFunction:
+            return HeldFunction(function, self._function(function.name, asynchronous=False))
+        held = self._held.get(function.id)
+        if held is not None and held.client == function:
+            return held
+        if type(function) is ClientClass:
+            held = HeldClass(function, self._function('__call__', asynchronous=False, object_id=function.id))
+        else:
+            cls = self._parent_function(function.cls)
+            assert isinstance(cls, HeldClass)
+            held = HeldObject(function, cls, lambda name: self._function(name, asynchronous=False, object_id=function.id))
+        self._held[function.id] = held
+        return held
 
-    def _function(self, name: str, *, asynchronous: bool, eager: bool = False) -> Callable[..., Any]:
+    def _function(self, name: str, *, asynchronous: bool, eager: bool = False, object_id: bytes | None = None) -> Callable[..., Any]:
         """A host function calling the parent's function `name` (async when the script awaits it;
-        `eager` when it awaits each call right there: the parent may then await it and answer)."""
+        `eager` when it awaits each call right there: the parent may then await it and answer), or
+        method `name` of the parent's object or class `object_id`."""
         if asynchronous:
 
             async def call_async(*args: Any, **kwargs: Any) -> Any:
@@ -580,7 +597,7 @@ class MontyChild:
             return call_async
 
         async def answer(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-            result = await self._call(name, args, kwargs)
+            result = await self._call(name, args, kwargs, object_id=object_id)
             if isinstance(result, asyncio.Future):  # a future answering a call the script does not await
                 await self._resolve([self._next_call - 1])
                 return result.result()
@@ -591,7 +608,7 @@ class MontyChild:
 
         return call
 
-    async def _call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any], *, eager: bool = False) -> Any:
+    async def _call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any], *, eager: bool = False, object_id: bytes | None = None) -> Any:
         if self._interrupt is not None:
             raise _Interrupted('the feed is being ended')
         call_id = self._next_call
@@ -599,6 +616,8 @@ class MontyChild:
         event = pb.ChildEvent()
         call = event.function_call
         call.function_name, call.call_id, call.allow_eager_await = name, call_id, eager
+        if object_id is not None:
+            call.object_id.data = object_id
         roots = encode([*args, *kwargs.values()], call.values)
         call.args.extend(roots[: len(args)])
         keys = encode(list(kwargs), call.values) if kwargs else []
