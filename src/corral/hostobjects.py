@@ -114,8 +114,8 @@ class HostObject:
         if cls is not None and cls.cls is not type(value):
             raise ValueError(f'HostObject cls is the HostClass of {cls.name!r}, but the value is a {type(value).__name__!r}')
         self.value = value
-        self.methods: tuple[str, ...] | None = _public_names('HostObject', 'methods', methods)
-        self.attributes = _public_names('HostObject', 'attributes', attributes)
+        self.methods = _public_names('HostObject', 'methods', methods)
+        self.attributes: tuple[str, ...] | None = _public_names('HostObject', 'attributes', attributes)
         self.cls = cls
 
     def call_method(self, name: str) -> Callable[..., Any]:
@@ -123,7 +123,8 @@ class HostObject:
         return getattr(self.value, name)
 
     def read_attribute(self, name: str) -> Any:
-        """The attribute `name` of the value (the session checked that the script may read it)."""
+        """The attribute `name` of the value (the session checked that the script may read it);
+        it may be an awaitable of it, which the session awaits."""
         return getattr(self.value, name)
 
     def is_async(self, name: str) -> bool:
@@ -138,15 +139,15 @@ class HostObject:
 class ObjectRef:
     """A host object's or class's wire form: the name the session gave it (`<object 9f...>`,
     `<class 1c...>`), its class's name and the class's methods, and what the script may use of
-    the object: its methods as (name, awaited) pairs (None: any public name, each call asking the
-    host), its attributes. A class's own ref has `token == class_token`."""
+    the object: its methods as (name, awaited) pairs, its attributes (None: any public name, each
+    read asking the host, whose answer may be a function). A class's own ref has `token == class_token`."""
 
     token: str
     class_token: str
     class_name: str
     class_methods: tuple[tuple[str, bool], ...]
-    methods: tuple[tuple[str, bool], ...] | None
-    attributes: tuple[str, ...]
+    methods: tuple[tuple[str, bool], ...]
+    attributes: tuple[str, ...] | None
 
     @property
     def is_class(self) -> bool:
@@ -154,8 +155,8 @@ class ObjectRef:
 
     def parts(self) -> list[Any]:
         """The plain data the ref crosses as."""
-        methods = None if self.methods is None else [list(pair) for pair in self.methods]
-        return [self.token, self.class_token, self.class_name, [list(pair) for pair in self.class_methods], methods, list(self.attributes)]
+        attributes = None if self.attributes is None else list(self.attributes)
+        return [self.token, self.class_token, self.class_name, [list(pair) for pair in self.class_methods], [list(pair) for pair in self.methods], attributes]
 
     @classmethod
     def from_parts(cls, parts: Any) -> ObjectRef:
@@ -166,10 +167,10 @@ class ObjectRef:
         if not (_is_token(token) and _is_token(class_token) and type(class_name) is str and class_name.isidentifier()):
             raise ValueError('malformed host object in a frame')
         pairs = _pairs(class_methods)
-        listed = None if methods is None else _pairs(methods)
-        if type(attributes) is not list or not all(_is_public(name) for name in attributes):
+        listed = _pairs(methods)
+        if attributes is not None and (type(attributes) is not list or not all(_is_public(name) for name in attributes)):
             raise ValueError('malformed host object in a frame')
-        return cls(token, class_token, class_name, pairs, listed, tuple(attributes))
+        return cls(token, class_token, class_name, pairs, listed, None if attributes is None else tuple(attributes))
 
 
 def _is_public(name: Any) -> bool:
@@ -230,7 +231,7 @@ class HostObjects:
         else:
             cls = self.ref(self._class(value))
             token = f'<{_OBJECT} {secrets.token_hex(8)}>'
-            methods = None if value.methods is None else tuple((name, value.is_async(name)) for name in value.methods)
+            methods = tuple((name, value.is_async(name)) for name in value.methods)
             ref = ObjectRef(token, cls.token, cls.class_name, cls.class_methods, methods, value.attributes)
         self._by_token[token] = value
         self._refs[id(value)] = (value, ref)
@@ -261,10 +262,8 @@ class HostObjects:
                 return _raising(AttributeError(f'type object {target.name!r} has no attribute {member!r}'))
             return lambda *args, **kwargs: getattr(target.cls, member)(*args, **kwargs)
         shown = self.ref(target).class_name
-        if read:
-            allowed = member in target.attributes
-        elif target.methods is None:  # any public name: the object's own owner decides (`call_method`)
-            allowed = not member.startswith('_') and not awaited
+        if read:  # None: any public name, the object's owner deciding (`read_attribute`)
+            allowed = member in target.attributes if target.attributes is not None else not member.startswith('_')
         else:
             allowed = member in target.methods and target.is_async(member) == awaited
         if not allowed:
@@ -311,12 +310,11 @@ def _proxy_class(ref: ObjectRef, host_function: Callable[[str, bool], Callable[.
         entry = made.get(id(self))
         own: ObjectRef | None = entry[1] if entry is not None and entry[0] is self else None
         if own is not None and not name.startswith('_'):
-            if name in own.attributes:
+            if own.attributes is None or name in own.attributes:
                 return host_function(call_name(own.token, name, read=True), False)()
-            methods = dict(own.methods) if own.methods is not None else None
-            if methods is None or name in methods:
-                awaited = bool(methods and methods[name])
-                return host_function(call_name(own.token, name, awaited=awaited), awaited)
+            methods = dict(own.methods)
+            if name in methods:
+                return host_function(call_name(own.token, name, awaited=methods[name]), methods[name])
         raise AttributeError(f'{class_name!r} object has no attribute {name!r}')
 
     def __repr__(self: Any) -> str:

@@ -68,3 +68,13 @@ def test_objects_in_a_parents_module(monty: pydantic_monty.Monty) -> None:
     modules = {'pkg': ExternalModule({'tools': tools, 'Tools': ClassType(Tools, init=True, instance_allowed_methods={'add'})})}
     with monty.checkout(external_modules=modules) as session:
         assert session.feed_run('from pkg import tools, Tools\n[tools.add(2, 3), Tools(10).add(1, 0)]') == [5, 10]
+
+
+def test_a_lazy_attribute_is_asked_of_the_parent_at_each_read(monty: pydantic_monty.Monty) -> None:
+    tools = Tools(2)
+    wrapped = ClassInstance(tools, allowed_methods={'add', 'wipe'}, lazy_attrs={'scale'})
+    with monty.checkout() as session:
+        assert session.feed_run('t = x\n[t.scale, t.wipe(), t.scale, t.add(1, 1)]', inputs={'x': wrapped}) == [2, None, 0, 0]
+        # a name the parent has no attribute of is a method to the script, whose call the parent refuses
+        assert runtime_error(session, 'f = t.secret\nf()') == "AttributeError: 'Tools' object has no attribute 'secret'"
+        assert repr(session.feed_run('t.secret')) == '"<method \'secret\' of the parent\'s object>"'

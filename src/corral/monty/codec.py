@@ -104,24 +104,19 @@ class HeldClass(HostClass):
 
 
 class HeldObject(HostObject):
-    """An object of the parent's the script holds: a `HostObject` whose every public method is a
-    `FunctionCall` with the object's id (`method(name)` gives the function), the parent checking
-    what it allows, and whose attributes are those the parent sent with it."""
+    """An object of the parent's the script holds: a `HostObject` whose attributes are those the
+    parent sent with it and, for any other public name, what `read(name)` gives: the door asks the
+    parent (a `NameLookup` with the object's id) and gives its value, or a function whose calls are
+    `FunctionCall`s of that method with the object's id, the parent checking what it allows."""
 
-    __slots__ = ('client', '_method')
+    __slots__ = ('client', '_read')
 
-    def __init__(self, client: ClientInstance, cls: HeldClass, method: Callable[[str], Callable[..., Any]]) -> None:
-        self.client, self._method = client, method
-        self.value, self.cls, self.methods, self.attributes = None, cls, None, tuple(client.attrs)
-
-    def call_method(self, name: str) -> Callable[..., Any]:
-        return self._method(name)
+    def __init__(self, client: ClientInstance, cls: HeldClass, read: Callable[[str], Any]) -> None:
+        self.client, self._read = client, read
+        self.value, self.cls, self.methods, self.attributes = None, cls, (), None
 
     def read_attribute(self, name: str) -> Any:
-        return self.client.attrs[name]
-
-    def is_async(self, name: str) -> bool:
-        return False
+        return self.client.attrs[name] if name in self.client.attrs else self._read(name)
 
 
 @dataclass(frozen=True)
@@ -360,19 +355,21 @@ class _Encoder:
         if key in self.open:
             return self.add(pb.MontyNode(cycle=_CYCLE.get(type(value), '...')))
         node = pb.MontyNode()
-        if isinstance(value, HeldObject):  # the parent's object, as it came
-            client = value.client
-            attrs = [pb.NodePair(key=self.value(name), value=self.value(item)) for name, item in client.attrs.items()]
-            node.class_instance.CopyFrom(pb.ClassInstanceNode(class_type=self.value(value.cls), instance_id=pb.Uuid(data=client.id), attrs=pb.NodePairs(pairs=attrs)))
-        elif isinstance(value, HeldClass):
-            node.type.CopyFrom(pb.Type(name=value.client.name, id=pb.Uuid(data=value.client.id), origin=pb.TYPE_ORIGIN_HOST))
-        elif _builtin_out(node, value):
-            pass
-        elif isinstance(value, (ClientFunction, HeldFunction)):  # the parent's function, as the script held it
+        if isinstance(value, (ClientFunction, HeldFunction)):  # the parent's function, as the script held it
             function = value.client if isinstance(value, HeldFunction) else value
             node.function.name = function.name
             if function.docstring is not None:
                 node.function.docstring = function.docstring
+        elif isinstance(value, HeldObject):  # the parent's object, as it came
+            client = value.client
+            attrs = [pb.NodePair(key=self.value(name), value=self.value(item)) for name, item in client.attrs.items()]
+            node.class_instance.CopyFrom(pb.ClassInstanceNode(class_type=self.value(value.cls), instance_id=pb.Uuid(data=client.id), attrs=pb.NodePairs(pairs=attrs)))
+        elif isinstance(value, HostFunction):  # a method of the parent's object the script read: no node of its own
+            node.repr = f"<method {value.name!r} of the parent's object>"
+        elif isinstance(value, HeldClass):
+            node.type.CopyFrom(pb.Type(name=value.client.name, id=pb.Uuid(data=value.client.id), origin=pb.TYPE_ORIGIN_HOST))
+        elif _builtin_out(node, value):
+            pass
         elif value is None:
             node.none.SetInParent()
         elif value is ...:

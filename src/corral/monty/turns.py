@@ -41,6 +41,7 @@ from ..host.pool import Pool
 from ..host.session import Session
 from ..limits import Limits
 from ..typecheck import DIAGNOSTIC_FORMATS, format_diagnostics
+from ..values import HostFunction
 from . import monty_v1_pb2 as pb
 from .codec import ArenaError, ClientClass, ClientFunction, ClientInstance, ClientModule, HeldClass, HeldFunction, HeldObject, decode, encode, exception_from, exception_value
 from .names import awaited_callees, bound_names, free_names, imported_modules, module_imports, named_modules
@@ -115,6 +116,7 @@ class MontyChild:
         self._stub_texts: dict[str, str | None] = {}  # the stubs of each module the parent was asked for
         self._restored: set[str] = set()  # modules a loaded state offered, not yet asked of the parent
         self._held: dict[bytes, HeldClass | HeldObject] = {}  # the parent's classes and objects the session was given, by id
+        self._methods: dict[tuple[bytes, str], HostFunction] = {}  # their methods the script read, by object id and name
         self._printed: list[tuple[int, list[str]]] = []  # output not sent yet: (stream, texts)
         self._flush_timer: asyncio.TimerHandle | None = None
         self._interrupt: str | None = None  # 'reset', 'shutdown' or 'closed', come while a feed ran
@@ -247,7 +249,7 @@ class MontyChild:
         """`session` is the child's, checked out for `config` (or `loaded` from a state, whose names
         the earlier feeds may have bound are kept): the turn ends with `Ok`."""
         self._session, self._config = session, config
-        self._held = {}
+        self._held, self._methods = {}, {}
         if not loaded:
             self._bound, self._called, self._next_call, self._awaited, self._stub_texts = set(), {}, 0, set(), {}
             self._restored = set()
@@ -548,11 +550,17 @@ class MontyChild:
                 raise _Interrupted(f'the parent sent {kind.capitalize()} while the feed waited on it')
             self._error('RuntimeError', f'{kind or "an empty request"} is out of turn: the child waits for {" or ".join(answers)}')
 
-    async def _lookup_name(self, name: str) -> tuple[Any] | pb.RaisedException | None:
-        """Ask the parent what `name` is: (value,), its error, or None when it is undefined."""
+    async def _lookup_name(self, name: str, object_id: bytes | None = None) -> tuple[Any] | pb.RaisedException | None:
+        """Ask the parent what `name` is (an attribute of its object `object_id`, while the feed
+        runs): (value,), its error, or None when it is undefined."""
+        lookup = pb.NameLookup(name=name)
+        if object_id is not None:
+            lookup.object_id.data = object_id
         while True:
-            request = await self._suspend(pb.ChildEvent(name_lookup=pb.NameLookup(name=name)), ('resume_name_lookup',))
+            request = await self._suspend(pb.ChildEvent(name_lookup=lookup), ('resume_name_lookup',))
             if request.WhichOneof('kind') == 'abort_feed':
+                if object_id is not None:  # the feed ends at the read
+                    raise _stop_feed(request.abort_feed.exception)
                 return request.abort_feed.exception
             answer = request.resume_name_lookup
             kind = answer.WhichOneof('kind')
@@ -580,9 +588,23 @@ class MontyChild:
         else:
             cls = self._parent_function(function.cls)
             assert isinstance(cls, HeldClass)
-            held = HeldObject(function, cls, lambda name: self._function(name, asynchronous=False, object_id=function.id))
+            held = HeldObject(function, cls, lambda name: self._attribute(function.id, name))
         self._held[function.id] = held
         return held
+
+    async def _attribute(self, object_id: bytes, name: str) -> Any:
+        """Attribute `name` of the parent's object `object_id`, asked of the parent (a lazy
+        attribute); where it has none, a function calling its method `name` (one per name), whose
+        calls the parent's wrapper allows or refuses."""
+        answer = await self._lookup_name(name, object_id)
+        if isinstance(answer, tuple):
+            return answer[0]
+        if answer is not None and answer.exc_type != 'AttributeError':
+            raise _exception(answer)
+        method = self._methods.get((object_id, name))
+        if method is None:
+            method = self._methods[object_id, name] = HostFunction(self._function(name, asynchronous=False, object_id=object_id), name=name)
+        return method
 
     def _function(self, name: str, *, asynchronous: bool, eager: bool = False, object_id: bytes | None = None) -> Callable[..., Any]:
         """A host function calling the parent's function `name` (async when the script awaits it;
