@@ -102,14 +102,17 @@ async def test_a_host_class_constructs_on_the_host_when_it_may(session):
             super().__init__(start)
             made.append(self)
 
-    cls = HostClass(Made, init=True, methods=['starting_at'], instance_methods=['add'], instance_attributes=['count'])
-    code = 'M = get()\nm = M(4)\n[m.add(1), m.count, isinstance(m, M), type(m) is M, M.__name__, type(M.starting_at(7)).__name__]'
-    assert await session.feed_run(code, external_lookup={'get': lambda: cls}) == [5, 5, True, True, 'Made', 'Made']
+    cls = HostClass(Made, init=True, methods=['starting_at'], attributes=['LIMIT'], instance_methods=['add'], instance_attributes=['count'])
+    code = 'M = get()\nm = M(4)\n[m.add(1), m.count, isinstance(m, M), type(m) is M, M.__name__, type(M.starting_at(7)).__name__, M.LIMIT]'
+    assert await session.feed_run(code, external_lookup={'get': lambda: cls}) == [5, 5, True, True, 'Made', 'Made', 10]
     assert [item.count for item in made] == [5, 7]
     assert await session.feed_run('M') is cls
     with pytest.raises(corral.SandboxRuntimeError) as error:
         await session.feed_run('M.reset()')
     assert (error.value.exc_type, error.value.message) == ('AttributeError', "type object 'Made' has no attribute 'reset'")
+    with pytest.raises(corral.SandboxRuntimeError) as error:
+        await session.feed_run('M.count')
+    assert (error.value.exc_type, error.value.message) == ('AttributeError', "type object 'Made' has no attribute 'count'")
     with pytest.raises(corral.SandboxRuntimeError) as error:  # the instance lists: `fetch` is not one
         await session.feed_run('m.fetch(1)')
     assert (error.value.exc_type, error.value.message) == ('AttributeError', "'Made' object has no attribute 'fetch'")
@@ -137,7 +140,7 @@ def test_the_host_resolves_only_names_it_gave_and_members_it_listed():
     counter = Counter()
     wrapped = given(counter)
     ref = objects.ref(wrapped)
-    cls = objects.ref(HostClass(Counter, methods=['starting_at']))
+    cls = objects.ref(HostClass(Counter, methods=['starting_at'], attributes=['LIMIT']))
     assert ref.token.startswith('<object ') and ref.class_name == 'Counter' and ref.methods == (('add', False), ('fetch', True))
     assert objects.resolve(f'{ref.token}.add')(3) == 3 and counter.count == 3
     assert objects.resolve(f'{ref.token}:count')() == 3
@@ -157,7 +160,9 @@ def test_the_host_resolves_only_names_it_gave_and_members_it_listed():
     assert refused(objects, f'{ref.token}.__call__') == ('AttributeError', "'Counter' object has no attribute '__call__'")
     assert refused(objects, f'{cls.token}.__call__') == ('TypeError', "cannot instantiate host class 'Counter'")
     assert refused(objects, f'{cls.token}.add') == ('AttributeError', "type object 'Counter' has no attribute 'add'")
-    assert refused(objects, f'{cls.token}:LIMIT') == ('AttributeError', "type object 'Counter' has no attribute 'LIMIT'")
+    assert refused(objects, f'{cls.token}:token') == ('AttributeError', "type object 'Counter' has no attribute 'token'")
+    assert refused(objects, f'{cls.token}:__dict__') == ('AttributeError', "type object 'Counter' has no attribute '__dict__'")
+    assert objects.resolve(f'{cls.token}:LIMIT')() == 10
     assert type(objects.resolve(f'{cls.token}.starting_at')(2)) is HostObject
     assert counter.count == 3
 
@@ -170,7 +175,7 @@ def test_a_name_of_another_session_or_a_forged_one_decodes_to_no_object():
     assert Decoder(callables=mine).decode(data)[0] is wrapped
     stale = Decoder(callables=theirs).decode(data)[0]
     assert type(stale).__name__ == 'ObjectRef' and stale.class_name == 'Counter' and not hasattr(stale, 'value')
-    for bad in (b'\x01', msgpack.packb([1, 2]), msgpack.packb(['<object 1>', '<class 2>', 'Counter', [], [['__reduce__', False]], []]), msgpack.packb(['<nope>', '<class 2>', 'C', [], None, []])):
+    for bad in (b'\x01', msgpack.packb([1, 2]), msgpack.packb(['<object 1>', '<class 2>', 'Counter', [], [], [['__reduce__', False]], []]), msgpack.packb(['<nope>', '<class 2>', 'C', [], [], [], None]), msgpack.packb(['<object 1>', '<class 2>', 'C', [], ['__class__'], [], None])):
         with pytest.raises(ValueError, match='^malformed host object in a frame$'):
             Decoder(callables=mine).decode(msgpack.packb(msgpack.ExtType(43, bad)))
 

@@ -55,11 +55,12 @@ class HostClass:
     script, a class named as `cls` is. With `init`, calling it constructs an instance on the host
     (`cls(*args, **kwargs)`), which the script holds as a `HostObject` with `instance_methods`
     and `instance_attributes`; without, calling it is `TypeError: cannot instantiate host class
-    'Name'`. `methods` are classmethods or staticmethods of `cls` the script may call on the class.
+    'Name'`. `methods` are classmethods or staticmethods of `cls` the script may call on the class,
+    `attributes` its attributes the script may read (`Cls.LIMIT`, read on the host at each read).
     Raises `TypeError` for a `cls` that is not a class, `ValueError` for a name that is not a
     public one or a method that is no classmethod or staticmethod."""
 
-    __slots__ = ('cls', 'init', 'methods', 'instance_methods', 'instance_attributes')
+    __slots__ = ('cls', 'init', 'methods', 'attributes', 'instance_methods', 'instance_attributes')
 
     def __init__(
         self,
@@ -67,6 +68,7 @@ class HostClass:
         *,
         init: bool = False,
         methods: Iterable[str] = (),
+        attributes: Iterable[str] = (),
         instance_methods: Iterable[str] = (),
         instance_attributes: Iterable[str] = (),
     ) -> None:
@@ -78,6 +80,7 @@ class HostClass:
         for name in self.methods:
             if not isinstance(_raw(cls, name), (classmethod, staticmethod)):
                 raise ValueError(f'HostClass methods are called on the class: {cls.__name__}.{name} is no classmethod or staticmethod')
+        self.attributes: tuple[str, ...] | None = _public_names('HostClass', 'attributes', attributes)
         self.instance_methods = _public_names('HostClass', 'instance_methods', instance_methods)
         self.instance_attributes = _public_names('HostClass', 'instance_attributes', instance_attributes)
 
@@ -85,6 +88,15 @@ class HostClass:
     def name(self) -> str:
         """The class's name, as the script sees it."""
         return type.__dict__['__name__'].__get__(self.cls)
+
+    def call_method(self, name: str) -> Callable[..., Any]:
+        """The class's method `name`, to call (the session checked that the script may)."""
+        return getattr(self.cls, name)
+
+    def read_attribute(self, name: str) -> Any:
+        """The class's attribute `name` (the session checked that the script may read it); it may
+        be an awaitable of it, which the session awaits."""
+        return getattr(self.cls, name)
 
     def construct(self, *args: Any, **kwargs: Any) -> HostObject:
         """A new instance (`cls(*args, **kwargs)`) as a `HostObject` with the instance lists;
@@ -138,14 +150,16 @@ class HostObject:
 @dataclasses.dataclass(frozen=True)
 class ObjectRef:
     """A host object's or class's wire form: the name the session gave it (`<object 9f...>`,
-    `<class 1c...>`), its class's name and the class's methods, and what the script may use of
-    the object: its methods as (name, awaited) pairs, its attributes (None: any public name, each
-    read asking the host, whose answer may be a function). A class's own ref has `token == class_token`."""
+    `<class 1c...>`), its class's name, the class's methods as (name, awaited) pairs and its
+    attributes, and the object's methods and attributes (attributes None: any public name, each
+    read asking the host, whose answer may be a function). A class's own ref has
+    `token == class_token` and no methods or attributes of its own."""
 
     token: str
     class_token: str
     class_name: str
     class_methods: tuple[tuple[str, bool], ...]
+    class_attributes: tuple[str, ...] | None
     methods: tuple[tuple[str, bool], ...]
     attributes: tuple[str, ...] | None
 
@@ -155,22 +169,21 @@ class ObjectRef:
 
     def parts(self) -> list[Any]:
         """The plain data the ref crosses as."""
+        class_attributes = None if self.class_attributes is None else list(self.class_attributes)
         attributes = None if self.attributes is None else list(self.attributes)
-        return [self.token, self.class_token, self.class_name, [list(pair) for pair in self.class_methods], [list(pair) for pair in self.methods], attributes]
+        methods = [list(pair) for pair in self.methods]
+        return [self.token, self.class_token, self.class_name, [list(pair) for pair in self.class_methods], class_attributes, methods, attributes]
 
     @classmethod
     def from_parts(cls, parts: Any) -> ObjectRef:
         """The ref `parts()` gave; `ValueError` for parts of the wrong kinds."""
-        if type(parts) is not list or len(parts) != 6:
+        if type(parts) is not list or len(parts) != 7:
             raise ValueError('malformed host object in a frame')
-        token, class_token, class_name, class_methods, methods, attributes = parts
+        token, class_token, class_name, class_methods, class_attributes, methods, attributes = parts
         if not (_is_token(token) and _is_token(class_token) and type(class_name) is str and class_name.isidentifier()):
             raise ValueError('malformed host object in a frame')
         pairs = _pairs(class_methods)
-        listed = _pairs(methods)
-        if attributes is not None and (type(attributes) is not list or not all(_is_public(name) for name in attributes)):
-            raise ValueError('malformed host object in a frame')
-        return cls(token, class_token, class_name, pairs, listed, None if attributes is None else tuple(attributes))
+        return cls(token, class_token, class_name, pairs, _names(class_attributes), _pairs(methods), _names(attributes))
 
 
 def _is_public(name: Any) -> bool:
@@ -179,6 +192,12 @@ def _is_public(name: Any) -> bool:
 
 def _is_token(token: Any) -> bool:
     return type(token) is str and token.startswith(('<object ', '<class ')) and token.endswith('>') and len(token) < 64
+
+
+def _names(names: Any) -> tuple[str, ...] | None:
+    if names is not None and (type(names) is not list or not all(_is_public(name) for name in names)):
+        raise ValueError('malformed host object in a frame')
+    return None if names is None else tuple(names)
 
 
 def _pairs(items: Any) -> tuple[tuple[str, bool], ...]:
@@ -227,12 +246,12 @@ class HostObjects:
         if isinstance(value, HostClass):
             token = f'<{_CLASS} {secrets.token_hex(8)}>'
             methods = tuple((name, inspect.iscoroutinefunction(getattr(value.cls, name))) for name in value.methods)
-            ref = ObjectRef(token, token, value.name, methods, (), ())
+            ref = ObjectRef(token, token, value.name, methods, value.attributes, (), ())
         else:
             cls = self.ref(self._class(value))
             token = f'<{_OBJECT} {secrets.token_hex(8)}>'
             methods = tuple((name, value.is_async(name)) for name in value.methods)
-            ref = ObjectRef(token, cls.token, cls.class_name, cls.class_methods, methods, value.attributes)
+            ref = ObjectRef(token, cls.token, cls.class_name, cls.class_methods, cls.class_attributes, methods, value.attributes)
         self._by_token[token] = value
         self._refs[id(value)] = (value, ref)
         return ref
@@ -255,19 +274,18 @@ class HostObjects:
         target = self._by_token.get(token)
         if target is None or not (member == CONSTRUCT or member.isidentifier()):
             return _raising(NameError(f'the host object {token} is not one this session gave (one given before the session was stored and loaded is gone)'))
-        if isinstance(target, HostClass):
-            if member == CONSTRUCT and not read and not awaited:
-                return target.construct
-            if read or member not in target.methods or dict(self.ref(target).class_methods)[member] != awaited:
-                return _raising(AttributeError(f'type object {target.name!r} has no attribute {member!r}'))
-            return lambda *args, **kwargs: getattr(target.cls, member)(*args, **kwargs)
-        shown = self.ref(target).class_name
-        if read:  # None: any public name, the object's owner deciding (`read_attribute`)
-            allowed = member in target.attributes if target.attributes is not None else not member.startswith('_')
+        is_class = isinstance(target, HostClass)
+        if is_class and member == CONSTRUCT and not read and not awaited:
+            return target.construct
+        ref = self.ref(target)
+        attributes = ref.class_attributes if is_class else ref.attributes
+        if read:  # None: any public name, its owner deciding (`read_attribute`)
+            allowed = member in attributes if attributes is not None else not member.startswith('_')
         else:
-            allowed = member in target.methods and target.is_async(member) == awaited
+            allowed = dict(ref.class_methods if is_class else ref.methods).get(member) is awaited
         if not allowed:
-            return _raising(AttributeError(f'{shown!r} object has no attribute {member!r}'))
+            owner = f'type object {ref.class_name!r}' if is_class else f'{ref.class_name!r} object'
+            return _raising(AttributeError(f'{owner} has no attribute {member!r}'))
         if read:
             return lambda: target.read_attribute(member)
         return lambda *args, **kwargs: target.call_method(member)(*args, **kwargs)
@@ -288,7 +306,7 @@ def make_proxy(ref: ObjectRef, classes: dict[str, type], host_function: Callable
     cls = classes.get(ref.class_token)
     if cls is None:
         cls = classes[ref.class_token] = _proxy_class(ref, host_function, made)
-        made[id(cls)] = (cls, ObjectRef(ref.class_token, ref.class_token, ref.class_name, ref.class_methods, (), ()))
+        made[id(cls)] = (cls, ObjectRef(ref.class_token, ref.class_token, ref.class_name, ref.class_methods, ref.class_attributes, (), ()))
     if ref.is_class:
         return cls
     obj = object.__new__(cls)
@@ -325,4 +343,14 @@ def _proxy_class(ref: ObjectRef, host_function: Callable[[str, bool], Callable[.
     }
     for name, awaited in ref.class_methods:
         namespace[name] = staticmethod(host_function(call_name(ref.class_token, name, awaited=awaited), awaited))
-    return type(class_name, (), namespace)
+    attributes = ref.class_attributes
+    if attributes == ():
+        return type(class_name, (), namespace)
+
+    def class_getattr(cls: type, name: str) -> Any:  # a class attribute: read on the host
+        if not name.startswith('_') and (attributes is None or name in attributes):
+            return host_function(call_name(ref.class_token, name, read=True), False)()
+        raise AttributeError(f'type object {class_name!r} has no attribute {name!r}')
+
+    meta = type(f'{class_name}Type', (type,), {'__getattr__': class_getattr, '__module__': 'host'})
+    return meta(class_name, (), namespace)

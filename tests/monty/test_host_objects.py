@@ -12,10 +12,15 @@ pydantic_monty = pytest.importorskip('pydantic_monty')
 
 from pydantic_monty import ClassInstance, ClassType, ExternalModule, MontyRuntimeError  # noqa: E402
 
+from corral.monty import monty_v1_pb2 as pb  # noqa: E402
+
 from .test_client import binary, monty  # noqa: E402, F401 - the fixtures: this checkout's corral-monty, and a pool of it
+from .test_frames import Child, child, complete, error_text  # noqa: E402, F401 - the child fixture: corral-monty on two pipes
 
 
 class Tools:
+    KIND = 'adder'
+
     def __init__(self, scale: int = 1) -> None:
         self.scale = scale
         self.secret = 'host only'
@@ -25,6 +30,10 @@ class Tools:
 
     def wipe(self) -> None:
         self.scale = 0
+
+    @classmethod
+    def kinds(cls, n: int) -> list[str]:
+        return [cls.KIND] * n
 
 
 def runtime_error(session: pydantic_monty.MontySession, code: str, **kwargs: object) -> str:
@@ -78,3 +87,49 @@ def test_a_lazy_attribute_is_asked_of_the_parent_at_each_read(monty: pydantic_mo
         # a name the parent has no attribute of is a method to the script, whose call the parent refuses
         assert runtime_error(session, 'f = t.secret\nf()') == "AttributeError: 'Tools' object has no attribute 'secret'"
         assert repr(session.feed_run('t.secret')) == '"<method \'secret\' of the parent\'s object>"'
+
+
+def test_a_parents_class_attributes_and_classmethods(monty: pydantic_monty.Monty) -> None:
+    cls = ClassType(Tools, eager_attrs=['KIND'], allowed_methods={'kinds'}, lazy_attrs={'KIND'})
+    with monty.checkout() as session:
+        assert session.feed_run('T = x\n[T.KIND, T.kinds(2)]', inputs={'x': cls}) == ['adder', ['adder', 'adder']]
+        assert runtime_error(session, 'T.wipe()') == "AttributeError: type object 'Tools' has no attribute 'wipe'"
+    lazy = ClassType(Tools, lazy_attrs={'KIND'})
+    with monty.checkout() as session:
+        assert session.feed_run('x.KIND', inputs={'x': lazy}) == 'adder'
+
+
+CLASS_ID, OBJECT_ID = b'c' * 16, b'o' * 16
+
+
+def host_object(**attrs: int) -> pb.Arena:
+    """An arena whose node 1 is an object of the parent's (`Tools`), sent with `attrs`."""
+    nodes = [pb.MontyNode(type=pb.Type(name='Tools', id=pb.Uuid(data=CLASS_ID), origin=pb.TYPE_ORIGIN_HOST))]
+    pairs = []
+    for name, value in attrs.items():
+        nodes += [pb.MontyNode(str=name), pb.MontyNode(int=value)]
+        pairs.append(pb.NodePair(key=len(nodes) - 2, value=len(nodes) - 1))
+    instance = pb.ClassInstanceNode(class_type=0, instance_id=pb.Uuid(data=OBJECT_ID), attrs=pb.NodePairs(pairs=pairs))
+    return pb.Arena(nodes=[*nodes, pb.MontyNode(class_instance=instance)])
+
+
+@pytest.mark.slow
+def test_on_the_wire_a_method_is_a_lookup_then_a_call_with_the_objects_id_and_a_load_keeps_none(child: Child) -> None:
+    child.configure()
+    arena = host_object(scale=2)
+    event = child.feed('t = x\n[t.scale, t.add(1, 2)]', inputs=[pb.NamedRef(name='x', value=len(arena.nodes) - 1)], values=arena)
+    assert (event.name_lookup.name, event.name_lookup.object_id.data) == ('add', OBJECT_ID)  # `scale` came with it
+    refused = pb.ResumeNameLookup(error=pb.RaisedException(exc_type='AttributeError', message="'Tools' object has no attribute 'add'"))
+    call = child.ask(pb.ParentRequest(resume_name_lookup=refused)).function_call
+    assert (call.function_name, call.object_id.data, [call.values.nodes[i].int for i in call.args]) == ('add', OBJECT_ID, [1, 2])
+    answer = pb.ResumeCall(call_id=call.call_id, result=pb.ExtFunctionResult(return_value=0), values=pb.Arena(nodes=[pb.MontyNode(int=3)]))
+    done = child.ask(pb.ParentRequest(resume_call=answer))
+    assert [done.complete.values.nodes[i].int for i in complete(done).list.items] == [2, 3]
+    back = child.feed('t')  # out again: the node it came as
+    instance = complete(back).class_instance
+    assert instance.instance_id.data == OBJECT_ID and back.complete.values.nodes[instance.class_type].type.id.data == CLASS_ID
+    state = child.ask(pb.ParentRequest(dump=pb.Dump())).dump_result.state
+    assert child.ask(pb.ParentRequest(reset=pb.Reset())).WhichOneof('kind') == 'ok'
+    assert child.ask(pb.ParentRequest(load=pb.Load(state=state))).WhichOneof('kind') == 'ok'  # replayed: nothing asked of the parent
+    assert error_text(child.feed('t.add(1, 1)'))[0] == 'NameError'  # the object was the other session's
+    assert error_text(child.feed('t.add(1, 1)'))[1].endswith('is not one this session gave (one given before the session was stored and loaded is gone)')

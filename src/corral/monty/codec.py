@@ -23,7 +23,7 @@ import json
 import pathlib
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..described import ExceptionValue, FileValue, InstanceValue, NamedTupleValue
@@ -68,10 +68,12 @@ class HeldFunction(HostFunction):
 
 @dataclass(frozen=True)
 class ClientClass:
-    """A class of the parent's (a `type` node of origin host, the client's `ClassType`): its name and id."""
+    """A class of the parent's (a `type` node of origin host, the client's `ClassType`): its name,
+    its id and the class attributes sent with it."""
 
     name: str
     id: bytes
+    attrs: dict[str, Any] = field(default_factory=dict, compare=False)
 
 
 @dataclass(frozen=True)
@@ -86,14 +88,15 @@ class ClientInstance:
 
 class HeldClass(HostClass):
     """A class of the parent's the script holds: a `HostClass` whose construction is a
-    `FunctionCall` of `__call__` with the class's id (`construct`, a function the door gives); the
-    parent decides whether it may be made."""
+    `FunctionCall` of `__call__` with the class's id (`construct`, a function the door gives; the
+    parent decides whether it may be made), and whose attributes are read as a `HeldObject`'s are
+    (`read`: the parent's lazy class attribute, else its classmethod)."""
 
-    __slots__ = ('client', '_construct')
+    __slots__ = ('client', '_construct', '_read')
 
-    def __init__(self, client: ClientClass, construct: Callable[..., Any]) -> None:
-        self.client, self._construct = client, construct
-        self.cls, self.init, self.methods, self.instance_methods, self.instance_attributes = object, True, (), (), ()
+    def __init__(self, client: ClientClass, construct: Callable[..., Any], read: Callable[[str], Any]) -> None:
+        self.client, self._construct, self._read = client, construct, read
+        self.cls, self.init, self.methods, self.attributes, self.instance_methods, self.instance_attributes = object, True, (), None, (), ()
 
     @property
     def name(self) -> str:
@@ -101,6 +104,9 @@ class HeldClass(HostClass):
 
     def construct(self, *args: Any, **kwargs: Any) -> Any:
         return self._construct(*args, **kwargs)
+
+    def read_attribute(self, name: str) -> Any:
+        return self.client.attrs[name] if name in self.client.attrs else self._read(name)
 
 
 class HeldObject(HostObject):
@@ -149,6 +155,11 @@ def decode(arena: pb.Arena, roots: Sequence[int], *, functions: Callable[[Client
 
 #: The nodes `decode`'s `functions` makes something of: the parent's functions, classes, objects.
 _HELD = (ClientFunction, ClientClass, ClientInstance)
+
+
+def _public(attrs: list[tuple[Any, Any]]) -> bool:
+    """Whether each attribute a host class or object came with has a public name."""
+    return all(isinstance(name, str) and name.isidentifier() and not name.startswith('_') for name, _ in attrs)
 
 
 def _child(built: list[Any], index: int, child: int) -> Any:
@@ -209,16 +220,17 @@ def _node(node: pb.MontyNode, index: int, built: list[Any]) -> Any:
     if kind == 'function':
         return ClientFunction(value.name, value.docstring if value.HasField('docstring') else None)
     if kind == 'type' and value.origin == pb.TYPE_ORIGIN_HOST:
-        if len(value.id.data) != 16 or not value.name.isidentifier():
-            raise ArenaError(f'node {index}: a host class needs a name and a 16-byte id')
-        return ClientClass(value.name, value.id.data)
+        attrs = _pairs(built, index, value.attrs.pairs)
+        if len(value.id.data) != 16 or not value.name.isidentifier() or not _public(attrs):
+            raise ArenaError(f'node {index}: a host class needs a name, a 16-byte id and public attribute names')
+        return ClientClass(value.name, value.id.data, dict(attrs))
     if kind == 'class_instance':
         cls = _child(built, index, value.class_type)
         cls = cls.client if isinstance(cls, HeldClass) else cls
         if type(cls) is not ClientClass:
             raise ArenaError(f"node {index}: an instance of a class that is not the parent's cannot be a value sent into the sandbox")
         attrs = _pairs(built, index, value.attrs.pairs)
-        if len(value.instance_id.data) != 16 or not all(isinstance(name, str) and name.isidentifier() and not name.startswith('_') for name, _ in attrs):
+        if len(value.instance_id.data) != 16 or not _public(attrs):
             raise ArenaError(f'node {index}: a host object needs a 16-byte id and public attribute names')
         return ClientInstance(cls, value.instance_id.data, dict(attrs))
     if kind in ('type', 'builtin_function'):

@@ -581,14 +581,17 @@ class MontyChild:
         if type(function) is ClientFunction:
             return HeldFunction(function, self._function(function.name, asynchronous=False))
         held = self._held.get(function.id)
-        if held is not None and held.client == function:
+        if held is not None and type(held.client) is type(function):  # sent again: the attributes sent now
+            if type(function) is ClientInstance or function.attrs:  # a class sent with none keeps its own
+                held.client = function  # type: ignore[assignment]
             return held
+        read = lambda name: self._attribute(function.id, name)  # noqa: E731
         if type(function) is ClientClass:
-            held = HeldClass(function, self._function('__call__', asynchronous=False, object_id=function.id))
+            held = HeldClass(function, self._function('__call__', asynchronous=False, object_id=function.id), read)
         else:
             cls = self._parent_function(function.cls)
             assert isinstance(cls, HeldClass)
-            held = HeldObject(function, cls, lambda name: self._attribute(function.id, name))
+            held = HeldObject(function, cls, read)
         self._held[function.id] = held
         return held
 
