@@ -6,6 +6,8 @@ of the parent's object but what it allowed."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 pydantic_monty = pytest.importorskip('pydantic_monty')
@@ -30,6 +32,9 @@ class Tools:
 
     def wipe(self) -> None:
         self.scale = 0
+
+    async def fetch(self, n: int) -> list[int]:
+        return [self.scale] * n
 
     @classmethod
     def kinds(cls, n: int) -> list[str]:
@@ -59,6 +64,14 @@ def test_an_object_of_the_parents_is_used_through_what_its_wrapper_allows(monty:
         assert runtime_error(session, 'type(t)(1)') == "TypeError: cannot instantiate host class 'Tools'"
         assert runtime_error(session, 'object.__new__(type(t)).add(1, 2)') == "AttributeError: 'Tools' object has no attribute 'add'"
     assert tools.scale == 2  # nothing but `add` ran
+
+
+async def test_an_async_method_of_the_parents_object_is_awaited(binary: Path) -> None:
+    wrapped = ClassInstance(Tools(3), allowed_methods={'fetch', 'add'})
+    code = 'import asyncio\nt = x\n[await t.fetch(2), await asyncio.gather(t.fetch(1), t.fetch(0)), t.add(1, 0)]'
+    async with pydantic_monty.AsyncMonty(binary_path=binary) as pool:
+        async with pool.checkout() as session:
+            assert await session.feed_run(code, inputs={'x': wrapped}) == [[3, 3], [[3], []], 3]
 
 
 def test_a_class_of_the_parents_constructs_there_when_its_wrapper_allows(monty: pydantic_monty.Monty) -> None:

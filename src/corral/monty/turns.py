@@ -116,7 +116,7 @@ class MontyChild:
         self._stub_texts: dict[str, str | None] = {}  # the stubs of each module the parent was asked for
         self._restored: set[str] = set()  # modules a loaded state offered, not yet asked of the parent
         self._held: dict[bytes, HeldClass | HeldObject] = {}  # the parent's classes and objects the session was given, by id
-        self._methods: dict[tuple[bytes, str], HostFunction] = {}  # their methods the script read, by object id and name
+        self._methods: dict[tuple[bytes, str, bool], HostFunction] = {}  # their methods the script read: object id, name, awaited
         self._printed: list[tuple[int, list[str]]] = []  # output not sent yet: (stream, texts)
         self._flush_timer: asyncio.TimerHandle | None = None
         self._interrupt: str | None = None  # 'reset', 'shutdown' or 'closed', come while a feed ran
@@ -597,16 +597,19 @@ class MontyChild:
 
     async def _attribute(self, object_id: bytes, name: str) -> Any:
         """Attribute `name` of the parent's object `object_id`, asked of the parent (a lazy
-        attribute); where it has none, a function calling its method `name` (one per name), whose
-        calls the parent's wrapper allows or refuses."""
+        attribute); where it has none, a function calling its method `name` (one per name; async
+        where the session's code awaits a call of that name), whose calls the parent's wrapper
+        allows or refuses."""
         answer = await self._lookup_name(name, object_id)
         if isinstance(answer, tuple):
             return answer[0]
         if answer is not None and answer.exc_type != 'AttributeError':
             raise _exception(answer)
-        method = self._methods.get((object_id, name))
+        awaited = name in self._awaited
+        method = self._methods.get((object_id, name, awaited))
         if method is None:
-            method = self._methods[object_id, name] = HostFunction(self._function(name, asynchronous=False, object_id=object_id), name=name)
+            method = HostFunction(self._function(name, asynchronous=awaited, object_id=object_id), name=name)
+            self._methods[object_id, name, awaited] = method
         return method
 
     def _function(self, name: str, *, asynchronous: bool, eager: bool = False, object_id: bytes | None = None) -> Callable[..., Any]:
@@ -616,7 +619,7 @@ class MontyChild:
         if asynchronous:
 
             async def call_async(*args: Any, **kwargs: Any) -> Any:
-                result = await self._call(name, args, kwargs, eager=eager)
+                result = await self._call(name, args, kwargs, eager=eager, object_id=object_id)
                 return await result if isinstance(result, asyncio.Future) else result
 
             return call_async
