@@ -75,6 +75,7 @@ async def test_members_not_listed_and_dunders_are_refused(session):
             "attribute '__getattribute__' cannot be read in the sandbox: names like __this__ are refused except a short list; use getattr(obj, name)",
         ),
         'type(c)(1)': ('TypeError', "cannot instantiate host class 'Counter'"),
+        'class Sub(type(c)):\n    pass\nSub()': ('TypeError', "cannot instantiate host class 'Counter'"),
         'o = object.__new__(type(c))\no.add(1)': ('AttributeError', "'Counter' object has no attribute 'add'"),
         'import copy\ncopy.copy(c)': (
             'TypeError',
@@ -110,6 +111,17 @@ async def test_a_host_class_constructs_on_the_host_when_it_may(session):
     with pytest.raises(corral.SandboxRuntimeError) as error:
         await session.feed_run('M.reset()')
     assert (error.value.exc_type, error.value.message) == ('AttributeError', "type object 'Made' has no attribute 'reset'")
+    # a class the script makes of the class's own metaclass reads the same class attributes and no more
+    assert await session.feed_run('X = type(M)("X", (), {})\nX.LIMIT') == 10
+    with pytest.raises(corral.SandboxRuntimeError) as error:
+        await session.feed_run('X.count')
+    assert (error.value.exc_type, error.value.message) == ('AttributeError', "type object 'Made' has no attribute 'count'")
+    with pytest.raises(corral.SandboxRuntimeError) as error:
+        await session.feed_run('class Sub(M):\n    pass')
+    assert (error.value.exc_type, error.value.message) == (
+        'TypeError',
+        'class Sub cannot be made in the sandbox: its metaclass MadeType was not made by a class statement; define the metaclass with a class statement',
+    )
     with pytest.raises(corral.SandboxRuntimeError) as error:
         await session.feed_run('M.count')
     assert (error.value.exc_type, error.value.message) == ('AttributeError', "type object 'Made' has no attribute 'count'")

@@ -146,3 +146,29 @@ def test_on_the_wire_a_method_is_a_lookup_then_a_call_with_the_objects_id_and_a_
     assert child.ask(pb.ParentRequest(load=pb.Load(state=state))).WhichOneof('kind') == 'ok'  # replayed: nothing asked of the parent
     assert error_text(child.feed('t.add(1, 1)'))[0] == 'NameError'  # the object was the other session's
     assert error_text(child.feed('t.add(1, 1)'))[1].endswith('is not one this session gave (one given before the session was stored and loaded is gone)')
+
+
+@pytest.mark.slow
+def test_malformed_host_objects_are_refused_naming_the_node_and_the_session_goes_on(child: Child) -> None:
+    child.configure()
+    host_type = pb.MontyNode(type=pb.Type(name='Tools', id=pb.Uuid(data=CLASS_ID), origin=pb.TYPE_ORIGIN_HOST))
+    sandbox_type = pb.MontyNode(type=pb.Type(name='Tools', id=pb.Uuid(data=CLASS_ID), origin=pb.TYPE_ORIGIN_SANDBOX))
+    dunder = [pb.MontyNode(str='__class__'), pb.MontyNode(int=1)]
+    cases = [
+        ([pb.MontyNode(int=1), pb.MontyNode(class_instance=pb.ClassInstanceNode(class_type=0, instance_id=pb.Uuid(data=OBJECT_ID)))],
+         "node 1: an instance of a class that is not the parent's cannot be a value sent into the sandbox"),
+        ([host_type, pb.MontyNode(class_instance=pb.ClassInstanceNode(class_type=0, instance_id=pb.Uuid(data=b'short')))],
+         'node 1: a host object needs a 16-byte id and public attribute names'),
+        ([host_type, *dunder, pb.MontyNode(class_instance=pb.ClassInstanceNode(class_type=0, instance_id=pb.Uuid(data=OBJECT_ID), attrs=pb.NodePairs(pairs=[pb.NodePair(key=1, value=2)])))],
+         'node 3: a host object needs a 16-byte id and public attribute names'),
+        ([*dunder, pb.MontyNode(type=pb.Type(name='Tools', id=pb.Uuid(data=CLASS_ID), origin=pb.TYPE_ORIGIN_HOST, attrs=pb.NodePairs(pairs=[pb.NodePair(key=0, value=1)])))],
+         'node 2: a host class needs a name, a 16-byte id and public attribute names'),
+        ([pb.MontyNode(type=pb.Type(name='not a name', id=pb.Uuid(data=CLASS_ID), origin=pb.TYPE_ORIGIN_HOST))],
+         'node 0: a host class needs a name, a 16-byte id and public attribute names'),
+        ([sandbox_type, pb.MontyNode(class_instance=pb.ClassInstanceNode(class_type=0, instance_id=pb.Uuid(data=OBJECT_ID)))],
+         "node 0: a class of the parent's ('Tools') cannot be a value sent into the sandbox"),
+    ]
+    for nodes, message in cases:
+        event = child.feed('x', inputs=[pb.NamedRef(name='x', value=len(nodes) - 1)], values=pb.Arena(nodes=nodes))
+        assert error_text(event) == ('ValueError', f'the inputs cannot enter the sandbox: {message}')
+    assert complete(child.feed('5')).int == 5
