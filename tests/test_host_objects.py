@@ -12,6 +12,7 @@ import pytest
 import corral
 from corral import HostClass, HostObject
 from corral.hostobjects import HostObjects
+from corral.integrations.stubs import stubs_from_functions
 from corral.values import Decoder, HostCallables, giving_callables, pack
 
 
@@ -231,3 +232,74 @@ async def test_a_host_modules_value_may_hold_them(pool):
     async with pool.checkout(external_modules={'tools': module}) as session:
         assert await session.feed_run('from tools import counter, Counter\n[counter.add(4), Counter(1).add(1)]') == [4, 2]
     assert counter.count == 4
+
+
+class Account:
+    """An account on the host."""
+
+    RATE: float = 0.5
+    balance: int
+
+    def __init__(self, balance: int = 0) -> None:
+        self.balance = balance
+
+    def deposit(self, amount: int) -> 'Account':
+        """Add `amount`; the account again."""
+        self.balance += amount
+        return self
+
+    async def history(self, n: int) -> list[int]:
+        return [self.balance] * n
+
+    @classmethod
+    def opened(cls, balance: int) -> HostObject:
+        return HostObject(cls(balance))
+
+
+ACCOUNT = HostClass(Account, init=True, methods=['opened'], attributes=['RATE'], instance_methods=['deposit', 'history'], instance_attributes=['balance'])
+
+
+async def test_a_host_class_has_a_stub_class_of_what_the_script_may_use(pool):
+    def open_account() -> Account:
+        """The account of the user."""
+        return Account()
+
+    stubs = stubs_from_functions({'Account': ACCOUNT, 'open_account': open_account})
+    assert stubs == (
+        'from typing import Any\n\n\n'
+        'class Account:\n'
+        '    """An account on the host."""\n\n'
+        '    RATE: float\n'
+        '    balance: int\n'
+        '    def __init__(self, balance: int = 0) -> None:\n'
+        '        ...\n'
+        '    def deposit(self, amount: int) -> Account:\n'
+        '        """Add `amount`; the account again."""\n'
+        '    async def history(self, n: int) -> list[int]:\n'
+        '        ...\n'
+        '    @classmethod\n'
+        '    def opened(cls, balance: int) -> Any:\n'
+        '        ...\n\n\n'
+        'def open_account() -> Account:\n'
+        '    """The account of the user."""\n'
+    )
+    async with pool.checkout(type_check=True, type_check_stubs=stubs) as session:
+        await session.check('a = open_account()\nx: int = a.deposit(1).balance\ny: list[int] = await a.history(2)\nz: float = Account.RATE')
+        with pytest.raises(corral.SandboxTypingError) as error:
+            await session.check('a = open_account()\na.withdraw(1)')
+        assert 'error[unresolved-attribute]: Object of type `Account` has no attribute `withdraw`' in str(error.value)
+
+
+def test_a_stub_class_of_a_class_with_no_members_of_its_own():
+    class Plain:
+        pass
+
+    assert stubs_from_functions({'Plain': HostClass(Plain, init=True, instance_methods=['run'])}) == (
+        'from typing import Any\n\n\n'
+        'class Plain:\n'
+        '    def __init__(self, /, *args: Any, **kwargs: Any) -> None:\n'
+        '        ...\n'
+        '    def run(self, *args: Any, **kwargs: Any) -> Any:\n'
+        '        ...\n'
+    )
+    assert stubs_from_functions({'Plain': HostClass(Plain)}) == 'class Plain:\n    ...\n'
