@@ -55,6 +55,9 @@ def test_an_object_of_the_parents_is_used_through_what_its_wrapper_allows(monty:
         assert session.feed_run(code, inputs={'x': wrapped}) == [6, 2, 'Tools', True]
         assert session.feed_run('t') is tools  # back out: the parent's own object
         assert session.feed_run('[t, t.add(0, 1)]')[0] is tools  # kept across feeds
+        seen: list[object] = []
+        session.feed_run('show(t, [t])', external_lookup={'show': lambda *args: seen.extend(args)})
+        assert seen[0] is tools and seen[1] == [tools]  # an argument of the parent's function: its own object
         assert runtime_error(session, 't.wipe()') == "AttributeError: 'Tools' object has no attribute 'wipe'"
         # an attribute not sent with the object is a method to the script: the parent refuses its call
         assert runtime_error(session, 't.secret()') == "AttributeError: 'Tools' object has no attribute 'secret'"
