@@ -259,6 +259,7 @@ class Account:
 ACCOUNT = HostClass(Account, init=True, methods=['opened'], attributes=['RATE'], instance_methods=['deposit', 'history'], instance_attributes=['balance'])
 
 
+@pytest.mark.slow
 async def test_a_host_class_has_a_stub_class_of_what_the_script_may_use(pool):
     def open_account() -> Account:
         """The account of the user."""
@@ -303,3 +304,23 @@ def test_a_stub_class_of_a_class_with_no_members_of_its_own():
         '        ...\n'
     )
     assert stubs_from_functions({'Plain': HostClass(Plain)}) == 'class Plain:\n    ...\n'
+
+
+async def test_after_a_load_a_module_offers_its_objects_again_and_one_held_from_before_is_gone():
+    counter = Counter()
+
+    def tools() -> corral.ExternalModule:
+        return corral.ExternalModule({}, values={'counter': given(counter)})
+
+    async with corral.Pool(checkpoints=None) as pool:
+        async with pool.checkout(external_modules={'tools': tools()}) as session:
+            assert await session.feed_run('import tools\nheld = tools.counter\nheld.add(1)') == 1
+            state = await session.dump()
+        async with pool.checkout(external_modules={'tools': tools()}) as loaded:
+            await loaded.load_session(state)
+            assert counter.count == 1  # the replay called nothing
+            assert await loaded.feed_run('import tools\ntools.counter.add(1)') == 2  # the module's object as offered now
+            with pytest.raises(corral.SandboxRuntimeError) as error:
+                await loaded.feed_run('held.add(1)')
+            assert error.value.exc_type == 'NameError'
+    assert counter.count == 2
