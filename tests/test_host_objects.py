@@ -96,6 +96,20 @@ async def test_members_not_listed_and_dunders_are_refused(session):
     assert await session.feed_run('c.count') == 0  # nothing reached the object
 
 
+async def test_a_member_whose_value_cannot_cross_is_the_scripts_type_error_naming_it(session):
+    counter = Counter()
+    counter.token = object()  # type: ignore[assignment]
+    await session.feed_run('c = get()', external_lookup={'get': lambda: HostObject(counter, methods=['add'], attributes=['token'])})
+    with pytest.raises(corral.SandboxRuntimeError) as error:
+        await session.feed_run('c.token')
+    assert (error.value.exc_type, error.value.message) == (
+        'TypeError',
+        "Counter.token() returned a value of type 'object' that cannot enter the sandbox: a value of type 'object' cannot cross "
+        'the sandbox boundary; use None, bool, int, float, str, bytes, list, tuple, dict, set, frozenset, datetime, Decimal or UUID values',
+    )
+    assert await session.feed_run('c.add(1)') == 1  # the session goes on
+
+
 async def test_a_host_class_constructs_on_the_host_when_it_may(session):
     made: list[Counter] = []
 

@@ -260,17 +260,19 @@ class HostObjects:
         """The object or class given under `token`, or None."""
         return self._by_token.get(token)
 
+    def shown(self, name: str) -> str | None:
+        """How a host call named `name` reads in an error: the class and the member (`Counter.add`)."""
+        token, member, _, _ = _parts_of(name)
+        target = self._by_token.get(token)
+        return None if target is None else f'{self.ref(target).class_name}.{member}'
+
     def resolve(self, name: str) -> Callable[..., Any]:
         """What a host call named `name` (`call_name`) runs: the object's method, a function
         reading its attribute, the class's construction or method; else a function raising the
         script's error: `NameError` for a name this session did not give, `AttributeError` for a
         member not listed (as Python words it), `TypeError` for a class that may not be
         instantiated."""
-        awaited = name.startswith('<async ')
-        token, _, member = (f'<{name[len("<async "):]}' if awaited else name).partition('>')
-        token += '>'
-        read = member.startswith(':')
-        member = member[1:]
+        token, member, read, awaited = _parts_of(name)
         target = self._by_token.get(token)
         if target is None or not (member == CONSTRUCT or member.isidentifier()):
             return _raising(NameError(f'the host object {token} is not one this session gave (one given before the session was stored and loaded is gone)'))
@@ -289,6 +291,14 @@ class HostObjects:
         if read:
             return lambda: target.read_attribute(member)
         return lambda *args, **kwargs: target.call_method(member)(*args, **kwargs)
+
+
+def _parts_of(name: str) -> tuple[str, str, bool, bool]:
+    """A host call's name (`call_name`) as (the object's token, the member, whether it reads an
+    attribute, whether it is awaited)."""
+    awaited = name.startswith('<async ')
+    token, _, member = (f'<{name[len("<async "):]}' if awaited else name).partition('>')
+    return token + '>', member[1:], member.startswith(':'), awaited
 
 
 def _raising(error: BaseException) -> Callable[..., Any]:

@@ -283,7 +283,10 @@ class HostCallables:
         return self._by_name.get(name)
 
     def shown(self, name: str) -> str | None:
-        """The name the script sees for the callable named `name` (`len`), or None."""
+        """The name the script sees for the callable named `name` (`len`; a host object's member as
+        `Counter.add`), or None."""
+        if is_object_call(name):
+            return self.objects.shown(name)
         function = self._by_name.get(name)
         return None if function is None else self._by_id[id(function)][1].shown
 
