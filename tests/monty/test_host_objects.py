@@ -130,7 +130,7 @@ def host_object(**attrs: int) -> pb.Arena:
 
 
 @pytest.mark.slow
-def test_on_the_wire_a_method_is_a_lookup_then_a_call_with_the_objects_id_and_a_load_keeps_none(child: Child) -> None:
+def test_on_the_wire_a_method_is_a_lookup_then_calls_with_the_objects_id_and_a_load_keeps_none(child: Child) -> None:
     child.configure()
     arena = host_object(scale=2)
     event = child.feed('t = x\n[t.scale, t.add(1, 2)]', inputs=[pb.NamedRef(name='x', value=len(arena.nodes) - 1)], values=arena)
@@ -141,6 +141,10 @@ def test_on_the_wire_a_method_is_a_lookup_then_a_call_with_the_objects_id_and_a_
     answer = pb.ResumeCall(call_id=call.call_id, result=pb.ExtFunctionResult(return_value=0), values=pb.Arena(nodes=[pb.MontyNode(int=3)]))
     done = child.ask(pb.ParentRequest(resume_call=answer))
     assert [done.complete.values.nodes[i].int for i in complete(done).list.items] == [2, 3]
+    call = child.feed('t.add(3, 4)').function_call  # a name found to be a method is one without asking again
+    assert (call.function_name, call.object_id.data, [call.values.nodes[i].int for i in call.args]) == ('add', OBJECT_ID, [3, 4])
+    answer = pb.ResumeCall(call_id=call.call_id, result=pb.ExtFunctionResult(return_value=0), values=pb.Arena(nodes=[pb.MontyNode(int=7)]))
+    assert complete(child.ask(pb.ParentRequest(resume_call=answer))).int == 7
     back = child.feed('t')  # out again: the node it came as
     instance = complete(back).class_instance
     assert instance.instance_id.data == OBJECT_ID and back.complete.values.nodes[instance.class_type].type.id.data == CLASS_ID

@@ -597,19 +597,19 @@ class MontyChild:
 
     async def _attribute(self, object_id: bytes, name: str) -> Any:
         """Attribute `name` of the parent's object `object_id`, asked of the parent (a lazy
-        attribute); where it has none, a function calling its method `name` (one per name; async
-        where the session's code awaits a call of that name), whose calls the parent's wrapper
-        allows or refuses."""
+        attribute); where it has none, a function calling its method `name` (one per name, which
+        later reads give without asking; async where the session's code awaits a call of that
+        name), whose calls the parent's wrapper allows or refuses."""
+        awaited = name in self._awaited
+        method = self._methods.get((object_id, name, awaited))
+        if method is not None:  # the parent said the name is no attribute of the object: it stays a method
+            return method
         answer = await self._lookup_name(name, object_id)
         if isinstance(answer, tuple):
             return answer[0]
         if answer is not None and answer.exc_type != 'AttributeError':
             raise _exception(answer)
-        awaited = name in self._awaited
-        method = self._methods.get((object_id, name, awaited))
-        if method is None:
-            method = HostFunction(self._function(name, asynchronous=awaited, object_id=object_id), name=name)
-            self._methods[object_id, name, awaited] = method
+        method = self._methods[object_id, name, awaited] = HostFunction(self._function(name, asynchronous=awaited, object_id=object_id), name=name)
         return method
 
     def _function(self, name: str, *, asynchronous: bool, eager: bool = False, object_id: bytes | None = None) -> Callable[..., Any]:
