@@ -34,6 +34,13 @@ CHECKED = 'def area(w: int, h: int) -> int:\n    return w * h\narea(3, 4)'
 WALK = "import os\nsum(len(files) for _, _, files in os.walk('/data'))"
 
 
+class Adder:
+    """The host object of the method call figure."""
+
+    def add(self, x: int) -> int:
+        return x + 1
+
+
 def corral_binary(folder: Path) -> Path:
     """An executable running this checkout's `corral-monty` with this Python."""
     path = folder / 'corral-monty'
@@ -65,9 +72,11 @@ def figures(quick: bool, tree: Path) -> dict[str, Callable[[pydantic_monty.Monty
 
         return run
 
-    def warm(code: str) -> Callable[[pydantic_monty.Monty], Any]:
+    def warm(code: str, inputs: dict[str, Any] | None = None) -> Callable[[pydantic_monty.Monty], Any]:
         def run(pool: pydantic_monty.Monty) -> float:  # the door's own cost, past a fresh worker's first touches
             with pool.checkout() as session:
+                if inputs:  # bound once, for each timed feed to use
+                    session.feed_run('0', inputs=inputs)
                 times = []
                 for _ in range(50):
                     started = time.perf_counter()
@@ -88,6 +97,7 @@ def figures(quick: bool, tree: Path) -> dict[str, Callable[[pydantic_monty.Monty
         'host call round trip (f(1))': in_session('f(1)'),
         'trivial feed, warm session (median of 40)': warm('1 + 1'),
         'host call round trip, warm session (median of 40)': warm('f(1)'),
+        'host object method call, warm session (median of 40)': warm('t.add(1)', {'t': pydantic_monty.ClassInstance(Adder(), allowed_methods={'add'})}),
         'checkout + feed + reset': checkout_and_feed,
         f'fib({fib_n})': in_session(FIB.format(n=fib_n)),
         f'{loop_n:,}-step loop': in_session(LOOP.format(n=loop_n)),

@@ -23,6 +23,7 @@ def test_the_monty_door_benchmark_prints_every_figure() -> None:
         'host call round trip (f(1))',
         'trivial feed, warm session (median of 40)',
         'host call round trip, warm session (median of 40)',
+        'host object method call, warm session (median of 40)',
         'checkout + feed + reset',
         'fib(20)',
         '100,000-step loop',

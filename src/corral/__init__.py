@@ -49,6 +49,7 @@ from .server.quotas import CpuCounting, QuotaStore, Quotas, TenantQuotas, Tenant
 from .store import PostgresStore, SQLiteStore, Store, StoredState, open_store
 from .typecheck import format_diagnostics
 from .described import ExceptionValue, FileValue, InstanceValue, NamedTupleValue
+from .hostobjects import HostClass, HostObject
 from .values import HostFunction, Image, SandboxBuiltin, bounded_repr
 
 __all__ = [
@@ -60,7 +61,9 @@ __all__ = [
     'ExceptionValue',
     'ExternalModule',
     'FileValue',
+    'HostClass',
     'HostFunction',
+    'HostObject',
     'Image',
     'InstanceValue',
     'KeyRing',

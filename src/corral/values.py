@@ -71,6 +71,7 @@ from typing import Any
 import msgpack
 
 from .described import ExceptionValue, FileValue, InstanceValue, NamedTupleValue
+from .hostobjects import HostClass, HostObject, HostObjects, ObjectRef, is_object_call, make_proxy
 
 __all__ = [
     'pack', 'unpack', 'measure', 'Decoder', 'ValueLimitError', 'bounded_repr', 'host_default', 'sandbox_default',
@@ -214,6 +215,8 @@ _ALIASES = (types.GenericAlias, types.UnionType)
 
 #: The extension type of a host callable a script holds as a value.
 _CALLABLE = 41
+#: The extension type of a host object or class (`corral.hostobjects`).
+_HOST_OBJECT = 43
 
 
 @dataclasses.dataclass(frozen=True)
@@ -258,6 +261,7 @@ class HostCallables:
     def __init__(self) -> None:
         self._by_name: dict[str, HostFunction] = {}
         self._by_id: dict[int, tuple[HostFunction, _CallableRef]] = {}
+        self.objects = HostObjects()  # host objects and classes, whose calls are named after them
 
     def ref(self, function: HostFunction) -> _CallableRef:
         """`function`'s wire form, named the first time it crosses."""
@@ -272,19 +276,25 @@ class HostCallables:
         return ref
 
     def get(self, name: str) -> Any:
-        """The callable given under `name`, or None."""
+        """The callable given under `name` (a host object's member: what `HostObjects.resolve`
+        gives), or None."""
+        if is_object_call(name):
+            return self.objects.resolve(name)
         return self._by_name.get(name)
 
     def shown(self, name: str) -> str | None:
-        """The name the script sees for the callable named `name` (`len`), or None."""
+        """The name the script sees for the callable named `name` (`len`; a host object's member as
+        `Counter.add`), or None."""
+        if is_object_call(name):
+            return self.objects.shown(name)
         function = self._by_name.get(name)
         return None if function is None else self._by_id[id(function)][1].shown
 
     @staticmethod
     def awaited(name: str) -> bool:
         """Whether the script awaits the calls of the callable named `name` (its name says so, so
-        a replay, which has none of the callables, knows it too)."""
-        return name.startswith('<async value ')
+        a replay, which has none of the callables, knows it too), a host object's method too."""
+        return name.startswith('<async ')
 
 
 #: The callables of the session whose values the host is packing (`giving_callables`).
@@ -311,6 +321,45 @@ def worker_callables(make: Callable[[str, str, bool], Any]) -> None:
     """In a worker: `make(name, shown, is_async)` gives the script's function calling the host's
     callable `name` (made once per name; it goes back out as that callable)."""
     _MAKE[:] = [make]
+
+
+def _object_form(value: Any) -> ObjectRef | None:
+    """A host object's or class's wire form: on the host a `HostObject` or `HostClass` while
+    `giving_callables`, in a worker one it made (None for any other value)."""
+    if issubclass(type(value), (HostObject, HostClass)):  # by its type: `isinstance` would read a `__class__` the object may fake
+        giving = _GIVING.get()
+        return None if giving is None else giving.objects.ref(value)
+    entry = _OBJECTS_MADE.get(id(value))
+    return entry[1] if entry is not None and entry[0] is value else None
+
+
+#: In a worker: the classes made for host classes, by their names, and the objects made, by id.
+_CLASSES_MADE: dict[str, type] = {}
+_OBJECTS_MADE: dict[int, tuple[Any, ObjectRef]] = {}
+
+
+def _host_object(data: bytes, callables: HostCallables | None) -> Any:
+    """The object a `_HOST_OBJECT` extension decodes to: on the host the object or class of
+    `callables` it names (else its wire form: one from before a load, or forged), in a worker
+    the script's object of it (one per name)."""
+    try:
+        ref = ObjectRef.from_parts(msgpack.unpackb(data))
+    except (ValueError, TypeError, msgpack.UnpackException):
+        raise ValueError('malformed host object in a frame') from None
+    if not _MAKE:
+        found = None if callables is None else callables.objects.get(ref.token)
+        return ref if found is None else found
+    known = _CLASSES_MADE.get(ref.token) if ref.is_class else _OBJECTS_BY_TOKEN.get(ref.token)
+    if known is not None:
+        return known
+    make = _MAKE[0]
+    made = make_proxy(ref, _CLASSES_MADE, lambda name, awaited: make(name, name.rpartition('.')[2], awaited), _OBJECTS_MADE)
+    if not ref.is_class:
+        _OBJECTS_BY_TOKEN[ref.token] = made
+    return made
+
+
+_OBJECTS_BY_TOKEN: dict[str, Any] = {}
 
 
 def _callable_form(value: Any) -> _CallableRef | None:
@@ -386,7 +435,7 @@ def _refuse(value: object) -> TypeError:
 #: Types msgpack packs through `default` (ext types, marked arrays, and ints past 64 bits).
 _EXTENSION_TYPES = frozenset({
     int, tuple, set, frozenset, datetime.datetime, datetime.date, datetime.time, datetime.timedelta, datetime.timezone,
-    decimal.Decimal, uuid.UUID, Image, complex, type(Ellipsis), SandboxBuiltin, _CallableRef, pathlib.PurePosixPath,
+    decimal.Decimal, uuid.UUID, Image, complex, type(Ellipsis), SandboxBuiltin, _CallableRef, pathlib.PurePosixPath, ObjectRef,
 })
 #: The exact types that may cross; anything else goes through the side's conversion first.
 _BOUNDARY_TYPES = _EXTENSION_TYPES | {type(None), bool, float, str, bytes, list, dict}
@@ -440,6 +489,8 @@ def _make_default(convert: Callable[[Any], Any]) -> Callable[[Any], Any]:
             return msgpack.ExtType(_NAMED, f'{value.kind}:{value.name}'.encode())
         if t is _CallableRef:
             return msgpack.ExtType(_CALLABLE, msgpack.packb([value.name, value.shown, value.is_async]))
+        if t is ObjectRef:
+            return msgpack.ExtType(_HOST_OBJECT, msgpack.packb(value.parts()))
         offset = value.utcoffset(None)  # datetime.timezone: the one type left
         name = _zone_name(offset, value.tzname(None))
         return msgpack.ExtType(_TIMEZONE, _DURATION.pack(offset.days, offset.seconds, offset.microseconds) + name.encode('utf-8', 'surrogatepass'))
@@ -506,6 +557,9 @@ def _exact(value: Any) -> Any:
     Windows one its text; numpy and pandas
     values their plain form (`package_form`: first, as pandas' `NaT` is a datetime).
     """
+    form = _object_form(value)
+    if form is not None:
+        return form
     form = _named_form(value)
     if form is not None:
         return form
@@ -1192,6 +1246,8 @@ class Decoder:
                 raise ValueError('malformed complex in a frame') from None
         if code == _CALLABLE:
             return _callable(data, self._callables)
+        if code == _HOST_OBJECT:
+            return _host_object(data, self._callables)
         if code == _NAMED:
             kind, _, name = data.decode().partition(':')
             return named_object(SandboxBuiltin(kind, name))  # ValueError for a name not offered

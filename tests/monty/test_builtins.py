@@ -45,7 +45,7 @@ def test_type_and_builtin_function_nodes_leave_and_enter(child: Child) -> None:
         (builtin_type('open'), "node 0: the sandbox has no builtin type named 'open'"),
         (pb.MontyNode(builtin_function='__import__'), "node 0: the sandbox has no builtin function named '__import__'"),
         (pb.MontyNode(builtin_function='int'), "node 0: the sandbox has no builtin function named 'int'"),
-        (pb.MontyNode(type=pb.Type(name='Foo', origin=pb.TYPE_ORIGIN_HOST, id=pb.Uuid(data=b'x' * 16))), "node 0: a class of the parent's ('Foo') cannot be a value sent into the sandbox"),
+        (pb.MontyNode(type=pb.Type(name='Foo', origin=pb.TYPE_ORIGIN_HOST, id=pb.Uuid(data=b'x' * 15))), 'node 0: a host class needs a name, a 16-byte id and public attribute names'),
         (pb.MontyNode(type=pb.Type(name='int', origin=pb.TYPE_ORIGIN_SANDBOX, id=pb.Uuid(data=b'x' * 16))), "node 0: a class of the parent's ('int') cannot be a value sent into the sandbox"),
         (pb.MontyNode(type=pb.Type(name='int', origin=pb.TYPE_ORIGIN_BUILTIN, id=pb.Uuid(data=b'x' * 16))), "node 0: a class of the parent's ('int') cannot be a value sent into the sandbox"),
         (pb.MontyNode(type=pb.Type(name='int')), "node 0: a class of the parent's ('int') cannot be a value sent into the sandbox"),

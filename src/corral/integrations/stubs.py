@@ -3,7 +3,7 @@
 Two sources, one writer, so every door into corral shows functions the same way:
 
 - `stubs_from_functions({'get_order': get_order})`: plain Python functions, from their signatures,
-  type hints and docstrings.
+  type hints and docstrings; a `HostClass` among them as a stub class (`add_host_class`).
 - `StubWriter.add_schema_function(...)`: tools known only by JSON schemas (Pydantic AI tools, MCP
   tools): objects become `TypedDict`s, enums `Literal`s, optional keys `NotRequired`.
 
@@ -30,12 +30,14 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..host.external import is_async_callable
+from ..hostobjects import HostClass
 
 __all__ = ['stubs_from_functions', 'python_name', 'StubWriter', 'SchemaFunction']
 
 
-def stubs_from_functions(mapping: Mapping[str, Callable[..., Any]]) -> str:
-    """The stub text of host functions: one `def` (or `async def`) per function, with its docstring.
+def stubs_from_functions(mapping: Mapping[str, Callable[..., Any] | HostClass]) -> str:
+    """The stub text of host functions: one `def` (or `async def`) per function, with its docstring;
+    a `HostClass` becomes a stub class of what the script may use of it (`StubWriter.add_host_class`).
 
     Names are made valid identifiers with `python_name`. Types the sandbox cannot hold become
     `Any`; `TypedDict`s, dataclasses and pydantic models become `TypedDict` definitions (they
@@ -51,7 +53,10 @@ def stubs_from_functions(mapping: Mapping[str, Callable[..., Any]]) -> str:
     """
     writer = StubWriter()
     for name, function in mapping.items():
-        writer.add_python_function(name, function)
+        if isinstance(function, HostClass):
+            writer.add_host_class(name, function)
+        else:
+            writer.add_python_function(name, function)
     return writer.render()
 
 
@@ -159,6 +164,7 @@ class StubWriter:
         self._names_by_key: dict[Any, str] = {}
         self._functions: list[str] = []
         self._function_names: set[str] = set()
+        self._classes: dict[type, str] = {}  # host classes given stub classes, by the names they have
 
     # ----- output --------------------------------------------------------------------------------
 
@@ -203,6 +209,39 @@ class StubWriter:
         if not callable(function):
             raise TypeError(f'{name!r} is not callable: {type(function).__name__}')
         py_name = self._claim_function_name(name)
+        self._functions.append(self._def(py_name, function))
+        return py_name
+
+    def add_host_class(self, name: str, host_class: HostClass) -> str:
+        """Add a stub class for a `HostClass` given to the script as `name`: its class
+        `attributes`, its instance attributes and methods (`instance_*`), its `__init__` when it
+        may be made, its classmethods; a member's type from the class's hints and signatures, the
+        class itself by `name`. Returns the name the script uses."""
+        py_name = self._claim_function_name(name)
+        cls = host_class.cls
+        self._classes[cls] = py_name
+        try:
+            hints = typing.get_type_hints(cls, include_extras=True)
+        except Exception:
+            hints = {}
+        lines = [_docstring(doc), ''] if (doc := inspect.getdoc(cls)) and doc != inspect.getdoc(object) else []
+        for attribute in (*(host_class.attributes or ()), *host_class.instance_attributes):
+            lines.append(f'    {attribute}: {self.python_type(hints.get(attribute, Any), hint=f"{py_name}_{attribute}")}')
+        for method in (*(['__init__'] if host_class.init else []), *host_class.instance_methods, *host_class.methods):
+            raw = inspect.getattr_static(cls, method, None)
+            if raw is None:  # not the class's (an instance's own callable): any arguments
+                lines.append(f'    def {method}(self, *args: {self._any()}, **kwargs: Any) -> Any:\n        ...')
+                continue
+            decorator = '    @classmethod\n' if isinstance(raw, classmethod) else '    @staticmethod\n' if isinstance(raw, staticmethod) else ''
+            function = raw.__func__ if isinstance(raw, (classmethod, staticmethod)) else raw
+            text = self._def(method, function, returns='None' if method == '__init__' else None, method=not isinstance(raw, staticmethod))
+            lines.append(decorator + '\n'.join(f'    {line}' for line in text.splitlines()))
+        self._functions.append(f'class {py_name}:\n' + ('\n'.join(lines) if lines else '    ...'))
+        return py_name
+
+    def _def(self, py_name: str, function: Callable[..., Any], *, returns: str | None = None, method: bool = False) -> str:
+        """The `def` (or `async def`) of `function` as `py_name`, its docstring its body; a
+        `method`'s first parameter (`self`, `cls`) as it is, its docstring its own (not one inherited)."""
         try:
             signature = inspect.signature(function)
         except (TypeError, ValueError):
@@ -213,19 +252,20 @@ class StubWriter:
             hints = {}
         params: list[str] = []
         if signature is None:
-            params = ['*args: Any', '**kwargs: Any']
+            params = [*(['self'] if method else []), '*args: Any', '**kwargs: Any']
             self._typing.add('Any')
             returns = 'Any'
         else:
             kind = None
-            for param in signature.parameters.values():
+            for index, param in enumerate(signature.parameters.values()):
                 text = param.name
                 if param.kind is param.VAR_POSITIONAL:
                     text = '*' + text
                 elif param.kind is param.VAR_KEYWORD:
                     text = '**' + text
-                annotation = hints.get(param.name, param.annotation)
-                text += ': ' + self.python_type(annotation, hint=f'{py_name}_{param.name}')
+                if not (method and index == 0):
+                    annotation = hints.get(param.name, param.annotation)
+                    text += ': ' + self.python_type(annotation, hint=f'{py_name}_{param.name}')
                 if param.default is not param.empty:
                     text += ' = ' + (_literal_value(param.default) or '...')
                 if param.kind is param.KEYWORD_ONLY and kind not in (param.KEYWORD_ONLY, param.VAR_POSITIONAL):
@@ -236,16 +276,18 @@ class StubWriter:
                 kind = param.kind
             if kind is inspect.Parameter.POSITIONAL_ONLY:
                 params.append('/')
-            self._returning = True
-            try:
-                returns = self.python_type(hints.get('return', signature.return_annotation), hint=f'{py_name}_result')
-            finally:
-                self._returning = False
+            if returns is None:
+                self._returning = True
+                try:
+                    returns = self.python_type(hints.get('return', signature.return_annotation), hint=f'{py_name}_result')
+                finally:
+                    self._returning = False
         prefix = 'async def' if is_async_callable(function) else 'def'
         doc = inspect.getdoc(function)
+        if method and (function.__doc__ is None or function.__doc__ == getattr(getattr(object, py_name, None), '__doc__', None)):
+            doc = None  # a method's docstring is its own, not one it inherits (`object.__init__`'s)
         body = _docstring(doc) if doc else '    ...'
-        self._functions.append(f'{prefix} {py_name}({", ".join(params)}) -> {returns}:\n{body}')
-        return py_name
+        return f'{prefix} {py_name}({", ".join(params)}) -> {returns}:\n{body}'
 
     def python_type(self, annotation: Any, *, hint: str = 'Object') -> str:
         """The stub text of a Python annotation (`Any` for what a script cannot hold)."""
@@ -273,6 +315,8 @@ class StubWriter:
             return 'Literal[' + ', '.join(repr(a.value if isinstance(a, enum.Enum) else a) for a in args) + ']'
         if tp in _BUILTIN_NAMES:
             return _BUILTIN_NAMES[tp]
+        if isinstance(tp, type) and tp in self._classes:  # a host class the stubs define
+            return self._classes[tp]
         if tp in _DATETIME_TYPES:
             self._modules.add('datetime')
             return f'datetime.{tp.__name__}'

@@ -23,15 +23,19 @@ import json
 import pathlib
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..described import ExceptionValue, FileValue, InstanceValue, NamedTupleValue
 from ..language.builtins import STDLIB_EXCEPTIONS
+from ..hostobjects import HostClass, HostObject
 from ..values import HostFunction, SandboxBuiltin, bounded_repr, builtin_name, named_object
 from . import monty_v1_pb2 as pb
 
-__all__ = ['ArenaError', 'ClientFunction', 'ClientModule', 'HeldFunction', 'MAX_NODES', 'decode', 'encode', 'exception_from', 'exception_value']
+__all__ = [
+    'ArenaError', 'ClientClass', 'ClientFunction', 'ClientInstance', 'ClientModule', 'HeldClass', 'HeldFunction', 'HeldObject', 'MAX_NODES',
+    'decode', 'encode', 'exception_from', 'exception_value',
+]
 
 #: Most nodes one arena may hold, whatever its `node_count` claims.
 MAX_NODES = 1_000_000
@@ -63,6 +67,65 @@ class HeldFunction(HostFunction):
 
 
 @dataclass(frozen=True)
+class ClientClass:
+    """A class of the parent's (a `type` node of origin host, the client's `ClassType`): its name,
+    its id and the class attributes sent with it."""
+
+    name: str
+    id: bytes
+    attrs: dict[str, Any] = field(default_factory=dict, compare=False)
+
+
+@dataclass(frozen=True)
+class ClientInstance:
+    """An object of the parent's (a `class_instance` node of a host class, the client's
+    `ClassInstance`): its class, its id and the attributes sent with it."""
+
+    cls: ClientClass
+    id: bytes
+    attrs: dict[str, Any]
+
+
+class HeldClass(HostClass):
+    """A class of the parent's the script holds: a `HostClass` whose construction is a
+    `FunctionCall` of `__call__` with the class's id (`construct`, a function the door gives; the
+    parent decides whether it may be made), and whose attributes are read as a `HeldObject`'s are
+    (`read`: the parent's lazy class attribute, else its classmethod)."""
+
+    __slots__ = ('client', '_construct', '_read')
+
+    def __init__(self, client: ClientClass, construct: Callable[..., Any], read: Callable[[str], Any]) -> None:
+        self.client, self._construct, self._read = client, construct, read
+        self.cls, self.init, self.methods, self.attributes, self.instance_methods, self.instance_attributes = object, True, (), None, (), ()
+
+    @property
+    def name(self) -> str:
+        return self.client.name
+
+    def construct(self, *args: Any, **kwargs: Any) -> Any:
+        return self._construct(*args, **kwargs)
+
+    def read_attribute(self, name: str) -> Any:
+        return self.client.attrs[name] if name in self.client.attrs else self._read(name)
+
+
+class HeldObject(HostObject):
+    """An object of the parent's the script holds: a `HostObject` whose attributes are those the
+    parent sent with it and, for any other public name, what `read(name)` gives: the door asks the
+    parent (a `NameLookup` with the object's id) and gives its value, or a function whose calls are
+    `FunctionCall`s of that method with the object's id, the parent checking what it allows."""
+
+    __slots__ = ('client', '_read')
+
+    def __init__(self, client: ClientInstance, cls: HeldClass, read: Callable[[str], Any]) -> None:
+        self.client, self._read = client, read
+        self.value, self.cls, self.methods, self.attributes = None, cls, (), None
+
+    def read_attribute(self, name: str) -> Any:
+        return self.client.attrs[name] if name in self.client.attrs else self._read(name)
+
+
+@dataclass(frozen=True)
 class ClientModule:
     """A module of the parent's (a `module` node): its attributes, functions as `ClientFunction`."""
 
@@ -73,20 +136,30 @@ class ClientModule:
 def decode(arena: pb.Arena, roots: Sequence[int], *, functions: Callable[[ClientFunction], Any] | None = None) -> list[Any]:
     """The values at indexes `roots` of `arena`, built bottom up; raises `ArenaError`.
     `functions` makes what a `Function` node is (given its `ClientFunction`: one the script may
-    hold as a value and call); without it, the `ClientFunction`."""
+    hold as a value and call), and a host class or object (given its `ClientClass` or
+    `ClientInstance`: a `HeldClass`, a `HeldObject`); without it, the `Client...` itself."""
     nodes = arena.nodes
     if len(nodes) > MAX_NODES:
         raise ArenaError(f'the arena has {len(nodes)} nodes, more than the {MAX_NODES} a message may carry')
     built: list[Any] = []
     for index, node in enumerate(nodes):
         value = _node(node, index, built)
-        built.append(functions(value) if functions is not None and type(value) is ClientFunction else value)
+        built.append(functions(value) if functions is not None and type(value) in _HELD else value)
     out = []
     for root in roots:
         if root >= len(built):
             raise ArenaError(f'value index {root} is past the end of an arena of {len(built)} nodes')
         out.append(built[root])
     return out
+
+
+#: The nodes `decode`'s `functions` makes something of: the parent's functions, classes, objects.
+_HELD = (ClientFunction, ClientClass, ClientInstance)
+
+
+def _public(attrs: list[tuple[Any, Any]]) -> bool:
+    """Whether each attribute a host class or object came with has a public name."""
+    return all(isinstance(name, str) and name.isidentifier() and not name.startswith('_') for name, _ in attrs)
 
 
 def _child(built: list[Any], index: int, child: int) -> Any:
@@ -146,6 +219,20 @@ def _node(node: pb.MontyNode, index: int, built: list[Any]) -> Any:
         return ClientModule(value.name, dict(attrs))
     if kind == 'function':
         return ClientFunction(value.name, value.docstring if value.HasField('docstring') else None)
+    if kind == 'type' and value.origin == pb.TYPE_ORIGIN_HOST:
+        attrs = _pairs(built, index, value.attrs.pairs)
+        if len(value.id.data) != 16 or not value.name.isidentifier() or not _public(attrs):
+            raise ArenaError(f'node {index}: a host class needs a name, a 16-byte id and public attribute names')
+        return ClientClass(value.name, value.id.data, dict(attrs))
+    if kind == 'class_instance':
+        cls = _child(built, index, value.class_type)
+        cls = cls.client if isinstance(cls, HeldClass) else cls
+        if type(cls) is not ClientClass:
+            raise ArenaError(f"node {index}: an instance of a class that is not the parent's cannot be a value sent into the sandbox")
+        attrs = _pairs(built, index, value.attrs.pairs)
+        if len(value.instance_id.data) != 16 or not _public(attrs):
+            raise ArenaError(f'node {index}: a host object needs a 16-byte id and public attribute names')
+        return ClientInstance(cls, value.instance_id.data, dict(attrs))
     if kind in ('type', 'builtin_function'):
         return _builtin_in(kind, value, index)
     try:
@@ -280,13 +367,21 @@ class _Encoder:
         if key in self.open:
             return self.add(pb.MontyNode(cycle=_CYCLE.get(type(value), '...')))
         node = pb.MontyNode()
-        if _builtin_out(node, value):
-            pass
-        elif isinstance(value, (ClientFunction, HeldFunction)):  # the parent's function, as the script held it
+        if isinstance(value, (ClientFunction, HeldFunction)):  # the parent's function, as the script held it
             function = value.client if isinstance(value, HeldFunction) else value
             node.function.name = function.name
             if function.docstring is not None:
                 node.function.docstring = function.docstring
+        elif isinstance(value, HeldObject):  # the parent's object, as it came
+            client = value.client
+            attrs = [pb.NodePair(key=self.value(name), value=self.value(item)) for name, item in client.attrs.items()]
+            node.class_instance.CopyFrom(pb.ClassInstanceNode(class_type=self.value(value.cls), instance_id=pb.Uuid(data=client.id), attrs=pb.NodePairs(pairs=attrs)))
+        elif isinstance(value, HostFunction):  # a method of the parent's object the script read: no node of its own
+            node.repr = f"<method {value.name!r} of the parent's object>"
+        elif isinstance(value, HeldClass):
+            node.type.CopyFrom(pb.Type(name=value.client.name, id=pb.Uuid(data=value.client.id), origin=pb.TYPE_ORIGIN_HOST))
+        elif _builtin_out(node, value):
+            pass
         elif value is None:
             node.none.SetInParent()
         elif value is ...:
@@ -358,7 +453,7 @@ class _Encoder:
         else:
             node.repr = repr(value)
         index = self.add(node)
-        if isinstance(value, (list, tuple, set, frozenset, dict)):
+        if isinstance(value, (list, tuple, set, frozenset, dict, HeldClass, HeldObject)):
             self.seen[key] = index
         return index
 

@@ -41,8 +41,9 @@ from ..host.pool import Pool
 from ..host.session import Session
 from ..limits import Limits
 from ..typecheck import DIAGNOSTIC_FORMATS, format_diagnostics
+from ..values import HostFunction
 from . import monty_v1_pb2 as pb
-from .codec import ArenaError, ClientFunction, ClientModule, HeldFunction, decode, encode, exception_from, exception_value
+from .codec import ArenaError, ClientClass, ClientFunction, ClientInstance, ClientModule, HeldClass, HeldFunction, HeldObject, decode, encode, exception_from, exception_value
 from .names import awaited_callees, bound_names, free_names, imported_modules, module_imports, named_modules
 from .parent_os import ParentOs
 
@@ -114,6 +115,8 @@ class MontyChild:
         self._awaited: set[str] = set()  # names by which the session's feeds call what they await
         self._stub_texts: dict[str, str | None] = {}  # the stubs of each module the parent was asked for
         self._restored: set[str] = set()  # modules a loaded state offered, not yet asked of the parent
+        self._held: dict[bytes, HeldClass | HeldObject] = {}  # the parent's classes and objects the session was given, by id
+        self._methods: dict[tuple[bytes, str, bool], HostFunction] = {}  # their methods the script read: object id, name, awaited
         self._printed: list[tuple[int, list[str]]] = []  # output not sent yet: (stream, texts)
         self._flush_timer: asyncio.TimerHandle | None = None
         self._interrupt: str | None = None  # 'reset', 'shutdown' or 'closed', come while a feed ran
@@ -246,6 +249,7 @@ class MontyChild:
         """`session` is the child's, checked out for `config` (or `loaded` from a state, whose names
         the earlier feeds may have bound are kept): the turn ends with `Ok`."""
         self._session, self._config = session, config
+        self._held, self._methods = {}, {}
         if not loaded:
             self._bound, self._called, self._next_call, self._awaited, self._stub_texts = set(), {}, 0, set(), {}
             self._restored = set()
@@ -546,11 +550,17 @@ class MontyChild:
                 raise _Interrupted(f'the parent sent {kind.capitalize()} while the feed waited on it')
             self._error('RuntimeError', f'{kind or "an empty request"} is out of turn: the child waits for {" or ".join(answers)}')
 
-    async def _lookup_name(self, name: str) -> tuple[Any] | pb.RaisedException | None:
-        """Ask the parent what `name` is: (value,), its error, or None when it is undefined."""
+    async def _lookup_name(self, name: str, object_id: bytes | None = None) -> tuple[Any] | pb.RaisedException | None:
+        """Ask the parent what `name` is (an attribute of its object `object_id`, while the feed
+        runs): (value,), its error, or None when it is undefined."""
+        lookup = pb.NameLookup(name=name)
+        if object_id is not None:
+            lookup.object_id.data = object_id
         while True:
-            request = await self._suspend(pb.ChildEvent(name_lookup=pb.NameLookup(name=name)), ('resume_name_lookup',))
+            request = await self._suspend(pb.ChildEvent(name_lookup=lookup), ('resume_name_lookup',))
             if request.WhichOneof('kind') == 'abort_feed':
+                if object_id is not None:  # the feed ends at the read
+                    raise _stop_feed(request.abort_feed.exception)
                 return request.abort_feed.exception
             answer = request.resume_name_lookup
             kind = answer.WhichOneof('kind')
@@ -564,23 +574,58 @@ class MontyChild:
                 return answer.error
             return None
 
-    def _parent_function(self, function: ClientFunction) -> HeldFunction:
-        """A function of the parent's the script holds as a value: each call a `FunctionCall`."""
-        return HeldFunction(function, self._function(function.name, asynchronous=False))
+    def _parent_function(self, function: ClientFunction | ClientClass | ClientInstance) -> HeldFunction | HeldClass | HeldObject:
+        """A function, class or object of the parent's the script holds as a value: each call a
+        `FunctionCall` (a class's or an object's with its id); one per id in a session, so the
+        script holds one object of each."""
+        if type(function) is ClientFunction:
+            return HeldFunction(function, self._function(function.name, asynchronous=False))
+        held = self._held.get(function.id)
+        if held is not None and type(held.client) is type(function):  # sent again: the attributes sent now
+            if type(function) is ClientInstance or function.attrs:  # a class sent with none keeps its own
+                held.client = function  # type: ignore[assignment]
+            return held
+        read = lambda name: self._attribute(function.id, name)  # noqa: E731
+        if type(function) is ClientClass:
+            held = HeldClass(function, self._function('__call__', asynchronous=False, object_id=function.id), read)
+        else:
+            cls = self._parent_function(function.cls)
+            assert isinstance(cls, HeldClass)
+            held = HeldObject(function, cls, read)
+        self._held[function.id] = held
+        return held
 
-    def _function(self, name: str, *, asynchronous: bool, eager: bool = False) -> Callable[..., Any]:
+    async def _attribute(self, object_id: bytes, name: str) -> Any:
+        """Attribute `name` of the parent's object `object_id`, asked of the parent (a lazy
+        attribute); where it has none, a function calling its method `name` (one per name, which
+        later reads give without asking; async where the session's code awaits a call of that
+        name), whose calls the parent's wrapper allows or refuses."""
+        awaited = name in self._awaited
+        method = self._methods.get((object_id, name, awaited))
+        if method is not None:  # the parent said the name is no attribute of the object: it stays a method
+            return method
+        answer = await self._lookup_name(name, object_id)
+        if isinstance(answer, tuple):
+            return answer[0]
+        if answer is not None and answer.exc_type != 'AttributeError':
+            raise _exception(answer)
+        method = self._methods[object_id, name, awaited] = HostFunction(self._function(name, asynchronous=awaited, object_id=object_id), name=name)
+        return method
+
+    def _function(self, name: str, *, asynchronous: bool, eager: bool = False, object_id: bytes | None = None) -> Callable[..., Any]:
         """A host function calling the parent's function `name` (async when the script awaits it;
-        `eager` when it awaits each call right there: the parent may then await it and answer)."""
+        `eager` when it awaits each call right there: the parent may then await it and answer), or
+        method `name` of the parent's object or class `object_id`."""
         if asynchronous:
 
             async def call_async(*args: Any, **kwargs: Any) -> Any:
-                result = await self._call(name, args, kwargs, eager=eager)
+                result = await self._call(name, args, kwargs, eager=eager, object_id=object_id)
                 return await result if isinstance(result, asyncio.Future) else result
 
             return call_async
 
         async def answer(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-            result = await self._call(name, args, kwargs)
+            result = await self._call(name, args, kwargs, object_id=object_id)
             if isinstance(result, asyncio.Future):  # a future answering a call the script does not await
                 await self._resolve([self._next_call - 1])
                 return result.result()
@@ -591,7 +636,7 @@ class MontyChild:
 
         return call
 
-    async def _call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any], *, eager: bool = False) -> Any:
+    async def _call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any], *, eager: bool = False, object_id: bytes | None = None) -> Any:
         if self._interrupt is not None:
             raise _Interrupted('the feed is being ended')
         call_id = self._next_call
@@ -599,6 +644,8 @@ class MontyChild:
         event = pb.ChildEvent()
         call = event.function_call
         call.function_name, call.call_id, call.allow_eager_await = name, call_id, eager
+        if object_id is not None:
+            call.object_id.data = object_id
         roots = encode([*args, *kwargs.values()], call.values)
         call.args.extend(roots[: len(args)])
         keys = encode(list(kwargs), call.values) if kwargs else []
