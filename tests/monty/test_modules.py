@@ -150,3 +150,18 @@ def test_the_parent_is_asked_for_its_module_at_each_import(monty: pydantic_monty
             'FunctionSnapshot(function_name="pkg.sub.mul", is_os_function=false)',
             'FunctionSnapshot(function_name="pkg.sub.mul", is_os_function=false)',
         ]
+
+
+def test_a_module_leaves_as_a_module_node_with_the_id_of_its_import(monty: pydantic_monty.Monty) -> None:
+    sub = pydantic_monty.ExternalModule({'LEVEL': 3})
+    tools = pydantic_monty.ExternalModule({'mul': mul, 'LEVEL': 2, 'sub': sub})
+    with monty.checkout(external_modules={'tools': tools}) as session:
+        value = session.feed_run('import tools.sub\ntools')
+        assert isinstance(value, pydantic_monty.ExternalModule)
+        assert (value.id, value.stubs, list(value.attrs)) == (tools.id, None, ['mul', 'LEVEL', 'sub'])
+        assert value.attrs['mul'] == 'tools.mul' and value.attrs['LEVEL'] == 2  # a function as its dotted name
+        assert (value.attrs['sub'].id, value.attrs['sub'].attrs) == (sub.id, {'LEVEL': 3})
+        # every import of a name is one object, as in CPython (Monty's imports are one object each)
+        assert session.feed_run('import tools\nimport tools as t\nfrom tools import sub\n[tools is t, t.sub is sub, repr(t)]') == [True, True, "<module 'tools'>"]
+        both = session.feed_run('import tools.sub as s\n[s, tools]')
+        assert [module.id for module in both] == [sub.id, tools.id]

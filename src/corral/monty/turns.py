@@ -114,6 +114,7 @@ class MontyChild:
         self._awaited: set[str] = set()  # names by which the session's feeds call what they await
         self._stub_texts: dict[str, str | None] = {}  # the stubs of each module the parent was asked for
         self._restored: set[str] = set()  # modules a loaded state offered, not yet asked of the parent
+        self._module_ids: dict[str, bytes] = {}  # the id each module was first imported with: the script's one object of it
         self._printed: list[tuple[int, list[str]]] = []  # output not sent yet: (stream, texts)
         self._flush_timer: asyncio.TimerHandle | None = None
         self._interrupt: str | None = None  # 'reset', 'shutdown' or 'closed', come while a feed ran
@@ -248,7 +249,7 @@ class MontyChild:
         self._session, self._config = session, config
         if not loaded:
             self._bound, self._called, self._next_call, self._awaited, self._stub_texts = set(), {}, 0, set(), {}
-            self._restored = set()
+            self._restored, self._module_ids = set(), {}
         ok = pb.ChildEvent(ok=pb.Ok())
         if not session.ephemeral:  # a stored session: the client names it to load it again
             ok.session_id = session.session_id.encode()
@@ -427,7 +428,7 @@ class MontyChild:
             self._cancel_futures()
         self._bound |= bound_names(feed.code)
         complete = pb.ChildEvent()
-        (root,) = encode([value], complete.complete.values)
+        (root,) = encode([value], complete.complete.values, module_ids=self._module_ids)
         complete.complete.value = root
         self._ended(complete)
 
@@ -484,6 +485,8 @@ class MontyChild:
         }
         values = {attr: item for attr, item in module.attrs.items() if not isinstance(item, (HeldFunction, ClientModule))}
         session.add_external_module(name, ExternalModule(functions, stubs=self._stub_texts.get(name), values=values))
+        if module.id is not None:  # the script's module is one object, with the id of its first import
+            self._module_ids.setdefault(name, module.id)
         for attr, item in module.attrs.items():
             if isinstance(item, ClientModule):
                 self._offer(session, f'{name}.{attr}', item)
@@ -599,7 +602,7 @@ class MontyChild:
         event = pb.ChildEvent()
         call = event.function_call
         call.function_name, call.call_id, call.allow_eager_await = name, call_id, eager
-        roots = encode([*args, *kwargs.values()], call.values)
+        roots = encode([*args, *kwargs.values()], call.values, module_ids=self._module_ids)
         call.args.extend(roots[: len(args)])
         keys = encode(list(kwargs), call.values) if kwargs else []
         call.kwargs.extend(pb.NodePair(key=key, value=value) for key, value in zip(keys, roots[len(args):]))
