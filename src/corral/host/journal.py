@@ -154,6 +154,11 @@ class SessionState:
     - `modules`: `{name: [stubs, function names]}` of each external module the session offered, so
       a loading session that offers modules as scripts ask for them can offer them again
       (`Session.load_session(modules=...)`); a state written before states carried it has none.
+    - `type_check`: whether the session type-checked its feeds (a load makes the loading session
+      check as this one did); None in a state written before states carried it (a load keeps the
+      loading checkout's setting).
+    - `door`: what a front door keeps with the session (`Session.door_state`: plain data, a
+      map of str keys), signed with the rest; `{}` in a state written before states carried it.
     """
 
     fingerprint: bytes
@@ -169,6 +174,8 @@ class SessionState:
     answered: list[int] = field(default_factory=list)
     cwd: str = ''
     modules: dict[str, list[Any]] = field(default_factory=dict)
+    type_check: bool | None = None
+    door: dict[str, Any] = field(default_factory=dict)
 
     def to_plain(self) -> dict[str, Any]:
         return {
@@ -185,6 +192,8 @@ class SessionState:
             'answered': self.answered,
             'cwd': self.cwd,
             'modules': self.modules,
+            'type_check': self.type_check,
+            'door': self.door,
         }
 
     @classmethod
@@ -205,6 +214,8 @@ class SessionState:
             answered=body.get('answered', []),
             cwd=body.get('cwd', ''),
             modules=body.get('modules', {}),
+            type_check=body.get('type_check'),
+            door=body.get('door', {}),
         )
         state.check()
         return state
@@ -225,6 +236,10 @@ class SessionState:
             raise ValueError('malformed working folder')
         if not _modules_shaped(self.modules):
             raise ValueError('malformed modules')
+        if self.type_check not in (None, True, False):
+            raise ValueError('malformed type_check setting')
+        if not (isinstance(self.door, dict) and all(isinstance(name, str) for name in self.door)):
+            raise ValueError("malformed front door's data")
         for item in self.pending:
             if not (isinstance(item, list) and len(item) == 5 and isinstance(item[0], int) and isinstance(item[1], str)):
                 raise ValueError('malformed pending call')

@@ -179,6 +179,10 @@ class Session:
         self.limits = limits if limits is not None else Limits()
         self.script_name = script_name
         self.value_repr: str | None = None
+        #: What a front door keeps with the session (its own settings): plain data of the kinds a
+        #: state holds, under str keys, dumped and stored with the state, signed with it, and
+        #: restored by a load (`load_session`, a stored session's checkout).
+        self.door_state: dict[str, Any] = {}
         self._worker: WorkerProcess | None = None
         self._transport: asyncio.Transport | None = None
         self._dead: str | None = None
@@ -1341,6 +1345,8 @@ class Session:
             answered=list(self._answered[0]),
             cwd=self._system.cwd,
             modules={name: [module.stubs, list(module.functions)] for name, module in self._modules.items()},
+            type_check=self._type_check,
+            door=self.door_state,
         )
 
     def _fingerprint(self) -> bytes:
@@ -1353,6 +1359,8 @@ class Session:
         so every variable, function, class and import comes back and no host function runs again.
         Give the new checkout the same `type_check_stubs`, `external_modules` and mounts (the
         overlay writes come from the state; read-only and read-write mounts must be given again).
+        The session then type-checks its feeds as the dumped one did (`checkout(type_check=)`),
+        shows its script name, and has its `door_state`.
         `modules`, for a caller that offers modules as scripts ask for them: awaited with the
         external modules the state was made with (`{name: (stubs, function names)}`, parents
         before their submodules), before the state is checked against this session's modules; it
@@ -1475,6 +1483,9 @@ class Session:
             raise
         self._system.seed = state.seed
         self.script_name = state.script_name
+        if state.type_check is not None:
+            self._type_check = state.type_check
+        self.door_state = state.door
         self._answered = (list(state.answered), 'the feed that took them went on and did not end (a limit or a dead worker stopped it, or its host stopped)')
         if checkpoint is not None:
             await self._resume_checkpoint(checkpoint, state)
