@@ -285,6 +285,12 @@ class Session:
         return self._system.seed
 
     @property
+    def type_check(self) -> bool:
+        """Whether the session type-checks its feeds: `checkout(type_check=)`, or after a load the
+        dumped session's setting."""
+        return self._type_check
+
+    @property
     def alive(self) -> bool:
         """Whether the session can run another feed: False before it is entered, after it is closed,
         and once its worker was killed (a `memory` or `cpu_time` limit, a script that did not stop at

@@ -245,11 +245,26 @@ class MontyChild:
 
     def _started(self, session: Session, config: pb.Configure, *, loaded: bool = False) -> None:
         """`session` is the child's, checked out for `config` (or `loaded` from a state, whose names
-        the earlier feeds may have bound are kept): the turn ends with `Ok`."""
+        the earlier feeds may have bound are kept): the turn ends with `Ok`. A session from a state
+        checks types as the one dumped did, in its format, and its modules keep their ids."""
+        door = session.door_state  # what this door kept in the state the session came from, if any
+        if door or session.type_check != config.type_check:
+            config = _as_dumped(config, session.type_check, door)
         self._session, self._config = session, config
         if not loaded:
             self._bound, self._called, self._next_call, self._awaited, self._stub_texts = set(), {}, 0, set(), {}
-            self._restored, self._module_ids = set(), {}
+            self._restored = set()
+        ids, stubs = door.get('module_ids'), door.get('stubs')
+        self._module_ids = {name: id for name, id in _items(ids) if isinstance(id, bytes) and len(id) == 16}
+        for name, text in _items(stubs):  # the parent's answers for the type check are final for the session
+            if text is None or isinstance(text, str):
+                self._stub_texts.setdefault(name, text)
+        session.door_state = {
+            'type_check_format': config.type_check_format,
+            'type_check_color': config.type_check_color,
+            'module_ids': self._module_ids,
+            'stubs': self._stub_texts,
+        }
         ok = pb.ChildEvent(ok=pb.Ok())
         if not session.ephemeral:  # a stored session: the client names it to load it again
             ok.session_id = session.session_id.encode()
@@ -801,6 +816,25 @@ def _exception(raised: pb.RaisedException) -> BaseException:
         return cls() if message is None else cls(message)
     except Exception:
         return RuntimeError(message)
+
+
+def _items(plain: Any) -> list[tuple[str, Any]]:
+    """The entries of a map under str keys that the door kept in a state ([] for anything else)."""
+    return [(key, value) for key, value in plain.items() if isinstance(key, str)] if isinstance(plain, dict) else []
+
+
+def _as_dumped(config: pb.Configure, type_check: bool, door: dict[str, Any]) -> pb.Configure:
+    """`config` with the type check of a session from a state: on or off as the dumped session's
+    (`type_check`), in the format and colour this door kept in the state (`door`), if any."""
+    copied = pb.Configure()
+    copied.CopyFrom(config)
+    copied.type_check = type_check
+    fmt, color = door.get('type_check_format'), door.get('type_check_color')
+    if type(fmt) is int and fmt in pb.TypeCheckFormat.values():
+        copied.type_check_format = fmt  # type: ignore[assignment]
+    if type(color) is bool:
+        copied.type_check_color = color
+    return copied
 
 
 def _diagnostics(error: SandboxTypingError, config: pb.Configure) -> str:
