@@ -43,7 +43,7 @@ from ..limits import Limits
 from ..typecheck import DIAGNOSTIC_FORMATS, format_diagnostics
 from . import monty_v1_pb2 as pb
 from .codec import ArenaError, ClientFunction, ClientModule, HeldFunction, decode, encode, exception_from, exception_value
-from .names import awaited_callees, bound_names, free_names, imported_modules, module_imports, named_modules
+from .names import Script
 from .parent_os import ParentOs
 
 __all__ = ['Closed', 'Link', 'MontyChild', 'PROTOCOL_VERSIONS']
@@ -376,13 +376,14 @@ class MontyChild:
         if feed.cwd:
             session.chdir(feed.cwd)
         checked = self._config.type_check and not feed.skip_type_check
-        modules = imported_modules(feed.code)
-        asked = module_imports(feed.code)  # the parent is asked once for each import of the code
+        script = Script(feed.code)  # parsed once for all the door asks of it
+        asked = script.module_imports()  # the parent is asked once for each import of the code
+        modules = script.imported_modules()
         if self._restored:  # a loaded state's module the code names is asked of the parent now, as an import's is
-            named = named_modules(feed.code, self._restored)
+            named = script.named_modules(self._restored)
             asked += [name for name in named if name not in modules]
             self._restored -= set(named)
-        self._awaited |= awaited_callees(feed.code)
+        self._awaited |= script.awaited_callees()
         if checked:  # each module's stubs are asked once, all at once, before the check
             failed = await self._stubs(session, [name for name in modules if name not in self._stub_texts])
             if failed is not None:  # the parent's module failed to load: the feed fails with that
@@ -407,7 +408,7 @@ class MontyChild:
         functions = {name: value for name, value in inputs.items() if isinstance(value, HeldFunction) and name in self._awaited}
         for name in functions:
             del inputs[name]
-        called, read = free_names(feed.code, self._bound | set(inputs) | set(functions))
+        called, read = script.free_names(self._bound | set(inputs) | set(functions))
         lookup: dict[str, Callable[..., Any]] = {}
         for name, function in functions.items():
             lookup[name] = self._function(function.client.name, asynchronous=True)
@@ -433,7 +434,7 @@ class MontyChild:
                 await self._set_inputs(session, inputs)
             value = await session.feed_run(feed.code, external_lookup=lookup, print_callback=self._print, type_check=False)
         except SandboxError as error:
-            self._bound |= bound_names(feed.code)
+            self._bound |= script.bound_names()
             self._ended(pb.ChildEvent(error=pb.Error(exception=_raised(error, _clock(self._config.limits)))))
             return
         except StubError as error:
@@ -441,7 +442,7 @@ class MontyChild:
             return
         finally:
             self._cancel_futures()
-        self._bound |= bound_names(feed.code)
+        self._bound |= script.bound_names()
         complete = pb.ChildEvent()
         (root,) = encode([value], complete.complete.values, module_ids=self._module_ids)
         complete.complete.value = root
