@@ -582,6 +582,17 @@ async def test_a_loaded_session_type_checks_as_the_dumped_one_did_and_keeps_its_
             await loaded.feed_run('count.upper()')
 
 
+async def test_a_stored_sessions_records_carry_its_doors_data(pool):
+    async with pool.checkout(ephemeral=False, type_check=True) as session:
+        session.door_state = {'format': 1}  # set after the session opened: its first record carries it
+        await session.feed_run('x = 1')
+        session.door_state = {'format': 2, 'ids': {'m': b'id'}}
+        await session.feed_run('y = 2')
+        session_id = session.session_id
+    async with pool.checkout(session_id=session_id) as again, pool.checkout(session_id=session_id, fork=True) as fork:
+        assert (again.door_state, again.type_check, await again.feed_run('x + y')) == ({'format': 2, 'ids': {'m': b'id'}}, True, 3)
+        assert (fork.door_state, fork.type_check) == ({'format': 2, 'ids': {'m': b'id'}}, True)
+
 async def test_a_tampered_type_check_setting_or_doors_data_is_refused(pool):
     async with pool.checkout(type_check=True) as original:
         original.door_state = {'format': 'concise'}

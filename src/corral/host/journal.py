@@ -283,8 +283,8 @@ class StateRecord:
     `SessionState.answered`), `overlay`, the changes to the overlay since the part before
     (`overlay_changes`), the pause of a paused session and its answered calls as `SessionState`
     has them, the packages of the pool that ran the feed (a session stored by one pool goes
-    on in another), and the working folder after it (None in a record written before records
-    carried it: the folder is as before)."""
+    on in another), the working folder after it and the front door's data (`SessionState.door`)
+    after it (each None in a record written before records carried it: as before)."""
 
     start: int
     feeds: list[FeedRecord]
@@ -295,9 +295,10 @@ class StateRecord:
     packages: list[str] = field(default_factory=list)
     answered: list[int] = field(default_factory=list)
     cwd: str | None = None
+    door: dict[str, Any] | None = None
 
     def to_plain(self) -> dict[str, Any]:
-        plain = {name: getattr(self, name) for name in ('start', 'overlay', 'pending', 'answers', 'blocked', 'packages', 'answered', 'cwd')}
+        plain = {name: getattr(self, name) for name in ('start', 'overlay', 'pending', 'answers', 'blocked', 'packages', 'answered', 'cwd', 'door')}
         return {**plain, 'feeds': [record.to_plain() for record in self.feeds]}
 
     def apply(self, state: SessionState) -> None:
@@ -313,6 +314,8 @@ class StateRecord:
         state.packages = [*state.packages, *(name for name in self.packages if name not in state.packages)]
         if self.cwd is not None:
             state.cwd = self.cwd
+        if self.door is not None:
+            state.door = self.door
         state.check()
 
 
@@ -493,7 +496,7 @@ def open_stored(
         try:
             record = StateRecord(
                 part['start'], [FeedRecord.from_plain(item) for item in part['feeds']], part['overlay'], part['pending'], part['answers'], part['blocked'],
-                part.get('packages', []), part.get('answered', []), part.get('cwd'),
+                part.get('packages', []), part.get('answered', []), part.get('cwd'), part.get('door'),
             )
             record.apply(session_state)
         except (ValueError, KeyError, TypeError) as error:

@@ -1592,7 +1592,7 @@ class Session:
             start = self._stored - 1 if self._stored_open else self._stored
             record = StateRecord(
                 start, state.feeds[start:], overlay_changes(self._stored_overlay, state.overlay), state.pending, state.answers, state.blocked, state.packages,
-                state.answered, state.cwd,
+                state.answered, state.cwd, state.door,
             )
             data = seal_record(record, key, binding=binding, previous=chain.mac)
             compact_at = max(chain.state_bytes, min(_COMPACT_BYTES, self._pool.max_state_bytes // 2))  # records never pass the quota
