@@ -416,6 +416,12 @@ async def test_a_host_module_crosses_out_as_its_description():
         assert await session.feed_run('[t, {"m": tools}]') == [tools, {'m': tools}]
         assert await session.feed_run('import pkg.sub\npkg') == ModuleValue('pkg', {'N': 1, 'sub': ModuleValue('pkg.sub', {'add': 'pkg.sub.add'})})
         assert await session.feed_run('import pkg.sub as s\ns') == ModuleValue('pkg.sub', {'add': 'pkg.sub.add'})
+        # what the script set on it is its value; a module holding itself is refused as any such value
+        assert await session.feed_run('tools.add = 5\ntools') == ModuleValue('tools', {'add': 5, 'VERSION': 3, 'tags': ['a']})
+        assert await session.feed_run('tools') == tools  # each feed has the module the host offers now
+        with pytest.raises(corral.SandboxRuntimeError) as error:
+            await session.feed_run('tools.me = tools\ntools')
+        assert error.value.message == 'the value of the last expression cannot leave the sandbox: the value contains a reference to itself'
         # the standard library's modules are the sandbox's own facades: no value of theirs leaves
         with pytest.raises(corral.SandboxRuntimeError) as error:
             await session.feed_run('import json\njson')

@@ -154,7 +154,7 @@ class Worker:
         self._script_files: set[str] = set()
         self._script_name = 'main.py'
         self._modules: dict[str, types.ModuleType] = {}
-        self._module_functions: dict[str, set[str]] = {}  # the host functions of each module, by name
+        self._module_functions: dict[str, dict[str, Any]] = {}  # the host functions of each module, by their names
         self._host_names: set[str] = set()
         self._shadowed: dict[str, Any] = {}  # the builtins the feed's host functions hide, by name
         hostio.install(self._call_sync, self._call_async)  # files, environment, clock, sleeps and seed, through the host
@@ -376,11 +376,11 @@ class Worker:
             module = previous.get(module_name) or types.ModuleType(module_name)
             for name in [name for name in vars(module) if not name.startswith('__')]:
                 delattr(module, name)
-            functions = self._module_functions[module_name] = set()
+            functions = self._module_functions[module_name] = {}
             for name, member in members.items():  # a function (whether it is async) or [a value]
                 if type(member) is bool:
-                    functions.add(name)
-                    setattr(module, name, self._host_function(f'{module_name}.{name}', member))
+                    functions[name] = self._host_function(f'{module_name}.{name}', member)
+                    setattr(module, name, functions[name])
                 elif type(member) is list and len(member) == 1:
                     setattr(module, name, member[0])
                 else:
@@ -400,8 +400,8 @@ class Worker:
         name = value.__dict__.get('__name__')
         if type(name) is not str or self._modules.get(name) is not value:
             return None
-        functions = self._module_functions.get(name, set())
-        attrs = {attr: f'{name}.{attr}' if attr in functions else item for attr, item in value.__dict__.items() if not attr.startswith('_')}
+        functions = self._module_functions.get(name, {})
+        attrs = {attr: f'{name}.{attr}' if item is functions.get(attr) else item for attr, item in value.__dict__.items() if not attr.startswith('_')}
         return ModuleValue(name, attrs)
 
     def _import(self, name: str, globals: Any = None, locals: Any = None, fromlist: Any = (), level: int = 0) -> Any:
