@@ -80,7 +80,7 @@ import json  # noqa: E402
 import sys  # noqa: E402
 
 import corral  # noqa: E402
-from corral import ExceptionValue, FileValue, InstanceValue, NamedTupleValue  # noqa: E402
+from corral import ExceptionValue, FileValue, InstanceValue, ModuleValue, NamedTupleValue  # noqa: E402
 from corral.language.rebuild import rebuild  # noqa: E402
 from corral.values import MAX_DEPTH, Decoder, ValueLimitError, measure  # noqa: E402
 
@@ -394,3 +394,49 @@ async def test_a_file_the_script_opened_crosses_as_its_description(tmp_path):
     for parts in (['/x', 'r', -1], ['/x', 'r'], ['/x', 'r', 1.0]):
         with pytest.raises(ValueError, match='^malformed description of an object in a frame$'):
             unpack(msgpack.packb([msgpack.ExtType(18, b''), *parts]))
+
+
+async def test_a_host_module_crosses_out_as_its_description():
+    def add(a: int, b: int) -> int:
+        return a + b
+
+    def give(value):
+        return value
+
+    modules = {
+        'tools': corral.ExternalModule({'add': add}, values={'VERSION': 3, 'tags': ['a']}),
+        'pkg': corral.ExternalModule({}, values={'N': 1}),
+        'pkg.sub': corral.ExternalModule({'add': add}),
+    }
+    async with corral.Pool() as pool, pool.checkout(external_modules=modules) as session:
+        tools = ModuleValue('tools', {'add': 'tools.add', 'VERSION': 3, 'tags': ['a']})
+        assert await session.feed_run('import tools\ntools') == tools
+        # one object for every import of a name, as CPython's sys.modules gives
+        assert await session.feed_run('import tools as t\nfrom tools import add\n[tools is t, t.add is add, t.add(1, 2)]') == [True, True, 3]
+        assert await session.feed_run('[t, {"m": tools}]') == [tools, {'m': tools}]
+        assert await session.feed_run('import pkg.sub\npkg') == ModuleValue('pkg', {'N': 1, 'sub': ModuleValue('pkg.sub', {'add': 'pkg.sub.add'})})
+        assert await session.feed_run('import pkg.sub as s\ns') == ModuleValue('pkg.sub', {'add': 'pkg.sub.add'})
+        # what the script set on it is its value; a module holding itself is refused as any such value
+        assert await session.feed_run('tools.add = 5\ntools') == ModuleValue('tools', {'add': 5, 'VERSION': 3, 'tags': ['a']})
+        assert await session.feed_run('tools') == tools  # each feed has the module the host offers now
+        with pytest.raises(corral.SandboxRuntimeError) as error:
+            await session.feed_run('tools.me = tools\ntools')
+        assert error.value.message == 'the value of the last expression cannot leave the sandbox: the value contains a reference to itself'
+        # the standard library's modules are the sandbox's own facades: no value of theirs leaves
+        with pytest.raises(corral.SandboxRuntimeError) as error:
+            await session.feed_run('import json\njson')
+        assert str(error.value).endswith("a value of type 'module' cannot cross the sandbox boundary; use None, bool, int, float, str, bytes, list, tuple, dict, set, frozenset, datetime, Decimal or UUID values")
+        # going back in, as a host function's argument or answer, it is refused
+        with pytest.raises(corral.SandboxRuntimeError) as error:
+            await session.feed_run('give(tools)', external_lookup={'give': give})
+        assert error.value.message == (
+            "give() returned a value of type 'ModuleValue' that cannot enter the sandbox: the value give() returned holds a "
+            "ModuleValue ('tools'), which cannot go back into the sandbox: a script imports its modules; send its name"
+        )
+    assert corral.values.bounded_repr([tools]) == "[<module 'tools'>]"
+    assert unpack(pack(tools, side='sandbox')) == tools
+    with pytest.raises(ValueError, match='^a host module cannot come back into the sandbox as a value$'):
+        unpack(pack(tools, side='sandbox'), objects=rebuild)
+    for parts in (['tools'], ['tools', {'a': 1}, 2], [1, {}], ['tools', [1]], ['tools', {1: 2}]):
+        with pytest.raises(ValueError, match='^malformed description of an object in a frame$'):
+            unpack(msgpack.packb([msgpack.ExtType(43, b''), *parts]))

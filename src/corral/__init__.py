@@ -48,7 +48,7 @@ from .server.keys import ApiKey, KeyRing
 from .server.quotas import CpuCounting, QuotaStore, Quotas, TenantQuotas, TenantSlot
 from .store import PostgresStore, SQLiteStore, Store, StoredState, open_store
 from .typecheck import format_diagnostics
-from .described import ExceptionValue, FileValue, InstanceValue, NamedTupleValue
+from .described import ExceptionValue, FileValue, InstanceValue, ModuleValue, NamedTupleValue
 from .hostobjects import HostClass, HostObject
 from .values import HostFunction, Image, SandboxBuiltin, bounded_repr
 
@@ -68,6 +68,7 @@ __all__ = [
     'InstanceValue',
     'KeyRing',
     'Limits',
+    'ModuleValue',
     'Mount',
     'NamedTupleValue',
     'OsAccess',

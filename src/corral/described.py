@@ -1,4 +1,4 @@
-"""A script's objects that cross the boundary as data: exceptions, named tuples, class instances, open files.
+"""A script's objects that cross the boundary as data: exceptions, named tuples, class instances, open files, host modules.
 
 An object of a class the script made (or of the standard library's: an exception, a named tuple)
 has code the other side must never run, so it crosses as a description: its class's name and
@@ -11,6 +11,7 @@ an exception or a named tuple back in, where the sandbox builds the real object 
     Point(x=1, y=2) (a named tuple)        NamedTupleValue((1, 2), 'Point', '__main__', ('x', 'y'))
     an instance of a class, a dataclass    InstanceValue('Order', '__main__', {'id': 7, ...}, is_dataclass=True)
     open('/data/a.txt')                    FileValue('/data/a.txt', 'r', 0)
+    import tools; tools (a host module)    ModuleValue('tools', {'add': 'tools.add', 'VERSION': 3})
 
 What a description holds is plain data of the kinds in `corral.values`, converted and bounded as
 any value is (`value_items`, `value_size`, `MAX_DEPTH`).
@@ -21,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-__all__ = ['ExceptionValue', 'FileValue', 'InstanceValue', 'NamedTupleValue']
+__all__ = ['ExceptionValue', 'FileValue', 'InstanceValue', 'ModuleValue', 'NamedTupleValue']
 
 
 @dataclasses.dataclass(frozen=True)
@@ -124,3 +125,18 @@ class FileValue:
     @property
     def writable(self) -> bool:
         return any(c in self.mode for c in 'wax+')
+
+
+@dataclasses.dataclass(frozen=True)
+class ModuleValue:
+    """A module the session offered (`external_modules`, `add_external_module`) that the script
+    holds as a value (`import tools` then `tools`), as data: its `name` as offered (`'pkg.sub'`),
+    and `attrs`, its public attributes as the script sees them: a value as it is, a submodule as
+    a `ModuleValue`, a host function as its dotted name (`'tools.add'`). A script gets one object
+    for every import of a name, as CPython does. A description stays on the host: it does not
+    cross back into the sandbox (a script imports its modules)."""
+
+    name: str
+    attrs: dict[str, Any]
+
+    __hash__ = None  # type: ignore[assignment]  # its attrs are a dict: unhashable, as a dict is

@@ -70,13 +70,13 @@ from typing import Any
 
 import msgpack
 
-from .described import ExceptionValue, FileValue, InstanceValue, NamedTupleValue
+from .described import ExceptionValue, FileValue, InstanceValue, ModuleValue, NamedTupleValue
 from .hostobjects import HostClass, HostObject, HostObjects, ObjectRef, is_object_call, make_proxy
 
 __all__ = [
     'pack', 'unpack', 'measure', 'Decoder', 'ValueLimitError', 'bounded_repr', 'host_default', 'sandbox_default',
     'Image', 'cut_text', 'describe_type', 'package_bound', 'package_form', 'library_repr', 'MAX_FRAME', 'MAX_DEPTH', 'REPR_LIMIT',
-    'UNPACKABLE_RESULT', 'SandboxBuiltin', 'builtin_name', 'name_objects', 'named_object', 'HostCallables', 'HostFunction', 'giving_callables', 'worker_callables', 'worker_files', 'worker_paths',
+    'UNPACKABLE_RESULT', 'SandboxBuiltin', 'builtin_name', 'name_objects', 'named_object', 'HostCallables', 'HostFunction', 'giving_callables', 'worker_callables', 'worker_objects', 'worker_paths',
 ]
 
 #: Largest frame, in bytes, either side accepts (one message). A larger one is a protocol error.
@@ -93,9 +93,11 @@ UNPACKABLE_RESULT = 'the value of the last expression cannot leave the sandbox'
 
 _TUPLE, _SET, _FROZENSET, _BIGINT, _DATETIME, _DATE, _TIME, _TIMEDELTA, _TIMEZONE, _DECIMAL, _UUID, _IMAGE, _COMPLEX, _ELLIPSIS = range(1, 15)
 _EXCEPTION, _NAMED_TUPLE, _INSTANCE, _FILE = range(15, 19)
-_MARKS = (_TUPLE, _SET, _FROZENSET, _EXCEPTION, _NAMED_TUPLE, _INSTANCE, _FILE)
+#: The marker of a host module the script holds (`ModuleValue`).
+_MODULE = 44
+_MARKS = (_TUPLE, _SET, _FROZENSET, _EXCEPTION, _NAMED_TUPLE, _INSTANCE, _FILE, _MODULE)
 #: The descriptions of a script's objects (`corral.described`), each an array of its parts after its marker.
-_DESCRIBED = {ExceptionValue: _EXCEPTION, NamedTupleValue: _NAMED_TUPLE, InstanceValue: _INSTANCE, FileValue: _FILE}
+_DESCRIBED = {ExceptionValue: _EXCEPTION, NamedTupleValue: _NAMED_TUPLE, InstanceValue: _INSTANCE, FileValue: _FILE, ModuleValue: _MODULE}
 _DURATION = struct.Struct('>iii')  # days, seconds, microseconds of a timedelta or a UTC offset
 _COMPLEX_PARTS = struct.Struct('>dd')  # the real and imaginary parts of a complex
 
@@ -112,15 +114,16 @@ _STEP = 8192
 _NAMED = 40
 #: The extension type of a POSIX path: its text, UTF-8 (a lone surrogate kept).
 _PATH = 42
-#: In a worker: what describes a file the script opened (`worker_files`), None for other objects.
-_DESCRIBE_FILE: list[Callable[[Any], FileValue | None]] = []
+#: In a worker: what describes a file the script opened or a host module (`worker_objects`), None for other objects.
+_DESCRIBE: list[Callable[[Any], Any]] = []
 #: What a path arrives as: `pathlib.PurePosixPath` on the host, the sandbox's `Path` in a worker.
 _PATH_TYPE: list[Callable[[str], Any]] = [pathlib.PurePosixPath]
 
 
-def worker_files(describe: Callable[[Any], FileValue | None]) -> None:
-    """In a worker: `describe(value)` is the `FileValue` of a file the script opened, else None."""
-    _DESCRIBE_FILE[:] = [describe]
+def worker_objects(*describe: Callable[[Any], Any]) -> None:
+    """In a worker: each of `describe(value)` is the description of an object it knows (the
+    `FileValue` of a file the script opened, the `ModuleValue` of a host module), else None."""
+    _DESCRIBE[:] = describe
 
 
 def worker_paths(path_type: Callable[[str], Any]) -> None:
@@ -506,11 +509,15 @@ def _parts(value: Any) -> list[Any]:
         return [value._type_name, value._module, list(value._fields), *tuple.__iter__(value)]
     if type(value) is FileValue:
         return [value.path, value.mode, value.position]
+    if type(value) is ModuleValue:
+        return [value.name, dict(value.attrs)]
     return [value.type_name, value.module, value.is_dataclass, dict(value.attrs)]
 
 
 def _described(code: int, parts: list[Any]) -> Any:
     """The description `_parts` made `parts` of; ValueError for parts of the wrong kinds."""
+    if code == _MODULE and len(parts) == 2 and type(parts[0]) is str and type(parts[1]) is dict and all(type(name) is str for name in parts[1]):
+        return ModuleValue(parts[0], parts[1])
     if len(parts) < 3 or type(parts[0]) is not str or type(parts[1]) is not str:
         raise ValueError('malformed description of an object in a frame')
     if code == _FILE and len(parts) == 3 and type(parts[2]) is int and parts[2] >= 0:
@@ -617,8 +624,9 @@ def _exact(value: Any) -> Any:
         return list(value)
     if _is_script_class(type(value)):
         return _instance(value)
-    if _DESCRIBE_FILE and (described := _DESCRIBE_FILE[0](value)) is not None:
-        return described
+    for describe in _DESCRIBE:
+        if (described := describe(value)) is not None:
+            return described
     raise _refuse(value)
 
 
@@ -970,6 +978,8 @@ class _Walk:
             raise TypeError(f"{self.subject} holds an InstanceValue (the script's {converted.type_name}), which cannot go back into the sandbox: its class is the script's code; send its attrs")
         if type(converted) is FileValue and self.convert is host_default:
             raise TypeError(f'{self.subject} holds a FileValue ({converted.path!r}), which cannot go back into the sandbox: it is a description, not an open file; send its path')
+        if type(converted) is ModuleValue and self.convert is host_default:
+            raise TypeError(f'{self.subject} holds a ModuleValue ({converted.name!r}), which cannot go back into the sandbox: a script imports its modules; send its name')
         return _parts(converted) if type(converted) in _DESCRIBED else converted
 
     def check_figure(self, width: int, height: int) -> None:
@@ -1189,7 +1199,7 @@ class Decoder:
         self._count_items(elements)
         if code == _TUPLE:
             return tuple(elements)
-        if code in (_EXCEPTION, _NAMED_TUPLE, _INSTANCE, _FILE):
+        if code in (_EXCEPTION, _NAMED_TUPLE, _INSTANCE, _FILE, _MODULE):
             described = _described(code, elements)
             return described if self._objects is None else self._objects(described)
         self._check_hashes(elements, 'set')
@@ -1355,6 +1365,9 @@ class _ReprWriter:
     def described(self, value: Any, depth: int) -> None:
         """A script's object as CPython shows it: `ValueError('bad', 3)`, `Point(x=1, y=2)`, a
         dataclass's `Order(id=7)`; another instance as `<__main__.Plain object: a=1>`."""
+        if type(value) is ModuleValue:  # CPython's repr of a module that has no file
+            self.write(f'<module {value.name!r}>')
+            return
         if type(value) is ExceptionValue:
             opening, closing, pairs = f'{value.type_name}(', ')', [(None, item) for item in value.args]
         elif type(value) is NamedTupleValue:

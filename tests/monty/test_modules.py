@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import msgpack
 import pytest
 import pytest_asyncio
 
@@ -150,3 +151,53 @@ def test_the_parent_is_asked_for_its_module_at_each_import(monty: pydantic_monty
             'FunctionSnapshot(function_name="pkg.sub.mul", is_os_function=false)',
             'FunctionSnapshot(function_name="pkg.sub.mul", is_os_function=false)',
         ]
+
+
+def test_a_module_leaves_as_a_module_node_with_the_id_of_its_import(monty: pydantic_monty.Monty) -> None:
+    sub = pydantic_monty.ExternalModule({'LEVEL': 3})
+    tools = pydantic_monty.ExternalModule({'mul': mul, 'LEVEL': 2, 'sub': sub})
+    with monty.checkout(external_modules={'tools': tools}) as session:
+        value = session.feed_run('import tools.sub\ntools')
+        assert isinstance(value, pydantic_monty.ExternalModule)
+        assert (value.id, value.stubs, list(value.attrs)) == (tools.id, None, ['mul', 'LEVEL', 'sub'])
+        assert value.attrs['mul'] == 'tools.mul' and value.attrs['LEVEL'] == 2  # a function as its dotted name
+        assert (value.attrs['sub'].id, value.attrs['sub'].attrs) == (sub.id, {'LEVEL': 3})
+        # every import of a name is one object, as in CPython (Monty's imports are one object each)
+        assert session.feed_run('import tools\nimport tools as t\nfrom tools import sub\n[tools is t, t.sub is sub, repr(t)]') == [True, True, "<module 'tools'>"]
+        both = session.feed_run('import tools.sub as s\n[s, tools]')
+        assert [module.id for module in both] == [sub.id, tools.id]
+
+
+def test_a_dump_carries_its_type_check_its_format_and_its_modules_ids(monty: pydantic_monty.Monty) -> None:
+    tools = pydantic_monty.ExternalModule({'mul': mul}, stubs='def mul(a: int, b: int) -> int: ...\n')
+    with monty.checkout(type_check=True, type_check_format='pylint', external_modules={'tools': tools}) as session:
+        assert session.feed_run('import tools\ntools.mul(2, 3)') == 6
+        blob = session.dump()
+    later = pydantic_monty.ExternalModule({'mul': mul})  # the loading parent's module: another id, no stubs
+    with monty.checkout(external_modules={'tools': later}) as session:
+        session.load_session(blob)
+        with pytest.raises(pydantic_monty.MontyTypingError) as error:
+            session.feed_run("tools.mul('x', 2)")
+        assert str(error.value) == 'main.py:1: [invalid-argument-type] Argument to function `mul` is incorrect: Expected `int`, found `Literal["x"]`\n'
+        assert session.feed_run("tools.mul('x', 2)", skip_type_check=True) == 'xx'
+        assert session.feed_run('tools').id == tools.id  # the binding's id is its import's, from before the dump
+        blob = session.dump()  # and the next dump carries them again
+    at = blob.index(msgpack.packb('type_check_format')) + len(msgpack.packb('type_check_format'))
+    tampered = blob[:at] + msgpack.packb(0) + blob[at + 1 :]  # the format's setting, as any byte of the state, is signed
+    with monty.checkout(external_modules={'tools': later}) as session:
+        with pytest.raises(pydantic_monty.MontyRuntimeError) as refused:
+            session.load_session(tampered)
+        assert str(refused.value) == (
+            "ValueError: the session state was altered, or signed with another key: its signature does not match this pool's state key"
+        )
+    with monty.checkout(external_modules={'tools': later}) as session:
+        session.load_session(blob)
+        assert session.feed_run('tools').id == tools.id
+        with pytest.raises(pydantic_monty.MontyTypingError):
+            session.feed_run("tools.mul('x', 2)")
+    with monty.checkout(external_modules={'tools': later}) as session:  # unchecked, dumped: unchecked when loaded
+        session.feed_run('import tools')
+        blob = session.dump()
+    with monty.checkout(type_check=True, external_modules={'tools': later}) as session:
+        session.load_session(blob)
+        assert session.feed_run("tools.mul('x', 2)") == 'xx'

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from corral.monty.names import awaited_callees, bound_names, free_names, imported_modules, module_imports, named_modules
+from corral.monty.names import Script
 
 
 @pytest.mark.parametrize(
@@ -23,7 +23,7 @@ from corral.monty.names import awaited_callees, bound_names, free_names, importe
     ],
 )
 def test_free_names(code: str, called: list[str], awaited: list[str], read: list[str]) -> None:
-    found_called, found_read = free_names(code, set())
+    found_called, found_read = Script(code).free_names(set())
     assert (sorted(found_called), sorted(found_called.awaited), sorted(found_read)) == (called, awaited, read)
 
 
@@ -37,29 +37,29 @@ def test_free_names(code: str, called: list[str], awaited: list[str], read: list
     ],
 )
 def test_eager_calls_are_awaited_right_there_with_no_other_task(code: str, eager: list[str]) -> None:
-    assert sorted(free_names(code, set())[0].eager) == eager
+    assert sorted(Script(code).free_names(set())[0].eager) == eager
 
 
 def test_names_an_earlier_feed_bound_are_not_free() -> None:
-    assert bound_names('import os\nx = 1\ndef f(): pass\nclass C: pass\ntry:\n    pass\nexcept E as e:\n    pass') == {'os', 'x', 'f', 'C', 'e'}
-    called, read = free_names('f(x)', {'f', 'x'})
+    assert Script('import os\nx = 1\ndef f(): pass\nclass C: pass\ntry:\n    pass\nexcept E as e:\n    pass').bound_names() == {'os', 'x', 'f', 'C', 'e'}
+    called, read = Script('f(x)').free_names({'f', 'x'})
     assert (called, read) == (set(), set())
 
 
 def test_imported_modules_are_those_the_sandbox_lacks() -> None:
     code = 'import zeta\nimport json\nfrom pkg.sub import x\nfrom . import y\nimport os.path\ndef f():\n    import alpha, zeta\n'
-    assert imported_modules(code) == ['zeta', 'pkg', 'alpha']  # in the order the code names them
-    assert imported_modules('import (') == []
-    assert module_imports(code) == ['zeta', 'pkg', 'alpha', 'zeta']  # once per import
-    assert module_imports('import (') == []
+    assert Script(code).imported_modules() == ['zeta', 'pkg', 'alpha']  # in the order the code names them
+    assert Script('import (').imported_modules() == []
+    assert Script(code).module_imports() == ['zeta', 'pkg', 'alpha', 'zeta']  # once per import
+    assert Script('import (').module_imports() == []
 
 
 def test_named_modules_are_those_the_code_names() -> None:
-    assert named_modules('x = b.f(a)\nprint(a, c)\nd.e', {'a', 'b', 'e'}) == ['b', 'a']
-    assert named_modules('x = (', {'x'}) == []
+    assert Script('x = b.f(a)\nprint(a, c)\nd.e').named_modules({'a', 'b', 'e'}) == ['b', 'a']
+    assert Script('x = (').named_modules({'x'}) == []
 
 
 def test_awaited_callees_are_named_as_called() -> None:
     code = 'import asyncio\nfrom tools import second\nawait asyncio.gather(tools.first(), second())\ntools.third()\nawait m.a.fourth(1)'
-    assert awaited_callees(code) == {'gather', 'first', 'second', 'fourth'}
-    assert awaited_callees('x = (') == set()
+    assert Script(code).awaited_callees() == {'gather', 'first', 'second', 'fourth'}
+    assert Script('x = (').awaited_callees() == set()

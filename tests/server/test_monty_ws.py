@@ -150,6 +150,19 @@ async def test_a_stored_session_loads_for_its_tenant_only(keyed: Keyed) -> None:
     assert str(info.value) == f"RuntimeError: no stored session with id {session_id.decode()!r}"
 
 
+
+async def test_a_stored_session_loads_with_its_type_check_and_format(keyed: Keyed) -> None:
+    async with keyed.pool(keyed.acme) as pool:
+        async with pool.checkout(ephemeral=False, type_check=True, type_check_format='concise') as session:
+            assert await session.feed_run('count: int = 2') is None
+            session_id = session.session_id
+        async with pool.checkout() as session:  # unchecked as configured: the stored session's setting wins
+            await session.load_session(session_id)
+            with pytest.raises(pydantic_monty.MontyTypingError) as error:
+                await session.feed_run('count.upper()')
+            assert str(error.value) == 'main.py:1:1: error[unresolved-attribute] Object of type `Literal[2]` has no attribute `upper`\n'
+            assert await session.feed_run('count + 1') == 3
+
 async def frames(url: str, *sent: bytes | str) -> list[pb.ChildEvent | str]:
     """What the server answers to each raw frame of `sent`, then how it closed (`closed CODE`)."""
     answers: list[pb.ChildEvent | str] = []

@@ -69,6 +69,10 @@ def errors(received: list[list]) -> list[tuple[str, str]]:
         ),
         ([protocol.encode([protocol.OPEN, protocol.PROTOCOL_VERSION, {'colour': 'red'}])], protocol.CLOSE_PROTOCOL, "the OPEN frame is malformed (unknown options ['colour'])"),
         *(
+            ([protocol.encode([protocol.OPEN, protocol.PROTOCOL_VERSION, {'modules': {'m': module}}])], protocol.CLOSE_PROTOCOL, "the OPEN frame is malformed (module 'm' is malformed)")
+            for module in ([None, {}, ['VERSION', 3]], [None, {}, {}, {}], [None])
+        ),
+        *(
             ([protocol.encode([protocol.OPEN, protocol.PROTOCOL_VERSION, {'os_access': [None, None, None, cap]}])], protocol.CLOSE_PROTOCOL,
              'the OPEN frame is malformed (os_access max_urandom_bytes is malformed)')
             for cap in (-1, 2**64, 1.5, True, None)

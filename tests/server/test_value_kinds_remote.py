@@ -52,3 +52,11 @@ async def test_paths_and_open_files_cross_as_they_do_locally(server, tmp_path):
     assert result == (pathlib.PurePosixPath('/srv/a'), 'PosixPath', pathlib.PurePosixPath('/srv/a/b'))
     # without a mount the open itself is refused: a path grants nothing
     assert info.value.display().splitlines()[-1].startswith('PermissionError: [Errno 13] Permission denied')
+
+
+@pytest.mark.slow
+async def test_a_module_crosses_as_it_does_locally(server):
+    tools = corral.ExternalModule({'add': lambda a, b: a + b}, values={'VERSION': 3, 'tags': ('a',)})
+    async with RemotePool(server.url) as pool, pool.checkout(external_modules={'tools': tools}) as session:
+        module = corral.ModuleValue('tools', {'add': 'tools.add', 'VERSION': 3, 'tags': ('a',)})
+        assert await session.feed_run('import tools\n[tools, tools.add(1, 2), tools.VERSION]') == [module, 3, 3]

@@ -550,6 +550,73 @@ async def test_the_type_check_context_comes_back(pool):
             await loaded.feed_run('count.upper()')
 
 
+
+async def test_a_loaded_session_type_checks_as_the_dumped_one_did_and_keeps_its_doors_data(pool):
+    async with pool.checkout(type_check=True) as original:
+        original.door_state = {'format': 'concise', 'ids': {'tools': b'\x01' * 16}}
+        await original.feed_run('count: int = 2')
+        checked = await original.dump()
+    async with pool.checkout() as loaded:  # unchecked as checked out: the state's setting wins
+        await loaded.load_session(checked)
+        assert loaded.door_state == {'format': 'concise', 'ids': {'tools': b'\x01' * 16}}
+        with pytest.raises(corral.SandboxTypingError) as error:
+            await loaded.feed_run('count.upper()')
+        assert error.value.display().splitlines()[0] == 'error[unresolved-attribute]: Object of type `Literal[2]` has no attribute `upper`'
+        assert await loaded.feed_run('count + 1') == 3
+    async with pool.checkout() as original:
+        await original.feed_run('count = 2')
+        unchecked = await original.dump()
+    async with pool.checkout(type_check=True) as loaded:
+        await loaded.load_session(unchecked)
+        assert loaded.door_state == {}
+        with pytest.raises(corral.SandboxRuntimeError) as error:
+            await loaded.feed_run('count.upper()')
+        assert error.value.message == "'int' object has no attribute 'upper'"
+    # a state written before states carried the setting: the checkout's own
+    plain = msgpack.unpackb(checked[14:-32])
+    del plain['type_check'], plain['door']
+    async with pool.checkout() as loaded:
+        await loaded.load_session(resign(msgpack.packb(plain)))
+        assert loaded.door_state == {}
+        with pytest.raises(corral.SandboxRuntimeError):
+            await loaded.feed_run('count.upper()')
+
+
+async def test_a_stored_sessions_records_carry_its_doors_data(pool):
+    async with pool.checkout(ephemeral=False, type_check=True) as session:
+        session.door_state = {'format': 1}  # set after the session opened: its first record carries it
+        await session.feed_run('x = 1')
+        session.door_state = {'format': 2, 'ids': {'m': b'id'}}
+        await session.feed_run('y = 2')
+        session_id = session.session_id
+    async with pool.checkout(session_id=session_id) as again, pool.checkout(session_id=session_id, fork=True) as fork:
+        assert (again.door_state, again.type_check, await again.feed_run('x + y')) == ({'format': 2, 'ids': {'m': b'id'}}, True, 3)
+        assert (fork.door_state, fork.type_check) == ({'format': 2, 'ids': {'m': b'id'}}, True)
+
+async def test_a_tampered_type_check_setting_or_doors_data_is_refused(pool):
+    async with pool.checkout(type_check=True) as original:
+        original.door_state = {'format': 'concise'}
+        await original.feed_run('count: int = 2')
+        state = await original.dump()
+    setting = msgpack.packb('type_check') + msgpack.packb(True)
+    assert state.count(setting) == 1
+    off = state.replace(setting, msgpack.packb('type_check') + msgpack.packb(False))
+    assert await load_error(pool, off) == (
+        "the session state was altered, or signed with another key: its signature does not match this pool's state key"
+    )
+    door = msgpack.packb('format') + msgpack.packb('concise')
+    assert state.count(door) == 1
+    assert await load_error(pool, state.replace(door, msgpack.packb('format') + msgpack.packb('pylint_'))) == (
+        "the session state was altered, or signed with another key: its signature does not match this pool's state key"
+    )
+    # signed with the right key, yet of the wrong shape: refused as malformed
+    plain = msgpack.unpackb(state[14:-32])
+    assert await load_error(pool, resign(msgpack.packb({**plain, 'type_check': 'yes'}))) == 'the session state is malformed (malformed type_check setting)'
+    assert await load_error(pool, resign(msgpack.packb({**plain, 'door': ['format']}))) == "the session state is malformed (malformed front door's data)"
+    assert await load_error(pool, resign(msgpack.packb({**plain, 'door': {1: 'format'}}))) == (
+        'the session state is malformed (int is not allowed for map key when strict_map_key=True)'
+    )
+
 async def test_a_replay_that_prints_or_returns_something_else_is_refused_and_addresses_do_not_count(pool):
     async with pool.checkout() as session:
         await session.feed_run('class A:\n    pass\na = A()\nprint(a)\nrepr(a)', print_callback=lambda stream, text: None)

@@ -154,6 +154,11 @@ class SessionState:
     - `modules`: `{name: [stubs, function names]}` of each external module the session offered, so
       a loading session that offers modules as scripts ask for them can offer them again
       (`Session.load_session(modules=...)`); a state written before states carried it has none.
+    - `type_check`: whether the session type-checked its feeds (a load makes the loading session
+      check as this one did); None in a state written before states carried it (a load keeps the
+      loading checkout's setting).
+    - `door`: what a front door keeps with the session (`Session.door_state`: plain data, a
+      map of str keys), signed with the rest; `{}` in a state written before states carried it.
     """
 
     fingerprint: bytes
@@ -169,6 +174,8 @@ class SessionState:
     answered: list[int] = field(default_factory=list)
     cwd: str = ''
     modules: dict[str, list[Any]] = field(default_factory=dict)
+    type_check: bool | None = None
+    door: dict[str, Any] = field(default_factory=dict)
 
     def to_plain(self) -> dict[str, Any]:
         return {
@@ -185,6 +192,8 @@ class SessionState:
             'answered': self.answered,
             'cwd': self.cwd,
             'modules': self.modules,
+            'type_check': self.type_check,
+            'door': self.door,
         }
 
     @classmethod
@@ -205,6 +214,8 @@ class SessionState:
             answered=body.get('answered', []),
             cwd=body.get('cwd', ''),
             modules=body.get('modules', {}),
+            type_check=body.get('type_check'),
+            door=body.get('door', {}),
         )
         state.check()
         return state
@@ -225,6 +236,10 @@ class SessionState:
             raise ValueError('malformed working folder')
         if not _modules_shaped(self.modules):
             raise ValueError('malformed modules')
+        if self.type_check not in (None, True, False):
+            raise ValueError('malformed type_check setting')
+        if not (isinstance(self.door, dict) and all(isinstance(name, str) for name in self.door)):
+            raise ValueError("malformed front door's data")
         for item in self.pending:
             if not (isinstance(item, list) and len(item) == 5 and isinstance(item[0], int) and isinstance(item[1], str)):
                 raise ValueError('malformed pending call')
@@ -268,8 +283,8 @@ class StateRecord:
     `SessionState.answered`), `overlay`, the changes to the overlay since the part before
     (`overlay_changes`), the pause of a paused session and its answered calls as `SessionState`
     has them, the packages of the pool that ran the feed (a session stored by one pool goes
-    on in another), and the working folder after it (None in a record written before records
-    carried it: the folder is as before)."""
+    on in another), the working folder after it and the front door's data (`SessionState.door`)
+    after it (each None in a record written before records carried it: as before)."""
 
     start: int
     feeds: list[FeedRecord]
@@ -280,9 +295,10 @@ class StateRecord:
     packages: list[str] = field(default_factory=list)
     answered: list[int] = field(default_factory=list)
     cwd: str | None = None
+    door: dict[str, Any] | None = None
 
     def to_plain(self) -> dict[str, Any]:
-        plain = {name: getattr(self, name) for name in ('start', 'overlay', 'pending', 'answers', 'blocked', 'packages', 'answered', 'cwd')}
+        plain = {name: getattr(self, name) for name in ('start', 'overlay', 'pending', 'answers', 'blocked', 'packages', 'answered', 'cwd', 'door')}
         return {**plain, 'feeds': [record.to_plain() for record in self.feeds]}
 
     def apply(self, state: SessionState) -> None:
@@ -298,6 +314,8 @@ class StateRecord:
         state.packages = [*state.packages, *(name for name in self.packages if name not in state.packages)]
         if self.cwd is not None:
             state.cwd = self.cwd
+        if self.door is not None:
+            state.door = self.door
         state.check()
 
 
@@ -478,7 +496,7 @@ def open_stored(
         try:
             record = StateRecord(
                 part['start'], [FeedRecord.from_plain(item) for item in part['feeds']], part['overlay'], part['pending'], part['answers'], part['blocked'],
-                part.get('packages', []), part.get('answered', []), part.get('cwd'),
+                part.get('packages', []), part.get('answered', []), part.get('cwd'), part.get('door'),
             )
             record.apply(session_state)
         except (ValueError, KeyError, TypeError) as error:

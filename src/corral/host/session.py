@@ -179,6 +179,10 @@ class Session:
         self.limits = limits if limits is not None else Limits()
         self.script_name = script_name
         self.value_repr: str | None = None
+        #: What a front door keeps with the session (its own settings): plain data of the kinds a
+        #: state holds, under str keys, dumped and stored with the state, signed with it, and
+        #: restored by a load (`load_session`, a stored session's checkout).
+        self.door_state: dict[str, Any] = {}
         self._worker: WorkerProcess | None = None
         self._transport: asyncio.Transport | None = None
         self._dead: str | None = None
@@ -279,6 +283,12 @@ class Session:
     def random_seed(self) -> int:
         """The seed of the script's `random` module (and `uuid.uuid4`): the same seed, the same numbers."""
         return self._system.seed
+
+    @property
+    def type_check(self) -> bool:
+        """Whether the session type-checks its feeds: `checkout(type_check=)`, or after a load the
+        dumped session's setting."""
+        return self._type_check
 
     @property
     def alive(self) -> bool:
@@ -1341,6 +1351,8 @@ class Session:
             answered=list(self._answered[0]),
             cwd=self._system.cwd,
             modules={name: [module.stubs, list(module.functions)] for name, module in self._modules.items()},
+            type_check=self._type_check,
+            door=self.door_state,
         )
 
     def _fingerprint(self) -> bytes:
@@ -1353,6 +1365,8 @@ class Session:
         so every variable, function, class and import comes back and no host function runs again.
         Give the new checkout the same `type_check_stubs`, `external_modules` and mounts (the
         overlay writes come from the state; read-only and read-write mounts must be given again).
+        The session then type-checks its feeds as the dumped one did (`checkout(type_check=)`),
+        shows its script name, and has its `door_state`.
         `modules`, for a caller that offers modules as scripts ask for them: awaited with the
         external modules the state was made with (`{name: (stubs, function names)}`, parents
         before their submodules), before the state is checked against this session's modules; it
@@ -1475,6 +1489,9 @@ class Session:
             raise
         self._system.seed = state.seed
         self.script_name = state.script_name
+        if state.type_check is not None:
+            self._type_check = state.type_check
+        self.door_state = state.door
         self._answered = (list(state.answered), 'the feed that took them went on and did not end (a limit or a dead worker stopped it, or its host stopped)')
         if checkpoint is not None:
             await self._resume_checkpoint(checkpoint, state)
@@ -1575,7 +1592,7 @@ class Session:
             start = self._stored - 1 if self._stored_open else self._stored
             record = StateRecord(
                 start, state.feeds[start:], overlay_changes(self._stored_overlay, state.overlay), state.pending, state.answers, state.blocked, state.packages,
-                state.answered, state.cwd,
+                state.answered, state.cwd, state.door,
             )
             data = seal_record(record, key, binding=binding, previous=chain.mac)
             compact_at = max(chain.state_bytes, min(_COMPACT_BYTES, self._pool.max_state_bytes // 2))  # records never pass the quota

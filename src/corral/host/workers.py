@@ -24,15 +24,18 @@ _SPAWNED = b'W'  # the zygote's reply to a spawn request, with the worker's chan
 _REQUEST = struct.Struct('>cQQ')  # the zygote's spawn request: b'S', RLIMIT_AS, RLIMIT_CPU
 #: The variables OpenBLAS, OpenMP and MKL read for their number of threads.
 _BLAS_THREADS = ('OPENBLAS_NUM_THREADS', 'OMP_NUM_THREADS', 'MKL_NUM_THREADS')
+#: The kernel's clock ticks per second, the unit of `/proc/<pid>/stat`'s CPU times.
+_CLOCK_TICKS = os.sysconf('SC_CLK_TCK')
 
 
 class WorkerProcess:
     """One forked worker: a pidfd to kill it by, and the host's end of its channel."""
 
-    __slots__ = ('_pid', 'pidfd', 'sock')
+    __slots__ = ('_pid', '_stat', 'pidfd', 'sock')
 
     def __init__(self, pidfd: int, sock: socket.socket) -> None:
         self._pid: int | None = None
+        self._stat = -1  # `/proc/<pid>/stat`, opened at the first reading (cpu_seconds)
         self.pidfd = pidfd
         self.sock = sock
 
@@ -72,20 +75,26 @@ class WorkerProcess:
     def cpu_seconds(self) -> float | None:
         """The CPU seconds (user + system, all threads) the worker has used since its fork, from
         fields 14 and 15 of `/proc/<pid>/stat` (clock ticks; proc(5)); None once it was killed or
-        has been reaped. The pidfd is asked after the read whether the process is still there, so a
-        pid reused by another process is never read as the worker's."""
+        has been reaped. The file is opened once, at the first reading, and the pidfd asked then
+        whether the process is still there, so a pid reused by another process is never read as
+        the worker's: the open file stays the worker's, and reading it fails once it is reaped.
+        A reading is one `pread` (about a third of an open, read and close)."""
         if self.pidfd < 0:
             return None
         try:
-            with open(f'/proc/{self.pid}/stat', 'rb') as stat:
-                fields = stat.read().rpartition(b')')[2].split()
-            signal.pidfd_send_signal(self.pidfd, 0)
+            if self._stat < 0:
+                self._stat = os.open(f'/proc/{self.pid}/stat', os.O_RDONLY | os.O_CLOEXEC)
+                signal.pidfd_send_signal(self.pidfd, 0)
+            fields = os.pread(self._stat, 1024, 0).rpartition(b')')[2].split()
         except (OSError, StopIteration):
             return None
-        return (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')
+        return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
 
     def kill(self) -> None:
         """SIGKILL the worker (through its pidfd, so a reused pid is never hit) and close the channel."""
+        if self._stat >= 0:
+            os.close(self._stat)
+            self._stat = -1
         if self.pidfd >= 0:
             try:
                 signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)

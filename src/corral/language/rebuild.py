@@ -4,7 +4,7 @@ An exception is rebuilt as its class when that is a built-in one or one of the s
 the sandbox has (`STDLIB_EXCEPTIONS`), else as its nearest built-in base, with its args; a named
 tuple as an instance of a named tuple class of that name, module and fields (made once per
 kind, and the script's as its own are, so `p.x` and `p._asdict()` work). An instance of a
-script's class does not come back in (its class is the script's code).
+script's class does not come back in (its class is the script's code), nor a host module.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from ..described import ExceptionValue, InstanceValue, NamedTupleValue
+from ..described import ExceptionValue, InstanceValue, ModuleValue, NamedTupleValue
 from .builtins import EXCEPTIONS, STDLIB_EXCEPTIONS
 from .modules import namedtuple
 
@@ -25,13 +25,15 @@ _classes: dict[tuple[str, str, tuple[str, ...]], type] = {}
 
 
 def rebuild(value: Any) -> Any:
-    """The object a description stands for in the sandbox; ValueError for an `InstanceValue` or a `FileValue`."""
+    """The object a description stands for in the sandbox; ValueError for an `InstanceValue`, a `FileValue` or a `ModuleValue`."""
     if type(value) is ExceptionValue:
         return _exception(value)
     if type(value) is NamedTupleValue:
         return _named_tuple(value)
     if type(value) is InstanceValue:
         raise ValueError("an instance of a script's class cannot come back into the sandbox")
+    if type(value) is ModuleValue:
+        raise ValueError('a host module cannot come back into the sandbox as a value')
     raise ValueError('a file the script opened cannot come back into the sandbox')
 
 

@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..described import ExceptionValue, FileValue, InstanceValue, NamedTupleValue
+from ..described import ExceptionValue, FileValue, InstanceValue, ModuleValue, NamedTupleValue
 from ..language.builtins import STDLIB_EXCEPTIONS
 from ..hostobjects import HostClass, HostObject
 from ..values import HostFunction, SandboxBuiltin, bounded_repr, builtin_name, named_object
@@ -127,10 +127,12 @@ class HeldObject(HostObject):
 
 @dataclass(frozen=True)
 class ClientModule:
-    """A module of the parent's (a `module` node): its attributes, functions as `ClientFunction`."""
+    """A module of the parent's (a `module` node): its attributes, functions as `ClientFunction`,
+    and its `id` (16 bytes; None when the node has none), which every import of it carries."""
 
     name: str
     attrs: dict[str, Any]
+    id: bytes | None = None
 
 
 def decode(arena: pb.Arena, roots: Sequence[int], *, functions: Callable[[ClientFunction], Any] | None = None) -> list[Any]:
@@ -216,7 +218,7 @@ def _node(node: pb.MontyNode, index: int, built: list[Any]) -> Any:
         attrs = _pairs(built, index, value.attrs.pairs)
         if not all(isinstance(name, str) for name, _ in attrs):
             raise ArenaError(f'node {index}: a module attribute name that is not a str')
-        return ClientModule(value.name, dict(attrs))
+        return ClientModule(value.name, dict(attrs), value.id.data if value.HasField('id') else None)
     if kind == 'function':
         return ClientFunction(value.name, value.docstring if value.HasField('docstring') else None)
     if kind == 'type' and value.origin == pb.TYPE_ORIGIN_HOST:
@@ -338,8 +340,9 @@ def _builtin_out(node: pb.MontyNode, value: Any) -> bool:
 
 
 class _Encoder:
-    def __init__(self, arena: pb.Arena) -> None:
+    def __init__(self, arena: pb.Arena, module_ids: Mapping[str, bytes]) -> None:
         self.arena = arena
+        self.module_ids = module_ids
         self.seen: dict[int, int] = {}  # id() of a container -> its node
         self.open: set[int] = set()  # containers being encoded: a reference to one is a cycle
         self.classes: dict[tuple[str, str, bool], int] = {}  # a script's class -> its `type` node
@@ -432,6 +435,11 @@ class _Encoder:
                 self.open.discard(key)
             type_name = value._type_name if value._module in ('builtins', '__main__') else f'{value._module}.{value._type_name}'
             node.named_tuple.CopyFrom(pb.NamedTupleNode(type_name=type_name, field_names=value._fields, values=items))
+        elif type(value) is ModuleValue:
+            attrs = [pb.NodePair(key=self.value(name), value=self.value(item)) for name, item in value.attrs.items()]
+            node.module.CopyFrom(pb.ModuleNode(name=value.name, attrs=pb.NodePairs(pairs=attrs)))
+            if value.name in self.module_ids:
+                node.module.id.data = self.module_ids[value.name]
         elif type(value) is InstanceValue:
             self.open.add(key)
             try:
@@ -484,9 +492,10 @@ def _offset(offset: datetime.timedelta | None, name: str | None) -> dict[str, An
     return out
 
 
-def encode(values: Sequence[Any], arena: pb.Arena) -> list[int]:
-    """Add `values` to `arena` (children first, a container shared twice once); their indexes."""
-    encoder = _Encoder(arena)
+def encode(values: Sequence[Any], arena: pb.Arena, *, module_ids: Mapping[str, bytes] = {}) -> list[int]:
+    """Add `values` to `arena` (children first, a container shared twice once); their indexes.
+    A `ModuleValue` is a `module` node with the id `module_ids` gives its name (none if none)."""
+    encoder = _Encoder(arena, module_ids)
     roots = [encoder.value(value) for value in values]
     arena.node_count = len(arena.nodes)
     return roots

@@ -12,7 +12,7 @@ import builtins
 
 from ..language.catalog import STDLIB_MODULES
 
-__all__ = ['Names', 'awaited_callees', 'bound_names', 'free_names', 'imported_modules', 'module_imports', 'named_modules']
+__all__ = ['Names', 'Script']
 
 _BUILTIN_NAMES = frozenset(dir(builtins))
 
@@ -26,46 +26,94 @@ class Names(set[str]):
     eager: set[str]
 
 
-def free_names(code: str, known: set[str]) -> tuple[Names, set[str]]:
-    """(names the code calls, names it reads) that neither it, `known`, nor the builtins bind.
+class Script:
+    """A feed's text as `ast` reads it, parsed and walked once for all the questions the door asks
+    of it (a text that does not parse names nothing: the feed's run reports its error)."""
 
-    A called name is `awaited` when a call of it is awaited, handed to asyncio's task functions
-    (`gather`, `create_task`, ...), directly, in a container or generator, or through a variable
-    that is: the parent's function is then async (its answer may be a future).
-    """
-    called, read = Names(), set()
-    called.awaited, called.eager = set(), set()
-    not_eager = set()
-    try:
-        tree = ast.parse(code)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+    __slots__ = ('tree', 'nodes', '_parents')
+
+    def __init__(self, code: str) -> None:
+        try:
+            self.tree: ast.AST | None = ast.parse(code)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            self.tree = None
+        self.nodes: list[ast.AST] = list(ast.walk(self.tree)) if self.tree is not None else []
+        self._parents: dict[int, ast.AST] | None = None
+
+    @property
+    def parents(self) -> dict[int, ast.AST]:
+        """The node holding each node, by the `id` of the node held."""
+        if self._parents is None:
+            self._parents = {id(child): node for node in self.nodes for child in ast.iter_child_nodes(node)}
+        return self._parents
+
+    def free_names(self, known: set[str]) -> tuple[Names, set[str]]:
+        """(names the code calls, names it reads) that neither it, `known`, nor the builtins bind.
+
+        A called name is `awaited` when a call of it is awaited, handed to asyncio's task functions
+        (`gather`, `create_task`, ...), directly, in a container or generator, or through a variable
+        that is: the parent's function is then async (its answer may be a future).
+        """
+        called, read = Names(), set()
+        called.awaited, called.eager = set(), set()
+        not_eager = set()
+        if self.tree is None:
+            return called, read
+        bound = self.bound_names() | known | _BUILTIN_NAMES
+        parents = self.parents
+        loaded = [node for node in self.nodes if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)]
+        awaited_variables = {node.id for node in loaded if _awaited(node, parents)}
+        for node in loaded:
+            if node.id in bound:
+                continue
+            parent = parents.get(id(node))
+            if isinstance(parent, ast.Call) and parent.func is node:
+                called.add(node.id)
+                holder = parents.get(id(parent))
+                (called.eager if isinstance(holder, ast.Await) else not_eager).add(node.id)
+                if _awaited(parent, parents) or (
+                    isinstance(holder, ast.Assign) and any(isinstance(t, ast.Name) and t.id in awaited_variables for t in holder.targets)
+                ):
+                    called.awaited.add(node.id)
+            else:
+                read.add(node.id)
+        called.eager -= not_eager
+        if any(isinstance(node, ast.Call) and _callee(node) in _TASK_FUNCTIONS | {'TaskGroup'} for node in self.nodes):
+            called.eager = set()
         return called, read
-    bound = _bound(tree) | known | _BUILTIN_NAMES
-    parents: dict[int, ast.AST] = {}
-    for node in ast.walk(tree):
-        for child in ast.iter_child_nodes(node):
-            parents[id(child)] = node
-    awaited_variables = {
-        node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and _awaited(node, parents)
-    }
-    for node in ast.walk(tree):
-        if not (isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)) or node.id in bound:
-            continue
-        parent = parents.get(id(node))
-        if isinstance(parent, ast.Call) and parent.func is node:
-            called.add(node.id)
-            holder = parents.get(id(parent))
-            (called.eager if isinstance(holder, ast.Await) else not_eager).add(node.id)
-            if _awaited(parent, parents) or (
-                isinstance(holder, ast.Assign) and any(isinstance(t, ast.Name) and t.id in awaited_variables for t in holder.targets)
-            ):
-                called.awaited.add(node.id)
-        else:
-            read.add(node.id)
-    called.eager -= not_eager
-    if any(isinstance(node, ast.Call) and _callee(node) in _TASK_FUNCTIONS | {'TaskGroup'} for node in ast.walk(tree)):
-        called.eager = set()
-    return called, read
+
+    def bound_names(self) -> set[str]:
+        """The names the code binds anywhere (assigned, defined, imported, caught, matched)."""
+        return _bound(self.nodes)
+
+    def imported_modules(self) -> list[str]:
+        """The top-level modules the code imports (absolute imports) that are not the sandbox's
+        own, in the order the code names them first."""
+        return list(dict.fromkeys(self.module_imports()))
+
+    def module_imports(self) -> list[str]:
+        """The top-level module of each import (`import a.b, c`: each name; `from a.b import x`) in
+        the code of a module that is not the sandbox's own, in the order of the code, once per import."""
+        found = []
+        for node in self.nodes:
+            if isinstance(node, ast.Import):
+                found.extend(((node.lineno, node.col_offset, index), alias.name.split('.')[0]) for index, alias in enumerate(node.names))
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                found.append(((node.lineno, node.col_offset, 0), node.module.split('.')[0]))
+        return [name for _, name in sorted(found) if name not in STDLIB_MODULES and name.isidentifier()]
+
+    def named_modules(self, modules: set[str]) -> list[str]:
+        """Those of `modules` that the code names (`tools` in `tools.add(1)`), in the order it names them first."""
+        found = sorted((node.lineno, node.col_offset, node.id) for node in self.nodes if isinstance(node, ast.Name) and node.id in modules)
+        return list(dict.fromkeys(name for _, _, name in found))
+
+    def awaited_callees(self) -> set[str]:
+        """The names by which the code calls what it awaits or hands to asyncio's task functions:
+        `f` for `await f()` and `await m.f()` alike (a module's function the script awaits is async)."""
+        parents = self.parents
+        return {
+            name for node in self.nodes if isinstance(node, ast.Call) and _awaited(node, parents) and (name := _callee(node)) is not None
+        }
 
 
 #: asyncio's functions that take awaitables (a call handed to one is a coroutine the script awaits).
@@ -91,9 +139,9 @@ def _callee(call: ast.Call) -> str | None:
     return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
 
 
-def _bound(tree: ast.AST) -> set[str]:
+def _bound(nodes: list[ast.AST]) -> set[str]:
     names = set()
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
             names.add(node.id)
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
@@ -109,57 +157,3 @@ def _bound(tree: ast.AST) -> set[str]:
         elif isinstance(node, ast.MatchMapping) and node.rest:
             names.add(node.rest)
     return names
-
-
-def imported_modules(code: str) -> list[str]:
-    """The top-level modules `code` imports (absolute imports) that are not the sandbox's own, in
-    the order the code names them first."""
-    return list(dict.fromkeys(module_imports(code)))
-
-
-def module_imports(code: str) -> list[str]:
-    """The top-level module of each import (`import a.b, c`: each name; `from a.b import x`) in
-    `code` of a module that is not the sandbox's own, in the order of the code, once per import."""
-    try:
-        tree = ast.parse(code)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return []
-    found = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            found.extend(((node.lineno, node.col_offset, index), alias.name.split('.')[0]) for index, alias in enumerate(node.names))
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            found.append(((node.lineno, node.col_offset, 0), node.module.split('.')[0]))
-    return [name for _, name in sorted(found) if name not in STDLIB_MODULES and name.isidentifier()]
-
-
-def named_modules(code: str, modules: set[str]) -> list[str]:
-    """Those of `modules` that `code` names (`tools` in `tools.add(1)`), in the order it names them first."""
-    try:
-        tree = ast.parse(code)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return []
-    found = sorted((node.lineno, node.col_offset, node.id) for node in ast.walk(tree) if isinstance(node, ast.Name) and node.id in modules)
-    return list(dict.fromkeys(name for _, _, name in found))
-
-
-def awaited_callees(code: str) -> set[str]:
-    """The names by which `code` calls what it awaits or hands to asyncio's task functions: `f` for
-    `await f()` and `await m.f()` alike (a module's function the script awaits is async)."""
-    try:
-        tree = ast.parse(code)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return set()
-    parents = {id(child): node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
-    names = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and _awaited(node, parents) and (name := _callee(node)) is not None:
-            names.add(name)
-    return names
-
-
-def bound_names(code: str) -> set[str]:
-    try:
-        return _bound(ast.parse(code))
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return set()

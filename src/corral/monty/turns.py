@@ -44,7 +44,7 @@ from ..typecheck import DIAGNOSTIC_FORMATS, format_diagnostics
 from ..values import HostFunction
 from . import monty_v1_pb2 as pb
 from .codec import ArenaError, ClientClass, ClientFunction, ClientInstance, ClientModule, HeldClass, HeldFunction, HeldObject, decode, encode, exception_from, exception_value
-from .names import awaited_callees, bound_names, free_names, imported_modules, module_imports, named_modules
+from .names import Script
 from .parent_os import ParentOs
 
 __all__ = ['Closed', 'Link', 'MontyChild', 'PROTOCOL_VERSIONS']
@@ -117,6 +117,7 @@ class MontyChild:
         self._restored: set[str] = set()  # modules a loaded state offered, not yet asked of the parent
         self._held: dict[bytes, HeldClass | HeldObject] = {}  # the parent's classes and objects the session was given, by id
         self._methods: dict[tuple[bytes, str, bool], HostFunction] = {}  # their methods the script read: object id, name, awaited
+        self._module_ids: dict[str, bytes] = {}  # the id each module was first imported with: the script's one object of it
         self._printed: list[tuple[int, list[str]]] = []  # output not sent yet: (stream, texts)
         self._flush_timer: asyncio.TimerHandle | None = None
         self._interrupt: str | None = None  # 'reset', 'shutdown' or 'closed', come while a feed ran
@@ -247,12 +248,27 @@ class MontyChild:
 
     def _started(self, session: Session, config: pb.Configure, *, loaded: bool = False) -> None:
         """`session` is the child's, checked out for `config` (or `loaded` from a state, whose names
-        the earlier feeds may have bound are kept): the turn ends with `Ok`."""
+        the earlier feeds may have bound are kept): the turn ends with `Ok`. A session from a state
+        checks types as the one dumped did, in its format, and its modules keep their ids."""
+        door = session.door_state  # what this door kept in the state the session came from, if any
+        if door or session.type_check != config.type_check:
+            config = _as_dumped(config, session.type_check, door)
         self._session, self._config = session, config
         self._held, self._methods = {}, {}
         if not loaded:
             self._bound, self._called, self._next_call, self._awaited, self._stub_texts = set(), {}, 0, set(), {}
             self._restored = set()
+        ids, stubs = door.get('module_ids'), door.get('stubs')
+        self._module_ids = {name: id for name, id in _items(ids) if isinstance(id, bytes) and len(id) == 16}
+        for name, text in _items(stubs):  # the parent's answers for the type check are final for the session
+            if text is None or isinstance(text, str):
+                self._stub_texts.setdefault(name, text)
+        session.door_state = {
+            'type_check_format': config.type_check_format,
+            'type_check_color': config.type_check_color,
+            'module_ids': self._module_ids,
+            'stubs': self._stub_texts,
+        }
         ok = pb.ChildEvent(ok=pb.Ok())
         if not session.ephemeral:  # a stored session: the client names it to load it again
             ok.session_id = session.session_id.encode()
@@ -364,13 +380,14 @@ class MontyChild:
         if feed.cwd:
             session.chdir(feed.cwd)
         checked = self._config.type_check and not feed.skip_type_check
-        modules = imported_modules(feed.code)
-        asked = module_imports(feed.code)  # the parent is asked once for each import of the code
+        script = Script(feed.code)  # parsed once for all the door asks of it
+        asked = script.module_imports()  # the parent is asked once for each import of the code
+        modules = script.imported_modules()
         if self._restored:  # a loaded state's module the code names is asked of the parent now, as an import's is
-            named = named_modules(feed.code, self._restored)
+            named = script.named_modules(self._restored)
             asked += [name for name in named if name not in modules]
             self._restored -= set(named)
-        self._awaited |= awaited_callees(feed.code)
+        self._awaited |= script.awaited_callees()
         if checked:  # each module's stubs are asked once, all at once, before the check
             failed = await self._stubs(session, [name for name in modules if name not in self._stub_texts])
             if failed is not None:  # the parent's module failed to load: the feed fails with that
@@ -395,7 +412,7 @@ class MontyChild:
         functions = {name: value for name, value in inputs.items() if isinstance(value, HeldFunction) and name in self._awaited}
         for name in functions:
             del inputs[name]
-        called, read = free_names(feed.code, self._bound | set(inputs) | set(functions))
+        called, read = script.free_names(self._bound | set(inputs) | set(functions))
         lookup: dict[str, Callable[..., Any]] = {}
         for name, function in functions.items():
             lookup[name] = self._function(function.client.name, asynchronous=True)
@@ -421,7 +438,7 @@ class MontyChild:
                 await self._set_inputs(session, inputs)
             value = await session.feed_run(feed.code, external_lookup=lookup, print_callback=self._print, type_check=False)
         except SandboxError as error:
-            self._bound |= bound_names(feed.code)
+            self._bound |= script.bound_names()
             self._ended(pb.ChildEvent(error=pb.Error(exception=_raised(error, _clock(self._config.limits)))))
             return
         except StubError as error:
@@ -429,9 +446,9 @@ class MontyChild:
             return
         finally:
             self._cancel_futures()
-        self._bound |= bound_names(feed.code)
+        self._bound |= script.bound_names()
         complete = pb.ChildEvent()
-        (root,) = encode([value], complete.complete.values)
+        (root,) = encode([value], complete.complete.values, module_ids=self._module_ids)
         complete.complete.value = root
         self._ended(complete)
 
@@ -488,6 +505,8 @@ class MontyChild:
         }
         values = {attr: item for attr, item in module.attrs.items() if not isinstance(item, (HeldFunction, ClientModule))}
         session.add_external_module(name, ExternalModule(functions, stubs=self._stub_texts.get(name), values=values))
+        if module.id is not None:  # the script's module is one object, with the id of its first import
+            self._module_ids.setdefault(name, module.id)
         for attr, item in module.attrs.items():
             if isinstance(item, ClientModule):
                 self._offer(session, f'{name}.{attr}', item)
@@ -646,7 +665,7 @@ class MontyChild:
         call.function_name, call.call_id, call.allow_eager_await = name, call_id, eager
         if object_id is not None:
             call.object_id.data = object_id
-        roots = encode([*args, *kwargs.values()], call.values)
+        roots = encode([*args, *kwargs.values()], call.values, module_ids=self._module_ids)
         call.args.extend(roots[: len(args)])
         keys = encode(list(kwargs), call.values) if kwargs else []
         call.kwargs.extend(pb.NodePair(key=key, value=value) for key, value in zip(keys, roots[len(args):]))
@@ -845,6 +864,25 @@ def _exception(raised: pb.RaisedException) -> BaseException:
         return cls() if message is None else cls(message)
     except Exception:
         return RuntimeError(message)
+
+
+def _items(plain: Any) -> list[tuple[str, Any]]:
+    """The entries of a map under str keys that the door kept in a state ([] for anything else)."""
+    return [(key, value) for key, value in plain.items() if isinstance(key, str)] if isinstance(plain, dict) else []
+
+
+def _as_dumped(config: pb.Configure, type_check: bool, door: dict[str, Any]) -> pb.Configure:
+    """`config` with the type check of a session from a state: on or off as the dumped session's
+    (`type_check`), in the format and colour this door kept in the state (`door`), if any."""
+    copied = pb.Configure()
+    copied.CopyFrom(config)
+    copied.type_check = type_check
+    fmt, color = door.get('type_check_format'), door.get('type_check_color')
+    if type(fmt) is int and fmt in pb.TypeCheckFormat.values():
+        copied.type_check_format = fmt  # type: ignore[assignment]
+    if type(color) is bool:
+        copied.type_check_color = color
+    return copied
 
 
 def _diagnostics(error: SandboxTypingError, config: pb.Configure) -> str:

@@ -843,10 +843,10 @@ class _Connection:
             raise _Malformed(f'unknown options {sorted(unknown)}')
         modules = {}
         for name, item in (options.get('modules') or {}).items():
-            if not (isinstance(item, list) and len(item) == 2):
+            if not (isinstance(item, list) and len(item) in (2, 3) and (len(item) == 2 or isinstance(item[2], dict))):
                 raise _Malformed(f'module {name!r} is malformed')
-            stubs, functions = item
-            modules[name] = ExternalModule(_proxies(self, functions, f'{name}.'), stubs=stubs)
+            stubs, functions, *values = item  # its values, when it has any
+            modules[name] = ExternalModule(_proxies(self, functions, f'{name}.'), stubs=stubs, values=values[0] if values else None)
         limits = options.get('limits')
         defaults = self.server.default_limits
         if limits is None:

@@ -191,7 +191,7 @@ class RemotePool:
         options = {
             'type_check': type_check,
             'type_check_stubs': type_check_stubs,
-            'modules': {name: [module.stubs, _asyncs(module.functions)] for name, module in modules.items()},
+            'modules': {name: [module.stubs, _asyncs(module.functions), *([module.values] if module.values else [])] for name, module in modules.items()},
             'ephemeral': ephemeral,
             'session_id': session_id,
             'fork': fork,

@@ -27,11 +27,12 @@ from ..language.facades import recursion_limit
 from ..language.facades import stderr as _STDERR
 from ..language import EXCEPTIONS, STDLIB_EXCEPTIONS, CompiledScript, SandboxStop, compile_script, compile_unguarded, find_stop, import_module, make_builtins
 from ..language.compile import compiler_tag, load_compiled
+from ..described import ModuleValue
 from ..limits import amount
 from ..language.guards import is_script_class
 from ..language.named import sandbox_pairs
 from ..language.rebuild import rebuild
-from ..values import UNPACKABLE_RESULT, ValueLimitError, describe_instances, library_repr, measure, name_objects, pack, unpack, worker_callables, worker_files, worker_paths
+from ..values import UNPACKABLE_RESULT, ValueLimitError, describe_instances, library_repr, measure, name_objects, pack, unpack, worker_callables, worker_objects, worker_paths
 
 __all__ = ['Worker', 'STDLIB_MODULES', 'PRELOAD_MODULES']
 
@@ -153,6 +154,7 @@ class Worker:
         self._script_files: set[str] = set()
         self._script_name = 'main.py'
         self._modules: dict[str, types.ModuleType] = {}
+        self._module_functions: dict[str, dict[str, Any]] = {}  # the host functions of each module, by their names
         self._host_names: set[str] = set()
         self._shadowed: dict[str, Any] = {}  # the builtins the feed's host functions hide, by name
         hostio.install(self._call_sync, self._call_async)  # files, environment, clock, sleeps and seed, through the host
@@ -167,7 +169,7 @@ class Worker:
         builtins_namespace = self._builtins
         name_objects(lambda: sandbox_pairs(builtins_namespace))  # type objects and builtins cross by name
         worker_callables(self._value_function)  # host callables given as values
-        worker_files(hostio.describe_file)  # a file the script opened crosses as its path, mode and position
+        worker_objects(hostio.describe_file, self._describe_module)  # a file the script opened crosses as its path, mode and position; a host module as its name and attributes
         worker_paths(facades.PosixPath)  # a path given to the script is the sandbox's own, reaching files through the mounts
         self._compiler = compiler_tag(guarded)  # the code a CODE message may bring (see `_take_code`)
         self._globals: dict[str, Any] = {'__name__': '__main__', '__doc__': None, '__builtins__': self._builtins}
@@ -367,16 +369,18 @@ class Worker:
                 self._shadowed[name] = self._builtins[name]
             self._builtins[name] = self._host_function(name, is_async)
         self._host_names = set(functions)
-        previous, self._modules = self._modules, {}
+        previous, self._modules, self._module_functions = self._modules, {}, {}
         for module_name, members in modules.items():
             # a module an earlier feed had is the same object, its members this feed's: a script's
             # variable that holds it calls the functions the host offers now
             module = previous.get(module_name) or types.ModuleType(module_name)
             for name in [name for name in vars(module) if not name.startswith('__')]:
                 delattr(module, name)
+            functions = self._module_functions[module_name] = {}
             for name, member in members.items():  # a function (whether it is async) or [a value]
                 if type(member) is bool:
-                    setattr(module, name, self._host_function(f'{module_name}.{name}', member))
+                    functions[name] = self._host_function(f'{module_name}.{name}', member)
+                    setattr(module, name, functions[name])
                 elif type(member) is list and len(member) == 1:
                     setattr(module, name, member[0])
                 else:
@@ -388,6 +392,17 @@ class Worker:
                 if parent not in self._modules:
                     raise ProtocolError('malformed FEED message from the host')
                 setattr(self._modules[parent], attr, module)
+
+    def _describe_module(self, value: Any) -> ModuleValue | None:
+        """A host module as the host receives it (`corral.ModuleValue`); None for anything else."""
+        if type(value) is not types.ModuleType:
+            return None
+        name = value.__dict__.get('__name__')
+        if type(name) is not str or self._modules.get(name) is not value:
+            return None
+        functions = self._module_functions.get(name, {})
+        attrs = {attr: f'{name}.{attr}' if item is functions.get(attr) else item for attr, item in value.__dict__.items() if not attr.startswith('_')}
+        return ModuleValue(name, attrs)
 
     def _import(self, name: str, globals: Any = None, locals: Any = None, fromlist: Any = (), level: int = 0) -> Any:
         # host modules, or facades of the standard library modules (the public API only, never a
