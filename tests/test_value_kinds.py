@@ -439,4 +439,4 @@ async def test_a_host_module_crosses_out_as_its_description():
         unpack(pack(tools, side='sandbox'), objects=rebuild)
     for parts in (['tools'], ['tools', {'a': 1}, 2], [1, {}], ['tools', [1]], ['tools', {1: 2}]):
         with pytest.raises(ValueError, match='^malformed description of an object in a frame$'):
-            unpack(msgpack.packb([msgpack.ExtType(43, b''), *parts]))
+            unpack(msgpack.packb([msgpack.ExtType(44, b''), *parts]))
