@@ -1511,21 +1511,18 @@ class Session:
                         self._restore_pause(state)
                     except (ValueError, TypeError) as error:
                         raise SandboxStateError(f'the session state is malformed ({error})') from None
-                payloads: list[bytes] = []
                 while sent < len(feeds) and (sent == index or sent_bytes < _AHEAD_BYTES):
                     ahead, ahead_message, ahead_code = feeds[sent][:3]
                     # no wall_time while it replays: the machine may be slower, and the feed did not
                     # run past it (a feed that did is not in a journal: see `_close_record`)
                     limits = {**ahead_message[5], 'replay': True, **({} if ahead.outcome == OPEN else {'batched': True})}
                     compiled = COMPILED_FEEDS.message(ahead_code, guarded=guarded)
-                    feed = [*(() if compiled is None else (compiled,)), pack([*ahead_message[:5], limits], side='host'), *(payload for _, payload in ahead.inputs)]
-                    size = sum(map(len, feed))
-                    payloads += feed
-                    checked.append(size)
-                    sent_bytes += size
+                    payloads = [*(() if compiled is None else (compiled,)), pack([*ahead_message[:5], limits], side='host'), *(payload for _, payload in ahead.inputs)]
+                    assert self._transport is not None
+                    self._transport.write(b''.join(map(frame, payloads)))  # the worker starts on it while the next compiles
+                    checked.append(sum(map(len, payloads)))
+                    sent_bytes += checked[-1]
                     sent += 1
-                if payloads:
-                    self._write(*payloads)
                 self._ahead = sent - index - 1
                 self._replay, self._replaying, self._replay_final = deque(recorded.inputs), recorded, final
                 self._print = _discard_output
