@@ -86,7 +86,9 @@ name_objects(host_pairs)  # type objects cross as the host's classes, the sandbo
 #: Frames up to this many bytes are decoded as they arrive, on the event loop (a few milliseconds
 #: at most); larger ones in a thread (`_Protocol`).
 _INLINE_FRAME = 64 * 1024
-#: Bytes of a replay's feeds the worker may have ahead of the one the host checks (see `Session._replay_state`).
+#: Feeds, and bytes of them, a replay's worker may have ahead of the one the host checks (see
+#: `Session._replay_state`): the host compiles one more as each feed ends, not a journal's worth at once.
+_AHEAD_FEEDS = 2
 _AHEAD_BYTES = 1 << 20
 #: Items of a host function's result measured and packed on the event loop; a larger one is
 #: measured and packed in the decoding thread.
@@ -1484,8 +1486,9 @@ class Session:
         """Replay each feed of `state` in this session's worker, answering from its record.
 
         The worker gets each feed's messages (the host's compiled code of its script, if any, its
-        FEED and the recorded answers) ahead of its turn, up to `_AHEAD_BYTES` of feeds not yet
-        checked, so it runs feed after feed without waiting for the host; the host checks what
+        FEED and the recorded answers) ahead of its turn, up to `_AHEAD_FEEDS` feeds and
+        `_AHEAD_BYTES` bytes not yet checked, so it runs feed after feed without waiting for the
+        host, and the host's event loop compiles one feed at a time; the host checks what
         each feed sends in its turn (`_Protocol` holds what the next feeds sent meanwhile). A feed
         whose answers all go with it (all but a paused one) is batched: the worker sends what it
         has to say once, when the feed ends.
@@ -1511,7 +1514,7 @@ class Session:
                         self._restore_pause(state)
                     except (ValueError, TypeError) as error:
                         raise SandboxStateError(f'the session state is malformed ({error})') from None
-                while sent < len(feeds) and (sent == index or sent_bytes < _AHEAD_BYTES):
+                while sent < len(feeds) and (sent == index or (sent_bytes < _AHEAD_BYTES and sent - index <= _AHEAD_FEEDS)):
                     ahead, ahead_message, ahead_code = feeds[sent][:3]
                     # no wall_time while it replays: the machine may be slower, and the feed did not
                     # run past it (a feed that did is not in a journal: see `_close_record`)
@@ -1790,7 +1793,8 @@ class _Protocol(asyncio.Protocol):
     take less room than the host's copies). A frame of up to `_INLINE_FRAME` bytes is decoded as
     it arrives. A larger one is decoded in the decoding thread, a step at a time, while the event
     loop goes on: reading from the worker pauses until it is done, and frames that arrived with it
-    wait their turn.
+    wait their turn. In a replay, what the worker sends for a feed whose messages went ahead of its
+    turn waits, reading paused, until that feed's turn (`release`).
 
     Once the session has moved on to another worker (a stored session rolled back after a stop),
     the old channel's last events, and messages of it still being decoded, are ignored.
@@ -1803,6 +1807,7 @@ class _Protocol(asyncio.Protocol):
         self._backlog: deque[bytes] | None = None  # frames behind one being decoded in the thread
         self._lost = False  # the channel closed while frames waited
         self._decoding: asyncio.Task[None] | None = None
+        self._held = False  # frames wait in the backlog for the next replayed feed's turn, reading paused
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = transport  # type: ignore[assignment]
@@ -1832,6 +1837,9 @@ class _Protocol(asyncio.Protocol):
         assert backlog is not None
         while backlog:
             if self._session._holding():  # the next replayed feed's, before its turn: see `release`
+                assert self._transport is not None
+                self._transport.pause_reading()  # no more than what was read comes in meanwhile
+                self._held = True
                 return
             payload = backlog.popleft()
             if len(payload) > _INLINE_FRAME:
@@ -1852,7 +1860,13 @@ class _Protocol(asyncio.Protocol):
 
     def release(self) -> None:
         """Take in the frames a replay held back (see `Session._holding`), now the feed they belong to runs."""
-        if self._backlog is not None and self._decoding is None and self._current():
+        if not self._held or not self._current():
+            return
+        self._held = False
+        assert self._transport is not None
+        if not self._transport.is_closing():
+            self._transport.resume_reading()
+        if self._backlog is not None and self._decoding is None:
             self._drain()
 
     async def _decode_in_thread(self, payload: bytes) -> None:

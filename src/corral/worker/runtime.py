@@ -184,6 +184,7 @@ class Worker:
         self._kept = False  # tasks the last feed left (see `_end_leftover_tasks`)
         self._stops: list[SandboxStop] = []  # the stops this worker raised in the current feed
         self._held: list[bytes] | None = None  # messages a batched feed has not sent yet (see `_write`)
+        self._replayed = False  # the last feed was batched: the next is a replay's too, or a live one's after a load (see `_receive`)
         self._held_bytes = 0
         signal.signal(signal.SIGALRM, self._on_stop_signal)
         signal.signal(signal.SIGXCPU, self._on_stop_signal)
@@ -224,13 +225,15 @@ class Worker:
     def _receive(self, *, block: bool) -> bool:
         """Read what the socket has and queue whole messages; False when nothing was there.
 
-        A blocking read polls (`channel.poll`) before it sleeps.
+        A blocking read polls (`channel.poll`) before it sleeps, but for the next feed of a replay
+        (after a batched feed): the host sends it as it is ready, and the worker outran it.
         """
         data = self._recv_nowait()
         if data is None:
             if not block:
                 return False
-            data = poll(self._recv_nowait)
+            if not self._replayed:
+                data = poll(self._recv_nowait)
             if data is None:
                 data = self._sock.recv(_RECV_SIZE)
         if not data:
@@ -585,6 +588,7 @@ class Worker:
         self._output = self._calls = self._left_out = 0
         self._stops.clear()
         self._held = [] if limits.get('batched') else None
+        self._replayed = limits.get('batched') is True
         wall_time = limits.get('wall_time')
         if wall_time and not limits.get('replay'):  # a replayed feed: none until its pause, if it has one
             signal.setitimer(signal.ITIMER_REAL, wall_time)
