@@ -86,10 +86,10 @@ name_objects(host_pairs)  # type objects cross as the host's classes, the sandbo
 #: Frames up to this many bytes are decoded as they arrive, on the event loop (a few milliseconds
 #: at most); larger ones in a thread (`_Protocol`).
 _INLINE_FRAME = 64 * 1024
-#: Feeds, and bytes of them, a replay's worker may have ahead of the one the host checks (see
-#: `Session._replay_state`): the host compiles one more as each feed ends, not a journal's worth at once.
-_AHEAD_FEEDS = 2
+#: Bytes of a replay's feeds its worker may have ahead of the one the host checks, and seconds the
+#: host's event loop spends compiling feeds ahead in one turn (see `Session._replay_state`).
 _AHEAD_BYTES = 1 << 20
+_AHEAD_SECONDS = 0.01
 #: Items of a host function's result measured and packed on the event loop; a larger one is
 #: measured and packed in the decoding thread.
 _INLINE_ITEMS = 10_000
@@ -1486,9 +1486,9 @@ class Session:
         """Replay each feed of `state` in this session's worker, answering from its record.
 
         The worker gets each feed's messages (the host's compiled code of its script, if any, its
-        FEED and the recorded answers) ahead of its turn, up to `_AHEAD_FEEDS` feeds and
-        `_AHEAD_BYTES` bytes not yet checked, so it runs feed after feed without waiting for the
-        host, and the host's event loop compiles one feed at a time; the host checks what
+        FEED and the recorded answers) ahead of its turn, up to `_AHEAD_BYTES` bytes of feeds not
+        yet checked, so it runs feed after feed without waiting for the host; a turn of the host's
+        event loop compiles feeds ahead for `_AHEAD_SECONDS` at most. The host checks what
         each feed sends in its turn (`_Protocol` holds what the next feeds sent meanwhile). A feed
         whose answers all go with it (all but a paused one) is batched: the worker sends what it
         has to say once, when the feed ends.
@@ -1514,7 +1514,8 @@ class Session:
                         self._restore_pause(state)
                     except (ValueError, TypeError) as error:
                         raise SandboxStateError(f'the session state is malformed ({error})') from None
-                while sent < len(feeds) and (sent == index or (sent_bytes < _AHEAD_BYTES and sent - index <= _AHEAD_FEEDS)):
+                started = perf_counter()
+                while sent < len(feeds) and (sent == index or (sent_bytes < _AHEAD_BYTES and perf_counter() - started < _AHEAD_SECONDS)):
                     ahead, ahead_message, ahead_code = feeds[sent][:3]
                     # no wall_time while it replays: the machine may be slower, and the feed did not
                     # run past it (a feed that did is not in a journal: see `_close_record`)
