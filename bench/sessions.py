@@ -3,6 +3,7 @@
 
     python bench/sessions.py            # 1, 10 and 50 feeds, 5 repetitions each
     python bench/sessions.py --quick    # 1 and 10 feeds, 2 repetitions
+    python bench/sessions.py --replay-only   # corral's dump, load and replays of 10 and 50 feeds alone
 
 Prints a Markdown table of medians (min–max) and the ratios corral / monty:
 
@@ -225,12 +226,15 @@ async def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('--quick', action='store_true')
     parser.add_argument('--stored-only', action='store_true', help='only the stored feed against the ephemeral one')
+    parser.add_argument('--replay-only', action='store_true', help="only corral's dump, load and replays (the first two tables, no monty)")
     args = parser.parse_args(argv)
     sizes, reps = ((1, 10), 2) if args.quick else ((1, 10, 50), 5)
+    if args.replay_only:
+        sizes = (10,) if args.quick else (10, 50)
     with tempfile.TemporaryDirectory() as folder:
         store = _store(folder)
         async with corral.Pool(state_key=KEY, store=store) as pool:
-            monty = AsyncMonty() if AsyncMonty is not None else None
+            monty = AsyncMonty() if AsyncMonty is not None and not args.replay_only else None
             if monty is not None:
                 await monty.__aenter__()
             try:
@@ -248,7 +252,7 @@ async def main(argv: list[str] | None = None) -> None:
                     print(f'{feeds} feeds done', file=sys.stderr)
                 stored: dict[int, list[dict[str, float]]] = {}
                 churn: dict[str, dict[str, list[float]]] = {side: {'back': [], 'apart': [], 'trivial': []} for side in ('corral', 'monty')}
-                if not args.stored_only:
+                if not args.stored_only and not args.replay_only:
                     async with corral.Pool(state_key=KEY, store=store, checkpoints=None) as cold:
                         for feeds in (10,) if args.quick else (10, 50):
                             stored[feeds] = [await stored_round(pool, cold, feeds) for _ in range(reps)]
@@ -260,7 +264,7 @@ async def main(argv: list[str] | None = None) -> None:
                             churn[side]['apart'].append(await checkouts(chosen, gap=0.05))
                             churn[side]['trivial'].append(await trivial_feed(chosen))
                     print('checkouts done', file=sys.stderr)
-                lengths = (10, 50) if args.quick else (10, 50, 500)
+                lengths = () if args.replay_only else (10, 50) if args.quick else (10, 50, 500)
                 costs = {n: [await stored_feed_cost(pool, n) for _ in range(1 if n >= 500 else reps)] for n in lengths}
             finally:
                 if monty is not None:
@@ -315,6 +319,8 @@ async def main(argv: list[str] | None = None) -> None:
             cv, mv = churn['corral'][key], churn['monty'][key]
             ratio = f'{statistics.median(cv) / statistics.median(mv):.2f}×' if mv else '—'
             print(f'| {label} | {cell(cv, scale, unit)} | {cell(mv, scale, unit) if mv else "not installed"} | {ratio} |')
+    if not costs:
+        return
     print()
     print('| session length (feeds) | a late feed, ephemeral | a late feed, stored | stored / ephemeral | added | written to the store | writing it |')
     print('| --- | --- | --- | --- | --- | --- | --- |')

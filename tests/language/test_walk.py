@@ -8,13 +8,14 @@ script of the conformance cases, the refusals and the red-team attacks is walked
 from __future__ import annotations
 
 import ast
+import copy
 
 import pytest
 from security.attacks import ATTACKS
 
 from corral.language import rewrite as rewrite_module
 from corral.language import validate as validate_module
-from corral.language.walk import child_nodes
+from corral.language.walk import child_nodes, fix_missing_locations
 
 from .cases_stdlib import CASES as STDLIB_CASES
 from .cases_syntax import CASES as SYNTAX_CASES
@@ -69,6 +70,7 @@ def test_the_fast_walk_validates_and_rewrites_as_the_standard_one(code, monkeypa
     fast = ast.dump(rewrite_module.rewrite(fast_tree), include_attributes=True)
     del rewrite_module.MATCH_SPECS[specs:]
     monkeypatch.setattr(rewrite_module, '_Rewriter', _StandardRewriter)
+    monkeypatch.setattr(rewrite_module, 'fix_missing_locations', ast.fix_missing_locations)
     standard = ast.dump(rewrite_module.rewrite(standard_tree), include_attributes=True)
     assert fast == standard
 
@@ -80,3 +82,18 @@ def test_child_nodes_are_the_standard_ones(code):
         return
     for node in ast.walk(tree):
         assert list(child_nodes(node)) == list(ast.iter_child_nodes(node))
+
+
+@pytest.mark.parametrize('code', SCRIPTS)
+def test_missing_locations_are_fixed_as_the_standard_library_fixes_them(code):
+    """Each node without a line or column takes its parent's, also where the parent's were filled
+    in: every expression but the names loses its location here, as the rewrite's new nodes have none."""
+    tree = _parse(code)
+    if tree is None:
+        return
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.expr, ast.arg, ast.keyword)) and not isinstance(node, ast.Name):
+            del node.lineno, node.col_offset
+            node.end_lineno = node.end_col_offset = None
+    standard = ast.dump(ast.fix_missing_locations(copy.deepcopy(tree)), include_attributes=True)
+    assert ast.dump(fix_missing_locations(tree), include_attributes=True) == standard

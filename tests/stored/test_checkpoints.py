@@ -38,7 +38,7 @@ def dead(pid):
     try:
         with open(f'/proc/{pid}/stat') as stat:
             return stat.read().rpartition(')')[2].split()[0] in ('Z', 'X')
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):  # reaped before the open, or between the open and the read
         return True
 
 

@@ -133,10 +133,11 @@ async def check(feeds, later, second_dump):
     after `second_dump` of the later feeds, `loaded` is dumped into `reloaded`; every feed after
     a load gives the same outcome in each session that has it, and so does reading every
     variable at the end. `loaded` replays the code the host compiled for it (none kept before),
-    `reloaded` the code kept since, `compiling` the code its own worker compiled."""
+    `reloaded` the code kept since, `compiling` the code its own worker compiled, and
+    `stepwise` gets each feed's messages in its turn (no feed ahead)."""
     COMPILED_FEEDS.clear()
     async with corral.Pool(state_key=KEY, warm_workers=1) as pool:
-        async with pool.checkout() as original, pool.checkout() as loaded, pool.checkout() as reloaded, pool.checkout() as compiling:
+        async with pool.checkout() as original, pool.checkout() as loaded, pool.checkout() as reloaded, pool.checkout() as compiling, pool.checkout() as stepwise:
             await original.feed_run('import asyncio, random, uuid')
             for code, _ in feeds:
                 await outcome(original, code)
@@ -145,7 +146,9 @@ async def check(feeds, later, second_dump):
             assert COMPILED_FEEDS.misses == len({code for code, _ in feeds} | {'import asyncio, random, uuid'})
             with patch.object(session_module, 'COMPILED_FEEDS', WorkerCompiles()):
                 await compiling.load_session(state)
-            sessions = [original, loaded, compiling]
+            with patch.object(session_module, '_AHEAD_BYTES', 0):
+                await stepwise.load_session(state)
+            sessions = [original, loaded, compiling, stepwise]
             reads = '[' + ', '.join(read for _, read in feeds) + ']'
             for index, code in enumerate([*later, reads]):
                 if index == second_dump:

@@ -412,6 +412,39 @@ async def test_a_signed_record_that_does_not_replay_is_refused(pool):
     )
 
 
+async def test_a_replay_refused_at_one_feed_with_later_feeds_sent_ahead_ends_its_worker(pool):
+    """The worker gets a replay's feeds ahead of their turn, and a batched feed sends its requests
+    when it waits or ends: a record that goes another way in its second feed of four (a call it
+    does not make, or fewer answers than the feed takes) is refused at that feed, with the
+    request that went another way, and the worker that had the later feeds ends with the load."""
+    async with pool.checkout() as session:
+        for code in ('a = 1', 'b = f()', 'c = f() + f()', 'd = 4'):
+            await session.feed_run(code, external_lookup={'f': lambda: 2})
+        state = await session.dump()
+    plain = msgpack.unpackb(state[14:-32])
+    plain['feeds'][2][4] = ['f', 'g']
+    assert await load_error(pool, resign(msgpack.packb(plain))) == (
+        'the session state could not be replayed: feed 3 went another way than the recorded run: call 2 is to f() where the record has g()'
+    )
+    plain = msgpack.unpackb(state[14:-32])
+    plain['feeds'][1][3] = []  # the answer of b's call left out: the worker reads feed 3's messages in its place
+    async with pool.checkout() as session:
+        with pytest.raises(corral.SandboxStateError) as info:
+            await session.load_session(resign(msgpack.packb(plain)))
+        assert str(info.value) == (
+            'the session state could not be replayed: feed 2 went another way than the recorded run: it asked for a reply to call 0 past the end of the record'
+        )
+        with pytest.raises(corral.SandboxWorkerError) as info:
+            await session.feed_run('1')
+        assert str(info.value) == (
+            'this session cannot run scripts: its replay went another way than the recorded run: '
+            'it asked for a reply to call 0 past the end of the record; check out a new session'
+        )
+    async with pool.checkout() as loaded:  # and the record as it was replays whole
+        await loaded.load_session(state)
+        assert await loaded.feed_run('[a, b, c, d]') == [1, 2, 4, 4]
+
+
 # ----- across processes --------------------------------------------------------------------------
 
 async def test_a_state_loads_in_another_process(pool, tmp_path):

@@ -86,6 +86,10 @@ name_objects(host_pairs)  # type objects cross as the host's classes, the sandbo
 #: Frames up to this many bytes are decoded as they arrive, on the event loop (a few milliseconds
 #: at most); larger ones in a thread (`_Protocol`).
 _INLINE_FRAME = 64 * 1024
+#: Bytes of a replay's feeds its worker may have ahead of the one the host checks, and seconds the
+#: host's event loop spends compiling feeds ahead in one turn (see `Session._replay_state`).
+_AHEAD_BYTES = 1 << 20
+_AHEAD_SECONDS = 0.01
 #: Items of a host function's result measured and packed on the event loop; a larger one is
 #: measured and packed in the decoding thread.
 _INLINE_ITEMS = 10_000
@@ -223,6 +227,7 @@ class Session:
         self._replay: deque[list[Any]] | None = None
         self._replaying: FeedRecord | None = None
         self._replay_final = False
+        self._ahead = 0  # feeds of the replay whose messages went to the worker ahead of their turn
         # a stored session
         self.session_id: str | None = session_id
         self._fork = fork
@@ -800,14 +805,11 @@ class Session:
     def _module_lookup(self) -> dict[str, Callable[..., Any]]:
         return {f'{name}.{fname}': function for name, module in self._modules.items() for fname, function in module.functions.items()}
 
-    async def _run_feed(
-        self, record: FeedRecord, functions: dict[str, bool], modules: dict[str, dict[str, bool]], *, replay: tuple[bytes, ...] | None = None
-    ) -> Any:
+    async def _run_feed(self, record: FeedRecord, functions: dict[str, bool], modules: dict[str, dict[str, bool]], *, replay: bool = False) -> Any:
         """Send a feed's FEED message, journaled, and wait for its value.
 
-        `replay`: what the worker gets for a journaled feed replayed (see `_replay_state`): the
-        host's compiled code of its script, if any, and its FEED, which runs with no wall_time
-        limit, on either side.
+        `replay`: a journaled feed replayed (see `_replay_state`), whose messages went to the
+        worker already; it runs with no wall_time limit, on either side.
         """
         self._asyncs = dict(functions)
         for name, members in modules.items():
@@ -820,10 +822,9 @@ class Session:
         self._record = record
         self._journal.append(record)
         self._journal_bytes += feed_size(record)
-        payloads = [record.feed] if replay is None else list(replay)
-        if self._replay:  # the worker takes in one message per request, in order: send them all at once
-            payloads += [payload for _, payload in self._replay]
-        return await self._exchange_with(lambda: self._write(*payloads), timeout=self.limits.wall_time if replay is None else None)
+        if replay:
+            return await self._exchange_with(self._take_held, timeout=None)
+        return await self._exchange_with(lambda: self._write(record.feed), timeout=self.limits.wall_time)
 
     async def _check_types(self, code: str, on_concise: Callable[[str], None] | None = None) -> str | None:
         """ty's diagnostics of `code`, or None (`on_concise`: see `TypeChecker.check`); the `type check` span records the outcome:
@@ -1499,46 +1500,81 @@ class Session:
             await self._replay_state(state)
 
     async def _replay_state(self, state: SessionState) -> None:
-        """Replay each feed of `state` in this session's worker, answering from its record."""
-        for index, recorded in enumerate(state.feeds):
-            final = recorded.outcome == OPEN
-            if final:
-                try:
-                    self._restore_pause(state)
-                except (ValueError, TypeError) as error:
-                    raise SandboxStateError(f'the session state is malformed ({error})') from None
+        """Replay each feed of `state` in this session's worker, answering from its record.
+
+        The worker gets each feed's messages (the host's compiled code of its script, if any, its
+        FEED and the recorded answers) ahead of its turn, up to `_AHEAD_BYTES` bytes of feeds not
+        yet checked, so it runs feed after feed without waiting for the host; a turn of the host's
+        event loop compiles feeds ahead for `_AHEAD_SECONDS` at most. The host checks what
+        each feed sends in its turn (`_Protocol` holds what the next feeds sent meanwhile). A feed
+        whose answers all go with it (all but a paused one) is batched: the worker sends what it
+        has to say once, when the feed ends.
+        """
+        feeds = []
+        for recorded in state.feeds:
             try:
                 message = unpack(recorded.feed)
                 _, code, _, functions, modules, limits = message
-                # no wall_time while it replays: the machine may be slower, and the feed did not
-                # run past it (a feed that did is not in a journal: see `_close_record`)
-                replay = pack([*message[:5], {**limits, 'replay': True}], side='host')
-                compiled = COMPILED_FEEDS.message(code, guarded='language' not in self._pool.skip_layers)
+                if not isinstance(limits, dict):
+                    raise TypeError('the limits of a feed are not a mapping')
             except (ValueError, TypeError) as error:
                 raise SandboxStateError(f'the session state is malformed ({error})') from None
-            self._replay, self._replaying, self._replay_final = deque(recorded.inputs), recorded, final
-            self._print = _discard_output
-            record = FeedRecord(recorded.feed, code, self._next_call)
-            try:
-                await self._settle(self._run_feed(record, functions, modules, replay=(replay,) if compiled is None else (compiled, replay)))
-                outcome = FEED_DONE
-            except SandboxPaused:
-                outcome = OPEN
-            except (SandboxRuntimeError, SandboxSyntaxError, SandboxLimitError) as error:
-                outcome = FAILED if record.outcome == FAILED else type(error).__name__
-            except SandboxWorkerError as error:
-                self._kill(str(error))
-                raise SandboxStateError(f'the session state could not be replayed: feed {index + 1} did not run as recorded ({error})') from None
-            finally:
-                self._replay = self._replaying = None
-            why = None
-            if outcome != recorded.outcome:
-                why = f'it ended {outcome!r} where the record has {recorded.outcome!r}'
-            elif outcome != OPEN and (record.trace != recorded.trace or record.calls != recorded.calls):
-                why = 'its host calls, waits, output or value differ from the record'
-            if why is not None:
-                self._kill(why)
-                raise SandboxStateError(f'the session state could not be replayed: feed {index + 1} went another way than the recorded run: {why}')
+            feeds.append((recorded, message, code, functions, modules))
+        guarded = 'language' not in self._pool.skip_layers
+        sent = sent_bytes = 0  # feeds whose messages went to the worker, and their bytes
+        checked: deque[int] = deque()  # the bytes of each feed sent and not yet checked
+        try:
+            for index, (recorded, _, code, functions, modules) in enumerate(feeds):
+                final = recorded.outcome == OPEN
+                if final:
+                    try:
+                        self._restore_pause(state)
+                    except (ValueError, TypeError) as error:
+                        raise SandboxStateError(f'the session state is malformed ({error})') from None
+                started = perf_counter()
+                while sent < len(feeds) and (sent == index or (sent_bytes < _AHEAD_BYTES and perf_counter() - started < _AHEAD_SECONDS)):
+                    ahead, ahead_message, ahead_code = feeds[sent][:3]
+                    # no wall_time while it replays: the machine may be slower, and the feed did not
+                    # run past it (a feed that did is not in a journal: see `_close_record`)
+                    limits = {**ahead_message[5], 'replay': True, **({} if ahead.outcome == OPEN else {'batched': True})}
+                    compiled = COMPILED_FEEDS.message(ahead_code, guarded=guarded)
+                    payloads = [*(() if compiled is None else (compiled,)), pack([*ahead_message[:5], limits], side='host'), *(payload for _, payload in ahead.inputs)]
+                    assert self._transport is not None
+                    self._transport.write(b''.join(map(frame, payloads)))  # the worker starts on it while the next compiles
+                    checked.append(sum(map(len, payloads)))
+                    sent_bytes += checked[-1]
+                    sent += 1
+                self._ahead = sent - index - 1
+                self._replay, self._replaying, self._replay_final = deque(recorded.inputs), recorded, final
+                self._print = _discard_output
+                record = FeedRecord(recorded.feed, code, self._next_call)
+                try:
+                    await self._settle(self._run_feed(record, functions, modules, replay=True))
+                    outcome = FEED_DONE
+                except SandboxPaused:
+                    outcome = OPEN
+                except (SandboxRuntimeError, SandboxSyntaxError, SandboxLimitError) as error:
+                    outcome = FAILED if record.outcome == FAILED else type(error).__name__
+                except SandboxWorkerError as error:
+                    self._kill(str(error))
+                    raise SandboxStateError(f'the session state could not be replayed: feed {index + 1} did not run as recorded ({error})') from None
+                finally:
+                    self._replay = self._replaying = None
+                sent_bytes -= checked.popleft()
+                why = None
+                if outcome != recorded.outcome:
+                    why = f'it ended {outcome!r} where the record has {recorded.outcome!r}'
+                elif outcome != OPEN and (record.trace != recorded.trace or record.calls != recorded.calls):
+                    why = 'its host calls, waits, output or value differ from the record'
+                if why is not None:
+                    self._kill(why)
+                    raise SandboxStateError(f'the session state could not be replayed: feed {index + 1} went another way than the recorded run: {why}')
+        except BaseException:
+            if self._ahead:  # the worker has feeds of a replay that stopped here: it is no use
+                self._kill('its replay stopped with feeds sent ahead')
+            raise
+        finally:
+            self._ahead = 0
         # what a paused feed prints after its resume goes where a feed's output goes by default
         # (or to resume's print_callback); the replay's output was printed when the feed first ran
         self._print = print_to_host
@@ -1566,6 +1602,18 @@ class Session:
         self._journal_bytes += input_size(payload)
         if call_id >= 0:
             self._blocked = None
+
+    def _take_held(self) -> None:
+        """Start a replayed feed, whose messages the worker has: take in what it sent meanwhile."""
+        if self._transport is not None:
+            protocol = self._transport.get_protocol()
+            if isinstance(protocol, _Protocol):
+                protocol.release()
+
+    def _holding(self) -> bool:
+        """Whether what the worker sends waits for the next replayed feed's turn: it has that
+        feed's messages, and the host is between feeds."""
+        return self._ahead > 0 and (self._done is None or self._done.done())
 
     def _diverged(self, why: str) -> None:
         self._kill(f'its replay went another way than the recorded run: {why}')
@@ -1763,7 +1811,8 @@ class _Protocol(asyncio.Protocol):
     take less room than the host's copies). A frame of up to `_INLINE_FRAME` bytes is decoded as
     it arrives. A larger one is decoded in the decoding thread, a step at a time, while the event
     loop goes on: reading from the worker pauses until it is done, and frames that arrived with it
-    wait their turn.
+    wait their turn. In a replay, what the worker sends for a feed whose messages went ahead of its
+    turn waits, reading paused, until that feed's turn (`release`).
 
     Once the session has moved on to another worker (a stored session rolled back after a stop),
     the old channel's last events, and messages of it still being decoded, are ignored.
@@ -1776,6 +1825,7 @@ class _Protocol(asyncio.Protocol):
         self._backlog: deque[bytes] | None = None  # frames behind one being decoded in the thread
         self._lost = False  # the channel closed while frames waited
         self._decoding: asyncio.Task[None] | None = None
+        self._held = False  # frames wait in the backlog for the next replayed feed's turn, reading paused
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = transport  # type: ignore[assignment]
@@ -1804,6 +1854,11 @@ class _Protocol(asyncio.Protocol):
         backlog = self._backlog
         assert backlog is not None
         while backlog:
+            if self._session._holding():  # the next replayed feed's, before its turn: see `release`
+                assert self._transport is not None
+                self._transport.pause_reading()  # no more than what was read comes in meanwhile
+                self._held = True
+                return
             payload = backlog.popleft()
             if len(payload) > _INLINE_FRAME:
                 assert self._transport is not None
@@ -1820,6 +1875,17 @@ class _Protocol(asyncio.Protocol):
         self._backlog = None
         if self._lost and self._session._dead is None and self._current():
             self._session._on_broken('the worker process exited')
+
+    def release(self) -> None:
+        """Take in the frames a replay held back (see `Session._holding`), now the feed they belong to runs."""
+        if not self._held or not self._current():
+            return
+        self._held = False
+        assert self._transport is not None
+        if not self._transport.is_closing():
+            self._transport.resume_reading()
+        if self._backlog is not None and self._decoding is None:
+            self._drain()
 
     async def _decode_in_thread(self, payload: bytes) -> None:
         decoder = self._decoder(len(payload))

@@ -36,7 +36,7 @@ import copy
 from typing import Any
 
 from .rules import CLOCK_ATTRIBUTES, DICT_ATTRIBUTE, FORMAT_ATTRIBUTES, OWN_DUNDERS, OWN_STORE_DUNDERS, is_private
-from .walk import NodeTransformer
+from .walk import NodeTransformer, fix_missing_locations
 
 __all__ = ['GUARD_NAMES', 'INPLACE', 'MATCH_SPECS', 'is_run_call', 'rewrite']
 
@@ -72,7 +72,7 @@ def is_run_call(node: ast.AST) -> bool:
 def rewrite(tree: ast.Module) -> ast.Module:
     """Rewrite a validated module in place and return it."""
     tree = _Rewriter().visit(tree)
-    ast.fix_missing_locations(tree)
+    fix_missing_locations(tree)
     return tree
 
 

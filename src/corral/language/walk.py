@@ -15,7 +15,7 @@ import ast
 from collections.abc import Callable, Iterator
 from typing import Any
 
-__all__ = ['NodeTransformer', 'NodeVisitor', 'child_nodes']
+__all__ = ['NodeTransformer', 'NodeVisitor', 'child_nodes', 'fix_missing_locations']
 
 _AST = ast.AST
 
@@ -30,6 +30,41 @@ def child_nodes(node: ast.AST) -> Iterator[ast.AST]:
             for item in value:
                 if isinstance(item, _AST):
                     yield item
+
+
+def fix_missing_locations(tree: ast.AST) -> ast.AST:
+    """`ast.fix_missing_locations`: each node without a line or column takes its parent's (the
+    root's default to line 1, column 0), the same result without its generators."""
+    pending = [(tree, 1, 0, 1, 0)]
+    pop, push = pending.pop, pending.append
+    while pending:
+        node, lineno, col_offset, end_lineno, end_col_offset = pop()
+        if 'lineno' in node._attributes:
+            if hasattr(node, 'lineno'):
+                lineno = node.lineno
+            else:
+                node.lineno = lineno
+            if getattr(node, 'end_lineno', None) is None:
+                node.end_lineno = end_lineno
+            else:
+                end_lineno = node.end_lineno
+            if hasattr(node, 'col_offset'):
+                col_offset = node.col_offset
+            else:
+                node.col_offset = col_offset
+            if getattr(node, 'end_col_offset', None) is None:
+                node.end_col_offset = end_col_offset
+            else:
+                end_col_offset = node.end_col_offset
+        for field in node._fields:
+            value = getattr(node, field, None)
+            if isinstance(value, _AST):
+                push((value, lineno, col_offset, end_lineno, end_col_offset))
+            elif isinstance(value, list):
+                for item in value:
+                    if isinstance(item, _AST):
+                        push((item, lineno, col_offset, end_lineno, end_col_offset))
+    return tree
 
 
 class NodeVisitor(ast.NodeVisitor):

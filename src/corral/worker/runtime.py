@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import contextlib
 import gc
 import importlib
 import linecache
@@ -50,6 +51,10 @@ _ITERATORS = frozenset({types.GeneratorType, map, filter, zip, enumerate, revers
 _RECV_SIZE = 1 << 18
 _DONTWAIT = int(socket.MSG_DONTWAIT)
 _SCRIPT_CACHE = 64
+#: Bytes of messages a batched feed holds before it sends them anyway (see `Worker._write`).
+_HELD_BYTES = 1 << 16
+#: The host's answers to what the worker asks in a feed (`_next_message`).
+_ANSWERS = frozenset({REPLY, WAKE, PAUSE})
 _NOTHING: Any = object()  # no builtin was hidden
 
 
@@ -180,6 +185,9 @@ class Worker:
         self._pending_stop: str | None = None
         self._kept = False  # tasks the last feed left (see `_end_leftover_tasks`)
         self._stops: list[SandboxStop] = []  # the stops this worker raised in the current feed
+        self._held: list[bytes] | None = None  # messages a batched feed has not sent yet (see `_write`)
+        self._replayed = False  # the last feed was batched: the next is a replay's too, or a live one's after a load (see `_receive`)
+        self._held_bytes = 0
         signal.signal(signal.SIGALRM, self._on_stop_signal)
         signal.signal(signal.SIGXCPU, self._on_stop_signal)
 
@@ -193,18 +201,41 @@ class Worker:
     # ----- channel -------------------------------------------------------------------------------
 
     def _send(self, message: list[Any]) -> None:
-        self._sock.sendall(frame(pack(message, side='sandbox')))
+        self._write(frame(pack(message, side='sandbox')))
+
+    def _write(self, data: bytes) -> None:
+        """Send framed messages now, or, in a feed whose answers all came ahead of it (a replayed
+        feed's: `limits['batched']`), when the worker next waits for the host or the feed ends
+        (`_flush`): the host checks them, and runs nothing for them."""
+        held = self._held
+        if held is None:
+            self._sock.sendall(data)
+            return
+        held.append(data)
+        self._held_bytes += len(data)
+        if self._held_bytes > _HELD_BYTES:
+            self._flush()
+
+    def _flush(self) -> None:
+        """Send the messages `_write` holds."""
+        if self._held:
+            data = b''.join(self._held)
+            self._held.clear()
+            self._held_bytes = 0
+            self._sock.sendall(data)
 
     def _receive(self, *, block: bool) -> bool:
         """Read what the socket has and queue whole messages; False when nothing was there.
 
-        A blocking read polls (`channel.poll`) before it sleeps.
+        A blocking read polls (`channel.poll`) before it sleeps, but for the next feed of a replay
+        (after a batched feed): the host sends it as it is ready, and the worker outran it.
         """
         data = self._recv_nowait()
         if data is None:
             if not block:
                 return False
-            data = poll(self._recv_nowait)
+            if not self._replayed:
+                data = poll(self._recv_nowait)
             if data is None:
                 data = self._sock.recv(_RECV_SIZE)
         if not data:
@@ -235,11 +266,14 @@ class Worker:
         paused = False
         while True:
             while not self._inbox:
+                self._flush()  # what the host is to read before it answers
                 if not stoppable:
                     self._receive(block=True)
                 elif not self._receive(block=False) and not poll(lambda: self._receive(block=False)):
                     selectors.EpollSelector.select(self._loop._selector)  # type: ignore[attr-defined]  # stdlib code: a stop may land here
             message = self._inbox.popleft()
+            if message[0] not in _ANSWERS:  # not an answer (a batched feed asked past its record): the host is to see where
+                self._flush()
             if message[0] != PAUSE:
                 break
             paused = True
@@ -308,7 +342,7 @@ class Worker:
         except (TypeError, ValueError, RecursionError, ProtocolError) as error:
             raise TypeError(f'{name}() cannot be called with these arguments: {error}') from None
         self._next_call += 1  # ids the host sees are consecutive
-        self._sock.sendall(data)
+        self._write(data)
         return call_id
 
     async def _call_async(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -487,6 +521,8 @@ class Worker:
                 else:
                     raise ProtocolError('expected a FEED, CODE or COMPILE message')
         except (_Stop, ProtocolError, OSError):
+            with contextlib.suppress(OSError):
+                self._flush()  # what the host reads before the channel closes: a replay that went another way says where
             return
 
     def _compile(self, code: str, script_name: str) -> CompiledScript | None:
@@ -566,6 +602,8 @@ class Worker:
         hostio.max_urandom_bytes = limits.get('max_urandom_bytes', hostio.MAX_URANDOM_BYTES)
         self._output = self._calls = self._left_out = 0
         self._stops.clear()
+        self._held = [] if limits.get('batched') else None
+        self._replayed = limits.get('batched') is True
         wall_time = limits.get('wall_time')
         if wall_time and not limits.get('replay'):  # a replayed feed: none until its pause, if it has one
             signal.setitimer(signal.ITIMER_REAL, wall_time)
@@ -635,9 +673,11 @@ class Worker:
             message = f"the code the script's value or exception ran as they were dropped (a generator's finally) did not end within {_CANCEL_GRACE:g} seconds"
             self._send([FAIL, 'limit', 'wall_time', message, f'TimeoutError: {message}', None])
         elif data is not None:
-            self._sock.sendall(data)
+            self._write(data)
         else:
             self._send(reply)
+        self._flush()
+        self._held = None
 
     def _measure(self, value: Any, subject: str) -> None:
         """Check a value before it leaves the sandbox (`values.measure`, with the feed's limits)."""
