@@ -114,6 +114,10 @@ async def test_each_worker_has_an_event_loop_of_its_own():
                 sockets.append(own)
             zygote, one, other = sockets
             assert not zygote & one and not zygote & other and not one & other
+            # a worker holds its channel and its epoll instance, nothing else (no self-pipe)
+            for session in (first, second):
+                kinds = sorted('socket' if link.startswith('socket:[') else link for link in _open_fds(session._worker.pid).values())
+                assert kinds == ['anon_inode:[eventpoll]', 'socket']
 
 
 async def _address_space_limit(pid: int) -> int:

@@ -430,6 +430,15 @@ class Worker:
 
     # ----- feeds ---------------------------------------------------------------------------------
 
+    def asked(self) -> bool:
+        """True when the host has written to the channel (a checkout's first message waits), or
+        closed it."""
+        try:
+            self._sock.recv(1, socket.MSG_PEEK | _DONTWAIT)  # type: ignore[union-attr]
+        except BlockingIOError:
+            return False
+        return True
+
     def warm_up(self) -> None:
         """Run one small feed, before the first real one arrives, and forget it.
 
@@ -439,6 +448,8 @@ class Worker:
         (measured: checkout + first feed 1.6 ms without, 1.0 ms with); a second warm-up feed
         through the event loop and a traceback took it to 0.76 ms but cost a third of the
         pool's fork throughput. The warm-up runs in a scratch namespace and sends nothing.
+        A worker the host writes to before it warms up (a checkout took it as it was forked)
+        skips it: the first feed would wait for it, and copies those pages anyway.
         """
         sock, namespace = self._sock, self._globals
         self._sock = _Discard()  # type: ignore[assignment]
@@ -1066,6 +1077,11 @@ def prepare_worker(*, guarded: bool = True, packages: tuple[str, ...] = ()) -> W
     loaded (`language.packages.load`), which scripts may import.
     """
     loop = asyncio.SelectorEventLoop(_HostSelector())
+    # The loop's self-pipe wakes a loop blocked in its selector from a thread or a signal handler;
+    # this one never blocks there (`_HostSelector`), a worker has one thread and sets no signal
+    # handler through the loop. Closed here, no worker has to renew it (see `_renew_loop_fds`),
+    # and `_write_to_self` does nothing without it.
+    loop._close_self_pipe()  # type: ignore[attr-defined]
     asyncio.set_event_loop(loop)
     worker = Worker(loop, guarded=guarded, packages=packages)
     if guarded:
@@ -1074,41 +1090,29 @@ def prepare_worker(*, guarded: bool = True, packages: tuple[str, ...] = ()) -> W
 
 
 def run_worker(worker: Worker, sock: socket.socket, lock_down: Any = None) -> None:
-    """Entry point of a forked worker: renew the inherited event loop's fds, lock down, serve, exit."""
+    """Entry point of a forked worker: renew the inherited event loop's epoll instance, lock
+    down, warm up unless the host already wrote (see `Worker.warm_up`), serve, exit."""
     loop = worker._loop
     _renew_loop_fds(loop)
     identity.activate()
     worker.attach(sock)
     if lock_down is not None:
-        keep = {sock.fileno(), loop._selector.fileno(), loop._ssock.fileno(), loop._csock.fileno()}  # type: ignore[attr-defined]
-        lock_down(keep)
+        lock_down({sock.fileno(), loop._selector.fileno()})  # type: ignore[attr-defined]
     worker.warm_up()
     worker.serve()
     os._exit(0)
 
 
 def _renew_loop_fds(loop: Any) -> None:
-    """Give a forked worker an epoll instance and a self-pipe of its own, under the inherited fds.
+    """Give a forked worker an epoll instance of its own, under the inherited fd's number.
 
-    After fork, the loop's epoll fd and self-pipe (`_ssock`, `_csock`: the loop's wake-up
-    socketpair) still name the zygote's: shared by every worker, a channel between sessions.
-    `dup2` puts new ones under the same numbers, so the loop's objects stay as they are, and the
-    fds registered with the old epoll instance are registered with the new one.
+    After fork, the loop's epoll fd still names the zygote's instance: shared by every worker, a
+    channel between sessions. `dup2` puts a new one under the same number, so the loop's
+    selector stays as it is. The zygote's loop watches nothing (`prepare_worker` closed its
+    self-pipe), so the new instance starts empty, as the old one is.
     """
-    selector = loop._selector
     epoll = select.epoll()
     try:
-        os.dup2(epoll.fileno(), selector.fileno())
+        os.dup2(epoll.fileno(), loop._selector.fileno())
     finally:
         epoll.close()
-    ssock, csock = socket.socketpair()
-    try:
-        for new, old in ((ssock, loop._ssock), (csock, loop._csock)):
-            new.setblocking(False)
-            os.dup2(new.fileno(), old.fileno())
-    finally:
-        ssock.close()
-        csock.close()
-    for key in selector.get_map().values():
-        mask = (select.EPOLLIN if key.events & selectors.EVENT_READ else 0) | (select.EPOLLOUT if key.events & selectors.EVENT_WRITE else 0)
-        selector._selector.register(key.fd, mask)
