@@ -120,6 +120,15 @@ async def test_each_worker_has_an_event_loop_of_its_own():
                 assert kinds == ['anon_inode:[eventpoll]', 'socket']
 
 
+async def test_the_zygote_loads_none_of_the_hosts_modules():
+    # The zygote starts without running the corral package's __init__ (ZYGOTE_PROGRAM), which
+    # imports the host's API: a worker inherits the sandbox's modules alone.
+    async with corral.Pool(warm_workers=0, skip_layers={'language'}) as pool:
+        async with pool.checkout() as session:
+            loaded = await session.feed_run("import sys\nsorted({name.split('.')[1] for name in sys.modules if name.startswith('corral.')})")
+    assert loaded == ['channel', 'described', 'language', 'limits', 'values', 'worker']
+
+
 async def _address_space_limit(pid: int) -> int:
     """The worker's RLIMIT_AS, once it has locked itself down."""
     for _ in range(500):

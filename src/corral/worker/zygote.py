@@ -1,6 +1,6 @@
 """The zygote: a warm Python process that forks one worker per request.
 
-The host starts it once (`python -m corral.worker FD SKIP PACKAGES`), with one end of a Unix
+The host starts it once (`main([FD, SKIP, PACKAGES])`: see `corral.host.workers.ZYGOTE_PROGRAM`), with one end of a Unix
 socketpair as file descriptor FD, SKIP the comma-separated lockdown layers the host chose to run
 without and PACKAGES the comma-separated third-party packages scripts may import (loaded here by
 `language.modules.load_packages`, before anything is locked down). The process imports everything a worker needs, probes seccomp, enters the namespaces
