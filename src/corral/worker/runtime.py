@@ -135,7 +135,7 @@ class Worker:
 
     def __init__(self, loop: asyncio.AbstractEventLoop, *, guarded: bool = True, packages: tuple[str, ...] = ()) -> None:
         self._packages = packages
-        self._sock: socket.socket | _Discard = _Discard()
+        self._sock: socket.SocketType | _Discard = _Discard()
         self._fd = -1
         self._loop = loop
         self._reader = FrameReader()
@@ -181,7 +181,7 @@ class Worker:
         signal.signal(signal.SIGALRM, self._on_stop_signal)
         signal.signal(signal.SIGXCPU, self._on_stop_signal)
 
-    def attach(self, sock: socket.socket) -> None:
+    def attach(self, sock: socket.SocketType) -> None:
         """Take `sock` as the channel to the host (once, in the forked worker)."""
         self._sock = sock
         self._fd = sock.fileno()
@@ -430,15 +430,6 @@ class Worker:
 
     # ----- feeds ---------------------------------------------------------------------------------
 
-    def asked(self) -> bool:
-        """True when the host has written to the channel (a checkout's first message waits), or
-        closed it."""
-        try:
-            self._sock.recv(1, socket.MSG_PEEK | _DONTWAIT)  # type: ignore[union-attr]
-        except BlockingIOError:
-            return False
-        return True
-
     def warm_up(self) -> None:
         """Run one small feed, before the first real one arrives, and forget it.
 
@@ -448,8 +439,6 @@ class Worker:
         (measured: checkout + first feed 1.6 ms without, 1.0 ms with); a second warm-up feed
         through the event loop and a traceback took it to 0.76 ms but cost a third of the
         pool's fork throughput. The warm-up runs in a scratch namespace and sends nothing.
-        A worker the host writes to before it warms up (a checkout took it as it was forked)
-        skips it: the first feed would wait for it, and copies those pages anyway.
         """
         sock, namespace = self._sock, self._globals
         self._sock = _Discard()  # type: ignore[assignment]
@@ -1089,9 +1078,9 @@ def prepare_worker(*, guarded: bool = True, packages: tuple[str, ...] = ()) -> W
     return worker
 
 
-def run_worker(worker: Worker, sock: socket.socket, lock_down: Any = None) -> None:
+def run_worker(worker: Worker, sock: socket.SocketType, lock_down: Any = None) -> None:
     """Entry point of a forked worker: renew the inherited event loop's epoll instance, lock
-    down, warm up unless the host already wrote (see `Worker.warm_up`), serve, exit."""
+    down, warm up, serve, exit."""
     loop = worker._loop
     _renew_loop_fds(loop)
     identity.activate()
