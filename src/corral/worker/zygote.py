@@ -1,7 +1,7 @@
 """The zygote: a warm Python process that forks one worker per request.
 
-The host starts it once (`main([FD, SKIP, PACKAGES])`: see `corral.host.workers.ZYGOTE_PROGRAM`), with one end of a Unix
-socketpair as file descriptor FD, SKIP the comma-separated lockdown layers the host chose to run
+The host starts it once (`main([FD, SKIP, PACKAGES])`, by `corral.host.workers.ZYGOTE_PROGRAM`),
+with one end of a Unix socketpair as file descriptor FD, SKIP the comma-separated lockdown layers the host chose to run
 without and PACKAGES the comma-separated third-party packages scripts may import (loaded here by
 `language.modules.load_packages`, before anything is locked down). The process imports everything a worker needs, probes seccomp, enters the namespaces
 (`namespaces.enter`: user, network, mount, UTS, IPC, PID) and forks the zygote proper, pid 1 of
