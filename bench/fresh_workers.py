@@ -5,7 +5,7 @@
     python bench/fresh_workers.py --quick    # 2 repetitions of 10 sessions and 50 forks
 
 - The fork floor: a process of the zygote's size (it imports and builds what the zygote does:
-  `PRELOAD_MODULES`, `runtime.prepare_worker()`, then `gc.freeze()`) forks a child that exits at
+  `PRELOAD_MODULES`, `runtime.prepare_worker()`, then `gc.freeze()`, started as the zygote is) forks a child that exits at
   once (`os._exit`) and waits for it, without CPython's at-fork handlers, as the zygote forks.
   CPU per fork: the parent's (the fork and the wait) and the child's (its exit), from
   `getrusage`.
@@ -36,7 +36,10 @@ from run import median_cell, process_memory  # noqa: E402  (the benchmarks' shar
 from sessions import cpu_ns  # noqa: E402
 
 FLOOR = """
-import gc, os, resource, sys, time
+import importlib.util, sys
+# as the zygote starts (corral.host.workers.ZYGOTE_PROGRAM): the corral package's __init__ not run
+sys.modules['corral'] = importlib.util.module_from_spec(importlib.util.find_spec('corral'))
+import gc, os, resource, time
 from corral.worker import runtime, zygote
 for name in runtime.PRELOAD_MODULES:
     __import__(name)

@@ -114,6 +114,19 @@ async def test_each_worker_has_an_event_loop_of_its_own():
                 sockets.append(own)
             zygote, one, other = sockets
             assert not zygote & one and not zygote & other and not one & other
+            # a worker holds its channel and its epoll instance, nothing else (no self-pipe)
+            for session in (first, second):
+                kinds = sorted('socket' if link.startswith('socket:[') else link for link in _open_fds(session._worker.pid).values())
+                assert kinds == ['anon_inode:[eventpoll]', 'socket']
+
+
+async def test_the_zygote_loads_none_of_the_hosts_modules():
+    # The zygote starts without running the corral package's __init__ (ZYGOTE_PROGRAM), which
+    # imports the host's API: a worker inherits the sandbox's modules alone.
+    async with corral.Pool(warm_workers=0, skip_layers={'language'}) as pool:
+        async with pool.checkout() as session:
+            loaded = await session.feed_run("import sys\nsorted({name.split('.')[1] for name in sys.modules if name.startswith('corral.')})")
+    assert loaded == ['channel', 'described', 'language', 'limits', 'values', 'worker']
 
 
 async def _address_space_limit(pid: int) -> int:

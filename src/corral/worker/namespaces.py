@@ -1,6 +1,6 @@
 """The namespaces and the uid a zygote runs in, built the way nsjail and bubblewrap build theirs.
 
-The process the host starts (`python -m corral.worker`) enters them once, before it forks the
+The process the host starts (`corral.worker.zygote`) enters them once, before it forks the
 zygote proper; every worker forked afterwards inherits them, so a checkout pays nothing for them.
 In order (`enter`):
 

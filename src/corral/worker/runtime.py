@@ -141,7 +141,7 @@ class Worker:
 
     def __init__(self, loop: asyncio.AbstractEventLoop, *, guarded: bool = True, packages: tuple[str, ...] = ()) -> None:
         self._packages = packages
-        self._sock: socket.socket | _Discard = _Discard()
+        self._sock: socket.SocketType | _Discard = _Discard()
         self._fd = -1
         self._loop = loop
         self._reader = FrameReader()
@@ -191,7 +191,7 @@ class Worker:
         signal.signal(signal.SIGALRM, self._on_stop_signal)
         signal.signal(signal.SIGXCPU, self._on_stop_signal)
 
-    def attach(self, sock: socket.socket) -> None:
+    def attach(self, sock: socket.SocketType) -> None:
         """Take `sock` as the channel to the host (once, in the forked worker)."""
         self._sock = sock
         self._fd = sock.fileno()
@@ -995,8 +995,9 @@ def _run_until_done(loop: asyncio.AbstractEventLoop, tasks: list[asyncio.Task[An
             task.remove_done_callback(on_done)
 
 
-#: The code of the Python frames below the caller -> the interpreter's depth there (see `_recursion_depth`).
-_depths: dict[tuple[types.CodeType, ...], int] = {}
+#: The ids of the code of the Python frames below the caller -> that code (kept alive, so that no
+#: other code object gets one of those ids) and the interpreter's depth there (see `_recursion_depth`).
+_depths: dict[tuple[int, ...], tuple[tuple[types.CodeType, ...], int]] = {}
 _STOP_SIGNALS = {signal.SIGALRM, signal.SIGXCPU}
 
 
@@ -1005,16 +1006,19 @@ def _recursion_depth() -> int:
     the lowest limit it accepts there (it refuses one at or below the depth). The frames of
     `sys._getframe` miss the calls through C code, which count too; the worker's stack below a
     feed has the same shape every time, so the depth is measured (by bisection, with the stop
-    signals held: a handler must not run under a limit that low) once per stack of code."""
+    signals held: a handler must not run under a limit that low) once per stack of code. The
+    stack is looked up by the ids of its code objects: hashing the code objects themselves hashes
+    their constants, 30 µs of every feed (measured)."""
     codes = []
     caller: types.FrameType | None = sys._getframe(1)
     while caller is not None:
         codes.append(caller.f_code)
         caller = caller.f_back
     frames = tuple(codes)
-    depth = _depths.get(frames)
-    if depth is not None:
-        return depth
+    key = tuple(map(id, frames))
+    known = _depths.get(key)
+    if known is not None:
+        return known[1]
     limit = sys.getrecursionlimit()
     held = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
     try:
@@ -1030,7 +1034,7 @@ def _recursion_depth() -> int:
     finally:
         sys.setrecursionlimit(limit)
         signal.pthread_sigmask(signal.SIG_SETMASK, held)
-    _depths[frames] = low - 1  # this function's own frame
+    _depths[key] = (frames, low - 1)  # less this function's own frame
     return low - 1
 
 
@@ -1121,6 +1125,11 @@ def prepare_worker(*, guarded: bool = True, packages: tuple[str, ...] = ()) -> W
     loaded (`language.packages.load`), which scripts may import.
     """
     loop = asyncio.SelectorEventLoop(_HostSelector())
+    # The loop's self-pipe wakes a loop blocked in its selector from a thread or a signal handler;
+    # this one never blocks there (`_HostSelector`), a worker has one thread and sets no signal
+    # handler through the loop. Closed here, no worker has to renew it (see `_renew_loop_fds`),
+    # and `_write_to_self` does nothing without it.
+    loop._close_self_pipe()  # type: ignore[attr-defined]
     asyncio.set_event_loop(loop)
     worker = Worker(loop, guarded=guarded, packages=packages)
     if guarded:
@@ -1128,42 +1137,30 @@ def prepare_worker(*, guarded: bool = True, packages: tuple[str, ...] = ()) -> W
     return worker
 
 
-def run_worker(worker: Worker, sock: socket.socket, lock_down: Any = None) -> None:
-    """Entry point of a forked worker: renew the inherited event loop's fds, lock down, serve, exit."""
+def run_worker(worker: Worker, sock: socket.SocketType, lock_down: Any = None) -> None:
+    """Entry point of a forked worker: renew the inherited event loop's epoll instance, lock
+    down, warm up, serve, exit."""
     loop = worker._loop
     _renew_loop_fds(loop)
     identity.activate()
     worker.attach(sock)
     if lock_down is not None:
-        keep = {sock.fileno(), loop._selector.fileno(), loop._ssock.fileno(), loop._csock.fileno()}  # type: ignore[attr-defined]
-        lock_down(keep)
+        lock_down({sock.fileno(), loop._selector.fileno()})  # type: ignore[attr-defined]
     worker.warm_up()
     worker.serve()
     os._exit(0)
 
 
 def _renew_loop_fds(loop: Any) -> None:
-    """Give a forked worker an epoll instance and a self-pipe of its own, under the inherited fds.
+    """Give a forked worker an epoll instance of its own, under the inherited fd's number.
 
-    After fork, the loop's epoll fd and self-pipe (`_ssock`, `_csock`: the loop's wake-up
-    socketpair) still name the zygote's: shared by every worker, a channel between sessions.
-    `dup2` puts new ones under the same numbers, so the loop's objects stay as they are, and the
-    fds registered with the old epoll instance are registered with the new one.
+    After fork, the loop's epoll fd still names the zygote's instance: shared by every worker, a
+    channel between sessions. `dup2` puts a new one under the same number, so the loop's
+    selector stays as it is. The zygote's loop watches nothing (`prepare_worker` closed its
+    self-pipe), so the new instance starts empty, as the old one is.
     """
-    selector = loop._selector
     epoll = select.epoll()
     try:
-        os.dup2(epoll.fileno(), selector.fileno())
+        os.dup2(epoll.fileno(), loop._selector.fileno())
     finally:
         epoll.close()
-    ssock, csock = socket.socketpair()
-    try:
-        for new, old in ((ssock, loop._ssock), (csock, loop._csock)):
-            new.setblocking(False)
-            os.dup2(new.fileno(), old.fileno())
-    finally:
-        ssock.close()
-        csock.close()
-    for key in selector.get_map().values():
-        mask = (select.EPOLLIN if key.events & selectors.EVENT_READ else 0) | (select.EPOLLOUT if key.events & selectors.EVENT_WRITE else 0)
-        selector._selector.register(key.fd, mask)

@@ -1,4 +1,0 @@
-from .zygote import main
-import sys
-
-main(sys.argv[1:])
