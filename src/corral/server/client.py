@@ -19,6 +19,7 @@ import datetime
 import inspect
 import os
 import posixpath
+import select
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -26,6 +27,7 @@ from urllib.parse import urlsplit, urlunsplit
 import msgpack
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
+from ..channel import poll
 from ..errors import CorralError, OperatorError, SandboxConnectionError, SandboxError, SandboxSessionBusyError, SandboxWorkerError
 from ..host.deferred import Deferred, PendingCall, SandboxPaused
 from ..host.external import ExternalModule, exception_payload, is_async_callable
@@ -259,6 +261,7 @@ class RemoteSession:
         # on every connection it used: `[name, args, kwargs, how, value]` (see `protocol`, `held`)
         self._calls: dict[int, list[Any]] = {}
         self._held: list[list[Any]] = []
+        self._malformed: SandboxError | None = None  # a frame `_take` could not take: the connection ends with it
 
     @property
     def random_seed(self) -> int:
@@ -300,10 +303,13 @@ class RemoteSession:
             headers['authorization'] = f'Bearer {self._pool.api_key}'
         _propagator.inject(headers)
         try:
-            self._ws = await connect(self._pool.url, additional_headers=headers, max_size=self._pool.max_frame, compression=None, open_timeout=None)
+            self._ws = await connect(
+                self._pool.url, additional_headers=headers, max_size=self._pool.max_frame, compression=None, open_timeout=None, create_connection=_direct_connection()
+            )
         except Exception as error:  # OSError, or the server refused the upgrade (websockets.InvalidStatus ...)
             raise SandboxConnectionError(f'cannot connect to the corral server at {self._pool.url}: {error}') from None
-        self._lost, self._drained, self._drain_state, self._calls = None, False, None, {}
+        self._lost, self._drained, self._drain_state, self._calls, self._malformed = None, False, None, {}, None
+        self._ws.take = self._take
         self._reader = asyncio.get_running_loop().create_task(self._read_loop(self._ws))
         try:
             opened = await self._exchange([p.OPEN, p.PROTOCOL_VERSION, options or self._options])
@@ -543,13 +549,27 @@ class RemoteSession:
         except asyncio.CancelledError:
             raise
         except Exception as error:
-            reason = SandboxError(f'the corral server sent a malformed frame ({type(error).__name__}: {error})')
+            reason = _malformed(error)
             await _close(ws)
-        self._lost = reason or SandboxWorkerError('this session cannot run scripts: the corral server closed the connection; check out a new session')
+        self._lost = self._malformed or reason or SandboxWorkerError('this session cannot run scripts: the corral server closed the connection; check out a new session')
         if self._closing is not None and not self._closing.done():
             self._closing.set_result(None)
         if self._response is not None and not self._response.done():
             self._response.set_exception(_Lost())
+
+    def _take(self, data: bytes) -> None:
+        """A frame of the server's as the connection parses it (see `_direct_connection`): what
+        `_read_loop` does with it, a turn of the event loop and websockets' queue sooner. A frame
+        that cannot be taken ends the connection, and `_read_loop` says why."""
+        if self._malformed is not None:
+            return
+        try:
+            self._on_message(p.decode(data))
+        except Exception as error:
+            self._malformed = _malformed(error)
+            task = asyncio.get_running_loop().create_task(_close(self._ws))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
 
     def _on_message(self, message: list[Any]) -> None:
         kind = message[0]
@@ -660,9 +680,73 @@ class RemoteSession:
             return
         answers, self._answers, self._answers_size = self._answers, [], 0
         frame = b'\x92' + _ARRAY.pack(p.ANSWERS) + _ARRAY.pack_array_header(len(answers)) + b''.join(answers)
+        if not self._tasks and _write_now(self._ws, frame):
+            _wait_briefly(self._ws)
+            return
         task = asyncio.get_running_loop().create_task(self._send(frame))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+
+def _malformed(error: Exception) -> SandboxError:
+    why = f'{type(error).__name__}: {error}' if str(error) else type(error).__name__
+    return SandboxError(f'the corral server sent a malformed frame ({why})')
+
+
+_DIRECT: type | None = None
+
+
+def _direct_connection() -> type:
+    """websockets' client connection, handing each whole binary message to its `take(data)` (when
+    set) as it is parsed, while none waits in its queue for `recv`: no turn of the event loop and
+    no queue between the socket and the session."""
+    global _DIRECT
+    if _DIRECT is None:
+        from websockets.asyncio.client import ClientConnection
+        from websockets.frames import Frame, Opcode
+
+        class DirectConnection(ClientConnection):
+            take: Callable[[bytes], None] | None = None
+
+            def process_event(self, event: Any) -> None:
+                if (
+                    self.take is not None and self.response is not None and isinstance(event, Frame) and event.opcode is Opcode.BINARY
+                    and event.fin and not len(self.recv_messages.frames)
+                ):
+                    self.take(bytes(event.data))
+                    return
+                super().process_event(event)
+
+        _DIRECT = DirectConnection
+    return _DIRECT
+
+
+def _write_now(ws: Any, frame: bytes) -> bool:
+    """Send `frame` on `ws` (a websockets connection) at once, without a task's turn and the send's
+    locks, when it is open, no other send is under way and its socket takes writes (its buffer is
+    under the high water mark); else False, and nothing is sent."""
+    from websockets.asyncio.connection import broadcast
+    from websockets.protocol import State
+
+    if ws is None or ws.protocol.state is not State.OPEN or ws.send_in_progress is not None or ws.paused:
+        return False
+    with contextlib.suppress(Exception):  # the connection is gone: its reader says why
+        broadcast([ws], frame, raise_exceptions=True)
+    return True
+
+
+def _wait_briefly(ws: Any) -> None:
+    """Poll `ws`'s socket (`channel.poll`) for the server's next frame when the event loop has
+    nothing else to run: on a virtual machine a process asleep on its socket takes tens of
+    microseconds longer to reach, and the server answers a host call's answer within the poll."""
+    if getattr(asyncio.get_running_loop(), '_ready', True) or ws.transport.is_closing():
+        return
+    sock = ws.transport.get_extra_info('socket')
+    if sock is None:
+        return
+    poller = select.poll()
+    poller.register(sock.fileno(), select.POLLIN)
+    poll(lambda: poller.poll(0))
 
 
 def _asyncs(functions: Mapping[str, Callable[..., Any]]) -> dict[str, bool]:
