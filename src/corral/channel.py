@@ -49,7 +49,7 @@ from typing import TypeVar
 
 from .values import MAX_FRAME
 
-__all__ = ['FEED', 'COMPILE', 'CODE', 'REPLY', 'CALL', 'OUTPUT', 'DONE', 'FAIL', 'WAIT', 'WAKE', 'PAUSE', 'TIMED', 'STOP', 'POLL_SECONDS', 'ProtocolError', 'frame', 'poll', 'FrameReader']
+__all__ = ['FEED', 'COMPILE', 'CODE', 'REPLY', 'CALL', 'OUTPUT', 'DONE', 'FAIL', 'WAIT', 'WAKE', 'PAUSE', 'TIMED', 'STOP', 'POLL_SECONDS', 'ProtocolError', 'frame', 'poll', 'idle', 'FrameReader']
 
 _T = TypeVar('_T')
 
@@ -77,6 +77,14 @@ def poll(ready: Callable[[], _T], seconds: float = POLL_SECONDS) -> _T:
     while not (result := ready()) and time.perf_counter() < deadline:
         os.sched_yield()
     return result
+
+
+def idle(loop: object) -> bool:
+    """Whether asyncio's event loop `loop` has nothing to run now but handles cancelled (an event
+    loop whose queue cannot be seen counts as busy): then a side may `poll` its channel a while
+    without holding anything up."""
+    ready = getattr(loop, '_ready', None)
+    return ready is not None and all(handle.cancelled() for handle in ready)
 
 
 class ProtocolError(Exception):

@@ -778,17 +778,21 @@ class _Connection:
         """Queue a host call or a print. Prints go out at once; host calls once the worker waits on
         the host (so the calls of an `asyncio.gather` share a frame), or `GATHER_SECONDS` after the
         first. A sync call's worker waits already: it goes out now."""
-        if event[0] == p.CALL:
-            if not self._calls_queued:
-                self._calls_queued = True
-                self._calls_since = time.monotonic()
-            if self.session is not None and self.session.worker_waiting:
-                self._events.append(event)
-                self._flush()
-                return
         self._events.append(event)
-        if self._flush_handle is None:
-            self._flush_handle = self._loop.call_soon(self._flush_when_waiting)
+        if event[0] != p.CALL:
+            if self._flush_handle is None:
+                self._flush_handle = self._loop.call_soon(self._flush_when_waiting)
+            return
+        if not self._calls_queued:
+            self._calls_queued = True
+            self._calls_since = time.monotonic()
+        if self.session is not None and self.session.worker_waiting:
+            self._flush()
+        elif self._flush_handle is None or not isinstance(self._flush_handle, asyncio.TimerHandle):
+            # its WAIT comes next, and sends it (`_worker_waits`); else the next look does
+            if self._flush_handle is not None:
+                self._flush_handle.cancel()
+            self._flush_handle = self._loop.call_later(_GATHER_POLL, self._flush_when_waiting)
 
     def _flush_when_waiting(self) -> None:
         self._flush_handle = None

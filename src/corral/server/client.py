@@ -27,7 +27,7 @@ from urllib.parse import urlsplit, urlunsplit
 import msgpack
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from ..channel import poll
+from ..channel import idle, poll
 from ..errors import CorralError, OperatorError, SandboxConnectionError, SandboxError, SandboxSessionBusyError, SandboxWorkerError
 from ..host.deferred import Deferred, PendingCall, SandboxPaused
 from ..host.external import ExternalModule, exception_payload, is_async_callable
@@ -262,6 +262,7 @@ class RemoteSession:
         self._calls: dict[int, list[Any]] = {}
         self._held: list[list[Any]] = []
         self._malformed: SandboxError | None = None  # a frame `_take` could not take: the connection ends with it
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     @property
     def random_seed(self) -> int:
@@ -309,8 +310,9 @@ class RemoteSession:
         except Exception as error:  # OSError, or the server refused the upgrade (websockets.InvalidStatus ...)
             raise SandboxConnectionError(f'cannot connect to the corral server at {self._pool.url}: {error}') from None
         self._lost, self._drained, self._drain_state, self._calls, self._malformed = None, False, None, {}, None
+        self._loop = asyncio.get_running_loop()  # the connection's: each call to find it is a system call (getpid)
         self._ws.take = self._take
-        self._reader = asyncio.get_running_loop().create_task(self._read_loop(self._ws))
+        self._reader = self._loop.create_task(self._read_loop(self._ws))
         try:
             opened = await self._exchange([p.OPEN, p.PROTOCOL_VERSION, options or self._options])
         except _Lost:
@@ -567,7 +569,7 @@ class RemoteSession:
             self._on_message(p.decode(data))
         except Exception as error:
             self._malformed = _malformed(error)
-            task = asyncio.get_running_loop().create_task(_close(self._ws))
+            task = self._loop.create_task(_close(self._ws))  # type: ignore[union-attr]
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 
@@ -615,9 +617,8 @@ class RemoteSession:
             self._answer_error(call_id, error)
             return
         if inspect.isawaitable(result):
-            task = asyncio.get_running_loop().create_task(self._await_call(call_id, name, result), name=f'{name}() [call {call_id}]', context=self._context.copy())
-            self._call_tasks.add(task)
-            task.add_done_callback(self._call_tasks.discard)
+            task = self._loop.create_task(self._await_call(call_id, name, result), name=f'{name}() [call {call_id}]', context=self._context.copy())  # type: ignore[union-attr]
+            self._call_tasks.add(task)  # until it ends (`_await_call`): no done callback's turn after its answer is sent
             return
         self._answer_value(call_id, name, result)
 
@@ -628,6 +629,10 @@ class RemoteSession:
             self._answer_error(call_id, error)
         else:
             self._answer_value(call_id, name, result)
+        finally:
+            self._call_tasks.discard(asyncio.current_task(self._loop))  # type: ignore[arg-type]
+        if not self._call_tasks:  # the last call running: its answer, and those ready with it, go now
+            self._flush_answers()
 
     def _answer_value(self, call_id: int, name: str, value: Any) -> None:
         """Answer with a host function's result, measured against the session's limits as a local
@@ -670,7 +675,7 @@ class RemoteSession:
         self._answers.append(answer)
         self._answers_size += len(answer)
         if self._flush_handle is None:
-            self._flush_handle = asyncio.get_running_loop().call_soon(self._flush_answers)
+            self._flush_handle = self._loop.call_soon(self._flush_answers)  # type: ignore[union-attr]
 
     def _flush_answers(self) -> None:
         if self._flush_handle is not None:
@@ -683,7 +688,7 @@ class RemoteSession:
         if not self._tasks and _write_now(self._ws, frame):
             _wait_briefly(self._ws)
             return
-        task = asyncio.get_running_loop().create_task(self._send(frame))
+        task = self._loop.create_task(self._send(frame))  # type: ignore[union-attr]
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -739,7 +744,7 @@ def _wait_briefly(ws: Any) -> None:
     """Poll `ws`'s socket (`channel.poll`) for the server's next frame when the event loop has
     nothing else to run: on a virtual machine a process asleep on its socket takes tens of
     microseconds longer to reach, and the server answers a host call's answer within the poll."""
-    if getattr(asyncio.get_running_loop(), '_ready', True) or ws.transport.is_closing():
+    if not idle(ws.loop) or ws.transport.is_closing():
         return
     sock = ws.transport.get_extra_info('socket')
     if sock is None:

@@ -24,8 +24,9 @@ from typing import Any
 
 from uvicorn.protocols.http.auto import AutoHTTPProtocol
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
+from websockets.exceptions import InvalidState
 
-from ..channel import poll
+from ..channel import idle, poll
 
 __all__ = ['guarded_http', 'HANDSHAKE_TIMEOUT', 'MAX_HANDSHAKES_PER_ADDRESS', 'WebSocketProtocol', 'DirectLink', 'DIRECT_LINK']
 
@@ -129,13 +130,16 @@ class DirectLink:
         protocol = self._protocol
         if protocol.close_sent or protocol.disconnected or not protocol.handshake_complete or not protocol.writable.is_set() or protocol.transport.is_closing():
             return False
-        protocol.conn.send_binary(data)
+        try:
+            protocol.conn.send_binary(data)
+        except InvalidState:  # the client's close came first
+            return False
         protocol.transport.write(b''.join(protocol.conn.data_to_send()))
         return True
 
     def wait_briefly(self) -> None:
         transport = self._protocol.transport
-        if getattr(transport.get_extra_info('socket'), 'fileno', None) is None or getattr(self._protocol.loop, '_ready', True) or transport.is_closing():
+        if getattr(transport.get_extra_info('socket'), 'fileno', None) is None or not idle(self._protocol.loop) or transport.is_closing():
             return
         if self._poller is None:
             self._poller = select.poll()
