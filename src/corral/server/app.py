@@ -506,6 +506,7 @@ class _Connection:
         # answers taken without a task between; None under another ASGI server
         self._direct: DirectLink | None = (websocket.scope.get('extensions') or {}).get(DIRECT_LINK)
         self._receiving = False  # `_serve` waits for the client's next frame
+        self._idle: asyncio.Timeout | None = None  # its wait's deadline (`idle_timeout`)
 
     # ----- the connection's life ------------------------------------------------------------
 
@@ -729,22 +730,30 @@ class _Connection:
         return _lower(limits.value_items, bounds.value_items) + 1024, 2 * _lower(limits.value_size, bounds.value_size) + len(data)
 
     def _take(self, data: bytes) -> bool:
-        """The direct link's `take` (see `listener.DirectLink`): the client's answers to the host
-        calls of a request, settled as their frame is parsed, when `_serve` waits for the next frame
-        (a turn of the event loop and ASGI's receive sooner). Any other frame, and one that `_serve`
-        would refuse or must look at first (too large, malformed, the key's check due), is left
-        to `_serve`, which says what is wrong."""
-        if not (self._receiving and self.busy) or len(data) > min(_INLINE_FRAME, self.server.max_frame):
+        """The direct link's `take` (see `listener.DirectLink`), while `_serve` waits for the next
+        frame: the client's answers to the host calls of a request, settled as their frame is
+        parsed, and a request, started, as `_serve` would (a turn of the event loop and ASGI's
+        receive sooner). Any other frame, and one that `_serve` would refuse or must look at first
+        (too large, malformed, out of turn, the key's check due), is left to `_serve`, which says
+        what is wrong."""
+        if not self._receiving or len(data) > min(_INLINE_FRAME, self.server.max_frame):
             return False
         if self.server.authenticate is not None and time.monotonic() - self._key_checked >= KEY_RECHECK:
             return False
         try:
-            if p.kind_of(data) != p.ANSWERS:
+            kind = p.kind_of(data)
+            if kind not in ((p.ANSWERS,) if self.busy else (p.FEED, p.RESUME, p.DUMP, p.LOAD)):
                 return False
             items, size = self._bounds(data)
-            answers = self._checked_answers(p.decode(data, items=items, size=size))
+            message = p.decode(data, items=items, size=size)
+            answers = self._checked_answers(message) if kind == p.ANSWERS else []
         except (Exception, _Close):
             return False
+        if kind != p.ANSWERS:
+            self._request = self._loop.create_task(self._handle(message))
+            if self._idle is not None and self.server.idle_timeout is not None:  # idle from now, as `_serve` would wait
+                self._idle.reschedule(self._loop.time() + self.server.idle_timeout)
+            return True
         for future, call_id, how, value in answers:
             self._settle_call(future, call_id, how, value)
         return True
@@ -1029,7 +1038,7 @@ class _Connection:
     async def _serve(self) -> None:
         while True:
             try:  # a timeout, not wait_for: that ran every frame's receive in a task of its own
-                async with asyncio.timeout(self.server.idle_timeout):
+                async with asyncio.timeout(self.server.idle_timeout) as self._idle:
                     data = await self._frame()
             except TimeoutError:
                 if self.busy:

@@ -530,6 +530,8 @@ class RemoteSession:
             raise self._dead or SandboxWorkerError('this session is not entered')
         if len(data) > self._max_frame:
             raise ValueError(f"the request is {len(data)} bytes, larger than the corral server's limit of {self._max_frame} bytes")
+        if not self._tasks and _write_now(self._ws, data):
+            return
         try:
             await self._ws.send(data)
         except Exception:  # the connection is gone: the reader says why
