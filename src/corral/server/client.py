@@ -19,7 +19,6 @@ import datetime
 import inspect
 import os
 import posixpath
-import select
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -27,7 +26,7 @@ from urllib.parse import urlsplit, urlunsplit
 import msgpack
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from ..channel import idle, poll
+from ..channel import idle, poll_readable
 from ..errors import CorralError, OperatorError, SandboxConnectionError, SandboxError, SandboxSessionBusyError, SandboxWorkerError
 from ..host.deferred import Deferred, PendingCall, SandboxPaused
 from ..host.external import ExternalModule, exception_payload, is_async_callable
@@ -746,14 +745,9 @@ def _wait_briefly(ws: Any) -> None:
     """Poll `ws`'s socket (`channel.poll`) for the server's next frame when the event loop has
     nothing else to run: on a virtual machine a process asleep on its socket takes tens of
     microseconds longer to reach, and the server answers a host call's answer within the poll."""
-    if not idle(ws.loop) or ws.transport.is_closing():
-        return
     sock = ws.transport.get_extra_info('socket')
-    if sock is None:
-        return
-    poller = select.poll()
-    poller.register(sock.fileno(), select.POLLIN)
-    poll(lambda: poller.poll(0))
+    if sock is not None and idle(ws.loop) and not ws.transport.is_closing():
+        poll_readable(sock.fileno())
 
 
 def _asyncs(functions: Mapping[str, Callable[..., Any]]) -> dict[str, bool]:

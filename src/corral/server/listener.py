@@ -18,7 +18,6 @@ written as they are made and taken as they are parsed, without a task or a queue
 from __future__ import annotations
 
 import asyncio
-import select
 from collections.abc import Callable
 from typing import Any
 
@@ -26,7 +25,7 @@ from uvicorn.protocols.http.auto import AutoHTTPProtocol
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 from websockets.exceptions import InvalidState
 
-from ..channel import idle, poll
+from ..channel import idle, poll_readable
 
 __all__ = ['guarded_http', 'HANDSHAKE_TIMEOUT', 'MAX_HANDSHAKES_PER_ADDRESS', 'WebSocketProtocol', 'DirectLink', 'DIRECT_LINK']
 
@@ -119,12 +118,11 @@ class DirectLink:
     longer to reach on a virtual machine, and the loop goes on at once either way.
     """
 
-    __slots__ = ('_protocol', 'take', '_poller')
+    __slots__ = ('_protocol', 'take')
 
     def __init__(self, protocol: WebSocketProtocol) -> None:
         self._protocol = protocol
         self.take: Callable[[bytes], bool] | None = None
-        self._poller: Any = None
 
     def write(self, data: bytes) -> bool:
         protocol = self._protocol
@@ -139,13 +137,9 @@ class DirectLink:
 
     def wait_briefly(self) -> None:
         transport = self._protocol.transport
-        if getattr(transport.get_extra_info('socket'), 'fileno', None) is None or not idle(self._protocol.loop) or transport.is_closing():
-            return
-        if self._poller is None:
-            self._poller = select.poll()
-            self._poller.register(transport.get_extra_info('socket').fileno(), select.POLLIN)
-        ready = self._poller.poll
-        poll(lambda: ready(0))
+        sock = transport.get_extra_info('socket')
+        if sock is not None and idle(self._protocol.loop) and not transport.is_closing():
+            poll_readable(sock.fileno())
 
 
 class WebSocketProtocol(WebSocketsSansIOProtocol):
