@@ -462,7 +462,7 @@ class _AsyncProxy(_SyncProxy):
     future, so that the call is queued for the client as the session runs it, not in a task's turn."""
 
     __slots__ = ()
-    awaited = True
+    corral_awaited = True
 
 
 def _proxies(connection: _Connection, functions: Any, prefix: str = '') -> dict[str, _SyncProxy]:
