@@ -715,9 +715,10 @@ def _direct_connection() -> type:
             take: Callable[[bytes], None] | None = None
 
             def process_event(self, event: Any) -> None:
+                queued = getattr(self.recv_messages, 'frames', None)  # websockets' own queue (an older one has none: `recv` takes all)
                 if (
                     self.take is not None and self.response is not None and isinstance(event, Frame) and event.opcode is Opcode.BINARY
-                    and event.fin and not len(self.recv_messages.frames)
+                    and event.fin and queued is not None and not len(queued)
                 ):
                     self.take(bytes(event.data))
                     return
@@ -734,8 +735,8 @@ def _write_now(ws: Any, frame: bytes) -> bool:
     from websockets.asyncio.connection import broadcast
     from websockets.protocol import State
 
-    if ws is None or ws.protocol.state is not State.OPEN or ws.send_in_progress is not None or ws.paused:
-        return False
+    if ws is None or ws.protocol.state is not State.OPEN or getattr(ws, 'send_in_progress', True) is not None or getattr(ws, 'paused', True):
+        return False  # (a websockets without `send_in_progress` sends the usual way)
     with contextlib.suppress(Exception):  # the connection is gone: its reader says why
         broadcast([ws], frame, raise_exceptions=True)
     return True
