@@ -4,6 +4,7 @@
     python bench/server.py            # 3 rounds, alternating the sides, 20 and 100 clients
     python bench/server.py --quick    # 1 round, 20 clients
     python bench/server.py --baseline ../other/src    # also a `corral serve` of another checkout, alternated
+    python bench/server.py --batches 10 --baseline ../other/src    # only batches in turn (5), on warm sessions
 
 The bench starts real `corral serve` processes on loopback (`--servers`, default 1; clients are
 spread over them), each with an SQLite store of its own, and measures, for each side:
@@ -15,7 +16,11 @@ spread over them), each with an SQLite store of its own, and measures, for each 
 2. one client alone: the same script fed 20 times to one session (p50 of a feed);
 3. one client alone: a trivial feed (`1 + 1`) 50 times (p50);
 4. one client alone: one feed of 200 host calls awaited one after another, each answering at once
-   (the time per host call).
+   (the time per host call);
+5. with `--batches N` (instead of 1-4): one warm session on each side, taking in turn, N times, a
+   batch of 150 trivial feeds and a feed of 150 host calls in a row: the median per feed and per
+   call, wall and host-side CPU, and the server's addition to each (min–max over the rounds'
+   differences to the local Pool's batch of the same round).
 
 For 3 and 4 it also counts the host side's CPU (this process's, and the server's; not the
 workers', which both sides run alike): on a busy machine the wall times swing with how soon each
@@ -262,6 +267,57 @@ async def measure(side: Side, clients: int | tuple[int, ...], feeds: int, call_s
     return result
 
 
+BATCH = 150
+
+
+async def batches(sides: list[Side], rounds: int) -> str:
+    """`rounds` times, on each side's warm session in turn: `BATCH` trivial feeds, and one feed of
+    `BATCH` host calls in a row (see 5 in the module's text); the report's table."""
+    lookup = tools(0.0)
+    sessions = []
+    for side in sides:
+        session = await side.pools[0].checkout().__aenter__()
+        await session.feed_run(SEQUENTIAL.replace('{N}', str(BATCH)), external_lookup=lookup)
+        sessions.append(session)
+    taken: dict[str, dict[str, list[float]]] = {side.name: {'feed': [], 'feed cpu': [], 'call': [], 'call cpu': []} for side in sides}
+    try:
+        for index in range(rounds):
+            order = list(zip(sides, sessions))
+            for side, session in order[index % len(order):] + order[:index % len(order)]:
+                before, cpu = time.perf_counter(), side.cpu()
+                for _ in range(BATCH):
+                    if await session.feed_run('1 + 1') != 2:
+                        raise AssertionError('wrong result')
+                taken[side.name]['feed'].append((time.perf_counter() - before) / BATCH)
+                taken[side.name]['feed cpu'].append((side.cpu() - cpu) / BATCH)
+                before, cpu = time.perf_counter(), side.cpu()
+                if await session.feed_run(SEQUENTIAL.replace('{N}', str(BATCH)), external_lookup=lookup) != sum(range(BATCH)):
+                    raise AssertionError('wrong sum')
+                taken[side.name]['call'].append((time.perf_counter() - before) / BATCH)
+                taken[side.name]['call cpu'].append((side.cpu() - cpu) / BATCH)
+    finally:
+        for session in sessions:
+            await session.__aexit__(None, None, None)
+    local = taken['local Pool']
+    lines = [
+        f'{rounds} rounds in turn of {BATCH} trivial feeds and of a feed of {BATCH} host calls in a row, one warm session each; '
+        'median (min–max) per feed and per call; added: median (min–max) of each round\'s difference to the local Pool\'s',
+        '',
+        '| side | trivial feed | host CPU per feed | added per feed | host call | host CPU per call | added per call |',
+        '|---|---|---|---|---|---|---|',
+    ]
+    for side in sides:
+        mine = taken[side.name]
+        added = {key: [a - b for a, b in zip(mine[key], local[key])] for key in ('feed', 'call')}
+        lines.append(
+            f'| {side.name} | {median_cell([v * 1e6 for v in mine["feed"]], "µs")} | {median_cell([v * 1e6 for v in mine["feed cpu"]], "µs")} '
+            f'| {median_cell([v * 1e6 for v in added["feed"]], "µs") if side.name != "local Pool" else "—"} '
+            f'| {median_cell([v * 1e6 for v in mine["call"]], "µs")} | {median_cell([v * 1e6 for v in mine["call cpu"]], "µs")} '
+            f'| {median_cell([v * 1e6 for v in added["call"]], "µs") if side.name != "local Pool" else "—"} |'
+        )
+    return '\n'.join(lines)
+
+
 LOAD_ROWS = (
     ('feeds/s', 'feeds per second — higher is better', '/s', 1),
     ('feed p50', 'feed latency p50', 'ms', 1000),
@@ -322,12 +378,21 @@ async def main(argv: list[str] | None = None) -> None:
     parser.add_argument('--servers', type=int, default=1, help='corral serve processes (default 1)')
     parser.add_argument('--call-ms', type=float, default=1.0, help='host time of each gathered call, ms (default 1)')
     parser.add_argument('--baseline', metavar='SRC', help="also measure `corral serve` of the corral in folder SRC (another checkout's src), alternated with this one's")
+    parser.add_argument('--batches', type=int, metavar='N', help='only N rounds of batches in turn (5 in the text), no load')
     args = parser.parse_args(argv)
     rounds, clients = (1, (20,)) if args.quick else (args.rounds, tuple(int(count) for count in args.clients.split(',')))
     results: dict[str, list[dict[str, float]]] = {'corral serve': [], 'local Pool': [], 'monty': [], 'baseline serve': []}
     with tempfile.TemporaryDirectory() as folder, contextlib.ExitStack() as servers:
         urls = [servers.enter_context(corral_serve(folder)) for _ in range(args.servers)]
         baseline = [servers.enter_context(corral_serve(folder, args.baseline)) for _ in range(args.servers)] if args.baseline else []
+        if args.batches:
+            sides = [LocalSide(), ServerSide(urls), *([ServerSide(baseline, 'baseline serve')] if baseline else [])]
+            try:
+                print(await batches(sides, args.batches))
+            finally:
+                for side in sides:
+                    await side.stop()
+            return
         for index in range(rounds):
             makers: list[Callable[[], Side]] = [lambda: ServerSide(urls), LocalSide]
             if baseline:

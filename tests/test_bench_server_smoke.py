@@ -49,3 +49,17 @@ def test_the_report_of_a_baseline_server_compares_it_with_the_same_local_pool():
     assert lines[2] == '| measure | baseline serve | local Pool | monty (local) | serve / local | serve / monty |'
     assert lines[4] == '| 3 clients: feeds per second — higher is better | 5.00 /s | 8.00 /s | 10.0 /s | 0.62× | 0.50× |'
     assert lines[-1].endswith('feeds per second 0.62× with 3 clients of the local Pool\'s.')
+
+
+@pytest.mark.slow
+async def test_the_batches_take_turns_on_each_side(tmp_path):
+    with bench.corral_serve(str(tmp_path)) as url:
+        sides = [bench.LocalSide(), bench.ServerSide([url])]
+        try:
+            table = await bench.batches(sides, 2)
+        finally:
+            for side in sides:
+                await side.stop()
+    rows = table.splitlines()[4:]
+    assert [row.split(' | ')[0] for row in rows] == ['| local Pool', '| corral serve']
+    assert [row.count('(') for row in rows] == [4, 6]  # min–max of two rounds in every cell but the local Pool's added ones

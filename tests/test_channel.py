@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import corral
-from corral.channel import CALL, DONE, FAIL, OUTPUT, WAIT, FrameReader, ProtocolError, frame
+from corral.channel import CALL, DONE, FAIL, OUTPUT, WAIT, FrameReader, ProtocolError, frame, idle, poll_readable
 from corral.values import MAX_FRAME, pack, unpack
 from security.helpers import fake_worker_session
 
@@ -81,6 +81,30 @@ def test_frames_survive_any_chunking(payloads, data):
     for start, end in zip([0, *cuts], [*cuts, len(stream)]):
         received.extend(reader.feed(stream[start:end]))
     assert received == payloads and reader.pending == 0
+
+
+async def test_a_loop_is_idle_with_nothing_but_cancelled_handles_to_run():
+    loop = asyncio.get_running_loop()
+    await asyncio.sleep(0)
+    assert idle(loop)
+    handle = loop.call_soon(lambda: None)
+    assert not idle(loop)
+    handle.cancel()
+    assert idle(loop)  # a side may poll: nothing waits for the loop
+    assert not idle(object())  # a loop whose queue cannot be seen is never held up
+
+
+def test_a_socket_is_polled_until_it_is_readable_or_the_time_passes():
+    import socket
+    import time
+
+    left, right = socket.socketpair()
+    with left, right:
+        started = time.perf_counter()
+        assert poll_readable(left.fileno(), 0.01) is False
+        assert time.perf_counter() - started >= 0.01
+        right.send(b'x')
+        assert poll_readable(left.fileno(), 10.0) is True
 
 
 def test_an_oversized_frame_is_refused_before_it_is_buffered():

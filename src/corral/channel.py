@@ -42,6 +42,7 @@ the host's log of what it sent (the session's journal) replays the session exact
 from __future__ import annotations
 
 import os
+import select
 import struct
 import time
 from collections.abc import Callable
@@ -49,7 +50,7 @@ from typing import TypeVar
 
 from .values import MAX_FRAME
 
-__all__ = ['FEED', 'COMPILE', 'CODE', 'REPLY', 'CALL', 'OUTPUT', 'DONE', 'FAIL', 'WAIT', 'WAKE', 'PAUSE', 'TIMED', 'STOP', 'POLL_SECONDS', 'ProtocolError', 'frame', 'poll', 'FrameReader']
+__all__ = ['FEED', 'COMPILE', 'CODE', 'REPLY', 'CALL', 'OUTPUT', 'DONE', 'FAIL', 'WAIT', 'WAKE', 'PAUSE', 'TIMED', 'STOP', 'POLL_SECONDS', 'ProtocolError', 'frame', 'poll', 'poll_readable', 'idle', 'FrameReader']
 
 _T = TypeVar('_T')
 
@@ -77,6 +78,21 @@ def poll(ready: Callable[[], _T], seconds: float = POLL_SECONDS) -> _T:
     while not (result := ready()) and time.perf_counter() < deadline:
         os.sched_yield()
     return result
+
+
+def poll_readable(fileno: int, seconds: float = POLL_SECONDS) -> bool:
+    """`poll` file descriptor `fileno` (a socket) until it is readable or `seconds` pass; whether it is."""
+    poller = select.poll()
+    poller.register(fileno, select.POLLIN)
+    return bool(poll(lambda: poller.poll(0), seconds))
+
+
+def idle(loop: object) -> bool:
+    """Whether asyncio's event loop `loop` has nothing to run now but handles cancelled (an event
+    loop whose queue cannot be seen counts as busy): then a side may `poll` its channel a while
+    without holding anything up."""
+    ready = getattr(loop, '_ready', None)
+    return ready is not None and all(handle.cancelled() for handle in ready)
 
 
 class ProtocolError(Exception):

@@ -47,13 +47,16 @@ def free_port() -> int:
 
 
 @contextlib.asynccontextmanager
-async def serving_app(app: Any, pool: corral.Pool) -> AsyncIterator[str]:
+async def serving_app(app: Any, pool: corral.Pool, ws: Any = None) -> AsyncIterator[str]:
     """`app` (a `create_app`) on uvicorn in this process on a free loopback port, `pool` started
-    with it and closed after; yields its address, `127.0.0.1:PORT`."""
+    with it and closed after; yields its address, `127.0.0.1:PORT`. `ws`: uvicorn's WebSocket
+    protocol, `corral serve`'s (`WebSocketProtocol`, with its direct link) by default."""
     import uvicorn
 
+    from corral.server.listener import WebSocketProtocol
+
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host='127.0.0.1', port=port, lifespan='on', log_level='warning'))
+    server = uvicorn.Server(uvicorn.Config(app, host='127.0.0.1', port=port, lifespan='on', log_level='warning', ws=ws or WebSocketProtocol))
     await pool.start()
     task = asyncio.create_task(server.serve())
     try:

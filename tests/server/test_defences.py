@@ -141,6 +141,54 @@ def test_the_handshake_bounds_must_be_positive(tmp_path):
         assert str(info.value) == 'handshake_timeout and max_per_address must be above 0'
 
 
+async def test_the_direct_link_writes_at_once_and_takes_messages_as_they_are_parsed():
+    """`WebSocketProtocol`'s `DirectLink`: a write goes out with no task between (and is refused,
+    sending nothing, once the app has closed); `take` gets each binary message while none waits
+    for `receive`, which gets those it leaves, in order, and text frames."""
+    import uvicorn
+
+    from corral.server.listener import DIRECT_LINK, WebSocketProtocol
+
+    taken, received, written = [], [], []
+
+    async def app(scope, receive, send):
+        if scope['type'] != 'websocket':
+            return
+        link = scope['extensions'][DIRECT_LINK]
+        await receive()
+        await send({'type': 'websocket.accept'})
+        written.append(link.write(b'at once'))
+        link.take = lambda data: data.startswith(b'take') and not taken.append(data)
+        while len(received) < 3:
+            message = await receive()
+            received.append(message.get('bytes') or message.get('text'))
+        await send({'type': 'websocket.close', 'code': 1000})
+        written.append(link.write(b'after the close'))
+
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host='127.0.0.1', port=port, ws=WebSocketProtocol, log_level='warning', lifespan='off'))
+    task = asyncio.get_running_loop().create_task(server.serve())
+    try:
+        while not server.started:
+            await asyncio.sleep(0.01)
+        async with connect(f'ws://127.0.0.1:{port}') as client:
+            assert await asyncio.wait_for(client.recv(), 10) == b'at once'
+            for data in (b'take 1', b'leave 1'):
+                await client.send(data)
+            for _ in range(200):  # what `take` left waits for `receive` no more
+                if received:
+                    break
+                await asyncio.sleep(0.005)
+            for data in (b'take 2', 'take 3', b'leave 2'):
+                await client.send(data)
+            with pytest.raises(ConnectionClosed):
+                await asyncio.wait_for(client.recv(), 10)
+        assert (taken, received, written) == ([b'take 1', b'take 2'], [b'leave 1', 'take 3', b'leave 2'], [True, False])
+    finally:
+        server.should_exit = True
+        await task
+
+
 async def test_a_client_that_sends_faster_than_the_app_takes_is_held_to_two_messages():
     """`WebSocketProtocol` reads on while the app keeps up (uvicorn paused and resumed the socket
     around every message); a client whose messages the app does not take is paused once two wait,

@@ -122,10 +122,12 @@ async def test_gathered_calls_travel_in_one_frame(server, monkeypatch, count):
             assert frames == [[protocol.CALL] * count]  # all the calls, one frame
 
 
-async def test_calls_made_one_after_another_go_out_as_the_worker_waits(monkeypatch):
+@pytest.mark.parametrize('ws', [None, 'websockets-sansio'])
+async def test_calls_made_one_after_another_go_out_as_the_worker_waits(monkeypatch, ws):
     # A call reached the link before the worker's WAIT did, and went out at the server's next look
     # whether the worker waited: a millisecond later, on every call. With the looks (and the time a
-    # call is held) made an hour long, the WAIT alone sends each call.
+    # call is held) made an hour long, the WAIT alone sends each call: through `corral serve`'s
+    # direct link to the socket (None), and through uvicorn's own protocol, ASGI's send and receive.
     from corral.server import app as server_app
 
     from .conftest import serving_app
@@ -139,7 +141,7 @@ async def test_calls_made_one_after_another_go_out_as_the_worker_waits(monkeypat
         return i
 
     pool = corral.Pool()
-    async with serving_app(server_app.create_app(pool=pool), pool) as address:
+    async with serving_app(server_app.create_app(pool=pool), pool, ws) as address:
         async with RemotePool(f'ws://{address}') as remote, remote.checkout() as session:
             for _ in range(3):
                 seen.clear()

@@ -148,6 +148,18 @@ async def test_a_retried_feed_that_takes_another_path_names_the_calls_it_did_not
 
 
 @pytest.mark.slow
+async def test_a_session_fed_within_its_idle_timeout_is_not_parked(tmp_path):
+    # each request is taken as its frame is parsed, while the server's wait for the next frame goes
+    # on: the request restarts that wait's idle time, as a frame the wait itself took does
+    with running_server(tmp_path, '--idle-timeout', '0.5') as a:
+        async with RemotePool(a.url) as pool, pool.checkout() as session:
+            for i in range(8):
+                assert await session.feed_run(f'x = {i}\nx') == i
+                await asyncio.sleep(0.25)
+                assert session._lost is None
+
+
+@pytest.mark.slow
 async def test_an_idle_session_is_parked_and_taken_up_again_when_next_used(tmp_path):
     with running_server(tmp_path, '--idle-timeout', '0.5') as a:
         async with RemotePool(a.url) as pool, pool.checkout() as ephemeral, pool.checkout(ephemeral=False) as stored:

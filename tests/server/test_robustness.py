@@ -159,6 +159,61 @@ async def test_a_malformed_frame_ends_the_connection_with_a_clear_error(server, 
     assert (errors(received), close_code) == ([error if isinstance(error, tuple) else ('SandboxError', error)], code)
 
 
+@pytest.mark.parametrize(
+    ('answers', 'error'),
+    [
+        ([[0, 'maybe', 1]], "the client answered call 0 in an unknown way 'maybe'"),
+        ([[0, 'error', 'boom']], 'the client sent a malformed error answer'),
+        ([[0, 'ok']], 'the ANSWERS frame is malformed'),
+        ([[0, 'ok', 1], [1, 'ok', 2]], 'the client answered call 1, which the server never made'),
+        ([[0, 'ok', 1], [0, 'maybe', 2]], None),  # a second answer to a call is ignored, as an answer to a call already answered
+    ],
+)
+async def test_answers_against_the_rules_end_the_connection_and_settle_no_call(server, answers, error):
+    """Answers are taken as their frame is parsed, and only a frame whose every answer keeps the
+    rules: one that breaks them goes to the request loop, which refuses it whole, so no call of
+    it is answered (the feed's value never comes)."""
+    async with connect(server.url + protocol.PATH, compression=None) as ws:
+        await ws.send(OPEN)
+        assert protocol.decode(await ws.recv())[0] == protocol.OPENED
+        await ws.send(protocol.encode([protocol.FEED, 'await f()', {'f': True}, {}, []]))
+        assert protocol.decode(await ws.recv()) == [protocol.EVENTS, [[protocol.CALL, 0, 'f', [], {}]]]
+        await ws.send(protocol.encode([protocol.ANSWERS, answers]))
+        if error is None:
+            assert protocol.decode(await ws.recv()) == [protocol.RESULT, 1, None, []]
+            return
+        received = []
+        with contextlib.suppress(ConnectionClosed):
+            async for data in ws:
+                received.append(protocol.decode(data))
+    assert (errors(received), len(received), ws.close_code) == ([('SandboxError', error)], 1, protocol.CLOSE_PROTOCOL)
+
+
+async def test_a_malformed_frame_from_the_server_ends_the_session_with_a_clear_error():
+    """The client takes the server's frames as they are parsed: one it cannot decode ends the
+    session with an error naming what was wrong, as when its reader found it."""
+    from websockets.asyncio.server import serve
+
+    async def handler(ws):
+        await ws.recv()
+        await ws.send(protocol.encode([protocol.OPENED, 'id', 7, protocol.MAX_FRAME, []]))
+        await ws.recv()
+        await ws.send(b'\x91\xc1')  # a list of a byte msgpack never uses
+        with contextlib.suppress(ConnectionClosed):
+            await ws.recv()
+
+    async with serve(handler, '127.0.0.1', 0) as fake:
+        port = fake.sockets[0].getsockname()[1]
+        async with RemotePool(f'ws://127.0.0.1:{port}') as pool, pool.checkout() as session:
+            assert session.random_seed == 7
+            with pytest.raises(corral.SandboxError) as error:
+                await session.feed_run('1 + 1')
+            with pytest.raises(corral.SandboxError) as again:
+                await session.feed_run('1 + 1')
+    assert (type(error.value), str(error.value)) == (corral.SandboxError, 'the corral server sent a malformed frame (FormatError)')
+    assert again.value is error.value
+
+
 async def test_an_oversized_frame_is_refused_naming_the_limit(small_server):
     feed = protocol.encode([protocol.FEED, 'x = 1' + ' ' * 5000, {}, {}, []])
     received, close_code = await exchange(small_server.url, OPEN, feed)

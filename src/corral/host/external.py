@@ -61,8 +61,10 @@ def module_name_problem(name: Any, offered: Collection[str]) -> str | None:
 
 
 def is_async_callable(function: Callable[..., Any]) -> bool:
-    """Whether calling `function` returns a coroutine (an `async def`, or an object whose `__call__` is one)."""
-    return inspect.iscoroutinefunction(function) or inspect.iscoroutinefunction(getattr(function, '__call__', None))
+    """Whether calling `function` returns what the script awaits: a coroutine (an `async def`, or an
+    object whose `__call__` is one), or an awaitable from an object whose class says so with
+    `corral_awaited = True` (`corral serve`'s stand-ins for a client's async functions, which return a future)."""
+    return inspect.iscoroutinefunction(function) or inspect.iscoroutinefunction(getattr(function, '__call__', None)) or getattr(type(function), 'corral_awaited', False) is True
 
 
 def exception_payload(error: BaseException) -> list[Any]:

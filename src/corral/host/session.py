@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 
-from ..channel import CALL, COMPILE, DONE, FAIL, FEED, OUTPUT, PAUSE, POLL_SECONDS, REPLY, STOP, TIMED, WAIT, WAKE, FrameReader, ProtocolError, frame, poll
+from ..channel import CALL, COMPILE, DONE, FAIL, FEED, OUTPUT, PAUSE, POLL_SECONDS, REPLY, STOP, TIMED, WAIT, WAKE, FrameReader, ProtocolError, frame, idle, poll
 from ..errors import (
     CorralError,
     SandboxError,
@@ -199,7 +199,7 @@ class Session:
         self._print: PrintCallback = print_to_host
         self._calls = 0
         self._span_context: otel_context.Context | None = None
-        self._call_tasks: set[asyncio.Task[None]] = set()
+        self._call_tasks: set[asyncio.Future[Any]] = set()  # host calls in flight: their tasks, or the futures they returned
         self._system = _system_calls(os_access, mounts, random_seed)
         self._lookup_checked = not type_check  # the stubs' functions against the first external_lookup
         # the journal, and the feed in flight (see corral.channel: replies are pulled by the worker)
@@ -910,7 +910,7 @@ class Session:
         long to wake whether the host polls or not. An event loop whose queue cannot be seen
         (not asyncio's own) is never held up.
         """
-        if perf_counter() - self._heard > POLL_SECONDS or getattr(asyncio.get_running_loop(), '_ready', True) or self._worker is None:
+        if perf_counter() - self._heard > POLL_SECONDS or not idle(asyncio.get_running_loop()) or self._worker is None:
             return
         sock = self._worker.sock
 
@@ -1083,9 +1083,13 @@ class Session:
                 return
             if inspect.isawaitable(result):
                 self._running.add(call_id)
-                task = asyncio.get_running_loop().create_task(self._await_call(call, span, result), context=contextvars.copy_context())
-                self._call_tasks.add(task)
-                task.add_done_callback(self._call_tasks.discard)
+                if isinstance(result, asyncio.Future):  # answered elsewhere (`corral serve`'s client): no task waits for it
+                    waiter: asyncio.Future[Any] = result
+                    result.add_done_callback(functools.partial(self._call_settled, call, span))
+                else:
+                    waiter = asyncio.get_running_loop().create_task(self._await_call(call, span, result), context=contextvars.copy_context())
+                self._call_tasks.add(waiter)
+                waiter.add_done_callback(self._call_tasks.discard)
                 return
         finally:
             otel_context.detach(token)
@@ -1135,6 +1139,18 @@ class Session:
             self._running.discard(call[0])
             span.end()
             self._reply(call[0], call[1], True, result, call[4])
+
+    def _call_settled(self, call: tuple[int, str, list[Any], dict[str, Any], bool], span: trace.Span, future: asyncio.Future[Any]) -> None:
+        """A call whose function returned a future, settled: as `_await_call` ends (a cancelled one, as its task does)."""
+        if future.cancelled():
+            return
+        self._running.discard(call[0])
+        error = future.exception()
+        if error is not None:
+            self._call_failed(span, call, error)
+            return
+        span.end()
+        self._reply(call[0], call[1], True, future.result(), call[4])
 
     def _call_failed(self, span: trace.Span, call: tuple[int, str, list[Any], dict[str, Any], bool], error: BaseException) -> None:
         call_id, name, args, kwargs, sync = call

@@ -47,6 +47,7 @@ from ..limits import Limits
 from ..values import bounded_repr
 from ..store import Store
 from . import protocol as p
+from .listener import DIRECT_LINK, DirectLink
 from .monty_ws import PATH as MONTY_PATH, serve_monty
 from .origins import OriginGuard
 
@@ -442,8 +443,9 @@ class _Closing(Exception):
     """The client asked to end the session (CLOSE): it is told when the session has ended (CLOSED)."""
 
 
-class _AsyncProxy:
-    """An async host function of the session: the call goes to the client, which answers it."""
+class _SyncProxy:
+    """A sync host function of the session: the script waits for it (the session awaits the answer).
+    The call goes to the client as it is made, and the future returned is its answer."""
 
     __slots__ = ('_connection', '_name')
 
@@ -451,20 +453,19 @@ class _AsyncProxy:
         self._connection = connection
         self._name = name
 
-    async def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return await self._connection.call(self._name, args, kwargs)
-
-
-class _SyncProxy(_AsyncProxy):
-    """A sync host function of the session: the script waits for it (the session awaits the answer)."""
-
-    __slots__ = ()
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self._connection.call(self._name, args, kwargs)
 
 
-def _proxies(connection: _Connection, functions: Any, prefix: str = '') -> dict[str, _AsyncProxy]:
+class _AsyncProxy(_SyncProxy):
+    """An async host function of the session (`is_async_callable` says so): it too returns the
+    future, so that the call is queued for the client as the session runs it, not in a task's turn."""
+
+    __slots__ = ()
+    corral_awaited = True
+
+
+def _proxies(connection: _Connection, functions: Any, prefix: str = '') -> dict[str, _SyncProxy]:
     if not (isinstance(functions, dict) and all(isinstance(k, str) and isinstance(v, bool) for k, v in functions.items())):
         raise ValueError('functions must map names to whether they are async')
     return {name: (_AsyncProxy if is_async else _SyncProxy)(connection, prefix + name) for name, is_async in functions.items()}
@@ -501,6 +502,11 @@ class _Connection:
         self._key: str | None = None
         self._key_checked = 0.0
         self._headers_trace = {k: v for k, v in websocket.headers.items() if k in ('traceparent', 'tracestate')}
+        # `corral serve`'s link to the client's socket (`listener.DirectLink`): frames written and
+        # answers taken without a task between; None under another ASGI server
+        self._direct: DirectLink | None = (websocket.scope.get('extensions') or {}).get(DIRECT_LINK)
+        self._receiving = False  # `_serve` waits for the client's next frame
+        self._idle: asyncio.Timeout | None = None  # its wait's deadline (`idle_timeout`)
 
     # ----- the connection's life ------------------------------------------------------------
 
@@ -560,6 +566,8 @@ class _Connection:
             if pending:
                 self.server.pending_ended(address)
             self._serving = False
+            if self._direct is not None:
+                self._direct.take = None
             await self._end_session(drain=close.code == p.CLOSE_DRAIN)
             self.server.connections.discard(self)
             if opening:
@@ -670,10 +678,13 @@ class _Connection:
 
     async def _frame(self) -> bytes:
         """The client's next frame, not decoded yet (see `_kind`, `_decode`)."""
+        self._receiving = True
         try:
             message = await self.ws.receive()
         except (WebSocketDisconnect, RuntimeError):
             raise _Gone from None
+        finally:
+            self._receiving = False
         if message['type'] == 'websocket.disconnect':
             raise _Gone
         data = message.get('bytes')
@@ -699,13 +710,7 @@ class _Connection:
         workers' large frames, a few KiB at a time (`Decoder.decode_in_steps`): one client's frame
         of 330,000 small maps held the event loop, and every other session's feeds, for 3 s. A
         tenant's large frames take their turns there one at a time (`CorralServer.decoding`)."""
-        # The server's bounds on what it decodes: a client's limits may lower them, never lift them
-        # (a session's value_items=None would let one frame of 1-byte arrays take gigabytes and
-        # hold the event loop of every session for seconds).
-        bounds = self.server.bounds
-        limits = self.session.limits if self.session is not None else bounds
-        items = _lower(limits.value_items, bounds.value_items) + 1024
-        size = 2 * _lower(limits.value_size, bounds.value_size) + len(data)
+        items, size = self._bounds(data)
         try:
             if len(data) <= _INLINE_FRAME:
                 return p.decode(data, items=items, size=size)
@@ -716,8 +721,47 @@ class _Connection:
             why = f'{type(error).__name__}: {error}' if str(error) else type(error).__name__
             raise _Close(p.CLOSE_PROTOCOL, SandboxError(f'the client sent a malformed frame ({why})')) from None
 
+    def _bounds(self, data: bytes) -> tuple[int, int]:
+        """The items and bytes the server decodes from `data` at most: a client's limits may lower
+        the server's bounds, never lift them (a session's value_items=None would let one frame of
+        1-byte arrays take gigabytes and hold the event loop of every session for seconds)."""
+        bounds = self.server.bounds
+        limits = self.session.limits if self.session is not None else bounds
+        return _lower(limits.value_items, bounds.value_items) + 1024, 2 * _lower(limits.value_size, bounds.value_size) + len(data)
+
+    def _take(self, data: bytes) -> bool:
+        """The direct link's `take` (see `listener.DirectLink`), while `_serve` waits for the next
+        frame: the client's answers to the host calls of a request, settled as their frame is
+        parsed, and a request, started, as `_serve` would (a turn of the event loop and ASGI's
+        receive sooner). Any other frame, and one that `_serve` would refuse or must look at first
+        (too large, malformed, out of turn, the key's check due), is left to `_serve`, which says
+        what is wrong."""
+        if not self._receiving or len(data) > min(_INLINE_FRAME, self.server.max_frame):
+            return False
+        if self.server.authenticate is not None and time.monotonic() - self._key_checked >= KEY_RECHECK:
+            return False
+        try:
+            kind = p.kind_of(data)
+            if kind not in ((p.ANSWERS,) if self.busy else (p.FEED, p.RESUME, p.DUMP, p.LOAD)):
+                return False
+            items, size = self._bounds(data)
+            message = p.decode(data, items=items, size=size)
+            answers = self._checked_answers(message) if kind == p.ANSWERS else []
+        except (Exception, _Close):
+            return False
+        if kind != p.ANSWERS:
+            self._request = self._loop.create_task(self._handle(message))
+            if self._idle is not None and self.server.idle_timeout is not None:  # idle from now, as `_serve` would wait
+                self._idle.reschedule(self._loop.time() + self.server.idle_timeout)
+            return True
+        for future, call_id, how, value in answers:
+            self._settle_call(future, call_id, how, value)
+        return True
+
     def _send(self, data: bytes) -> None:
         if self._cut_off:
+            return
+        if not self._outbox and self._direct is not None and self._direct.write(data):
             return
         self._outbox.append(data)
         self._outbox_bytes += len(data)
@@ -741,40 +785,48 @@ class _Connection:
 
     def _event(self, event: list[Any]) -> None:
         """Queue a host call or a print. Prints go out at once; host calls once the worker waits on
-        the host (so the calls of an `asyncio.gather` share a frame), or `GATHER_SECONDS` after the first."""
-        if event[0] == p.CALL and not self._calls_queued:
+        the host (so the calls of an `asyncio.gather` share a frame), or `GATHER_SECONDS` after the
+        first. A sync call's worker waits already: it goes out now."""
+        self._events.append(event)
+        if event[0] != p.CALL:
+            if self._flush_handle is None:
+                self._flush_handle = self._loop.call_soon(self._flush_when_waiting)
+            return
+        if not self._calls_queued:
             self._calls_queued = True
             self._calls_since = time.monotonic()
-        self._events.append(event)
-        if self._flush_handle is None:
-            self._flush_handle = self._loop.call_soon(self._flush_when_waiting)
+        if self.session is not None and self.session.worker_waiting:
+            self._flush()
+        elif self._flush_handle is None or not isinstance(self._flush_handle, asyncio.TimerHandle):
+            # its WAIT comes next, and sends it (`_worker_waits`); else the next look does
+            if self._flush_handle is not None:
+                self._flush_handle.cancel()
+            self._flush_handle = self._loop.call_later(_GATHER_POLL, self._flush_when_waiting)
 
-    def _flush_when_waiting(self, settled: bool = False) -> None:
+    def _flush_when_waiting(self) -> None:
         self._flush_handle = None
         session = self.session
-        if self._calls_queued and session is not None and time.monotonic() - self._calls_since < GATHER_SECONDS:
-            if not session.worker_waiting:
-                self._flush_handle = self._loop.call_later(_GATHER_POLL, self._flush_when_waiting)
-                return
-            if not settled:  # the calls the worker made before it waited reach `call` in tasks already queued: after them
-                self._flush_handle = self._loop.call_soon(self._flush_when_waiting, True)
-                return
+        if self._calls_queued and session is not None and time.monotonic() - self._calls_since < GATHER_SECONDS and not session.worker_waiting:
+            self._flush_handle = self._loop.call_later(_GATHER_POLL, self._flush_when_waiting)
+            return
         self._flush()
 
     def _worker_waits(self) -> None:
-        """The worker sent a WAIT: host calls held for it go out now, not at the next look (`_GATHER_POLL`,
-        which the event loop's millisecond timers stretch to 1 ms and more)."""
-        if self._calls_queued and self._flush_handle is not None:
-            self._flush_handle.cancel()
-            self._flush_handle = self._loop.call_soon(self._flush_when_waiting)
+        """The worker sent a WAIT: host calls held for it go out now, in one frame, not at the next
+        look (`_GATHER_POLL`, which the event loop's millisecond timers stretch to 1 ms and more).
+        Each call the worker made before it reached `call` as the session took it in."""
+        if self._calls_queued:
+            self._flush()
 
     def _flush(self) -> None:
         if self._flush_handle is not None:
             self._flush_handle.cancel()
             self._flush_handle = None
         if self._events:
-            events, self._events, self._calls_queued = self._events, [], False
+            events, self._events, calls, self._calls_queued = self._events, [], self._calls_queued, False
             self._send(p.encode([p.EVENTS, events]))
+            if calls and self._direct is not None and not self._outbox:  # sent: the client answers at once
+                self._direct.wait_briefly()
 
     def _respond(self, message: list[Any]) -> None:
         """Send a response; it ends with the calls the session is paused on (none when it is not)."""
@@ -832,6 +884,8 @@ class _Connection:
             raise _Close(p.CLOSE_ENDED, error) from None
         self.session = session
         session.on_worker_waiting = self._worker_waits
+        if self._direct is not None:
+            self._direct.take = self._take
         for hook in self.server.hooks:
             await hook.session_opened(self.tenant, session)
         self._respond([p.OPENED, session.session_id, session.random_seed, self.server.max_frame])
@@ -984,7 +1038,7 @@ class _Connection:
     async def _serve(self) -> None:
         while True:
             try:  # a timeout, not wait_for: that ran every frame's receive in a task of its own
-                async with asyncio.timeout(self.server.idle_timeout):
+                async with asyncio.timeout(self.server.idle_timeout) as self._idle:
                     data = await self._frame()
             except TimeoutError:
                 if self.busy:
@@ -1083,7 +1137,7 @@ class _Connection:
         except Exception as error:
             return p.error_message(_told(error))
 
-    def _lookup(self, functions: Any) -> dict[str, _AsyncProxy]:
+    def _lookup(self, functions: Any) -> dict[str, _SyncProxy]:
         try:
             return _proxies(self, functions)
         except ValueError as error:
@@ -1129,9 +1183,17 @@ class _Connection:
         return future
 
     def _answers(self, message: list[Any]) -> None:
+        for future, call_id, how, value in self._checked_answers(message):
+            self._settle_call(future, call_id, how, value)
+
+    def _checked_answers(self, message: list[Any]) -> list[tuple[asyncio.Future[Any], int, str, Any]]:
+        """The answers of an ANSWERS frame to calls still waiting, `(future, call_id, how, value)`
+        each, all checked before any is settled; raises `_Close` for a frame that breaks the rules."""
         _, answers = _shape(message, 2)
         if not isinstance(answers, list):
             raise _Close(p.CLOSE_PROTOCOL, SandboxError('the ANSWERS frame is malformed'))
+        checked: list[tuple[asyncio.Future[Any], int, str, Any]] = []
+        taken: set[int] = set()
         for answer in answers:
             if not (isinstance(answer, list) and len(answer) == 3 and isinstance(answer[0], int)):
                 raise _Close(p.CLOSE_PROTOCOL, SandboxError('the ANSWERS frame is malformed'))
@@ -1139,9 +1201,15 @@ class _Connection:
             if not 0 <= call_id < self._next_call:
                 raise _Close(p.CLOSE_PROTOCOL, SandboxError(f'the client answered call {call_id}, which the server never made'))
             future = self._calls.get(call_id)
-            if future is None or future.done():  # a call of a feed that has ended, or already answered
-                continue
-            self._settle_call(future, call_id, how, value)
+            if future is None or future.done() or call_id in taken:
+                continue  # a call of a feed that has ended, or already answered
+            if how not in ('ok', 'error', 'deferred'):
+                raise _Close(p.CLOSE_PROTOCOL, SandboxError(f'the client answered call {call_id} in an unknown way {how!r}'))
+            if how == 'error' and not _is_error_payload(value):
+                raise _Close(p.CLOSE_PROTOCOL, SandboxError('the client sent a malformed error answer'))
+            taken.add(call_id)
+            checked.append((future, call_id, how, value))
+        return checked
 
     def _settle_call(self, future: asyncio.Future[Any], call_id: int, how: Any, value: Any) -> None:
         if how == 'ok':

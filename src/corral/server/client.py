@@ -26,6 +26,7 @@ from urllib.parse import urlsplit, urlunsplit
 import msgpack
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
+from ..channel import idle, poll_readable
 from ..errors import CorralError, OperatorError, SandboxConnectionError, SandboxError, SandboxSessionBusyError, SandboxWorkerError
 from ..host.deferred import Deferred, PendingCall, SandboxPaused
 from ..host.external import ExternalModule, exception_payload, is_async_callable
@@ -259,6 +260,8 @@ class RemoteSession:
         # on every connection it used: `[name, args, kwargs, how, value]` (see `protocol`, `held`)
         self._calls: dict[int, list[Any]] = {}
         self._held: list[list[Any]] = []
+        self._malformed: SandboxError | None = None  # a frame `_take` could not take: the connection ends with it
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     @property
     def random_seed(self) -> int:
@@ -300,11 +303,15 @@ class RemoteSession:
             headers['authorization'] = f'Bearer {self._pool.api_key}'
         _propagator.inject(headers)
         try:
-            self._ws = await connect(self._pool.url, additional_headers=headers, max_size=self._pool.max_frame, compression=None, open_timeout=None)
+            self._ws = await connect(
+                self._pool.url, additional_headers=headers, max_size=self._pool.max_frame, compression=None, open_timeout=None, create_connection=_direct_connection()
+            )
         except Exception as error:  # OSError, or the server refused the upgrade (websockets.InvalidStatus ...)
             raise SandboxConnectionError(f'cannot connect to the corral server at {self._pool.url}: {error}') from None
-        self._lost, self._drained, self._drain_state, self._calls = None, False, None, {}
-        self._reader = asyncio.get_running_loop().create_task(self._read_loop(self._ws))
+        self._lost, self._drained, self._drain_state, self._calls, self._malformed = None, False, None, {}, None
+        self._loop = asyncio.get_running_loop()  # the connection's: each call to find it is a system call (getpid)
+        self._ws.take = self._take
+        self._reader = self._loop.create_task(self._read_loop(self._ws))
         try:
             opened = await self._exchange([p.OPEN, p.PROTOCOL_VERSION, options or self._options])
         except _Lost:
@@ -522,6 +529,8 @@ class RemoteSession:
             raise self._dead or SandboxWorkerError('this session is not entered')
         if len(data) > self._max_frame:
             raise ValueError(f"the request is {len(data)} bytes, larger than the corral server's limit of {self._max_frame} bytes")
+        if not self._tasks and _write_now(self._ws, data):
+            return
         try:
             await self._ws.send(data)
         except Exception:  # the connection is gone: the reader says why
@@ -543,13 +552,27 @@ class RemoteSession:
         except asyncio.CancelledError:
             raise
         except Exception as error:
-            reason = SandboxError(f'the corral server sent a malformed frame ({type(error).__name__}: {error})')
+            reason = _malformed(error)
             await _close(ws)
-        self._lost = reason or SandboxWorkerError('this session cannot run scripts: the corral server closed the connection; check out a new session')
+        self._lost = self._malformed or reason or SandboxWorkerError('this session cannot run scripts: the corral server closed the connection; check out a new session')
         if self._closing is not None and not self._closing.done():
             self._closing.set_result(None)
         if self._response is not None and not self._response.done():
             self._response.set_exception(_Lost())
+
+    def _take(self, data: bytes) -> None:
+        """A frame of the server's as the connection parses it (see `_direct_connection`): what
+        `_read_loop` does with it, a turn of the event loop and websockets' queue sooner. A frame
+        that cannot be taken ends the connection, and `_read_loop` says why."""
+        if self._malformed is not None:
+            return
+        try:
+            self._on_message(p.decode(data))
+        except Exception as error:
+            self._malformed = _malformed(error)
+            task = self._loop.create_task(_close(self._ws))  # type: ignore[union-attr]
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
 
     def _on_message(self, message: list[Any]) -> None:
         kind = message[0]
@@ -595,9 +618,8 @@ class RemoteSession:
             self._answer_error(call_id, error)
             return
         if inspect.isawaitable(result):
-            task = asyncio.get_running_loop().create_task(self._await_call(call_id, name, result), name=f'{name}() [call {call_id}]', context=self._context.copy())
-            self._call_tasks.add(task)
-            task.add_done_callback(self._call_tasks.discard)
+            task = self._loop.create_task(self._await_call(call_id, name, result), name=f'{name}() [call {call_id}]', context=self._context.copy())  # type: ignore[union-attr]
+            self._call_tasks.add(task)  # until it ends (`_await_call`): no done callback's turn after its answer is sent
             return
         self._answer_value(call_id, name, result)
 
@@ -608,6 +630,10 @@ class RemoteSession:
             self._answer_error(call_id, error)
         else:
             self._answer_value(call_id, name, result)
+        finally:
+            self._call_tasks.discard(asyncio.current_task(self._loop))  # type: ignore[arg-type]
+        if not self._call_tasks:  # the last call running: its answer, and those ready with it, go now
+            self._flush_answers()
 
     def _answer_value(self, call_id: int, name: str, value: Any) -> None:
         """Answer with a host function's result, measured against the session's limits as a local
@@ -650,7 +676,7 @@ class RemoteSession:
         self._answers.append(answer)
         self._answers_size += len(answer)
         if self._flush_handle is None:
-            self._flush_handle = asyncio.get_running_loop().call_soon(self._flush_answers)
+            self._flush_handle = self._loop.call_soon(self._flush_answers)  # type: ignore[union-attr]
 
     def _flush_answers(self) -> None:
         if self._flush_handle is not None:
@@ -660,9 +686,69 @@ class RemoteSession:
             return
         answers, self._answers, self._answers_size = self._answers, [], 0
         frame = b'\x92' + _ARRAY.pack(p.ANSWERS) + _ARRAY.pack_array_header(len(answers)) + b''.join(answers)
-        task = asyncio.get_running_loop().create_task(self._send(frame))
+        if not self._tasks and _write_now(self._ws, frame):
+            _wait_briefly(self._ws)
+            return
+        task = self._loop.create_task(self._send(frame))  # type: ignore[union-attr]
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+
+def _malformed(error: Exception) -> SandboxError:
+    why = f'{type(error).__name__}: {error}' if str(error) else type(error).__name__
+    return SandboxError(f'the corral server sent a malformed frame ({why})')
+
+
+_DIRECT: type | None = None
+
+
+def _direct_connection() -> type:
+    """websockets' client connection, handing each whole binary message to its `take(data)` (when
+    set) as it is parsed, while none waits in its queue for `recv`: no turn of the event loop and
+    no queue between the socket and the session."""
+    global _DIRECT
+    if _DIRECT is None:
+        from websockets.asyncio.client import ClientConnection
+        from websockets.frames import Frame, Opcode
+
+        class DirectConnection(ClientConnection):
+            take: Callable[[bytes], None] | None = None
+
+            def process_event(self, event: Any) -> None:
+                queued = getattr(self.recv_messages, 'frames', None)  # websockets' own queue (an older one has none: `recv` takes all)
+                if (
+                    self.take is not None and self.response is not None and isinstance(event, Frame) and event.opcode is Opcode.BINARY
+                    and event.fin and queued is not None and not len(queued)
+                ):
+                    self.take(bytes(event.data))
+                    return
+                super().process_event(event)
+
+        _DIRECT = DirectConnection
+    return _DIRECT
+
+
+def _write_now(ws: Any, frame: bytes) -> bool:
+    """Send `frame` on `ws` (a websockets connection) at once, without a task's turn and the send's
+    locks, when it is open, no other send is under way and its socket takes writes (its buffer is
+    under the high water mark); else False, and nothing is sent."""
+    from websockets.asyncio.connection import broadcast
+    from websockets.protocol import State
+
+    if ws is None or ws.protocol.state is not State.OPEN or getattr(ws, 'send_in_progress', True) is not None or getattr(ws, 'paused', True):
+        return False  # (a websockets without `send_in_progress` sends the usual way)
+    with contextlib.suppress(Exception):  # the connection is gone: its reader says why
+        broadcast([ws], frame, raise_exceptions=True)
+    return True
+
+
+def _wait_briefly(ws: Any) -> None:
+    """Poll `ws`'s socket (`channel.poll`) for the server's next frame when the event loop has
+    nothing else to run: on a virtual machine a process asleep on its socket takes tens of
+    microseconds longer to reach, and the server answers a host call's answer within the poll."""
+    sock = ws.transport.get_extra_info('socket')
+    if sock is not None and idle(ws.loop) and not ws.transport.is_closing():
+        poll_readable(sock.fileno())
 
 
 def _asyncs(functions: Mapping[str, Callable[..., Any]]) -> dict[str, bool]:
