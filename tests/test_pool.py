@@ -126,7 +126,7 @@ async def test_the_zygote_loads_none_of_the_hosts_modules():
     async with corral.Pool(warm_workers=0, skip_layers={'language'}) as pool:
         async with pool.checkout() as session:
             loaded = await session.feed_run("import sys\nsorted({name.split('.')[1] for name in sys.modules if name.startswith('corral.')})")
-    assert loaded == ['channel', 'described', 'language', 'limits', 'values', 'worker']
+    assert loaded == ['channel', 'described', 'hostobjects', 'language', 'limits', 'values', 'worker']
 
 
 async def _address_space_limit(pid: int) -> int:
