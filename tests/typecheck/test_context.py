@@ -71,6 +71,24 @@ async def warm():
         await checker.aclose()
 
 
+async def test_files_changed_while_the_warm_server_starts_are_told_to_it():
+    # The first check starts the slot's `ty server` in the background; the second, without stubs,
+    # removes the stubs (and their `__builtins__.pyi`) from the folder while it starts, and may be
+    # missed by its read of the folder. The server, once up, must not see `f` of the stubs gone.
+    checker = TypeChecker()
+    try:
+        assert await checker.check('f(1)', stubs='def f(x: int) -> int: ...\n') is None
+        assert (await checker.check('f')).startswith('error[unresolved-reference]: Name `f` used when not defined\n')
+        for slot in checker._slots:
+            if slot.starting is not None:
+                await slot.starting
+        assert any(slot.server is not None and slot.server.alive for slot in checker._slots)
+        for _ in range(3):
+            assert (await checker.check('f')).startswith('error[unresolved-reference]: Name `f` used when not defined\n')
+    finally:
+        await checker.aclose()
+
+
 async def test_a_builtin_rebound_earlier_is_seen_through_a_string_annotation(warm):
     result = await warm.check('def g(a: "int") -> None:\n    print(type(a))\ng(1)', context=['int = str', 'other = 1'])
     assert result is not None and result.startswith('error[invalid-argument-type]: Argument to function `g` is incorrect\n')

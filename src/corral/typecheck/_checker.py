@@ -218,6 +218,9 @@ class _Slot:
         self.cpu = 0.0
         #: ty's concise lines of what the warm server found in the current check's code.
         self.quick: list[str] = []
+        #: Files changed since the slot's server began to start that it has not been told of: a
+        #: server reads the folder while it starts, so a change then may be missed by its read.
+        self.unheard: set[str] = set()
 
     def lower_priority(self) -> None:
         """Let the slot's ty processes, now and later, run only on CPU that others leave."""
@@ -367,6 +370,7 @@ class TypeChecker:
             return slot.server
         if slot.starting is None or slot.starting.done():
             slot.server = None
+            slot.unheard.clear()  # what is on disk now, the new server reads
             slot.starting = asyncio.get_running_loop().create_task(self._start_server(slot))
         return None
 
@@ -514,11 +518,11 @@ class TypeChecker:
         syntax = known[code]
         quick_prefix, quick_offset = _joined(relevant_context(context, code, known))
         # the server gets the script's text with the request; only `ty check` reads its file
-        changed = slot.sync({**wanted, script_name: slot.files.get(script_name, '')})
+        slot.unheard.update(slot.sync({**wanted, script_name: slot.files.get(script_name, '')}))
         server = self._serve(slot)
         quick_text, quick_offset = _with_futures(quick_prefix, quick_offset, code)
         slot.quick = []
-        if server is not None and await self._clean(server, slot, changed, quick_text, code, syntax, quick_offset, script_name, frozenset(modules)):
+        if server is not None and await self._clean(server, slot, quick_text, code, syntax, quick_offset, script_name, frozenset(modules)):
             return None
         text, offset = _with_futures(*_joined(context), code)
         slot.sync({**wanted, script_name: text})
@@ -640,7 +644,6 @@ class TypeChecker:
         self,
         server: TyServer,
         slot: _Slot,
-        changed: list[str],
         text: str,
         code: str,
         syntax: Syntax | None,
@@ -648,11 +651,13 @@ class TypeChecker:
         script_name: str,
         host_modules: frozenset[str],
     ) -> bool:
-        """Whether the warm server finds nothing to report in the new code (False: ask `ty check`)."""
+        """Whether the warm server finds nothing to report in the new code (False: ask `ty check`);
+        it is first told of the slot's files it has not heard of (`_Slot.unheard`)."""
         try:
-            stale = [os.path.join(slot.path, rel) for rel in changed if rel != script_name]
+            stale = [os.path.join(slot.path, rel) for rel in sorted(slot.unheard) if rel != script_name]
             if stale:
                 await server.notify_files_changed(stale)
+            slot.unheard.clear()
             diagnostics = await server.diagnostics(text)
         except RuntimeError:
             if server.out_of_memory:
