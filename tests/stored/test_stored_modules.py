@@ -142,6 +142,24 @@ async def test_a_record_signed_with_modules_and_no_fingerprint_is_malformed(pool
     )
 
 
+async def test_a_record_written_before_records_named_modules_reads_as_naming_none(pool, url):
+    from corral.host.journal import _RECORD_MAGIC, _open_envelope, _pack_body
+
+    rows = Rows(url)
+    async with pool.checkout(ephemeral=False, external_modules={'tools': tools()}) as session:
+        await session.feed_run('import tools\nfive = tools.add(2, 3)')
+        session_id = session.session_id
+    state, generation, records = await rows.read('', session_id)
+    (number, record), = records
+    body = _open_envelope(record, KEY, quota=1 << 20, magic=_RECORD_MAGIC)
+    assert (body.pop('modules'), body.pop('fingerprint')) == (None, None)  # nothing changed since the full state
+    await rows.write('', session_id, state, generation, [(number, _pack_body(_RECORD_MAGIC, body, KEY))])
+    offer = Offer()
+    async with offer.checkout(pool, session_id) as session:
+        assert offer.asked == [{'tools': (STUBS, ['add'])}]  # the full state's
+        assert await session.feed_run('tools.add(five, 1)') == 106
+
+
 async def test_another_tenants_session_is_not_stored_and_its_modules_are_not_named(pool):
     theirs = await stored_with_a_later_module(pool, tenant='tenant-a')
     offer = Offer()
