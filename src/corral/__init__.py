@@ -40,7 +40,7 @@ from .host.observer import PoolObserver
 from .host.os_access import Mount, OsAccess
 from .integrations.code_tool import CodeTool
 from .host.pool import Pool
-from .host.session import PrintCallback, Session
+from .host.session import OfferModules, PrintCallback, Session
 from .host.sync import SyncPool, SyncSession
 from .limits import Limits
 from .server.client import RemotePool, RemoteSession
@@ -71,6 +71,7 @@ __all__ = [
     'ModuleValue',
     'Mount',
     'NamedTupleValue',
+    'OfferModules',
     'OsAccess',
     'PendingCall',
     'Pool',

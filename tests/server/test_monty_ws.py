@@ -150,6 +150,31 @@ async def test_a_stored_session_loads_for_its_tenant_only(keyed: Keyed) -> None:
     assert str(info.value) == f"RuntimeError: no stored session with id {session_id.decode()!r}"
 
 
+async def test_a_stored_sessions_fork_is_offered_the_modules_it_imported(keyed: Keyed) -> None:
+    def tools(offset: int) -> object:
+        return pydantic_monty.ExternalModule({'add': lambda a, b: a + b + offset}, stubs='def add(a: int, b: int) -> int: ...\n')
+
+    async with keyed.pool(keyed.acme) as pool:
+        async with pool.checkout(ephemeral=False, type_check=True, type_check_format='concise', external_modules={'tools': tools(0)}) as session:
+            assert await session.feed_run('import tools\nfive = tools.add(2, 3)\nfive') == 5
+            session_id = session.session_id
+        async with pool.checkout(external_modules={'tools': tools(100)}) as session:  # the fork's calls reach this parent's module
+            await session.load_session(session_id)
+            assert await session.feed_run('[five, tools.add(2, 3)]') == [5, 105]
+            with pytest.raises(pydantic_monty.MontyTypingError) as error:  # its stubs came with it
+                await session.feed_run('tools.add("2", 3)')
+            assert str(error.value) == 'main.py:1:11: error[invalid-argument-type] Argument to function `add` is incorrect: Expected `int`, found `Literal["2"]`\n'
+            forked = session.session_id
+        async with pool.checkout(external_modules={'tools': tools(200)}) as session:  # a fork of the fork, which stored them
+            await session.load_session(forked)
+            assert await session.feed_run('import tools\ntools.add(five, 0)') == 205
+    async with keyed.pool(keyed.beta) as pool:  # another tenant's id: not stored, nothing of its modules offered
+        async with pool.checkout(external_modules={'tools': tools(0)}) as session:
+            with pytest.raises(pydantic_monty.MontyRuntimeError) as info:
+                await session.load_session(session_id)
+            assert await session.feed_run('import tools\ntools.add(1, 1)') == 2
+    assert str(info.value) == f"RuntimeError: no stored session with id {session_id.decode()!r}"
+
 
 async def test_a_stored_session_loads_with_its_type_check_and_format(keyed: Keyed) -> None:
     async with keyed.pool(keyed.acme) as pool:
@@ -300,6 +325,29 @@ async def test_a_drained_replica_hands_its_sessions_to_another(tmp_path: Path) -
                 async with pool.checkout() as moved:  # the ephemeral one's state travelled with the drain
                     await moved.load_session(drained.value.dump)
                     assert await moved.feed_run('y + 1') == 6
+        assert a.process.returncode == -signal.SIGTERM
+        assert 'Traceback' not in a.output() + b.output()
+
+
+async def test_a_drained_stored_session_resumes_with_the_modules_it_imported(tmp_path: Path) -> None:
+    import asyncio
+
+    from .conftest import Balancer
+    from .test_replicas import key_file
+
+    store = f'sqlite:///{tmp_path}/shared.db'
+    key = ('--state-key-file', key_file(tmp_path))
+    tools = pydantic_monty.ExternalModule({'add': lambda a, b: a + b})
+    with running_server(tmp_path, *key, store=store) as a, running_server(tmp_path, *key, store=store) as b:
+        async with Balancer([a.port, b.port]) as service:
+            async with pydantic_monty.AsyncMontyWebsocket(f'{service.url}/monty-ws/') as pool:
+                async with pool.checkout(ephemeral=False, external_modules={'tools': tools}) as stored:
+                    assert await stored.feed_run('import tools\nthree = tools.add(1, 2)\nthree') == 3
+                    a.process.send_signal(signal.SIGTERM)
+                    await asyncio.sleep(1.0)  # it stops listening, and waits for its clients' next requests
+                    assert await stored.feed_run('tools.add(three, 1)') == 4  # auto_resume at the other replica
+                    await asyncio.to_thread(a.process.wait, 30)
+                    assert await stored.feed_run('import tools\ntools.add(three, 2)') == 5
         assert a.process.returncode == -signal.SIGTERM
         assert 'Traceback' not in a.output() + b.output()
 

@@ -58,6 +58,7 @@ __all__ = [
     'seal_record',
     'ENVELOPE_BYTES',
     'call_size',
+    'check_fingerprint',
     'check_packages',
     'dumped_modules',
     'feed_size',
@@ -66,6 +67,7 @@ __all__ = [
     'open_state',
     'open_stored',
     'overlay_changes',
+    'state_modules',
 ]
 
 #: The format of the state this corral writes and reads. Bump it whenever the journal's meaning
@@ -284,7 +286,10 @@ class StateRecord:
     (`overlay_changes`), the pause of a paused session and its answered calls as `SessionState`
     has them, the packages of the pool that ran the feed (a session stored by one pool goes
     on in another), the working folder after it and the front door's data (`SessionState.door`)
-    after it (each None in a record written before records carried it: as before)."""
+    after it (each None in a record written before records carried it: as before), and the
+    session's external modules and fingerprint (`SessionState.modules`, `fingerprint`) when
+    they changed since the part before (`Session.add_external_module`; None when they did not,
+    and in a record written before records carried them)."""
 
     start: int
     feeds: list[FeedRecord]
@@ -296,9 +301,12 @@ class StateRecord:
     answered: list[int] = field(default_factory=list)
     cwd: str | None = None
     door: dict[str, Any] | None = None
+    modules: dict[str, list[Any]] | None = None
+    fingerprint: bytes | None = None
 
     def to_plain(self) -> dict[str, Any]:
-        plain = {name: getattr(self, name) for name in ('start', 'overlay', 'pending', 'answers', 'blocked', 'packages', 'answered', 'cwd', 'door')}
+        names = ('start', 'overlay', 'pending', 'answers', 'blocked', 'packages', 'answered', 'cwd', 'door', 'modules', 'fingerprint')
+        plain = {name: getattr(self, name) for name in names}
         return {**plain, 'feeds': [record.to_plain() for record in self.feeds]}
 
     def apply(self, state: SessionState) -> None:
@@ -316,6 +324,10 @@ class StateRecord:
             state.cwd = self.cwd
         if self.door is not None:
             state.door = self.door
+        if (self.modules is None) != (self.fingerprint is None):
+            raise ValueError('a record names its modules without their fingerprint, or the other way')
+        if self.modules is not None:
+            state.modules, state.fingerprint = self.modules, self.fingerprint  # type: ignore[assignment]
         state.check()
 
 
@@ -389,17 +401,24 @@ def _open_envelope(data: Any, key: bytes, *, quota: int, magic: bytes = _MAGIC) 
     return body
 
 
-def _decode_state(body: dict[str, Any], expected: bytes) -> SessionState:
+def _decode_state(body: dict[str, Any], expected: bytes | None) -> SessionState:
     try:
         state = SessionState.from_plain(body)
     except (ValueError, KeyError, TypeError) as error:  # signed by this key, yet malformed: refuse all the same
         raise SandboxStateError(f'the session state is malformed ({error})') from None
+    if expected is not None:
+        check_fingerprint(state, expected)
+    return state
+
+
+def check_fingerprint(state: SessionState, expected: bytes) -> None:
+    """Raise `SandboxStateError` when `state` was made for other host functions than those whose
+    fingerprint is `expected` (see `fingerprint`)."""
     if state.fingerprint != expected:
         raise SandboxStateError(
             "the session state was made for other host functions: the names and stubs of this pool's "
             'external functions and modules (type_check_stubs, external_modules) differ from those it was dumped with'
         )
-    return state
 
 
 def check_packages(state: SessionState, packages: tuple[str, ...]) -> None:
@@ -445,6 +464,16 @@ def dumped_modules(data: bytes, key: bytes, *, quota: int) -> dict[str, tuple[st
     modules = body.get('modules', {})
     if not _modules_shaped(modules):
         raise SandboxStateError('the session state is malformed (malformed modules)')
+    return _parents_first(modules)
+
+
+def state_modules(state: SessionState) -> dict[str, tuple[str | None, list[str]]]:
+    """`{name: (stubs, function names)}` of each external module `state` was made with, parents
+    before their submodules (what `dumped_modules` gives of a dumped state)."""
+    return _parents_first(state.modules)
+
+
+def _parents_first(modules: dict[str, list[Any]]) -> dict[str, tuple[str | None, list[str]]]:
     return {name: (modules[name][0], modules[name][1]) for name in sorted(modules, key=lambda name: name.count('.'))}
 
 
@@ -461,12 +490,14 @@ def _modules_shaped(modules: Any) -> bool:
 
 
 def open_stored(
-    state: bytes, records: list[bytes], generation: int, key: bytes, *, quota: int, expected: bytes, tenant: str, session_id: str,
+    state: bytes, records: list[bytes], generation: int, key: bytes, *, quota: int, expected: bytes | None, tenant: str, session_id: str,
     packages: tuple[str, ...] = (),
 ) -> tuple[SessionState, Chain]:
     """Check and decode what a store holds for `(tenant, session_id)` at the store's `generation`:
     a full state and the records appended to it. Returns the state, and the `Chain` the
-    session's next write continues.
+    session's next write continues. The state's fingerprint, the last part's that names one, is
+    checked against `expected` (None: the caller checks it, `check_fingerprint`, once it has
+    offered the modules the state names).
 
     Raises `SandboxStateError` naming what is wrong: each part as `open_state` checks it, then a
     part that belongs to another tenant or another session (copied into this row), a dumped
@@ -478,7 +509,7 @@ def open_stored(
     where = f'the stored state of session {session_id!r}'
     body = _open_envelope(state, key, quota=quota)
     first = _binding(body, where, tenant, session_id, 'state')
-    session_state = _decode_state(body, expected)
+    session_state = _decode_state(body, None)
     chain = Chain(first, mac_of(state), len(state), 0, 0)
     for data in records:
         chain.record_bytes += len(data)
@@ -496,7 +527,7 @@ def open_stored(
         try:
             record = StateRecord(
                 part['start'], [FeedRecord.from_plain(item) for item in part['feeds']], part['overlay'], part['pending'], part['answers'], part['blocked'],
-                part.get('packages', []), part.get('answered', []), part.get('cwd'), part.get('door'),
+                part.get('packages', []), part.get('answered', []), part.get('cwd'), part.get('door'), part.get('modules'), part.get('fingerprint'),
             )
             record.apply(session_state)
         except (ValueError, KeyError, TypeError) as error:
@@ -509,6 +540,8 @@ def open_stored(
             + ('an older state of the session was put back (rolled back)' if chain.generation < generation else "the store's generation was altered")
             + ', so it is refused'
         )
+    if expected is not None:
+        check_fingerprint(session_state, expected)
     check_packages(session_state, packages)
     return session_state, chain
 

@@ -20,7 +20,7 @@ from .external import ExternalModule
 from .journal import MAX_STATE_BYTES
 from .observer import PoolObserver
 from .os_access import Mount, OsAccess
-from .session import Session
+from .session import OfferModules, Session
 from .workers import WorkerProcess, Zygote
 
 if TYPE_CHECKING:
@@ -273,6 +273,7 @@ class Pool:
         mounts: Mount | Sequence[Mount] | None = None,
         random_seed: int | None = None,
         tenant: str = '',
+        modules: OfferModules | None = None,
     ) -> Session:
         """A new session, started by `async with`; each one runs in a fresh worker.
 
@@ -287,6 +288,13 @@ class Pool:
           with `fork=True`, start a new stored session from its state instead. Checking out a
           session another holder has raises `SandboxSessionBusyError` (the holder's lease lasts
           `lease_ttl` seconds past its last renewal); an unknown id raises `SandboxStateError`.
+          Give the same `type_check_stubs` and `external_modules` the stored session had
+          (modules it was offered later too, `add_external_module`), or offer them with `modules`.
+        - `modules`: for a caller that offers modules as scripts ask for them (an `OfferModules`):
+          awaited, as the session is entered, with the external modules the stored session
+          `session_id` names (its stubs and function names), before its state is checked against
+          this session's; it offers those the session lacks (`session.add_external_module`).
+          Only with `session_id` (`ValueError` otherwise).
         - `limits`: the session's `Limits` (default `Limits()`).
         - `script_name`: the file name tracebacks and diagnostics show.
         - `mounts`: host folders the script may use as files (`Mount(host_dir, sandbox_path,
@@ -312,6 +320,8 @@ class Pool:
             raise ValueError('a session_id names a stored session: do not pass ephemeral=True with it')
         if fork and session_id is None:
             raise ValueError('fork=True needs the session_id of the stored session to fork')
+        if modules is not None and session_id is None:
+            raise ValueError('modules= offers the modules of a stored session: pass its session_id too')
         if session_id is not None and not isinstance(session_id, str):
             raise TypeError(f'session_id must be a str, not {type(session_id).__name__}')
         check_tenant(tenant)
@@ -329,6 +339,7 @@ class Pool:
             session_id=session_id,
             fork=fork,
             tenant=tenant,
+            modules=modules,
         )
 
     async def list_sessions(self, *, tenant: str = '') -> list[str]:

@@ -55,6 +55,7 @@ from .journal import (
     SessionState,
     StateRecord,
     call_size,
+    check_fingerprint,
     dumped_modules,
     feed_size,
     fingerprint,
@@ -65,6 +66,7 @@ from .journal import (
     overlay_changes,
     seal,
     seal_record,
+    state_modules,
 )
 from .lease import Lease
 from .os_access import MAX_URANDOM_BYTES, OVERLAY_LIMIT, Mount, OsAccess, SystemCalls
@@ -73,11 +75,17 @@ from .workers import WorkerProcess
 if TYPE_CHECKING:
     from .pool import Pool
 
-__all__ = ['Session', 'PrintCallback', 'print_to_host']
+__all__ = ['OfferModules', 'Session', 'PrintCallback', 'print_to_host']
 
 #: Receives the script's printed text as `(stream, text)`; `stream` is `'stderr'` for what the script
 #: wrote to `sys.stderr` (`print(..., file=sys.stderr)`, `sys.stderr.write()`), `'stdout'` otherwise.
 PrintCallback = Callable[[str, str], None]
+
+#: Offers a state's external modules to the session taking it up (`load_session(modules=)`,
+#: `pool.checkout(session_id=..., modules=)`): awaited with `{name: (stubs, function names)}` of
+#: each module the state was made with, parents before their submodules, before the state is
+#: checked against the session's modules; it offers those the session lacks (`add_external_module`).
+OfferModules = Callable[[dict[str, tuple[str | None, list[str]]]], Awaitable[None]]
 
 _tracer = trace.get_tracer('corral')
 
@@ -168,6 +176,7 @@ class Session:
         session_id: str | None = None,
         fork: bool = False,
         tenant: str = '',
+        modules: OfferModules | None = None,
     ) -> None:
         for name, module in (external_modules or {}).items():
             if not isinstance(module, ExternalModule):
@@ -232,6 +241,8 @@ class Session:
         self.session_id: str | None = session_id
         self._fork = fork
         self.tenant = tenant
+        self._offer_modules = modules
+        self._stored_fingerprint = b''  # the fingerprint (host functions and modules) as the store has it
         self._lease: Lease | None = None
         self._overlay: dict[str, list[Any]] = {}  # a stored session's overlay writes before its feed
         self._cwd = self._system.cwd  # and its working folder
@@ -405,11 +416,14 @@ class Session:
                 stored.generation,
                 self._pool._state_key(),
                 quota=self._pool.max_state_bytes,
-                expected=self._fingerprint(),
+                expected=None,
                 tenant=self.tenant,
                 session_id=source,  # type: ignore[arg-type]
                 packages=self._pool.packages,
             )
+            if self._offer_modules is not None:  # the caller offers the modules the stored session had
+                await self._offer_modules(state_modules(state))
+            check_fingerprint(state, self._fingerprint())
             checkpoint = None
             if self._pool._checkpoints is not None:  # a fork takes it too: the source replays next time
                 checkpoint = self._pool._checkpoints.take(self.tenant, source, state_digest(state), (self.limits.memory, self.limits.cpu_time))  # type: ignore[arg-type]
@@ -418,6 +432,7 @@ class Session:
             await self._restore(state, checkpoint)
             if not self._fork:  # the store has it: the next feed appends to it
                 self._chain, self._stored, self._stored_open = chain, len(self._journal), self._paused
+                self._stored_fingerprint = state.fingerprint
                 self._stored_overlay = self._system.overlay()
                 return
         await self._store_state()
@@ -1375,7 +1390,7 @@ class Session:
     def _fingerprint(self) -> bytes:
         return fingerprint(self._stubs, {name: (module.stubs, list(module.functions)) for name, module in self._modules.items()})
 
-    async def load_session(self, state: bytes, *, modules: Callable[[dict[str, tuple[str | None, list[str]]]], Awaitable[None]] | None = None) -> None:
+    async def load_session(self, state: bytes, *, modules: OfferModules | None = None) -> None:
         """Load a state that `dump()` made into this freshly checked-out session.
 
         The session's feeds are replayed in its worker, their host calls answered from the state,
@@ -1654,9 +1669,10 @@ class Session:
         binding = Binding(self.tenant, self.session_id, generation)
         if chain is not None and not self._full_due:
             start = self._stored - 1 if self._stored_open else self._stored
+            changed = state.fingerprint != self._stored_fingerprint  # a module offered since (add_external_module)
             record = StateRecord(
                 start, state.feeds[start:], overlay_changes(self._stored_overlay, state.overlay), state.pending, state.answers, state.blocked, state.packages,
-                state.answered, state.cwd, state.door,
+                state.answered, state.cwd, state.door, state.modules if changed else None, state.fingerprint if changed else None,
             )
             data = seal_record(record, key, binding=binding, previous=chain.mac)
             compact_at = max(chain.state_bytes, min(_COMPACT_BYTES, self._pool.max_state_bytes // 2))  # records never pass the quota
@@ -1675,6 +1691,7 @@ class Session:
 
     def _stored_done(self, state: SessionState) -> None:
         self._stored, self._stored_open, self._stored_overlay = len(state.feeds), bool(state.feeds) and state.feeds[-1].outcome == OPEN, state.overlay
+        self._stored_fingerprint = state.fingerprint
 
     async def _store_answered(self, call_ids: list[int]) -> None:
         """Before the answers to `call_ids` reach a paused stored session's worker: store its state

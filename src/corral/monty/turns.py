@@ -314,27 +314,31 @@ class MontyChild:
         except (ValueError, TypeError, CorralError) as error:
             self._refused(error)
             return
-        restored: list[str] = []
-
-        async def modules(dumped: dict[str, tuple[str | None, list[str]]]) -> None:
-            # the modules the state was made with are host state: offered with the stubs and
-            # functions the state brings (calls reach the parent by their dotted names), and asked
-            # of the parent again at the first feed that names them
-            for name, (stubs, names) in dumped.items():
-                functions = {function: self._function(f'{name}.{function}', asynchronous=False) for function in names}
-                session.add_external_module(name, ExternalModule(functions, stubs=stubs))
-                self._stub_texts[name] = stubs
-                if '.' not in name:
-                    restored.append(name)
-
+        restored: dict[str, str | None] = {}
         try:
-            await session.load_session(load.state, modules=modules)
+            await session.load_session(load.state, modules=lambda dumped: self._offer_state_modules(session, dumped, restored))
         except SandboxError as error:
             await self._close(session)
             self._error('ValueError', str(error))
             return
         await self._end_session()
-        self._restored = set(restored)
+        self._started_from_state(session, config, restored)
+
+    async def _offer_state_modules(self, session: Session, modules: dict[str, tuple[str | None, list[str]]], restored: dict[str, str | None]) -> None:
+        """Offer `session` the `modules` a state was made with (`Session.OfferModules`): they are
+        host state, offered with the stubs and functions the state brings (calls reach the parent
+        by their dotted names), and asked of the parent again at the first feed that names them.
+        `restored` gets the stubs of each (see `_started_from_state`)."""
+        for name, (stubs, names) in modules.items():
+            functions = {function: self._function(f'{name}.{function}', asynchronous=False) for function in names}
+            session.add_external_module(name, ExternalModule(functions, stubs=stubs))
+            restored[name] = stubs
+
+    def _started_from_state(self, session: Session, config: pb.Configure, restored: dict[str, str | None]) -> None:
+        """`session`, taken up from a state whose modules it was offered (`restored`: their stubs),
+        is the child's (see `_started`)."""
+        self._stub_texts.update(restored)
+        self._restored = {name for name in restored if '.' not in name}
         self._started(session, config, loaded=True)
 
     async def _dump(self) -> None:

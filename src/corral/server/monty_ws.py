@@ -116,6 +116,7 @@ class _ServedChild(MontyChild):
         self._trace = trace
         self._opened_at: dict[Session, float] = {}  # when each session was requested
         self._fork: str | None = None
+        self._fork_modules: dict[str, str | None] = {}  # the stubs of each module the fork was offered
         self.draining = False  # the next request is answered with ShutdownDump
         self.feeding = False
         self._feed_outcome = 'ok'  # how the feed running ended, for the hooks: 'ok' or the error's type
@@ -171,18 +172,22 @@ class _ServedChild(MontyChild):
 
     def _checkout(self, config: pb.Configure) -> Session:
         options = self._checkout_options(config)
-        if self._fork is not None:  # a new stored session from the tenant's stored one
-            return self._server.checkout(self._tenant, session_id=self._fork, fork=True, **options)
+        if self._fork is not None:  # a new stored session from the tenant's stored one, offered its modules
+            restored = self._fork_modules
+            offer = lambda modules: self._offer_state_modules(session, modules, restored)  # noqa: E731
+            session = self._server.checkout(self._tenant, session_id=self._fork, fork=True, modules=offer, **options)
+            return session
         return self._server.checkout(self._tenant, ephemeral=config.persistence != pb.PERSISTENCE_STORED, **options)
 
     async def _load(self, load: pb.Load) -> None:
         """`Load` of a stored session's id (what `session_id` named): a new stored session of the
-        tenant's from it, in place of the fresh one the client configured; a signed state loads
-        as the stdio child loads it."""
+        tenant's from it, in place of the fresh one the client configured, offered the modules the
+        stored session had as a dump's `Load` offers them; a signed state loads as the stdio child
+        loads it."""
         if _SESSION_ID.fullmatch(load.state) is None:
             await super()._load(load)
             return
-        self._fork = load.state.decode()
+        self._fork, self._fork_modules = load.state.decode(), {}
         try:
             session = await self._open(self._config)
         except (ValueError, TypeError, CorralError) as error:  # the session configured goes on
@@ -191,7 +196,7 @@ class _ServedChild(MontyChild):
         finally:
             self._fork = None
         await self._end_session()
-        self._started(session, self._config)
+        self._started_from_state(session, self._config, self._fork_modules)
 
     async def _open(self, config: pb.Configure) -> Session:
         hooks, tenant = self._server.hooks, self._tenant
