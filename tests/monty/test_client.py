@@ -125,6 +125,18 @@ def test_a_limit_reads_in_the_clients_words_then_corrals(monty: pydantic_monty.M
     assert slow.value.display('type-msg') == 'TimeoutError: feed time limit exceeded: the script ran past the wall_time limit of 1 second'
 
 
+def test_a_builtins_loop_past_its_budget_is_killed_before_the_client_kills_the_child(monty: pydantic_monty.Monty) -> None:
+    """A loop inside one builtin ignores the stop; its worker is killed `grace` after the budget,
+    0.5 s in a door's session: before pydantic_monty's parent kills the child, 1 s past it."""
+    for code in ('sum(range(10**18))', 'min(range(10**18))'):
+        with monty.checkout(limits={'max_feed_duration_secs': 0.1}) as session:
+            with pytest.raises(pydantic_monty.MontyRuntimeError) as slow:
+                session.feed_run(code)
+        assert slow.value.display('type-msg') == (
+            'TimeoutError: feed time limit exceeded: the script ran past the wall_time limit of 0.1 seconds and was killed'
+        )
+
+
 TWO_ERRORS = 'x: int = "a"\ny: str = 1'
 
 

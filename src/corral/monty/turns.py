@@ -938,6 +938,10 @@ def _raised(error: SandboxError, clock: str = 'feed') -> pb.RaisedException:
     return raised
 
 
+#: Seconds between a budget's stop and the kill of a worker that ignores it, in a session with a budget.
+_GRACE = 0.5
+
+
 def _limits(limits: pb.ResourceLimits) -> Limits:
     """corral's `Limits` for Monty's `ResourceLimits` (what it leaves out keeps corral's default)."""
     given: dict[str, Any] = {}
@@ -948,6 +952,10 @@ def _limits(limits: pb.ResourceLimits) -> Limits:
     budgets = [getattr(limits, name) for name in ('max_feed_duration_micros', 'max_turn_duration_micros') if limits.HasField(name)]
     if budgets:  # corral's wall_time is one budget for the feed: the smaller of the two
         given['wall_time'] = max(min(budgets) / 1e6, 0.001)
+        # a loop inside one builtin (`sum(range(10**18))`) ignores the stop and is killed `grace`
+        # later; pydantic_monty's parent kills the child itself 1 s past the budget (its pool's
+        # `feed_duration_limit_grace` and `turn_duration_limit_grace` default), so corral kills first
+        given['grace'] = _GRACE
     return Limits(**given)
 
 
