@@ -162,6 +162,23 @@ def test_wrappers_refuse_names_that_are_not_public():
         HostObject(5, cls=HostClass(Counter))
 
 
+async def test_a_class_whose_name_is_no_identifier_is_refused_where_it_is_wrapped(session):
+    """The script's class is named as the host's: a class made with `type()` under a name that is no
+    identifier was the worker's `ValueError: malformed host object in a frame`, blaming a frame."""
+    Odd = type('not a name', (), {'add': lambda self, n: n})
+    with pytest.raises(ValueError, match=r"^HostObject needs a value of a class named by an identifier, as the script names it: 'not a name' is not one$"):
+        HostObject(Odd(), methods=['add'])
+    with pytest.raises(ValueError, match=r"^HostClass needs a class named by an identifier, as the script names it: 'not a name' is not one$"):
+        HostClass(Odd)
+    with pytest.raises(corral.SandboxRuntimeError) as error:
+        await session.feed_run('get()', external_lookup={'get': lambda: HostObject(Odd(), methods=['add'])})
+    assert (error.value.exc_type, error.value.message) == (
+        'ValueError',
+        "HostObject needs a value of a class named by an identifier, as the script names it: 'not a name' is not one",
+    )
+    assert HostObject(type('Ｃounter', (), {})()).cls is None  # an identifier of other letters is one
+
+
 def test_the_host_resolves_only_names_it_gave_and_members_it_listed():
     objects, others = HostObjects(), HostObjects()
     counter = Counter()
