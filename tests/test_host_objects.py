@@ -179,6 +179,42 @@ async def test_a_class_whose_name_is_no_identifier_is_refused_where_it_is_wrappe
     assert HostObject(type('Ｃounter', (), {})()).cls is None  # an identifier of other letters is one
 
 
+async def test_a_call_the_worker_cannot_send_names_the_member_as_the_script_knows_it(pool):
+    """A call whose arguments cannot leave named the method by its wire name (`<object 9f...>.add()`),
+    and a script's own recursion that reached a host object's method at the recursion limit was
+    `TypeError: ... cannot be called with these arguments: maximum recursion depth exceeded`."""
+    cls = HostClass(Counter, methods=['starting_at'])
+    async with pool.checkout(limits=corral.Limits(value_size=1000)) as session:
+        await session.feed_run('c = get()\nC = cls()', external_lookup={'get': lambda: given(Counter()), 'cls': lambda: cls})
+        refusals = {
+            'c.add(object())': (
+                'TypeError',
+                "Counter.add() cannot be called with these arguments: a value of type 'object' cannot cross the sandbox boundary; "
+                'use None, bool, int, float, str, bytes, list, tuple, dict, set, frozenset, datetime, Decimal or UUID values',
+            ),
+            'await c.fetch([object()])': (
+                'TypeError',
+                "Counter.fetch() cannot be called with these arguments: a value of type 'object' cannot cross the sandbox boundary; "
+                'use None, bool, int, float, str, bytes, list, tuple, dict, set, frozenset, datetime, Decimal or UUID values',
+            ),
+            'C.starting_at("x" * 2000)': (
+                'OverflowError',
+                'the call to Counter.starting_at() takes at least 2,121 bytes; at most 1,000 may leave the sandbox (the value_size limit)',
+            ),
+        }
+        for code, expected in refusals.items():
+            with pytest.raises(corral.SandboxRuntimeError) as error:
+                await session.feed_run(code)
+            assert (error.value.exc_type, error.value.message) == expected, code
+        with pytest.raises(corral.SandboxLimitError) as limit:
+            await session.feed_run('def down(n):\n    return c.add(1) + down(n - 1) if n else 0\ndown(5000)')
+        assert str(limit.value).splitlines()[-2:] == [
+            'RecursionError: maximum recursion depth exceeded',
+            "the sandbox's recursion limit is 1000 calls (Limits.recursion); write deep recursion as a loop",
+        ]
+        assert await session.feed_run('c.add(1) - c.add(-1)') == 1  # the session goes on
+
+
 def test_the_host_resolves_only_names_it_gave_and_members_it_listed():
     objects, others = HostObjects(), HostObjects()
     counter = Counter()

@@ -23,7 +23,7 @@ import secrets
 from collections.abc import Callable, Iterable
 from typing import Any
 
-__all__ = ['HostClass', 'HostObject', 'HostObjects', 'ObjectRef', 'is_object_call', 'make_proxy']
+__all__ = ['HostClass', 'HostObject', 'HostObjects', 'ObjectRef', 'call_parts', 'is_object_call', 'make_proxy']
 
 #: The call names' prefixes: an object's, a class's; `<async ...` for a method the script awaits.
 _OBJECT, _CLASS = 'object', 'class'
@@ -273,7 +273,7 @@ class HostObjects:
 
     def shown(self, name: str) -> str | None:
         """How a host call named `name` reads in an error: the class and the member (`Counter.add`)."""
-        token, member, _, _ = _parts_of(name)
+        token, member, _, _ = call_parts(name)
         target = self._by_token.get(token)
         return None if target is None else f'{self.ref(target).class_name}.{member}'
 
@@ -283,7 +283,7 @@ class HostObjects:
         script's error: `NameError` for a name this session did not give, `AttributeError` for a
         member not listed (as Python words it), `TypeError` for a class that may not be
         instantiated."""
-        token, member, read, awaited = _parts_of(name)
+        token, member, read, awaited = call_parts(name)
         target = self._by_token.get(token)
         if target is None or not (member == CONSTRUCT or member.isidentifier()):
             return _raising(NameError(f'the host object {token} is not one this session gave (one given before the session was stored and loaded is gone)'))
@@ -304,7 +304,7 @@ class HostObjects:
         return lambda *args, **kwargs: target.call_method(member)(*args, **kwargs)
 
 
-def _parts_of(name: str) -> tuple[str, str, bool, bool]:
+def call_parts(name: str) -> tuple[str, str, bool, bool]:
     """A host call's name (`call_name`) as (the object's token, the member, whether it reads an
     attribute, whether it is awaited)."""
     awaited = name.startswith('<async ')
