@@ -183,7 +183,7 @@ async def test_a_call_the_worker_cannot_send_names_the_member_as_the_script_know
     """A call whose arguments cannot leave named the method by its wire name (`<object 9f...>.add()`),
     and a script's own recursion that reached a host object's method at the recursion limit was
     `TypeError: ... cannot be called with these arguments: maximum recursion depth exceeded`."""
-    cls = HostClass(Counter, methods=['starting_at'])
+    cls = HostClass(Counter, init=True, methods=['starting_at'])
     async with pool.checkout(limits=corral.Limits(value_size=1000)) as session:
         await session.feed_run('c = get()\nC = cls()', external_lookup={'get': lambda: given(Counter()), 'cls': lambda: cls})
         refusals = {
@@ -195,6 +195,11 @@ async def test_a_call_the_worker_cannot_send_names_the_member_as_the_script_know
             'await c.fetch([object()])': (
                 'TypeError',
                 "Counter.fetch() cannot be called with these arguments: a value of type 'object' cannot cross the sandbox boundary; "
+                'use None, bool, int, float, str, bytes, list, tuple, dict, set, frozenset, datetime, Decimal or UUID values',
+            ),
+            'C(start=object())': (
+                'TypeError',
+                "Counter() cannot be called with these arguments: a value of type 'object' cannot cross the sandbox boundary; "
                 'use None, bool, int, float, str, bytes, list, tuple, dict, set, frozenset, datetime, Decimal or UUID values',
             ),
             'C.starting_at("x" * 2000)': (

@@ -71,7 +71,7 @@ from typing import Any
 import msgpack
 
 from .described import ExceptionValue, FileValue, InstanceValue, ModuleValue, NamedTupleValue
-from .hostobjects import HostClass, HostObject, HostObjects, ObjectRef, call_parts, is_object_call, make_proxy
+from .hostobjects import CONSTRUCT, HostClass, HostObject, HostObjects, ObjectRef, call_parts, is_object_call, make_proxy
 
 __all__ = [
     'pack', 'unpack', 'measure', 'Decoder', 'ValueLimitError', 'bounded_repr', 'host_default', 'sandbox_default',
@@ -368,14 +368,18 @@ _OBJECTS_BY_TOKEN: dict[str, Any] = {}
 
 def shown_name(name: str) -> str:
     """In a worker: the name a script knows the host callable by whose calls carry `name`, for its
-    errors: a callable given as a value by its own name (`plain`), a host object's or class's member
-    as `Counter.add` (`name` itself for a host function, or a name no callable of the script has)."""
+    errors: a callable given as a value by its own name (`plain`), a host object's or class's
+    member as `Counter.add`, a class's construction as `Counter` (`name` itself for a host
+    function, or a name no callable of the script has)."""
     if is_object_call(name):
         token, member, _, _ = call_parts(name)
         cls = _CLASSES_MADE.get(token)
         if cls is None and token in _OBJECTS_BY_TOKEN:
             cls = type(_OBJECTS_BY_TOKEN[token])
-        return name if cls is None else f'{type.__dict__["__name__"].__get__(cls)}.{member}'
+        if cls is None:
+            return name
+        shown = type.__dict__['__name__'].__get__(cls)
+        return shown if member == CONSTRUCT else f'{shown}.{member}'
     function = _MADE_BY_NAME.get(name)
     return name if function is None else function.__name__
 
