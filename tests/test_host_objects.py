@@ -40,6 +40,10 @@ class Counter:
         return HostObject(cls(start), methods=['add'])
 
 
+async def double(n: int) -> int:
+    return n * 2
+
+
 def given(counter: Counter) -> HostObject:
     return HostObject(counter, methods=['add', 'fetch'], attributes=['count'])
 
@@ -218,6 +222,30 @@ async def test_a_call_the_worker_cannot_send_names_the_member_as_the_script_know
             "the sandbox's recursion limit is 1000 calls (Limits.recursion); write deep recursion as a loop",
         ]
         assert await session.feed_run('c.add(1) - c.add(-1)') == 1  # the session goes on
+
+
+async def test_async_classmethods_staticmethods_and_functions_an_object_holds_are_awaited(session):
+    """An async classmethod or staticmethod listed as an object's method was taken for a sync one:
+    `await c.cm(1)` was `TypeError: object int can't be used in 'await' expression`."""
+
+    class Jobs:
+        @classmethod
+        async def cm(cls, n: int) -> int:
+            return n + 1
+
+        @staticmethod
+        async def sm(n: int) -> int:
+            return n + 2
+
+        def sync(self, n: int) -> int:
+            return n + 4
+
+    jobs = Jobs()
+    jobs.own = double  # type: ignore[attr-defined]  # an async function the object holds itself
+    wrapped = HostObject(jobs, methods=['cm', 'sm', 'own', 'sync'])
+    assert [(name, wrapped.is_async(name)) for name in wrapped.methods] == [('cm', True), ('sm', True), ('own', True), ('sync', False)]
+    code = 'j = get()\n[await j.cm(1), await j.sm(1), await j.own(1), j.sync(1)]'
+    assert await session.feed_run(code, external_lookup={'get': lambda: wrapped}) == [2, 3, 2, 5]
 
 
 def test_the_host_resolves_only_names_it_gave_and_members_it_listed():

@@ -151,8 +151,17 @@ class HostObject:
         return getattr(self.value, name)
 
     def is_async(self, name: str) -> bool:
-        """Whether the script awaits method `name`'s calls."""
-        return inspect.iscoroutinefunction(_raw(type(self.value), name))
+        """Whether the script awaits method `name`'s calls: an async function of the value's class
+        (a classmethod or staticmethod too), or one the value holds as its own attribute."""
+        raw = _raw(type(self.value), name)
+        if raw is None:  # read as `object.__getattribute__` reads it: none of the value's own code runs
+            try:
+                raw = object.__getattribute__(self.value, '__dict__').get(name)
+            except (AttributeError, TypeError):
+                raw = None
+        if isinstance(raw, (classmethod, staticmethod)):
+            raw = raw.__func__
+        return inspect.iscoroutinefunction(raw)
 
     def __repr__(self) -> str:
         return f'HostObject({self.value!r}, methods={self.methods!r}, attributes={self.attributes!r})'
