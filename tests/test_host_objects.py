@@ -326,6 +326,24 @@ async def test_a_stored_session_replays_host_object_calls_and_the_object_is_gone
             assert counter.count == 2
 
 
+async def test_a_fork_or_a_second_checkout_reaches_none_of_the_objects_its_original_holds(tmp_path):
+    """A fork starts from the original's worker (a checkpoint) with its proxies and their names: the
+    names are the original's, so the fork's calls reach nothing; the original's still reach its object."""
+    counter = Counter()
+    async with corral.Pool(store=f'sqlite:///{tmp_path}/store.db') as pool:
+        async with pool.checkout(ephemeral=False) as original:
+            await original.feed_run('c = get()\nc.add(1)', external_lookup={'get': lambda: given(counter)})
+            async with pool.checkout(session_id=original.session_id, fork=True) as fork:
+                for code in ('c.add(10)', 'c.count', 'await c.fetch(1)'):
+                    with pytest.raises(corral.SandboxRuntimeError) as error:
+                        await fork.feed_run(code)
+                    assert error.value.exc_type == 'NameError', code
+                    assert error.value.message.endswith('is not one this session gave (one given before the session was stored and loaded is gone)')
+                back = await fork.feed_run('c')
+                assert type(back).__name__ == 'ObjectRef' and not hasattr(back, 'value')  # its name alone, no object
+            assert (await original.feed_run('c.add(100)'), counter.count) == (101, 101)
+
+
 async def test_a_host_modules_value_may_hold_them(pool):
     counter = Counter()
     module = corral.ExternalModule({}, values={'counter': given(counter), 'Counter': HostClass(Counter, init=True, instance_methods=['add'])})
