@@ -232,6 +232,20 @@ async def test_a_flood_of_stale_answers_while_a_call_waits_settles_nothing_but_i
         assert protocol.decode(await ws.recv()) == [protocol.RESULT, ['second', 'third'], None, []]
 
 
+async def test_a_small_answer_behind_a_large_one_is_not_taken_ahead_of_it(server):
+    """A frame too large to take as it is parsed waits for the request loop; a small one behind it
+    must wait too, not overtake it: the first answer to a call is the one that counts."""
+    async with connect(server.url + protocol.PATH, compression=None, max_size=None) as ws:
+        await ws.send(OPEN)
+        assert protocol.decode(await ws.recv())[0] == protocol.OPENED
+        code = 'import asyncio\na, b = await asyncio.gather(f(1), f(2))\n[len(a), b]'
+        await ws.send(protocol.encode([protocol.FEED, code, {'f': True}, {}, []]))
+        assert protocol.decode(await ws.recv()) == [protocol.EVENTS, [[protocol.CALL, 0, 'f', [1], {}], [protocol.CALL, 1, 'f', [2], {}]]]
+        await ws.send(protocol.encode([protocol.ANSWERS, [[0, 'ok', 'x' * 200_000]]]))  # over the 64 KiB taken as parsed
+        await ws.send(protocol.encode([protocol.ANSWERS, [[0, 'ok', 'second'], [1, 'ok', 'b']]]))
+        assert protocol.decode(await ws.recv()) == [protocol.RESULT, [200_000, 'b'], None, []]
+
+
 async def test_a_malformed_frame_from_the_server_ends_the_session_with_a_clear_error():
     """The client takes the server's frames as they are parsed: one it cannot decode ends the
     session with an error naming what was wrong, as when its reader found it."""
