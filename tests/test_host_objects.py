@@ -100,6 +100,29 @@ async def test_members_not_listed_and_dunders_are_refused(session):
     assert await session.feed_run('c.count') == 0  # nothing reached the object
 
 
+async def test_computed_and_look_alike_names_reach_no_more_than_written_ones(session):
+    """`getattr` with a name built at run time, or with letters that look like a listed name's (NFKC
+    folds them in source, never in a string), reaches only the listed members, and a computed
+    `__class__` only the script's own class of the object."""
+    await session.feed_run('c = get()', external_lookup={'get': lambda: given(Counter())})
+    assert await session.feed_run('[getattr(c, "_" + "_class__") is type(c), getattr(c, "ad" + "d")(2), ｃ.ａｄｄ(1)]') == [True, 2, 3]
+    refusals = {
+        'getattr(c, "ａdd")(1)': "'Counter' object has no attribute 'ａdd'",
+        'getattr(c, "add\u200b")(1)': "'Counter' object has no attribute 'add\\u200b'",
+        'getattr(c, "_" + "value")': (
+            "attribute '_value' is private: the sandbox allows names starting with '_' only on objects of classes the script "
+            'defines (Counter objects are not); use the public API'
+        ),
+        'getattr(c, "val" + "ue")': "'Counter' object has no attribute 'value'",
+        'getattr(c, "tok" + "en")': "'Counter' object has no attribute 'token'",
+    }
+    for code, message in refusals.items():
+        with pytest.raises(corral.SandboxRuntimeError) as error:
+            await session.feed_run(code)
+        assert (error.value.exc_type, error.value.message) == ('AttributeError', message), code
+    assert await session.feed_run('c.count') == 3
+
+
 async def test_a_member_whose_value_cannot_cross_is_the_scripts_type_error_naming_it(session):
     counter = Counter()
     counter.token = object()  # type: ignore[assignment]
