@@ -154,7 +154,7 @@ class HostObject:
         """Whether the script awaits method `name`'s calls: an async function of the value's class
         (a classmethod or staticmethod too), or one the value holds as its own attribute."""
         raw = _raw(type(self.value), name)
-        if raw is None:  # read as `object.__getattribute__` reads it: none of the value's own code runs
+        if raw is None:  # its own `__dict__`, read past any `__getattr__` or `__getattribute__` of its class
             try:
                 raw = object.__getattribute__(self.value, '__dict__').get(name)
             except (AttributeError, TypeError):
