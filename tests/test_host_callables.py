@@ -65,6 +65,17 @@ async def test_its_errors_are_the_scripts_and_its_results_cross_as_any_value(ses
     )
 
 
+async def test_a_call_that_cannot_be_sent_names_the_callable_as_the_script_knows_it(session):
+    """It named the callable by its wire name (`<value 1b...>()`)."""
+    with pytest.raises(corral.SandboxRuntimeError) as error:
+        await session.feed_run('h = get()\nh(object())', external_lookup={'get': lambda: HostFunction(add)})
+    assert (error.value.exc_type, error.value.message) == (
+        'TypeError',
+        "add() cannot be called with these arguments: a value of type 'object' cannot cross the sandbox boundary; "
+        'use None, bool, int, float, str, bytes, list, tuple, dict, set, frozenset, datetime, Decimal or UUID values',
+    )
+
+
 async def test_a_held_callable_gives_no_reach_into_the_host(session):
     await session.feed_run('f = tools()', external_lookup={'tools': lambda: HostFunction(add)})
     for attribute in ('__globals__', '__closure__', '__code__', '__defaults__', '__wrapped__', '__self__', '__dict__'):

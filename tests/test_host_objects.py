@@ -40,6 +40,10 @@ class Counter:
         return HostObject(cls(start), methods=['add'])
 
 
+async def double(n: int) -> int:
+    return n * 2
+
+
 def given(counter: Counter) -> HostObject:
     return HostObject(counter, methods=['add', 'fetch'], attributes=['count'])
 
@@ -94,6 +98,29 @@ async def test_members_not_listed_and_dunders_are_refused(session):
         await session.feed_run('object.__new__(type(c))')
     assert error.value.message.startswith("the value of the last expression cannot leave the sandbox: a value of type 'Counter' cannot cross")
     assert await session.feed_run('c.count') == 0  # nothing reached the object
+
+
+async def test_computed_and_look_alike_names_reach_no_more_than_written_ones(session):
+    """`getattr` with a name built at run time, or with letters that look like a listed name's (NFKC
+    folds them in source, never in a string), reaches only the listed members, and a computed
+    `__class__` only the script's own class of the object."""
+    await session.feed_run('c = get()', external_lookup={'get': lambda: given(Counter())})
+    assert await session.feed_run('[getattr(c, "_" + "_class__") is type(c), getattr(c, "ad" + "d")(2), ｃ.ａｄｄ(1)]') == [True, 2, 3]
+    refusals = {
+        'getattr(c, "ａdd")(1)': "'Counter' object has no attribute 'ａdd'",
+        'getattr(c, "add\u200b")(1)': "'Counter' object has no attribute 'add\\u200b'",
+        'getattr(c, "_" + "value")': (
+            "attribute '_value' is private: the sandbox allows names starting with '_' only on objects of classes the script "
+            'defines (Counter objects are not); use the public API'
+        ),
+        'getattr(c, "val" + "ue")': "'Counter' object has no attribute 'value'",
+        'getattr(c, "tok" + "en")': "'Counter' object has no attribute 'token'",
+    }
+    for code, message in refusals.items():
+        with pytest.raises(corral.SandboxRuntimeError) as error:
+            await session.feed_run(code)
+        assert (error.value.exc_type, error.value.message) == ('AttributeError', message), code
+    assert await session.feed_run('c.count') == 3
 
 
 async def test_a_member_whose_value_cannot_cross_is_the_scripts_type_error_naming_it(session):
@@ -160,6 +187,88 @@ def test_wrappers_refuse_names_that_are_not_public():
         HostClass(Counter())  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="^HostObject cls is the HostClass of 'Counter', but the value is a 'int'$"):
         HostObject(5, cls=HostClass(Counter))
+
+
+async def test_a_class_whose_name_is_no_identifier_is_refused_where_it_is_wrapped(session):
+    """The script's class is named as the host's: a class made with `type()` under a name that is no
+    identifier was the worker's `ValueError: malformed host object in a frame`, blaming a frame."""
+    Odd = type('not a name', (), {'add': lambda self, n: n})
+    with pytest.raises(ValueError, match=r"^HostObject needs a value of a class named by an identifier, as the script names it: 'not a name' is not one$"):
+        HostObject(Odd(), methods=['add'])
+    with pytest.raises(ValueError, match=r"^HostClass needs a class named by an identifier, as the script names it: 'not a name' is not one$"):
+        HostClass(Odd)
+    with pytest.raises(corral.SandboxRuntimeError) as error:
+        await session.feed_run('get()', external_lookup={'get': lambda: HostObject(Odd(), methods=['add'])})
+    assert (error.value.exc_type, error.value.message) == (
+        'ValueError',
+        "HostObject needs a value of a class named by an identifier, as the script names it: 'not a name' is not one",
+    )
+    assert HostObject(type('Ｃounter', (), {})()).cls is None  # an identifier of other letters is one
+
+
+async def test_a_call_the_worker_cannot_send_names_the_member_as_the_script_knows_it(pool):
+    """A call whose arguments cannot leave named the method by its wire name (`<object 9f...>.add()`),
+    and a script's own recursion that reached a host object's method at the recursion limit was
+    `TypeError: ... cannot be called with these arguments: maximum recursion depth exceeded`."""
+    cls = HostClass(Counter, init=True, methods=['starting_at'])
+    async with pool.checkout(limits=corral.Limits(value_size=1000)) as session:
+        await session.feed_run('c = get()\nC = cls()', external_lookup={'get': lambda: given(Counter()), 'cls': lambda: cls})
+        refusals = {
+            'c.add(object())': (
+                'TypeError',
+                "Counter.add() cannot be called with these arguments: a value of type 'object' cannot cross the sandbox boundary; "
+                'use None, bool, int, float, str, bytes, list, tuple, dict, set, frozenset, datetime, Decimal or UUID values',
+            ),
+            'await c.fetch([object()])': (
+                'TypeError',
+                "Counter.fetch() cannot be called with these arguments: a value of type 'object' cannot cross the sandbox boundary; "
+                'use None, bool, int, float, str, bytes, list, tuple, dict, set, frozenset, datetime, Decimal or UUID values',
+            ),
+            'C(start=object())': (
+                'TypeError',
+                "Counter() cannot be called with these arguments: a value of type 'object' cannot cross the sandbox boundary; "
+                'use None, bool, int, float, str, bytes, list, tuple, dict, set, frozenset, datetime, Decimal or UUID values',
+            ),
+            'C.starting_at("x" * 2000)': (
+                'OverflowError',
+                'the call to Counter.starting_at() takes at least 2,121 bytes; at most 1,000 may leave the sandbox (the value_size limit)',
+            ),
+        }
+        for code, expected in refusals.items():
+            with pytest.raises(corral.SandboxRuntimeError) as error:
+                await session.feed_run(code)
+            assert (error.value.exc_type, error.value.message) == expected, code
+        with pytest.raises(corral.SandboxLimitError) as limit:
+            await session.feed_run('def down(n):\n    return c.add(1) + down(n - 1) if n else 0\ndown(5000)')
+        assert str(limit.value).splitlines()[-2:] == [
+            'RecursionError: maximum recursion depth exceeded',
+            "the sandbox's recursion limit is 1000 calls (Limits.recursion); write deep recursion as a loop",
+        ]
+        assert await session.feed_run('c.add(1) - c.add(-1)') == 1  # the session goes on
+
+
+async def test_async_classmethods_staticmethods_and_functions_an_object_holds_are_awaited(session):
+    """An async classmethod or staticmethod listed as an object's method was taken for a sync one:
+    `await c.cm(1)` was `TypeError: object int can't be used in 'await' expression`."""
+
+    class Jobs:
+        @classmethod
+        async def cm(cls, n: int) -> int:
+            return n + 1
+
+        @staticmethod
+        async def sm(n: int) -> int:
+            return n + 2
+
+        def sync(self, n: int) -> int:
+            return n + 4
+
+    jobs = Jobs()
+    jobs.own = double  # type: ignore[attr-defined]  # an async function the object holds itself
+    wrapped = HostObject(jobs, methods=['cm', 'sm', 'own', 'sync'])
+    assert [(name, wrapped.is_async(name)) for name in wrapped.methods] == [('cm', True), ('sm', True), ('own', True), ('sync', False)]
+    code = 'j = get()\n[await j.cm(1), await j.sm(1), await j.own(1), j.sync(1)]'
+    assert await session.feed_run(code, external_lookup={'get': lambda: wrapped}) == [2, 3, 2, 5]
 
 
 def test_the_host_resolves_only_names_it_gave_and_members_it_listed():
@@ -238,6 +347,24 @@ async def test_a_stored_session_replays_host_object_calls_and_the_object_is_gone
                     '> is not one this session gave (one given before the session was stored and loaded is gone)'
                 )
             assert counter.count == 2
+
+
+async def test_a_fork_or_a_second_checkout_reaches_none_of_the_objects_its_original_holds(tmp_path):
+    """A fork starts from the original's worker (a checkpoint) with its proxies and their names: the
+    names are the original's, so the fork's calls reach nothing; the original's still reach its object."""
+    counter = Counter()
+    async with corral.Pool(store=f'sqlite:///{tmp_path}/store.db') as pool:
+        async with pool.checkout(ephemeral=False) as original:
+            await original.feed_run('c = get()\nc.add(1)', external_lookup={'get': lambda: given(counter)})
+            async with pool.checkout(session_id=original.session_id, fork=True) as fork:
+                for code in ('c.add(10)', 'c.count', 'await c.fetch(1)'):
+                    with pytest.raises(corral.SandboxRuntimeError) as error:
+                        await fork.feed_run(code)
+                    assert error.value.exc_type == 'NameError', code
+                    assert error.value.message.endswith('is not one this session gave (one given before the session was stored and loaded is gone)')
+                back = await fork.feed_run('c')
+                assert type(back).__name__ == 'ObjectRef' and not hasattr(back, 'value')  # its name alone, no object
+            assert (await original.feed_run('c.add(100)'), counter.count) == (101, 101)
 
 
 async def test_a_host_modules_value_may_hold_them(pool):

@@ -23,7 +23,7 @@ import secrets
 from collections.abc import Callable, Iterable
 from typing import Any
 
-__all__ = ['HostClass', 'HostObject', 'HostObjects', 'ObjectRef', 'is_object_call', 'make_proxy']
+__all__ = ['HostClass', 'HostObject', 'HostObjects', 'ObjectRef', 'call_parts', 'is_object_call', 'make_proxy']
 
 #: The call names' prefixes: an object's, a class's; `<async ...` for a method the script awaits.
 _OBJECT, _CLASS = 'object', 'class'
@@ -42,6 +42,13 @@ def _public_names(owner: str, kind: str, names: Iterable[str]) -> tuple[str, ...
     return out
 
 
+def _check_class_name(owner: str, what: str, cls: type) -> None:
+    """`ValueError` unless `cls`'s name is an identifier: the script's class is named as it is."""
+    name = type.__dict__['__name__'].__get__(cls)
+    if not name.isidentifier():
+        raise ValueError(f'{owner} needs {what} named by an identifier, as the script names it: {name!r} is not one')
+
+
 def _raw(cls: type, name: str) -> Any:
     """What `cls` (or the first class of its MRO that has it) defines `name` as, unbound."""
     for klass in cls.__mro__:
@@ -58,7 +65,8 @@ class HostClass:
     'Name'`. `methods` are classmethods or staticmethods of `cls` the script may call on the class,
     `attributes` its attributes the script may read (`Cls.LIMIT`, read on the host at each read).
     Raises `TypeError` for a `cls` that is not a class, `ValueError` for a name that is not a
-    public one or a method that is no classmethod or staticmethod."""
+    public one, a method that is no classmethod or staticmethod, or a class whose name is no
+    identifier."""
 
     __slots__ = ('cls', 'init', 'methods', 'attributes', 'instance_methods', 'instance_attributes')
 
@@ -74,6 +82,7 @@ class HostClass:
     ) -> None:
         if not isinstance(cls, type):
             raise TypeError(f'HostClass needs a class, not {type(cls).__name__}')
+        _check_class_name('HostClass', 'a class', cls)
         self.cls = cls
         self.init = bool(init)
         self.methods = _public_names('HostClass', 'methods', methods)
@@ -117,14 +126,16 @@ class HostObject:
     `methods` are host calls running `value.method(...)` on the host and whose `attributes` read
     `value.attribute` there at each read; any other attribute is `AttributeError`. `cls` is its
     class's `HostClass` (default: one of `type(value)` with no lists, the same for every object of
-    that class in a session). Raises `ValueError` for a name that is not public or a `cls` of
-    another class."""
+    that class in a session). Raises `ValueError` for a name that is not public, a `cls` of
+    another class, or a value whose class's name is no identifier."""
 
     __slots__ = ('value', 'methods', 'attributes', 'cls')
 
     def __init__(self, value: Any, *, methods: Iterable[str] = (), attributes: Iterable[str] = (), cls: HostClass | None = None) -> None:
         if cls is not None and cls.cls is not type(value):
             raise ValueError(f'HostObject cls is the HostClass of {cls.name!r}, but the value is a {type(value).__name__!r}')
+        if cls is None:
+            _check_class_name('HostObject', 'a value of a class', type(value))
         self.value = value
         self.methods = _public_names('HostObject', 'methods', methods)
         self.attributes: tuple[str, ...] | None = _public_names('HostObject', 'attributes', attributes)
@@ -140,8 +151,17 @@ class HostObject:
         return getattr(self.value, name)
 
     def is_async(self, name: str) -> bool:
-        """Whether the script awaits method `name`'s calls."""
-        return inspect.iscoroutinefunction(_raw(type(self.value), name))
+        """Whether the script awaits method `name`'s calls: an async function of the value's class
+        (a classmethod or staticmethod too), or one the value holds as its own attribute."""
+        raw = _raw(type(self.value), name)
+        if raw is None:  # its own `__dict__`, read past any `__getattr__` or `__getattribute__` of its class
+            try:
+                raw = object.__getattribute__(self.value, '__dict__').get(name)
+            except (AttributeError, TypeError):
+                raw = None
+        if isinstance(raw, (classmethod, staticmethod)):
+            raw = raw.__func__
+        return inspect.iscoroutinefunction(raw)
 
     def __repr__(self) -> str:
         return f'HostObject({self.value!r}, methods={self.methods!r}, attributes={self.attributes!r})'
@@ -262,7 +282,7 @@ class HostObjects:
 
     def shown(self, name: str) -> str | None:
         """How a host call named `name` reads in an error: the class and the member (`Counter.add`)."""
-        token, member, _, _ = _parts_of(name)
+        token, member, _, _ = call_parts(name)
         target = self._by_token.get(token)
         return None if target is None else f'{self.ref(target).class_name}.{member}'
 
@@ -272,7 +292,7 @@ class HostObjects:
         script's error: `NameError` for a name this session did not give, `AttributeError` for a
         member not listed (as Python words it), `TypeError` for a class that may not be
         instantiated."""
-        token, member, read, awaited = _parts_of(name)
+        token, member, read, awaited = call_parts(name)
         target = self._by_token.get(token)
         if target is None or not (member == CONSTRUCT or member.isidentifier()):
             return _raising(NameError(f'the host object {token} is not one this session gave (one given before the session was stored and loaded is gone)'))
@@ -293,7 +313,7 @@ class HostObjects:
         return lambda *args, **kwargs: target.call_method(member)(*args, **kwargs)
 
 
-def _parts_of(name: str) -> tuple[str, str, bool, bool]:
+def call_parts(name: str) -> tuple[str, str, bool, bool]:
     """A host call's name (`call_name`) as (the object's token, the member, whether it reads an
     attribute, whether it is awaited)."""
     awaited = name.startswith('<async ')

@@ -71,12 +71,13 @@ from typing import Any
 import msgpack
 
 from .described import ExceptionValue, FileValue, InstanceValue, ModuleValue, NamedTupleValue
-from .hostobjects import HostClass, HostObject, HostObjects, ObjectRef, is_object_call, make_proxy
+from .hostobjects import CONSTRUCT, HostClass, HostObject, HostObjects, ObjectRef, call_parts, is_object_call, make_proxy
 
 __all__ = [
     'pack', 'unpack', 'measure', 'Decoder', 'ValueLimitError', 'bounded_repr', 'host_default', 'sandbox_default',
     'Image', 'cut_text', 'describe_type', 'package_bound', 'package_form', 'library_repr', 'MAX_FRAME', 'MAX_DEPTH', 'REPR_LIMIT',
     'UNPACKABLE_RESULT', 'SandboxBuiltin', 'builtin_name', 'name_objects', 'named_object', 'HostCallables', 'HostFunction', 'giving_callables', 'worker_callables', 'worker_objects', 'worker_paths',
+    'shown_name',
 ]
 
 #: Largest frame, in bytes, either side accepts (one message). A larger one is a protocol error.
@@ -363,6 +364,24 @@ def _host_object(data: bytes, callables: HostCallables | None) -> Any:
 
 
 _OBJECTS_BY_TOKEN: dict[str, Any] = {}
+
+
+def shown_name(name: str) -> str:
+    """In a worker: the name a script knows the host callable by whose calls carry `name`, for its
+    errors: a callable given as a value by its own name (`plain`), a host object's or class's
+    member as `Counter.add`, a class's construction as `Counter` (`name` itself for a host
+    function, or a name no callable of the script has)."""
+    if is_object_call(name):
+        token, member, _, _ = call_parts(name)
+        cls = _CLASSES_MADE.get(token)
+        if cls is None and token in _OBJECTS_BY_TOKEN:
+            cls = type(_OBJECTS_BY_TOKEN[token])
+        if cls is None:
+            return name
+        shown = type.__dict__['__name__'].__get__(cls)
+        return shown if member == CONSTRUCT else f'{shown}.{member}'
+    function = _MADE_BY_NAME.get(name)
+    return name if function is None else function.__name__
 
 
 def _callable_form(value: Any) -> _CallableRef | None:

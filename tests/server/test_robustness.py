@@ -189,6 +189,63 @@ async def test_answers_against_the_rules_end_the_connection_and_settle_no_call(s
     assert (errors(received), len(received), ws.close_code) == ([('SandboxError', error)], 1, protocol.CLOSE_PROTOCOL)
 
 
+async def test_a_request_or_an_answer_sent_ahead_of_its_turn_is_refused(server):
+    """The server takes a request and its answers as their frames are parsed: a second request
+    sent behind the first, before its result, and an answer to a call the server has not made yet
+    (the script computes first), are refused all the same, as a frame waiting for the request loop."""
+    for ahead, error in (
+        (protocol.encode([protocol.FEED, '1', {}, {}, []]), 'the client sent a request while another was running'),
+        (protocol.encode([protocol.ANSWERS, [[0, 'ok', 1]]]), 'the client answered call 0, which the server never made'),
+    ):
+        async with connect(server.url + protocol.PATH, compression=None) as ws:
+            await ws.send(OPEN)
+            assert protocol.decode(await ws.recv())[0] == protocol.OPENED
+            await ws.send(protocol.encode([protocol.FEED, 'sum(range(3_000_000))\nawait f()', {'f': True}, {}, []]))
+            await ws.send(ahead)
+            received = []
+            with contextlib.suppress(ConnectionClosed):
+                async for data in ws:
+                    received.append(protocol.decode(data))
+        assert (errors(received), ws.close_code) == ([('SandboxError', error)], protocol.CLOSE_PROTOCOL)
+
+
+async def test_a_flood_of_stale_answers_while_a_call_waits_settles_nothing_but_its_own(server):
+    """Answers to a call already answered are dropped as their frames are parsed; thousands of them
+    while the next call waits change nothing, and that call's own answer settles it."""
+    async with connect(server.url + protocol.PATH, compression=None) as ws:
+        await ws.send(OPEN)
+        assert protocol.decode(await ws.recv())[0] == protocol.OPENED
+        await ws.send(protocol.encode([protocol.FEED, 'await f()', {'f': True}, {}, []]))
+        assert protocol.decode(await ws.recv()) == [protocol.EVENTS, [[protocol.CALL, 0, 'f', [], {}]]]
+        await ws.send(protocol.encode([protocol.ANSWERS, [[0, 'ok', 'first']]]))
+        assert protocol.decode(await ws.recv()) == [protocol.RESULT, 'first', None, []]
+        await ws.send(protocol.encode([protocol.FEED, 'x = await f()\n[x, await f()]', {'f': True}, {}, []]))
+        assert protocol.decode(await ws.recv()) == [protocol.EVENTS, [[protocol.CALL, 1, 'f', [], {}]]]
+        stale = protocol.encode([protocol.ANSWERS, [[0, 'ok', 'stale'], [0, 'error', ['ValueError', 'stale']]]])
+        for _ in range(3000):
+            await ws.send(stale)
+        await ws.send(protocol.encode([protocol.ANSWERS, [[1, 'ok', 'second'], [0, 'ok', 'stale']]]))
+        assert protocol.decode(await ws.recv()) == [protocol.EVENTS, [[protocol.CALL, 2, 'f', [], {}]]]
+        for _ in range(3000):
+            await ws.send(stale)
+        await ws.send(protocol.encode([protocol.ANSWERS, [[2, 'ok', 'third']]]))
+        assert protocol.decode(await ws.recv()) == [protocol.RESULT, ['second', 'third'], None, []]
+
+
+async def test_a_small_answer_behind_a_large_one_is_not_taken_ahead_of_it(server):
+    """A frame too large to take as it is parsed waits for the request loop; a small one behind it
+    must wait too, not overtake it: the first answer to a call is the one that counts."""
+    async with connect(server.url + protocol.PATH, compression=None, max_size=None) as ws:
+        await ws.send(OPEN)
+        assert protocol.decode(await ws.recv())[0] == protocol.OPENED
+        code = 'import asyncio\na, b = await asyncio.gather(f(1), f(2))\n[len(a), b]'
+        await ws.send(protocol.encode([protocol.FEED, code, {'f': True}, {}, []]))
+        assert protocol.decode(await ws.recv()) == [protocol.EVENTS, [[protocol.CALL, 0, 'f', [1], {}], [protocol.CALL, 1, 'f', [2], {}]]]
+        await ws.send(protocol.encode([protocol.ANSWERS, [[0, 'ok', 'x' * 200_000]]]))  # over the 64 KiB taken as parsed
+        await ws.send(protocol.encode([protocol.ANSWERS, [[0, 'ok', 'second'], [1, 'ok', 'b']]]))
+        assert protocol.decode(await ws.recv()) == [protocol.RESULT, [200_000, 'b'], None, []]
+
+
 async def test_a_malformed_frame_from_the_server_ends_the_session_with_a_clear_error():
     """The client takes the server's frames as they are parsed: one it cannot decode ends the
     session with an error naming what was wrong, as when its reader found it."""

@@ -16,6 +16,7 @@ import pytest
 
 import corral
 from corral.host.journal import FORMAT_VERSION
+from security.helpers import fake_worker_session
 
 
 KEY = b'test-state-key-0123456789abcdef!'
@@ -649,6 +650,22 @@ async def test_a_tampered_type_check_setting_or_doors_data_is_refused(pool):
     assert await load_error(pool, resign(msgpack.packb({**plain, 'door': {1: 'format'}}))) == (
         'the session state is malformed (int is not allowed for map key when strict_map_key=True)'
     )
+
+async def test_a_replay_whose_worker_never_finishes_fails_the_load_in_time(pool):
+    """A replayed feed runs with no wall_time; a worker that never finished one (it stalls, or its
+    replay went another way and waits) held the load for ever. Now it has ten times wall_time."""
+    async with corral.Pool(state_key=KEY) as other:  # dumped elsewhere: no checkpoint of it here
+        state = await dumped(other)
+    async with fake_worker_session(pool, wall_time=0.1) as (session, worker):
+        started = time.monotonic()
+        with pytest.raises(corral.SandboxStateError) as info:
+            await asyncio.wait_for(session.load_session(state), 30)
+    assert str(info.value) == (
+        'the session state could not be replayed: feed 1 did not run as recorded (the sandbox worker stopped: it did not '
+        'finish a replayed feed in 10 times the wall_time limit of 0.1 seconds; check out a new session)'
+    )
+    assert time.monotonic() - started < 10
+
 
 async def test_a_replay_that_prints_or_returns_something_else_is_refused_and_addresses_do_not_count(pool):
     async with pool.checkout() as session:

@@ -372,6 +372,37 @@ def test_only_itself_can_be_signalled() -> None:
     }
 
 
+@needs_seccomp
+def test_each_worker_loads_the_filter_built_for_its_own_pid_however_late_it_is_forked() -> None:
+    """The filter is compiled once and each worker patches its pid into its own copy: the program a
+    worker loads is byte for byte the one libseccomp builds for that pid, the parent's copy keeps
+    its placeholder, and a worker forked after others cannot signal a sibling alive beside it."""
+    template = lockdown._template
+    assert template is not None
+    placeholder = bytes(template._patched)
+    sibling = os.fork()
+    if sibling == 0:
+        time.sleep(60)
+        os._exit(0)
+    try:
+        def prepare() -> tuple[Any, set[int]]:
+            return lockdown._export_bpf(lockdown._build_filter(os.getpid())).hex(), set()
+
+        def action(built: str) -> dict[str, Any]:
+            return {
+                'loaded is built': bytes(template._patched).hex() == built,
+                'sibling': attempt(lambda: os.kill(sibling, 0)),
+                'self': attempt(lambda: os.kill(os.getpid(), 0)),
+            }
+
+        for _ in range(4):
+            assert result(in_child(action, prepare=prepare)) == {'loaded is built': True, 'sibling': EPERM, 'self': {'returned': 'None'}}
+            assert bytes(template._patched) == placeholder
+    finally:
+        os.kill(sibling, signal.SIGKILL)
+        os.waitpid(sibling, 0)
+
+
 # ----- fds, environment, privileges ---------------------------------------------------------------
 
 

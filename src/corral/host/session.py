@@ -98,6 +98,9 @@ _INLINE_FRAME = 64 * 1024
 #: host's event loop spends compiling feeds ahead in one turn (see `Session._replay_state`).
 _AHEAD_BYTES = 1 << 20
 _AHEAD_SECONDS = 0.01
+#: Times its wall_time a replayed feed may take (the machine may be slower, or busier, than the
+#: one that ran it) before its worker is taken for one that will never finish, and the load fails.
+_REPLAY_SLACK = 10
 #: Items of a host function's result measured and packed on the event loop; a larger one is
 #: measured and packed in the decoding thread.
 _INLINE_ITEMS = 10_000
@@ -824,7 +827,8 @@ class Session:
         """Send a feed's FEED message, journaled, and wait for its value.
 
         `replay`: a journaled feed replayed (see `_replay_state`), whose messages went to the
-        worker already; it runs with no wall_time limit, on either side.
+        worker already; it runs with no wall_time limit, on either side, but a worker that has not
+        finished it in `_REPLAY_SLACK` times wall_time is killed (a load never waits for ever).
         """
         self._asyncs = dict(functions)
         for name, members in modules.items():
@@ -838,7 +842,8 @@ class Session:
         self._journal.append(record)
         self._journal_bytes += feed_size(record)
         if replay:
-            return await self._exchange_with(self._take_held, timeout=None)
+            wall_time = self.limits.wall_time
+            return await self._exchange_with(self._take_held, timeout=None if wall_time is None else wall_time * _REPLAY_SLACK, limit='replay')
         return await self._exchange_with(lambda: self._write(record.feed), timeout=self.limits.wall_time)
 
     async def _check_types(self, code: str, on_concise: Callable[[str], None] | None = None) -> str | None:
@@ -879,7 +884,7 @@ class Session:
         The worker stops a script at `timeout` seconds itself; one that has not answered
         `Limits.grace` seconds later is killed, and the session ends (`limit` names the limit
         `timeout` is: `'wall_time'` for a feed, `'type_check_time'` for a compile alongside the
-        check). A feed whose caller is cancelled ends the session too: its worker is mid-script.
+        check, `'replay'` for a replayed feed). A feed whose caller is cancelled ends the session too: its worker is mid-script.
         """
         loop = asyncio.get_running_loop()
         done = self._done = loop.create_future()
@@ -904,6 +909,9 @@ class Session:
                 self._running.clear()
 
     def _on_deadline(self, timeout: float, limit: str) -> None:
+        if limit == 'replay':
+            self._on_broken(f"it did not finish a replayed feed in {_REPLAY_SLACK} times the wall_time limit of {amount('wall_time', timeout / _REPLAY_SLACK)}")
+            return
         if limit == 'type_check_time':
             self._kill(f"the worker took longer than the type_check_time limit of {amount(limit, timeout)} to compile a script")
             text = f"compiling the script took longer than the type_check_time limit of {amount(limit, timeout)}; the script did not run and the sandbox was stopped"

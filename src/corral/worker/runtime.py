@@ -33,7 +33,7 @@ from ..limits import amount
 from ..language.guards import is_script_class
 from ..language.named import sandbox_pairs
 from ..language.rebuild import rebuild
-from ..values import UNPACKABLE_RESULT, ValueLimitError, describe_instances, library_repr, measure, name_objects, pack, unpack, worker_callables, worker_objects, worker_paths
+from ..values import UNPACKABLE_RESULT, ValueLimitError, describe_instances, library_repr, measure, name_objects, pack, shown_name, unpack, worker_callables, worker_objects, worker_paths
 
 __all__ = ['Worker', 'STDLIB_MODULES', 'PRELOAD_MODULES']
 
@@ -335,12 +335,12 @@ class Worker:
         call_id = self._next_call
         arguments = [list(args), kwargs]
         try:
-            self._measure(arguments, f'the call to {name}()')
+            self._measure(arguments, f'the call to {shown_name(name)}()')
             data = frame(pack([CALL, call_id, name, *arguments], side='sandbox'))
         except ValueLimitError as error:
             raise OverflowError(str(error)) from None
-        except (TypeError, ValueError, RecursionError, ProtocolError) as error:
-            raise TypeError(f'{name}() cannot be called with these arguments: {error}') from None
+        except (TypeError, ValueError, ProtocolError) as error:  # a RecursionError is the script's own recursion's, as it is
+            raise TypeError(f'{shown_name(name)}() cannot be called with these arguments: {error}') from None
         self._next_call += 1  # ids the host sees are consecutive
         self._write(data)
         return call_id
