@@ -141,13 +141,31 @@ def test_the_handshake_bounds_must_be_positive(tmp_path):
         assert str(info.value) == 'handshake_timeout and max_per_address must be above 0'
 
 
+@contextlib.asynccontextmanager
+async def _serving(app):
+    """`app` served by uvicorn with corral's `WebSocketProtocol` on a free loopback port, until the
+    block ends: yields the uvicorn server and the port."""
+    import uvicorn
+
+    from corral.server.listener import WebSocketProtocol
+
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host='127.0.0.1', port=port, ws=WebSocketProtocol, log_level='warning', lifespan='off'))
+    task = asyncio.get_running_loop().create_task(server.serve())
+    try:
+        while not server.started:
+            await asyncio.sleep(0.01)
+        yield server, port
+    finally:
+        server.should_exit = True
+        await task
+
+
 async def test_the_direct_link_writes_at_once_and_takes_messages_as_they_are_parsed():
     """`WebSocketProtocol`'s `DirectLink`: a write goes out with no task between (and is refused,
     sending nothing, once the app has closed); `take` gets each binary message while none waits
     for `receive`, which gets those it leaves, in order, and text frames."""
-    import uvicorn
-
-    from corral.server.listener import DIRECT_LINK, WebSocketProtocol
+    from corral.server.listener import DIRECT_LINK
 
     taken, received, written = [], [], []
 
@@ -165,36 +183,25 @@ async def test_the_direct_link_writes_at_once_and_takes_messages_as_they_are_par
         await send({'type': 'websocket.close', 'code': 1000})
         written.append(link.write(b'after the close'))
 
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host='127.0.0.1', port=port, ws=WebSocketProtocol, log_level='warning', lifespan='off'))
-    task = asyncio.get_running_loop().create_task(server.serve())
-    try:
-        while not server.started:
-            await asyncio.sleep(0.01)
-        async with connect(f'ws://127.0.0.1:{port}') as client:
-            assert await asyncio.wait_for(client.recv(), 10) == b'at once'
-            for data in (b'take 1', b'leave 1'):
-                await client.send(data)
-            for _ in range(200):  # what `take` left waits for `receive` no more
-                if received:
-                    break
-                await asyncio.sleep(0.005)
-            for data in (b'take 2', 'take 3', b'leave 2'):
-                await client.send(data)
-            with pytest.raises(ConnectionClosed):
-                await asyncio.wait_for(client.recv(), 10)
-        assert (taken, received, written) == ([b'take 1', b'take 2'], [b'leave 1', 'take 3', b'leave 2'], [True, False])
-    finally:
-        server.should_exit = True
-        await task
+    async with _serving(app) as (_, port), connect(f'ws://127.0.0.1:{port}') as client:
+        assert await asyncio.wait_for(client.recv(), 10) == b'at once'
+        for data in (b'take 1', b'leave 1'):
+            await client.send(data)
+        for _ in range(200):  # what `take` left waits for `receive` no more
+            if received:
+                break
+            await asyncio.sleep(0.005)
+        for data in (b'take 2', 'take 3', b'leave 2'):
+            await client.send(data)
+        with pytest.raises(ConnectionClosed):
+            await asyncio.wait_for(client.recv(), 10)
+    assert (taken, received, written) == ([b'take 1', b'take 2'], [b'leave 1', 'take 3', b'leave 2'], [True, False])
 
 
 async def test_a_client_that_sends_faster_than_the_app_takes_is_held_to_two_messages():
     """`WebSocketProtocol` reads on while the app keeps up (uvicorn paused and resumed the socket
     around every message); a client whose messages the app does not take is paused once two wait,
     and what it sends meanwhile stays in its socket until the app takes them, in order."""
-    import uvicorn
-
     from corral.server.listener import WebSocketProtocol
 
     go, got = asyncio.Event(), []
@@ -213,38 +220,32 @@ async def test_a_client_that_sends_faster_than_the_app_takes_is_held_to_two_mess
             if len(got) == 6:
                 await send({'type': 'websocket.send', 'bytes': b'took six'})
 
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host='127.0.0.1', port=port, ws=WebSocketProtocol, log_level='warning', lifespan='off'))
-    task = asyncio.get_running_loop().create_task(server.serve())
-    try:
-        while not server.started:
-            await asyncio.sleep(0.01)
-        async with connect(f'ws://127.0.0.1:{port}') as client:
-            [protocol] = [c for c in server.server_state.connections if isinstance(c, WebSocketProtocol)]
+    async with _serving(app) as (server, port):
+        try:
+            async with connect(f'ws://127.0.0.1:{port}') as client:
+                [protocol] = [c for c in server.server_state.connections if isinstance(c, WebSocketProtocol)]
 
-            async def sent(data: bytes, queued: int) -> None:
-                await client.send(data)
-                for _ in range(200):
-                    if protocol.queue.qsize() == queued:
-                        return
-                    await asyncio.sleep(0.005)
+                async def sent(data: bytes, queued: int) -> None:
+                    await client.send(data)
+                    for _ in range(200):
+                        if protocol.queue.qsize() == queued:
+                            return
+                        await asyncio.sleep(0.005)
 
-            await sent(b'1', 1)
-            assert (protocol.queue.qsize(), protocol.transport.is_reading()) == (1, True)
-            await sent(b'2', 2)
-            assert (protocol.queue.qsize(), protocol.transport.is_reading()) == (2, False)
-            for data in (b'3', b'4', b'5', b'6'):
-                await client.send(data)
-            await asyncio.sleep(0.1)
-            assert (protocol.queue.qsize(), protocol.transport.is_reading()) == (2, False)  # the rest wait in the socket
+                await sent(b'1', 1)
+                assert (protocol.queue.qsize(), protocol.transport.is_reading()) == (1, True)
+                await sent(b'2', 2)
+                assert (protocol.queue.qsize(), protocol.transport.is_reading()) == (2, False)
+                for data in (b'3', b'4', b'5', b'6'):
+                    await client.send(data)
+                await asyncio.sleep(0.1)
+                assert (protocol.queue.qsize(), protocol.transport.is_reading()) == (2, False)  # the rest wait in the socket
+                go.set()
+                assert await asyncio.wait_for(client.recv(), 10) == b'took six'
+                assert got == [b'1', b'2', b'3', b'4', b'5', b'6']
+                assert protocol.transport.is_reading()
+        finally:
             go.set()
-            assert await asyncio.wait_for(client.recv(), 10) == b'took six'
-            assert got == [b'1', b'2', b'3', b'4', b'5', b'6']
-            assert protocol.transport.is_reading()
-    finally:
-        go.set()
-        server.should_exit = True
-        await task
 
 
 # ----- 10: revoked keys --------------------------------------------------------------------------
