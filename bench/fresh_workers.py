@@ -63,7 +63,7 @@ print((time.process_time_ns() - parent) / count, children / count)
 
 def fork_floor(count: int) -> dict[str, float]:
     """Microseconds of CPU per fork + exit + wait of a zygote-sized process, and its RSS in MiB."""
-    process = subprocess.Popen([sys.executable, '-c', FLOOR, str(count)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    process = subprocess.Popen([sys.executable, '-P', '-c', FLOOR, str(count)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     assert process.stdout is not None and process.stdin is not None
     assert process.stdout.readline() == 'ready\n'
     memory = process_memory(process.pid)

@@ -129,6 +129,14 @@ async def test_the_zygote_loads_none_of_the_hosts_modules():
     assert loaded == ['channel', 'described', 'hostobjects', 'language', 'limits', 'values', 'worker']
 
 
+async def test_the_zygote_imports_nothing_from_its_working_folder():
+    # `python -c` puts '' (the working folder, '/') first on sys.path: a module there would shadow
+    # the standard library's in every worker. The zygote starts with -P, which leaves it out.
+    async with corral.Pool(warm_workers=0, skip_layers={'language'}) as pool:
+        async with pool.checkout() as session:
+            assert await session.feed_run("import sys\n[entry for entry in sys.path if entry in ('', '.', '/')]") == []
+
+
 async def _address_space_limit(pid: int) -> int:
     """The worker's RLIMIT_AS, once it has locked itself down."""
     for _ in range(500):

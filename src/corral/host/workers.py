@@ -182,8 +182,8 @@ class Zygote:
             # BLAS libraries start threads when loaded, unless told to use one: the zygote must
             # stay single-threaded to fork workers
             env.update(dict.fromkeys(_BLAS_THREADS, '1'))
-        self._process = subprocess.Popen(
-            [sys.executable, '-c', ZYGOTE_PROGRAM, str(theirs.fileno()), ','.join(sorted(self._skip)), ','.join(self._packages)],
+        self._process = subprocess.Popen(  # -P: no working folder on sys.path, where `-c` puts ''
+            [sys.executable, '-P', '-c', ZYGOTE_PROGRAM, str(theirs.fileno()), ','.join(sorted(self._skip)), ','.join(self._packages)],
             pass_fds=[theirs.fileno()],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,  # stdout may be the application's protocol (an MCP server on stdio)
