@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import contextlib
 import functools
 import os
 import stat
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
@@ -129,8 +130,11 @@ class SQLiteStore(SQLiteTenantTables):
 
     `path` is the database file (created, mode 0600, if missing; its directory must exist), or None
     for `default_database_path()`, whose directory is created (mode 0700) on first use. The file
-    uses write-ahead logging (WAL), so readers never wait for a writer, and commits with
-    `synchronous=FULL`, so a stored state survives a crash of the process or the machine. Several
+    uses write-ahead logging (WAL), so readers never wait for a writer, and commits states with
+    `synchronous=FULL`, so a stored state survives a crash of the process or the machine. Leases
+    (`acquire`, `renew`, `release`) commit with `synchronous=NORMAL`, which under WAL survives a
+    crash of the process but not of the machine, whose crash ends every holder of a lease on it
+    anyway: a lease costs no flush to the disk. Several
     processes may share the file on one machine (not over a network file system, where SQLite's
     locks do not hold): leases are rows changed by compare-and-set inside write transactions.
 
@@ -257,7 +261,7 @@ class SQLiteStore(SQLiteTenantTables):
         holder, ttl = check_holder(holder), check_ttl(ttl)
 
         def acquire(db: sqlite3.Connection) -> None:
-            with _write_transaction(db):
+            with _not_flushed(db), _write_transaction(db):
                 now = time.time()
                 _refuse_other_holder(db, key, holder, now)
                 db.execute(
@@ -273,10 +277,11 @@ class SQLiteStore(SQLiteTenantTables):
         holder, ttl = check_holder(holder), check_ttl(ttl)
 
         def renew(db: sqlite3.Connection) -> None:
-            cursor = db.execute(
-                'UPDATE corral_leases SET expires = ? WHERE tenant = ? AND session_id = ? AND holder = ?',
-                (time.time() + ttl, *key, holder),
-            )
+            with _not_flushed(db):
+                cursor = db.execute(
+                    'UPDATE corral_leases SET expires = ? WHERE tenant = ? AND session_id = ? AND holder = ?',
+                    (time.time() + ttl, *key, holder),
+                )
             if cursor.rowcount != 1:
                 raise lost_lease_error(key[1])
 
@@ -288,7 +293,8 @@ class SQLiteStore(SQLiteTenantTables):
         holder = check_holder(holder)
 
         def release(db: sqlite3.Connection) -> None:
-            db.execute('DELETE FROM corral_leases WHERE tenant = ? AND session_id = ? AND holder = ?', (*key, holder))
+            with _not_flushed(db):
+                db.execute('DELETE FROM corral_leases WHERE tenant = ? AND session_id = ? AND holder = ?', (*key, holder))
 
         await self._run(release)
 
@@ -477,6 +483,18 @@ def _create_private_file(path: Path) -> None:
         pass
     except OSError as e:
         raise SandboxStoreError(f'cannot create the session store {path}: {e.strerror}') from None
+
+
+@contextlib.contextmanager
+def _not_flushed(connection: sqlite3.Connection) -> Iterator[None]:
+    """Commit the writes inside at `synchronous=NORMAL` (no fsync: under WAL, durable against a
+    crash of the process, not of the machine), then back to the connection's `FULL`: for leases,
+    which a machine's crash ends with their holders."""
+    connection.execute('PRAGMA synchronous = NORMAL')
+    try:
+        yield
+    finally:
+        connection.execute('PRAGMA synchronous = FULL')
 
 
 class _write_transaction:
