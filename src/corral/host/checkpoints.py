@@ -19,6 +19,13 @@ checkpoint (another host, a restart, evicted) or any mismatch replays the journa
 checkpoints, to the same session: the journal stays the truth, and a checkpoint is a cache in
 front of it, used once.
 
+A stored session's checkpoint also knows the digest of the bytes the store held when it closed
+(`StoredBytes`: its full state and records, as this process wrote or read them) when its state is
+exactly the one those bytes hold. A checkout that reads the very same bytes back (their digest is
+kept in this process's memory only, so no store can forge it) takes the checkpoint's state as it
+is, without checking and decoding the journal's signatures again; any other bytes, a record
+altered, replaced or added, are checked as without checkpoints and refused or replayed as then.
+
 No process is forked for it, so no lockdown layer changes: the worker's seccomp filter still
 refuses every fork and clone.
 """
@@ -27,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import hmac
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from collections.abc import Iterable
@@ -34,13 +42,14 @@ from typing import TYPE_CHECKING, Any
 
 import msgpack
 
-from .journal import FeedRecord, SessionState
+from ..store.base import StoredState
+from .journal import Chain, FeedRecord, SessionState
 from .workers import WorkerProcess
 
 if TYPE_CHECKING:
     from .observer import PoolObserver
 
-__all__ = ['CheckpointLimits', 'Checkpoint', 'Checkpoints', 'state_digest']
+__all__ = ['CheckpointLimits', 'Checkpoint', 'Checkpoints', 'StoredBytes', 'state_digest']
 
 
 @dataclass(frozen=True)
@@ -89,6 +98,11 @@ class Checkpoint:
     blocked: int | None = None
     waiting: tuple[float | None] | None = None
     memory: int = field(default=0)
+    #: Of a stored session whose state is exactly what the store held when it closed: the
+    #: `StoredBytes.digest` of those bytes, that state, and the `Chain` its next write continues.
+    stored: bytes | None = None
+    state: SessionState | None = None
+    chain: Chain | None = None
 
 
 def state_digest(state: SessionState) -> bytes:
@@ -106,6 +120,37 @@ def _canonical(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [_canonical(item) for item in value]
     return value
+
+
+class StoredBytes:
+    """A running digest (BLAKE2b, 32 bytes) of what a store holds for one session: its full state,
+    then each record appended to it, each after its length, and (`digest`) the generation. Two
+    equal digests mean byte for byte the same stored session."""
+
+    __slots__ = ('_hash',)
+
+    def __init__(self, state: bytes) -> None:
+        self._hash = hashlib.blake2b(digest_size=32)
+        self.append(state)
+
+    @classmethod
+    def of(cls, stored: StoredState) -> StoredBytes:
+        """The running digest of what a store's `get` returned."""
+        running = cls(stored.state)
+        for record in stored.records:
+            running.append(record)
+        return running
+
+    def append(self, record: bytes) -> None:
+        """Count a record appended to the stored state."""
+        self._hash.update(len(record).to_bytes(8, 'big'))
+        self._hash.update(record)
+
+    def digest(self, generation: int) -> bytes:
+        """The digest of the bytes counted so far, stored at `generation`."""
+        final = self._hash.copy()
+        final.update(generation.to_bytes(8, 'big'))
+        return final.digest()
 
 
 def private_memory(pid: int | None) -> int | None:
@@ -198,6 +243,15 @@ class Checkpoints:
             checkpoint = None
         self._changed()
         self._observer.checkpoint_taken(checkpoint is not None)
+        return checkpoint
+
+    def peek(self, tenant: str, session_id: str, stored: bytes) -> Checkpoint | None:
+        """The checkpoint of this stored session, left in place, when it was kept with its state as
+        the store held it in the bytes of `stored` (a `StoredBytes.digest`); else None. `take` it
+        once its state is found to fit the checkout."""
+        checkpoint = self._kept.get((tenant, session_id))
+        if checkpoint is None or checkpoint.stored is None or not hmac.compare_digest(checkpoint.stored, stored):
+            return None
         return checkpoint
 
     def discard(self, sessions: Iterable[tuple[str, str]]) -> None:

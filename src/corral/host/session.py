@@ -6,6 +6,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import contextvars
+import copy
 import dataclasses
 import functools
 import hashlib
@@ -39,7 +40,7 @@ from ..errors import (
 from ..limits import Limits, amount
 from ..language.named import host_pairs
 from ..values import UNPACKABLE_RESULT, Decoder, HostCallables, ValueLimitError, bounded_repr, describe_type, giving_callables, host_default, measure, name_objects, pack, unpack
-from .checkpoints import Checkpoint, state_digest
+from .checkpoints import Checkpoint, StoredBytes, state_digest
 from .compiled import COMPILED_FEEDS
 from .deferred import Deferred, PendingCall, SandboxPaused, StopFeed
 from .external import ExternalModule, exception_payload, is_async_callable, missing_functions, module_name_problem
@@ -254,6 +255,9 @@ class Session:
         self._stored_open = False
         self._stored_overlay: dict[str, list[Any]] = {}  # the overlay as the store has it
         self._full_due = False  # the next write is a full state (the session loaded another state)
+        # On a pool that keeps checkpoints: the digest of the bytes the store has, and the state they hold
+        self._stored_bytes: StoredBytes | None = None
+        self._stored_state: SessionState | None = None
         # what a stored session's state may hold (`Pool(max_state_bytes)`), less a reserve for what
         # comes in after a stop; its size is counted as it grows (`_journal_bytes`, the overlay's)
         self._quota = None if ephemeral else pool.max_state_bytes
@@ -402,34 +406,47 @@ class Session:
         store = self._pool._get_store()
         source = self.session_id
         stored = None
-        if source is not None and self._fork:
-            stored = await store.get(source, tenant=self.tenant)
         if source is None or self._fork:
             self.session_id = secrets.token_hex(16)
-        self._lease = Lease(store, self.session_id, ttl=self._pool.lease_ttl, tenant=self.tenant)  # type: ignore[arg-type]
-        await self._lease.acquire()
-        if source is not None and not self._fork:
-            stored = await store.get(source, tenant=self.tenant)
+        self._lease = lease = Lease(store, self.session_id, ttl=self._pool.lease_ttl, tenant=self.tenant)  # type: ignore[arg-type]
+        if source is not None and self._fork:  # the source's state and the new id's lease at once
+            read, taken = await asyncio.gather(store.get(source, tenant=self.tenant), lease.acquire(), return_exceptions=True)
+            for outcome in (taken, read):
+                if isinstance(outcome, BaseException):
+                    raise outcome
+            stored = read  # type: ignore[assignment]
+        else:
+            await lease.acquire()
+            if source is not None:
+                stored = await store.get(source, tenant=self.tenant)
         if stored is None:
             await self._start_worker()
         else:
-            state, chain = open_stored(
-                stored.state,
-                stored.records,
-                stored.generation,
-                self._pool._state_key(),
-                quota=self._pool.max_state_bytes,
-                expected=None,
-                tenant=self.tenant,
-                session_id=source,  # type: ignore[arg-type]
-                packages=self._pool.packages,
-            )
+            checkpoints, kept, raw = self._pool._checkpoints, None, None
+            if checkpoints is not None:  # the store holds the very bytes a checkpoint of it was kept with: its state, as checked then
+                raw = StoredBytes.of(stored)
+                kept = checkpoints.peek(self.tenant, source, raw.digest(stored.generation))  # type: ignore[arg-type]
+            if kept is not None:
+                state, chain = kept.state, dataclasses.replace(kept.chain)  # type: ignore[assignment, type-var]
+            else:
+                state, chain = open_stored(
+                    stored.state,
+                    stored.records,
+                    stored.generation,
+                    self._pool._state_key(),
+                    quota=self._pool.max_state_bytes,
+                    expected=None,
+                    tenant=self.tenant,
+                    session_id=source,  # type: ignore[arg-type]
+                    packages=self._pool.packages,
+                )
             if self._offer_modules is not None:  # the caller offers the modules the stored session had
                 await self._offer_modules(state_modules(state))
             check_fingerprint(state, self._fingerprint())
             checkpoint = None
-            if self._pool._checkpoints is not None:  # a fork takes it too: the source replays next time
-                checkpoint = self._pool._checkpoints.take(self.tenant, source, state_digest(state), (self.limits.memory, self.limits.cpu_time))  # type: ignore[arg-type]
+            if checkpoints is not None:  # a fork takes it too: the source replays next time
+                digest = kept.digest if kept is not None else state_digest(state)
+                checkpoint = checkpoints.take(self.tenant, source, digest, (self.limits.memory, self.limits.cpu_time))  # type: ignore[arg-type]
             if checkpoint is None:
                 await self._start_worker()
             await self._restore(state, checkpoint)
@@ -437,6 +454,9 @@ class Session:
                 self._chain, self._stored, self._stored_open = chain, len(self._journal), self._paused
                 self._stored_fingerprint = state.fingerprint
                 self._stored_overlay = self._system.overlay()
+                if raw is not None:
+                    self._stored_bytes = raw
+                    self._keep_stored(state)
                 return
         await self._store_state()
 
@@ -1454,11 +1474,17 @@ class Session:
         ):
             return None
         try:
-            digest = state_digest(self._state())
+            state = self._state()
         except SandboxStateError:
             return None
+        digest = state_digest(state)
         if lease is None and digest != self._dumped:  # it ran feeds after its dump
             return None
+        stored = None  # the store's bytes, when they hold exactly this state (no feed open: see `_keep_stored`)
+        if lease is not None and self._stored_bytes is not None and self._stored_state is not None and self._chain is not None and not self._stored_open:
+            if state_digest(self._stored_state) == digest:
+                stored = self._stored_bytes.digest(self._chain.generation)
+                state = dataclasses.replace(state, door=copy.deepcopy(state.door))  # the closed session's door_state may still change
         sock = socket.socket(fileno=os.dup(worker.sock.fileno()))
         sock.setblocking(False)
         parked = WorkerProcess(worker.pidfd, sock)
@@ -1475,6 +1501,9 @@ class Session:
             self._journal_bytes,
             dict(self._asyncs),
             *((self._trace.copy(), self._calls, self._blocked, None if self._waiting is None else (self._waiting[1],)) if self._paused else ()),
+            stored=stored,
+            state=state if stored is not None else None,
+            chain=dataclasses.replace(self._chain) if stored is not None else None,  # type: ignore[type-var]
         )
 
     async def _resume_checkpoint(self, checkpoint: Checkpoint, state: SessionState) -> None:
@@ -1687,6 +1716,8 @@ class Session:
             if chain.records < _COMPACT_RECORDS and chain.record_bytes + len(data) <= compact_at:
                 await lease.store.append(self.session_id, data, holder=lease.holder, generation=generation, tenant=self.tenant)
                 chain.generation, chain.mac = generation, mac_of(data)
+                if self._stored_bytes is not None:
+                    self._stored_bytes.append(data)
                 chain.record_bytes += len(data)
                 chain.records += 1
                 self._stored_done(state)
@@ -1694,12 +1725,23 @@ class Session:
         data = seal(state, key, quota=self._pool.max_state_bytes, binding=binding)
         await lease.store.put(self.session_id, data, holder=lease.holder, generation=generation, tenant=self.tenant)
         self._chain = Chain(generation, mac_of(data), len(data))
+        if self._pool._checkpoints is not None:
+            self._stored_bytes = StoredBytes(data)
         self._full_due = False
         self._stored_done(state)
 
     def _stored_done(self, state: SessionState) -> None:
         self._stored, self._stored_open, self._stored_overlay = len(state.feeds), bool(state.feeds) and state.feeds[-1].outcome == OPEN, state.overlay
         self._stored_fingerprint = state.fingerprint
+        self._keep_stored(state)
+
+    def _keep_stored(self, state: SessionState) -> None:
+        """On a pool that keeps checkpoints, keep `state`, what the store now holds, to tell at close
+        whether the session still has exactly that state (`_checkpoint`). Its `door` is copied: it is
+        `door_state`'s own map, which may change in place; the rest of a state is not changed after
+        it is made, but for an open feed's record (then no closing state is taken as the store's)."""
+        if self._pool._checkpoints is not None:
+            self._stored_state = dataclasses.replace(state, door=copy.deepcopy(state.door))
 
     async def _store_answered(self, call_ids: list[int]) -> None:
         """Before the answers to `call_ids` reach a paused stored session's worker: store its state
