@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from ..errors import CorralError
 
 if TYPE_CHECKING:
-    from ..store import Store
+    from ..store import Store, StoredState
 
 __all__ = ['Lease']
 
@@ -37,6 +37,13 @@ class Lease:
         """Take the lease; raises `SandboxSessionBusyError` while another holder has it."""
         await self.store.acquire(self.session_id, holder=self.holder, ttl=self.ttl, tenant=self.tenant)
         self._task = asyncio.get_running_loop().create_task(self._renew())
+
+    async def acquire_and_get(self) -> StoredState:
+        """Take the lease and read the session's state at once (`Store.acquire_and_get`); raises as
+        `acquire` does, and `SandboxStateError` when the session is not stored (no lease taken)."""
+        stored = await self.store.acquire_and_get(self.session_id, holder=self.holder, ttl=self.ttl, tenant=self.tenant)
+        self._task = asyncio.get_running_loop().create_task(self._renew())
+        return stored
 
     async def _renew(self) -> None:
         while True:

@@ -415,10 +415,10 @@ class Session:
                 if isinstance(outcome, BaseException):
                     raise outcome
             stored = read  # type: ignore[assignment]
+        elif source is not None:  # the lease first: the state as no other holder can change it
+            stored = await lease.acquire_and_get()
         else:
             await lease.acquire()
-            if source is not None:
-                stored = await store.get(source, tenant=self.tenant)
         if stored is None:
             await self._start_worker()
         else:

@@ -469,6 +469,7 @@ class QuotaStore:
         self._quotas = quotas
         self.get = store.get
         self.acquire = store.acquire
+        self.acquire_and_get = store.acquire_and_get
         self.renew = store.renew
         self.release = store.release
         self.delete = store.delete

@@ -100,6 +100,13 @@ class Store(Protocol):
         """
         ...
 
+    async def acquire_and_get(self, session_id: str, *, holder: str, ttl: float, tenant: str = '') -> StoredState:
+        """Take the session's lease as `acquire` does and read its `StoredState` as `get` does, at
+        once (one call to the store): the state as the lease found it. Raises as
+        `acquire` does, and `SandboxStateError('no stored session with id ...')` when the session
+        is not stored, leaving no lease then."""
+        ...
+
     async def renew(self, session_id: str, *, holder: str, ttl: float, tenant: str = '') -> None:
         """Extend `holder`'s lease to `ttl` seconds from now. Raises `SandboxSessionBusyError` if
         the lease was lost: released, or taken over by another holder after it expired."""

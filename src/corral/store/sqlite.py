@@ -238,21 +238,27 @@ class SQLiteStore(SQLiteTenantTables):
         def get(db: sqlite3.Connection) -> StoredState:
             db.execute('BEGIN')  # one snapshot of the tables (WAL: it waits for no writer)
             try:
-                row = db.execute(
-                    'SELECT s.state, coalesce(g.generation, 0) FROM corral_sessions s LEFT JOIN corral_generations g '
-                    'ON g.tenant = s.tenant AND g.session_id = s.session_id WHERE s.tenant = ? AND s.session_id = ?',
-                    key,
-                ).fetchone()
-                if row is None:
-                    raise not_found_error(key[1])
-                records = db.execute(
-                    'SELECT record FROM corral_records WHERE tenant = ? AND session_id = ? ORDER BY generation', key
-                ).fetchall()
+                return _read(db, key)
             finally:
                 db.execute('COMMIT')
-            return StoredState(row[0], [record for (record,) in records], row[1])
 
         return await self._run(get)
+
+    async def acquire_and_get(self, session_id: str, *, holder: str, ttl: float, tenant: str = '') -> StoredState:
+        """Take (or extend) the lease for `ttl` seconds and read the stored `StoredState`, in one
+        transaction. Raises as `acquire` and `get` do (no lease is taken then)."""
+        key = (check_tenant(tenant), check_session_id(session_id))
+        holder, ttl = check_holder(holder), check_ttl(ttl)
+
+        def acquire_and_get(db: sqlite3.Connection) -> StoredState:
+            with _not_flushed(db), _write_transaction(db):
+                now = time.time()
+                _refuse_other_holder(db, key, holder, now)
+                stored = _read(db, key)
+                _lease(db, key, holder, now + ttl)
+            return stored
+
+        return await self._run(acquire_and_get)
 
     async def acquire(self, session_id: str, *, holder: str, ttl: float, tenant: str = '') -> None:
         """Take (or extend) the lease for `ttl` seconds. Raises `SandboxSessionBusyError` if
@@ -264,10 +270,7 @@ class SQLiteStore(SQLiteTenantTables):
             with _not_flushed(db), _write_transaction(db):
                 now = time.time()
                 _refuse_other_holder(db, key, holder, now)
-                db.execute(
-                    'INSERT OR REPLACE INTO corral_leases (tenant, session_id, holder, expires) VALUES (?, ?, ?, ?)',
-                    (*key, holder, now + ttl),
-                )
+                _lease(db, key, holder, now + ttl)
 
         await self._run(acquire)
 
@@ -527,6 +530,24 @@ class _write_transaction:
                 self._connection.execute('ROLLBACK')
             except sqlite3.Error:
                 pass  # SQLite rolls back by itself after errors such as a full disk
+
+
+def _read(db: sqlite3.Connection, key: tuple[str, str]) -> StoredState:
+    """The session's `StoredState` (in a transaction: one snapshot), or `SandboxStateError` when it is not stored."""
+    row = db.execute(
+        'SELECT s.state, coalesce(g.generation, 0) FROM corral_sessions s LEFT JOIN corral_generations g '
+        'ON g.tenant = s.tenant AND g.session_id = s.session_id WHERE s.tenant = ? AND s.session_id = ?',
+        key,
+    ).fetchone()
+    if row is None:
+        raise not_found_error(key[1])
+    records = db.execute('SELECT record FROM corral_records WHERE tenant = ? AND session_id = ? ORDER BY generation', key).fetchall()
+    return StoredState(row[0], [record for (record,) in records], row[1])
+
+
+def _lease(db: sqlite3.Connection, key: tuple[str, str], holder: str, expires: float) -> None:
+    """Give the lease of `key` to `holder` until `expires` (in a write transaction that checked no other holder has it)."""
+    db.execute('INSERT OR REPLACE INTO corral_leases (tenant, session_id, holder, expires) VALUES (?, ?, ?, ?)', (*key, holder, expires))
 
 
 def _compare_generation(db: sqlite3.Connection, key: tuple[str, str], generation: int) -> int:
