@@ -364,3 +364,37 @@ async def test_a_live_checkpoint_is_taken_only_for_the_very_rows_it_was_kept_wit
         async with pool.checkout(session_id=session_id) as session, cold.checkout(session_id=session_id, fork=True) as replayed:
             assert session._worker.pid != kept.worker.pid
             assert await session.feed_run('log') == await replayed.feed_run('log') == [1]
+
+
+async def test_a_checkout_by_id_is_one_call_to_the_store_and_a_new_session_or_fork_leases_with_its_first_write(pool, url):
+    """A checkout by id takes the lease and reads the state in one call; a new stored session, and
+    a fork, take the lease of their new id in the write of their first state: held from there, as
+    another pool's checkout of it finds."""
+    store, calls = pool.store, []
+    for name in ('get', 'acquire', 'acquire_and_get', 'put', 'append'):
+        def counted(*args, _name=name, _method=getattr(store, name), **options):
+            calls.append(_name)
+            return _method(*args, **options)
+        setattr(store, name, counted)
+
+    async def busy(session_id):
+        async with corral.Pool(state_key=KEY, store=url, warm_workers=0) as other:
+            with pytest.raises(corral.SandboxSessionBusyError) as info:
+                async with other.checkout(session_id=session_id):
+                    pass
+        return str(info.value).partition(', which')[0]
+
+    async with pool.checkout(ephemeral=False) as session:
+        assert calls == ['put']
+        source = session.session_id
+        assert await busy(source) == f'the stored session {source!r} is checked out elsewhere: another holder has its lease'
+        await session.feed_run('x = 1')
+    calls.clear()
+    async with pool.checkout(session_id=source, fork=True) as fork:
+        assert calls == ['get', 'put']
+        assert await busy(fork.session_id) == f'the stored session {fork.session_id!r} is checked out elsewhere: another holder has its lease'
+    calls.clear()
+    async with pool.checkout(session_id=source) as session:
+        assert calls == ['acquire_and_get']
+        assert await session.feed_run('x') == 1
+    assert calls == ['acquire_and_get', 'append']

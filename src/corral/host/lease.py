@@ -38,6 +38,15 @@ class Lease:
         await self.store.acquire(self.session_id, holder=self.holder, ttl=self.ttl, tenant=self.tenant)
         self._task = asyncio.get_running_loop().create_task(self._renew())
 
+    async def put(self, state: bytes, *, generation: int) -> None:
+        """Write `state` as the session's full state (`Store.put`), taking the lease in the same
+        write when it is not taken yet: a new session's id, which no other holder knows before
+        this write, needs no write of its own for its lease."""
+        taking = self._task is None
+        await self.store.put(self.session_id, state, holder=self.holder, generation=generation, tenant=self.tenant, ttl=self.ttl if taking else None)
+        if taking:
+            self._task = asyncio.get_running_loop().create_task(self._renew())
+
     async def acquire_and_get(self) -> StoredState:
         """Take the lease and read the session's state at once (`Store.acquire_and_get`); raises as
         `acquire` does, and `SandboxStateError` when the session is not stored (no lease taken)."""

@@ -409,16 +409,10 @@ class Session:
         if source is None or self._fork:
             self.session_id = secrets.token_hex(16)
         self._lease = lease = Lease(store, self.session_id, ttl=self._pool.lease_ttl, tenant=self.tenant)  # type: ignore[arg-type]
-        if source is not None and self._fork:  # the source's state and the new id's lease at once
-            read, taken = await asyncio.gather(store.get(source, tenant=self.tenant), lease.acquire(), return_exceptions=True)
-            for outcome in (taken, read):
-                if isinstance(outcome, BaseException):
-                    raise outcome
-            stored = read  # type: ignore[assignment]
-        elif source is not None:  # the lease first: the state as no other holder can change it
+        if source is not None and not self._fork:  # the lease first: the state as no other holder can change it
             stored = await lease.acquire_and_get()
-        else:
-            await lease.acquire()
+        elif source is not None:  # a fork (as a new session) takes the lease of its new id with its first write
+            stored = await store.get(source, tenant=self.tenant)
         if stored is None:
             await self._start_worker()
         else:
@@ -1723,7 +1717,7 @@ class Session:
                 self._stored_done(state)
                 return
         data = seal(state, key, quota=self._pool.max_state_bytes, binding=binding)
-        await lease.store.put(self.session_id, data, holder=lease.holder, generation=generation, tenant=self.tenant)
+        await lease.put(data, generation=generation)
         self._chain = Chain(generation, mac_of(data), len(data))
         if self._pool._checkpoints is not None:
             self._stored_bytes = StoredBytes(data)

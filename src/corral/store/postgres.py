@@ -135,17 +135,20 @@ class PostgresStore(PostgresTenantTables):
 
     # -- the Store protocol
 
-    async def put(self, session_id: str, state: bytes, *, holder: str, generation: int, tenant: str = '') -> None:
+    async def put(self, session_id: str, state: bytes, *, holder: str, generation: int, tenant: str = '', ttl: float | None = None) -> None:
         """Store `state` as the full state of `(tenant, session_id)` at `generation`, in one
         transaction: the previous state and its records are replaced whole, or kept if anything
-        fails. `SandboxSessionBusyError` if the session is not at `generation - 1` or another holder
+        fails; with `ttl`, `holder` takes the lease in it too. `SandboxSessionBusyError` if the session is not at `generation - 1` or another holder
         has a live lease (its rows are locked while the state is written, so they cannot change meanwhile)."""
         key = (check_tenant(tenant), check_session_id(session_id))
         state, holder, generation = check_state(state), check_holder(holder), check_generation(generation)
+        ttl = None if ttl is None else check_ttl(ttl)
 
         async def put(db: asyncpg.Connection) -> None:
             async with db.transaction():
                 await _refuse_other_holder(db, key, holder)
+                if ttl is not None:
+                    await _take_lease(db, key, holder, ttl)
                 if generation == 1:  # a new session: of two holders racing to create it, one inserts
                     created = await db.fetchval(
                         'INSERT INTO corral_sessions (tenant, session_id, state, updated, generation) '

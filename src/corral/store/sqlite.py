@@ -186,18 +186,21 @@ class SQLiteStore(SQLiteTenantTables):
 
     # -- the Store protocol
 
-    async def put(self, session_id: str, state: bytes, *, holder: str, generation: int, tenant: str = '') -> None:
+    async def put(self, session_id: str, state: bytes, *, holder: str, generation: int, tenant: str = '', ttl: float | None = None) -> None:
         """Store `state` as the full state of `(tenant, session_id)` at `generation`, in one
         transaction: the previous state and its records are replaced whole, or kept if the write
-        fails. Raises `SandboxSessionBusyError` if the session is not at `generation - 1` or another
+        fails; with `ttl`, `holder` takes the lease in it too. Raises `SandboxSessionBusyError` if the session is not at `generation - 1` or another
         holder has a live lease, `SandboxStoreError` if the disk is full or the file stays locked."""
         key = (check_tenant(tenant), check_session_id(session_id))
         state, holder, generation = check_state(state), check_holder(holder), check_generation(generation)
+        ttl = None if ttl is None else check_ttl(ttl)
 
         def put(db: sqlite3.Connection) -> None:
             with _write_transaction(db):
                 now = time.time()
                 _refuse_other_holder(db, key, holder, now)
+                if ttl is not None:
+                    _lease(db, key, holder, now + ttl)
                 _compare_generation(db, key, generation)
                 db.execute(
                     'INSERT INTO corral_sessions (tenant, session_id, state, updated) VALUES (?, ?, ?, ?) '
