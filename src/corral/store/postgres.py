@@ -146,8 +146,9 @@ class PostgresStore(PostgresTenantTables):
 
         async def put(db: asyncpg.Connection) -> None:
             async with db.transaction():
-                await _refuse_other_holder(db, key, holder)
-                if ttl is not None:
+                if ttl is None:
+                    await _refuse_other_holder(db, key, holder)
+                else:  # refused as well when another holder has it, and its row locked as well
                     await _take_lease(db, key, holder, ttl)
                 if generation == 1:  # a new session: of two holders racing to create it, one inserts
                     created = await db.fetchval(
