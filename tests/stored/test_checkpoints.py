@@ -167,6 +167,40 @@ async def test_a_session_changed_since_its_last_write_keeps_no_checkpoint_of_the
                 assert (session.door_state, session._system.cwd, await session.feed_run('x')) == ({}, '/', 1)
 
 
+async def test_the_bytes_a_dump_gave_out_are_not_checked_again_and_any_other_bytes_are(monkeypatch):
+    """A load of the very bytes a session's dump gave out (it closed right after) takes the
+    checkpoint's state without checking and decoding them again; bytes altered by one bit, or
+    loaded by another tenant, are checked as without checkpoints (refused, or replayed)."""
+    from corral.host import session as session_module
+
+    opened = []
+    check = session_module.open_state
+    monkeypatch.setattr(session_module, 'open_state', lambda *args, **options: opened.append(1) or check(*args, **options))
+    async with corral.Pool(state_key=KEY) as pool, corral.Pool(state_key=KEY, checkpoints=None) as cold:
+        for _ in range(2):
+            async with pool.checkout(tenant='acme') as session:
+                for code in SETUP:
+                    await session.feed_run(code, external_lookup={'fetch': fetch})
+                state, pid = await session.dump(), session._worker.pid
+            altered = state[:-40] + bytes([state[-40] ^ 1]) + state[-39:]
+            errors = []
+            for chosen in (pool, cold):
+                async with chosen.checkout(tenant='acme') as session:
+                    with pytest.raises(corral.SandboxStateError) as refused:
+                        await session.load_session(altered)
+                    errors.append(str(refused.value))
+            assert errors[0] == errors[1] and len(pool._checkpoints) == 1 and opened == [1, 1]
+            opened.clear()
+            async with pool.checkout(tenant='other') as session:  # the same bytes, another tenant: replayed
+                await session.load_session(state)
+                assert session._worker.pid != pid and opened == [1]
+            async with pool.checkout(tenant='acme') as session:
+                await session.load_session(state)
+                assert session._worker.pid == pid and opened == [1]
+                assert await session.feed_run('[total, [b.v for b in boxes]]') == [12, [0, 1, 2]]
+            opened.clear()
+
+
 async def test_a_fork_starts_from_the_checkpoint_other_limits_and_a_pool_without_checkpoints_replay(store_url):
     recorder = Recorder()
     async with corral.Pool(state_key=KEY, store=store_url, observer=recorder) as pool:

@@ -33,6 +33,8 @@ refuses every fork and clone.
 from __future__ import annotations
 
 import asyncio
+import copy
+import dataclasses
 import hashlib
 import hmac
 from collections import OrderedDict
@@ -49,7 +51,7 @@ from .workers import WorkerProcess
 if TYPE_CHECKING:
     from .observer import PoolObserver
 
-__all__ = ['CheckpointLimits', 'Checkpoint', 'Checkpoints', 'StoredBytes', 'state_digest']
+__all__ = ['CheckpointLimits', 'Checkpoint', 'Checkpoints', 'StoredBytes', 'bytes_digest', 'state_digest']
 
 
 @dataclass(frozen=True)
@@ -98,11 +100,18 @@ class Checkpoint:
     blocked: int | None = None
     waiting: tuple[float | None] | None = None
     memory: int = field(default=0)
-    #: Of a stored session whose state is exactly what the store held when it closed: the
-    #: `StoredBytes.digest` of those bytes, that state, and the `Chain` its next write continues.
+    #: Of a session between feeds whose state is exactly what bytes outside it hold: the digest
+    #: of those bytes (a stored session's rows, `StoredBytes.digest`; the bytes `dump()` gave
+    #: out, `bytes_digest`), that state, and of a stored session the `Chain` its next write continues.
     stored: bytes | None = None
     state: SessionState | None = None
     chain: Chain | None = None
+
+    def held_state(self) -> SessionState:
+        """`state`, with a `door` of its own: a load that takes it (or replays it, when another
+        load took the checkpoint meanwhile) may change its `door_state` in place."""
+        assert self.state is not None
+        return dataclasses.replace(self.state, door=copy.deepcopy(self.state.door))
 
 
 def state_digest(state: SessionState) -> bytes:
@@ -120,6 +129,11 @@ def _canonical(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [_canonical(item) for item in value]
     return value
+
+
+def bytes_digest(data: bytes) -> bytes:
+    """The digest (BLAKE2b, 32 bytes) of the bytes `dump()` gave out."""
+    return hashlib.blake2b(data, digest_size=32).digest()
 
 
 class StoredBytes:
@@ -245,14 +259,19 @@ class Checkpoints:
         self._observer.checkpoint_taken(checkpoint is not None)
         return checkpoint
 
-    def peek(self, tenant: str, session_id: str, stored: bytes) -> Checkpoint | None:
-        """The checkpoint of this stored session, left in place, when it was kept with its state as
-        the store held it in the bytes of `stored` (a `StoredBytes.digest`); else None. `take` it
-        once its state is found to fit the checkout."""
-        checkpoint = self._kept.get((tenant, session_id))
-        if checkpoint is None or checkpoint.stored is None or not hmac.compare_digest(checkpoint.stored, stored):
-            return None
-        return checkpoint
+    def peek(self, tenant: str, session_id: str | None, stored: bytes) -> Checkpoint | None:
+        """The checkpoint of this stored session (`session_id`), or of a dumped state (None), left
+        in place, when it was kept with its state as the bytes of digest `stored` hold it (a
+        `StoredBytes.digest` of the store's rows; a `bytes_digest` of what `dump()` gave out);
+        else None. `take` it once its state is found to fit the load."""
+        if session_id is not None:
+            found = [self._kept.get((tenant, session_id))]
+        else:  # kept by their state's digest: a few to look through
+            found = [checkpoint for checkpoint in self._kept.values() if checkpoint.session_id is None and checkpoint.tenant == tenant]
+        for checkpoint in found:
+            if checkpoint is not None and checkpoint.stored is not None and hmac.compare_digest(checkpoint.stored, stored):
+                return checkpoint
+        return None
 
     def discard(self, sessions: Iterable[tuple[str, str]]) -> None:
         """Kill the checkpoints of these `(tenant, session_id)` stored sessions (deleted: their

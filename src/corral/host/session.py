@@ -40,7 +40,7 @@ from ..errors import (
 from ..limits import Limits, amount
 from ..language.named import host_pairs
 from ..values import UNPACKABLE_RESULT, Decoder, HostCallables, ValueLimitError, bounded_repr, describe_type, giving_callables, host_default, measure, name_objects, pack, unpack
-from .checkpoints import Checkpoint, StoredBytes, state_digest
+from .checkpoints import Checkpoint, StoredBytes, bytes_digest, state_digest
 from .compiled import COMPILED_FEEDS
 from .deferred import Deferred, PendingCall, SandboxPaused, StopFeed
 from .external import ExternalModule, exception_payload, is_async_callable, missing_functions, module_name_problem
@@ -57,6 +57,7 @@ from .journal import (
     StateRecord,
     call_size,
     check_fingerprint,
+    check_packages,
     dumped_modules,
     feed_size,
     fingerprint,
@@ -273,6 +274,7 @@ class Session:
         self._ended_cpu = 0.0  # the CPU of its workers before this one (a feed rolled back) (cpu_seconds)
         self._cpu_base = 0.0  # what a checkpoint's worker had used before this session took it
         self._dumped: bytes | None = None  # the digest of the state dump() last gave out
+        self._dumped_bytes: bytes | None = None  # and of the bytes it gave out
         self._opened = False  # entered, and its end not yet reported to the pool's observer
 
     @property
@@ -421,7 +423,8 @@ class Session:
                 raw = StoredBytes.of(stored)
                 kept = checkpoints.peek(self.tenant, source, raw.digest(stored.generation))  # type: ignore[arg-type]
             if kept is not None:
-                state, chain = kept.state, dataclasses.replace(kept.chain)  # type: ignore[assignment, type-var]
+                state, chain = kept.held_state(), dataclasses.replace(kept.chain)  # type: ignore[type-var]
+                check_packages(state, self._pool.packages)
             else:
                 state, chain = open_stored(
                     stored.state,
@@ -1382,6 +1385,7 @@ class Session:
         data = seal(state, self._pool._state_key(), quota=self._pool.max_state_bytes)
         if self._pool._checkpoints is not None:
             self._dumped = state_digest(state)  # closed as it is now, its worker is kept for a load of this state
+            self._dumped_bytes = bytes_digest(data)
         return data
 
     def _state(self) -> SessionState:
@@ -1437,12 +1441,20 @@ class Session:
         self._check_usable()
         if self._journal or self._paused:
             raise RuntimeError('load_session needs a freshly checked-out session; this one has run feeds')
+        checkpoints, kept = self._pool._checkpoints, None
+        if checkpoints is not None and isinstance(state, (bytes, bytearray, memoryview)):  # the very bytes a dump of this pool gave out: its state, as sealed then
+            kept = checkpoints.peek(self.tenant, None, bytes_digest(state))
         if modules is not None:
-            await modules(dumped_modules(state, self._pool._state_key(), quota=self._pool.max_state_bytes))
-        opened = open_state(state, self._pool._state_key(), quota=self._pool.max_state_bytes, expected=self._fingerprint(), packages=self._pool.packages)
+            await modules(state_modules(kept.state) if kept is not None else dumped_modules(state, self._pool._state_key(), quota=self._pool.max_state_bytes))  # type: ignore[arg-type]
+        if kept is not None:
+            opened = kept.held_state()
+            check_fingerprint(opened, self._fingerprint())
+            check_packages(opened, self._pool.packages)
+        else:
+            opened = open_state(state, self._pool._state_key(), quota=self._pool.max_state_bytes, expected=self._fingerprint(), packages=self._pool.packages)
         checkpoint = None
-        if self._pool._checkpoints is not None:
-            checkpoint = self._pool._checkpoints.take(self.tenant, None, state_digest(opened), (self.limits.memory, self.limits.cpu_time))
+        if checkpoints is not None:
+            checkpoint = checkpoints.take(self.tenant, None, kept.digest if kept is not None else state_digest(opened), (self.limits.memory, self.limits.cpu_time))
         await self._restore(opened, checkpoint)
         self._full_due = True
         await self._store_state()
@@ -1474,11 +1486,14 @@ class Session:
         digest = state_digest(state)
         if lease is None and digest != self._dumped:  # it ran feeds after its dump
             return None
-        stored = None  # the store's bytes, when they hold exactly this state (no feed open: see `_keep_stored`)
-        if lease is not None and self._stored_bytes is not None and self._stored_state is not None and self._chain is not None and not self._stored_open:
+        stored = None  # the digest of bytes that hold exactly this state, no feed open (see `_keep_stored`)
+        if lease is None and not self._paused:  # the bytes of the dump, whose state this is: see above
+            stored = self._dumped_bytes
+        elif lease is not None and self._stored_bytes is not None and self._stored_state is not None and self._chain is not None and not self._stored_open:
             if state_digest(self._stored_state) == digest:
                 stored = self._stored_bytes.digest(self._chain.generation)
-                state = dataclasses.replace(state, door=copy.deepcopy(state.door))  # the closed session's door_state may still change
+        if stored is not None:
+            state = dataclasses.replace(state, door=copy.deepcopy(state.door))  # the closed session's door_state may still change
         sock = socket.socket(fileno=os.dup(worker.sock.fileno()))
         sock.setblocking(False)
         parked = WorkerProcess(worker.pidfd, sock)
@@ -1497,7 +1512,7 @@ class Session:
             *((self._trace.copy(), self._calls, self._blocked, None if self._waiting is None else (self._waiting[1],)) if self._paused else ()),
             stored=stored,
             state=state if stored is not None else None,
-            chain=dataclasses.replace(self._chain) if stored is not None else None,  # type: ignore[type-var]
+            chain=dataclasses.replace(self._chain) if stored is not None and self._chain is not None else None,
         )
 
     async def _resume_checkpoint(self, checkpoint: Checkpoint, state: SessionState) -> None:
