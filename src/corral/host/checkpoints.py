@@ -19,12 +19,14 @@ checkpoint (another host, a restart, evicted) or any mismatch replays the journa
 checkpoints, to the same session: the journal stays the truth, and a checkpoint is a cache in
 front of it, used once.
 
-A stored session's checkpoint also knows the digest of the bytes the store held when it closed
-(`StoredBytes`: its full state and records, as this process wrote or read them) when its state is
-exactly the one those bytes hold. A checkout that reads the very same bytes back (their digest is
-kept in this process's memory only, so no store can forge it) takes the checkpoint's state as it
-is, without checking and decoding the journal's signatures again; any other bytes, a record
-altered, replaced or added, are checked as without checkpoints and refused or replayed as then.
+A checkpoint between feeds also knows the digest of the bytes that hold its state: a stored
+session's rows as the store held them when it closed (`StoredBytes`: its full state and records,
+as this process wrote or read them; only when its state is exactly the one they hold), or the
+bytes a dumped session's `dump()` gave out (`bytes_digest`). A load of the very same bytes (their
+digest is kept in this process's memory only, so no store or caller can forge it) takes the
+checkpoint's state as it is, without checking and decoding the signed bytes again; any other
+bytes, a record altered, replaced or added, are checked as without checkpoints and refused or
+replayed as then.
 
 No process is forked for it, so no lockdown layer changes: the worker's seccomp filter still
 refuses every fork and clone.
