@@ -101,6 +101,8 @@ _AHEAD_SECONDS = 0.01
 #: Times its wall_time a replayed feed may take (the machine may be slower, or busier, than the
 #: one that ran it) before its worker is taken for one that will never finish, and the load fails.
 _REPLAY_SLACK = 10
+#: A session's limits when it is given none (a `Limits` is frozen: made once, not checked again at each checkout).
+_DEFAULT_LIMITS = Limits()
 #: Texts a session remembers sending its worker, which keeps them compiled (fewer than `runtime._SCRIPT_CACHE`).
 _WORKER_TEXTS = 16
 #: Items of a host function's result measured and packed on the event loop; a larger one is
@@ -194,7 +196,7 @@ class Session:
         self._stubs = type_check_stubs
         self._modules = dict(external_modules or {})
         self.ephemeral = ephemeral
-        self.limits = limits if limits is not None else Limits()
+        self.limits = limits if limits is not None else _DEFAULT_LIMITS
         self.script_name = script_name
         self.value_repr: str | None = None
         #: What a front door keeps with the session (its own settings): plain data of the kinds a
