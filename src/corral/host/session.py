@@ -818,7 +818,7 @@ class Session:
         with giving_callables(self._callables):  # a module's value may hold a HostFunction
             payload = pack([FEED, code, self.script_name, functions, modules, worker_limits], side='host')
         record = FeedRecord(payload, code, self._next_call)
-        if self._over(feed_size(record), self._room):
+        if self._quota is not None and self._over(feed_size(record), self._room):
             raise SandboxLimitError(
                 f"OverflowError: the session's stored state would grow past the max_state_bytes limit of {self._quota} bytes "
                 '(Pool(max_state_bytes=...)) with this script; it was not run',
@@ -859,7 +859,11 @@ class Session:
         `replay`: a journaled feed replayed (see `_replay_state`), whose messages went to the
         worker already; it runs with no wall_time limit, on either side, but a worker that has not
         finished it in `_REPLAY_SLACK` times wall_time is killed (a load never waits for ever).
+        A live feed's messages go first: the worker starts on them while the host keeps its journal.
         """
+        if not replay:
+            assert self._transport is not None
+            self._transport.write(b''.join(map(frame, (*code, record.feed))))
         self._asyncs = dict(functions)
         for name, members in modules.items():
             for fname, is_async in members.items():
@@ -874,7 +878,7 @@ class Session:
         if replay:
             wall_time = self.limits.wall_time
             return await self._exchange_with(self._take_held, timeout=None if wall_time is None else wall_time * _REPLAY_SLACK, limit='replay')
-        return await self._exchange_with(lambda: self._write(*code, record.feed), timeout=self.limits.wall_time)
+        return await self._exchange_with(self._poll_briefly, timeout=self.limits.wall_time)
 
     async def _check_types(self, code: str, on_concise: Callable[[str], None] | None = None) -> str | None:
         """ty's diagnostics of `code`, or None (`on_concise`: see `TypeChecker.check`); the `type check` span records the outcome:
