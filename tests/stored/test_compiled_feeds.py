@@ -3,6 +3,7 @@ the compiler), so it does not validate, rewrite and compile again; the code come
 own compiler only: a state carries text, a worker takes code only under its own compiler's tag,
 and the cache is bounded."""
 
+import hashlib
 import marshal
 
 import msgpack
@@ -296,3 +297,25 @@ async def test_code_kept_from_one_session_gives_another_what_its_own_compile_wou
         '           ~~^~~\n'
         'ZeroDivisionError: division by zero'
     )
+
+
+def test_a_live_text_is_compiled_the_second_time_it_is_asked_for_and_the_texts_seen_once_are_bounded():
+    feeds = CompiledFeeds(max_entries=2)
+    assert feeds.live('a = 1', guarded=True) is None  # seen once: its worker compiles it
+    assert (len(feeds), feeds.hits, feeds.misses) == (0, 0, 0)
+    message = feeds.live('a = 1', guarded=True)
+    assert msgpack.unpackb(message)[:3] == [CODE, 'a = 1', compiler_tag(True)]
+    assert feeds.live('a = 1', guarded=True) is message and feeds.message('a = 1', guarded=True) is message
+    assert (len(feeds), feeds.hits, feeds.misses) == (1, 2, 1)
+    assert feeds.live('a = 1', guarded=False) is None  # another compilation: seen once
+    for text in ('b = 2', 'c = 3', 'd = 4'):
+        assert feeds.live(text, guarded=True) is None
+    assert list(feeds._seen) == [key_of_in(feeds, text) for text in ('c = 3', 'd = 4')]  # the oldest seen went first
+    assert feeds.live('b = 2', guarded=True) is None and feeds.live('d = 4', guarded=True) is not None
+    assert feeds.live('x = (', guarded=True) is None and feeds.live('x = (', guarded=True) is None  # compiled, refused, kept as such
+    assert feeds.live('x = (', guarded=True) is None and feeds.misses == 3
+
+
+def key_of_in(feeds: CompiledFeeds, code: str, guarded: bool = True) -> bytes:
+    """The key `feeds` files `code` under (a digest of the compiler's tag and the text)."""
+    return hashlib.blake2b(compiler_tag(guarded) + code.encode(), digest_size=32).digest()

@@ -49,10 +49,10 @@ _REFUSED_COST = 64
 
 
 class CompiledFeeds:
-    """The host's compiled code of replayed feeds (and live feeds fed before: `live`), by a digest of their text and compiler: at most
-    `max_entries` entries of at most `max_bytes` bytes of CODE messages in all, least recently
-    used first out, of texts of at most `max_text` characters. `hits` and `misses` count
-    `message` calls answered from it and compiled."""
+    """The host's compiled code of replayed feeds (and of live feeds fed before: `live`), by a
+    digest of their text and compiler: at most `max_entries` entries of at most `max_bytes` bytes
+    of CODE messages in all, least recently used first out, of texts of at most `max_text`
+    characters. `hits` and `misses` count `message` and `live` calls answered from it and compiled."""
 
     def __init__(self, max_bytes: int = 32 << 20, max_entries: int = 4096, max_text: int = 128 << 10) -> None:
         self.max_bytes, self.max_entries, self.max_text = max_bytes, max_entries, max_text
@@ -74,38 +74,30 @@ class CompiledFeeds:
         or skipped, or None when the worker must compile it itself (it does not compile,
         compiling it warns, or it is longer than `max_text` or its code larger than `max_bytes`).
         Compiles `code` on the first call for it; never raises."""
-        if type(code) is not str or len(code) > self.max_text:  # a malformed state's, or a long script: its worker compiles it
-            return None
-        tag = compiler_tag(guarded)
-        key = _key(code, tag)
-        if key in self._entries:
-            self.hits += 1
-            self._entries.move_to_end(key)
-            return self._entries[key]
-        return self._compile(key, code, tag, guarded)
+        return self._message(code, guarded, live=False)
 
     def live(self, code: str, *, guarded: bool) -> bytes | None:
         """For a live feed of `code`: its CODE message as `message` gives it, when the cache
         holds it or `code` was asked for here once before (this second time compiles it); None
         the first time (remembered among at most `max_entries` texts, least recently seen first
         out), and when `message` gives None. Never raises."""
-        if type(code) is not str or len(code) > self.max_text:
+        return self._message(code, guarded, live=True)
+
+    def _message(self, code: str, guarded: bool, live: bool) -> bytes | None:
+        if type(code) is not str or len(code) > self.max_text:  # a malformed state's, or a long script: its worker compiles it
             return None
         tag = compiler_tag(guarded)
-        key = _key(code, tag)
+        key = hashlib.blake2b(tag + code.encode('utf-8', 'surrogatepass'), digest_size=32).digest()
         if key in self._entries:
             self.hits += 1
             self._entries.move_to_end(key)
             return self._entries[key]
-        if key not in self._seen:
+        if live and key not in self._seen:
             self._seen[key] = None
             if len(self._seen) > self.max_entries:
                 self._seen.popitem(last=False)
             return None
-        del self._seen[key]
-        return self._compile(key, code, tag, guarded)
-
-    def _compile(self, key: bytes, code: str, tag: bytes, guarded: bool) -> bytes | None:
+        self._seen.pop(key, None)
         self.misses += 1
         message = _compiled(code, tag, guarded)
         if message is not None and len(message) > self.max_bytes:
@@ -128,10 +120,6 @@ class CompiledFeeds:
         while self._bytes > self.max_bytes or len(self._entries) > self.max_entries:
             _, dropped = self._entries.popitem(last=False)
             self._bytes -= _REFUSED_COST if dropped is None else len(dropped)
-
-
-def _key(code: str, tag: bytes) -> bytes:
-    return hashlib.blake2b(tag + code.encode('utf-8', 'surrogatepass'), digest_size=32).digest()
 
 
 def _compiled(code: str, tag: bytes, guarded: bool) -> bytes | None:
