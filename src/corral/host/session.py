@@ -16,7 +16,7 @@ import secrets
 import socket
 import struct
 import sys
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
@@ -101,6 +101,10 @@ _AHEAD_SECONDS = 0.01
 #: Times its wall_time a replayed feed may take (the machine may be slower, or busier, than the
 #: one that ran it) before its worker is taken for one that will never finish, and the load fails.
 _REPLAY_SLACK = 10
+#: A session's limits when it is given none (a `Limits` is frozen: made once, not checked again at each checkout).
+_DEFAULT_LIMITS = Limits()
+#: Texts a session remembers sending its worker, which keeps them compiled (fewer than `runtime._SCRIPT_CACHE`).
+_WORKER_TEXTS = 16
 #: Items of a host function's result measured and packed on the event loop; a larger one is
 #: measured and packed in the decoding thread.
 _INLINE_ITEMS = 10_000
@@ -192,7 +196,7 @@ class Session:
         self._stubs = type_check_stubs
         self._modules = dict(external_modules or {})
         self.ephemeral = ephemeral
-        self.limits = limits if limits is not None else Limits()
+        self.limits = limits if limits is not None else _DEFAULT_LIMITS
         self.script_name = script_name
         self.value_repr: str | None = None
         #: What a front door keeps with the session (its own settings): plain data of the kinds a
@@ -203,6 +207,7 @@ class Session:
         self._transport: asyncio.Transport | None = None
         self._dead: str | None = None
         self._heard = 0.0  # perf_counter() when the worker last sent something
+        self._worker_texts: OrderedDict[str, None] = OrderedDict()  # texts its worker was sent last (see `_code_message`)
         self._context: list[str] = []
         self._done: asyncio.Future[Any] | None = None
         self._deadline: float | None = None  # the event loop's time at which the feed's wall_time ends
@@ -393,6 +398,7 @@ class Session:
         loop = asyncio.get_running_loop()
         self._transport, _ = await loop.connect_accepted_socket(lambda: _Protocol(self), worker.sock)
         self._worker = worker
+        self._worker_texts.clear()
         # The last reading of the one before is kept; this one counts from what it had used.
         self._ended_cpu += self._cpu_seconds - self._cpu_base
         self._cpu_seconds, self._cpu_base = base, base
@@ -766,6 +772,7 @@ class Session:
             check = asyncio.ensure_future(self._check_types(code, lines.append if concise else None))
             try:
                 await self._exchange([COMPILE, code, self.script_name], timeout=limits.type_check_time, limit='type_check_time')
+                self._worker_has(code)  # it keeps the script compiled for the feed
             except BaseException:
                 check.cancel()
                 await asyncio.gather(check, return_exceptions=True)
@@ -811,25 +818,52 @@ class Session:
         with giving_callables(self._callables):  # a module's value may hold a HostFunction
             payload = pack([FEED, code, self.script_name, functions, modules, worker_limits], side='host')
         record = FeedRecord(payload, code, self._next_call)
-        if self._over(feed_size(record), self._room):
+        if self._quota is not None and self._over(feed_size(record), self._room):
             raise SandboxLimitError(
                 f"OverflowError: the session's stored state would grow past the max_state_bytes limit of {self._quota} bytes "
                 '(Pool(max_state_bytes=...)) with this script; it was not run',
                 limit='max_state_bytes',
                 value=self._quota,
             )
-        return await self._run_feed(record, functions, modules)
+        return await self._run_feed(record, functions, modules, code=self._code_message(code))
+
+    def _code_message(self, code: str) -> tuple[bytes, ...]:
+        """What goes before the FEED of `code`: the host's compiled code of it (`COMPILED_FEEDS.live`),
+        unless its worker was sent the text among the last `_WORKER_TEXTS` (it keeps more compiled
+        scripts than that: `runtime._SCRIPT_CACHE`). Either way the worker runs what it would have
+        compiled itself; this only spares its compile."""
+        if self._worker_has(code):
+            return ()
+        compiled = COMPILED_FEEDS.live(code, guarded='language' not in self._pool.skip_layers)
+        return () if compiled is None else (compiled,)
+
+    def _worker_has(self, code: str) -> bool:
+        """Whether the worker was sent the text `code` among the last `_WORKER_TEXTS`; it is remembered as sent now."""
+        texts = self._worker_texts
+        if code in texts:
+            texts.move_to_end(code)
+            return True
+        texts[code] = None
+        if len(texts) > _WORKER_TEXTS:
+            texts.popitem(last=False)
+        return False
 
     def _module_lookup(self) -> dict[str, Callable[..., Any]]:
         return {f'{name}.{fname}': function for name, module in self._modules.items() for fname, function in module.functions.items()}
 
-    async def _run_feed(self, record: FeedRecord, functions: dict[str, bool], modules: dict[str, dict[str, bool]], *, replay: bool = False) -> Any:
-        """Send a feed's FEED message, journaled, and wait for its value.
+    async def _run_feed(
+        self, record: FeedRecord, functions: dict[str, bool], modules: dict[str, dict[str, bool]], *, replay: bool = False, code: tuple[bytes, ...] = ()
+    ) -> Any:
+        """Send a feed's FEED message (after `code`, the CODE message of its text, if any), journaled, and wait for its value.
 
         `replay`: a journaled feed replayed (see `_replay_state`), whose messages went to the
         worker already; it runs with no wall_time limit, on either side, but a worker that has not
         finished it in `_REPLAY_SLACK` times wall_time is killed (a load never waits for ever).
+        A live feed's messages go first: the worker starts on them while the host keeps its journal.
         """
+        if not replay:
+            assert self._transport is not None
+            self._transport.write(b''.join(map(frame, (*code, record.feed))))
         self._asyncs = dict(functions)
         for name, members in modules.items():
             for fname, is_async in members.items():
@@ -844,7 +878,7 @@ class Session:
         if replay:
             wall_time = self.limits.wall_time
             return await self._exchange_with(self._take_held, timeout=None if wall_time is None else wall_time * _REPLAY_SLACK, limit='replay')
-        return await self._exchange_with(lambda: self._write(record.feed), timeout=self.limits.wall_time)
+        return await self._exchange_with(self._poll_briefly, timeout=self.limits.wall_time)
 
     async def _check_types(self, code: str, on_concise: Callable[[str], None] | None = None) -> str | None:
         """ty's diagnostics of `code`, or None (`on_concise`: see `TypeChecker.check`); the `type check` span records the outcome:
