@@ -3,7 +3,6 @@ the compiler), so it does not validate, rewrite and compile again; the code come
 own compiler only: a state carries text, a worker takes code only under its own compiler's tag,
 and the cache is bounded."""
 
-import hashlib
 import marshal
 
 import msgpack
@@ -30,10 +29,10 @@ def empty_cache():
     COMPILED_FEEDS.clear()
 
 
-def key_of(code: str, guarded: bool = True) -> bytes:
+def key_of(code: str, guarded: bool = True, scope: str = '') -> bytes:
     """The entry `COMPILED_FEEDS` keeps for `code`, found by what it answers for it."""
     before = set(COMPILED_FEEDS._entries)
-    COMPILED_FEEDS.message(code, guarded=guarded)
+    COMPILED_FEEDS.message(code, guarded=guarded, scope=scope)
     (key,) = set(COMPILED_FEEDS._entries) - before
     return key
 
@@ -149,6 +148,18 @@ def test_entries_are_keyed_by_the_text_and_the_compilation_and_shared_only_for_b
     assert (kind, text, tag, imports_asyncio) == (CODE, 'x = 1', compiler_tag(True), False)
     assert load_compiled(data, False, '<script 7>').code.co_filename == '<script 7>'
     assert compiler_tag(True) != compiler_tag(False) and len(COMPILER) == 16
+
+
+def test_each_tenant_has_its_own_entries_so_a_feed_s_speed_tells_none_whether_another_fed_a_text():
+    """A text compiled for one tenant is compiled again for another (and a text seen once live by
+    one is a first sighting for the next), so no tenant can time whether another ran it; a scope
+    and text that run together differently are different keys."""
+    keys = {key_of('x = 1', scope='acme'), key_of('x = 1', scope='globex'), key_of('x = 1'), key_of('1\nx = 1', scope='acme'), key_of('x = 1', scope='acme1\n')}
+    assert len(keys) == 5 and COMPILED_FEEDS.misses == 5
+    assert COMPILED_FEEDS.message('x = 1', guarded=True, scope='acme') is not None and COMPILED_FEEDS.hits == 1
+    assert COMPILED_FEEDS.live('y = 2', guarded=True, scope='acme') is None
+    assert COMPILED_FEEDS.live('y = 2', guarded=True, scope='globex') is None  # globex's first sighting: not compiled for it
+    assert COMPILED_FEEDS.live('y = 2', guarded=True, scope='globex') is not None and COMPILED_FEEDS.misses == 6
 
 
 def test_code_loaded_for_a_script_is_named_as_the_worker_numbers_it_all_the_way_down():
@@ -317,5 +328,5 @@ def test_a_live_text_is_compiled_the_second_time_it_is_asked_for_and_the_texts_s
 
 
 def key_of_in(feeds: CompiledFeeds, code: str, guarded: bool = True) -> bytes:
-    """The key `feeds` files `code` under (a digest of the compiler's tag and the text)."""
-    return hashlib.blake2b(compiler_tag(guarded) + code.encode(), digest_size=32).digest()
+    """The key `feeds` files `code` under (a digest of the compiler's tag, no scope, and the text)."""
+    return feeds.key(code, guarded=guarded)

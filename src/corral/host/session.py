@@ -834,7 +834,7 @@ class Session:
         compiled itself; this only spares its compile."""
         if self._worker_has(code):
             return ()
-        compiled = COMPILED_FEEDS.live(code, guarded='language' not in self._pool.skip_layers)
+        compiled = COMPILED_FEEDS.live(code, guarded='language' not in self._pool.skip_layers, scope=self.tenant)
         return () if compiled is None else (compiled,)
 
     def _worker_has(self, code: str) -> bool:
@@ -1610,7 +1610,7 @@ class Session:
                     # no wall_time while it replays: the machine may be slower, and the feed did not
                     # run past it (a feed that did is not in a journal: see `_close_record`)
                     limits = {**ahead_message[5], 'replay': True, **({} if ahead.outcome == OPEN else {'batched': True})}
-                    compiled = COMPILED_FEEDS.message(ahead_code, guarded=guarded)
+                    compiled = COMPILED_FEEDS.message(ahead_code, guarded=guarded, scope=self.tenant)
                     payloads = [*(() if compiled is None else (compiled,)), pack([*ahead_message[:5], limits], side='host'), *(payload for _, payload in ahead.inputs)]
                     assert self._transport is not None
                     self._transport.write(b''.join(map(frame, payloads)))  # the worker starts on it while the next compiles
