@@ -8,18 +8,17 @@ import asyncio
 import base64
 import contextlib
 import os
-import socket
 import struct
 
 import pytest
 from websockets.client import ClientProtocol
-from websockets.frames import Frame, Opcode
+from websockets.frames import Opcode
 from websockets.server import ServerProtocol
 from websockets.uri import parse_uri
 
 from corral.server.frames import binary_frame, binary_message
 
-from .conftest import free_port
+from .test_defences import _serving
 
 
 def connected(max_size: int | None = 100) -> tuple[ClientProtocol, ServerProtocol]:
@@ -140,8 +139,6 @@ def test_a_frame_written_is_read_back_by_websockets(size):
 async def serving(ws):
     """An app that takes every message by `DirectLink.take` where there is one and by `receive`
     otherwise, served with uvicorn's WebSocket protocol `ws` (max size 100); yields its port and what it got."""
-    import uvicorn
-
     from corral.server.listener import DIRECT_LINK
 
     got: list = []
@@ -161,16 +158,8 @@ async def serving(ws):
                 return
             got.append(message.get('bytes') or message.get('text'))
 
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host='127.0.0.1', port=port, ws=ws, ws_max_size=100, log_level='critical', lifespan='off'))
-    task = asyncio.get_running_loop().create_task(server.serve())
-    try:
-        while not server.started:
-            await asyncio.sleep(0.01)
+    async with _serving(app, ws, ws_max_size=100) as (_, port):
         yield port, got
-    finally:
-        server.should_exit = True
-        await task
 
 
 async def exchange(port: int, writes: list[bytes]) -> bytes:
