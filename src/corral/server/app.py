@@ -1215,6 +1215,8 @@ class _Connection:
     def _settle_call(self, future: RemoteAnswer, call_id: int, how: Any, value: Any) -> None:
         """Answer a call; the session sends the answer to the worker before this returns."""
         self._calls.pop(call_id, None)
+        if future.done():  # let go by the session as an answer before it in the frame was taken
+            return
         if how == 'ok':
             future.settle(value)
         elif how == 'error':
