@@ -217,34 +217,3 @@ async def test_frames_the_direct_link_takes_and_refuses_are_those_uvicorns_proto
         'a fragmented message': ([b'hello', b'next'], None),
         'text': (['hello'], None),
     }[case]
-
-
-async def test_whole_binary_frames_pass_websockets_parser_by_and_the_rest_go_through_it(monkeypatch, server):
-    # The server's protocol and RemotePool's connection read a host call's frames themselves; a
-    # text frame still reaches websockets. (The bytes each parser was fed, after the handshake.)
-    from websockets.client import ClientProtocol as Client
-    from websockets.server import ServerProtocol as Server
-
-    from corral import RemotePool
-    from corral.server.listener import WebSocketProtocol
-
-    fed: dict[str, list[bytes]] = {'server': [], 'client': []}
-    for side, cls in (('server', Server), ('client', Client)):
-        monkeypatch.setattr(cls, 'receive_data', lambda self, data, original=cls.receive_data, side=side: fed[side].append(bytes(data)) or original(self, data))
-    async with serving(WebSocketProtocol) as (port, got):
-        await exchange(port, [frame(b'one'), frame(b'two', first=0x81), frame(b'three')])
-        for _ in range(100):
-            if got and isinstance(got[-1], tuple):
-                break
-            await asyncio.sleep(0.01)
-    assert (got[:3], fed['server'][1:]) == ([b'one', 'two', b'three'], [frame(b'two', first=0x81)])
-
-    async def ping(i: int) -> int:
-        return i
-
-    fed['client'].clear()
-    async with RemotePool(server.url) as pool, pool.checkout() as session:
-        opened = len(fed['client'])  # the upgrade's response
-        code = 'total = 0\nfor i in range(20):\n    total += await ping(i)\ntotal'
-        assert await session.feed_run(code, external_lookup={'ping': ping}) == sum(range(20))
-        assert len(fed['client']) == opened
