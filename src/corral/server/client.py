@@ -706,11 +706,6 @@ def _malformed(error: Exception) -> SandboxError:
 
 
 _DIRECT: type | None = None
-#: What `_write_now` takes from websockets and `frames`, found once with `_DIRECT` (an import
-#: statement in a function costs about a microsecond each time it runs).
-_OPEN: Any = None
-_broadcast: Callable[..., None] | None = None
-_binary_frame: Callable[..., bytes] | None = None
 
 
 def _direct_connection() -> type:
@@ -718,16 +713,12 @@ def _direct_connection() -> type:
     set) as it is parsed, while none waits in its queue for `recv`: no turn of the event loop and
     no queue between the socket and the session. A frame that is one whole binary message is read
     by `frames.binary_message` rather than websockets' parser, which gets any other."""
-    global _DIRECT, _OPEN, _broadcast, _binary_frame
+    global _DIRECT
     if _DIRECT is None:
         from websockets.asyncio.client import ClientConnection
-        from websockets.asyncio.connection import broadcast
         from websockets.frames import Frame, Opcode
-        from websockets.protocol import State
 
-        from .frames import binary_frame, binary_message
-
-        _OPEN, _broadcast, _binary_frame = State.OPEN, broadcast, binary_frame
+        from .frames import binary_message
 
         class DirectConnection(ClientConnection):
             take: Callable[[bytes], None] | None = None
@@ -757,14 +748,19 @@ def _direct_connection() -> type:
 def _write_now(ws: Any, frame: bytes) -> bool:
     """Send `frame` on `ws` (a websockets connection) at once, without a task's turn and the send's
     locks, when it is open, no other send is under way and its socket takes writes (its buffer is
-    under the high water mark); else False, and nothing is sent. `ws` is a `_direct_connection()`'s."""
-    if ws is None or ws.protocol.state is not _OPEN or getattr(ws, 'send_in_progress', True) is not None or getattr(ws, 'paused', True):
+    under the high water mark); else False, and nothing is sent."""
+    from websockets.asyncio.connection import broadcast
+    from websockets.protocol import State
+
+    from .frames import binary_frame
+
+    if ws is None or ws.protocol.state is not State.OPEN or getattr(ws, 'send_in_progress', True) is not None or getattr(ws, 'paused', True):
         return False  # (a websockets without `send_in_progress` sends the usual way)
     if not ws.protocol.extensions and not ws.protocol.writes:  # as websockets writes it, sooner
-        ws.transport.write(_binary_frame(frame, masked=True))  # type: ignore[misc]
+        ws.transport.write(binary_frame(frame, masked=True))
         return True
     with contextlib.suppress(Exception):  # the connection is gone: its reader says why
-        _broadcast([ws], frame, raise_exceptions=True)  # type: ignore[misc]
+        broadcast([ws], frame, raise_exceptions=True)
     return True
 
 
