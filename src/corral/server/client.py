@@ -711,25 +711,14 @@ _DIRECT: type | None = None
 def _direct_connection() -> type:
     """websockets' client connection, handing each whole binary message to its `take(data)` (when
     set) as it is parsed, while none waits in its queue for `recv`: no turn of the event loop and
-    no queue between the socket and the session. A frame that is one whole binary message is read
-    by `frames.binary_message` rather than websockets' parser, which gets any other."""
+    no queue between the socket and the session."""
     global _DIRECT
     if _DIRECT is None:
         from websockets.asyncio.client import ClientConnection
         from websockets.frames import Frame, Opcode
 
-        from .frames import binary_message
-
         class DirectConnection(ClientConnection):
             take: Callable[[bytes], None] | None = None
-
-            def data_received(self, data: bytes) -> None:
-                if self.take is not None and self.response is not None and not len(getattr(self.recv_messages, 'frames', (None,))):
-                    message = binary_message(self.protocol, data)  # None unless websockets would read the same message
-                    if message is not None:
-                        self.take(message)
-                        return
-                super().data_received(data)
 
             def process_event(self, event: Any) -> None:
                 queued = getattr(self.recv_messages, 'frames', None)  # websockets' own queue (an older one has none: `recv` takes all)
@@ -752,13 +741,8 @@ def _write_now(ws: Any, frame: bytes) -> bool:
     from websockets.asyncio.connection import broadcast
     from websockets.protocol import State
 
-    from .frames import binary_frame
-
     if ws is None or ws.protocol.state is not State.OPEN or getattr(ws, 'send_in_progress', True) is not None or getattr(ws, 'paused', True):
         return False  # (a websockets without `send_in_progress` sends the usual way)
-    if not ws.protocol.extensions and not ws.protocol.writes:  # as websockets writes it, sooner
-        ws.transport.write(binary_frame(frame, masked=True))
-        return True
     with contextlib.suppress(Exception):  # the connection is gone: its reader says why
         broadcast([ws], frame, raise_exceptions=True)
     return True

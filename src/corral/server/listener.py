@@ -24,10 +24,8 @@ from typing import Any
 from uvicorn.protocols.http.auto import AutoHTTPProtocol
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 from websockets.exceptions import InvalidState
-from websockets.protocol import State
 
 from ..channel import idle, poll_readable
-from .frames import binary_frame, binary_message
 
 __all__ = ['guarded_http', 'HANDSHAKE_TIMEOUT', 'MAX_HANDSHAKES_PER_ADDRESS', 'WebSocketProtocol', 'DirectLink', 'DIRECT_LINK']
 
@@ -130,15 +128,11 @@ class DirectLink:
         protocol = self._protocol
         if protocol.close_sent or protocol.disconnected or not protocol.handshake_complete or not protocol.writable.is_set() or protocol.transport.is_closing():
             return False
-        conn = protocol.conn
-        if conn.state is State.OPEN and not conn.extensions and not conn.writes:  # as websockets writes it, sooner
-            protocol.transport.write(binary_frame(data, masked=False))
-            return True
         try:
-            conn.send_binary(data)
+            protocol.conn.send_binary(data)
         except InvalidState:  # the client's close came first
             return False
-        protocol.transport.write(b''.join(conn.data_to_send()))
+        protocol.transport.write(b''.join(protocol.conn.data_to_send()))
         return True
 
     def wait_briefly(self) -> None:
@@ -156,22 +150,7 @@ class WebSocketProtocol(WebSocketsSansIOProtocol):
     the app takes is held to two messages queued (and those parsed from one read), as it was to one:
     measured side by side, 877 -> 722 µs of host CPU per trivial feed.
 
-    Each connection's scope carries a `DirectLink` (`scope['extensions'][DIRECT_LINK]`). While
-    the app takes messages by it, a frame that is one whole binary message is read by
-    `frames.binary_message` rather than websockets' parser, which gets any other."""
-
-    direct_link: DirectLink | None = None
-
-    def data_received(self, data: bytes) -> None:
-        link = self.direct_link
-        if link is not None and link.take is not None and self.handshake_complete and not self.close_sent:
-            message = binary_message(self.conn, data)  # None unless websockets would read the same message
-            if message is not None:
-                self.curr_msg_data_type = 'bytes'  # as `handle_bytes` takes the frame websockets read
-                self.frames = [message]
-                self.send_receive_event_to_app()
-                return
-        super().data_received(data)
+    Each connection's scope carries a `DirectLink` (`scope['extensions'][DIRECT_LINK]`)."""
 
     def handle_connect(self, event: Any) -> None:
         self.direct_link = DirectLink(self)
