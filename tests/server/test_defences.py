@@ -142,15 +142,15 @@ def test_the_handshake_bounds_must_be_positive(tmp_path):
 
 
 @contextlib.asynccontextmanager
-async def _serving(app, ws=None, **config):
-    """`app` served by uvicorn with its WebSocket protocol `ws` (corral's `WebSocketProtocol` by
-    default) and `config` on a free loopback port, until the block ends: yields the uvicorn server and the port."""
+async def _serving(app):
+    """`app` served by uvicorn with corral's `WebSocketProtocol` on a free loopback port, until the
+    block ends: yields the uvicorn server and the port."""
     import uvicorn
 
     from corral.server.listener import WebSocketProtocol
 
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host='127.0.0.1', port=port, ws=ws or WebSocketProtocol, log_level='warning', lifespan='off', **config))
+    server = uvicorn.Server(uvicorn.Config(app, host='127.0.0.1', port=port, ws=WebSocketProtocol, log_level='warning', lifespan='off'))
     task = asyncio.get_running_loop().create_task(server.serve())
     try:
         while not server.started:
