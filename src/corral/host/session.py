@@ -41,7 +41,7 @@ from ..language.named import host_pairs
 from ..values import UNPACKABLE_RESULT, Decoder, HostCallables, ValueLimitError, bounded_repr, describe_type, giving_callables, host_default, measure, name_objects, pack, unpack
 from .checkpoints import Checkpoint, state_digest
 from .compiled import COMPILED_FEEDS
-from .deferred import Deferred, PendingCall, SandboxPaused, StopFeed
+from .deferred import Deferred, PendingCall, RemoteAnswer, SandboxPaused, StopFeed
 from .external import ExternalModule, exception_payload, is_async_callable, missing_functions, module_name_problem
 from .journal import DONE as FEED_DONE
 from .journal import (
@@ -1140,7 +1140,11 @@ class Session:
                 return
             if inspect.isawaitable(result):
                 self._running.add(call_id)
-                if isinstance(result, asyncio.Future):  # answered elsewhere (`corral serve`'s client): no task waits for it
+                if isinstance(result, RemoteAnswer):  # answered by another process (`corral serve`'s client): taken as it settles
+                    result.take_with(functools.partial(self._call_settled, call, span))
+                    self._call_tasks.add(result)
+                    return
+                if isinstance(result, asyncio.Future):  # answered elsewhere: no task waits for it
                     waiter: asyncio.Future[Any] = result
                     result.add_done_callback(functools.partial(self._call_settled, call, span))
                 else:
@@ -1199,6 +1203,7 @@ class Session:
 
     def _call_settled(self, call: tuple[int, str, list[Any], dict[str, Any], bool], span: trace.Span, future: asyncio.Future[Any]) -> None:
         """A call whose function returned a future, settled: as `_await_call` ends (a cancelled one, as its task does)."""
+        self._call_tasks.discard(future)
         if future.cancelled():
             return
         self._running.discard(call[0])
