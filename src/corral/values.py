@@ -74,7 +74,7 @@ from .described import ExceptionValue, FileValue, InstanceValue, ModuleValue, Na
 from .hostobjects import CONSTRUCT, HostClass, HostObject, HostObjects, ObjectRef, call_parts, is_object_call, make_proxy
 
 __all__ = [
-    'pack', 'unpack', 'measure', 'Decoder', 'ValueLimitError', 'bounded_repr', 'host_default', 'sandbox_default',
+    'pack', 'unpack', 'measure', 'fits', 'Decoder', 'ValueLimitError', 'bounded_repr', 'host_default', 'sandbox_default',
     'Image', 'cut_text', 'describe_type', 'package_bound', 'package_form', 'library_repr', 'MAX_FRAME', 'MAX_DEPTH', 'REPR_LIMIT',
     'UNPACKABLE_RESULT', 'SandboxBuiltin', 'builtin_name', 'name_objects', 'named_object', 'HostCallables', 'HostFunction', 'giving_callables', 'worker_callables', 'worker_objects', 'worker_paths',
     'shown_name',
@@ -911,11 +911,19 @@ def _quick(value: Any, depth: int) -> tuple[int, int] | None:
     gets the full walk, which also finds a value that contains itself)."""
     t = type(value)
     if t in _SCALAR_TYPES:
-        return 0, sys.getsizeof(value)
-    if t not in _CONTAINER_TYPES or depth == 3 or len(value) > _QUICK_ITEMS:
+        return 0, _sizeof(value)
+    if t not in _CONTAINER_TYPES or depth == 3:
         return None
-    count, total = len(value), sys.getsizeof(value)
-    for element in _elements(value):
+    count = len(value)
+    if count > _QUICK_ITEMS:
+        return None
+    total = _sizeof(value)
+    if not count:
+        return 0, total
+    for element in value if t is not dict else _elements(value):
+        if type(element) in _SCALAR_TYPES:  # most are: no call below
+            total += _sizeof(element)
+            continue
         below = _quick(element, depth + 1)
         if below is None:
             return None
@@ -924,6 +932,17 @@ def _quick(value: Any, depth: int) -> tuple[int, int] | None:
         if count > _QUICK_ITEMS:
             return None
     return count, total
+
+
+_sizeof = sys.getsizeof
+
+
+def fits(value: Any, items: int | None, size: int | None) -> bool:
+    """Whether `measure` lets `value` through on a quick count alone: a small value of exact
+    boundary types (at most 3 containers deep and `_QUICK_ITEMS` items) within `items` and `size`
+    (None: no limit). Such a value needs no conversion to be packed (no session's callables)."""
+    quick = _quick(value, 0)
+    return quick is not None and (items is None or quick[0] <= items) and (size is None or quick[1] <= size)
 
 
 def measure(
@@ -944,8 +963,7 @@ def measure(
     contains itself or is nested deeper than `MAX_DEPTH`, and `convert`'s `TypeError` for a
     value of a type that may not cross.
     """
-    quick = _quick(value, 0)
-    if quick is not None and (items is None or quick[0] <= items) and (size is None or quick[1] <= size):
+    if fits(value, items, size):
         return  # a small plain value, as most host-call arguments are: within the limits
     walk = _Walk(items, size, subject, crossing, convert)
     root = value if type(value) in _BOUNDARY_TYPES else walk.converted(value)
@@ -1095,6 +1113,27 @@ class _Mark:
         self.code = code
 
 
+class _NotPlain(Exception):
+    """A frame `Decoder.decode` took for plain holds what only the counted decoding takes."""
+
+
+#: Bytes, as `Decoder` counts them, a frame holding no marked array (no tuple, set or description)
+#: and no host object, callable or named builtin decodes to per byte of its length, at most. The
+#: densest is a chain of one-entry maps keyed by empty strs: 273 bytes (a dict of 224, a str of
+#: 49: CPython 3.11, 64-bit) every two bytes; a str takes 49 bytes for its first byte, an int 28,
+#: a list 56 and 8 a reference, an extension at least 3 bytes for a Decimal's 104.
+_PER_BYTE = 256
+#: How every marked array (a tuple, set or a description), an Ellipsis and an empty path begin:
+#: an extension with no data. A frame without it has none (another encoding of one is seen by
+#: `Decoder._plain_ext`).
+_EMPTY_EXT = b'\xc7\x00'
+#: Frames shorter than this hold no dict of more than `_MAX_COLLISIONS` entries (each entry takes
+#: two bytes at least), so their hashes need no check.
+_NO_COLLISIONS = 3 + 2 * _MAX_COLLISIONS
+#: The extensions whose objects take at most `_PER_BYTE` bytes per byte of their data.
+_PLAIN_EXTENSIONS = frozenset({_BIGINT, _DATETIME, _DATE, _TIME, _TIMEDELTA, _TIMEZONE, _DECIMAL, _UUID, _IMAGE, _COMPLEX, _PATH})
+
+
 class Decoder:
     """Decodes one message, counting what it builds against the receiver's limits.
 
@@ -1128,12 +1167,11 @@ class Decoder:
         self._marks = 0
         self._counting = items is not None or size is not None
 
-    def _options(self, length: int) -> dict[str, Any]:
+    def _options(self, length: int, *, plain: bool = False) -> dict[str, Any]:
         longest = min(length, self._max_items) if self._max_items is not None else length
         return {
-            'list_hook': self._list,
+            **({'ext_hook': self._plain_ext} if plain else {'list_hook': self._list, 'ext_hook': self._ext}),
             'object_pairs_hook': self._dict,
-            'ext_hook': self._ext,
             'strict_map_key': False,
             'raw': False,
             'use_list': True,
@@ -1145,8 +1183,40 @@ class Decoder:
         }
 
     def decode(self, data: bytes) -> Any:
-        """The message in `data`, decoded in one call."""
+        """The message in `data`, decoded in one call.
+
+        A frame whose length alone keeps it within the limits (`_PER_BYTE`), holding no marked
+        array and no extension whose object may be larger than its data, is decoded by msgpack
+        with no hook but for its extensions: it builds what the counted decoding (`walked`)
+        would, or fails as it does (the same error: it is decoded again that way).
+        """
+        length = len(data)
+        if (
+            (self._max_items is None or length <= self._max_items)
+            and (self._max_size is None or length * _PER_BYTE <= self._max_size)
+            and _EMPTY_EXT not in data
+        ):
+            try:
+                if length < _NO_COLLISIONS:
+                    return msgpack.unpackb(
+                        data, ext_hook=self._plain_ext, strict_map_key=False, raw=False, max_str_len=length, max_bin_len=length,
+                        max_ext_len=length, max_array_len=length, max_map_len=length,
+                    )  # fmt: skip
+                return msgpack.unpackb(data, **self._options(length, plain=True))
+            except Exception:
+                self._items = self._size = self._marks = 0
+        return self.walked(data)
+
+    def walked(self, data: bytes) -> Any:
+        """The message in `data`, decoded in one call, counting every container it builds."""
         return self._finish(msgpack.unpackb(data, **self._options(len(data))))
+
+    def _plain_ext(self, code: int, data: bytes) -> Any:
+        """An extension of a frame `decode` takes without counting: one whose object takes at
+        most `_PER_BYTE` bytes per byte of its data; any other sends the frame to `walked`."""
+        if code not in _PLAIN_EXTENSIONS:
+            raise _NotPlain
+        return self._ext(code, data)
 
     def decode_in_steps(self, data: bytes) -> Any:
         """The message in `data`, decoded `_STEP` bytes at a time.

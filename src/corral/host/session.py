@@ -38,7 +38,7 @@ from ..errors import (
 )
 from ..limits import Limits, amount
 from ..language.named import host_pairs
-from ..values import UNPACKABLE_RESULT, Decoder, HostCallables, ValueLimitError, bounded_repr, describe_type, giving_callables, host_default, measure, name_objects, pack, unpack
+from ..values import UNPACKABLE_RESULT, Decoder, HostCallables, ValueLimitError, bounded_repr, describe_type, fits, giving_callables, host_default, measure, name_objects, pack, unpack
 from .checkpoints import Checkpoint, state_digest
 from .compiled import COMPILED_FEEDS
 from .deferred import Deferred, PendingCall, SandboxPaused, StopFeed
@@ -1206,12 +1206,15 @@ class Session:
         than `items` or `size` but those are not the session's limits.
         """
         head = [REPLY, call_id] if sync else [WAKE, 0.0, call_id]
-        short = self._callables.shown(name) or name.rpartition('.')[2]
         try:
-            with giving_callables(self._callables):  # a callable in the result: the script's to call
-                if ok:
-                    measure(value, items=items, size=size, subject=f'the value {short}() returned', crossing='enter the sandbox', convert=host_default)
-                payload = pack([*head, ok, value], side='host')
+            if ok and fits(value, items, size):  # a small plain value: nothing to convert, no callable to give
+                payload = pack([*head, True, value], side='host')
+            else:
+                with giving_callables(self._callables):  # a callable in the result: the script's to call
+                    if ok:
+                        short = self._callables.shown(name) or name.rpartition('.')[2]
+                        measure(value, items=items, size=size, subject=f'the value {short}() returned', crossing='enter the sandbox', convert=host_default)
+                    payload = pack([*head, ok, value], side='host')
             frame(payload)  # too large: ProtocolError
         except ValueLimitError as error:
             if error.value != getattr(self.limits, error.limit):
@@ -1219,6 +1222,7 @@ class Session:
             return self._answer(call_id, name, False, exception_payload(OverflowError(str(error))), sync=sync)
         except (TypeError, ValueError, RecursionError, ProtocolError) as error:
             if ok:
+                short = self._callables.shown(name) or name.rpartition('.')[2]
                 error = TypeError(f'{short}() returned a value of type {describe_type(value)!r} that cannot enter the sandbox: {error}')
                 return self._answer(call_id, name, False, exception_payload(error), sync=sync)
             payload = pack([*head, False, [value[0], [str(item) for item in value[1]]]], side='host')
