@@ -463,6 +463,9 @@ _EXTENSION_TYPES = frozenset({
 _BOUNDARY_TYPES = _EXTENSION_TYPES | {type(None), bool, float, str, bytes, list, dict}
 _CONTAINER_TYPES = frozenset({list, tuple, dict, set, frozenset})
 _SCALAR_TYPES = _BOUNDARY_TYPES - _CONTAINER_TYPES
+#: The ids of those types, for the loops that test a type per value: in a worker a class's hash is
+#: the language layer's (`identity`), a call of Python code, where an id's is an int's.
+_BOUNDARY_IDS, _CONTAINER_IDS, _SCALAR_IDS = (frozenset(map(id, types)) for types in (_BOUNDARY_TYPES, _CONTAINER_TYPES, _SCALAR_TYPES))
 _MARK_BYTES = {code: msgpack.ExtType(code, b'') for code in _MARKS}
 
 
@@ -471,7 +474,7 @@ def _make_default(convert: Callable[[Any], Any]) -> Callable[[Any], Any]:
 
     def default(value: Any) -> Any:
         t = type(value)
-        if t not in _BOUNDARY_TYPES:  # a subclass (a named tuple, say) or a host type: convert first
+        if id(t) not in _BOUNDARY_IDS:  # a subclass (a named tuple, say) or a host type: convert first
             value = convert(value)
             t = type(value)
             if t in _DESCRIBED:
@@ -909,10 +912,10 @@ def _quick(value: Any, depth: int) -> tuple[int, int] | None:
     """(items, bytes) of a small value of exact boundary types, at most 3 containers deep and
     `_QUICK_ITEMS` items in all, counted as `measure` counts them; None for any other value (it
     gets the full walk, which also finds a value that contains itself)."""
-    t = type(value)
-    if t in _SCALAR_TYPES:
+    t = id(type(value))
+    if t in _SCALAR_IDS:
         return 0, _sizeof(value)
-    if t not in _CONTAINER_TYPES or depth == 3:
+    if t not in _CONTAINER_IDS or depth == 3:
         return None
     count = len(value)
     if count > _QUICK_ITEMS:
@@ -920,8 +923,8 @@ def _quick(value: Any, depth: int) -> tuple[int, int] | None:
     total = _sizeof(value)
     if not count:
         return 0, total
-    for element in value if t is not dict else _elements(value):
-        if type(element) in _SCALAR_TYPES:  # most are: no call below
+    for element in _elements(value):
+        if id(type(element)) in _SCALAR_IDS:  # most are: no call below
             total += _sizeof(element)
             continue
         below = _quick(element, depth + 1)
@@ -966,9 +969,9 @@ def measure(
     if fits(value, items, size):
         return  # a small plain value, as most host-call arguments are: within the limits
     walk = _Walk(items, size, subject, crossing, convert)
-    root = value if type(value) in _BOUNDARY_TYPES else walk.converted(value)
+    root = value if id(type(value)) in _BOUNDARY_IDS else walk.converted(value)
     own = sys.getsizeof(root)
-    if type(root) not in _CONTAINER_TYPES:
+    if id(type(root)) not in _CONTAINER_IDS:
         walk.check(0, own, exact=True)
         return
     count, total, _ = walk.container(root, value, 1, own)
@@ -1051,13 +1054,13 @@ class _Walk:
             total = 0
             others = []
             for element in elements:
-                if type(element) in _SCALAR_TYPES:
+                if id(type(element)) in _SCALAR_IDS:
                     total += sys.getsizeof(element)
                 else:
                     others.append(element)
             repeats = [(element, 1) for element in others]
         else:  # each pass in C; a container referenced many times is measured once
-            scalar = list(map(_SCALAR_TYPES.__contains__, map(type, elements)))
+            scalar = list(map(_SCALAR_IDS.__contains__, map(id, map(type, elements))))
             total = sum(map(sys.getsizeof, itertools.compress(elements, scalar)))
             others = list(itertools.compress(elements, map(operator.not_, scalar)))
             if others and all(map(operator.is_, others, itertools.repeat(others[0]))):  # `[x] * n`
@@ -1070,10 +1073,10 @@ class _Walk:
         if others:
             self.path.add(key)
             for element, times in repeats:
-                converted = element if type(element) in _BOUNDARY_TYPES else self.converted(element)
+                converted = element if id(type(element)) in _BOUNDARY_IDS else self.converted(element)
                 element_size = sys.getsizeof(converted)
                 total += element_size * times
-                if type(converted) in _CONTAINER_TYPES:
+                if id(type(converted)) in _CONTAINER_IDS:
                     below, below_size, below_levels = self.container(converted, element, depth + 1, element_size)
                     count += below * times
                     total += below_size * times

@@ -47,6 +47,7 @@ PRELOAD_MODULES = ('corral.language.preload',)
 
 #: Iterators a host call's arguments may be: generators and the builtins' lazy iterators.
 _ITERATORS = frozenset({types.GeneratorType, map, filter, zip, enumerate, reversed, type(iter([])), type(iter(())), type(iter(range(0)))})
+_ITERATOR_IDS = frozenset(map(id, _ITERATORS))  # tested per call: an id's hash is an int's, a class's the language layer's (Python)
 
 _RECV_SIZE = 1 << 18
 _DONTWAIT = int(socket.MSG_DONTWAIT)
@@ -325,7 +326,7 @@ class Worker:
     def _start_call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:
         # a generator or iterator handed to a host function goes as the list it iterates to, as
         # the host function would iterate it (the script's code runs here, once)
-        if any(type(value) in _ITERATORS for value in (*args, *kwargs.values())):
+        if not _ITERATOR_IDS.isdisjoint(map(id, map(type, args))) or (kwargs and not _ITERATOR_IDS.isdisjoint(map(id, map(type, kwargs.values())))):
             args = tuple(list(value) if type(value) in _ITERATORS else value for value in args)
             kwargs = {key: list(value) if type(value) in _ITERATORS else value for key, value in kwargs.items()}
         self._calls += 1
