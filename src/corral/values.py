@@ -924,7 +924,8 @@ def _quick(value: Any, depth: int) -> tuple[int, int] | None:
     if not count:
         return 0, total
     for element in _elements(value):
-        if id(type(element)) in _SCALAR_IDS:  # most are: no call below
+        kind = id(type(element))
+        if kind in _SCALAR_IDS or (kind in _CONTAINER_IDS and not element and depth < 2):  # most are: no call below
             total += _sizeof(element)
             continue
         below = _quick(element, depth + 1)

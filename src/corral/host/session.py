@@ -1239,7 +1239,11 @@ class Session:
             self._send_answer(call_id, self._answer(call_id, name, False, value, sync=sync), sync)
             return
         limits = self.limits
-        items, size = (limit if limit is not None and limit < inline else inline for limit, inline in ((limits.value_items, _INLINE_ITEMS), (limits.value_size, _INLINE_FRAME)))
+        items, size = limits.value_items, limits.value_size
+        if items is None or items > _INLINE_ITEMS:
+            items = _INLINE_ITEMS
+        if size is None or size > _INLINE_FRAME:
+            size = _INLINE_FRAME
         try:
             payload = self._answer(call_id, name, True, value, sync=sync, items=items, size=size)
         except _LargeResult:
