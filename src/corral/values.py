@@ -41,7 +41,8 @@ is a copy of its own there: `[[]] * 1000` becomes a thousand lists), and refuses
 contains itself; a numpy array or a pandas table is measured by its shape before its plain form
 is made (`package_bound`), so one too large is refused without building the lists. The receiver
 counts again while it decodes (`Decoder`), so a sender that skips its own check cannot make it
-build more than the limits allow. Tuples, sets and frozensets are arrays whose first item is a
+build more than the limits allow (a frame whose length alone keeps what it builds within them,
+as most do, needs no count). Tuples, sets and frozensets are arrays whose first item is a
 marker, so one decoder walks every container kind, and nesting is counted across all of them.
 """
 
@@ -1127,9 +1128,9 @@ class _NotPlain(Exception):
 #: 49: CPython 3.11, 64-bit) every two bytes; a str takes 49 bytes for its first byte, an int 28,
 #: a list 56 and 8 a reference, an extension at least 3 bytes for a Decimal's 104.
 _PER_BYTE = 256
-#: How every marked array (a tuple, set or a description), an Ellipsis and an empty path begin:
-#: an extension with no data. A frame without it has none (another encoding of one is seen by
-#: `Decoder._plain_ext`).
+#: How the marker of every marked array (a tuple, a set, a description), an Ellipsis and an empty
+#: path are packed, but for their code: an extension with no data. A frame without these bytes
+#: has none of them (another encoding of one is seen by `Decoder._plain_ext`).
 _EMPTY_EXT = b'\xc7\x00'
 #: Frames shorter than this hold no dict of more than `_MAX_COLLISIONS` entries (each entry takes
 #: two bytes at least), so their hashes need no check.
