@@ -38,7 +38,7 @@ from ..errors import (
 )
 from ..limits import Limits, amount
 from ..language.named import host_pairs
-from ..values import UNPACKABLE_RESULT, Decoder, HostCallables, ValueLimitError, bounded_repr, describe_type, fits, giving_callables, host_default, measure, name_objects, pack, unpack
+from ..values import MAX_FRAME, UNPACKABLE_RESULT, Decoder, HostCallables, ValueLimitError, bounded_repr, describe_type, fits, giving_callables, host_default, measure, name_objects, pack, unpack
 from .checkpoints import Checkpoint, state_digest
 from .compiled import COMPILED_FEEDS
 from .deferred import Deferred, PendingCall, SandboxPaused, StopFeed
@@ -1215,7 +1215,8 @@ class Session:
                         short = self._callables.shown(name) or name.rpartition('.')[2]
                         measure(value, items=items, size=size, subject=f'the value {short}() returned', crossing='enter the sandbox', convert=host_default)
                     payload = pack([*head, ok, value], side='host')
-            frame(payload)  # too large: ProtocolError
+            if len(payload) > MAX_FRAME:
+                frame(payload)  # too large: its ProtocolError
         except ValueLimitError as error:
             if error.value != getattr(self.limits, error.limit):
                 raise _LargeResult from None
