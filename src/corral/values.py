@@ -1132,6 +1132,7 @@ _PER_BYTE = 256
 #: path are packed, but for their code: an extension with no data. A frame without these bytes
 #: has none of them (another encoding of one is seen by `Decoder._plain_ext`).
 _EMPTY_EXT = b'\xc7\x00'
+_EXT_8 = _EMPTY_EXT[0]
 #: Frames shorter than this hold no dict of more than `_MAX_COLLISIONS` entries (each entry takes
 #: two bytes at least), so their hashes need no check.
 _NO_COLLISIONS = 3 + 2 * _MAX_COLLISIONS
@@ -1199,7 +1200,7 @@ class Decoder:
         if (
             (self._max_items is None or length <= self._max_items)
             and (self._max_size is None or length * _PER_BYTE <= self._max_size)
-            and _EMPTY_EXT not in data
+            and (_EXT_8 not in data or _EMPTY_EXT not in data)  # a byte is found faster than two
         ):
             try:
                 if length < _NO_COLLISIONS:
