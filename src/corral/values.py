@@ -1204,10 +1204,7 @@ class Decoder:
         ):
             try:
                 if length < _NO_COLLISIONS:
-                    return msgpack.unpackb(
-                        data, ext_hook=self._plain_ext, strict_map_key=False, raw=False, max_str_len=length, max_bin_len=length,
-                        max_ext_len=length, max_array_len=length, max_map_len=length,
-                    )  # fmt: skip
+                    return _short(data, self._plain_ext)
                 return msgpack.unpackb(data, **self._options(length, plain=True))
             except Exception:
                 self._items = self._size = self._marks = 0
@@ -1337,7 +1334,8 @@ class Decoder:
             return uuid.UUID(bytes=data)  # ValueError unless 16 bytes
         if code == _PATH:
             text = data.decode('utf-8', 'surrogatepass')
-            self._count(0, sys.getsizeof(text))  # the text the path holds, beyond the path object
+            if self._counting:
+                self._count(0, sys.getsizeof(text))  # the text the path holds, beyond the path object
             return _PATH_TYPE[0](text)
         if code == _IMAGE:
             mime_type, _, image = data.partition(b'\0')
@@ -1403,9 +1401,35 @@ def _decimal(data: bytes) -> decimal.Decimal:
         raise ValueError('malformed Decimal in a frame') from None
 
 
-def unpack(data: bytes, *, items: int | None = None, size: int | None = None, objects: Callable[[Any], Any] | None = None) -> Any:
-    """Decode one message in one call (see `Decoder` for the limits and the errors raised)."""
-    return Decoder(items=items, size=size, objects=objects).decode(data)
+def unpack(
+    data: bytes, *, items: int | None = None, size: int | None = None, objects: Callable[[Any], Any] | None = None, callables: HostCallables | None = None
+) -> Any:
+    """Decode one message in one call (see `Decoder` for the arguments, the limits and the errors raised)."""
+    length = len(data)
+    if (
+        length < _NO_COLLISIONS
+        and (items is None or length <= items)
+        and (size is None or length * _PER_BYTE <= size)
+        and (_EXT_8 not in data or _EMPTY_EXT not in data)
+    ):
+        try:  # a short plain frame, as most are (see `Decoder.decode`), with no decoder made
+            return _short(data, _UNBOUNDED._plain_ext)
+        except Exception:
+            pass
+    return Decoder(items=items, size=size, objects=objects, callables=callables).decode(data)
+
+
+def _short(data: bytes, ext_hook: Callable[[int, bytes], Any]) -> Any:
+    """A frame shorter than `_NO_COLLISIONS` that `Decoder.decode` takes without counting, decoded."""
+    length = len(data)
+    return msgpack.unpackb(
+        data, ext_hook=ext_hook, strict_map_key=False, raw=False, max_str_len=length, max_bin_len=length, max_ext_len=length,
+        max_array_len=length, max_map_len=length,
+    )  # fmt: skip
+
+
+#: What `unpack` decodes a short plain frame's extensions with (they need no limits, objects or callables).
+_UNBOUNDED = Decoder()
 
 
 # ----- showing a value ---------------------------------------------------------------------------

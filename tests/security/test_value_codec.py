@@ -166,8 +166,10 @@ def test_the_uncounted_path_decodes_as_the_counted_one(value, items, size):
     """Whatever the limits, `decode` gives what counting every container (`walked`) gives: the
     same value, or the same error."""
     data = pack([4, value, None], side='host')
-    assert _outcome(Decoder(items=items, size=size).decode, data) == _outcome(Decoder(items=items, size=size).walked, data)
-    assert _outcome(Decoder().decode, data) == _outcome(Decoder().walked, data)
+    counted = _outcome(Decoder(items=items, size=size).walked, data)
+    assert _outcome(Decoder(items=items, size=size).decode, data) == counted
+    assert _outcome(lambda frame: unpack(frame, items=items, size=size), data) == counted
+    assert _outcome(Decoder().decode, data) == _outcome(unpack, data) == _outcome(Decoder().walked, data)
 
 
 @settings(deadline=None)
@@ -218,6 +220,7 @@ def test_limits_at_the_frames_length_take_the_uncounted_path_and_past_it_the_cou
 )
 def test_frames_the_uncounted_path_cannot_take_decode_as_counted(data, expected):
     assert _outcome(Decoder(items=100, size=100_000).decode, data) == expected
+    assert _outcome(unpack, data) == expected
     assert _outcome(Decoder(items=100, size=100_000).walked, data) == expected
 
 

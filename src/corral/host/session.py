@@ -1916,7 +1916,8 @@ class _Protocol(asyncio.Protocol):
                 self._decoding = asyncio.get_running_loop().create_task(self._decode_in_thread(payload))
                 return
             try:
-                message = self._decoder(len(payload)).decode(payload)
+                items, size = self._bounds(len(payload))
+                message = unpack(payload, items=items, size=size, callables=self._session._callables)
             except Exception as error:
                 self._broken(error)
                 return
@@ -1938,7 +1939,8 @@ class _Protocol(asyncio.Protocol):
             self._drain()
 
     async def _decode_in_thread(self, payload: bytes) -> None:
-        decoder = self._decoder(len(payload))
+        items, size = self._bounds(len(payload))
+        decoder = Decoder(items=items, size=size, callables=self._session._callables)
         try:
             message = await asyncio.get_running_loop().run_in_executor(_decoding_thread(), decoder.decode_in_steps, payload)
         except Exception as error:
@@ -1952,11 +1954,12 @@ class _Protocol(asyncio.Protocol):
             self._transport.resume_reading()
         self._drain()
 
-    def _decoder(self, length: int) -> Decoder:
+    def _bounds(self, length: int) -> tuple[int | None, int | None]:
+        """The items and the bytes a frame of `length` bytes may decode to (see `values.Decoder`)."""
         limits = self._session.limits
         items = None if limits.value_items is None else limits.value_items + _ENVELOPE_ITEMS
         size = None if limits.value_size is None else 2 * limits.value_size + length
-        return Decoder(items=items, size=size, callables=self._session._callables)
+        return items, size
 
     def _deliver(self, message: Any) -> bool:
         """Hand a message to the session; False when it broke the channel's rules, or when the
