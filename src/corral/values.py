@@ -924,7 +924,7 @@ def _quick(value: Any, depth: int) -> tuple[int, int] | None:
     total = _sizeof(value)
     if not count:
         return 0, total
-    for element in _elements(value):
+    for element in value if t != _DICT_ID else itertools.chain.from_iterable(dict.items(value)):
         kind = id(type(element))
         if kind in _SCALAR_IDS or (kind in _CONTAINER_IDS and not element and depth < 2):  # most are: no call below
             total += _sizeof(element)
@@ -940,6 +940,7 @@ def _quick(value: Any, depth: int) -> tuple[int, int] | None:
 
 
 _sizeof = sys.getsizeof
+_DICT_ID = id(dict)
 
 
 def fits(value: Any, items: int | None, size: int | None) -> bool:
