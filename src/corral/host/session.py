@@ -38,7 +38,7 @@ from ..errors import (
 )
 from ..limits import Limits, amount
 from ..language.named import host_pairs
-from ..values import UNPACKABLE_RESULT, Decoder, HostCallables, ValueLimitError, bounded_repr, describe_type, giving_callables, host_default, measure, name_objects, pack, unpack
+from ..values import MAX_FRAME, UNPACKABLE_RESULT, Decoder, HostCallables, ValueLimitError, bounded_repr, describe_type, fits, giving_callables, host_default, measure, name_objects, pack, unpack
 from .checkpoints import Checkpoint, state_digest
 from .compiled import COMPILED_FEEDS
 from .deferred import Deferred, PendingCall, RemoteAnswer, SandboxPaused, StopFeed
@@ -1245,19 +1245,24 @@ class Session:
         than `items` or `size` but those are not the session's limits.
         """
         head = [REPLY, call_id] if sync else [WAKE, 0.0, call_id]
-        short = self._callables.shown(name) or name.rpartition('.')[2]
         try:
-            with giving_callables(self._callables):  # a callable in the result: the script's to call
-                if ok:
-                    measure(value, items=items, size=size, subject=f'the value {short}() returned', crossing='enter the sandbox', convert=host_default)
-                payload = pack([*head, ok, value], side='host')
-            frame(payload)  # too large: ProtocolError
+            if ok and fits(value, items, size):  # a small plain value: nothing to convert, no callable to give
+                payload = pack([*head, True, value], side='host')
+            else:
+                with giving_callables(self._callables):  # a callable in the result: the script's to call
+                    if ok:
+                        short = self._callables.shown(name) or name.rpartition('.')[2]
+                        measure(value, items=items, size=size, subject=f'the value {short}() returned', crossing='enter the sandbox', convert=host_default)
+                    payload = pack([*head, ok, value], side='host')
+            if len(payload) > MAX_FRAME:
+                frame(payload)  # too large: its ProtocolError
         except ValueLimitError as error:
             if error.value != getattr(self.limits, error.limit):
                 raise _LargeResult from None
             return self._answer(call_id, name, False, exception_payload(OverflowError(str(error))), sync=sync)
         except (TypeError, ValueError, RecursionError, ProtocolError) as error:
             if ok:
+                short = self._callables.shown(name) or name.rpartition('.')[2]
                 error = TypeError(f'{short}() returned a value of type {describe_type(value)!r} that cannot enter the sandbox: {error}')
                 return self._answer(call_id, name, False, exception_payload(error), sync=sync)
             payload = pack([*head, False, [value[0], [str(item) for item in value[1]]]], side='host')
@@ -1274,7 +1279,11 @@ class Session:
             self._send_answer(call_id, self._answer(call_id, name, False, value, sync=sync), sync)
             return
         limits = self.limits
-        items, size = (limit if limit is not None and limit < inline else inline for limit, inline in ((limits.value_items, _INLINE_ITEMS), (limits.value_size, _INLINE_FRAME)))
+        items, size = limits.value_items, limits.value_size
+        if items is None or items > _INLINE_ITEMS:
+            items = _INLINE_ITEMS
+        if size is None or size > _INLINE_FRAME:
+            size = _INLINE_FRAME
         try:
             payload = self._answer(call_id, name, True, value, sync=sync, items=items, size=size)
         except _LargeResult:
@@ -1946,7 +1955,8 @@ class _Protocol(asyncio.Protocol):
                 self._decoding = asyncio.get_running_loop().create_task(self._decode_in_thread(payload))
                 return
             try:
-                message = self._decoder(len(payload)).decode(payload)
+                items, size = self._bounds(len(payload))
+                message = unpack(payload, items=items, size=size, callables=self._session._callables)
             except Exception as error:
                 self._broken(error)
                 return
@@ -1968,7 +1978,8 @@ class _Protocol(asyncio.Protocol):
             self._drain()
 
     async def _decode_in_thread(self, payload: bytes) -> None:
-        decoder = self._decoder(len(payload))
+        items, size = self._bounds(len(payload))
+        decoder = Decoder(items=items, size=size, callables=self._session._callables)
         try:
             message = await asyncio.get_running_loop().run_in_executor(_decoding_thread(), decoder.decode_in_steps, payload)
         except Exception as error:
@@ -1982,11 +1993,12 @@ class _Protocol(asyncio.Protocol):
             self._transport.resume_reading()
         self._drain()
 
-    def _decoder(self, length: int) -> Decoder:
+    def _bounds(self, length: int) -> tuple[int | None, int | None]:
+        """The items and the bytes a frame of `length` bytes may decode to (see `values.Decoder`)."""
         limits = self._session.limits
         items = None if limits.value_items is None else limits.value_items + _ENVELOPE_ITEMS
         size = None if limits.value_size is None else 2 * limits.value_size + length
-        return Decoder(items=items, size=size, callables=self._session._callables)
+        return items, size
 
     def _deliver(self, message: Any) -> bool:
         """Hand a message to the session; False when it broke the channel's rules, or when the
