@@ -216,6 +216,7 @@ class Session:
         self._print: PrintCallback = print_to_host
         self._calls = 0
         self._span_context: otel_context.Context | None = None
+        self._traced = False  # whether a tracer provider was installed when the feed began (`_tracing`)
         self._call_tasks: set[asyncio.Future[Any]] = set()  # host calls in flight: their tasks, or the futures they returned
         self._system = _system_calls(os_access, mounts, random_seed)
         self._lookup_checked = not type_check  # the stubs' functions against the first external_lookup
@@ -798,6 +799,7 @@ class Session:
         self._lookup = lookup
         self._print = print_callback
         self._span_context = otel_context.get_current()
+        self._traced = _tracing()  # once a feed: OpenTelemetry looks the provider up in os.environ, 2.4 µs a host call
         worker_limits = {
             'wall_time': limits.wall_time,
             'recursion': limits.recursion,
@@ -1123,7 +1125,7 @@ class Session:
             return
         if not name.startswith(SYSTEM_PREFIX):
             self._pool.observer.host_call(name)
-        if _tracing():
+        if self._traced:
             span = _tracer.start_span(f'call {name}', context=self._span_context)
             if span.is_recording():
                 span.set_attributes({'function': name, 'args': bounded_repr(args, limit=1000), 'kwargs': bounded_repr(kwargs, limit=1000)})
