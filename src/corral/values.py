@@ -41,7 +41,8 @@ is a copy of its own there: `[[]] * 1000` becomes a thousand lists), and refuses
 contains itself; a numpy array or a pandas table is measured by its shape before its plain form
 is made (`package_bound`), so one too large is refused without building the lists. The receiver
 counts again while it decodes (`Decoder`), so a sender that skips its own check cannot make it
-build more than the limits allow. Tuples, sets and frozensets are arrays whose first item is a
+build more than the limits allow (a frame whose length alone keeps what it builds within them,
+as most do, needs no count). Tuples, sets and frozensets are arrays whose first item is a
 marker, so one decoder walks every container kind, and nesting is counted across all of them.
 """
 
@@ -74,7 +75,7 @@ from .described import ExceptionValue, FileValue, InstanceValue, ModuleValue, Na
 from .hostobjects import CONSTRUCT, HostClass, HostObject, HostObjects, ObjectRef, call_parts, is_object_call, make_proxy
 
 __all__ = [
-    'pack', 'unpack', 'measure', 'Decoder', 'ValueLimitError', 'bounded_repr', 'host_default', 'sandbox_default',
+    'pack', 'unpack', 'measure', 'fits', 'Decoder', 'ValueLimitError', 'bounded_repr', 'host_default', 'sandbox_default',
     'Image', 'cut_text', 'describe_type', 'package_bound', 'package_form', 'library_repr', 'MAX_FRAME', 'MAX_DEPTH', 'REPR_LIMIT',
     'UNPACKABLE_RESULT', 'SandboxBuiltin', 'builtin_name', 'name_objects', 'named_object', 'HostCallables', 'HostFunction', 'giving_callables', 'worker_callables', 'worker_objects', 'worker_paths',
     'shown_name',
@@ -463,6 +464,9 @@ _EXTENSION_TYPES = frozenset({
 _BOUNDARY_TYPES = _EXTENSION_TYPES | {type(None), bool, float, str, bytes, list, dict}
 _CONTAINER_TYPES = frozenset({list, tuple, dict, set, frozenset})
 _SCALAR_TYPES = _BOUNDARY_TYPES - _CONTAINER_TYPES
+#: The ids of those types, for the loops that test a type per value: in a worker a class's hash is
+#: the language layer's (`identity`), a call of Python code, where an id's is an int's.
+_BOUNDARY_IDS, _CONTAINER_IDS, _SCALAR_IDS = (frozenset(map(id, types)) for types in (_BOUNDARY_TYPES, _CONTAINER_TYPES, _SCALAR_TYPES))
 _MARK_BYTES = {code: msgpack.ExtType(code, b'') for code in _MARKS}
 
 
@@ -471,7 +475,7 @@ def _make_default(convert: Callable[[Any], Any]) -> Callable[[Any], Any]:
 
     def default(value: Any) -> Any:
         t = type(value)
-        if t not in _BOUNDARY_TYPES:  # a subclass (a named tuple, say) or a host type: convert first
+        if id(t) not in _BOUNDARY_IDS:  # a subclass (a named tuple, say) or a host type: convert first
             value = convert(value)
             t = type(value)
             if t in _DESCRIBED:
@@ -909,13 +913,22 @@ def _quick(value: Any, depth: int) -> tuple[int, int] | None:
     """(items, bytes) of a small value of exact boundary types, at most 3 containers deep and
     `_QUICK_ITEMS` items in all, counted as `measure` counts them; None for any other value (it
     gets the full walk, which also finds a value that contains itself)."""
-    t = type(value)
-    if t in _SCALAR_TYPES:
-        return 0, sys.getsizeof(value)
-    if t not in _CONTAINER_TYPES or depth == 3 or len(value) > _QUICK_ITEMS:
+    t = id(type(value))
+    if t in _SCALAR_IDS:
+        return 0, _sizeof(value)
+    if t not in _CONTAINER_IDS or depth == 3:
         return None
-    count, total = len(value), sys.getsizeof(value)
-    for element in _elements(value):
+    count = len(value)
+    if count > _QUICK_ITEMS:
+        return None
+    total = _sizeof(value)
+    if not count:
+        return 0, total
+    for element in value if t != _DICT_ID else itertools.chain.from_iterable(dict.items(value)):
+        kind = id(type(element))
+        if kind in _SCALAR_IDS or (kind in _CONTAINER_IDS and not element and depth < 2):  # most are: no call below
+            total += _sizeof(element)
+            continue
         below = _quick(element, depth + 1)
         if below is None:
             return None
@@ -924,6 +937,18 @@ def _quick(value: Any, depth: int) -> tuple[int, int] | None:
         if count > _QUICK_ITEMS:
             return None
     return count, total
+
+
+_sizeof = sys.getsizeof
+_DICT_ID = id(dict)
+
+
+def fits(value: Any, items: int | None, size: int | None) -> bool:
+    """Whether `measure` lets `value` through on a quick count alone: a small value of exact
+    boundary types (at most 3 containers deep and `_QUICK_ITEMS` items) within `items` and `size`
+    (None: no limit). Such a value needs no conversion to be packed (no session's callables)."""
+    quick = _quick(value, 0)
+    return quick is not None and (items is None or quick[0] <= items) and (size is None or quick[1] <= size)
 
 
 def measure(
@@ -944,13 +969,12 @@ def measure(
     contains itself or is nested deeper than `MAX_DEPTH`, and `convert`'s `TypeError` for a
     value of a type that may not cross.
     """
-    quick = _quick(value, 0)
-    if quick is not None and (items is None or quick[0] <= items) and (size is None or quick[1] <= size):
+    if fits(value, items, size):
         return  # a small plain value, as most host-call arguments are: within the limits
     walk = _Walk(items, size, subject, crossing, convert)
-    root = value if type(value) in _BOUNDARY_TYPES else walk.converted(value)
+    root = value if id(type(value)) in _BOUNDARY_IDS else walk.converted(value)
     own = sys.getsizeof(root)
-    if type(root) not in _CONTAINER_TYPES:
+    if id(type(root)) not in _CONTAINER_IDS:
         walk.check(0, own, exact=True)
         return
     count, total, _ = walk.container(root, value, 1, own)
@@ -1033,13 +1057,13 @@ class _Walk:
             total = 0
             others = []
             for element in elements:
-                if type(element) in _SCALAR_TYPES:
+                if id(type(element)) in _SCALAR_IDS:
                     total += sys.getsizeof(element)
                 else:
                     others.append(element)
             repeats = [(element, 1) for element in others]
         else:  # each pass in C; a container referenced many times is measured once
-            scalar = list(map(_SCALAR_TYPES.__contains__, map(type, elements)))
+            scalar = list(map(_SCALAR_IDS.__contains__, map(id, map(type, elements))))
             total = sum(map(sys.getsizeof, itertools.compress(elements, scalar)))
             others = list(itertools.compress(elements, map(operator.not_, scalar)))
             if others and all(map(operator.is_, others, itertools.repeat(others[0]))):  # `[x] * n`
@@ -1052,10 +1076,10 @@ class _Walk:
         if others:
             self.path.add(key)
             for element, times in repeats:
-                converted = element if type(element) in _BOUNDARY_TYPES else self.converted(element)
+                converted = element if id(type(element)) in _BOUNDARY_IDS else self.converted(element)
                 element_size = sys.getsizeof(converted)
                 total += element_size * times
-                if type(converted) in _CONTAINER_TYPES:
+                if id(type(converted)) in _CONTAINER_IDS:
                     below, below_size, below_levels = self.container(converted, element, depth + 1, element_size)
                     count += below * times
                     total += below_size * times
@@ -1095,6 +1119,28 @@ class _Mark:
         self.code = code
 
 
+class _NotPlain(Exception):
+    """A frame `Decoder.decode` took for plain holds what only the counted decoding takes."""
+
+
+#: Bytes, as `Decoder` counts them, a frame holding no marked array (no tuple, set or description)
+#: and no host object, callable or named builtin decodes to per byte of its length, at most. The
+#: densest is a chain of one-entry maps keyed by empty strs: 273 bytes (a dict of 224, a str of
+#: 49: CPython 3.11, 64-bit) every two bytes; a str takes 49 bytes for its first byte, an int 28,
+#: a list 56 and 8 a reference, an extension at least 3 bytes for a Decimal's 104.
+_PER_BYTE = 256
+#: How the marker of every marked array (a tuple, a set, a description), an Ellipsis and an empty
+#: path are packed, but for their code: an extension with no data. A frame without these bytes
+#: has none of them (another encoding of one is seen by `Decoder._plain_ext`).
+_EMPTY_EXT = b'\xc7\x00'
+_EXT_8 = _EMPTY_EXT[0]
+#: Frames shorter than this hold no dict of more than `_MAX_COLLISIONS` entries (each entry takes
+#: two bytes at least), so their hashes need no check.
+_NO_COLLISIONS = 3 + 2 * _MAX_COLLISIONS
+#: The extensions whose objects take at most `_PER_BYTE` bytes per byte of their data.
+_PLAIN_EXTENSIONS = frozenset({_BIGINT, _DATETIME, _DATE, _TIME, _TIMEDELTA, _TIMEZONE, _DECIMAL, _UUID, _IMAGE, _COMPLEX, _PATH})
+
+
 class Decoder:
     """Decodes one message, counting what it builds against the receiver's limits.
 
@@ -1128,12 +1174,11 @@ class Decoder:
         self._marks = 0
         self._counting = items is not None or size is not None
 
-    def _options(self, length: int) -> dict[str, Any]:
+    def _options(self, length: int, *, plain: bool = False) -> dict[str, Any]:
         longest = min(length, self._max_items) if self._max_items is not None else length
         return {
-            'list_hook': self._list,
+            **({'ext_hook': self._plain_ext} if plain else {'list_hook': self._list, 'ext_hook': self._ext}),
             'object_pairs_hook': self._dict,
-            'ext_hook': self._ext,
             'strict_map_key': False,
             'raw': False,
             'use_list': True,
@@ -1145,8 +1190,37 @@ class Decoder:
         }
 
     def decode(self, data: bytes) -> Any:
-        """The message in `data`, decoded in one call."""
+        """The message in `data`, decoded in one call.
+
+        A frame whose length alone keeps it within the limits (`_PER_BYTE`), holding no marked
+        array and no extension whose object may be larger than its data, is decoded by msgpack
+        with no hook but for its extensions: it builds what the counted decoding (`walked`)
+        would, or fails as it does (the same error: it is decoded again that way).
+        """
+        length = len(data)
+        if (
+            (self._max_items is None or length <= self._max_items)
+            and (self._max_size is None or length * _PER_BYTE <= self._max_size)
+            and (_EXT_8 not in data or _EMPTY_EXT not in data)  # a byte is found faster than two
+        ):
+            try:
+                if length < _NO_COLLISIONS:
+                    return _short(data, self._plain_ext)
+                return msgpack.unpackb(data, **self._options(length, plain=True))
+            except Exception:
+                self._items = self._size = self._marks = 0
+        return self.walked(data)
+
+    def walked(self, data: bytes) -> Any:
+        """The message in `data`, decoded in one call, counting every container it builds."""
         return self._finish(msgpack.unpackb(data, **self._options(len(data))))
+
+    def _plain_ext(self, code: int, data: bytes) -> Any:
+        """An extension of a frame `decode` takes without counting: one whose object takes at
+        most `_PER_BYTE` bytes per byte of its data; any other sends the frame to `walked`."""
+        if code not in _PLAIN_EXTENSIONS:
+            raise _NotPlain
+        return self._ext(code, data)
 
     def decode_in_steps(self, data: bytes) -> Any:
         """The message in `data`, decoded `_STEP` bytes at a time.
@@ -1261,7 +1335,8 @@ class Decoder:
             return uuid.UUID(bytes=data)  # ValueError unless 16 bytes
         if code == _PATH:
             text = data.decode('utf-8', 'surrogatepass')
-            self._count(0, sys.getsizeof(text))  # the text the path holds, beyond the path object
+            if self._counting:
+                self._count(0, sys.getsizeof(text))  # the text the path holds, beyond the path object
             return _PATH_TYPE[0](text)
         if code == _IMAGE:
             mime_type, _, image = data.partition(b'\0')
@@ -1327,9 +1402,35 @@ def _decimal(data: bytes) -> decimal.Decimal:
         raise ValueError('malformed Decimal in a frame') from None
 
 
-def unpack(data: bytes, *, items: int | None = None, size: int | None = None, objects: Callable[[Any], Any] | None = None) -> Any:
-    """Decode one message in one call (see `Decoder` for the limits and the errors raised)."""
-    return Decoder(items=items, size=size, objects=objects).decode(data)
+def unpack(
+    data: bytes, *, items: int | None = None, size: int | None = None, objects: Callable[[Any], Any] | None = None, callables: HostCallables | None = None
+) -> Any:
+    """Decode one message in one call (see `Decoder` for the arguments, the limits and the errors raised)."""
+    length = len(data)
+    if (
+        length < _NO_COLLISIONS
+        and (items is None or length <= items)
+        and (size is None or length * _PER_BYTE <= size)
+        and (_EXT_8 not in data or _EMPTY_EXT not in data)
+    ):
+        try:  # a short plain frame, as most are (see `Decoder.decode`), with no decoder made
+            return _short(data, _UNBOUNDED._plain_ext)
+        except Exception:
+            pass
+    return Decoder(items=items, size=size, objects=objects, callables=callables).decode(data)
+
+
+def _short(data: bytes, ext_hook: Callable[[int, bytes], Any]) -> Any:
+    """A frame shorter than `_NO_COLLISIONS` that `Decoder.decode` takes without counting, decoded."""
+    length = len(data)
+    return msgpack.unpackb(
+        data, ext_hook=ext_hook, strict_map_key=False, raw=False, max_str_len=length, max_bin_len=length, max_ext_len=length,
+        max_array_len=length, max_map_len=length,
+    )  # fmt: skip
+
+
+#: What `unpack` decodes a short plain frame's extensions with (they need no limits, objects or callables).
+_UNBOUNDED = Decoder()
 
 
 # ----- showing a value ---------------------------------------------------------------------------

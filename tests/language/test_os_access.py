@@ -18,6 +18,7 @@ import pytest
 
 import corral
 from corral import Mount, OsAccess
+from corral.host.os_access import SystemCalls
 
 pytestmark = pytest.mark.asyncio(loop_scope='module')
 
@@ -545,3 +546,12 @@ async def test_an_os_access_may_list_kinds_and_is_asked_a_stat_only_when_the_scr
             return [('a', 'link')]
 
     assert await error(pool, "import os\nos.listdir('/v')", os_access=Wrong()) == "TypeError: os.scandir: Wrong.list_dir gave ('a', 'link'), not a name or a (name, kind) pair"
+
+
+def test_a_system_call_a_worker_asks_with_the_wrong_arguments_or_by_an_unknown_name_is_answered_with_its_error():
+    """The worker's requests are untrusted: the answer names the call and Python's own words."""
+    system = SystemCalls(None, [], seed=1)
+    assert system.call('os.getcwd', []) == [True, '/']
+    assert system.call('os.getcwd', [1]) == [False, ['TypeError', None, 'os.getcwd: SystemCalls._getcwd() takes 1 positional argument but 2 were given', None, None]]
+    assert system.call('clock.monotonic', [1]) == [False, ['TypeError', None, 'clock.monotonic: time.monotonic_ns() takes no arguments (1 given)', None, None]]
+    assert system.call('os.nope', []) == [False, ['NameError', None, "unknown system call 'os.nope'", None, None]]

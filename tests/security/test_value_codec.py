@@ -5,11 +5,12 @@ The end-to-end cases are in `test_large_values.py`.
 
 from __future__ import annotations
 
+import pathlib
 import sys
 
 import msgpack
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from corral.integrations._common import json_form, value_repr
@@ -119,3 +120,137 @@ def test_malformed_complex_and_ellipsis_are_refused(code, data, message):
 def test_complex_and_ellipsis_round_trip():
     value = [complex(-0.0, float('inf')), ..., (1j,)]
     assert unpack(pack(value, side='host')) == value
+
+
+# ----- the decoder's uncounted path: frames whose length alone keeps them within the limits --------
+
+
+_ANY_SCALAR = (
+    _SCALARS
+    | st.integers(min_value=2**64, max_value=2**200)
+    | st.decimals(allow_nan=False)
+    | st.datetimes()
+    | st.dates()
+    | st.timedeltas()
+    | st.complex_numbers(allow_nan=False)
+    | st.just(...)
+    | st.builds(pathlib.PurePosixPath, st.text('ab/', max_size=8))
+    | st.uuids()
+)
+_ANY = st.recursive(
+    _ANY_SCALAR,
+    lambda inner: st.lists(inner, max_size=6)
+    | st.tuples(inner, inner)
+    | st.frozensets(st.integers(), max_size=4)
+    | st.dictionaries(st.text(max_size=5) | st.integers(), inner, max_size=4),
+    max_leaves=30,
+)
+
+
+def _outcome(decode, data):
+    try:
+        return 'ok', repr(decode(data))  # a repr: NaN is not equal to itself
+    except Exception as error:
+        return type(error).__name__, str(error)
+
+
+def _counted(data):
+    decoder = Decoder(items=10**9, size=10**12)
+    decoder.walked(data)
+    return decoder._items, decoder._size
+
+
+@settings(deadline=None)  # under load, a first example may take long
+@given(_ANY, st.integers(0, 2000), st.integers(0, 200_000))
+def test_the_uncounted_path_decodes_as_the_counted_one(value, items, size):
+    """Whatever the limits, `decode` gives what counting every container (`walked`) gives: the
+    same value, or the same error."""
+    data = pack([4, value, None], side='host')
+    counted = _outcome(Decoder(items=items, size=size).walked, data)
+    assert _outcome(Decoder(items=items, size=size).decode, data) == counted
+    assert _outcome(lambda frame: unpack(frame, items=items, size=size), data) == counted
+    assert _outcome(Decoder().decode, data) == _outcome(unpack, data) == _outcome(Decoder().walked, data)
+
+
+@settings(deadline=None)
+@given(st.recursive(_SCALARS, lambda inner: st.lists(inner, max_size=6) | st.dictionaries(st.text(max_size=5), inner, max_size=4), max_leaves=40))
+def test_a_frame_without_markers_decodes_to_at_most_per_byte_bytes(value):
+    data = pack(value, side='host')
+    counted_items, counted_size = _counted(data)
+    assert counted_items <= len(data)
+    assert counted_size <= values._PER_BYTE * len(data)
+
+
+def test_the_densest_frame_is_within_per_byte():
+    """A chain of one-entry maps keyed by empty strs: two bytes a dict and a str."""
+    chain: dict = {}
+    for _ in range(50):
+        chain = {'': chain}
+    data = pack(chain, side='host')
+    assert len(data) == 101
+    assert _counted(data) == (50, 50 * (sys.getsizeof({'': 0}) + sys.getsizeof('')) + sys.getsizeof({}))
+    assert _counted(data)[1] <= values._PER_BYTE * len(data)
+
+
+def test_limits_at_the_frames_length_take_the_uncounted_path_and_past_it_the_counted_one():
+    data = pack([1, 'x' * 40, [2.5, None]], side='host')
+    at = len(data) * values._PER_BYTE
+    assert Decoder(items=len(data), size=at).decode(data) == [1, 'x' * 40, [2.5, None]]
+    items, size = _counted(data)
+    assert Decoder(items=items, size=size).decode(data) == [1, 'x' * 40, [2.5, None]]  # counted: within
+    with pytest.raises(ValueLimitError) as info:
+        Decoder(items=items - 1, size=None).decode(data)
+    assert str(info.value) == f'a message has more than {items - 1:,} items'
+    with pytest.raises(ValueLimitError) as info:
+        Decoder(items=None, size=size - 1).decode(data)
+    assert str(info.value) == f'a message takes more than {size - 1:,} bytes decoded'
+
+
+@pytest.mark.parametrize(
+    ('data', 'expected'),
+    [
+        (b'\x92\xc8\x00\x00\x01\x05', ('ok', '(5,)')),  # a tuple's marker as an ext 16 of no data
+        (b'\x92\xc9\x00\x00\x00\x00\x02\x05', ('ok', '{5}')),  # a set's as an ext 32
+        (b'\x91\xd4\x02x', ('ValueError', 'a tuple or set marker with data in a frame')),
+        (b'\x81\x01\xc8\x00\x00\x01', ('ValueError', 'a tuple or set marker out of place in a frame')),
+        (b'\x93\x01\xdf\xff\xff\xff\xff', ('ValueError', _outcome(Decoder().walked, b'\x93\x01\xdf\xff\xff\xff\xff')[1])),
+        (b'\x91\xd4\x29x', ('ValueError', 'malformed host callable in a frame')),
+    ],
+    ids=['ext16-tuple-marker', 'ext32-set-marker', 'marker-with-data', 'marker-out-of-place', 'map-longer-than-frame', 'callable'],
+)
+def test_frames_the_uncounted_path_cannot_take_decode_as_counted(data, expected):
+    assert _outcome(Decoder(items=100, size=100_000).decode, data) == expected
+    assert _outcome(unpack, data) == expected
+    assert _outcome(Decoder(items=100, size=100_000).walked, data) == expected
+
+
+def test_a_dict_of_colliding_keys_is_refused_on_either_path():
+    many = b'\xde\x00\x21' + b'\x00\x00' * 33  # 33 entries of key 0: the shortest frame that can collide
+    assert len(many) >= values._NO_COLLISIONS
+    assert _outcome(Decoder(items=10**6, size=10**9).decode, many) == ('ValueError', 'more than 32 items of a dict of the message share one hash')
+    assert _outcome(Decoder().decode, many) == _outcome(Decoder().walked, many)
+
+
+@given(_SMALL, st.integers(0, 80), st.integers(0, 3000))
+def test_fits_never_lets_through_what_measure_refuses(value, items, size):
+    """What `fits` lets through (the worker's call arguments and the host's results skip
+    `measure` then), `measure` lets through too."""
+    if values.fits(value, items, size):
+        measure(value, items=items, size=size, subject='v', crossing='go')
+
+
+def test_fits_at_the_limits_and_past_them():
+    value = [[5, 'ab'], {'k': 2.5}]
+    walk = values._Walk(None, None, 'v', 'go', values.sandbox_default)
+    count, below, _ = walk.container(value, value, 1, sys.getsizeof(value))
+    total = sys.getsizeof(value) + below
+    assert (count, values._quick(value, 0)) == (5, (5, total))
+    assert values.fits(value, 5, total)
+    assert not values.fits(value, 4, total) and not values.fits(value, 5, total - 1)
+    with pytest.raises(ValueLimitError) as info:
+        measure(value, items=4, size=None, subject='the call to f()', crossing='leave the sandbox')
+    assert str(info.value) == 'the call to f() has at least 5 items; at most 4 may leave the sandbox (the value_items limit)'
+    with pytest.raises(ValueLimitError) as info:
+        measure(value, items=None, size=total - 1, subject='the result', crossing='leave the sandbox')
+    assert str(info.value) == f'the result takes at least {total:,} bytes; at most {total - 1:,} may leave the sandbox (the value_size limit)'
+    assert not values.fits([values.HostFunction(len)], None, None)  # converted first: the walk's

@@ -12,7 +12,7 @@ import corral
 from corral.channel import CODE
 from corral.host import compiled as compiled_module
 from corral.host.compiled import COMPILED_FEEDS, CompiledFeeds
-from corral.language import compile_script
+from corral.language import compile_script, compile_unguarded
 from corral.language.compile import COMPILER, compiler_tag, dump_compiled, load_compiled
 from corral.values import pack
 from cpython_carets import carets
@@ -29,10 +29,10 @@ def empty_cache():
     COMPILED_FEEDS.clear()
 
 
-def key_of(code: str, guarded: bool = True) -> bytes:
+def key_of(code: str, guarded: bool = True, scope: str = '') -> bytes:
     """The entry `COMPILED_FEEDS` keeps for `code`, found by what it answers for it."""
     before = set(COMPILED_FEEDS._entries)
-    COMPILED_FEEDS.message(code, guarded=guarded)
+    COMPILED_FEEDS.message(code, guarded=guarded, scope=scope)
     (key,) = set(COMPILED_FEEDS._entries) - before
     return key
 
@@ -150,6 +150,18 @@ def test_entries_are_keyed_by_the_text_and_the_compilation_and_shared_only_for_b
     assert compiler_tag(True) != compiler_tag(False) and len(COMPILER) == 16
 
 
+def test_each_tenant_has_its_own_entries_so_a_feed_s_speed_tells_none_whether_another_fed_a_text():
+    """A text compiled for one tenant is compiled again for another (and a text seen once live by
+    one is a first sighting for the next), so no tenant can time whether another ran it; a scope
+    and text that run together differently are different keys."""
+    keys = {key_of('x = 1', scope='acme'), key_of('x = 1', scope='globex'), key_of('x = 1'), key_of('1\nx = 1', scope='acme'), key_of('x = 1', scope='acme1\n')}
+    assert len(keys) == 5 and COMPILED_FEEDS.misses == 5
+    assert COMPILED_FEEDS.message('x = 1', guarded=True, scope='acme') is not None and COMPILED_FEEDS.hits == 1
+    assert COMPILED_FEEDS.live('y = 2', guarded=True, scope='acme') is None
+    assert COMPILED_FEEDS.live('y = 2', guarded=True, scope='globex') is None  # globex's first sighting: not compiled for it
+    assert COMPILED_FEEDS.live('y = 2', guarded=True, scope='globex') is not None and COMPILED_FEEDS.misses == 6
+
+
 def test_code_loaded_for_a_script_is_named_as_the_worker_numbers_it_all_the_way_down():
     script = load_compiled(dump_compiled(compile_script('class A:\n    def f(self):\n        return [x for x in (1,)]\n', '<script>')), True, '<script 3>')
     names, pending = set(), [script.code]
@@ -209,7 +221,7 @@ async def test_a_traceback_through_a_replayed_feeds_function_shows_its_lines_as_
                 '           ~~^~~\n'
                 'ZeroDivisionError: division by zero'
             )
-    assert (COMPILED_FEEDS.misses, COMPILED_FEEDS.hits) == (2, 2)
+    assert (COMPILED_FEEDS.misses, COMPILED_FEEDS.hits) == (3, 2)  # and 'f(2)', fed live a second time
 
 
 async def test_code_nested_deeply_crosses_whole_and_replays():
@@ -219,3 +231,102 @@ async def test_code_nested_deeply_crosses_whole_and_replays():
         state = await dumped(pool, nested)
         assert await loaded(pool, state, read) == 7
         assert COMPILED_FEEDS.misses == 1 and COMPILED_FEEDS.message(nested, guarded=True) is not None
+
+
+async def fed(pool: corral.Pool, code: str, **checkout: object) -> object:
+    """What one feed of `code` in a new session gives: its value, or its error's display."""
+    async with pool.checkout(**checkout) as session:
+        try:
+            return await session.feed_run(code)
+        except corral.SandboxError as error:
+            return error.display()
+
+
+async def test_a_live_text_is_compiled_on_the_host_when_fed_again_and_sent_as_code_once_per_worker():
+    async with corral.Pool(checkpoints=None) as pool:
+        async with pool.checkout() as session:
+            assert [await session.feed_run('x = 1\nx') for _ in range(3)] == [1, 1, 1]
+        assert (COMPILED_FEEDS.hits, COMPILED_FEEDS.misses, len(COMPILED_FEEDS)) == (0, 0, 0)  # fed once in the process: its worker compiles it
+        async with pool.checkout() as session:
+            assert [await session.feed_run('x = 1\nx') for _ in range(3)] == [1, 1, 1]
+        assert (COMPILED_FEEDS.hits, COMPILED_FEEDS.misses, len(COMPILED_FEEDS)) == (0, 1, 1)  # fed again: compiled here, sent to this worker once
+        assert await fed(pool, 'x = 1\nx') == 1
+        assert (COMPILED_FEEDS.hits, COMPILED_FEEDS.misses) == (1, 1)
+
+
+async def test_a_live_feed_runs_the_code_the_host_sends_for_a_text_fed_before():
+    async with corral.Pool(checkpoints=None) as pool:
+        assert await fed(pool, 'x = 1\nx') == 1
+        COMPILED_FEEDS._entries[key_of('x = 1\nx')] = pack(
+            [CODE, 'x = 1\nx', compiler_tag(True), dump_compiled(compile_script('x = 2\nx', '<script>')), False], side='host'
+        )
+        assert await fed(pool, 'x = 1\nx') == 2
+
+
+@pytest.mark.parametrize('skip', [set(), {'language'}], ids=['guarded', 'unguarded'])
+async def test_a_live_feed_never_runs_code_of_the_other_compilation(skip):
+    """Code the host compiled with the language layer on never runs in a worker with it off, nor
+    the reverse: each worker takes code under its own compiler's tag only, and compiles the text
+    itself otherwise."""
+    guarded = not skip
+    async with corral.Pool(checkpoints=None, skip_layers=skip) as pool:
+        assert await fed(pool, 'x = 1\nx') == 1
+        other = (compile_unguarded if guarded else compile_script)('x = 2\nx', '<script>')
+        COMPILED_FEEDS._entries[key_of('x = 1\nx', guarded)] = pack([CODE, 'x = 1\nx', compiler_tag(not guarded), dump_compiled(other), False], side='host')
+        assert await fed(pool, 'x = 1\nx') == 1
+
+
+async def test_a_live_feed_that_does_not_compile_or_warns_says_so_every_time_as_its_worker_compiles_it():
+    async with corral.Pool(checkpoints=None) as pool:
+        assert [await fed(pool, 'x = (') for _ in range(3)] == ["  File \"main.py\", line 1\n    x = (\n        ^\nSyntaxError: '(' was never closed"] * 3
+        printed = []
+        for _ in range(3):
+            async with pool.checkout() as session:
+                assert await session.feed_run('x = 5\nx is 5', print_callback=lambda stream, text: printed.append((stream, text))) is True
+        assert printed == [('stderr', 'main.py:2: SyntaxWarning: "is" with a literal. Did you mean "=="?\n')] * 3
+        assert COMPILED_FEEDS.message('x = (', guarded=True) is None and COMPILED_FEEDS.message('x = 5\nx is 5', guarded=True) is None
+
+
+async def test_code_kept_from_one_session_gives_another_what_its_own_compile_would():
+    """An entry is a function of the text and the compiler alone: a session of another script name
+    that runs it shows its own name and lines, exactly as when its worker compiles."""
+    code = 'def f(n):\n    return n / 0\nf(1)'
+    async with corral.Pool(checkpoints=None) as pool:
+        compiling = await fed(pool, code, script_name='b.py')
+        assert COMPILED_FEEDS.misses == 0
+        assert await fed(pool, code, script_name='a.py') == compiling.replace('b.py', 'a.py')
+        assert COMPILED_FEEDS.misses == 1
+        assert await fed(pool, code, script_name='b.py') == compiling
+        assert COMPILED_FEEDS.hits == 1
+    assert compiling == (
+        'Traceback (most recent call last):\n'
+        '  File "b.py", line 3, in <module>\n'
+        '    f(1)\n'
+        + carets('f(1)', 'f')
+        + '  File "b.py", line 2, in f\n'
+        '    return n / 0\n'
+        '           ~~^~~\n'
+        'ZeroDivisionError: division by zero'
+    )
+
+
+def test_a_live_text_is_compiled_the_second_time_it_is_asked_for_and_the_texts_seen_once_are_bounded():
+    feeds = CompiledFeeds(max_entries=2)
+    assert feeds.live('a = 1', guarded=True) is None  # seen once: its worker compiles it
+    assert (len(feeds), feeds.hits, feeds.misses) == (0, 0, 0)
+    message = feeds.live('a = 1', guarded=True)
+    assert msgpack.unpackb(message)[:3] == [CODE, 'a = 1', compiler_tag(True)]
+    assert feeds.live('a = 1', guarded=True) is message and feeds.message('a = 1', guarded=True) is message
+    assert (len(feeds), feeds.hits, feeds.misses) == (1, 2, 1)
+    assert feeds.live('a = 1', guarded=False) is None  # another compilation: seen once
+    for text in ('b = 2', 'c = 3', 'd = 4'):
+        assert feeds.live(text, guarded=True) is None
+    assert list(feeds._seen) == [key_of_in(feeds, text) for text in ('c = 3', 'd = 4')]  # the oldest seen went first
+    assert feeds.live('b = 2', guarded=True) is None and feeds.live('d = 4', guarded=True) is not None
+    assert feeds.live('x = (', guarded=True) is None and feeds.live('x = (', guarded=True) is None  # compiled, refused, kept as such
+    assert feeds.live('x = (', guarded=True) is None and feeds.misses == 3
+
+
+def key_of_in(feeds: CompiledFeeds, code: str, guarded: bool = True) -> bytes:
+    """The key `feeds` files `code` under (a digest of the compiler's tag, no scope, and the text)."""
+    return feeds.key(code, guarded=guarded)

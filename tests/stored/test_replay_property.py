@@ -124,7 +124,7 @@ async def outcome(session, code):
 class WorkerCompiles(CompiledFeeds):
     """No code from the host: each replayed feed's worker compiles its text, as before the host kept any."""
 
-    def message(self, code, *, guarded):
+    def message(self, code, *, guarded, scope=''):
         return None
 
 

@@ -565,27 +565,6 @@ class SystemCalls:
         #: Whether the script's `os.urandom` bytes come here: only from an `OsAccess` that overrides `urandom`.
         self.host_urandom = type(self.os_access).urandom is not OsAccess.urandom
         self.seed = seed
-        self._handlers: dict[str, Callable[..., Any]] = {
-            'os.stat': self._stat,
-            'os.read': self._read,
-            'os.write': self._write,
-            'os.scandir': self._scandir,
-            'os.mkdir': self._mkdir,
-            'os.remove': self._remove,
-            'os.rmdir': self._rmdir,
-            'os.rename': self._rename,
-            'os.getcwd': self._getcwd,
-            'os.chdir': self._chdir,
-            'os.exists': self._exists,
-            'os.getenv': self._getenv,
-            'os.environ': self._environ,
-            'clock.now': self._now,
-            'clock.monotonic': time.monotonic_ns,
-            'clock.sleep': self._sleep,
-            'clock.async_sleep': self._async_sleep,
-            'random.seed': self._seed,
-            'os.urandom': self._urandom,
-        }
 
     def grow(self, size: int, shown: str) -> None:
         """Count `size` more bytes of overlay (less when negative); ENOSPC, naming `room()`'s
@@ -642,11 +621,11 @@ class SystemCalls:
             self.overlay_bytes += sum(len(rel) + _ENTRY for rel in view._deleted)
 
     def call(self, name: str, args: list[Any]) -> list[Any]:
-        handler = self._handlers.get(name)
+        handler = _HANDLERS.get(name)
         if handler is None:
             return [False, ['NameError', None, f'unknown system call {name!r}', None, None]]
         try:
-            return [True, handler(*args)]
+            return [True, handler(self, *args)]
         except _Refused as refused:
             return [False, refused.payload]
         except StopFeed:  # not an error of the call's: the feed ends there
@@ -1013,6 +992,31 @@ class SystemCalls:
         if type(value) is not bytes or len(value) != size:
             raise TypeError(f'{type(self.os_access).__name__}.urandom({size}) must return {size} bytes, not {_shape_of(value)}')
         return value
+
+
+#: What answers each system call: a function of the session's `SystemCalls` and the call's arguments
+#: (made once, not a dict of bound methods at every checkout).
+_HANDLERS: dict[str, Callable[..., Any]] = {
+    'os.stat': SystemCalls._stat,
+    'os.read': SystemCalls._read,
+    'os.write': SystemCalls._write,
+    'os.scandir': SystemCalls._scandir,
+    'os.mkdir': SystemCalls._mkdir,
+    'os.remove': SystemCalls._remove,
+    'os.rmdir': SystemCalls._rmdir,
+    'os.rename': SystemCalls._rename,
+    'os.getcwd': SystemCalls._getcwd,
+    'os.chdir': SystemCalls._chdir,
+    'os.exists': SystemCalls._exists,
+    'os.getenv': SystemCalls._getenv,
+    'os.environ': SystemCalls._environ,
+    'clock.now': SystemCalls._now,
+    'clock.monotonic': lambda calls, *args: time.monotonic_ns(*args),
+    'clock.sleep': SystemCalls._sleep,
+    'clock.async_sleep': SystemCalls._async_sleep,
+    'random.seed': SystemCalls._seed,
+    'os.urandom': SystemCalls._urandom,
+}
 
 
 def _shape_of(value: Any) -> str:

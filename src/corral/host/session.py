@@ -17,7 +17,7 @@ import secrets
 import socket
 import struct
 import sys
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
@@ -39,10 +39,10 @@ from ..errors import (
 )
 from ..limits import Limits, amount
 from ..language.named import host_pairs
-from ..values import UNPACKABLE_RESULT, Decoder, HostCallables, ValueLimitError, bounded_repr, describe_type, giving_callables, host_default, measure, name_objects, pack, unpack
+from ..values import MAX_FRAME, UNPACKABLE_RESULT, Decoder, HostCallables, ValueLimitError, bounded_repr, describe_type, fits, giving_callables, host_default, measure, name_objects, pack, unpack
 from .checkpoints import Checkpoint, StoredBytes, bytes_digest, state_digest
 from .compiled import COMPILED_FEEDS
-from .deferred import Deferred, PendingCall, SandboxPaused, StopFeed
+from .deferred import Deferred, PendingCall, RemoteAnswer, SandboxPaused, StopFeed
 from .external import ExternalModule, exception_payload, is_async_callable, missing_functions, module_name_problem
 from .journal import DONE as FEED_DONE
 from .journal import (
@@ -103,6 +103,10 @@ _AHEAD_SECONDS = 0.01
 #: Times its wall_time a replayed feed may take (the machine may be slower, or busier, than the
 #: one that ran it) before its worker is taken for one that will never finish, and the load fails.
 _REPLAY_SLACK = 10
+#: A session's limits when it is given none (a `Limits` is frozen: made once, not checked again at each checkout).
+_DEFAULT_LIMITS = Limits()
+#: Texts a session remembers sending its worker, which keeps them compiled (fewer than `runtime._SCRIPT_CACHE`).
+_WORKER_TEXTS = 16
 #: Items of a host function's result measured and packed on the event loop; a larger one is
 #: measured and packed in the decoding thread.
 _INLINE_ITEMS = 10_000
@@ -194,7 +198,7 @@ class Session:
         self._stubs = type_check_stubs
         self._modules = dict(external_modules or {})
         self.ephemeral = ephemeral
-        self.limits = limits if limits is not None else Limits()
+        self.limits = limits if limits is not None else _DEFAULT_LIMITS
         self.script_name = script_name
         self.value_repr: str | None = None
         #: What a front door keeps with the session (its own settings): plain data of the kinds a
@@ -205,6 +209,7 @@ class Session:
         self._transport: asyncio.Transport | None = None
         self._dead: str | None = None
         self._heard = 0.0  # perf_counter() when the worker last sent something
+        self._worker_texts: OrderedDict[str, None] = OrderedDict()  # texts its worker was sent last (see `_code_message`)
         self._context: list[str] = []
         self._done: asyncio.Future[Any] | None = None
         self._deadline: float | None = None  # the event loop's time at which the feed's wall_time ends
@@ -213,6 +218,7 @@ class Session:
         self._print: PrintCallback = print_to_host
         self._calls = 0
         self._span_context: otel_context.Context | None = None
+        self._traced = False  # whether a tracer provider was installed when the feed began (`_tracing`)
         self._call_tasks: set[asyncio.Future[Any]] = set()  # host calls in flight: their tasks, or the futures they returned
         self._system = _system_calls(os_access, mounts, random_seed)
         self._lookup_checked = not type_check  # the stubs' functions against the first external_lookup
@@ -399,6 +405,7 @@ class Session:
         loop = asyncio.get_running_loop()
         self._transport, _ = await loop.connect_accepted_socket(lambda: _Protocol(self), worker.sock)
         self._worker = worker
+        self._worker_texts.clear()
         # The last reading of the one before is kept; this one counts from what it had used.
         self._ended_cpu += self._cpu_seconds - self._cpu_base
         self._cpu_seconds, self._cpu_base = base, base
@@ -783,6 +790,7 @@ class Session:
             check = asyncio.ensure_future(self._check_types(code, lines.append if concise else None))
             try:
                 await self._exchange([COMPILE, code, self.script_name], timeout=limits.type_check_time, limit='type_check_time')
+                self._worker_has(code)  # it keeps the script compiled for the feed
             except BaseException:
                 check.cancel()
                 await asyncio.gather(check, return_exceptions=True)
@@ -808,6 +816,7 @@ class Session:
         self._lookup = lookup
         self._print = print_callback
         self._span_context = otel_context.get_current()
+        self._traced = _tracing()  # once a feed: OpenTelemetry looks the provider up in os.environ, 2.4 µs a host call
         worker_limits = {
             'wall_time': limits.wall_time,
             'recursion': limits.recursion,
@@ -828,25 +837,52 @@ class Session:
         with giving_callables(self._callables):  # a module's value may hold a HostFunction
             payload = pack([FEED, code, self.script_name, functions, modules, worker_limits], side='host')
         record = FeedRecord(payload, code, self._next_call)
-        if self._over(feed_size(record), self._room):
+        if self._quota is not None and self._over(feed_size(record), self._room):
             raise SandboxLimitError(
                 f"OverflowError: the session's stored state would grow past the max_state_bytes limit of {self._quota} bytes "
                 '(Pool(max_state_bytes=...)) with this script; it was not run',
                 limit='max_state_bytes',
                 value=self._quota,
             )
-        return await self._run_feed(record, functions, modules)
+        return await self._run_feed(record, functions, modules, code=self._code_message(code))
+
+    def _code_message(self, code: str) -> tuple[bytes, ...]:
+        """What goes before the FEED of `code`: the host's compiled code of it (`COMPILED_FEEDS.live`),
+        unless its worker was sent the text among the last `_WORKER_TEXTS` (it keeps more compiled
+        scripts than that: `runtime._SCRIPT_CACHE`). Either way the worker runs what it would have
+        compiled itself; this only spares its compile."""
+        if self._worker_has(code):
+            return ()
+        compiled = COMPILED_FEEDS.live(code, guarded='language' not in self._pool.skip_layers, scope=self.tenant)
+        return () if compiled is None else (compiled,)
+
+    def _worker_has(self, code: str) -> bool:
+        """Whether the worker was sent the text `code` among the last `_WORKER_TEXTS`; it is remembered as sent now."""
+        texts = self._worker_texts
+        if code in texts:
+            texts.move_to_end(code)
+            return True
+        texts[code] = None
+        if len(texts) > _WORKER_TEXTS:
+            texts.popitem(last=False)
+        return False
 
     def _module_lookup(self) -> dict[str, Callable[..., Any]]:
         return {f'{name}.{fname}': function for name, module in self._modules.items() for fname, function in module.functions.items()}
 
-    async def _run_feed(self, record: FeedRecord, functions: dict[str, bool], modules: dict[str, dict[str, bool]], *, replay: bool = False) -> Any:
-        """Send a feed's FEED message, journaled, and wait for its value.
+    async def _run_feed(
+        self, record: FeedRecord, functions: dict[str, bool], modules: dict[str, dict[str, bool]], *, replay: bool = False, code: tuple[bytes, ...] = ()
+    ) -> Any:
+        """Send a feed's FEED message (after `code`, the CODE message of its text, if any), journaled, and wait for its value.
 
         `replay`: a journaled feed replayed (see `_replay_state`), whose messages went to the
         worker already; it runs with no wall_time limit, on either side, but a worker that has not
         finished it in `_REPLAY_SLACK` times wall_time is killed (a load never waits for ever).
+        A live feed's messages go first: the worker starts on them while the host keeps its journal.
         """
+        if not replay:
+            assert self._transport is not None
+            self._transport.write(b''.join(map(frame, (*code, record.feed))))
         self._asyncs = dict(functions)
         for name, members in modules.items():
             for fname, is_async in members.items():
@@ -861,7 +897,7 @@ class Session:
         if replay:
             wall_time = self.limits.wall_time
             return await self._exchange_with(self._take_held, timeout=None if wall_time is None else wall_time * _REPLAY_SLACK, limit='replay')
-        return await self._exchange_with(lambda: self._write(record.feed), timeout=self.limits.wall_time)
+        return await self._exchange_with(self._poll_briefly, timeout=self.limits.wall_time)
 
     async def _check_types(self, code: str, on_concise: Callable[[str], None] | None = None) -> str | None:
         """ty's diagnostics of `code`, or None (`on_concise`: see `TypeChecker.check`); the `type check` span records the outcome:
@@ -1106,7 +1142,7 @@ class Session:
             return
         if not name.startswith(SYSTEM_PREFIX):
             self._pool.observer.host_call(name)
-        if _tracing():
+        if self._traced:
             span = _tracer.start_span(f'call {name}', context=self._span_context)
             if span.is_recording():
                 span.set_attributes({'function': name, 'args': bounded_repr(args, limit=1000), 'kwargs': bounded_repr(kwargs, limit=1000)})
@@ -1123,7 +1159,11 @@ class Session:
                 return
             if inspect.isawaitable(result):
                 self._running.add(call_id)
-                if isinstance(result, asyncio.Future):  # answered elsewhere (`corral serve`'s client): no task waits for it
+                if isinstance(result, RemoteAnswer):  # answered by another process (`corral serve`'s client): taken as it settles
+                    result.take_with(functools.partial(self._call_settled, call, span))
+                    self._call_tasks.add(result)
+                    return
+                if isinstance(result, asyncio.Future):  # answered elsewhere: no task waits for it
                     waiter: asyncio.Future[Any] = result
                     result.add_done_callback(functools.partial(self._call_settled, call, span))
                 else:
@@ -1182,6 +1222,7 @@ class Session:
 
     def _call_settled(self, call: tuple[int, str, list[Any], dict[str, Any], bool], span: trace.Span, future: asyncio.Future[Any]) -> None:
         """A call whose function returned a future, settled: as `_await_call` ends (a cancelled one, as its task does)."""
+        self._call_tasks.discard(future)
         if future.cancelled():
             return
         self._running.discard(call[0])
@@ -1223,19 +1264,24 @@ class Session:
         than `items` or `size` but those are not the session's limits.
         """
         head = [REPLY, call_id] if sync else [WAKE, 0.0, call_id]
-        short = self._callables.shown(name) or name.rpartition('.')[2]
         try:
-            with giving_callables(self._callables):  # a callable in the result: the script's to call
-                if ok:
-                    measure(value, items=items, size=size, subject=f'the value {short}() returned', crossing='enter the sandbox', convert=host_default)
-                payload = pack([*head, ok, value], side='host')
-            frame(payload)  # too large: ProtocolError
+            if ok and fits(value, items, size):  # a small plain value: nothing to convert, no callable to give
+                payload = pack([*head, True, value], side='host')
+            else:
+                with giving_callables(self._callables):  # a callable in the result: the script's to call
+                    if ok:
+                        short = self._callables.shown(name) or name.rpartition('.')[2]
+                        measure(value, items=items, size=size, subject=f'the value {short}() returned', crossing='enter the sandbox', convert=host_default)
+                    payload = pack([*head, ok, value], side='host')
+            if len(payload) > MAX_FRAME:
+                frame(payload)  # too large: its ProtocolError
         except ValueLimitError as error:
             if error.value != getattr(self.limits, error.limit):
                 raise _LargeResult from None
             return self._answer(call_id, name, False, exception_payload(OverflowError(str(error))), sync=sync)
         except (TypeError, ValueError, RecursionError, ProtocolError) as error:
             if ok:
+                short = self._callables.shown(name) or name.rpartition('.')[2]
                 error = TypeError(f'{short}() returned a value of type {describe_type(value)!r} that cannot enter the sandbox: {error}')
                 return self._answer(call_id, name, False, exception_payload(error), sync=sync)
             payload = pack([*head, False, [value[0], [str(item) for item in value[1]]]], side='host')
@@ -1252,7 +1298,11 @@ class Session:
             self._send_answer(call_id, self._answer(call_id, name, False, value, sync=sync), sync)
             return
         limits = self.limits
-        items, size = (limit if limit is not None and limit < inline else inline for limit, inline in ((limits.value_items, _INLINE_ITEMS), (limits.value_size, _INLINE_FRAME)))
+        items, size = limits.value_items, limits.value_size
+        if items is None or items > _INLINE_ITEMS:
+            items = _INLINE_ITEMS
+        if size is None or size > _INLINE_FRAME:
+            size = _INLINE_FRAME
         try:
             payload = self._answer(call_id, name, True, value, sync=sync, items=items, size=size)
         except _LargeResult:
@@ -1614,7 +1664,7 @@ class Session:
                     # no wall_time while it replays: the machine may be slower, and the feed did not
                     # run past it (a feed that did is not in a journal: see `_close_record`)
                     limits = {**ahead_message[5], 'replay': True, **({} if ahead.outcome == OPEN else {'batched': True})}
-                    compiled = COMPILED_FEEDS.message(ahead_code, guarded=guarded)
+                    compiled = COMPILED_FEEDS.message(ahead_code, guarded=guarded, scope=self.tenant)
                     payloads = [*(() if compiled is None else (compiled,)), pack([*ahead_message[:5], limits], side='host'), *(payload for _, payload in ahead.inputs)]
                     assert self._transport is not None
                     self._transport.write(b''.join(map(frame, payloads)))  # the worker starts on it while the next compiles
@@ -1958,7 +2008,8 @@ class _Protocol(asyncio.Protocol):
                 self._decoding = asyncio.get_running_loop().create_task(self._decode_in_thread(payload))
                 return
             try:
-                message = self._decoder(len(payload)).decode(payload)
+                items, size = self._bounds(len(payload))
+                message = unpack(payload, items=items, size=size, callables=self._session._callables)
             except Exception as error:
                 self._broken(error)
                 return
@@ -1980,7 +2031,8 @@ class _Protocol(asyncio.Protocol):
             self._drain()
 
     async def _decode_in_thread(self, payload: bytes) -> None:
-        decoder = self._decoder(len(payload))
+        items, size = self._bounds(len(payload))
+        decoder = Decoder(items=items, size=size, callables=self._session._callables)
         try:
             message = await asyncio.get_running_loop().run_in_executor(_decoding_thread(), decoder.decode_in_steps, payload)
         except Exception as error:
@@ -1994,11 +2046,12 @@ class _Protocol(asyncio.Protocol):
             self._transport.resume_reading()
         self._drain()
 
-    def _decoder(self, length: int) -> Decoder:
+    def _bounds(self, length: int) -> tuple[int | None, int | None]:
+        """The items and the bytes a frame of `length` bytes may decode to (see `values.Decoder`)."""
         limits = self._session.limits
         items = None if limits.value_items is None else limits.value_items + _ENVELOPE_ITEMS
         size = None if limits.value_size is None else 2 * limits.value_size + length
-        return Decoder(items=items, size=size, callables=self._session._callables)
+        return items, size
 
     def _deliver(self, message: Any) -> bool:
         """Hand a message to the session; False when it broke the channel's rules, or when the

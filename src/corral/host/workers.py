@@ -54,10 +54,15 @@ class WorkerProcess:
     def pid(self) -> int | None:
         """The worker's pid as this process sees it (the worker, in its PID namespace, has another),
         read from the pidfd's ``/proc/self/fdinfo`` entry (proc(5)) the first time it is asked;
-        None once the worker was killed before anyone asked."""
+        None once the worker was killed before anyone asked. Read with `os.open` and `os.read`:
+        Python's `open` of the text took 0.11 ms, a sixth of a trivial feed, at a session's close."""
         if self._pid is None and self.pidfd >= 0:
-            with open(f'/proc/self/fdinfo/{self.pidfd}') as info:
-                self._pid = next(int(line.split()[1]) for line in info if line.startswith('Pid:'))
+            fd = os.open(f'/proc/self/fdinfo/{self.pidfd}', os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                info = os.read(fd, 4096)
+            finally:
+                os.close(fd)
+            self._pid = next(int(line.split()[1]) for line in info.splitlines() if line.startswith(b'Pid:'))
         return self._pid
 
     def alive(self) -> bool:
@@ -275,6 +280,7 @@ class Zygote:
             if reply.done():  # its caller gave up waiting: nobody will use the worker
                 worker.kill()
             else:
+                worker.cpu_seconds()  # its first reading opens its stat file: here, ahead of the checkout, not as its session closes
                 reply.set_result(worker)
         asyncio.get_running_loop().remove_reader(control.fileno())
 

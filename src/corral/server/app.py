@@ -38,7 +38,7 @@ from starlette.routing import BaseRoute, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from ..errors import CorralError, SandboxAuthError, SandboxConnectionError, SandboxError, SandboxQuotaError, SandboxStateError, SandboxStoreError, SandboxWorkerError
-from ..host.deferred import Deferred, SandboxPaused
+from ..host.deferred import Deferred, RemoteAnswer, SandboxPaused
 from ..host.external import ExternalModule
 from ..host.os_access import MAX_URANDOM_BYTES, Mount, OsAccess
 from ..host.pool import Pool
@@ -488,7 +488,7 @@ class _Connection:
         self._outbox_bytes = 0
         self._cut_off = False  # the client did not read: nothing more is sent
         self._wake = asyncio.Event()
-        self._calls: dict[int, asyncio.Future[Any]] = {}
+        self._calls: dict[int, RemoteAnswer] = {}
         self._next_call = 0
         self._feed_calls = 0
         self._held: dict[str, list[list[Any]]] = {}
@@ -1095,6 +1095,8 @@ class _Connection:
         token = otel_context.attach(context)
         started = time.monotonic()
         self._feed_calls = 0
+        for call_id in [call_id for call_id, future in self._calls.items() if future.done()]:  # cut off as an earlier feed ended
+            del self._calls[call_id]
         self._held = self._held_answers(held)
         outcome = 'ok'
         try:
@@ -1162,11 +1164,11 @@ class _Connection:
             by_name.setdefault(entry[0], []).append(entry)
         return by_name
 
-    def call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> asyncio.Future[Any]:
+    def call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> RemoteAnswer:
         """Send a host call to the client; the future is its answer. A call the client already
         answered in this request's first attempt (same function, equal arguments) is answered with
         what it answered then, and does not run again."""
-        future = self._loop.create_future()
+        future = RemoteAnswer(loop=self._loop)
         entries = self._held.get(name)
         if entries:
             for index, (_, held_args, held_kwargs, how, value) in enumerate(entries):
@@ -1177,8 +1179,7 @@ class _Connection:
         call_id = self._next_call
         self._next_call += 1
         self._feed_calls += 1
-        self._calls[call_id] = future
-        future.add_done_callback(lambda _: self._calls.pop(call_id, None))
+        self._calls[call_id] = future  # until it is answered (`_settle_call`), or the next request starts
         self._event([p.CALL, call_id, name, list(args), kwargs])
         return future
 
@@ -1186,13 +1187,13 @@ class _Connection:
         for future, call_id, how, value in self._checked_answers(message):
             self._settle_call(future, call_id, how, value)
 
-    def _checked_answers(self, message: list[Any]) -> list[tuple[asyncio.Future[Any], int, str, Any]]:
+    def _checked_answers(self, message: list[Any]) -> list[tuple[RemoteAnswer, int, str, Any]]:
         """The answers of an ANSWERS frame to calls still waiting, `(future, call_id, how, value)`
         each, all checked before any is settled; raises `_Close` for a frame that breaks the rules."""
         _, answers = _shape(message, 2)
         if not isinstance(answers, list):
             raise _Close(p.CLOSE_PROTOCOL, SandboxError('the ANSWERS frame is malformed'))
-        checked: list[tuple[asyncio.Future[Any], int, str, Any]] = []
+        checked: list[tuple[RemoteAnswer, int, str, Any]] = []
         taken: set[int] = set()
         for answer in answers:
             if not (isinstance(answer, list) and len(answer) == 3 and isinstance(answer[0], int)):
@@ -1211,13 +1212,17 @@ class _Connection:
             checked.append((future, call_id, how, value))
         return checked
 
-    def _settle_call(self, future: asyncio.Future[Any], call_id: int, how: Any, value: Any) -> None:
+    def _settle_call(self, future: RemoteAnswer, call_id: int, how: Any, value: Any) -> None:
+        """Answer a call; the session sends the answer to the worker before this returns."""
+        self._calls.pop(call_id, None)
+        if future.done():  # let go by the session as an answer before it in the frame was taken
+            return
         if how == 'ok':
-            future.set_result(value)
+            future.settle(value)
         elif how == 'error':
-            future.set_exception(_error(value))
+            future.settle(error=_error(value))
         elif how == 'deferred':
-            future.set_exception(Deferred(value))
+            future.settle(error=Deferred(value))
         else:
             raise _Close(p.CLOSE_PROTOCOL, SandboxError(f'the client answered call {call_id} in an unknown way {how!r}'))
 

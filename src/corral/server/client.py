@@ -611,17 +611,18 @@ class RemoteSession:
         function = self._lookup.get(name)
         if function is None:
             self._answer_error(call_id, NameError(f'{name!r} is not a host function of this session'))
-            return
-        try:
-            result = self._context.run(function, *args, **kwargs)
-        except (Exception, SystemExit, KeyboardInterrupt) as error:
-            self._answer_error(call_id, error)
-            return
-        if inspect.isawaitable(result):
-            task = self._loop.create_task(self._await_call(call_id, name, result), name=f'{name}() [call {call_id}]', context=self._context.copy())  # type: ignore[union-attr]
-            self._call_tasks.add(task)  # until it ends (`_await_call`): no done callback's turn after its answer is sent
-            return
-        self._answer_value(call_id, name, result)
+        else:
+            try:
+                result = self._context.run(function, *args, **kwargs)
+            except (Exception, SystemExit, KeyboardInterrupt) as error:
+                self._answer_error(call_id, error)
+            else:
+                if inspect.isawaitable(result):
+                    task = self._loop.create_task(self._await_call(call_id, name, result), name=f'{name}() [call {call_id}]', context=self._context.copy())  # type: ignore[union-attr]
+                    self._call_tasks.add(task)  # until it ends (`_await_call`): no done callback's turn after its answer is sent
+                    return
+                self._answer_value(call_id, name, result)
+        self._flush_soon()  # with the answers of the frame's other calls
 
     async def _await_call(self, call_id: int, name: str, awaitable: Any) -> None:
         try:
@@ -632,7 +633,9 @@ class RemoteSession:
             self._answer_value(call_id, name, result)
         finally:
             self._call_tasks.discard(asyncio.current_task(self._loop))  # type: ignore[arg-type]
-        if not self._call_tasks:  # the last call running: its answer, and those ready with it, go now
+        if self._call_tasks:
+            self._flush_soon()
+        else:  # the last call running: its answer, and those ready with it, go now
             self._flush_answers()
 
     def _answer_value(self, call_id: int, name: str, value: Any) -> None:
@@ -675,7 +678,10 @@ class RemoteSession:
             self._flush_answers()
         self._answers.append(answer)
         self._answers_size += len(answer)
-        if self._flush_handle is None:
+
+    def _flush_soon(self) -> None:
+        """Send the answers queued in the event loop's next turn, with those that come meanwhile."""
+        if self._flush_handle is None and self._answers:
             self._flush_handle = self._loop.call_soon(self._flush_answers)  # type: ignore[union-attr]
 
     def _flush_answers(self) -> None:

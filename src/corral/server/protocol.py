@@ -132,6 +132,8 @@ def kind_of(data: bytes) -> int:
     """The kind of the message in a frame, read from its first few bytes without decoding the
     rest: what the server refuses by kind (a frame out of turn) costs it nothing to refuse. Raises
     `ValueError` where `decode` would not find a non-empty list starting with an int kind."""
+    if len(data) > 1 and 0x91 <= data[0] <= 0x9F and data[1] < 0x80:  # a short array starting with a small int: every kind
+        return data[1]
     unpacker = msgpack.Unpacker(max_buffer_size=16)
     unpacker.feed(data[:16])  # an array's header (5 bytes at most) and an int (9 at most)
     try:

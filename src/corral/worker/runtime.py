@@ -27,13 +27,13 @@ from ..language import stop as stopping
 from ..language.facades import recursion_limit
 from ..language.facades import stderr as _STDERR
 from ..language import EXCEPTIONS, STDLIB_EXCEPTIONS, CompiledScript, SandboxStop, compile_script, compile_unguarded, find_stop, import_module, make_builtins
-from ..language.compile import compiler_tag, load_compiled
+from ..language.compile import compiler_tag, dump_compiled, load_compiled
 from ..described import ModuleValue
 from ..limits import amount
 from ..language.guards import is_script_class
 from ..language.named import sandbox_pairs
 from ..language.rebuild import rebuild
-from ..values import UNPACKABLE_RESULT, ValueLimitError, describe_instances, library_repr, measure, name_objects, pack, shown_name, unpack, worker_callables, worker_objects, worker_paths
+from ..values import UNPACKABLE_RESULT, ValueLimitError, describe_instances, fits, library_repr, measure, name_objects, pack, shown_name, unpack, worker_callables, worker_objects, worker_paths
 
 __all__ = ['Worker', 'STDLIB_MODULES', 'PRELOAD_MODULES']
 
@@ -47,6 +47,7 @@ PRELOAD_MODULES = ('corral.language.preload',)
 
 #: Iterators a host call's arguments may be: generators and the builtins' lazy iterators.
 _ITERATORS = frozenset({types.GeneratorType, map, filter, zip, enumerate, reversed, type(iter([])), type(iter(())), type(iter(range(0)))})
+_ITERATOR_IDS = frozenset(map(id, _ITERATORS))  # tested per call: an id's hash is an int's, a class's the language layer's (Python)
 
 _RECV_SIZE = 1 << 18
 _DONTWAIT = int(socket.MSG_DONTWAIT)
@@ -325,7 +326,7 @@ class Worker:
     def _start_call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:
         # a generator or iterator handed to a host function goes as the list it iterates to, as
         # the host function would iterate it (the script's code runs here, once)
-        if any(type(value) in _ITERATORS for value in (*args, *kwargs.values())):
+        if not _ITERATOR_IDS.isdisjoint(map(id, map(type, args))) or (kwargs and not _ITERATOR_IDS.isdisjoint(map(id, map(type, kwargs.values())))):
             args = tuple(list(value) if type(value) in _ITERATORS else value for value in args)
             kwargs = {key: list(value) if type(value) in _ITERATORS else value for key, value in kwargs.items()}
         self._calls += 1
@@ -335,7 +336,7 @@ class Worker:
         call_id = self._next_call
         arguments = [list(args), kwargs]
         try:
-            self._measure(arguments, f'the call to {shown_name(name)}()')
+            self._measure(arguments, name)
             data = frame(pack([CALL, call_id, name, *arguments], side='sandbox'))
         except ValueLimitError as error:
             raise OverflowError(str(error)) from None
@@ -493,11 +494,13 @@ class Worker:
         self._sock = _Discard()  # type: ignore[assignment]
         self._globals = {'__name__': '__main__', '__doc__': None, '__builtins__': self._builtins}
         try:
-            limits = {
-                'wall_time': 60.0, 'recursion': 100, 'output': 1 << 20, 'host_calls': 1, 'memory': None, 'cpu_time': None,
-                'value_items': 1000, 'value_size': 1 << 20,
-            }
-            self._feed('def f(a, *, b=2):\n    return [a, {"k": (a, b)}, f"{a}"]\nf(1)', 'main.py', {}, {}, limits)
+            # the first FEED and CODE messages' decoding, as the host sends them, costs their first
+            # page copies too (0.15-0.25 ms): taken here, with the code left unused
+            _, code, script_name, functions, modules, limits = unpack(_WARM_UP[0], objects=rebuild)
+            _, _, _, data, imports_asyncio = unpack(_WARM_UP[1], objects=rebuild)
+            with identity.uncounted():
+                load_compiled(data, imports_asyncio, '<warm-up>')
+            self._feed(code, script_name, functions, modules, limits)
         finally:
             self._sock, self._globals = sock, namespace
             self._limits = {}
@@ -648,7 +651,7 @@ class Worker:
             if value is None and shown:  # plt.show(): the figures are the script's value
                 value = shown[0] if len(shown) == 1 else shown
             try:
-                self._measure(value, 'the result')
+                self._measure(value)
                 data = frame(pack([DONE, value, library_repr(value)], side='sandbox'))
             except ValueLimitError as error:
                 reply = [FAIL, 'limit', error.limit, str(error), f'OverflowError: {error}', None]
@@ -679,10 +682,15 @@ class Worker:
         self._flush()
         self._held = None
 
-    def _measure(self, value: Any, subject: str) -> None:
-        """Check a value before it leaves the sandbox (`values.measure`, with the feed's limits)."""
+    def _measure(self, value: Any, call: str | None = None) -> None:
+        """Check a value before it leaves the sandbox (`values.measure`, with the feed's limits):
+        the arguments of a call of the host function `call`, or the script's result (None)."""
         limits = self._limits
-        measure(value, items=limits.get('value_items'), size=limits.get('value_size'), subject=subject, crossing='leave the sandbox')
+        items, size = limits.get('value_items'), limits.get('value_size')
+        if fits(value, items, size):  # most values: no walk, and no subject named
+            return
+        subject = 'the result' if call is None else f'the call to {shown_name(call)}()'
+        measure(value, items=items, size=size, subject=subject, crossing='leave the sandbox')
 
     def _stop(self, limit: str, *error: str, frame: types.FrameType | None = None) -> SandboxStop:
         """A stop for `limit`, to raise in the script (`frame` is where, if known): remembered as
@@ -1113,6 +1121,20 @@ def _host_exception(value: Any) -> BaseException:
         return cls(*args)
     except Exception:
         return cls(*map(str, args))
+
+
+def _warm_up_messages() -> tuple[bytes, bytes]:
+    """The FEED and CODE messages of the warm-up feed (see `Worker.warm_up`), made once, in the zygote."""
+    code = 'def f(a, *, b=2):\n    return [a, {"k": (a, b)}, f"{a}"]\nf(1)'
+    limits = {
+        'wall_time': 60.0, 'recursion': 100, 'output': 1 << 20, 'host_calls': 1, 'memory': None, 'cpu_time': None,
+        'value_items': 1000, 'value_size': 1 << 20, 'host_sleeps': False,
+    }
+    script = compile_unguarded(code, '<warm-up>')
+    return pack([FEED, code, 'main.py', {}, {}, limits], side='host'), pack([CODE, code, b'', dump_compiled(script), False], side='host')
+
+
+_WARM_UP = _warm_up_messages()
 
 
 def prepare_worker(*, guarded: bool = True, packages: tuple[str, ...] = ()) -> Worker:
