@@ -146,6 +146,50 @@ async def test_a_live_lease_refuses_other_holders(store):
     assert await store.get('s1') == corral.StoredState(b'mine', [b'more'], 3)
 
 
+async def test_acquire_and_get_takes_the_lease_and_reads_the_state_at_once(store):
+    await store.put('s1', b'full', holder='h1', generation=1)
+    await store.append('s1', b'r2', holder='h1', generation=2)
+    assert await store.acquire_and_get('s1', holder='h1', ttl=1000) == corral.StoredState(b'full', [b'r2'], 2)
+    for attempt in (store.acquire_and_get('s1', holder='h2', ttl=5), store.acquire('s1', holder='h2', ttl=5)):
+        with pytest.raises(corral.SandboxSessionBusyError) as info:
+            await attempt
+        assert info.value.display() == BUSY_1000
+    await store.append('s1', b'r3', holder='h1', generation=3)
+    assert await store.acquire_and_get('s1', holder='h1', ttl=1000) == corral.StoredState(b'full', [b'r2', b'r3'], 3)  # extends it
+    await store.release('s1', holder='h1')
+    assert await store.acquire_and_get('s1', holder='h2', ttl=1000, tenant='') == corral.StoredState(b'full', [b'r2', b'r3'], 3)
+    # Not stored (or another tenant's): refused as get refuses it, and no lease is left.
+    for session_id, tenant in (('never', ''), ('s1', 'b')):
+        with pytest.raises(corral.SandboxStateError) as missing:
+            await store.acquire_and_get(session_id, holder='h3', ttl=1000, tenant=tenant)
+        assert missing.value.display() == f'no stored session with id {session_id!r}'
+        await store.acquire(session_id, holder='h4', ttl=5, tenant=tenant)
+    with pytest.raises(ValueError):
+        await store.acquire_and_get('s 1', holder='h1', ttl=5)
+    with pytest.raises(ValueError):
+        await store.acquire_and_get('s1', holder='h1', ttl=0)
+
+
+async def test_a_put_with_a_ttl_takes_the_lease_in_the_same_write(store):
+    await store.put('s1', b'first', holder='h1', generation=1, ttl=1000)
+    with pytest.raises(corral.SandboxSessionBusyError) as info:
+        await store.acquire('s1', holder='h2', ttl=5)
+    assert info.value.display() == BUSY_1000
+    await store.renew('s1', holder='h1', ttl=1000)
+    # A put refused takes no lease: another holder's, or a conflict on the generation.
+    with pytest.raises(corral.SandboxSessionBusyError) as info:
+        await store.put('s1', b'x', holder='h2', generation=2, ttl=5)
+    assert info.value.display() == BUSY_1000
+    with pytest.raises(corral.SandboxSessionBusyError) as info:
+        await store.put('s2', b'x', holder='h2', generation=2, ttl=1000)
+    assert info.value.display() == CONFLICT.format(stored=0, follows=1).replace("'s1'", "'s2'")
+    await store.acquire('s2', holder='h3', ttl=5)
+    assert await store.get('s1') == corral.StoredState(b'first', [], 1)
+    with pytest.raises(ValueError):
+        await store.put('s3', b'x', holder='h1', generation=1, ttl=0)
+    assert await store.list() == ['s1']
+
+
 async def test_put_without_any_lease(store):
     await store.put('s1', b'x', holder='h1', generation=1)
     await store.put('s1', b'y', holder='h2', generation=2)

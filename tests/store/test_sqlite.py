@@ -437,3 +437,37 @@ async def test_a_store_made_before_retention_gets_its_touched_column(tmp_path):
         assert await store.get('recent') == corral.StoredState(b'\x00', [b'r'], 2)
     columns = [row[1] for row in sqlite3.connect(path).execute('PRAGMA table_info(corral_generations)')]
     assert columns == ['tenant', 'session_id', 'generation', 'touched']
+
+
+async def test_leases_commit_without_a_flush_and_states_with_one(tmp_path):
+    """A lease is committed at synchronous=NORMAL (no fsync; a machine's crash ends its holders
+    too), a state at FULL, and the connection is back at FULL after every lease."""
+    store = SQLiteStore(tmp_path / 's.db', threads=1)
+    try:
+        await store.put('s1', b'state', holder='h', generation=1)
+        [db] = store._connections
+        seen: list[str] = []
+        db.set_trace_callback(seen.append)
+        await store.acquire('s1', holder='h', ttl=30)
+        await store.renew('s1', holder='h', ttl=30)
+        await store.append('s1', b'record', holder='h', generation=2)
+        await store.release('s1', holder='h')
+        db.set_trace_callback(None)
+        steps = [
+            ' '.join(statement.split()[:4]) for statement in seen
+            if statement.startswith(('PRAGMA', 'BEGIN', 'COMMIT', 'INSERT OR REPLACE INTO corral_leases', 'UPDATE corral_leases', 'DELETE FROM corral_leases'))
+        ]
+        assert steps == [
+            'PRAGMA synchronous = NORMAL', 'BEGIN IMMEDIATE', 'INSERT OR REPLACE INTO', 'COMMIT', 'PRAGMA synchronous = FULL',  # acquire
+            'PRAGMA synchronous = NORMAL', 'UPDATE corral_leases SET expires', 'PRAGMA synchronous = FULL',  # renew
+            'BEGIN IMMEDIATE', 'COMMIT',  # append, at FULL
+            'PRAGMA synchronous = NORMAL', 'DELETE FROM corral_leases WHERE', 'PRAGMA synchronous = FULL',  # release
+        ]
+        assert db.execute('PRAGMA synchronous').fetchone() == (2,)  # FULL
+        await store.acquire('s1', holder='h', ttl=30)
+        with pytest.raises(corral.SandboxSessionBusyError):  # a refused lease leaves FULL too
+            await store.acquire('s1', holder='other', ttl=30)
+        assert db.execute('PRAGMA synchronous').fetchone() == (2,)
+        assert (await store.get('s1')).records == [b'record']
+    finally:
+        await store.close()

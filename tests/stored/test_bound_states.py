@@ -313,3 +313,88 @@ async def test_records_never_pass_a_small_quota(url, tmp_path):
         assert sum(len(record) for _, record in records) <= quota // 2
         async with pool.checkout(session_id=session_id, mounts=mount) as session:
             assert await session.feed_run('import os\nos.path.getsize("/data/f.txt")') == 40_000
+
+
+async def test_a_live_checkpoint_is_taken_only_for_the_very_rows_it_was_kept_with(pool, url):
+    """A stored session's checkpoint is kept with the digest of its rows, and a checkout that reads
+    those very rows back takes its state unchecked. Rows attacked while it is kept are checked as
+    ever: refused with the text a pool that keeps no checkpoints gives, the checkpoint left alone;
+    the same rows copied under another session's id or another tenant's reach no checkpoint."""
+    rows = Rows(url)
+    session_id = await stored(pool, 'log = []', 'log.append(1)', 'log.append(2)')
+    other = await stored(pool, 'log = ["other"]')
+    theirs = await stored(pool, 'log = ["theirs"]', tenant='tenant-a')
+    kept = pool._checkpoints._kept[('', session_id)]
+    assert kept.stored is not None
+    state, generation, records = await rows.read('', session_id)
+    assert generation == 4 and len(records) == 3
+    last = records[-1][1]
+    altered = last[:-40] + bytes([last[-40] ^ 1]) + last[-39:]
+    async with corral.Pool(state_key=KEY, store=url, checkpoints=None, warm_workers=0) as cold:
+        for attack in (
+            (state, generation, [*records[:-1], (generation, altered)]),  # a byte of the last record changed
+            (state, generation, [records[0], (3, records[2][1]), (4, records[1][1])]),  # two records swapped
+            await rows.read('', other),  # another session's rows copied in
+        ):
+            await rows.write('', session_id, *attack)
+            assert await checkout_error(pool, session_id) == await checkout_error(cold, session_id)
+            assert pool._checkpoints._kept[('', session_id)] is kept
+        assert await checkout_error(pool, session_id) == (
+            f'the stored state of session {session_id!r} holds a state of another session: it was copied into this row, so it is refused'
+        )
+        # This session's rows, byte for byte, under another id and another tenant's: checked, refused.
+        await rows.write('', other, state, generation, records)
+        await rows.write('tenant-a', theirs, state, generation, records)
+        assert await checkout_error(pool, other) == await checkout_error(cold, other) == (
+            f'the stored state of session {other!r} holds a state of another session: it was copied into this row, so it is refused'
+        )
+        assert await checkout_error(pool, theirs, tenant='tenant-a') == await checkout_error(cold, theirs, tenant='tenant-a') == (
+            f"the stored state of session {theirs!r} holds a state of another tenant's session: it was copied into this row, so it is refused"
+        )
+        await rows.write('', session_id, state, generation, records)  # put back as they were: the checkpoint's
+        async with pool.checkout(session_id=session_id) as session:
+            assert session._worker.pid == kept.worker.pid
+            assert await session.feed_run('log') == [1, 2]
+        assert await checkout_error(pool, other) == await checkout_error(cold, other)
+        # An older state put back whole, its generation with it, checks as a state: not the
+        # checkpoint's, which is dropped, the older state replayed (as a pool without checkpoints does).
+        kept = pool._checkpoints._kept[('', session_id)]
+        state, generation, records = await rows.read('', session_id)
+        await rows.write('', session_id, state, generation - 2, records[:-2])
+        async with pool.checkout(session_id=session_id) as session, cold.checkout(session_id=session_id, fork=True) as replayed:
+            assert session._worker.pid != kept.worker.pid
+            assert await session.feed_run('log') == await replayed.feed_run('log') == [1]
+
+
+async def test_a_checkout_by_id_is_one_call_to_the_store_and_a_new_session_or_fork_leases_with_its_first_write(pool, url):
+    """A checkout by id takes the lease and reads the state in one call; a new stored session, and
+    a fork, take the lease of their new id in the write of their first state: held from there, as
+    another pool's checkout of it finds."""
+    store, calls = pool.store, []
+    for name in ('get', 'acquire', 'acquire_and_get', 'put', 'append'):
+        def counted(*args, _name=name, _method=getattr(store, name), **options):
+            calls.append(_name)
+            return _method(*args, **options)
+        setattr(store, name, counted)
+
+    async def busy(session_id):
+        async with corral.Pool(state_key=KEY, store=url, warm_workers=0) as other:
+            with pytest.raises(corral.SandboxSessionBusyError) as info:
+                async with other.checkout(session_id=session_id):
+                    pass
+        return str(info.value).partition(', which')[0]
+
+    async with pool.checkout(ephemeral=False) as session:
+        assert calls == ['put']
+        source = session.session_id
+        assert await busy(source) == f'the stored session {source!r} is checked out elsewhere: another holder has its lease'
+        await session.feed_run('x = 1')
+    calls.clear()
+    async with pool.checkout(session_id=source, fork=True) as fork:
+        assert calls == ['get', 'put']
+        assert await busy(fork.session_id) == f'the stored session {fork.session_id!r} is checked out elsewhere: another holder has its lease'
+    calls.clear()
+    async with pool.checkout(session_id=source) as session:
+        assert calls == ['acquire_and_get']
+        assert await session.feed_run('x') == 1
+    assert calls == ['acquire_and_get', 'append']

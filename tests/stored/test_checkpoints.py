@@ -118,6 +118,89 @@ async def test_a_checkpoint_of_a_state_that_moved_on_elsewhere_is_dropped_and_th
         assert await wait_dead(pid)
 
 
+async def test_the_rows_a_checkpoint_was_kept_with_are_not_checked_again_and_any_other_rows_are(store_url, monkeypatch):
+    """A checkout (or fork) that reads back the very rows its checkpoint was kept with takes the
+    checkpoint's state without checking the rows' signatures and decoding them again; rows
+    another process wrote are checked, and replayed."""
+    from corral.host import session as session_module
+
+    opened = []
+    check = session_module.open_stored
+    monkeypatch.setattr(session_module, 'open_stored', lambda *args, **options: opened.append(1) or check(*args, **options))
+    codes = [*SETUP, *(f'n{i} = {i}' for i in range(40))]
+    options = {'state_key': KEY, 'store': store_url, 'max_state_bytes': 20_000}  # records appended, full states written again
+    async with corral.Pool(**options) as pool, corral.Pool(**options, checkpoints=None) as other:
+        session_id, pid = await stored(pool, codes)
+        rows = await pool.store.get(session_id)
+        assert rows.generation == 43 and 0 < len(rows.records) < 40
+        assert pool._checkpoints._kept[('', session_id)].stored is not None
+        async with pool.checkout(session_id=session_id) as session:
+            assert session._worker.pid == pid and opened == []
+            assert await session.feed_run('total + n39') == 51
+        async with pool.checkout(session_id=session_id, fork=True) as fork:
+            assert fork._worker.pid == pid and opened == []
+            assert await fork.feed_run('total + n39') == 51
+            fork_id = fork.session_id
+        async with other.checkout(session_id=fork_id) as session:  # another process feeds the fork
+            assert opened == [1]
+            await session.feed_run('n39 = 0')
+        async with pool.checkout(session_id=fork_id) as session:
+            assert opened == [1, 1] and session._worker.pid != pid
+            assert await session.feed_run('total + n39') == 12
+
+
+async def test_a_session_changed_since_its_last_write_keeps_no_checkpoint_of_the_stored_rows(store_url):
+    """A stored session whose working folder or door_state (changed in place) moved on after its
+    last write closes with a state the store does not have: the next checkout replays the store's."""
+    async with corral.Pool(state_key=KEY, store=store_url) as pool:
+        for change in ('door', 'chdir'):
+            async with pool.checkout(ephemeral=False) as session:
+                await session.feed_run('x = 1')
+                if change == 'door':
+                    session.door_state['turn'] = 1
+                else:
+                    session.chdir('/tmp')
+                session_id, pid = session.session_id, session._worker.pid
+            assert pool._checkpoints._kept[('', session_id)].stored is None
+            async with pool.checkout(session_id=session_id) as session:
+                assert session._worker.pid != pid
+                assert (session.door_state, session._system.cwd, await session.feed_run('x')) == ({}, '/', 1)
+
+
+async def test_the_bytes_a_dump_gave_out_are_not_checked_again_and_any_other_bytes_are(monkeypatch):
+    """A load of the very bytes a session's dump gave out (it closed right after) takes the
+    checkpoint's state without checking and decoding them again; bytes altered by one bit, or
+    loaded by another tenant, are checked as without checkpoints (refused, or replayed)."""
+    from corral.host import session as session_module
+
+    opened = []
+    check = session_module.open_state
+    monkeypatch.setattr(session_module, 'open_state', lambda *args, **options: opened.append(1) or check(*args, **options))
+    async with corral.Pool(state_key=KEY) as pool, corral.Pool(state_key=KEY, checkpoints=None) as cold:
+        for _ in range(2):
+            async with pool.checkout(tenant='acme') as session:
+                for code in SETUP:
+                    await session.feed_run(code, external_lookup={'fetch': fetch})
+                state, pid = await session.dump(), session._worker.pid
+            altered = state[:-40] + bytes([state[-40] ^ 1]) + state[-39:]
+            errors = []
+            for chosen in (pool, cold):
+                async with chosen.checkout(tenant='acme') as session:
+                    with pytest.raises(corral.SandboxStateError) as refused:
+                        await session.load_session(altered)
+                    errors.append(str(refused.value))
+            assert errors[0] == errors[1] and len(pool._checkpoints) == 1 and opened == [1, 1]
+            opened.clear()
+            async with pool.checkout(tenant='other') as session:  # the same bytes, another tenant: replayed
+                await session.load_session(state)
+                assert session._worker.pid != pid and opened == [1]
+            async with pool.checkout(tenant='acme') as session:
+                await session.load_session(state)
+                assert session._worker.pid == pid and opened == [1]
+                assert await session.feed_run('[total, [b.v for b in boxes]]') == [12, [0, 1, 2]]
+            opened.clear()
+
+
 async def test_a_fork_starts_from_the_checkpoint_other_limits_and_a_pool_without_checkpoints_replay(store_url):
     recorder = Recorder()
     async with corral.Pool(state_key=KEY, store=store_url, observer=recorder) as pool:
@@ -395,6 +478,7 @@ async def both_paths(store_url, feeds, later):
             for code, _ in feeds:
                 await outcome(original, code)
             session_id = original.session_id
+        assert pool._checkpoints._kept[('', session_id)].stored is not None  # its rows are taken unchecked: see `StoredBytes`
         async with replaying.checkout(session_id=session_id, fork=True) as replayed, pool.checkout(session_id=session_id) as resumed:
             assert recorder.taken == [True]
             reads = '[' + ', '.join(read for _, read in feeds) + ']'

@@ -19,6 +19,15 @@ checkpoint (another host, a restart, evicted) or any mismatch replays the journa
 checkpoints, to the same session: the journal stays the truth, and a checkpoint is a cache in
 front of it, used once.
 
+A checkpoint between feeds also knows the digest of the bytes that hold its state: a stored
+session's rows as the store held them when it closed (`StoredBytes`: its full state and records,
+as this process wrote or read them; only when its state is exactly the one they hold), or the
+bytes a dumped session's `dump()` gave out (`bytes_digest`). A load of the very same bytes (their
+digest is kept in this process's memory only, so no store or caller can forge it) takes the
+checkpoint's state as it is, without checking and decoding the signed bytes again; any other
+bytes, a record altered, replaced or added, are checked as without checkpoints and refused or
+replayed as then.
+
 No process is forked for it, so no lockdown layer changes: the worker's seccomp filter still
 refuses every fork and clone.
 """
@@ -26,7 +35,10 @@ refuses every fork and clone.
 from __future__ import annotations
 
 import asyncio
+import copy
+import dataclasses
 import hashlib
+import hmac
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from collections.abc import Iterable
@@ -34,13 +46,14 @@ from typing import TYPE_CHECKING, Any
 
 import msgpack
 
-from .journal import FeedRecord, SessionState
+from ..store.base import StoredState
+from .journal import Chain, FeedRecord, SessionState
 from .workers import WorkerProcess
 
 if TYPE_CHECKING:
     from .observer import PoolObserver
 
-__all__ = ['CheckpointLimits', 'Checkpoint', 'Checkpoints', 'state_digest']
+__all__ = ['CheckpointLimits', 'Checkpoint', 'Checkpoints', 'StoredBytes', 'bytes_digest', 'state_digest']
 
 
 @dataclass(frozen=True)
@@ -89,6 +102,18 @@ class Checkpoint:
     blocked: int | None = None
     waiting: tuple[float | None] | None = None
     memory: int = field(default=0)
+    #: Of a session between feeds whose state is exactly what bytes outside it hold: the digest
+    #: of those bytes (a stored session's rows, `StoredBytes.digest`; the bytes `dump()` gave
+    #: out, `bytes_digest`), that state, and of a stored session the `Chain` its next write continues.
+    stored: bytes | None = None
+    state: SessionState | None = None
+    chain: Chain | None = None
+
+    def held_state(self) -> SessionState:
+        """`state`, with a `door` of its own: a load that takes it (or replays it, when another
+        load took the checkpoint meanwhile) may change its `door_state` in place."""
+        assert self.state is not None
+        return dataclasses.replace(self.state, door=copy.deepcopy(self.state.door))
 
 
 def state_digest(state: SessionState) -> bytes:
@@ -106,6 +131,42 @@ def _canonical(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [_canonical(item) for item in value]
     return value
+
+
+def bytes_digest(data: bytes) -> bytes:
+    """The digest (BLAKE2b, 32 bytes) of the bytes `dump()` gave out."""
+    return hashlib.blake2b(data, digest_size=32).digest()
+
+
+class StoredBytes:
+    """A running digest (BLAKE2b, 32 bytes) of what a store holds for one session: its full state,
+    then each record appended to it, each after its length, and (`digest`) the generation. Two
+    equal digests mean byte for byte the same stored session."""
+
+    __slots__ = ('_hash',)
+
+    def __init__(self, state: bytes) -> None:
+        self._hash = hashlib.blake2b(digest_size=32)
+        self.append(state)
+
+    @classmethod
+    def of(cls, stored: StoredState) -> StoredBytes:
+        """The running digest of what a store's `get` returned."""
+        running = cls(stored.state)
+        for record in stored.records:
+            running.append(record)
+        return running
+
+    def append(self, record: bytes) -> None:
+        """Count a record appended to the stored state."""
+        self._hash.update(len(record).to_bytes(8, 'big'))
+        self._hash.update(record)
+
+    def digest(self, generation: int) -> bytes:
+        """The digest of the bytes counted so far, stored at `generation`."""
+        final = self._hash.copy()
+        final.update(generation.to_bytes(8, 'big'))
+        return final.digest()
 
 
 def private_memory(pid: int | None) -> int | None:
@@ -199,6 +260,20 @@ class Checkpoints:
         self._changed()
         self._observer.checkpoint_taken(checkpoint is not None)
         return checkpoint
+
+    def peek(self, tenant: str, session_id: str | None, stored: bytes) -> Checkpoint | None:
+        """The checkpoint of this stored session (`session_id`), or of a dumped state (None), left
+        in place, when it was kept with its state as the bytes of digest `stored` hold it (a
+        `StoredBytes.digest` of the store's rows; a `bytes_digest` of what `dump()` gave out);
+        else None. `take` it once its state is found to fit the load."""
+        if session_id is not None:
+            found = [self._kept.get((tenant, session_id))]
+        else:  # kept by their state's digest: a few to look through
+            found = [checkpoint for checkpoint in self._kept.values() if checkpoint.session_id is None and checkpoint.tenant == tenant]
+        for checkpoint in found:
+            if checkpoint is not None and checkpoint.stored is not None and hmac.compare_digest(checkpoint.stored, stored):
+                return checkpoint
+        return None
 
     def discard(self, sessions: Iterable[tuple[str, str]]) -> None:
         """Kill the checkpoints of these `(tenant, session_id)` stored sessions (deleted: their

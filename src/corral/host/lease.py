@@ -10,14 +10,14 @@ from typing import TYPE_CHECKING
 from ..errors import CorralError
 
 if TYPE_CHECKING:
-    from ..store import Store
+    from ..store import Store, StoredState
 
 __all__ = ['Lease']
 
 
 class Lease:
-    """Holds `session_id` in `store` for one checkout: acquired, renewed every third of `ttl`
-    seconds while held, released at close. A holder that dies stops renewing, and the lease
+    """Holds `session_id` in `store` for one checkout: acquired (with the state read, or, for a
+    new session, with its first write), renewed every third of `ttl` seconds while held, released at close. A holder that dies stops renewing, and the lease
     expires `ttl` seconds later, so a crashed process does not lock a session forever.
 
     `lost` is the error of a renewal that failed (the store was unreachable past the TTL, or
@@ -33,9 +33,24 @@ class Lease:
         self.lost: BaseException | None = None
         self._task: asyncio.Task[None] | None = None
 
-    async def acquire(self) -> None:
-        """Take the lease; raises `SandboxSessionBusyError` while another holder has it."""
-        await self.store.acquire(self.session_id, holder=self.holder, ttl=self.ttl, tenant=self.tenant)
+    async def acquire_and_get(self) -> StoredState:
+        """Take the lease and read the session's state at once (`Store.acquire_and_get`); raises
+        `SandboxSessionBusyError` while another holder has it, `SandboxStateError` when the session
+        is not stored (no lease taken then)."""
+        stored = await self.store.acquire_and_get(self.session_id, holder=self.holder, ttl=self.ttl, tenant=self.tenant)
+        self._renewing()
+        return stored
+
+    async def put(self, state: bytes, *, generation: int) -> None:
+        """Write `state` as the session's full state (`Store.put`), taking the lease in the same
+        write when it is not taken yet: a new session's id, which no other holder knows before
+        this write, needs no write of its own for its lease."""
+        taking = self._task is None
+        await self.store.put(self.session_id, state, holder=self.holder, generation=generation, tenant=self.tenant, ttl=self.ttl if taking else None)
+        if taking:
+            self._renewing()
+
+    def _renewing(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._renew())
 
     async def _renew(self) -> None:

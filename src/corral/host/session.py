@@ -6,6 +6,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import contextvars
+import copy
 import dataclasses
 import functools
 import hashlib
@@ -39,7 +40,7 @@ from ..errors import (
 from ..limits import Limits, amount
 from ..language.named import host_pairs
 from ..values import MAX_FRAME, UNPACKABLE_RESULT, Decoder, HostCallables, ValueLimitError, bounded_repr, describe_type, fits, giving_callables, host_default, measure, name_objects, pack, unpack
-from .checkpoints import Checkpoint, state_digest
+from .checkpoints import Checkpoint, StoredBytes, bytes_digest, state_digest
 from .compiled import COMPILED_FEEDS
 from .deferred import Deferred, PendingCall, RemoteAnswer, SandboxPaused, StopFeed
 from .external import ExternalModule, exception_payload, is_async_callable, missing_functions, module_name_problem
@@ -56,6 +57,7 @@ from .journal import (
     StateRecord,
     call_size,
     check_fingerprint,
+    check_packages,
     dumped_modules,
     feed_size,
     fingerprint,
@@ -260,6 +262,9 @@ class Session:
         self._stored_open = False
         self._stored_overlay: dict[str, list[Any]] = {}  # the overlay as the store has it
         self._full_due = False  # the next write is a full state (the session loaded another state)
+        # On a pool that keeps checkpoints: the digest of the bytes the store has, and the state they hold
+        self._stored_bytes: StoredBytes | None = None
+        self._stored_state: SessionState | None = None
         # what a stored session's state may hold (`Pool(max_state_bytes)`), less a reserve for what
         # comes in after a stop; its size is counted as it grows (`_journal_bytes`, the overlay's)
         self._quota = None if ephemeral else pool.max_state_bytes
@@ -275,6 +280,7 @@ class Session:
         self._ended_cpu = 0.0  # the CPU of its workers before this one (a feed rolled back) (cpu_seconds)
         self._cpu_base = 0.0  # what a checkpoint's worker had used before this session took it
         self._dumped: bytes | None = None  # the digest of the state dump() last gave out
+        self._dumped_bytes: bytes | None = None  # and of the bytes it gave out
         self._opened = False  # entered, and its end not yet reported to the pool's observer
 
     @property
@@ -409,34 +415,42 @@ class Session:
         store = self._pool._get_store()
         source = self.session_id
         stored = None
-        if source is not None and self._fork:
-            stored = await store.get(source, tenant=self.tenant)
         if source is None or self._fork:
             self.session_id = secrets.token_hex(16)
-        self._lease = Lease(store, self.session_id, ttl=self._pool.lease_ttl, tenant=self.tenant)  # type: ignore[arg-type]
-        await self._lease.acquire()
-        if source is not None and not self._fork:
+        self._lease = lease = Lease(store, self.session_id, ttl=self._pool.lease_ttl, tenant=self.tenant)  # type: ignore[arg-type]
+        if source is not None and not self._fork:  # the lease first: the state as no other holder can change it
+            stored = await lease.acquire_and_get()
+        elif source is not None:  # a fork (as a new session) takes the lease of its new id with its first write
             stored = await store.get(source, tenant=self.tenant)
         if stored is None:
             await self._start_worker()
         else:
-            state, chain = open_stored(
-                stored.state,
-                stored.records,
-                stored.generation,
-                self._pool._state_key(),
-                quota=self._pool.max_state_bytes,
-                expected=None,
-                tenant=self.tenant,
-                session_id=source,  # type: ignore[arg-type]
-                packages=self._pool.packages,
-            )
+            checkpoints, kept, raw = self._pool._checkpoints, None, None
+            if checkpoints is not None:  # the store holds the very bytes a checkpoint of it was kept with: its state, as checked then
+                raw = StoredBytes.of(stored)
+                kept = checkpoints.peek(self.tenant, source, raw.digest(stored.generation))  # type: ignore[arg-type]
+            if kept is not None:
+                state, chain = kept.held_state(), dataclasses.replace(kept.chain)  # type: ignore[type-var]
+                check_packages(state, self._pool.packages)
+            else:
+                state, chain = open_stored(
+                    stored.state,
+                    stored.records,
+                    stored.generation,
+                    self._pool._state_key(),
+                    quota=self._pool.max_state_bytes,
+                    expected=None,
+                    tenant=self.tenant,
+                    session_id=source,  # type: ignore[arg-type]
+                    packages=self._pool.packages,
+                )
             if self._offer_modules is not None:  # the caller offers the modules the stored session had
                 await self._offer_modules(state_modules(state))
             check_fingerprint(state, self._fingerprint())
             checkpoint = None
-            if self._pool._checkpoints is not None:  # a fork takes it too: the source replays next time
-                checkpoint = self._pool._checkpoints.take(self.tenant, source, state_digest(state), (self.limits.memory, self.limits.cpu_time))  # type: ignore[arg-type]
+            if checkpoints is not None:  # a fork takes it too: the source replays next time
+                digest = kept.digest if kept is not None else state_digest(state)
+                checkpoint = checkpoints.take(self.tenant, source, digest, (self.limits.memory, self.limits.cpu_time))  # type: ignore[arg-type]
             if checkpoint is None:
                 await self._start_worker()
             await self._restore(state, checkpoint)
@@ -444,6 +458,9 @@ class Session:
                 self._chain, self._stored, self._stored_open = chain, len(self._journal), self._paused
                 self._stored_fingerprint = state.fingerprint
                 self._stored_overlay = self._system.overlay()
+                if raw is not None:
+                    self._stored_bytes = raw
+                    self._keep_stored(state)
                 return
         await self._store_state()
 
@@ -1418,6 +1435,7 @@ class Session:
         data = seal(state, self._pool._state_key(), quota=self._pool.max_state_bytes)
         if self._pool._checkpoints is not None:
             self._dumped = state_digest(state)  # closed as it is now, its worker is kept for a load of this state
+            self._dumped_bytes = bytes_digest(data)
         return data
 
     def _state(self) -> SessionState:
@@ -1473,12 +1491,20 @@ class Session:
         self._check_usable()
         if self._journal or self._paused:
             raise RuntimeError('load_session needs a freshly checked-out session; this one has run feeds')
+        checkpoints, kept = self._pool._checkpoints, None
+        if checkpoints is not None and isinstance(state, (bytes, bytearray, memoryview)):  # the very bytes a dump of this pool gave out: its state, as sealed then
+            kept = checkpoints.peek(self.tenant, None, bytes_digest(state))
         if modules is not None:
-            await modules(dumped_modules(state, self._pool._state_key(), quota=self._pool.max_state_bytes))
-        opened = open_state(state, self._pool._state_key(), quota=self._pool.max_state_bytes, expected=self._fingerprint(), packages=self._pool.packages)
+            await modules(state_modules(kept.state) if kept is not None else dumped_modules(state, self._pool._state_key(), quota=self._pool.max_state_bytes))  # type: ignore[arg-type]
+        if kept is not None:
+            opened = kept.held_state()
+            check_fingerprint(opened, self._fingerprint())
+            check_packages(opened, self._pool.packages)
+        else:
+            opened = open_state(state, self._pool._state_key(), quota=self._pool.max_state_bytes, expected=self._fingerprint(), packages=self._pool.packages)
         checkpoint = None
-        if self._pool._checkpoints is not None:
-            checkpoint = self._pool._checkpoints.take(self.tenant, None, state_digest(opened), (self.limits.memory, self.limits.cpu_time))
+        if checkpoints is not None:
+            checkpoint = checkpoints.take(self.tenant, None, kept.digest if kept is not None else state_digest(opened), (self.limits.memory, self.limits.cpu_time))
         await self._restore(opened, checkpoint)
         self._full_due = True
         await self._store_state()
@@ -1504,11 +1530,20 @@ class Session:
         ):
             return None
         try:
-            digest = state_digest(self._state())
+            state = self._state()
         except SandboxStateError:
             return None
+        digest = state_digest(state)
         if lease is None and digest != self._dumped:  # it ran feeds after its dump
             return None
+        stored = None  # the digest of bytes that hold exactly this state, no feed open (see `_keep_stored`)
+        if lease is None and not self._paused:  # the bytes of the dump, whose state this is: see above
+            stored = self._dumped_bytes
+        elif lease is not None and self._stored_bytes is not None and self._stored_state is not None and self._chain is not None and not self._stored_open:
+            if state_digest(self._stored_state) == digest:
+                stored = self._stored_bytes.digest(self._chain.generation)
+        if stored is not None:
+            state = dataclasses.replace(state, door=copy.deepcopy(state.door))  # the closed session's door_state may still change
         sock = socket.socket(fileno=os.dup(worker.sock.fileno()))
         sock.setblocking(False)
         parked = WorkerProcess(worker.pidfd, sock)
@@ -1525,6 +1560,9 @@ class Session:
             self._journal_bytes,
             dict(self._asyncs),
             *((self._trace.copy(), self._calls, self._blocked, None if self._waiting is None else (self._waiting[1],)) if self._paused else ()),
+            stored=stored,
+            state=state if stored is not None else None,
+            chain=dataclasses.replace(self._chain) if stored is not None and self._chain is not None else None,
         )
 
     async def _resume_checkpoint(self, checkpoint: Checkpoint, state: SessionState) -> None:
@@ -1737,19 +1775,32 @@ class Session:
             if chain.records < _COMPACT_RECORDS and chain.record_bytes + len(data) <= compact_at:
                 await lease.store.append(self.session_id, data, holder=lease.holder, generation=generation, tenant=self.tenant)
                 chain.generation, chain.mac = generation, mac_of(data)
+                if self._stored_bytes is not None:
+                    self._stored_bytes.append(data)
                 chain.record_bytes += len(data)
                 chain.records += 1
                 self._stored_done(state)
                 return
         data = seal(state, key, quota=self._pool.max_state_bytes, binding=binding)
-        await lease.store.put(self.session_id, data, holder=lease.holder, generation=generation, tenant=self.tenant)
+        await lease.put(data, generation=generation)
         self._chain = Chain(generation, mac_of(data), len(data))
+        if self._pool._checkpoints is not None:
+            self._stored_bytes = StoredBytes(data)
         self._full_due = False
         self._stored_done(state)
 
     def _stored_done(self, state: SessionState) -> None:
         self._stored, self._stored_open, self._stored_overlay = len(state.feeds), bool(state.feeds) and state.feeds[-1].outcome == OPEN, state.overlay
         self._stored_fingerprint = state.fingerprint
+        self._keep_stored(state)
+
+    def _keep_stored(self, state: SessionState) -> None:
+        """On a pool that keeps checkpoints, keep `state`, what the store now holds, to tell at close
+        whether the session still has exactly that state (`_checkpoint`). Its `door` is copied: it is
+        `door_state`'s own map, which may change in place; the rest of a state is not changed after
+        it is made, but for an open feed's record (then no closing state is taken as the store's)."""
+        if self._pool._checkpoints is not None:
+            self._stored_state = dataclasses.replace(state, door=copy.deepcopy(state.door))
 
     async def _store_answered(self, call_ids: list[int]) -> None:
         """Before the answers to `call_ids` reach a paused stored session's worker: store its state

@@ -469,6 +469,7 @@ class QuotaStore:
         self._quotas = quotas
         self.get = store.get
         self.acquire = store.acquire
+        self.acquire_and_get = store.acquire_and_get
         self.renew = store.renew
         self.release = store.release
         self.delete = store.delete
@@ -483,11 +484,11 @@ class QuotaStore:
     def __repr__(self) -> str:
         return f'QuotaStore({self._store!r})'
 
-    async def put(self, session_id: str, state: bytes, *, holder: str, generation: int, tenant: str = '') -> None:
+    async def put(self, session_id: str, state: bytes, *, holder: str, generation: int, tenant: str = '', ttl: float | None = None) -> None:
         """`store.put`, after the tenant's `stored_bytes` quota allowed a state of this size."""
         state = check_state(state)
         await self._quotas.check_storage(tenant, session_id, len(state))
-        await self._store.put(session_id, state, holder=holder, generation=generation, tenant=tenant)
+        await self._store.put(session_id, state, holder=holder, generation=generation, tenant=tenant, ttl=ttl)
 
     async def append(self, session_id: str, record: bytes, *, holder: str, generation: int, tenant: str = '') -> None:
         """`store.append`, after the tenant's `stored_bytes` quota allowed a record of this size."""

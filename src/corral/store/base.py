@@ -70,14 +70,15 @@ class Store(Protocol):
     are atomic, so what was stored before stays intact.
     """
 
-    async def put(self, session_id: str, state: bytes, *, holder: str, generation: int, tenant: str = '') -> None:
+    async def put(self, session_id: str, state: bytes, *, holder: str, generation: int, tenant: str = '', ttl: float | None = None) -> None:
         """Store `state` (bytes) as the session's full state at `generation`, replacing the previous
         state and the records appended to it, atomically.
 
         A compare-and-set: the session's generation must be `generation - 1` (no stored session
         for `generation=1`), else `SandboxSessionBusyError` (`conflict_error`: another holder wrote
         it since). Also `SandboxSessionBusyError` if a holder other than `holder` has a live lease
-        on it; holding the lease is not required when nobody does.
+        on it; holding the lease is not required when nobody does. With `ttl`, the same write
+        takes `holder`'s lease for `ttl` seconds, as `acquire` does (not when it is refused).
         """
         ...
 
@@ -98,6 +99,13 @@ class Store(Protocol):
         Raises `SandboxSessionBusyError` if another holder's lease is live; an expired one is taken
         over. The session need not be stored yet.
         """
+        ...
+
+    async def acquire_and_get(self, session_id: str, *, holder: str, ttl: float, tenant: str = '') -> StoredState:
+        """Take the session's lease as `acquire` does and read its `StoredState` as `get` does, at
+        once (one call to the store): the state as the lease found it. Raises as
+        `acquire` does, and `SandboxStateError('no stored session with id ...')` when the session
+        is not stored, leaving no lease then."""
         ...
 
     async def renew(self, session_id: str, *, holder: str, ttl: float, tenant: str = '') -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import contextlib
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -134,17 +135,21 @@ class PostgresStore(PostgresTenantTables):
 
     # -- the Store protocol
 
-    async def put(self, session_id: str, state: bytes, *, holder: str, generation: int, tenant: str = '') -> None:
+    async def put(self, session_id: str, state: bytes, *, holder: str, generation: int, tenant: str = '', ttl: float | None = None) -> None:
         """Store `state` as the full state of `(tenant, session_id)` at `generation`, in one
         transaction: the previous state and its records are replaced whole, or kept if anything
-        fails. `SandboxSessionBusyError` if the session is not at `generation - 1` or another holder
+        fails; with `ttl`, `holder` takes the lease in it too. `SandboxSessionBusyError` if the session is not at `generation - 1` or another holder
         has a live lease (its rows are locked while the state is written, so they cannot change meanwhile)."""
         key = (check_tenant(tenant), check_session_id(session_id))
         state, holder, generation = check_state(state), check_holder(holder), check_generation(generation)
+        ttl = None if ttl is None else check_ttl(ttl)
 
         async def put(db: asyncpg.Connection) -> None:
             async with db.transaction():
-                await _refuse_other_holder(db, key, holder)
+                if ttl is None:
+                    await _refuse_other_holder(db, key, holder)
+                else:  # refused as well when another holder has it, and its row locked as well
+                    await _take_lease(db, key, holder, ttl)
                 if generation == 1:  # a new session: of two holders racing to create it, one inserts
                     created = await db.fetchval(
                         'INSERT INTO corral_sessions (tenant, session_id, state, updated, generation) '
@@ -198,18 +203,32 @@ class PostgresStore(PostgresTenantTables):
         key = (check_tenant(tenant), check_session_id(session_id))
 
         async def get(db: asyncpg.Connection) -> StoredState:
-            async with db.transaction(isolation='repeatable_read', readonly=True):
-                row = await db.fetchrow(
-                    'SELECT state, generation FROM corral_sessions WHERE tenant = $1 AND session_id = $2', *key
-                )
-                if row is None:
-                    raise not_found_error(key[1])
-                records = await db.fetch(
-                    'SELECT record FROM corral_records WHERE tenant = $1 AND session_id = $2 ORDER BY generation', *key
-                )
-            return StoredState(row['state'], [record['record'] for record in records], row['generation'])
+            stored = await _read(db, key)
+            if stored is None:
+                raise not_found_error(key[1])
+            return stored
 
         return await self._run(get)
+
+    async def acquire_and_get(self, session_id: str, *, holder: str, ttl: float, tenant: str = '') -> StoredState:
+        """Take (or extend) the lease for `ttl` seconds of the server's clock and read the stored
+        `StoredState`, on one connection. Raises as `acquire` and `get` do (no lease is left then)."""
+        key = (check_tenant(tenant), check_session_id(session_id))
+        holder, ttl = check_holder(holder), check_ttl(ttl)
+
+        async def acquire_and_get(db: asyncpg.Connection) -> StoredState:
+            await _take_lease(db, key, holder, ttl)  # then the state, in two statements and no transaction: two round trips
+            try:
+                stored = await _read(db, key)
+                if stored is None:
+                    raise not_found_error(key[1])
+            except BaseException:
+                with contextlib.suppress(Exception):  # a connection lost: the lease expires after its TTL
+                    await db.execute('DELETE FROM corral_leases WHERE tenant = $1 AND session_id = $2 AND holder = $3', *key, holder)
+                raise
+            return stored
+
+        return await self._run(acquire_and_get)
 
     async def acquire(self, session_id: str, *, holder: str, ttl: float, tenant: str = '') -> None:
         """Take (or extend) the lease for `ttl` seconds of the server's clock.
@@ -217,28 +236,7 @@ class PostgresStore(PostgresTenantTables):
         key = (check_tenant(tenant), check_session_id(session_id))
         holder, ttl = check_holder(holder), check_ttl(ttl)
 
-        async def acquire(db: asyncpg.Connection) -> None:
-            while True:
-                # One statement: ON CONFLICT locks the existing row and checks the WHERE against its
-                # newest version, so of two holders racing for a new or an expired lease one wins.
-                taken = await db.fetchval(
-                    'INSERT INTO corral_leases (tenant, session_id, holder, expires) '
-                    'VALUES ($1, $2, $3, now() + make_interval(secs => $4)) '
-                    'ON CONFLICT (tenant, session_id) DO UPDATE SET holder = EXCLUDED.holder, expires = EXCLUDED.expires '
-                    'WHERE corral_leases.holder = EXCLUDED.holder OR corral_leases.expires <= now() '
-                    'RETURNING true',
-                    *key,
-                    holder,
-                    ttl,
-                )
-                if taken:
-                    return
-                seconds_left = await db.fetchval(_OTHER_LIVE_LEASE, *key, holder)
-                if seconds_left is not None:
-                    raise busy_error(key[1], seconds_left)
-                # The other holder released or lost it in between: try again.
-
-        await self._run(acquire)
+        await self._run(lambda db: _take_lease(db, key, holder, ttl))
 
     async def renew(self, session_id: str, *, holder: str, ttl: float, tenant: str = '') -> None:
         """Extend `holder`'s lease to `ttl` seconds from now; `SandboxSessionBusyError` if it was lost."""
@@ -414,6 +412,39 @@ class PostgresStore(PostgresTenantTables):
         if isinstance(error, asyncpg.DiskFullError):
             return SandboxStoreError(f'{where} could not write: its disk is full. What was stored before is kept')
         return SandboxStoreError(f'{where} failed ({type(error).__name__}): {error}. What was stored before is kept')
+
+
+async def _read(db: asyncpg.Connection, key: tuple[str, str]) -> StoredState | None:
+    """The session's `StoredState`, read in one statement (one snapshot), or None when it is not stored."""
+    row = await db.fetchrow(
+        'SELECT s.state, s.generation, array(SELECT r.record FROM corral_records r WHERE r.tenant = s.tenant '
+        'AND r.session_id = s.session_id ORDER BY r.generation) AS records FROM corral_sessions s WHERE s.tenant = $1 AND s.session_id = $2',
+        *key,
+    )
+    return None if row is None else StoredState(row['state'], list(row['records']), row['generation'])
+
+
+async def _take_lease(db: asyncpg.Connection, key: tuple[str, str], holder: str, ttl: float) -> None:
+    """Give `holder` the lease of `key` for `ttl` seconds, unless another holder's is live (`SandboxSessionBusyError`)."""
+    while True:
+        # One statement: ON CONFLICT locks the existing row and checks the WHERE against its
+        # newest version, so of two holders racing for a new or an expired lease one wins.
+        taken = await db.fetchval(
+            'INSERT INTO corral_leases (tenant, session_id, holder, expires) '
+            'VALUES ($1, $2, $3, now() + make_interval(secs => $4)) '
+            'ON CONFLICT (tenant, session_id) DO UPDATE SET holder = EXCLUDED.holder, expires = EXCLUDED.expires '
+            'WHERE corral_leases.holder = EXCLUDED.holder OR corral_leases.expires <= now() '
+            'RETURNING true',
+            *key,
+            holder,
+            ttl,
+        )
+        if taken:
+            return
+        seconds_left = await db.fetchval(_OTHER_LIVE_LEASE, *key, holder)
+        if seconds_left is not None:
+            raise busy_error(key[1], seconds_left)
+        # The other holder released or lost it in between: try again.
 
 
 async def _compare_generation(db: asyncpg.Connection, key: tuple[str, str], generation: int) -> int:

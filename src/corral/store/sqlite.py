@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import contextlib
 import functools
 import os
 import stat
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
@@ -129,8 +130,11 @@ class SQLiteStore(SQLiteTenantTables):
 
     `path` is the database file (created, mode 0600, if missing; its directory must exist), or None
     for `default_database_path()`, whose directory is created (mode 0700) on first use. The file
-    uses write-ahead logging (WAL), so readers never wait for a writer, and commits with
-    `synchronous=FULL`, so a stored state survives a crash of the process or the machine. Several
+    uses write-ahead logging (WAL), so readers never wait for a writer, and commits states with
+    `synchronous=FULL`, so a stored state survives a crash of the process or the machine. Leases
+    (`acquire`, `renew`, `release`) commit with `synchronous=NORMAL`, which under WAL survives a
+    crash of the process but not of the machine, whose crash ends every holder of a lease on it
+    anyway: a lease costs no flush to the disk. Several
     processes may share the file on one machine (not over a network file system, where SQLite's
     locks do not hold): leases are rows changed by compare-and-set inside write transactions.
 
@@ -182,18 +186,21 @@ class SQLiteStore(SQLiteTenantTables):
 
     # -- the Store protocol
 
-    async def put(self, session_id: str, state: bytes, *, holder: str, generation: int, tenant: str = '') -> None:
+    async def put(self, session_id: str, state: bytes, *, holder: str, generation: int, tenant: str = '', ttl: float | None = None) -> None:
         """Store `state` as the full state of `(tenant, session_id)` at `generation`, in one
         transaction: the previous state and its records are replaced whole, or kept if the write
-        fails. Raises `SandboxSessionBusyError` if the session is not at `generation - 1` or another
+        fails; with `ttl`, `holder` takes the lease in it too. Raises `SandboxSessionBusyError` if the session is not at `generation - 1` or another
         holder has a live lease, `SandboxStoreError` if the disk is full or the file stays locked."""
         key = (check_tenant(tenant), check_session_id(session_id))
         state, holder, generation = check_state(state), check_holder(holder), check_generation(generation)
+        ttl = None if ttl is None else check_ttl(ttl)
 
         def put(db: sqlite3.Connection) -> None:
             with _write_transaction(db):
                 now = time.time()
                 _refuse_other_holder(db, key, holder, now)
+                if ttl is not None:
+                    _lease(db, key, holder, now + ttl)
                 _compare_generation(db, key, generation)
                 db.execute(
                     'INSERT INTO corral_sessions (tenant, session_id, state, updated) VALUES (?, ?, ?, ?) '
@@ -234,21 +241,27 @@ class SQLiteStore(SQLiteTenantTables):
         def get(db: sqlite3.Connection) -> StoredState:
             db.execute('BEGIN')  # one snapshot of the tables (WAL: it waits for no writer)
             try:
-                row = db.execute(
-                    'SELECT s.state, coalesce(g.generation, 0) FROM corral_sessions s LEFT JOIN corral_generations g '
-                    'ON g.tenant = s.tenant AND g.session_id = s.session_id WHERE s.tenant = ? AND s.session_id = ?',
-                    key,
-                ).fetchone()
-                if row is None:
-                    raise not_found_error(key[1])
-                records = db.execute(
-                    'SELECT record FROM corral_records WHERE tenant = ? AND session_id = ? ORDER BY generation', key
-                ).fetchall()
+                return _read(db, key)
             finally:
                 db.execute('COMMIT')
-            return StoredState(row[0], [record for (record,) in records], row[1])
 
         return await self._run(get)
+
+    async def acquire_and_get(self, session_id: str, *, holder: str, ttl: float, tenant: str = '') -> StoredState:
+        """Take (or extend) the lease for `ttl` seconds and read the stored `StoredState`, in one
+        transaction. Raises as `acquire` and `get` do (no lease is taken then)."""
+        key = (check_tenant(tenant), check_session_id(session_id))
+        holder, ttl = check_holder(holder), check_ttl(ttl)
+
+        def acquire_and_get(db: sqlite3.Connection) -> StoredState:
+            with _not_flushed(db), _write_transaction(db):
+                now = time.time()
+                _refuse_other_holder(db, key, holder, now)
+                stored = _read(db, key)
+                _lease(db, key, holder, now + ttl)
+            return stored
+
+        return await self._run(acquire_and_get)
 
     async def acquire(self, session_id: str, *, holder: str, ttl: float, tenant: str = '') -> None:
         """Take (or extend) the lease for `ttl` seconds. Raises `SandboxSessionBusyError` if
@@ -257,13 +270,10 @@ class SQLiteStore(SQLiteTenantTables):
         holder, ttl = check_holder(holder), check_ttl(ttl)
 
         def acquire(db: sqlite3.Connection) -> None:
-            with _write_transaction(db):
+            with _not_flushed(db), _write_transaction(db):
                 now = time.time()
                 _refuse_other_holder(db, key, holder, now)
-                db.execute(
-                    'INSERT OR REPLACE INTO corral_leases (tenant, session_id, holder, expires) VALUES (?, ?, ?, ?)',
-                    (*key, holder, now + ttl),
-                )
+                _lease(db, key, holder, now + ttl)
 
         await self._run(acquire)
 
@@ -273,10 +283,11 @@ class SQLiteStore(SQLiteTenantTables):
         holder, ttl = check_holder(holder), check_ttl(ttl)
 
         def renew(db: sqlite3.Connection) -> None:
-            cursor = db.execute(
-                'UPDATE corral_leases SET expires = ? WHERE tenant = ? AND session_id = ? AND holder = ?',
-                (time.time() + ttl, *key, holder),
-            )
+            with _not_flushed(db):
+                cursor = db.execute(
+                    'UPDATE corral_leases SET expires = ? WHERE tenant = ? AND session_id = ? AND holder = ?',
+                    (time.time() + ttl, *key, holder),
+                )
             if cursor.rowcount != 1:
                 raise lost_lease_error(key[1])
 
@@ -288,7 +299,8 @@ class SQLiteStore(SQLiteTenantTables):
         holder = check_holder(holder)
 
         def release(db: sqlite3.Connection) -> None:
-            db.execute('DELETE FROM corral_leases WHERE tenant = ? AND session_id = ? AND holder = ?', (*key, holder))
+            with _not_flushed(db):
+                db.execute('DELETE FROM corral_leases WHERE tenant = ? AND session_id = ? AND holder = ?', (*key, holder))
 
         await self._run(release)
 
@@ -479,6 +491,18 @@ def _create_private_file(path: Path) -> None:
         raise SandboxStoreError(f'cannot create the session store {path}: {e.strerror}') from None
 
 
+@contextlib.contextmanager
+def _not_flushed(connection: sqlite3.Connection) -> Iterator[None]:
+    """Commit the writes inside at `synchronous=NORMAL` (no fsync: under WAL, durable against a
+    crash of the process, not of the machine), then back to the connection's `FULL`: for leases,
+    which a machine's crash ends with their holders."""
+    connection.execute('PRAGMA synchronous = NORMAL')
+    try:
+        yield
+    finally:
+        connection.execute('PRAGMA synchronous = FULL')
+
+
 class _write_transaction:
     """`BEGIN IMMEDIATE` ... `COMMIT`, or `ROLLBACK` on any error: the write lock is taken up front,
     so a compare-and-set inside it sees no other writer, and waits `busy_timeout` for one to finish."""
@@ -509,6 +533,24 @@ class _write_transaction:
                 self._connection.execute('ROLLBACK')
             except sqlite3.Error:
                 pass  # SQLite rolls back by itself after errors such as a full disk
+
+
+def _read(db: sqlite3.Connection, key: tuple[str, str]) -> StoredState:
+    """The session's `StoredState` (in a transaction: one snapshot), or `SandboxStateError` when it is not stored."""
+    row = db.execute(
+        'SELECT s.state, coalesce(g.generation, 0) FROM corral_sessions s LEFT JOIN corral_generations g '
+        'ON g.tenant = s.tenant AND g.session_id = s.session_id WHERE s.tenant = ? AND s.session_id = ?',
+        key,
+    ).fetchone()
+    if row is None:
+        raise not_found_error(key[1])
+    records = db.execute('SELECT record FROM corral_records WHERE tenant = ? AND session_id = ? ORDER BY generation', key).fetchall()
+    return StoredState(row[0], [record for (record,) in records], row[1])
+
+
+def _lease(db: sqlite3.Connection, key: tuple[str, str], holder: str, expires: float) -> None:
+    """Give the lease of `key` to `holder` until `expires` (in a write transaction that checked no other holder has it)."""
+    db.execute('INSERT OR REPLACE INTO corral_leases (tenant, session_id, holder, expires) VALUES (?, ?, ?, ?)', (*key, holder, expires))
 
 
 def _compare_generation(db: sqlite3.Connection, key: tuple[str, str], generation: int) -> int:
