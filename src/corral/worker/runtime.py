@@ -57,6 +57,8 @@ _HELD_BYTES = 1 << 16
 #: The host's answers to what the worker asks in a feed (`_next_message`).
 _ANSWERS = frozenset({REPLY, WAKE, PAUSE})
 _NOTHING: Any = object()  # no builtin was hidden
+#: A WAIT with no timer due, framed once: what a worker sends on each `await` of a host call.
+_WAIT_FOREVER = frame(pack([WAIT, None], side='sandbox'))
 
 
 class _HostSelector(selectors.EpollSelector):
@@ -292,7 +294,10 @@ class Worker:
         same (at the latest when the feed ends), and the next wait takes that answer.
         """
         if not self._asking:
-            self._send([WAIT, None if timeout is None else float(timeout)])
+            if timeout is None:
+                self._write(_WAIT_FOREVER)
+            else:
+                self._send([WAIT, float(timeout)])
             self._asking, self._asked = True, timeout
         message = self._next_message(stoppable=True)
         if message[0] != WAKE:
