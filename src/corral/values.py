@@ -75,7 +75,7 @@ from .described import ExceptionValue, FileValue, InstanceValue, ModuleValue, Na
 from .hostobjects import CONSTRUCT, HostClass, HostObject, HostObjects, ObjectRef, call_parts, is_object_call, make_proxy
 
 __all__ = [
-    'pack', 'unpack', 'measure', 'fits', 'Decoder', 'ValueLimitError', 'bounded_repr', 'host_default', 'sandbox_default',
+    'pack', 'unpack', 'measure', 'fits', 'flat', 'packed_bound', 'Decoder', 'ValueLimitError', 'bounded_repr', 'host_default', 'sandbox_default',
     'Image', 'cut_text', 'describe_type', 'package_bound', 'package_form', 'library_repr', 'MAX_FRAME', 'MAX_DEPTH', 'REPR_LIMIT',
     'UNPACKABLE_RESULT', 'SandboxBuiltin', 'builtin_name', 'name_objects', 'named_object', 'HostCallables', 'HostFunction', 'giving_callables', 'worker_callables', 'worker_objects', 'worker_paths',
     'shown_name',
@@ -949,6 +949,43 @@ def fits(value: Any, items: int | None, size: int | None) -> bool:
     (None: no limit). Such a value needs no conversion to be packed (no session's callables)."""
     quick = _quick(value, 0)
     return quick is not None and (items is None or quick[0] <= items) and (size is None or quick[1] <= size)
+
+
+#: Arguments, and characters of a str or bytes argument, `flat` takes at most.
+_FLAT_ARGS = 64
+_FLAT_TEXT = 4096
+_FIXED_IDS = frozenset(map(id, (type(None), bool, float)))
+_INT_ID = id(int)
+_TEXT_IDS = frozenset(map(id, (str, bytes)))
+
+
+def flat(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """Whether a call's arguments are at most `_FLAT_ARGS` values each None, a bool, a float, an
+    int msgpack packs as one (64 bits) or a str or bytes of at most `_FLAT_TEXT` items: packed
+    with no conversion and in little memory, so a sender may pack them first and measure them
+    only when the packed message is too long for `packed_within` to prove them within the limits."""
+    if len(args) + len(kwargs) > _FLAT_ARGS:
+        return False
+    for value in (args, kwargs.values()) if kwargs else (args,):
+        for value in value:
+            kind = id(type(value))
+            if kind in _FIXED_IDS or (kind == _INT_ID and -0x8000000000000000 <= value <= 0xFFFFFFFFFFFFFFFF):
+                continue
+            if kind not in _TEXT_IDS or len(value) > _FLAT_TEXT:
+                return False
+    return True
+
+
+def packed_bound(items: int | None, size: int | None) -> int | None:
+    """The longest packed message holding no marked array and no host object (as `flat` values
+    are packed) that `measure` lets through whatever it holds, under `items` and `size` (None:
+    no limit): each item takes a byte at least, each byte at most `_PER_BYTE` bytes decoded
+    (`Decoder.decode` takes such a frame without counting on the same proof). None: any length."""
+    if size is not None:
+        size //= _PER_BYTE
+    if items is None or (size is not None and size < items):
+        return size
+    return items
 
 
 def measure(

@@ -300,3 +300,26 @@ async def test_corral_run_shows_every_refusal_and_cuts_a_long_repr(tmp_path):
     code, out, err = _corral_run(tmp_path, 'list(range(100_000))\n')
     note = '... (cut at 100,000 characters)\n'
     assert (code, out[-len(note):], len(out), err) == (0, note, REPR_LIMIT + len(note), '')
+
+
+async def test_flat_call_arguments_just_within_and_past_the_limits(pool):
+    """Arguments the worker packs before it measures them (`values.flat`) meet the limits at the
+    same counts as any: 2 items for the arguments' list and dict, one for each argument, and
+    their bytes; refused with the same texts."""
+    lookup = {'f': lambda *args, **kwargs: len(args) + len(kwargs)}
+    assert await run(pool, 'f(*range(10))', lookup, limits=corral.Limits(value_items=12)) == 10
+    assert await runtime_error(pool, 'f(*range(10))', lookup, limits=corral.Limits(value_items=11)) == (
+        'OverflowError: the call to f() has at least 12 items; at most 11 may leave the sandbox (the value_items limit)'
+    )
+    assert await run(pool, 'f(1, k=None)', lookup, limits=corral.Limits(value_items=4)) == 2
+    assert await runtime_error(pool, 'f(1, k=None)', lookup, limits=corral.Limits(value_items=3)) == (
+        'OverflowError: the call to f() has at least 4 items; at most 3 may leave the sandbox (the value_items limit)'
+    )
+    size = 2 * sys.getsizeof(list(('x',))) + sys.getsizeof({}) + sys.getsizeof('x' * 4000)  # [list(args), kwargs]: two lists of 72 bytes (list() of a tuple of 1 allocates 2)
+    assert await run(pool, 'f("x" * 4000)', lookup, limits=corral.Limits(value_size=size)) == 1
+    assert await runtime_error(pool, 'f("x" * 4000)', lookup, limits=corral.Limits(value_size=size - 1)) == (
+        f'OverflowError: the call to f() takes at least {size:,} bytes; at most {size - 1:,} may leave the sandbox (the value_size limit)'
+    )
+    assert await runtime_error(pool, 'f("\\ud800")', lookup) == (
+        "TypeError: f() cannot be called with these arguments: 'utf-8' codec can't encode character '\\ud800' in position 0: surrogates not allowed"
+    )

@@ -254,3 +254,53 @@ def test_fits_at_the_limits_and_past_them():
         measure(value, items=None, size=total - 1, subject='the result', crossing='leave the sandbox')
     assert str(info.value) == f'the result takes at least {total:,} bytes; at most {total - 1:,} may leave the sandbox (the value_size limit)'
     assert not values.fits([values.HostFunction(len)], None, None)  # converted first: the walk's
+
+
+# ----- a host call's flat arguments, packed before they are measured --------------------------------
+
+_FLAT = st.one_of(
+    st.none(), st.booleans(), st.floats(allow_nan=False), st.integers(-(2**63), 2**64 - 1),
+    st.text(max_size=40), st.binary(max_size=40), st.sampled_from(['', '\U0001f600', 'ā', b'']),
+)
+
+
+def _call_message(args: tuple, kwargs: dict) -> bytes:
+    return pack([3, 0, 'f', list(args), kwargs], side='sandbox')  # a CALL as the worker sends it
+
+
+@given(st.lists(_FLAT, max_size=64), st.dictionaries(st.text(min_size=1, max_size=3), _FLAT, max_size=8))
+def test_a_flat_call_packed_within_packed_bound_is_within_the_limits(args, kwargs):
+    """The proof the worker skips `measure` on: limits whose `packed_bound` is the packed call's
+    length let its arguments through `measure` whatever they are."""
+    args = tuple(args)[: 64 - len(kwargs)]
+    assert values.flat(args, kwargs)
+    length = len(_call_message(args, kwargs))
+    assert values.packed_bound(length, length * values._PER_BYTE) == length
+    measure([list(args), kwargs], items=length, size=length * values._PER_BYTE, subject='v', crossing='go')
+
+
+@pytest.mark.parametrize('value', [None, True, 0, -1, '', b'', '\U0001f600'])
+def test_the_densest_flat_calls_are_within_packed_bound(value):
+    for count in (1, 63):
+        args = (value,) * count
+        length = len(_call_message(args, {}))
+        measure([list(args), {}], items=length, size=length * values._PER_BYTE, subject='v', crossing='go')
+    kwargs = {chr(97 + i): value for i in range(26)}
+    length = len(_call_message((), kwargs))
+    measure([[], kwargs], items=length, size=length * values._PER_BYTE, subject='v', crossing='go')
+
+
+def test_flat_at_its_edges():
+    assert values.flat((None, True, 2.5, 'x' * 4096, b'y' * 4096, 2**64 - 1, -(2**63)), {'k': 1})
+    assert values.flat((0,) * 63, {'k': 0}) and not values.flat((0,) * 64, {'k': 0})
+    assert not values.flat(('x' * 4097,), {}) and not values.flat((), {'k': b'y' * 4097})
+    assert not values.flat((2**64,), {}) and not values.flat((-(2**63) - 1,), {})
+    assert not values.flat(((),), {}) and not values.flat(([],), {}) and not values.flat((), {'k': {}})
+    assert not values.flat((values.HostFunction(len),), {}) and not values.flat((pathlib.PurePosixPath('/'),), {})
+
+
+def test_packed_bound():
+    assert values.packed_bound(None, None) is None
+    assert values.packed_bound(1000, None) == 1000
+    assert values.packed_bound(None, 2560) == 10 and values.packed_bound(None, 2559) == 9
+    assert values.packed_bound(5, 2560) == 5 and values.packed_bound(100, 511) == 1

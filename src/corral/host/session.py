@@ -975,7 +975,7 @@ class Session:
 
     def _write(self, *payloads: bytes) -> None:
         assert self._transport is not None
-        self._transport.write(b''.join(map(frame, payloads)))
+        self._transport.write(frame(payloads[0]) if len(payloads) == 1 else b''.join(map(frame, payloads)))
         self._poll_briefly()
 
     def _poll_briefly(self) -> None:
@@ -1342,7 +1342,7 @@ class Session:
         when `call_id` is -1) and journal it."""
         record = self._record
         assert record is not None
-        if self._over(input_size(payload), self._input_room):  # a stored session's state would pass its quota: stop the feed here
+        if self._quota is not None and self._over(input_size(payload), self._input_room):  # a stored session's state would pass its quota: stop the feed here
             payload = self._stop_payload(call_id)
         record.inputs.append([call_id, payload])
         self._journal_bytes += input_size(payload)
@@ -1977,7 +1977,7 @@ class _Protocol(asyncio.Protocol):
         return self._session._transport is self._transport
 
     def data_received(self, data: bytes) -> None:
-        if not self._current():
+        if self._session._transport is not self._transport:  # `_current`, inline: per frame
             return
         self._session._heard = perf_counter()
         try:
@@ -1995,8 +1995,9 @@ class _Protocol(asyncio.Protocol):
         """Handle the waiting frames until one must be decoded in the thread, or none is left."""
         backlog = self._backlog
         assert backlog is not None
+        session = self._session
         while backlog:
-            if self._session._holding():  # the next replayed feed's, before its turn: see `release`
+            if session._ahead and session._holding():  # the next replayed feed's, before its turn: see `release`
                 assert self._transport is not None
                 self._transport.pause_reading()  # no more than what was read comes in meanwhile
                 self._held = True
@@ -2056,7 +2057,8 @@ class _Protocol(asyncio.Protocol):
     def _deliver(self, message: Any) -> bool:
         """Hand a message to the session; False when it broke the channel's rules, or when the
         session was killed or moved on to another worker while the message was decoded."""
-        if self._session._dead is not None or not self._current():
+        session = self._session
+        if session._dead is not None or session._transport is not self._transport:  # killed, or not `_current`
             self._backlog = None
             return False
         try:

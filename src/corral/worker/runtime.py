@@ -33,7 +33,7 @@ from ..limits import amount
 from ..language.guards import is_script_class
 from ..language.named import sandbox_pairs
 from ..language.rebuild import rebuild
-from ..values import UNPACKABLE_RESULT, ValueLimitError, describe_instances, fits, library_repr, measure, name_objects, pack, shown_name, unpack, worker_callables, worker_objects, worker_paths
+from ..values import UNPACKABLE_RESULT, ValueLimitError, describe_instances, fits, flat, library_repr, measure, name_objects, pack, packed_bound, shown_name, unpack, worker_callables, worker_objects, worker_paths
 
 __all__ = ['Worker', 'STDLIB_MODULES', 'PRELOAD_MODULES']
 
@@ -57,6 +57,8 @@ _HELD_BYTES = 1 << 16
 #: The host's answers to what the worker asks in a feed (`_next_message`).
 _ANSWERS = frozenset({REPLY, WAKE, PAUSE})
 _NOTHING: Any = object()  # no builtin was hidden
+#: A WAIT with no timer due, framed once: what a worker sends on each `await` of a host call.
+_WAIT_FOREVER = frame(pack([WAIT, None], side='sandbox'))
 
 
 class _HostSelector(selectors.EpollSelector):
@@ -180,6 +182,7 @@ class Worker:
         self._compiler = compiler_tag(guarded)  # the code a CODE message may bring (see `_take_code`)
         self._globals: dict[str, Any] = {'__name__': '__main__', '__doc__': None, '__builtins__': self._builtins}
         self._limits: dict[str, Any] = {}
+        self._packed_bound: int | None = 0  # the feed's `values.packed_bound`
         self._output = self._left_out = 0
         self._calls = 0
         self._scripts: dict[str, CompiledScript] = {}
@@ -291,7 +294,10 @@ class Worker:
         same (at the latest when the feed ends), and the next wait takes that answer.
         """
         if not self._asking:
-            self._send([WAIT, None if timeout is None else float(timeout)])
+            if timeout is None:
+                self._write(_WAIT_FOREVER)
+            else:
+                self._send([WAIT, float(timeout)])
             self._asking, self._asked = True, timeout
         message = self._next_message(stoppable=True)
         if message[0] != WAKE:
@@ -324,9 +330,13 @@ class Worker:
     # ----- host functions ------------------------------------------------------------------------
 
     def _start_call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:
+        """Send the CALL of host function `name`; its id. Arguments that are all `flat` (most
+        calls') are packed first and measured only when the packed message is longer than the
+        feed's `packed_bound`: a 1-int call is not walked at all."""
+        quick = flat(args, kwargs)
         # a generator or iterator handed to a host function goes as the list it iterates to, as
         # the host function would iterate it (the script's code runs here, once)
-        if not _ITERATOR_IDS.isdisjoint(map(id, map(type, args))) or (kwargs and not _ITERATOR_IDS.isdisjoint(map(id, map(type, kwargs.values())))):
+        if not quick and (not _ITERATOR_IDS.isdisjoint(map(id, map(type, args))) or (kwargs and not _ITERATOR_IDS.isdisjoint(map(id, map(type, kwargs.values()))))):
             args = tuple(list(value) if type(value) in _ITERATORS else value for value in args)
             kwargs = {key: list(value) if type(value) in _ITERATORS else value for key, value in kwargs.items()}
         self._calls += 1
@@ -334,10 +344,19 @@ class Worker:
         if limit is not None and self._calls > limit:
             raise self._stop('host_calls')
         call_id = self._next_call
-        arguments = [list(args), kwargs]
+        data = None
+        if quick:
+            try:
+                message = pack([CALL, call_id, name, list(args), kwargs], side='sandbox')
+            except Exception:  # a str msgpack cannot encode: measured and packed below, for the error
+                message = None
+            if message is not None and (self._packed_bound is None or len(message) <= self._packed_bound):
+                data = frame(message)
         try:
-            self._measure(arguments, name)
-            data = frame(pack([CALL, call_id, name, *arguments], side='sandbox'))
+            if data is None:
+                arguments = [list(args), kwargs]
+                self._measure(arguments, name)
+                data = frame(pack([CALL, call_id, name, *arguments], side='sandbox'))
         except ValueLimitError as error:
             raise OverflowError(str(error)) from None
         except (TypeError, ValueError, ProtocolError) as error:  # a RecursionError is the script's own recursion's, as it is
@@ -600,6 +619,7 @@ class Worker:
         self._feeds += 1
         self._install_host_functions(functions, modules)
         self._limits = limits
+        self._packed_bound = packed_bound(limits.get('value_items'), limits.get('value_size'))
         hostio.host_sleeps = bool(limits.get('host_sleeps'))
         hostio.host_urandom = bool(limits.get('host_urandom'))
         hostio.max_urandom_bytes = limits.get('max_urandom_bytes', hostio.MAX_URANDOM_BYTES)
