@@ -126,3 +126,45 @@ async def test_warm_counts_are_checked():
         corral.Pool(warm_decay=0)
     assert str(info.value) == 'warm_decay must be positive (seconds)'
     assert corral.Pool(warm_workers=3).max_warm_workers == 12
+
+
+async def test_a_checkout_takes_the_longest_idle_worker():
+    async with corral.Pool(warm_workers=3) as pool, contextlib.AsyncExitStack() as stack:
+        await enter_together(stack, pool, 1)
+        assert await settled(pool) == 3
+        oldest, second, newest = pool._idle
+        sessions = [await stack.enter_async_context(pool.checkout()) for _ in range(2)]  # the last forked may still be starting
+        assert [session._worker for session in sessions] == [oldest, second]
+        assert pool._idle[0] is newest
+
+
+async def test_the_zygote_is_asked_for_two_workers_at_once():
+    asked, most = [0], [0]
+    async with corral.Pool(warm_workers=0, max_warm_workers=0) as pool, contextlib.AsyncExitStack() as stack:
+        spawn = pool._zygote.spawn
+
+        async def counted(**limits):
+            asked[0] += 1
+            most[0] = max(most[0], asked[0])
+            try:
+                return await spawn(**limits)
+            finally:
+                asked[0] -= 1
+
+        pool._zygote.spawn = counted
+        sessions = await enter_together(stack, pool, 3)  # three checkouts wait: two forks asked at once, then the third
+        assert [await session.feed_run('6 * 7') for session in sessions] == [42] * 3
+        assert (most[0], await settled(pool)) == (2, 0)
+
+
+async def test_a_session_that_ends_starts_its_replacement_at_once(monkeypatch):
+    monkeypatch.setattr(corral.host.pool, '_REFILL_DELAY', 3600.0)
+    async with corral.Pool(warm_workers=1) as pool:
+        async with pool.checkout():
+            pass
+        assert await settled(pool) == 1
+        async with pool.checkout() as session:
+            assert pool._refill_sleeping  # the replacement waits (an hour here) while the session runs
+            assert await session.feed_run('1 + 1') == 2
+        assert not pool._refill_sleeping  # its end woke the refill
+        assert await asyncio.wait_for(settled(pool), 10) == 1

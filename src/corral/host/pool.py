@@ -43,8 +43,11 @@ def _installed(packages: tuple[str, ...]) -> tuple[str, ...]:
 #: memory or CPU limits gets a worker forked for it.
 _WARM_RLIMITS = (Limits().memory, Limits().cpu_time)
 
-#: Seconds after a checkout before the pool forks its replacement.
-_REFILL_DELAY = 0.002
+#: Seconds after a checkout before the pool forks its replacement, unless its session ends sooner
+#: (a fork competes for CPU with the session's feeds).
+_REFILL_DELAY = 0.05
+#: Warm workers asked of the zygote at once: it forks the next while the host takes the last.
+_FORKS_AHEAD = 2
 
 #: The observer of a pool given none: it ignores every event.
 _NO_OBSERVER = PoolObserver()
@@ -426,8 +429,8 @@ class Pool:
         if (limits.memory, limits.cpu_time) != _WARM_RLIMITS:
             return await self._spawn(memory=limits.memory, cpu_time=limits.cpu_time)
         worker = None
-        while self._idle:
-            candidate = self._idle.pop()
+        while self._idle:  # the longest idle first: the last forked may not have finished starting
+            candidate = self._idle.pop(0)
             if candidate.alive():
                 worker = candidate
                 break
@@ -439,8 +442,15 @@ class Pool:
             worker = await self._next_forked()
         self._served = True
         if self._demand.target:
+            worker.on_kill = self._released
             self._start_refill(_REFILL_DELAY)
         return worker
+
+    def _released(self) -> None:
+        """A worker a checkout took was killed (its session ended): fork its replacement now, while
+        the host has nothing of that session's to run, rather than `_REFILL_DELAY` after the checkout."""
+        if not self._closed and len(self._idle) < self._demand.target:
+            self._start_refill(0.0)
 
     async def _next_forked(self) -> WorkerProcess:
         """The next worker the refill forks (it forks for waiting checkouts first, idle ones after)."""
@@ -464,28 +474,51 @@ class Pool:
         self._refill = asyncio.get_running_loop().create_task(self._fill(delay=delay))
 
     async def _fill(self, *, delay: float = 0.0) -> None:
+        """Fork warm workers, `_FORKS_AHEAD` asked at once, for the checkouts waiting and then up to
+        the target; after serving checkouts, the idle list waits `_REFILL_DELAY` (or a release)."""
         if delay:
-            self._refill_sleeping = True
-            try:
-                await asyncio.sleep(delay)  # a fork competes for CPU with the new session's first feed
-            finally:
-                self._refill_sleeping = False
+            await self._nap(delay)
         served = False
-        while not self._closed:
-            if not self._waiting and (served or len(self._idle) >= self._demand.target):
-                return  # after serving checkouts, the refill starts again after their delay
-            try:
-                worker = await self._spawn(memory=_WARM_RLIMITS[0], cpu_time=_WARM_RLIMITS[1])
-            except Exception as error:  # the zygote cannot start (SandboxInsecureError, OSError): tell who waits
-                while self._waiting:
-                    waiter = self._waiting.popleft()
-                    if not waiter.done():
-                        waiter.set_exception(error)
-                return
-            if self._closed:
-                worker.kill()
-                return
-            served = self._place(worker) or served
+        forking: collections.deque[asyncio.Future[WorkerProcess]] = collections.deque()  # in the order asked
+        try:
+            while not self._closed:
+                wanted = len(self._waiting) + (0 if served else self._demand.target - len(self._idle))
+                while len(forking) < min(wanted, _FORKS_AHEAD):
+                    forking.append(asyncio.ensure_future(self._spawn(memory=_WARM_RLIMITS[0], cpu_time=_WARM_RLIMITS[1])))
+                if not forking:
+                    if not served or len(self._idle) >= self._demand.target:
+                        return
+                    served = False  # the checkouts served run their first feeds: the forks wait
+                    await self._nap(_REFILL_DELAY)
+                    continue
+                try:
+                    worker = await forking[0]
+                except Exception as error:  # the zygote cannot start (SandboxInsecureError, OSError): tell who waits
+                    while self._waiting:
+                        waiter = self._waiting.popleft()
+                        if not waiter.done():
+                            waiter.set_exception(error)
+                    return
+                forking.popleft()
+                if self._closed:
+                    worker.kill()
+                    return
+                served = self._place(worker) or served
+        finally:
+            for spawn in forking:  # a worker still to come is killed as it arrives (`Zygote.spawn`)
+                if not spawn.done():
+                    spawn.cancel()
+                elif not spawn.cancelled() and spawn.exception() is None:
+                    spawn.result().kill()
+
+    async def _nap(self, delay: float) -> None:
+        """Sleep `delay` seconds before forking; a checkout that misses or a release wakes the refill
+        (`_start_refill(0.0)` restarts it)."""
+        self._refill_sleeping = True
+        try:
+            await asyncio.sleep(delay)
+        finally:
+            self._refill_sleeping = False
 
     def _place(self, worker: WorkerProcess) -> bool:
         """Hand a warm worker to the first checkout still waiting (True), or keep it idle (False);
