@@ -10,6 +10,7 @@ import socket
 import struct
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 
 import msgpack
@@ -44,14 +45,16 @@ class WorkerProcess:
     """One forked worker: a pidfd to kill it by, and the host's end of its channel.
 
     `on_kill`, when set, is called (with no arguments) by the first `kill()`: the pool learns
-    that a worker it handed out is done with, and forks its replacement then.
+    that a worker it handed out is done with, and forks its replacement then. `forked`: when the
+    host got the worker (`time.monotonic()` seconds), which starts on its own from then.
     """
 
-    __slots__ = ('_pid', '_stat', 'on_kill', 'pidfd', 'sock')
+    __slots__ = ('_pid', '_stat', 'forked', 'on_kill', 'pidfd', 'sock')
 
     def __init__(self, pidfd: int, sock: socket.socket) -> None:
         self._pid: int | None = None
         self._stat = -1  # `/proc/<pid>/stat`, opened at the first reading (cpu_seconds)
+        self.forked = time.monotonic()
         self.on_kill: Callable[[], None] | None = None
         self.pidfd = pidfd
         self.sock = sock
