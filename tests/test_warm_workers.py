@@ -129,14 +129,15 @@ async def test_warm_counts_are_checked():
     assert corral.Pool(warm_workers=3).max_warm_workers == 12
 
 
-async def test_a_checkout_takes_the_longest_idle_worker():
+async def test_a_checkout_takes_the_last_forked_worker_that_has_started():
     async with corral.Pool(warm_workers=3) as pool, contextlib.AsyncExitStack() as stack:
         await enter_together(stack, pool, 1)
         assert await settled(pool) == 3
-        oldest, second, newest = pool._idle
-        sessions = [await stack.enter_async_context(pool.checkout()) for _ in range(2)]  # the last forked may still be starting
-        assert [session._worker for session in sessions] == [oldest, second]
-        assert pool._idle[0] is newest
+        oldest, middle, newest = pool._idle
+        now = time.monotonic()
+        oldest.forked, middle.forked, newest.forked = now - 2.0, now - 1.0, now + 3600.0  # the newest still starting
+        taken = [(await stack.enter_async_context(pool.checkout()))._worker for _ in range(3)]
+        assert taken == [middle, oldest, newest]  # started, the last forked first; then the one still starting
 
 
 async def test_the_zygote_is_asked_for_two_workers_at_once():
@@ -163,7 +164,7 @@ async def test_a_session_that_ends_starts_its_replacement_at_once(monkeypatch):
     async with corral.Pool(warm_workers=1) as pool:
         async with pool.checkout():
             pass
-        assert await settled(pool) == 1
+        assert await asyncio.wait_for(settled_or_napping(pool), 10) == 1
         pool._idle[0].forked -= 1.0  # started a second ago: taking it is no miss
         async with pool.checkout() as session:
             assert pool._refill_sleeping  # the replacement waits (an hour here) while the session runs
@@ -190,7 +191,7 @@ async def test_the_extra_warm_workers_are_forked_once_no_session_runs(monkeypatc
     async with corral.Pool(warm_workers=1, max_warm_workers=4) as pool:
         async with pool.checkout():
             pass
-        assert await asyncio.wait_for(settled(pool), 10) == 1  # its end forked its replacement
+        assert await asyncio.wait_for(settled_or_napping(pool), 10) == 1
         async with contextlib.AsyncExitStack() as stack:
             sessions = await enter_together(stack, pool, 4)  # four misses (one took a worker just forked): the cap
             assert [await session.feed_run('6 * 7') for session in sessions] == [42] * 4

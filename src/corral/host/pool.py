@@ -437,8 +437,8 @@ class Pool:
         if (limits.memory, limits.cpu_time) != _WARM_RLIMITS:
             return await self._spawn(memory=limits.memory, cpu_time=limits.cpu_time)
         worker = None
-        while self._idle:  # the longest idle first: the last forked may not have finished starting
-            candidate = self._idle.pop(0)
+        while self._idle:
+            candidate = self._idle.pop(self._readiest())
             if candidate.alive():
                 worker = candidate
                 break
@@ -455,6 +455,15 @@ class Pool:
             self._active += 1
             self._start_refill(_REFILL_DELAY)
         return worker
+
+    def _readiest(self) -> int:
+        """The index in the idle list (oldest first) of the worker a checkout takes: the last forked
+        that has started (forked `_STARTING` before: it slept least), or else the oldest."""
+        started = time.monotonic() - _STARTING
+        for index in range(len(self._idle) - 1, -1, -1):
+            if self._idle[index].forked <= started:
+                return index
+        return 0
 
     def _released(self) -> None:
         """A warm worker a checkout took was killed (its session ended): fork its replacement now,
