@@ -6,6 +6,7 @@ one before left it) and the pool's clock (`pool._clock`), and count workers; not
 
 import asyncio
 import contextlib
+import time
 
 import pytest
 
@@ -126,3 +127,82 @@ async def test_warm_counts_are_checked():
         corral.Pool(warm_decay=0)
     assert str(info.value) == 'warm_decay must be positive (seconds)'
     assert corral.Pool(warm_workers=3).max_warm_workers == 12
+
+
+async def test_a_checkout_takes_the_last_forked_worker_that_has_started():
+    async with corral.Pool(warm_workers=3) as pool, contextlib.AsyncExitStack() as stack:
+        await enter_together(stack, pool, 1)
+        assert await settled(pool) == 3
+        oldest, middle, newest = pool._idle
+        now = time.monotonic()
+        oldest.forked, middle.forked, newest.forked = now - 2.0, now - 1.0, now + 3600.0  # the newest still starting
+        taken = [(await stack.enter_async_context(pool.checkout()))._worker for _ in range(3)]
+        assert taken == [middle, oldest, newest]  # started, the last forked first; then the one still starting
+
+
+async def test_the_zygote_is_asked_for_two_workers_at_once():
+    asked, most = [0], [0]
+    async with corral.Pool(warm_workers=0, max_warm_workers=0) as pool, contextlib.AsyncExitStack() as stack:
+        spawn = pool._zygote.spawn
+
+        async def counted(**limits):
+            asked[0] += 1
+            most[0] = max(most[0], asked[0])
+            try:
+                return await spawn(**limits)
+            finally:
+                asked[0] -= 1
+
+        pool._zygote.spawn = counted
+        sessions = await enter_together(stack, pool, 3)  # three checkouts wait: two forks asked at once, then the third
+        assert [await session.feed_run('6 * 7') for session in sessions] == [42] * 3
+        assert (most[0], await settled(pool)) == (2, 0)
+
+
+async def test_a_session_that_ends_starts_its_replacement_at_once(monkeypatch):
+    monkeypatch.setattr(corral.host.pool, '_REFILL_DELAY', 3600.0)
+    async with corral.Pool(warm_workers=1) as pool:
+        async with pool.checkout():
+            pass
+        assert await asyncio.wait_for(settled_or_napping(pool), 10) == 1
+        pool._idle[0].forked -= 1.0  # started a second ago: taking it is no miss
+        async with pool.checkout() as session:
+            assert pool._refill_sleeping  # the replacement waits (an hour here) while the session runs
+            assert await session.feed_run('1 + 1') == 2
+        assert not pool._refill_sleeping  # its end woke the refill
+        assert await asyncio.wait_for(settled(pool), 10) == 1
+
+
+async def test_a_checkout_that_takes_a_worker_still_starting_is_a_miss():
+    async with corral.Pool(warm_workers=1, max_warm_workers=4) as pool, contextlib.AsyncExitStack() as stack:
+        await enter_together(stack, pool, 1)
+        assert await settled(pool) == 1
+        pool._idle[0].forked = time.monotonic()  # forked just now: it may still be locking down, warming up
+        await enter_together(stack, pool, 1)
+        assert pool._demand.target == 2
+        assert await settled(pool) == 2
+        pool._idle[0].forked -= 1.0  # a second ago: started
+        await enter_together(stack, pool, 1)
+        assert pool._demand.target == 2
+
+
+async def test_the_extra_warm_workers_are_forked_once_no_session_runs(monkeypatch):
+    monkeypatch.setattr(corral.host.pool, '_REFILL_DELAY', 3600.0)
+    async with corral.Pool(warm_workers=1, max_warm_workers=4) as pool:
+        async with pool.checkout():
+            pass
+        assert await asyncio.wait_for(settled_or_napping(pool), 10) == 1
+        async with contextlib.AsyncExitStack() as stack:
+            sessions = await enter_together(stack, pool, 4)  # four misses (one took a worker just forked): the cap
+            assert [await session.feed_run('6 * 7') for session in sessions] == [42] * 4
+            assert pool._demand.target == 4
+            await sessions[0].aclose()  # a replacement, but only up to warm_workers while the others run
+            assert (await asyncio.wait_for(settled_or_napping(pool), 10), pool._refill_sleeping) == (1, True)
+        assert await asyncio.wait_for(settled(pool), 10) == 4  # the last session ended: up to the target
+
+
+async def settled_or_napping(pool: corral.Pool) -> int:
+    """Wait for the pool's refill to end or to nap before forking more; the number of idle workers then."""
+    while pool._refill is not None and not pool._refill.done() and not (pool._refill_sleeping and not pool._zygote._waiting):
+        await asyncio.sleep(0.01)
+    return len(pool._idle)

@@ -43,8 +43,14 @@ def _installed(packages: tuple[str, ...]) -> tuple[str, ...]:
 #: memory or CPU limits gets a worker forked for it.
 _WARM_RLIMITS = (Limits().memory, Limits().cpu_time)
 
-#: Seconds after a checkout before the pool forks its replacement.
-_REFILL_DELAY = 0.002
+#: Seconds after a checkout before the pool forks its replacement, unless its session ends sooner
+#: (a fork competes for CPU with the session's feeds).
+_REFILL_DELAY = 0.05
+#: Seconds after its fork that a warm worker may still be starting (locking down, warming up: some
+#: 3.5 ms of CPU): a checkout that takes one so young is a miss too.
+_STARTING = 0.02
+#: Warm workers asked of the zygote at once: it forks the next while the host takes the last.
+_FORKS_AHEAD = 2
 
 #: The observer of a pool given none: it ignores every event.
 _NO_OBSERVER = PoolObserver()
@@ -56,8 +62,8 @@ _SWEEP_EVERY = 3600.0
 class WarmDemand:
     """How many idle workers a pool keeps warm: from `floor` up to `cap`, following demand.
 
-    Each checkout that finds no idle worker (a miss: checkouts came faster than the pool refills)
-    raises the target by one, up to `cap`. Each `decay` seconds without a miss halve the surplus
+    Each checkout that finds no idle worker, or takes one forked less than `_STARTING` before (a
+    miss: checkouts came faster than the pool refills), raises the target by one, up to `cap`. Each `decay` seconds without a miss halve the surplus
     above `floor` (rounded down), so a burst's extra workers are gone a few `decay` periods after
     it. Times are the pool's clock, in seconds, passed in by the caller (so tests can drive it).
     """
@@ -112,14 +118,18 @@ class Pool:
     zygote loads none of them.
 
     Creating a pool starts nothing; the zygote (a warm Python process that forks workers) starts
-    on the first checkout. After each checkout the pool forks replacements in the background so
-    that `warm_workers` idle workers wait for the next checkouts. Every session gets a worker of
+    on the first checkout. When a session ends (or 50 ms after its checkout) the pool forks its
+    replacement in the background so that `warm_workers` idle workers wait for the next checkouts. Every session gets a worker of
     its own, killed when the session ends and never reused.
 
-    The warm workers follow demand (see `WarmDemand`): each checkout that finds none idle keeps
-    one more warm, up to `max_warm_workers` (default: four times `warm_workers`), and each
-    `warm_decay` seconds without such a checkout halve the extra ones (their workers are killed),
-    back down to `warm_workers`. A checkout that finds none idle takes the next worker forked.
+    The warm workers follow demand (see `WarmDemand`): each checkout that finds none idle (or
+    only one forked moments before, still starting) keeps one more warm, up to
+    `max_warm_workers` (default: four times `warm_workers`), and each `warm_decay` seconds
+    without such a checkout halve the extra ones (their workers are killed), back down to
+    `warm_workers`. A checkout takes the longest idle worker; one that finds none idle takes the
+    next worker forked. Forks compete for CPU with the sessions' feeds: while a session given a
+    warm worker runs, the pool keeps `warm_workers` idle, and forks the extra ones when none runs
+    (or 50 ms after the last checkout).
 
     A closed session's worker outlives it as a live checkpoint (see `corral.host.checkpoints`):
     the next `checkout(session_id=...)` (or `fork=True`) of a stored session on this pool, or
@@ -189,6 +199,7 @@ class Pool:
         self._waiting: collections.deque[asyncio.Future[WorkerProcess]] = collections.deque()  # checkouts that missed
         self._refill: asyncio.Task[None] | None = None
         self._refill_sleeping = False
+        self._active = 0  # warm workers handed out and not yet released
         self._decay_timer: asyncio.TimerHandle | None = None
         self._checker: TypeChecker | None = None
         self._checkpoints = None if checkpoints is None else Checkpoints(checkpoints, self.observer)
@@ -427,20 +438,40 @@ class Pool:
             return await self._spawn(memory=limits.memory, cpu_time=limits.cpu_time)
         worker = None
         while self._idle:
-            candidate = self._idle.pop()
+            candidate = self._idle.pop(self._readiest())
             if candidate.alive():
                 worker = candidate
                 break
             candidate.kill()
+        # a miss: checkouts came faster than the pool refills (no worker idle, or one still starting)
+        if self._served and (worker is None or time.monotonic() - worker.forked < _STARTING):
+            self._demand.miss(self._clock())
+            self._schedule_decay()
         if worker is None:
-            if self._served:
-                self._demand.miss(self._clock())
-                self._schedule_decay()
             worker = await self._next_forked()
         self._served = True
         if self._demand.target:
+            worker.on_kill = self._released
+            self._active += 1
             self._start_refill(_REFILL_DELAY)
         return worker
+
+    def _readiest(self) -> int:
+        """The index in the idle list (oldest first) of the worker a checkout takes: the last forked
+        that has started (forked `_STARTING` before: it slept least), or else the oldest."""
+        started = time.monotonic() - _STARTING
+        for index in range(len(self._idle) - 1, -1, -1):
+            if self._idle[index].forked <= started:
+                return index
+        return 0
+
+    def _released(self) -> None:
+        """A warm worker a checkout took was killed (its session ended): fork its replacement now,
+        when that session's feeds no longer compete for the CPU, rather than `_REFILL_DELAY` after
+        the checkout."""
+        self._active -= 1
+        if not self._closed and len(self._idle) < self._demand.target:
+            self._start_refill(0.0)
 
     async def _next_forked(self) -> WorkerProcess:
         """The next worker the refill forks (it forks for waiting checkouts first, idle ones after)."""
@@ -460,32 +491,69 @@ class Pool:
             if delay or not self._refill_sleeping:
                 return
             self._refill.cancel()
-            self._refill_sleeping = False
+        # asleep from now, before the task first runs: a miss in between wakes it
+        self._refill_sleeping = delay > 0
         self._refill = asyncio.get_running_loop().create_task(self._fill(delay=delay))
 
     async def _fill(self, *, delay: float = 0.0) -> None:
+        """Fork warm workers, `_FORKS_AHEAD` asked at once: for the checkouts waiting, then for the
+        idle list, up to `warm_workers` while a session given a warm worker runs and up to the
+        demand's target once none does. After serving checkouts, or with sessions running and the
+        target not reached, it naps `_REFILL_DELAY` (a release or a miss wakes it) and then fills
+        the idle list up to the target."""
         if delay:
-            self._refill_sleeping = True
-            try:
-                await asyncio.sleep(delay)  # a fork competes for CPU with the new session's first feed
-            finally:
+            await self._nap(delay)
+        served = rested = False
+        forking: collections.deque[asyncio.Future[WorkerProcess]] = collections.deque()  # in the order asked
+        try:
+            while not self._closed:
+                # forks compete for CPU with the feeds of sessions running: while any runs, the idle
+                # list is kept at the floor, and filled up to the target once none runs (or after a nap)
+                if served:
+                    stock = 0
+                elif self._active and not rested:
+                    stock = self._demand.floor
+                else:
+                    stock = self._demand.target
+                wanted = len(self._waiting) + stock - len(self._idle)
+                while len(forking) < min(wanted, _FORKS_AHEAD):
+                    forking.append(asyncio.ensure_future(self._spawn(memory=_WARM_RLIMITS[0], cpu_time=_WARM_RLIMITS[1])))
+                if not forking:
+                    if len(self._idle) >= self._demand.target:
+                        return
+                    served = False  # the checkouts served run their first feeds: the forks wait
+                    await self._nap(_REFILL_DELAY)
+                    rested = True
+                    continue
+                try:
+                    worker = await forking[0]
+                except Exception as error:  # the zygote cannot start (SandboxInsecureError, OSError): tell who waits
+                    while self._waiting:
+                        waiter = self._waiting.popleft()
+                        if not waiter.done():
+                            waiter.set_exception(error)
+                    return
+                forking.popleft()
+                if self._closed:
+                    worker.kill()
+                    return
+                served = self._place(worker) or served
+        finally:
+            for spawn in forking:  # a worker still to come is killed as it arrives (`Zygote.spawn`)
+                if not spawn.done():
+                    spawn.cancel()
+                elif not spawn.cancelled() and spawn.exception() is None:
+                    spawn.result().kill()
+
+    async def _nap(self, delay: float) -> None:
+        """Sleep `delay` seconds before forking; a checkout that misses or a release wakes the refill
+        (`_start_refill(0.0)` restarts it)."""
+        self._refill_sleeping = True
+        try:
+            await asyncio.sleep(delay)
+        finally:
+            if asyncio.current_task() is self._refill:  # not one cancelled for a refill started since
                 self._refill_sleeping = False
-        served = False
-        while not self._closed:
-            if not self._waiting and (served or len(self._idle) >= self._demand.target):
-                return  # after serving checkouts, the refill starts again after their delay
-            try:
-                worker = await self._spawn(memory=_WARM_RLIMITS[0], cpu_time=_WARM_RLIMITS[1])
-            except Exception as error:  # the zygote cannot start (SandboxInsecureError, OSError): tell who waits
-                while self._waiting:
-                    waiter = self._waiting.popleft()
-                    if not waiter.done():
-                        waiter.set_exception(error)
-                return
-            if self._closed:
-                worker.kill()
-                return
-            served = self._place(worker) or served
 
     def _place(self, worker: WorkerProcess) -> bool:
         """Hand a warm worker to the first checkout still waiting (True), or keep it idle (False);

@@ -10,6 +10,8 @@ import socket
 import struct
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 
 import msgpack
 
@@ -40,13 +42,20 @@ ZYGOTE_PROGRAM = (
 
 
 class WorkerProcess:
-    """One forked worker: a pidfd to kill it by, and the host's end of its channel."""
+    """One forked worker: a pidfd to kill it by, and the host's end of its channel.
 
-    __slots__ = ('_pid', '_stat', 'pidfd', 'sock')
+    `on_kill`, when set, is called (with no arguments) by the first `kill()`: the pool learns
+    that a worker it handed out is done with, and forks its replacement then. `forked`: when the
+    host got the worker (`time.monotonic()` seconds), which starts on its own from then.
+    """
+
+    __slots__ = ('_pid', '_stat', 'forked', 'on_kill', 'pidfd', 'sock')
 
     def __init__(self, pidfd: int, sock: socket.socket) -> None:
         self._pid: int | None = None
         self._stat = -1  # `/proc/<pid>/stat`, opened at the first reading (cpu_seconds)
+        self.forked = time.monotonic()
+        self.on_kill: Callable[[], None] | None = None
         self.pidfd = pidfd
         self.sock = sock
 
@@ -119,6 +128,9 @@ class WorkerProcess:
             os.close(self.pidfd)
             self.pidfd = -1
         self.sock.close()
+        if self.on_kill is not None:
+            on_kill, self.on_kill = self.on_kill, None
+            on_kill()
 
 
 def refusal(missing: dict[str, str]) -> str:
