@@ -71,8 +71,8 @@ def _progress(text: str) -> None:
 async def _settled(pool: corral.Pool) -> None:
     """Wait for the pool's refill (its forks compete for the CPU with the next sample)."""
     refill = pool._refill
-    if refill is not None:
-        await refill
+    if refill is not None and not refill.done():
+        await asyncio.wait([refill])  # a refill cancelled for a sooner one (a release, a miss) raises nothing here
 
 
 async def first_answer(packages: corral.Pool, params: Params) -> dict[str, list[float]]:
