@@ -167,6 +167,21 @@ async def test_a_session_changed_since_its_last_write_keeps_no_checkpoint_of_the
                 assert (session.door_state, session._system.cwd, await session.feed_run('x')) == ({}, '/', 1)
 
 
+async def test_rows_appended_by_a_checkout_with_another_mount_are_taken_as_the_rows_hold_them(store_url, tmp_path):
+    """A record carries no mounts: a checkout given a mount the stored session lacked appends rows
+    that hold the session without it. The next checkout, without the mount, gets the session as
+    the rows hold it, from the checkpoint or by a replay alike, never refused for the mount."""
+    results = []
+    for checkpoints in ({}, {'checkpoints': None}):
+        async with corral.Pool(state_key=KEY, store=f'{store_url}{len(results)}', **checkpoints) as pool:
+            session_id, _ = await stored(pool, ['x = 1'])
+            async with pool.checkout(session_id=session_id, mounts=corral.Mount(str(tmp_path), '/data', mode='read-only')) as session:
+                await session.feed_run('x = 2')
+            async with pool.checkout(session_id=session_id) as session:
+                results.append((await session.feed_run('x'), session._system.mounts()))
+    assert results == [(2, []), (2, [])]
+
+
 async def test_the_bytes_a_dump_gave_out_are_not_checked_again_and_any_other_bytes_are(monkeypatch):
     """A load of the very bytes a session's dump gave out (it closed right after) takes the
     checkpoint's state without checking and decoding them again; bytes altered by one bit, or
