@@ -553,3 +553,81 @@ async def test_no_line_of_the_script_runs_after_its_reply_in_a_kept_worker(store
             assert session._worker.pid == pid
             assert await session.feed_run('2 + 2') == 4
             assert session.cpu_seconds < 0.5
+
+
+def tamper_rows(db, session_id, how, older):
+    """Change the SQLite rows of a stored session as someone who can write the store would."""
+    import sqlite3
+
+    tables = ('corral_sessions', 'corral_generations', 'corral_records')
+    connection = sqlite3.connect(db)
+    last = 'SELECT max(generation) FROM corral_records WHERE session_id = ?'
+    if how == 'a byte of the last record flipped':
+        generation, record = connection.execute(f'SELECT generation, record FROM corral_records WHERE session_id = ? AND generation = ({last})', (session_id, session_id)).fetchone()
+        record = bytearray(record)
+        record[len(record) // 2] ^= 1
+        connection.execute('UPDATE corral_records SET record = ? WHERE session_id = ? AND generation = ?', (bytes(record), session_id, generation))
+    elif how == 'the last record dropped':
+        connection.execute(f'DELETE FROM corral_records WHERE session_id = ? AND generation = ({last})', (session_id, session_id))
+    elif how == 'two records swapped':
+        (first, one), (second, other) = connection.execute('SELECT generation, record FROM corral_records WHERE session_id = ? ORDER BY generation', (session_id,)).fetchall()[-2:]
+        connection.execute('UPDATE corral_records SET record = ? WHERE session_id = ? AND generation = ?', (other, session_id, first))
+        connection.execute('UPDATE corral_records SET record = ? WHERE session_id = ? AND generation = ?', (one, session_id, second))
+    elif how == 'the generation moved on':
+        connection.execute('UPDATE corral_generations SET generation = generation + 1 WHERE session_id = ?', (session_id,))
+    elif how != 'nothing':  # every row put back as it was, or copied under another session id or tenant
+        for table in tables:
+            rows = older[table] if how == 'an older state put back' else connection.execute(f'SELECT * FROM {table} WHERE session_id = ?', (session_id,)).fetchall()
+            if how == 'an older state put back':
+                connection.execute(f'DELETE FROM {table} WHERE session_id = ?', (session_id,))
+            for row in rows:
+                row = list(row)
+                if how == 'the rows under another id':
+                    row[1] = 'f' * 32
+                elif how == 'the rows under another tenant':
+                    row[0] = 'other'
+                connection.execute(f'INSERT INTO {table} VALUES ({", ".join("?" * len(row))})', row)
+    older.update({table: connection.execute(f'SELECT * FROM {table} WHERE session_id = ?', (session_id,)).fetchall() for table in tables})
+    connection.commit()
+    connection.close()
+
+
+TAMPERED = {
+    'nothing': ('ok', [3, 4]),
+    'a byte of the last record flipped': "the session state was altered, or signed with another key: its signature does not match this pool's state key",
+    'the last record dropped': "the stored state of session 'SID' is of generation 4 where the store is at generation 5: an older state of the session was put back (rolled back), so it is refused",
+    'two records swapped': "the stored state of session 'SID' was altered: its record of generation 5 does not follow the part before it (generation 3): a record was dropped, reordered, or put back from an older state",
+    'the generation moved on': "the stored state of session 'SID' is of generation 5 where the store is at generation 6: an older state of the session was put back (rolled back), so it is refused",
+    'an older state put back': ('ok', 'no y'),  # whole and signed: as a replay takes it
+    'the rows under another id': "the stored state of session 'ffffffffffffffffffffffffffffffff' holds a state of another session: it was copied into this row, so it is refused",
+    'the rows under another tenant': "the stored state of session 'SID' holds a state of another tenant's session: it was copied into this row, so it is refused",
+}
+
+
+@pytest.mark.parametrize('fork', [False, True])
+@pytest.mark.parametrize('how', list(TAMPERED))
+async def test_rows_changed_in_the_store_while_a_checkpoint_is_kept_are_refused_or_replayed_as_without_it(tmp_path, how, fork):
+    """Whoever can write the store changes a stored session's rows while this pool keeps its
+    checkpoint: the checkout by id (or fork) refuses them, or takes what they hold, exactly as a
+    pool without checkpoints does; the checkpoint's worker serves only the untouched rows."""
+    outcomes = []
+    for number, checkpoints in enumerate(({}, {'checkpoints': None})):
+        db, older = f'{tmp_path}/store{number}.db', {}
+        async with corral.Pool(state_key=KEY, store=f'sqlite:///{db}', **checkpoints) as pool:
+            async with pool.checkout(ephemeral=False) as session:
+                for code in ('x = 1', 'x = 2'):
+                    await session.feed_run(code)
+                tamper_rows(db, session.session_id, 'nothing', older)
+                for code in ('x = 3', 'y = 4'):
+                    await session.feed_run(code)
+                session_id, pid = session.session_id, session._worker.pid
+            tamper_rows(db, session_id, how, older)
+            target = 'f' * 32 if how == 'the rows under another id' else session_id
+            try:
+                async with pool.checkout(session_id=target, tenant='other' if how.endswith('tenant') else '', fork=fork) as session:
+                    value = await session.feed_run("try:\n    found = [x, y]\nexcept NameError:\n    found = 'no y'\nfound")
+                    outcomes.append(('ok', value))
+                    assert (session._worker.pid == pid) is (how == 'nothing' and not checkpoints)
+            except corral.SandboxStateError as error:
+                outcomes.append(str(error).replace(session_id, 'SID'))
+    assert outcomes == [TAMPERED[how]] * 2
