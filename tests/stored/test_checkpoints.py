@@ -631,3 +631,43 @@ async def test_rows_changed_in_the_store_while_a_checkpoint_is_kept_are_refused_
             except corral.SandboxStateError as error:
                 outcomes.append(str(error).replace(session_id, 'SID'))
     assert outcomes == [TAMPERED[how]] * 2
+
+
+async def test_concurrent_checkouts_of_one_id_take_its_checkpoint_once_and_forks_of_forks_keep_apart(store_url):
+    """Three checkouts of one stored session at once: the lease lets one in (it takes the
+    checkpoint), the others are refused as busy. Two forks at once: one starts from the checkpoint,
+    the other replays, both from the same state. A fork of a fork starts from its source's
+    checkpoint, and each session keeps its own state."""
+    async with corral.Pool(state_key=KEY, store=store_url) as pool:
+        session_id, pid = await stored(pool, ['x = 1'])
+
+        async def bump():
+            try:
+                async with pool.checkout(session_id=session_id) as session:
+                    value = await session.feed_run('x += 1\nx')
+                    await asyncio.sleep(0.2)
+                    return value, session._worker.pid == pid
+            except corral.SandboxSessionBusyError as error:
+                return str(error).replace(session_id, 'SID')
+
+        busy = "the stored session 'SID' is checked out elsewhere: another holder has its lease, which expires in 30 s unless that holder renews it"
+        assert sorted(await asyncio.gather(bump(), bump(), bump()), key=str) == [(2, True), busy, busy]
+
+        async def fork(source):
+            async with pool.checkout(session_id=source, fork=True) as session:
+                return await session.feed_run('x'), session.session_id, session._worker.pid
+
+        (one, one_id, one_pid), (other, other_id, other_pid) = await asyncio.gather(fork(session_id), fork(session_id))
+        assert (one, other) == (2, 2) and len({one_id, other_id, session_id}) == 3 and pid in (one_pid, other_pid) and one_pid != other_pid
+        async with pool.checkout(session_id=session_id, fork=True) as first:
+            await first.feed_run('x = 100')
+            first_id, first_pid = first.session_id, first._worker.pid
+        async with pool.checkout(session_id=first_id, fork=True) as second:
+            assert (await second.feed_run('x'), second._worker.pid) == (100, first_pid)
+            await second.feed_run('x = 200')
+            second_id = second.session_id
+        values = []
+        for source in (session_id, first_id, second_id):
+            async with pool.checkout(session_id=source) as session:
+                values.append(await session.feed_run('x'))
+        assert values == [2, 100, 200]
