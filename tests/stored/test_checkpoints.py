@@ -671,3 +671,36 @@ async def test_concurrent_checkouts_of_one_id_take_its_checkpoint_once_and_forks
             async with pool.checkout(session_id=source) as session:
                 values.append(await session.feed_run('x'))
         assert values == [2, 100, 200]
+
+
+@pytest.mark.parametrize('door', [{'k': [1, (2, 3)]}, {'k': {1: 'one'}}], ids=['tuple', 'int-key'])
+async def test_door_state_comes_back_from_a_checkpoint_as_the_bytes_hold_it(store_url, door):
+    """A load from a checkpoint (a stored session's checkout by id, a dumped session's load) gives
+    door_state as a load that reads the bytes does: a tuple as a list; a map keyed by an int,
+    which the bytes cannot hold, refused the same way."""
+    outcomes = []
+    for number, checkpoints in enumerate(({}, {'checkpoints': None})):
+        async with corral.Pool(state_key=KEY, store=f'{store_url}{number}', **checkpoints) as pool:
+            async with pool.checkout(ephemeral=False) as session:
+                await session.feed_run('x = 1')
+                session.door_state.update(door)
+                await session.feed_run('y = 2')  # written with the door
+                session_id = session.session_id
+            async with pool.checkout() as session:
+                await session.feed_run('x = 1')
+                session.door_state.update(door)
+                dumped = await session.dump()
+            for load in ('checkout', 'load_session'):
+                try:
+                    if load == 'checkout':
+                        async with pool.checkout(session_id=session_id) as session:
+                            outcomes.append((load, session.door_state))
+                    else:
+                        async with pool.checkout() as session:
+                            await session.load_session(dumped)
+                            outcomes.append((load, session.door_state))
+                except corral.SandboxStateError as error:
+                    outcomes.append((load, str(error)))
+    refused = 'the session state is malformed (int is not allowed for map key when strict_map_key=True)'
+    expected = {'k': [1, [2, 3]]} if 'k' in door and isinstance(door['k'], list) else refused
+    assert outcomes == [('checkout', expected), ('load_session', expected)] * 2

@@ -66,6 +66,7 @@ from .journal import (
     open_state,
     open_stored,
     overlay_changes,
+    read_back,
     seal,
     seal_record,
     state_modules,
@@ -1542,8 +1543,11 @@ class Session:
         elif lease is not None and self._stored_bytes is not None and self._stored_state is not None and self._chain is not None and not self._stored_open:
             if state_digest(self._stored_state) == digest:
                 stored = self._stored_bytes.digest(self._chain.generation)
-        if stored is not None:
-            state = dataclasses.replace(state, door=copy.deepcopy(state.door))  # the closed session's door_state may still change
+        if stored is not None:  # a load takes the state as the bytes hold it: door_state as it reads back (a tuple a list), a copy
+            try:
+                state = dataclasses.replace(state, door=read_back(state.door))
+            except (ValueError, TypeError):  # it does not read back (a map keyed by an int): a load checks the bytes, as without checkpoints
+                stored = None
         sock = socket.socket(fileno=os.dup(worker.sock.fileno()))
         sock.setblocking(False)
         parked = WorkerProcess(worker.pidfd, sock)
