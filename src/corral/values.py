@@ -100,6 +100,9 @@ _MODULE = 44
 _MARKS = (_TUPLE, _SET, _FROZENSET, _EXCEPTION, _NAMED_TUPLE, _INSTANCE, _FILE, _MODULE)
 #: The descriptions of a script's objects (`corral.described`), each an array of its parts after its marker.
 _DESCRIBED = {ExceptionValue: _EXCEPTION, NamedTupleValue: _NAMED_TUPLE, InstanceValue: _INSTANCE, FileValue: _FILE, ModuleValue: _MODULE}
+#: Their types' ids: a worker tests a value's type by id, so a script's class whose metaclass says it
+#: equals another (`__eq__`, `__hash__`) is taken for none of these types.
+_DESCRIBED_IDS = frozenset(map(id, _DESCRIBED))
 _DURATION = struct.Struct('>iii')  # days, seconds, microseconds of a timedelta or a UTC offset
 _COMPLEX_PARTS = struct.Struct('>dd')  # the real and imaginary parts of a complex
 
@@ -208,12 +211,13 @@ def _named_form(value: Any) -> Any:
     """A type object or builtin function that crosses by name as its `SandboxBuiltin` (by
     identity: a class that takes another's name is not it); a type alias (`list[int]`,
     `int | None`) as its repr, having no counterpart the receiver could rebuild; else None."""
-    if type(value) in _ALIASES:
+    if id(type(value)) in _ALIAS_IDS:
         return repr(value)
     return builtin_name(value) if callable(value) else None  # only a callable may be one: others never build the table
 
 
-_ALIASES = (types.GenericAlias, types.UnionType)
+#: Type aliases' types, by id: a script's class whose metaclass says it equals one (`__eq__`, `__hash__`) is not one.
+_ALIAS_IDS = frozenset(map(id, (types.GenericAlias, types.UnionType)))
 
 
 # ----- host callables as values --------------------------------------------------------------------
@@ -598,7 +602,7 @@ def _exact(value: Any) -> Any:
     form = package_form(value)
     if form is not _NOT_A_PACKAGE_VALUE:
         return form
-    if type(value) in _DESCRIBED:
+    if id(type(value)) in _DESCRIBED_IDS:
         return value
     if isinstance(value, BaseException):
         return _exception(value)
@@ -643,7 +647,7 @@ def _exact(value: Any) -> Any:
         return datetime.date.fromordinal(datetime.date.toordinal(value))
     if isinstance(value, datetime.timedelta):
         return datetime.timedelta(_days(value), _seconds(value), _microseconds(value))
-    if type(value) in _DICT_VIEWS:  # what it iterates to, as `list(view)`: keys, values, or (key, value) pairs
+    if id(type(value)) in _DICT_VIEW_IDS:  # what it iterates to, as `list(view)`: keys, values, or (key, value) pairs
         return list(value)
     if _is_script_class(type(value)):
         return _instance(value)
@@ -714,7 +718,7 @@ def _instance(value: Any) -> InstanceValue:
 
 
 #: `dict.keys()`, `.values()`, `.items()`: they cross as lists (no subclass can change how they iterate).
-_DICT_VIEWS = frozenset({type({}.keys()), type({}.values()), type({}.items())})
+_DICT_VIEW_IDS = frozenset(map(id, (type({}.keys()), type({}.values()), type({}.items()))))
 
 
 _days = datetime.timedelta.__dict__['days'].__get__
@@ -1060,7 +1064,7 @@ class _Walk:
             raise TypeError(f'{self.subject} holds a FileValue ({converted.path!r}), which cannot go back into the sandbox: it is a description, not an open file; send its path')
         if type(converted) is ModuleValue and self.convert is host_default:
             raise TypeError(f'{self.subject} holds a ModuleValue ({converted.name!r}), which cannot go back into the sandbox: a script imports its modules; send its name')
-        return _parts(converted) if type(converted) in _DESCRIBED else converted
+        return _parts(converted) if id(type(converted)) in _DESCRIBED_IDS else converted
 
     def check_figure(self, width: int, height: int) -> None:
         """A figure is drawn into width * height * 4 bytes before it is a PNG: refused past

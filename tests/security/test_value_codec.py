@@ -304,3 +304,82 @@ def test_packed_bound():
     assert values.packed_bound(1000, None) == 1000
     assert values.packed_bound(None, 2560) == 10 and values.packed_bound(None, 2559) == 9
     assert values.packed_bound(5, 2560) == 5 and values.packed_bound(100, 511) == 1
+
+
+#: Pieces of msgpack a sender may craft: every scalar encoding's edges (float32 and float64 NaN and
+#: -0.0, uint64 and int64 extremes), a str of bad UTF-8, the never-used byte, and each extension
+#: of corral's at other lengths than the packer's (fixext against ext 8/16/32, markers with and
+#: without data, a callable's, a named builtin's, a host module's, a path's, a UUID's, a Decimal's).
+_CRAFTED = [
+    b'\xc0', b'\xc2', b'\xc3', b'\x00', b'\x7f', b'\xe0', b'\xa0', b'\xa1a', b'\xca\x7f\xc0\x00\x00', b'\xcb' + b'\xff' * 8,
+    b'\xcb\x80' + b'\x00' * 7, b'\xcf' + b'\xff' * 8, b'\xd3\x80' + b'\x00' * 7, b'\xc4\x00', b'\xd9\x00', b'\x90', b'\x80',
+    b'\xa3\xed\xa0\x80', b'\xc1', b'\xdb\xff\xff\xff\xff', b'\xc6\x7f\xff\xff\xff',
+    b'\xd4\x04\x31', b'\xd5\x04\x31\x30', b'\xc7\x01\x04\x31', b'\xc8\x00\x00\x01', b'\xc9\x00\x00\x00\x00\x01', b'\xc7\x00\x01',
+    b'\xd4\x01\x00', b'\xc7\x00\x02', b'\xc7\x00\x0f', b'\xc7\x00\x11', b'\xc7\x00\x2c', b'\xc8\x00\x00\x2c', b'\xd4\x28\x00',
+    b'\xc7\x00\x29', b'\xd4\x2b\x00', b'\xc7\x10\x0b' + b'\x00' * 16, b'\xd8\x0b' + b'\x00' * 16, b'\xc7\x03\x0a1E9',
+    b'\xd6\x0a1e99', b'\xc7\x02\x2a/a', b'\xd4\x2a\xff', b'\xd4\x0e\x00', b'\xc7\x00\x0e', b'\xd8\x0d' + b'\x00' * 16,
+]
+
+
+def _crafted_frame(rng, depth=0):
+    """A frame of `_CRAFTED` pieces in arrays and maps (of repeated keys too)."""
+    if depth > 5 or rng.random() < 0.5:
+        return rng.choice(_CRAFTED)
+    count = rng.randrange(7)
+    kind = rng.choice(['fixarray', 'array16', 'fixmap', 'map16'])
+    header = {'fixarray': bytes([0x90 + count]), 'array16': b'\xdc\x00' + bytes([count]), 'fixmap': bytes([0x80 + count]), 'map16': b'\xde\x00' + bytes([count])}[kind]
+    return header + b''.join(_crafted_frame(rng, depth + 1) for _ in range(count * (2 if 'map' in kind else 1)))
+
+
+def test_crafted_frames_decode_as_counted_on_the_uncounted_path():
+    """Frames a sender crafted byte by byte (3,000 of them, whole and cut short): the uncounted
+    path gives what counting gives (the same value or error), whatever the limits."""
+    import random
+
+    rng = random.Random(20)
+    for _ in range(3000):
+        data = _crafted_frame(rng)
+        frame = data[: len(data) - rng.randrange(min(len(data), 8) + 1)] if rng.random() < 0.3 else data
+        for per_byte in (None, 1, values._PER_BYTE, 10**9):
+            limits = {} if per_byte is None else {'items': len(frame), 'size': per_byte * len(frame)}
+            counted = _outcome(Decoder(**limits).walked, frame)
+            assert _outcome(Decoder(**limits).decode, frame) == counted, frame
+            assert _outcome(lambda frame: unpack(frame, **limits), frame) == counted, frame
+
+
+def _built(value) -> int:
+    """Bytes of the objects `value` is made of, as they are (not as counted)."""
+    size = sys.getsizeof(value)
+    if type(value) is list:
+        size += sum(map(_built, value))
+    elif type(value) is dict:
+        size += sum(_built(key) + _built(item) for key, item in value.items())
+    return size
+
+
+def _nested(level: bytes, times: int) -> bytes:
+    return level * times + b'\xc0'
+
+
+@pytest.mark.parametrize(
+    'data',
+    [
+        _nested(b'\x81\xa0', 60),  # one-entry maps keyed by empty strs
+        _nested(b'\x81\xc0', 200),  # keyed by None
+        _nested(b'\x82\xc0\xc0\xc0', 60),  # two entries of one key
+        _nested(b'\x8f' + b'\xc0\xc0' * 14 + b'\xc0', 30),  # fifteen of one key: a dict made for 15 holding 1
+        _nested(b'\x91', 60),
+        b'\x9f' + b'\x90' * 15,  # fifteen empty lists
+        b'\x9f' + b'\x80' * 15,
+        b'\x9f' + b'\xa0' * 15,
+        b'\xdc\x00\x40' + b'\x80' * 64,
+        b'\x8f' + b''.join(bytes([i]) + b'\x80' for i in range(15)),
+    ],
+    ids=['maps-by-empty-str', 'maps-by-none', 'maps-of-a-repeated-key', 'maps-of-15-repeated-keys', 'lists', 'empty-lists', 'empty-maps', 'empty-strs', 'array16-of-maps', 'map-of-maps'],
+)
+def test_what_the_uncounted_path_builds_is_within_per_byte(data):
+    """The objects an uncounted frame builds, measured as they are in memory (msgpack makes its
+    dicts itself there), take at most `_PER_BYTE` bytes a byte of the frame."""
+    value = Decoder(items=len(data), size=len(data) * values._PER_BYTE).decode(data)
+    assert _outcome(Decoder(items=len(data), size=len(data) * values._PER_BYTE).walked, data) == ('ok', repr(value))
+    assert _built(value) <= values._PER_BYTE * len(data)

@@ -87,3 +87,54 @@ async def test_a_call_its_feed_cut_off_is_let_go_and_its_late_answer_ignored(ser
         assert await session.feed_run('x + add(1, 2)', external_lookup={'slow': slow, 'add': add}) == 4
         gathered = 'import asyncio\nawait asyncio.gather(*[inc(i) for i in range(3)])'
         assert await session.feed_run(gathered, external_lookup={'inc': inc}) == [1, 2, 3]
+
+
+async def test_answers_a_client_should_not_send_are_ignored_or_refused_and_the_session_goes_on(server):
+    """A client's ANSWERS as an attacker writes them: the same call answered twice in one frame
+    (the first counts), answered again after an error answer, tens of thousands of answers to calls
+    long answered (ignored, the session goes on), a call of the last feed answered during the next,
+    a call never made (the connection closes, saying which), answers after CLOSE."""
+    import contextlib
+
+    from websockets.asyncio.client import connect
+    from websockets.exceptions import ConnectionClosed
+
+    from corral.server import protocol as p
+
+    async def received(ws):
+        return p.decode(await ws.recv())
+
+    async with connect(server.url + p.PATH, compression=None, max_size=None) as ws:
+        await ws.send(p.encode([p.OPEN, p.PROTOCOL_VERSION, {}]))
+        assert (await received(ws))[0] == p.OPENED
+        await ws.send(p.encode([p.FEED, 'a = f(1)\nb = f(2)\n[a, b]', {'f': False}, {}, []]))
+        assert await received(ws) == [p.EVENTS, [[p.CALL, 0, 'f', [1], {}]]]
+        await ws.send(p.encode([p.ANSWERS, [[0, 'ok', 10], [0, 'ok', 99], [0, 'error', ['ValueError', ['no']]]]]))
+        assert await received(ws) == [p.EVENTS, [[p.CALL, 1, 'f', [2], {}]]]
+        await ws.send(p.encode([p.ANSWERS, [[1, 'error', ['ValueError', ['no']]], [1, 'ok', 5]]]))
+        assert await received(ws) == [
+            p.ERROR, 'SandboxRuntimeError', 'Traceback (most recent call last):\n  File "main.py", line 2, in <module>\n    b = f(2)\n        ^^^^\nValueError: no',
+            {'exc_type': 'ValueError', 'message': 'no'}, [],
+        ]  # fmt: skip
+        await ws.send(p.encode([p.ANSWERS, [[0, 'ok', 1], [1, 'ok', 1]] * 20_000]))
+        await ws.send(p.encode([p.FEED, 'c = f(3)\n[a, c]', {'f': False}, {}, []]))
+        assert await received(ws) == [p.EVENTS, [[p.CALL, 2, 'f', [3], {}]]]
+        await ws.send(p.encode([p.ANSWERS, [[1, 'ok', 'stale'], [2, 'ok', 30]]]))
+        assert await received(ws) == [p.RESULT, [10, 30], None, []]
+        await ws.send(p.encode([p.CLOSE]))
+        await ws.send(p.encode([p.ANSWERS, [[2, 'ok', 1]]]))
+        after = []
+        with contextlib.suppress(ConnectionClosed):
+            async for data in ws:
+                after.append(p.decode(data))
+        assert (after, ws.close_code) == ([[p.CLOSED]], 1000)
+    async with connect(server.url + p.PATH, compression=None, max_size=None) as ws:
+        await ws.send(p.encode([p.OPEN, p.PROTOCOL_VERSION, {}]))
+        assert (await received(ws))[0] == p.OPENED
+        await ws.send(p.encode([p.FEED, 'f(1)', {'f': False}, {}, []]))
+        assert await received(ws) == [p.EVENTS, [[p.CALL, 0, 'f', [1], {}]]]
+        await ws.send(p.encode([p.ANSWERS, [[1, 'ok', 1]]]))
+        assert await received(ws) == [p.ERROR, 'SandboxError', 'the client answered call 1, which the server never made', {}, []]
+        with contextlib.suppress(ConnectionClosed):
+            await ws.recv()
+        assert ws.close_code == p.CLOSE_PROTOCOL

@@ -167,6 +167,21 @@ async def test_a_session_changed_since_its_last_write_keeps_no_checkpoint_of_the
                 assert (session.door_state, session._system.cwd, await session.feed_run('x')) == ({}, '/', 1)
 
 
+async def test_rows_appended_by_a_checkout_with_another_mount_are_taken_as_the_rows_hold_them(store_url, tmp_path):
+    """A record carries no mounts: a checkout given a mount the stored session lacked appends rows
+    that hold the session without it. The next checkout, without the mount, gets the session as
+    the rows hold it, from the checkpoint or by a replay alike, never refused for the mount."""
+    results = []
+    for checkpoints in ({}, {'checkpoints': None}):
+        async with corral.Pool(state_key=KEY, store=f'{store_url}{len(results)}', **checkpoints) as pool:
+            session_id, _ = await stored(pool, ['x = 1'])
+            async with pool.checkout(session_id=session_id, mounts=corral.Mount(str(tmp_path), '/data', mode='read-only')) as session:
+                await session.feed_run('x = 2')
+            async with pool.checkout(session_id=session_id) as session:
+                results.append((await session.feed_run('x'), session._system.mounts()))
+    assert results == [(2, []), (2, [])]
+
+
 async def test_the_bytes_a_dump_gave_out_are_not_checked_again_and_any_other_bytes_are(monkeypatch):
     """A load of the very bytes a session's dump gave out (it closed right after) takes the
     checkpoint's state without checking and decoding them again; bytes altered by one bit, or
@@ -538,3 +553,154 @@ async def test_no_line_of_the_script_runs_after_its_reply_in_a_kept_worker(store
             assert session._worker.pid == pid
             assert await session.feed_run('2 + 2') == 4
             assert session.cpu_seconds < 0.5
+
+
+def tamper_rows(db, session_id, how, older):
+    """Change the SQLite rows of a stored session as someone who can write the store would."""
+    import sqlite3
+
+    tables = ('corral_sessions', 'corral_generations', 'corral_records')
+    connection = sqlite3.connect(db)
+    last = 'SELECT max(generation) FROM corral_records WHERE session_id = ?'
+    if how == 'a byte of the last record flipped':
+        generation, record = connection.execute(f'SELECT generation, record FROM corral_records WHERE session_id = ? AND generation = ({last})', (session_id, session_id)).fetchone()
+        record = bytearray(record)
+        record[len(record) // 2] ^= 1
+        connection.execute('UPDATE corral_records SET record = ? WHERE session_id = ? AND generation = ?', (bytes(record), session_id, generation))
+    elif how == 'the last record dropped':
+        connection.execute(f'DELETE FROM corral_records WHERE session_id = ? AND generation = ({last})', (session_id, session_id))
+    elif how == 'two records swapped':
+        (first, one), (second, other) = connection.execute('SELECT generation, record FROM corral_records WHERE session_id = ? ORDER BY generation', (session_id,)).fetchall()[-2:]
+        connection.execute('UPDATE corral_records SET record = ? WHERE session_id = ? AND generation = ?', (other, session_id, first))
+        connection.execute('UPDATE corral_records SET record = ? WHERE session_id = ? AND generation = ?', (one, session_id, second))
+    elif how == 'the generation moved on':
+        connection.execute('UPDATE corral_generations SET generation = generation + 1 WHERE session_id = ?', (session_id,))
+    elif how != 'nothing':  # every row put back as it was, or copied under another session id or tenant
+        for table in tables:
+            rows = older[table] if how == 'an older state put back' else connection.execute(f'SELECT * FROM {table} WHERE session_id = ?', (session_id,)).fetchall()
+            if how == 'an older state put back':
+                connection.execute(f'DELETE FROM {table} WHERE session_id = ?', (session_id,))
+            for row in rows:
+                row = list(row)
+                if how == 'the rows under another id':
+                    row[1] = 'f' * 32
+                elif how == 'the rows under another tenant':
+                    row[0] = 'other'
+                connection.execute(f'INSERT INTO {table} VALUES ({", ".join("?" * len(row))})', row)
+    older.update({table: connection.execute(f'SELECT * FROM {table} WHERE session_id = ?', (session_id,)).fetchall() for table in tables})
+    connection.commit()
+    connection.close()
+
+
+TAMPERED = {
+    'nothing': ('ok', [3, 4]),
+    'a byte of the last record flipped': "the session state was altered, or signed with another key: its signature does not match this pool's state key",
+    'the last record dropped': "the stored state of session 'SID' is of generation 4 where the store is at generation 5: an older state of the session was put back (rolled back), so it is refused",
+    'two records swapped': "the stored state of session 'SID' was altered: its record of generation 5 does not follow the part before it (generation 3): a record was dropped, reordered, or put back from an older state",
+    'the generation moved on': "the stored state of session 'SID' is of generation 5 where the store is at generation 6: an older state of the session was put back (rolled back), so it is refused",
+    'an older state put back': ('ok', 'no y'),  # whole and signed: as a replay takes it
+    'the rows under another id': "the stored state of session 'ffffffffffffffffffffffffffffffff' holds a state of another session: it was copied into this row, so it is refused",
+    'the rows under another tenant': "the stored state of session 'SID' holds a state of another tenant's session: it was copied into this row, so it is refused",
+}
+
+
+@pytest.mark.parametrize('fork', [False, True])
+@pytest.mark.parametrize('how', list(TAMPERED))
+async def test_rows_changed_in_the_store_while_a_checkpoint_is_kept_are_refused_or_replayed_as_without_it(tmp_path, how, fork):
+    """Whoever can write the store changes a stored session's rows while this pool keeps its
+    checkpoint: the checkout by id (or fork) refuses them, or takes what they hold, exactly as a
+    pool without checkpoints does; the checkpoint's worker serves only the untouched rows."""
+    outcomes = []
+    for number, checkpoints in enumerate(({}, {'checkpoints': None})):
+        db, older = f'{tmp_path}/store{number}.db', {}
+        async with corral.Pool(state_key=KEY, store=f'sqlite:///{db}', **checkpoints) as pool:
+            async with pool.checkout(ephemeral=False) as session:
+                for code in ('x = 1', 'x = 2'):
+                    await session.feed_run(code)
+                tamper_rows(db, session.session_id, 'nothing', older)
+                for code in ('x = 3', 'y = 4'):
+                    await session.feed_run(code)
+                session_id, pid = session.session_id, session._worker.pid
+            tamper_rows(db, session_id, how, older)
+            target = 'f' * 32 if how == 'the rows under another id' else session_id
+            try:
+                async with pool.checkout(session_id=target, tenant='other' if how.endswith('tenant') else '', fork=fork) as session:
+                    value = await session.feed_run("try:\n    found = [x, y]\nexcept NameError:\n    found = 'no y'\nfound")
+                    outcomes.append(('ok', value))
+                    assert (session._worker.pid == pid) is (how == 'nothing' and not checkpoints)
+            except corral.SandboxStateError as error:
+                outcomes.append(str(error).replace(session_id, 'SID'))
+    assert outcomes == [TAMPERED[how]] * 2
+
+
+async def test_concurrent_checkouts_of_one_id_take_its_checkpoint_once_and_forks_of_forks_keep_apart(store_url):
+    """Three checkouts of one stored session at once: the lease lets one in (it takes the
+    checkpoint), the others are refused as busy. Two forks at once: one starts from the checkpoint,
+    the other replays, both from the same state. A fork of a fork starts from its source's
+    checkpoint, and each session keeps its own state."""
+    async with corral.Pool(state_key=KEY, store=store_url) as pool:
+        session_id, pid = await stored(pool, ['x = 1'])
+
+        async def bump():
+            try:
+                async with pool.checkout(session_id=session_id) as session:
+                    value = await session.feed_run('x += 1\nx')
+                    await asyncio.sleep(0.2)
+                    return value, session._worker.pid == pid
+            except corral.SandboxSessionBusyError as error:
+                return str(error).replace(session_id, 'SID')
+
+        busy = "the stored session 'SID' is checked out elsewhere: another holder has its lease, which expires in 30 s unless that holder renews it"
+        assert sorted(await asyncio.gather(bump(), bump(), bump()), key=str) == [(2, True), busy, busy]
+
+        async def fork(source):
+            async with pool.checkout(session_id=source, fork=True) as session:
+                return await session.feed_run('x'), session.session_id, session._worker.pid
+
+        (one, one_id, one_pid), (other, other_id, other_pid) = await asyncio.gather(fork(session_id), fork(session_id))
+        assert (one, other) == (2, 2) and len({one_id, other_id, session_id}) == 3 and pid in (one_pid, other_pid) and one_pid != other_pid
+        async with pool.checkout(session_id=session_id, fork=True) as first:
+            await first.feed_run('x = 100')
+            first_id, first_pid = first.session_id, first._worker.pid
+        async with pool.checkout(session_id=first_id, fork=True) as second:
+            assert (await second.feed_run('x'), second._worker.pid) == (100, first_pid)
+            await second.feed_run('x = 200')
+            second_id = second.session_id
+        values = []
+        for source in (session_id, first_id, second_id):
+            async with pool.checkout(session_id=source) as session:
+                values.append(await session.feed_run('x'))
+        assert values == [2, 100, 200]
+
+
+@pytest.mark.parametrize('door', [{'k': [1, (2, 3)]}, {'k': {1: 'one'}}], ids=['tuple', 'int-key'])
+async def test_door_state_comes_back_from_a_checkpoint_as_the_bytes_hold_it(store_url, door):
+    """A load from a checkpoint (a stored session's checkout by id, a dumped session's load) gives
+    door_state as a load that reads the bytes does: a tuple as a list; a map keyed by an int,
+    which the bytes cannot hold, refused the same way."""
+    outcomes = []
+    for number, checkpoints in enumerate(({}, {'checkpoints': None})):
+        async with corral.Pool(state_key=KEY, store=f'{store_url}{number}', **checkpoints) as pool:
+            async with pool.checkout(ephemeral=False) as session:
+                await session.feed_run('x = 1')
+                session.door_state.update(door)
+                await session.feed_run('y = 2')  # written with the door
+                session_id = session.session_id
+            async with pool.checkout() as session:
+                await session.feed_run('x = 1')
+                session.door_state.update(door)
+                dumped = await session.dump()
+            for load in ('checkout', 'load_session'):
+                try:
+                    if load == 'checkout':
+                        async with pool.checkout(session_id=session_id) as session:
+                            outcomes.append((load, session.door_state))
+                    else:
+                        async with pool.checkout() as session:
+                            await session.load_session(dumped)
+                            outcomes.append((load, session.door_state))
+                except corral.SandboxStateError as error:
+                    outcomes.append((load, str(error)))
+    refused = 'the session state is malformed (int is not allowed for map key when strict_map_key=True)'
+    expected = {'k': [1, [2, 3]]} if 'k' in door and isinstance(door['k'], list) else refused
+    assert outcomes == [('checkout', expected), ('load_session', expected)] * 2

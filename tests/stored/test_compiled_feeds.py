@@ -330,3 +330,41 @@ def test_a_live_text_is_compiled_the_second_time_it_is_asked_for_and_the_texts_s
 def key_of_in(feeds: CompiledFeeds, code: str, guarded: bool = True) -> bytes:
     """The key `feeds` files `code` under (a digest of the compiler's tag, no scope, and the text)."""
     return feeds.key(code, guarded=guarded)
+
+
+#: Texts whose compile depends on more than their lines, each with what a feed of it gives.
+TRICKY_TEXTS = {
+    'crlf': ('x = 1\r\ny = [x,\r\n  2]\r\ny', [1, 2]),
+    'lone cr': ('x = 1\ry = x + 1\ry', 2),
+    'form feed': ('\x0cx = 5\n\x0cx', 5),
+    'coding line': ('# -*- coding: latin-1 -*-\ns = "é"\ns', 'é'),
+    'continuation': ('x = 1 + \\\n  2\nx', 3),
+    'future import': ('from __future__ import annotations\ndef f(a: Undefined) -> Nope:\n    return 1\nf.__annotations__', {'a': 'Undefined', 'return': 'Nope'}),
+    'top-level await': ('import asyncio\nawait asyncio.sleep(0)\n7', 7),
+    'bom': ('\ufeffx = 3\nx', '  File "main.py", line 1\n    \ufeffx = 3\n    ^\nSyntaxError: invalid non-printable character U+FEFF'),
+    'tabs': ('if True:\n\tx = 1\n        y = 2\nx', '  File "main.py", line 3\n    y = 2\nTabError: inconsistent use of tabs and spaces in indentation'),
+    'surrogate': (
+        's = "\ud800"\nlen(s)',
+        '  File "main.py", line 1\n    s = "\\ud800"\n         ^\nSyntaxError: the script holds a lone surrogate, U+D800, which is not a '
+        "character; inside a string, write it as the escape '\\ud800'",
+    ),
+    'braces': ('from __future__ import braces', '  File "main.py", line 1\n    from __future__ import braces\n    ^\nSyntaxError: not a chance'),
+    'late future': (
+        'x = 1\nfrom __future__ import annotations\nx',
+        '  File "main.py", line 2\n    from __future__ import annotations\n    ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^\n'
+        'SyntaxError: from __future__ imports must occur at the beginning of the file',
+    ),
+    'nul': ('x = 1\x00\nx', 'SyntaxError: source code string cannot contain null bytes (main.py)'),
+}
+
+
+@pytest.mark.parametrize('skip', [set(), {'language'}], ids=['guarded', 'unguarded'])
+@pytest.mark.parametrize('name', list(TRICKY_TEXTS))
+async def test_a_tricky_text_gives_the_same_whether_its_worker_or_the_host_compiled_it(name, skip):
+    """Line endings, a BOM, a coding line, tabs, surrogates, future imports: the first feed of a
+    text is compiled by its worker, the second by the host (sent as code), the third taken from
+    the cache; all three give the same value or the same error."""
+    code, expected = TRICKY_TEXTS[name]
+    async with corral.Pool(checkpoints=None, skip_layers=skip) as pool:
+        assert [await fed(pool, code, type_check=False) for _ in range(3)] == [expected] * 3
+    assert (COMPILED_FEEDS.hits, COMPILED_FEEDS.misses) == ((0, 0) if name == 'surrogate' else (1, 1))  # a lone surrogate is refused before any compile

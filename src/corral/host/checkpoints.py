@@ -21,7 +21,8 @@ front of it, used once.
 
 A checkpoint between feeds also knows the digest of the bytes that hold its state: a stored
 session's rows as the store held them when it closed (`StoredBytes`: its full state and records,
-as this process wrote or read them; only when its state is exactly the one they hold), or the
+as this process wrote or read them; only when its state is exactly the one they hold, taken as a
+reader of them gets it: a record applied to the state before it, `door_state` as it reads back), or the
 bytes a dumped session's `dump()` gave out (`bytes_digest`). A load of the very same bytes (their
 digest is kept in this process's memory only, so no store or caller can forge it) takes the
 checkpoint's state as it is, without checking and decoding the signed bytes again; any other

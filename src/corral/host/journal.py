@@ -67,6 +67,7 @@ __all__ = [
     'open_state',
     'open_stored',
     'overlay_changes',
+    'read_back',
     'state_modules',
 ]
 
@@ -344,6 +345,17 @@ class Chain:
     records: int = 0
 
 
+def read_back(value: Any) -> Any:
+    """`value` as a state holding it reads back: packed as `seal` packs it and unpacked as
+    `open_state` unpacks it (a tuple comes back a list). Raises `ValueError` where reading the
+    state would refuse it (a map keyed by other than str or bytes), `TypeError` for what no state holds."""
+    return msgpack.unpackb(msgpack.packb(value, use_bin_type=True), **_UNPACKING)
+
+
+#: How a state's body is unpacked.
+_UNPACKING: dict[str, Any] = {'raw': False, 'strict_map_key': True, 'use_list': True}
+
+
 def _pack_body(kind: bytes, body: dict[str, Any], key: bytes) -> bytes:
     packed = msgpack.packb(body, use_bin_type=True)
     head = _HEADER.pack(kind, FORMAT_VERSION, len(packed))
@@ -393,7 +405,7 @@ def _open_envelope(data: Any, key: bytes, *, quota: int, magic: bytes = _MAGIC) 
     if version != FORMAT_VERSION:
         raise SandboxStateError(f'the session state has format version {version}; this corral reads version {FORMAT_VERSION} only')
     try:
-        body = msgpack.unpackb(data[_HEADER.size : -_MAC], raw=False, strict_map_key=True, use_list=True)
+        body = msgpack.unpackb(data[_HEADER.size : -_MAC], **_UNPACKING)
     except (ValueError, msgpack.ExtraData) as error:  # signed by this key, yet malformed: refuse all the same
         raise SandboxStateError(f'the session state is malformed ({error})') from None
     if not isinstance(body, dict):

@@ -66,6 +66,7 @@ from .journal import (
     open_state,
     open_stored,
     overlay_changes,
+    read_back,
     seal,
     seal_record,
     state_modules,
@@ -1542,8 +1543,11 @@ class Session:
         elif lease is not None and self._stored_bytes is not None and self._stored_state is not None and self._chain is not None and not self._stored_open:
             if state_digest(self._stored_state) == digest:
                 stored = self._stored_bytes.digest(self._chain.generation)
-        if stored is not None:
-            state = dataclasses.replace(state, door=copy.deepcopy(state.door))  # the closed session's door_state may still change
+        if stored is not None:  # a load takes the state as the bytes hold it: door_state as it reads back (a tuple a list), a copy
+            try:
+                state = dataclasses.replace(state, door=read_back(state.door))
+            except (ValueError, TypeError):  # it does not read back (a map keyed by an int): a load checks the bytes, as without checkpoints
+                stored = None
         sock = socket.socket(fileno=os.dup(worker.sock.fileno()))
         sock.setblocking(False)
         parked = WorkerProcess(worker.pidfd, sock)
@@ -1779,7 +1783,7 @@ class Session:
                     self._stored_bytes.append(data)
                 chain.record_bytes += len(data)
                 chain.records += 1
-                self._stored_done(state)
+                self._stored_done(state, record)
                 return
         data = seal(state, key, quota=self._pool.max_state_bytes, binding=binding)
         await lease.put(data, generation=generation)
@@ -1789,18 +1793,31 @@ class Session:
         self._full_due = False
         self._stored_done(state)
 
-    def _stored_done(self, state: SessionState) -> None:
+    def _stored_done(self, state: SessionState, record: StateRecord | None = None) -> None:
         self._stored, self._stored_open, self._stored_overlay = len(state.feeds), bool(state.feeds) and state.feeds[-1].outcome == OPEN, state.overlay
         self._stored_fingerprint = state.fingerprint
-        self._keep_stored(state)
+        self._keep_stored(state, record)
 
-    def _keep_stored(self, state: SessionState) -> None:
-        """On a pool that keeps checkpoints, keep `state`, what the store now holds, to tell at close
-        whether the session still has exactly that state (`_checkpoint`). Its `door` is copied: it is
-        `door_state`'s own map, which may change in place; the rest of a state is not changed after
-        it is made, but for an open feed's record (then no closing state is taken as the store's)."""
-        if self._pool._checkpoints is not None:
-            self._stored_state = dataclasses.replace(state, door=copy.deepcopy(state.door))
+    def _keep_stored(self, state: SessionState, record: StateRecord | None = None) -> None:
+        """On a pool that keeps checkpoints, keep what the store now holds, to tell at close
+        whether the session still has exactly that state (`_checkpoint`): `state`, written whole, or
+        `record` appended to the state kept before, as a reader of the rows gets it (a record does not
+        carry the mounts, seed, script name or type check: a checkout given another mount holds one
+        the rows do not). Its `door` is copied: it is `door_state`'s own map, which may change in
+        place; the rest of a state is not changed after it is made, but for an open feed's record
+        (then no closing state is taken as the store's)."""
+        if self._pool._checkpoints is None:
+            return
+        if record is not None:
+            if self._stored_state is None:
+                return
+            state = dataclasses.replace(self._stored_state, feeds=list(self._stored_state.feeds))
+            try:
+                record.apply(state)
+            except ValueError:  # in memory, a shape the rows would not have: no state is taken as theirs
+                self._stored_state = None
+                return
+        self._stored_state = dataclasses.replace(state, door=copy.deepcopy(state.door))
 
     async def _store_answered(self, call_ids: list[int]) -> None:
         """Before the answers to `call_ids` reach a paused stored session's worker: store its state

@@ -57,6 +57,8 @@ _method_hash = types.MethodType.__hash__
 _type_module = type.__dict__['__module__'].__get__
 _type_qualname = type.__dict__['__qualname__'].__get__
 _GENERATORS = (types.GeneratorType, types.CoroutineType, types.AsyncGeneratorType)
+#: Their ids: a script's class whose metaclass says it equals one (`__eq__`) is not one.
+_GENERATOR_IDS = frozenset(map(_real_id, _GENERATORS))
 _NOT_COUNTED = frozenset(map(_real_id, (types.ModuleType, types.BuiltinFunctionType, types.MethodWrapperType, types.CodeType)))
 
 
@@ -126,7 +128,7 @@ def _counted(obj: Any) -> bool:
     kind = type(obj)
     if kind is types.FunctionType:
         return obj.__code__.co_filename.startswith(_SCRIPT)
-    if kind in _GENERATORS:
+    if _real_id(kind) in _GENERATOR_IDS:
         return _code(obj).co_filename.startswith(_SCRIPT)
     if issubclass(kind, type):
         return _real_id(obj) in _classes

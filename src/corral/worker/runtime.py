@@ -337,8 +337,8 @@ class Worker:
         # a generator or iterator handed to a host function goes as the list it iterates to, as
         # the host function would iterate it (the script's code runs here, once)
         if not quick and (not _ITERATOR_IDS.isdisjoint(map(id, map(type, args))) or (kwargs and not _ITERATOR_IDS.isdisjoint(map(id, map(type, kwargs.values()))))):
-            args = tuple(list(value) if type(value) in _ITERATORS else value for value in args)
-            kwargs = {key: list(value) if type(value) in _ITERATORS else value for key, value in kwargs.items()}
+            args = tuple(list(value) if id(type(value)) in _ITERATOR_IDS else value for value in args)
+            kwargs = {key: list(value) if id(type(value)) in _ITERATOR_IDS else value for key, value in kwargs.items()}
         self._calls += 1
         limit = self._limits.get('host_calls')
         if limit is not None and self._calls > limit:
