@@ -138,3 +138,14 @@ async def test_answers_a_client_should_not_send_are_ignored_or_refused_and_the_s
         with contextlib.suppress(ConnectionClosed):
             await ws.recv()
         assert ws.close_code == p.CLOSE_PROTOCOL
+    for call_id in (True, 0.0, '0', None):  # a call id is an int: msgpack's true, a float, a str are malformed, not call 0 or 1
+        async with connect(server.url + p.PATH, compression=None, max_size=None) as ws:
+            await ws.send(p.encode([p.OPEN, p.PROTOCOL_VERSION, {}]))
+            assert (await received(ws))[0] == p.OPENED
+            await ws.send(p.encode([p.FEED, 'f(1) + f(2)', {'f': False}, {}, []]))
+            assert await received(ws) == [p.EVENTS, [[p.CALL, 0, 'f', [1], {}]]]
+            await ws.send(p.encode([p.ANSWERS, [[0, 'ok', 1], [call_id, 'ok', 1]]]))
+            assert await received(ws) == [p.ERROR, 'SandboxError', 'the ANSWERS frame is malformed', {}, []], call_id
+            with contextlib.suppress(ConnectionClosed):
+                await ws.recv()
+            assert ws.close_code == p.CLOSE_PROTOCOL

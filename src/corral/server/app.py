@@ -1196,7 +1196,7 @@ class _Connection:
         checked: list[tuple[RemoteAnswer, int, str, Any]] = []
         taken: set[int] = set()
         for answer in answers:
-            if not (isinstance(answer, list) and len(answer) == 3 and isinstance(answer[0], int)):
+            if not (isinstance(answer, list) and len(answer) == 3 and type(answer[0]) is int):  # a bool is no call id
                 raise _Close(p.CLOSE_PROTOCOL, SandboxError('the ANSWERS frame is malformed'))
             call_id, how, value = answer
             if not 0 <= call_id < self._next_call:
