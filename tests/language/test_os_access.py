@@ -548,7 +548,7 @@ async def test_an_os_access_may_list_kinds_and_is_asked_a_stat_only_when_the_scr
     assert await error(pool, "import os\nos.listdir('/v')", os_access=Wrong()) == "TypeError: os.scandir: Wrong.list_dir gave ('a', 'link'), not a name or a (name, kind) pair"
 
 
-def test_a_system_call_a_worker_asks_with_the_wrong_arguments_or_by_an_unknown_name_is_answered_with_its_error():
+async def test_a_system_call_a_worker_asks_with_the_wrong_arguments_or_by_an_unknown_name_is_answered_with_its_error():
     """The worker's requests are untrusted: the answer names the call and Python's own words."""
     system = SystemCalls(None, [], seed=1)
     assert system.call('os.getcwd', []) == [True, '/']
