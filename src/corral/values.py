@@ -967,7 +967,7 @@ def flat(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
     """Whether a call's arguments are at most `_FLAT_ARGS` values each None, a bool, a float, an
     int msgpack packs as one (64 bits) or a str or bytes of at most `_FLAT_TEXT` items: packed
     with no conversion and in little memory, so a sender may pack them first and measure them
-    only when the packed message is too long for `packed_within` to prove them within the limits."""
+    only when the packed message is too long for `packed_bound` to prove them within the limits."""
     if len(args) + len(kwargs) > _FLAT_ARGS:
         return False
     for value in (args, kwargs.values()) if kwargs else (args,):
@@ -1238,16 +1238,11 @@ class Decoder:
         with no hook but for its extensions: it builds what the counted decoding (`walked`)
         would, or fails as it does (the same error: it is decoded again that way).
         """
-        length = len(data)
-        if (
-            (self._max_items is None or length <= self._max_items)
-            and (self._max_size is None or length * _PER_BYTE <= self._max_size)
-            and (_EXT_8 not in data or _EMPTY_EXT not in data)  # a byte is found faster than two
-        ):
+        if _plain(data, self._max_items, self._max_size):
             try:
-                if length < _NO_COLLISIONS:
+                if len(data) < _NO_COLLISIONS:
                     return _short(data, self._plain_ext)
-                return msgpack.unpackb(data, **self._options(length, plain=True))
+                return msgpack.unpackb(data, **self._options(len(data), plain=True))
             except Exception:
                 self._items = self._size = self._marks = 0
         return self.walked(data)
@@ -1447,18 +1442,24 @@ def unpack(
     data: bytes, *, items: int | None = None, size: int | None = None, objects: Callable[[Any], Any] | None = None, callables: HostCallables | None = None
 ) -> Any:
     """Decode one message in one call (see `Decoder` for the arguments, the limits and the errors raised)."""
-    length = len(data)
-    if (
-        length < _NO_COLLISIONS
-        and (items is None or length <= items)
-        and (size is None or length * _PER_BYTE <= size)
-        and (_EXT_8 not in data or _EMPTY_EXT not in data)
-    ):
+    if len(data) < _NO_COLLISIONS and _plain(data, items, size):
         try:  # a short plain frame, as most are (see `Decoder.decode`), with no decoder made
             return _short(data, _UNBOUNDED._plain_ext)
         except Exception:
             pass
     return Decoder(items=items, size=size, objects=objects, callables=callables).decode(data)
+
+
+def _plain(data: bytes, items: int | None, size: int | None) -> bool:
+    """Whether `Decoder.decode` may take `data` without counting: its length alone keeps what it
+    builds within `items` and `size` (an item a byte, `_PER_BYTE` bytes a byte; None: no limit),
+    and it has no empty extension (a marked array's marker, an Ellipsis, an empty path)."""
+    length = len(data)
+    return (
+        (items is None or length <= items)
+        and (size is None or length * _PER_BYTE <= size)
+        and (_EXT_8 not in data or _EMPTY_EXT not in data)  # a byte is found faster than two
+    )
 
 
 def _short(data: bytes, ext_hook: Callable[[int, bytes], Any]) -> Any:

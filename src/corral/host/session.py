@@ -1271,8 +1271,7 @@ class Session:
             else:
                 with giving_callables(self._callables):  # a callable in the result: the script's to call
                     if ok:
-                        short = self._callables.shown(name) or name.rpartition('.')[2]
-                        measure(value, items=items, size=size, subject=f'the value {short}() returned', crossing='enter the sandbox', convert=host_default)
+                        measure(value, items=items, size=size, subject=f'the value {self._returned_by(name)}() returned', crossing='enter the sandbox', convert=host_default)
                     payload = pack([*head, ok, value], side='host')
             if len(payload) > MAX_FRAME:
                 frame(payload)  # too large: its ProtocolError
@@ -1282,11 +1281,15 @@ class Session:
             return self._answer(call_id, name, False, exception_payload(OverflowError(str(error))), sync=sync)
         except (TypeError, ValueError, RecursionError, ProtocolError) as error:
             if ok:
-                short = self._callables.shown(name) or name.rpartition('.')[2]
-                error = TypeError(f'{short}() returned a value of type {describe_type(value)!r} that cannot enter the sandbox: {error}')
+                error = TypeError(f'{self._returned_by(name)}() returned a value of type {describe_type(value)!r} that cannot enter the sandbox: {error}')
                 return self._answer(call_id, name, False, exception_payload(error), sync=sync)
             payload = pack([*head, False, [value[0], [str(item) for item in value[1]]]], side='host')
         return payload
+
+    def _returned_by(self, name: str) -> str:
+        """How the host function of a call named `name` reads in an error about its result: a host
+        object's member as `Counter.add`, else its last dotted part."""
+        return self._callables.shown(name) or name.rpartition('.')[2]
 
     def _reply(self, call_id: int, name: str, ok: bool, value: Any, sync: bool) -> None:
         """Answer call `call_id` with a host function's result (`ok`) or error payload.
