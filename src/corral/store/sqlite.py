@@ -254,12 +254,9 @@ class SQLiteStore(SQLiteTenantTables):
         holder, ttl = check_holder(holder), check_ttl(ttl)
 
         def acquire_and_get(db: sqlite3.Connection) -> StoredState:
-            with _not_flushed(db), _write_transaction(db):
-                now = time.time()
-                _refuse_other_holder(db, key, holder, now)
-                stored = _read(db, key)
-                _lease(db, key, holder, now + ttl)
-            return stored
+            with _not_flushed(db), _write_transaction(db):  # a session not stored raises: the lease is rolled back
+                _take_lease(db, key, holder, ttl)
+                return _read(db, key)
 
         return await self._run(acquire_and_get)
 
@@ -271,9 +268,7 @@ class SQLiteStore(SQLiteTenantTables):
 
         def acquire(db: sqlite3.Connection) -> None:
             with _not_flushed(db), _write_transaction(db):
-                now = time.time()
-                _refuse_other_holder(db, key, holder, now)
-                _lease(db, key, holder, now + ttl)
+                _take_lease(db, key, holder, ttl)
 
         await self._run(acquire)
 
@@ -551,6 +546,14 @@ def _read(db: sqlite3.Connection, key: tuple[str, str]) -> StoredState:
 def _lease(db: sqlite3.Connection, key: tuple[str, str], holder: str, expires: float) -> None:
     """Give the lease of `key` to `holder` until `expires` (in a write transaction that checked no other holder has it)."""
     db.execute('INSERT OR REPLACE INTO corral_leases (tenant, session_id, holder, expires) VALUES (?, ?, ?, ?)', (*key, holder, expires))
+
+
+def _take_lease(db: sqlite3.Connection, key: tuple[str, str], holder: str, ttl: float) -> None:
+    """Give the lease of `key` to `holder` for `ttl` seconds from now, in a write transaction;
+    `SandboxSessionBusyError` if another holder's lease is live."""
+    now = time.time()
+    _refuse_other_holder(db, key, holder, now)
+    _lease(db, key, holder, now + ttl)
 
 
 def _compare_generation(db: sqlite3.Connection, key: tuple[str, str], generation: int) -> int:
