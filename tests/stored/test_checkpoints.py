@@ -186,11 +186,11 @@ async def test_the_bytes_a_dump_gave_out_are_not_checked_again_and_any_other_byt
     """A load of the very bytes a session's dump gave out (it closed right after) takes the
     checkpoint's state without checking and decoding them again; bytes altered by one bit, or
     loaded by another tenant, are checked as without checkpoints (refused, or replayed)."""
-    from corral.host import session as session_module
+    from corral.host import replay
 
     opened = []
-    check = session_module.open_state
-    monkeypatch.setattr(session_module, 'open_state', lambda *args, **options: opened.append(1) or check(*args, **options))
+    check = replay.open_state
+    monkeypatch.setattr(replay, 'open_state', lambda *args, **options: opened.append(1) or check(*args, **options))
     async with corral.Pool(state_key=KEY) as pool, corral.Pool(state_key=KEY, checkpoints=None) as cold:
         for _ in range(2):
             async with pool.checkout(tenant='acme') as session:

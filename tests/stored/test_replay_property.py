@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import corral
-from corral.host import session as session_module
+from corral.host import replay
 from corral.host.compiled import COMPILED_FEEDS, CompiledFeeds
 
 KEY = b'property-state-key-0123456789abc'
@@ -144,9 +144,9 @@ async def check(feeds, later, second_dump):
             state = await original.dump()
             await loaded.load_session(state)
             assert COMPILED_FEEDS.misses == len({code for code, _ in feeds} | {'import asyncio, random, uuid'})
-            with patch.object(session_module, 'COMPILED_FEEDS', WorkerCompiles()):
+            with patch.object(replay, 'COMPILED_FEEDS', WorkerCompiles()):
                 await compiling.load_session(state)
-            with patch.object(session_module, '_AHEAD_BYTES', 0):
+            with patch.object(replay, '_AHEAD_BYTES', 0):
                 await stepwise.load_session(state)
             sessions = [original, loaded, compiling, stepwise]
             reads = '[' + ', '.join(read for _, read in feeds) + ']'

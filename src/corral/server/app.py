@@ -38,11 +38,12 @@ from starlette.routing import BaseRoute, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from ..errors import CorralError, SandboxAuthError, SandboxConnectionError, SandboxError, SandboxQuotaError, SandboxStateError, SandboxStoreError, SandboxWorkerError
+from ..host.channel import _INLINE_FRAME, _decoding_thread
 from ..host.deferred import Deferred, RemoteAnswer, SandboxPaused
 from ..host.external import ExternalModule
 from ..host.os_access import MAX_URANDOM_BYTES, Mount, OsAccess
 from ..host.pool import Pool
-from ..host.session import _INLINE_FRAME, Session, _decoding_thread
+from ..host.session import Session
 from ..limits import Limits
 from ..values import bounded_repr
 from ..store import Store
