@@ -128,12 +128,12 @@ async def test_calls_made_one_after_another_go_out_as_the_worker_waits(monkeypat
     # whether the worker waited: a millisecond later, on every call. With the looks (and the time a
     # call is held) made an hour long, the WAIT alone sends each call: through `corral serve`'s
     # direct link to the socket (None), and through uvicorn's own protocol, ASGI's send and receive.
-    from corral.server import app as server_app
+    from corral.server import app as server_app, connection
 
     from .conftest import serving_app
 
-    monkeypatch.setattr(server_app, '_GATHER_POLL', 3600.0)
-    monkeypatch.setattr(server_app, 'GATHER_SECONDS', 3600.0)
+    monkeypatch.setattr(connection, '_GATHER_POLL', 3600.0)
+    monkeypatch.setattr(connection, 'GATHER_SECONDS', 3600.0)
     seen = []
 
     async def ping(i: int) -> int:
