@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Collection, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -25,7 +25,7 @@ from starlette.middleware import Middleware
 from starlette.routing import BaseRoute, WebSocketRoute
 from starlette.websockets import WebSocket
 
-from ..errors import SandboxConnectionError
+from ..errors import CorralError, SandboxConnectionError
 from ..host.pool import Pool
 from ..host.session import Session
 from ..store import Store
@@ -176,6 +176,16 @@ class CorralServer:
         held = self._pending_by_address.pop(address) - 1
         if held:
             self._pending_by_address[address] = held
+
+    async def opening_hooks(self, call: Callable[[ServerHooks], Awaitable[None]]) -> None:
+        """Ask every hook `call(hook)` about a session a client asks for, before it opens. A hook's
+        `CorralError` (a quota refused) is counted as a checkout that failed and raised."""
+        try:
+            for hook in self.hooks:
+                await call(hook)
+        except CorralError as error:
+            self.pool.observer.checkout_failed(error)
+            raise
 
     def checkout(self, tenant: str, **options: Any) -> Session:
         """`pool.checkout(**options)` as `tenant`: its own sessions only (checkout, resume, fork)."""

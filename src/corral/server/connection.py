@@ -12,7 +12,7 @@ import functools
 import shutil
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry import context as otel_context
@@ -28,7 +28,6 @@ from . import protocol as p
 from .calls import ClientCalls, _diverged, _error, _proxies, _SyncProxy
 from .ceilings import _lower
 from .ending import CLOSE_SERVER_ERROR, _Close, _Closing, _failed, _Gone, _log, _shape, _told
-from .hooks import ServerHooks
 from .listener import DIRECT_LINK, DirectLink
 from .opening import _UPLOADS, Opening
 
@@ -124,10 +123,10 @@ class _Connection(Opening, ClientCalls):
             if kind != p.OPEN:
                 raise _Close(p.CLOSE_PROTOCOL, SandboxError('the first frame of a connection must be OPEN'))
             # what the tenant may not open at all is refused before its options are decoded
-            await self._hooks_opening(lambda hook: hook.session_requested(self.tenant))
+            await self.server.opening_hooks(lambda hook: hook.session_requested(self.tenant))
             opening = True
             options = self._open_options(await self._decode(data))
-            await self._hooks_opening(lambda hook: hook.session_opening(self.tenant, options))
+            await self.server.opening_hooks(lambda hook: hook.session_opening(self.tenant, options))
             await self._open(options)
             await self._serve()
         except _Close as error:
@@ -217,14 +216,6 @@ class _Connection(Opening, ClientCalls):
     async def _drained(self) -> None:
         while self._outbox:
             await asyncio.sleep(0.01)
-
-    async def _hooks_opening(self, call: Callable[[ServerHooks], Awaitable[None]]) -> None:
-        try:
-            for hook in self.server.hooks:
-                await call(hook)
-        except CorralError as error:  # refused (a quota): counted as a checkout that failed
-            self.server.pool.observer.checkout_failed(error)
-            raise
 
     async def _authenticate(self) -> str:
         if self.server.authenticate is None:

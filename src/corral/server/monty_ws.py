@@ -200,10 +200,10 @@ class _ServedChild(MontyChild):
 
     async def _open(self, config: pb.Configure) -> Session:
         hooks, tenant = self._server.hooks, self._tenant
-        await self._hooks_opening(lambda hook: hook.session_requested(tenant))
+        await self._server.opening_hooks(lambda hook: hook.session_requested(tenant))
         started = time.monotonic()
         try:
-            await self._hooks_opening(lambda hook: hook.session_opening(tenant, {'persistence': pb.Persistence.Name(config.persistence)}))
+            await self._server.opening_hooks(lambda hook: hook.session_opening(tenant, {'persistence': pb.Persistence.Name(config.persistence)}))
             session = self._checkout(config)
             for hook in hooks:
                 await hook.session_starting(tenant, session)
@@ -216,14 +216,6 @@ class _ServedChild(MontyChild):
             raise
         self._opened_at[session] = started
         return session
-
-    async def _hooks_opening(self, call: Any) -> None:
-        try:
-            for hook in self._server.hooks:
-                await call(hook)
-        except CorralError as error:  # refused (a quota): counted as a checkout that failed
-            self._server.pool.observer.checkout_failed(error)
-            raise
 
     async def _close(self, session: Session) -> None:
         await super()._close(session)
