@@ -77,6 +77,60 @@ FOR UPDATE
 """
 
 
+# The writes a stored session makes, each one statement, so one round trip and its own transaction
+# (committed durably, all of it or none: no other transaction sees a part). Each writes nothing
+# unless all of it can be written; then the caller does it again step by step, which raises the
+# error that says why. The parts run in order, each taking the rows the one before returned.
+
+# A new session's first write, taking its lease (a fork's, or a new session's): the lease row
+# inserted only when there is none (a lease of its own to extend, or another's, is the slow path's),
+# and the state only when the lease was. A session created meanwhile by a writer that took no lease
+# leaves the lease taken and no state: the caller gives that lease back.
+_PUT_NEW_WITH_LEASE = """
+WITH lease AS (
+    INSERT INTO corral_leases (tenant, session_id, holder, expires)
+    SELECT $1, $2, $3, now() + make_interval(secs => $4)
+    WHERE NOT EXISTS (SELECT FROM corral_sessions WHERE tenant = $1 AND session_id = $2)
+    ON CONFLICT (tenant, session_id) DO NOTHING RETURNING true
+), created AS (
+    INSERT INTO corral_sessions (tenant, session_id, state, updated, generation)
+    SELECT $1, $2, $5::bytea, now(), 1 FROM lease
+    ON CONFLICT (tenant, session_id) DO NOTHING RETURNING true
+)
+SELECT EXISTS (SELECT FROM lease), EXISTS (SELECT FROM created)
+"""
+
+# A full state after `$4 - 1`, no lease taken: the row updated (locked, and its generation checked
+# again on its newest version should another write have moved it meanwhile) when no other holder
+# has a live lease (that lease row locked as the transactions one by one lock it), the records dropped
+# when it was.
+_PUT_NEXT = """
+WITH other AS (
+    SELECT FROM corral_leases WHERE tenant = $1 AND session_id = $2 AND holder IS DISTINCT FROM $3 AND expires > now() FOR UPDATE
+), replaced AS (
+    UPDATE corral_sessions SET state = $5, updated = now(), generation = $4
+    WHERE tenant = $1 AND session_id = $2 AND generation = $4 - 1 AND NOT EXISTS (SELECT FROM other)
+    RETURNING true
+), dropped AS (
+    DELETE FROM corral_records WHERE tenant = $1 AND session_id = $2 AND EXISTS (SELECT FROM replaced)
+)
+SELECT EXISTS (SELECT FROM replaced)
+"""
+
+# A record after `$4 - 1`: the generation moved on as `_PUT_NEXT` moves it, the record inserted when it was.
+_APPEND = """
+WITH other AS (
+    SELECT FROM corral_leases WHERE tenant = $1 AND session_id = $2 AND holder IS DISTINCT FROM $3 AND expires > now() FOR UPDATE
+), moved AS (
+    UPDATE corral_sessions SET generation = $4, updated = now()
+    WHERE tenant = $1 AND session_id = $2 AND generation = $4 - 1 AND NOT EXISTS (SELECT FROM other)
+    RETURNING true
+), appended AS (
+    INSERT INTO corral_records (tenant, session_id, generation, record) SELECT $1, $2, $4, $5::bytea FROM moved RETURNING true
+)
+SELECT EXISTS (SELECT FROM appended)
+"""
+
 class PostgresStore(PostgresTenantTables):
     """A session store in PostgreSQL, shared by any number of processes on any number of machines.
 
@@ -139,13 +193,20 @@ class PostgresStore(PostgresTenantTables):
         """Store `state` as the full state of `(tenant, session_id)` at `generation`, in one
         transaction: the previous state and its records are replaced whole, or kept if anything
         fails; with `ttl`, `holder` takes the lease in it too. `SandboxSessionBusyError` if the session is not at `generation - 1` or another holder
-        has a live lease (its rows are locked while the state is written, so they cannot change meanwhile)."""
+        has a live lease (its rows are locked while the state is written, so they cannot change meanwhile).
+
+        One round trip when it is written: a new session's first write taking its lease, or a
+        full state replacing the one before without a lease taken, is one statement (a statement is
+        its own transaction, committed durably: all of it or none). Anything else, or one that
+        writes nothing, is done again in a transaction of several statements, which raises why."""
         key = (check_tenant(tenant), check_session_id(session_id))
         state, holder, generation = check_state(state), check_holder(holder), check_generation(generation)
         ttl = None if ttl is None else check_ttl(ttl)
 
         async def put(db: asyncpg.Connection) -> None:
-            async with db.transaction():
+            if await _put_at_once(db, key, state, holder, generation, ttl):
+                return
+            async with db.transaction():  # refused, or raced: the checks one by one raise the error that says why
                 if ttl is None:
                     await _refuse_other_holder(db, key, holder)
                 else:  # refused as well when another holder has it, and its row locked as well
@@ -173,13 +234,15 @@ class PostgresStore(PostgresTenantTables):
 
     async def append(self, session_id: str, record: bytes, *, holder: str, generation: int, tenant: str = '') -> None:
         """Append `record` to the stored state of `(tenant, session_id)` at `generation`, in one
-        transaction that writes the record's bytes only. Raises as `put` does, and
+        statement (one round trip) that writes the record's bytes only. Raises as `put` does, and
         `SandboxStateError('no stored session with id ...')` when the session is not stored."""
         key = (check_tenant(tenant), check_session_id(session_id))
         record, holder, generation = check_state(record), check_holder(holder), check_generation(generation)
 
         async def append(db: asyncpg.Connection) -> None:
-            async with db.transaction():
+            if await db.fetchval(_APPEND, *key, holder, generation, record):
+                return
+            async with db.transaction():  # refused, or raced: the checks one by one raise the error that says why
                 await _refuse_other_holder(db, key, holder)
                 if await _compare_generation(db, key, generation) == 0:
                     raise not_found_error(key[1])
@@ -366,7 +429,7 @@ class PostgresStore(PostgresTenantTables):
             self._opening = asyncio.Lock()
         async with self._opening:
             if self._pool is None:
-                pool = await asyncpg.create_pool(self._dsn, **self._pool_args)
+                pool = await asyncpg.create_pool(self._dsn, reset=_keep_session, **self._pool_args)
                 try:
                     async with pool.acquire() as connection, connection.transaction():
                         await connection.execute('SELECT pg_advisory_xact_lock($1)', _SCHEMA_LOCK)
@@ -412,6 +475,25 @@ class PostgresStore(PostgresTenantTables):
         if isinstance(error, asyncpg.DiskFullError):
             return SandboxStoreError(f'{where} could not write: its disk is full. What was stored before is kept')
         return SandboxStoreError(f'{where} failed ({type(error).__name__}): {error}. What was stored before is kept')
+
+
+async def _keep_session(db: asyncpg.Connection) -> None:
+    """A connection given back to the pool is reset by asyncpg's own step first (a transaction left
+    open is rolled back); its reset query (session settings, advisory locks, cursors, listeners)
+    would cost a round trip after every call, and this store's statements leave none of those."""
+
+
+async def _put_at_once(db: asyncpg.Connection, key: tuple[str, str], state: bytes, holder: str, generation: int, ttl: float | None) -> bool:
+    """Write `state` in one statement (`_PUT_NEW_WITH_LEASE`, `_PUT_NEXT`) where one does it; False
+    when nothing was written (refused, raced, or a write one statement does not do)."""
+    if ttl is None and generation > 1:
+        return await db.fetchval(_PUT_NEXT, *key, holder, generation, state)
+    if ttl is None or generation != 1:
+        return False
+    taken, created = await db.fetchrow(_PUT_NEW_WITH_LEASE, *key, holder, ttl, state)
+    if taken and not created:
+        await db.execute('DELETE FROM corral_leases WHERE tenant = $1 AND session_id = $2 AND holder = $3', *key, holder)
+    return created
 
 
 async def _read(db: asyncpg.Connection, key: tuple[str, str]) -> StoredState | None:
