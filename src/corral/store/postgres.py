@@ -77,6 +77,25 @@ FOR UPDATE
 """
 
 
+# Of two holders racing for a new or an expired lease one wins: ON CONFLICT locks the existing row
+# and checks the WHERE against its newest version.
+_TAKE_LEASE_FROM = """
+INSERT INTO corral_leases (tenant, session_id, holder, expires)
+SELECT $1, $2, $3, now() + make_interval(secs => $4){}
+ON CONFLICT (tenant, session_id) DO UPDATE SET holder = EXCLUDED.holder, expires = EXCLUDED.expires
+WHERE corral_leases.holder = EXCLUDED.holder OR corral_leases.expires <= now()
+RETURNING true
+"""
+_TAKE_LEASE = _TAKE_LEASE_FROM.format('')
+
+# A lease taken in a statement of its own commits without waiting for its flush to disk
+# (synchronous_commit off for its own transaction, as SQLite's leases commit without a flush):
+# others see it at once, and a crash of the database server can lose the last fraction of a second
+# of leases only, never a state or a record (each written durably). A holder whose lease was lost
+# so finds its renewal refused, and stores nothing more; a write of another holder meanwhile is
+# still refused by the generation the store is at.
+_TAKE_LEASE_UNFLUSHED = _TAKE_LEASE_FROM.format(" FROM (SELECT set_config('synchronous_commit', 'off', true)) AS unflushed")
+
 # The writes a stored session makes, each one statement, so one round trip and its own transaction
 # (committed durably, all of it or none: no other transaction sees a part). Each writes nothing
 # unless all of it can be written; then the caller does it again step by step, which raises the
@@ -280,7 +299,7 @@ class PostgresStore(PostgresTenantTables):
         holder, ttl = check_holder(holder), check_ttl(ttl)
 
         async def acquire_and_get(db: asyncpg.Connection) -> StoredState:
-            await _take_lease(db, key, holder, ttl)  # then the state, in two statements and no transaction: two round trips
+            await _take_lease(db, key, holder, ttl, unflushed=True)  # then the state, in two statements and no transaction: two round trips
             try:
                 stored = await _read(db, key)
                 if stored is None:
@@ -299,7 +318,7 @@ class PostgresStore(PostgresTenantTables):
         key = (check_tenant(tenant), check_session_id(session_id))
         holder, ttl = check_holder(holder), check_ttl(ttl)
 
-        await self._run(lambda db: _take_lease(db, key, holder, ttl))
+        await self._run(lambda db: _take_lease(db, key, holder, ttl, unflushed=True))
 
     async def renew(self, session_id: str, *, holder: str, ttl: float, tenant: str = '') -> None:
         """Extend `holder`'s lease to `ttl` seconds from now; `SandboxSessionBusyError` if it was lost."""
@@ -506,21 +525,11 @@ async def _read(db: asyncpg.Connection, key: tuple[str, str]) -> StoredState | N
     return None if row is None else StoredState(row['state'], list(row['records']), row['generation'])
 
 
-async def _take_lease(db: asyncpg.Connection, key: tuple[str, str], holder: str, ttl: float) -> None:
-    """Give `holder` the lease of `key` for `ttl` seconds, unless another holder's is live (`SandboxSessionBusyError`)."""
+async def _take_lease(db: asyncpg.Connection, key: tuple[str, str], holder: str, ttl: float, *, unflushed: bool = False) -> None:
+    """Give `holder` the lease of `key` for `ttl` seconds, unless another holder's is live (`SandboxSessionBusyError`).
+    `unflushed` (outside a transaction only): the lease's commit does not wait for its flush to disk."""
     while True:
-        # One statement: ON CONFLICT locks the existing row and checks the WHERE against its
-        # newest version, so of two holders racing for a new or an expired lease one wins.
-        taken = await db.fetchval(
-            'INSERT INTO corral_leases (tenant, session_id, holder, expires) '
-            'VALUES ($1, $2, $3, now() + make_interval(secs => $4)) '
-            'ON CONFLICT (tenant, session_id) DO UPDATE SET holder = EXCLUDED.holder, expires = EXCLUDED.expires '
-            'WHERE corral_leases.holder = EXCLUDED.holder OR corral_leases.expires <= now() '
-            'RETURNING true',
-            *key,
-            holder,
-            ttl,
-        )
+        taken = await db.fetchval(_TAKE_LEASE_UNFLUSHED if unflushed else _TAKE_LEASE, *key, holder, ttl)
         if taken:
             return
         seconds_left = await db.fetchval(_OTHER_LIVE_LEASE, *key, holder)
