@@ -281,3 +281,23 @@ async def test_no_call_makes_a_new_connection_ask_the_server_for_a_codec(postgre
             return [row[0] for row in await db.fetch("SELECT statement FROM pg_prepared_statements WHERE strpos(statement, 'typeinfo' || '_tree') > 0")]
 
         assert await store._run(asked) == []
+
+
+async def test_a_checkout_by_id_reads_what_a_holder_wrote_before_giving_its_lease_up_meanwhile(postgres_server):
+    """The lease and the rows are one statement, whose snapshot is taken before its lease: a holder
+    that writes and gives its lease up while the statement waits for the lease row is not missed."""
+    await drop_tables(postgres_server.url)
+    async with PostgresStore(postgres_server.url) as store:
+        await store.put('s1', b'full', holder='h1', generation=1, ttl=1000)
+        admin = await asyncpg.connect(postgres_server.url)
+        try:
+            async with admin.transaction():  # h1's last append and its release, committed while h2 waits
+                await admin.execute("UPDATE corral_sessions SET generation = 2 WHERE session_id = 's1'")
+                await admin.execute("INSERT INTO corral_records VALUES ('', 's1', 2, 'r2')")
+                await admin.execute("DELETE FROM corral_leases WHERE session_id = 's1'")
+                taken = asyncio.create_task(store.acquire_and_get('s1', holder='h2', ttl=1000))
+                await waiting(admin)
+            assert await taken == corral.StoredState(b'full', [b'r2'], 2)
+            assert await rows(admin, 's1') == ([(b'full', 2)], [(2, b'r2')], ['h2'])
+        finally:
+            await admin.close()

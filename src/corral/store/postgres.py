@@ -96,6 +96,30 @@ _TAKE_LEASE = _TAKE_LEASE_FROM.format('')
 # still refused by the generation the store is at.
 _TAKE_LEASE_UNFLUSHED = _TAKE_LEASE_FROM.format(" FROM (SELECT set_config('synchronous_commit', 'off', true)) AS unflushed")
 
+# A session's rows in one statement (one snapshot): its state (part 0), then its records in order.
+# Rows, not an array: a bytea[] made asyncpg ask the server for the array type's codec on each new
+# connection's first read (three more round trips, 10-17 ms).
+_READ_ROWS = """
+SELECT 0 AS part, generation, state FROM corral_sessions WHERE tenant = $1 AND session_id = $2
+UNION ALL SELECT 1, generation, record FROM corral_records WHERE tenant = $1 AND session_id = $2
+"""
+_READ = _READ_ROWS + 'ORDER BY part, generation'
+
+# A checkout by id in one statement: the lease taken (unflushed), and the rows read, with a row of
+# part -1 when the lease was taken, its generation 1 when the statement's snapshot (taken before the
+# lease) saw another holder's live lease that was gone by the lease's insert: released or taken
+# over meanwhile, after writes the snapshot may miss, so the caller reads the rows again. Without
+# it, the rows are those a read after the lease gives (any write the snapshot misses is one made
+# without a live lease, which a read after the lease can miss as well; the generation then refuses
+# the stale writer, as it does there).
+_TAKE_LEASE_AND_READ = (
+    f'WITH lease AS ({_TAKE_LEASE_UNFLUSHED}), '
+    'moved AS (SELECT FROM corral_leases WHERE tenant = $1 AND session_id = $2 AND holder <> $3 AND expires > now()) '
+    'SELECT -1 AS part, (SELECT count(*) FROM moved) AS generation, NULL::bytea AS state FROM lease UNION ALL'
+    + _READ_ROWS
+    + 'ORDER BY part, generation'
+)
+
 # The writes a stored session makes, each one statement, so one round trip and its own transaction
 # (committed durably, all of it or none: no other transaction sees a part). Each writes nothing
 # unless all of it can be written; then the caller does it again step by step, which raises the
@@ -294,14 +318,21 @@ class PostgresStore(PostgresTenantTables):
 
     async def acquire_and_get(self, session_id: str, *, holder: str, ttl: float, tenant: str = '') -> StoredState:
         """Take (or extend) the lease for `ttl` seconds of the server's clock and read the stored
-        `StoredState`, on one connection. Raises as `acquire` and `get` do (no lease is left then)."""
+        `StoredState`, in one statement (one round trip; see `_TAKE_LEASE_AND_READ`). Raises as
+        `acquire` and `get` do (no lease is left then)."""
         key = (check_tenant(tenant), check_session_id(session_id))
         holder, ttl = check_holder(holder), check_ttl(ttl)
 
         async def acquire_and_get(db: asyncpg.Connection) -> StoredState:
-            await _take_lease(db, key, holder, ttl, unflushed=True)  # then the state, in two statements and no transaction: two round trips
+            rows = await db.fetch(_TAKE_LEASE_AND_READ, *key, holder, ttl)
             try:
-                stored = await _read(db, key)
+                if not rows or rows[0][0] != -1:  # refused, or raced: the lease alone says why, or takes it now
+                    await _take_lease(db, key, holder, ttl, unflushed=True)
+                    stored = await _read(db, key)
+                elif rows[0][1]:  # another holder's lease gone since the snapshot: the rows read after it
+                    stored = await _read(db, key)
+                else:
+                    stored = _stored(rows[1:])
                 if stored is None:
                     raise not_found_error(key[1])
             except BaseException:
@@ -516,15 +547,12 @@ async def _put_at_once(db: asyncpg.Connection, key: tuple[str, str], state: byte
 
 
 async def _read(db: asyncpg.Connection, key: tuple[str, str]) -> StoredState | None:
-    """The session's `StoredState`, read in one statement (one snapshot), or None when it is not
-    stored. Its records come as rows, not an array: a bytea[] made asyncpg ask the server for the
-    array type's codec on each new connection's first read (10-17 ms, three more round trips)."""
-    rows = await db.fetch(
-        'SELECT 0 AS part, generation, state FROM corral_sessions WHERE tenant = $1 AND session_id = $2 '
-        'UNION ALL SELECT 1, generation, record FROM corral_records WHERE tenant = $1 AND session_id = $2 '
-        'ORDER BY part, generation',
-        *key,
-    )
+    """The session's `StoredState`, read in one statement (one snapshot), or None when it is not stored."""
+    return _stored(await db.fetch(_READ, *key))
+
+
+def _stored(rows: builtins.list[Any]) -> StoredState | None:
+    """The `StoredState` of rows `_READ_ROWS` gave (ordered), or None when there is no state row."""
     if not rows or rows[0][0] != 0:
         return None
     return StoredState(rows[0][2], [row[2] for row in rows[1:]], rows[0][1])
