@@ -145,7 +145,7 @@ SELECT EXISTS (SELECT FROM lease), EXISTS (SELECT FROM created)
 
 # A full state after `$4 - 1`, no lease taken: the row updated (locked, and its generation checked
 # again on its newest version should another write have moved it meanwhile) when no other holder
-# has a live lease (that lease row locked as the transactions one by one lock it), the records dropped
+# has a live lease (whose row is locked, as the step-by-step write locks it), the records dropped
 # when it was.
 _PUT_NEXT = """
 WITH other AS (
@@ -173,6 +173,7 @@ WITH other AS (
 )
 SELECT EXISTS (SELECT FROM appended)
 """
+
 
 class PostgresStore(PostgresTenantTables):
     """A session store in PostgreSQL, shared by any number of processes on any number of machines.
