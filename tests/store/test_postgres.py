@@ -238,9 +238,18 @@ async def test_a_write_cancelled_while_it_waits_writes_nothing_and_its_connectio
 
 
 async def test_a_lease_alone_commits_unflushed_and_states_flushed(postgres_server):
-    """A lease taken in a statement of its own turns synchronous_commit off for its transaction
-    only; a state's write (and a lease taken with it) leaves it on."""
-    from corral.store.postgres import _PUT_NEW_WITH_LEASE, _TAKE_LEASE, _TAKE_LEASE_UNFLUSHED
+    """A lease taken, renewed or given back in a statement of its own turns synchronous_commit off
+    for its transaction only; a state's write (and a lease taken with it) leaves it on."""
+    from corral.store.postgres import (
+        _APPEND,
+        _PUT_NEW_WITH_LEASE,
+        _PUT_NEXT,
+        _RELEASE,
+        _RENEW,
+        _TAKE_LEASE,
+        _TAKE_LEASE_AND_READ,
+        _TAKE_LEASE_UNFLUSHED,
+    )
 
     await drop_tables(postgres_server.url)
     async with PostgresStore(postgres_server.url) as store:
@@ -249,13 +258,20 @@ async def test_a_lease_alone_commits_unflushed_and_states_flushed(postgres_serve
     try:
         for statement, args, during in (
             (_TAKE_LEASE_UNFLUSHED, ('', 's1', 'h1', 30.0), 'off'),
+            (_RENEW, ('', 's1', 'h1', 30.0), 'off'),
+            (_TAKE_LEASE_AND_READ, ('', 's1', 'h1', 30.0), 'off'),
+            (_RELEASE, ('', 's1', 'h1'), 'off'),
             (_TAKE_LEASE, ('', 's2', 'h1', 30.0), 'on'),
             (_PUT_NEW_WITH_LEASE, ('', 's3', 'h1', 30.0, b'x'), 'on'),
+            (_APPEND, ('', 's3', 'h1', 2, b'r'), 'on'),
+            (_PUT_NEXT, ('', 's3', 'h1', 3, b'y'), 'on'),
         ):
             async with db.transaction():
-                await db.fetch(statement, *args)
+                await db.execute(statement, *args)
                 assert await db.fetchval('SHOW synchronous_commit') == during
             assert await db.fetchval('SHOW synchronous_commit') == 'on'
+        assert await rows(db, 's1') == ([], [], [])  # taken, renewed, read and given back
+        assert await rows(db, 's3') == ([(b'y', 3)], [], ['h1'])
     finally:
         await db.close()
 

@@ -88,13 +88,20 @@ RETURNING true
 """
 _TAKE_LEASE = _TAKE_LEASE_FROM.format('')
 
-# A lease taken in a statement of its own commits without waiting for its flush to disk
-# (synchronous_commit off for its own transaction, as SQLite's leases commit without a flush):
-# others see it at once, and a crash of the database server can lose the last fraction of a second
-# of leases only, never a state or a record (each written durably). A holder whose lease was lost
-# so finds its renewal refused, and stores nothing more; a write of another holder meanwhile is
-# still refused by the generation the store is at.
-_TAKE_LEASE_UNFLUSHED = _TAKE_LEASE_FROM.format(" FROM (SELECT set_config('synchronous_commit', 'off', true)) AS unflushed")
+# A lease written in a statement of its own (taken, renewed, given back) commits without waiting
+# for its flush to disk (synchronous_commit off for its own transaction, as SQLite's leases commit
+# without a flush): others see it at once, and a crash of the database server can lose the last
+# fraction of a second of leases only, never a state or a record (each written durably). A holder
+# whose lease was lost so finds its renewal refused, and stores nothing more; a write of another
+# holder meanwhile is still refused by the generation the store is at. A release lost so leaves
+# the lease to expire.
+_UNFLUSHED = "(SELECT set_config('synchronous_commit', 'off', true)) AS unflushed"
+_TAKE_LEASE_UNFLUSHED = _TAKE_LEASE_FROM.format(f' FROM {_UNFLUSHED}')
+_RENEW = (
+    f'UPDATE corral_leases SET expires = now() + make_interval(secs => $4) FROM {_UNFLUSHED} '
+    'WHERE tenant = $1 AND session_id = $2 AND holder = $3'
+)
+_RELEASE = f'DELETE FROM corral_leases USING {_UNFLUSHED} WHERE tenant = $1 AND session_id = $2 AND holder = $3'
 
 # A session's rows in one statement (one snapshot): its state (part 0), then its records in order.
 # Rows, not an array: a bytea[] made asyncpg ask the server for the array type's codec on each new
@@ -338,7 +345,7 @@ class PostgresStore(PostgresTenantTables):
                     raise not_found_error(key[1])
             except BaseException:
                 with contextlib.suppress(Exception):  # a connection lost: the lease expires after its TTL
-                    await db.execute('DELETE FROM corral_leases WHERE tenant = $1 AND session_id = $2 AND holder = $3', *key, holder)
+                    await db.execute(_RELEASE, *key, holder)
                 raise
             return stored
 
@@ -358,13 +365,7 @@ class PostgresStore(PostgresTenantTables):
         holder, ttl = check_holder(holder), check_ttl(ttl)
 
         async def renew(db: asyncpg.Connection) -> None:
-            status = await db.execute(
-                'UPDATE corral_leases SET expires = now() + make_interval(secs => $4) '
-                'WHERE tenant = $1 AND session_id = $2 AND holder = $3',
-                *key,
-                holder,
-                ttl,
-            )
+            status = await db.execute(_RENEW, *key, holder, ttl)
             if status != 'UPDATE 1':
                 raise lost_lease_error(key[1])
 
@@ -375,12 +376,7 @@ class PostgresStore(PostgresTenantTables):
         key = (check_tenant(tenant), check_session_id(session_id))
         holder = check_holder(holder)
 
-        async def release(db: asyncpg.Connection) -> None:
-            await db.execute(
-                'DELETE FROM corral_leases WHERE tenant = $1 AND session_id = $2 AND holder = $3', *key, holder
-            )
-
-        await self._run(release)
+        await self._run(lambda db: db.execute(_RELEASE, *key, holder))
 
     async def delete(self, session_id: str, *, tenant: str = '', holder: str | None = None) -> None:
         """Delete the state and the lease. Raises `SandboxStateError('no stored session with id
@@ -543,7 +539,7 @@ async def _put_at_once(db: asyncpg.Connection, key: tuple[str, str], state: byte
         return False
     taken, created = await db.fetchrow(_PUT_NEW_WITH_LEASE, *key, holder, ttl, state)
     if taken and not created:
-        await db.execute('DELETE FROM corral_leases WHERE tenant = $1 AND session_id = $2 AND holder = $3', *key, holder)
+        await db.execute(_RELEASE, *key, holder)
     return created
 
 
