@@ -107,10 +107,11 @@ _RELEASE = f'DELETE FROM corral_leases USING {_UNFLUSHED} WHERE tenant = $1 AND 
 # Rows, not an array: a bytea[] made asyncpg ask the server for the array type's codec on each new
 # connection's first read (three more round trips, 10-17 ms).
 _READ_ROWS = """
-SELECT 0 AS part, generation, state FROM corral_sessions WHERE tenant = $1 AND session_id = $2
-UNION ALL SELECT 1, generation, record FROM corral_records WHERE tenant = $1 AND session_id = $2
+SELECT 0 AS part, generation, state FROM corral_sessions WHERE tenant = $1 AND session_id = $2{when}
+UNION ALL SELECT 1, generation, record FROM corral_records WHERE tenant = $1 AND session_id = $2{when}
+ORDER BY part, generation
 """
-_READ = _READ_ROWS + 'ORDER BY part, generation'
+_READ = _READ_ROWS.format(when='')
 
 # A checkout by id in one statement: the lease taken (unflushed), and the rows read, with a row of
 # part -1 when the lease was taken, its generation 1 when the statement's snapshot (taken before the
@@ -123,8 +124,7 @@ _TAKE_LEASE_AND_READ = (
     f'WITH lease AS ({_TAKE_LEASE_UNFLUSHED}), '
     'moved AS (SELECT FROM corral_leases WHERE tenant = $1 AND session_id = $2 AND holder <> $3 AND expires > now()) '
     'SELECT -1 AS part, (SELECT count(*) FROM moved) AS generation, NULL::bytea AS state FROM lease UNION ALL'
-    + _READ_ROWS
-    + 'ORDER BY part, generation'
+    + _READ_ROWS.format(when=' AND EXISTS (SELECT FROM lease)')  # no rows sent for a lease refused
 )
 
 # The writes a stored session makes, each one statement, so one round trip and its own transaction
