@@ -288,32 +288,33 @@ async def main(argv: list[str] | None = None) -> None:
     if measured:
         print('| feeds | measure | corral | monty | corral / monty |')
         print('| --- | --- | --- | --- | --- |')
-        for feeds, results in measured:
-            c, m = results['corral'], results['monty']
-            for key, label, scale, unit in (
-                ('dump', 'dump', 1e3, 'ms'),
-                ('load', 'load_session (corral: its checkpoint)', 1e3, 'ms'),
-                ('replay', 'load_session (corral: replayed, its scripts compiled on the host)', 1e3, 'ms'),
-                ('replay_kept', 'load_session (corral: replayed again, compiled scripts kept)', 1e3, 'ms'),
-                ('size', 'state size', 1 / 1024, 'KiB'),
-            ):
-                cv = [r[key] for r in c]
-                mv = [r['load' if key.startswith('replay') else key] for r in m]
-                ratio = f'{statistics.median(cv) / statistics.median(mv):.2f}×' if mv else '—'
-                print(f'| {feeds} | {label} | {cell(cv, scale, unit)} | {cell(mv, scale, unit) if mv else "not installed"} | {ratio} |')
+    for feeds, results in measured:
+        c, m = results['corral'], results['monty']
+        for key, label, scale, unit in (
+            ('dump', 'dump', 1e3, 'ms'),
+            ('load', 'load_session (corral: its checkpoint)', 1e3, 'ms'),
+            ('replay', 'load_session (corral: replayed, its scripts compiled on the host)', 1e3, 'ms'),
+            ('replay_kept', 'load_session (corral: replayed again, compiled scripts kept)', 1e3, 'ms'),
+            ('size', 'state size', 1 / 1024, 'KiB'),
+        ):
+            cv = [r[key] for r in c]
+            mv = [r['load' if key.startswith('replay') else key] for r in m]
+            ratio = f'{statistics.median(cv) / statistics.median(mv):.2f}×' if mv else '—'
+            print(f'| {feeds} | {label} | {cell(cv, scale, unit)} | {cell(mv, scale, unit) if mv else "not installed"} | {ratio} |')
+    if measured:
         print()
         print('| feeds | replayed | the feeds ran (wall) | replayed load (wall) | replay / ran, wall | the feeds ran (CPU, host + worker) | replayed load (CPU) | replay / ran, CPU | load from the checkpoint (CPU) |')
         print('| --- | --- | --- | --- | --- | --- | --- | --- | --- |')
-        for feeds, results in measured:
-            c = results['corral']
-            for key, label in (('replay', 'first (compiles)'), ('replay_kept', 'again (code kept)')):
-                ran, load = [r['ran'] for r in c], [r[key] for r in c]
-                ran_cpu, load_cpu = [r['ran_cpu'] for r in c], [r[f'{key}_cpu'] for r in c]
-                print(
-                    f'| {feeds} | {label} | {cell(ran, 1e3)} | {cell(load, 1e3)} | {statistics.median(load) / statistics.median(ran):.2f}× '
-                    f'| {cell(ran_cpu, 1e3)} | {cell(load_cpu, 1e3)} | {statistics.median(load_cpu) / statistics.median(ran_cpu):.2f}× '
-                    f'| {cell([r["load_cpu"] for r in c], 1e3)} |'
-                )
+    for feeds, results in measured:
+        c = results['corral']
+        for key, label in (('replay', 'first (compiles)'), ('replay_kept', 'again (code kept)')):
+            ran, load = [r['ran'] for r in c], [r[key] for r in c]
+            ran_cpu, load_cpu = [r['ran_cpu'] for r in c], [r[f'{key}_cpu'] for r in c]
+            print(
+                f'| {feeds} | {label} | {cell(ran, 1e3)} | {cell(load, 1e3)} | {statistics.median(load) / statistics.median(ran):.2f}× '
+                f'| {cell(ran_cpu, 1e3)} | {cell(load_cpu, 1e3)} | {statistics.median(load_cpu) / statistics.median(ran_cpu):.2f}× '
+                f'| {cell([r["load_cpu"] for r in c], 1e3)} |'
+            )
     if stored:
         print()
         print("| feeds | stored session, just closed | corral, from its checkpoint | corral, replayed | monty's load_session | checkpoint / monty | replayed / monty |")
