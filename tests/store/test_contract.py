@@ -215,6 +215,11 @@ async def test_writes_keep_tenants_apart_and_a_refused_first_write_leaves_no_lea
     assert info.value.display() == CONFLICT.format(stored=1, follows=0).replace("'s1'", "'s2'")
     await store.acquire('s2', holder='h4', ttl=5)  # nobody holds it
     assert await store.get('s2') == corral.StoredState(b'x', [], 1)
+    await store.acquire('s3', holder='h1', ttl=5)  # a lease taken before the first write, which extends it
+    await store.put('s3', b'z', holder='h1', generation=1, ttl=1000)
+    with pytest.raises(corral.SandboxSessionBusyError) as info:
+        await store.acquire('s3', holder='h2', ttl=5)
+    assert info.value.display() == BUSY_1000.replace("'s1'", "'s3'")
 
 
 async def test_put_without_any_lease(store):
