@@ -4,6 +4,7 @@
     python bench/sessions.py            # 1, 10 and 50 feeds, 5 repetitions each
     python bench/sessions.py --quick    # 1 and 10 feeds, 2 repetitions
     python bench/sessions.py --replay-only   # corral's dump, load and replays of 10 and 50 feeds alone
+    python bench/sessions.py --postgres --checkouts-only   # checkouts by id and forks on PostgreSQL
 
 Prints a Markdown table of medians (min–max) and the ratios corral / monty:
 
@@ -12,7 +13,9 @@ Prints a Markdown table of medians (min–max) and the ratios corral / monty:
   its pool made (the dumped session's live checkpoint), and of the same state once more, which
   replays its journal;
 - `checkout(session_id=...)` and `checkout(session_id=..., fork=True)` of a stored session of 10
-  and 50 feeds, just closed: from its live checkpoint, and replayed (a pool that keeps none);
+  and 50 feeds, just closed: from its live checkpoint, and replayed (a pool that keeps none); on
+  SQLite (a file in a temporary directory), or with `--postgres` on a PostgreSQL server this
+  script starts on loopback as the tests do (`--postgres URL`: that server's);
 - what a load costs against what the feeds cost when they ran: wall time (the host calls took
   a millisecond each; a replay answers them from the record) and CPU time (host process plus
   worker, from /proc/<pid>/schedstat);
@@ -29,11 +32,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import corral
@@ -114,16 +120,17 @@ async def corral_round(pool: corral.Pool, feeds: int) -> dict[str, float]:
     return {'dump': dumped, 'load': load, 'size': len(state), 'ran': ran, 'ran_cpu': ran_cpu / 1e9, 'load_cpu': load_cpu / 1e9, **times}
 
 
-async def stored_round(pool: corral.Pool, cold: corral.Pool, feeds: int) -> dict[str, float]:
+async def stored_round(pool: corral.Pool, cold: corral.Pool | None, feeds: int) -> dict[str, float]:
     """Seconds to enter `checkout(session_id=...)` and `fork=True` of a stored session of `feeds`
     feeds just closed: from its live checkpoint (`pool`), and replayed (`cold`, a pool on the same
-    store that keeps no checkpoints)."""
+    store that keeps no checkpoints; None: not measured)."""
     async with pool.checkout(ephemeral=False) as session:
         for i in range(feeds):
             await session.feed_run(feed(i), external_lookup=TOOLS)
         session_id = session.session_id
     times = {}
-    for name, chosen, fork in (('resume', pool, False), ('fork', pool, True), ('resume_replay', cold, False), ('fork_replay', cold, True)):
+    chosen_pools = (('resume', pool, False), ('fork', pool, True), ('resume_replay', cold, False), ('fork_replay', cold, True))
+    for name, chosen, fork in chosen_pools[:2] if cold is None else chosen_pools:
         t0 = time.perf_counter()
         async with chosen.checkout(session_id=session_id, fork=fork) as loaded:
             times[name] = time.perf_counter() - t0
@@ -227,13 +234,16 @@ async def main(argv: list[str] | None = None) -> None:
     parser.add_argument('--quick', action='store_true')
     parser.add_argument('--stored-only', action='store_true', help='only the stored feed against the ephemeral one')
     parser.add_argument('--replay-only', action='store_true', help="only corral's dump, load and replays (the first two tables, no monty)")
+    parser.add_argument(
+        '--checkouts-only', action='store_true', help="only the checkouts by id and forks from their checkpoints, and monty's load_session"
+    )
+    parser.add_argument('--postgres', nargs='?', const='', metavar='URL', help='the store on PostgreSQL: a server started on loopback, or at URL')
     args = parser.parse_args(argv)
     sizes, reps = ((1, 10), 2) if args.quick else ((1, 10, 50), 5)
-    if args.replay_only:
+    if args.replay_only or args.checkouts_only:
         sizes = (10,) if args.quick else (10, 50)
-    with tempfile.TemporaryDirectory() as folder:
-        store = _store(folder)
-        async with corral.Pool(state_key=KEY, store=store) as pool:
+    with tempfile.TemporaryDirectory() as folder, _store(folder, args.postgres) as opened:
+        async with opened as store, corral.Pool(state_key=KEY, store=store) as pool:
             monty = AsyncMonty() if AsyncMonty is not None and not args.replay_only else None
             if monty is not None:
                 await monty.__aenter__()
@@ -244,7 +254,9 @@ async def main(argv: list[str] | None = None) -> None:
                     for rep in range(reps):
                         order = ['corral', 'monty'] if rep % 2 == 0 else ['monty', 'corral']
                         for side in order:
-                            if side == 'corral':
+                            if side == 'corral' and args.checkouts_only:
+                                pass
+                            elif side == 'corral':
                                 results['corral'].append(await corral_round(pool, feeds))
                             elif monty is not None:
                                 results['monty'].append(await monty_round(monty, feeds))
@@ -252,7 +264,10 @@ async def main(argv: list[str] | None = None) -> None:
                     print(f'{feeds} feeds done', file=sys.stderr)
                 stored: dict[int, list[dict[str, float]]] = {}
                 churn: dict[str, dict[str, list[float]]] = {side: {'back': [], 'apart': [], 'trivial': []} for side in ('corral', 'monty')}
-                if not args.stored_only and not args.replay_only:
+                if args.checkouts_only:
+                    for feeds in sizes:
+                        stored[feeds] = [await stored_round(pool, None, feeds) for _ in range(reps)]
+                elif not args.stored_only and not args.replay_only:
                     async with corral.Pool(state_key=KEY, store=store, checkpoints=None) as cold:
                         for feeds in (10,) if args.quick else (10, 50):
                             stored[feeds] = [await stored_round(pool, cold, feeds) for _ in range(reps)]
@@ -264,14 +279,16 @@ async def main(argv: list[str] | None = None) -> None:
                             churn[side]['apart'].append(await checkouts(chosen, gap=0.05))
                             churn[side]['trivial'].append(await trivial_feed(chosen))
                     print('checkouts done', file=sys.stderr)
-                lengths = () if args.replay_only else (10, 50) if args.quick else (10, 50, 500)
+                lengths = () if args.replay_only or args.checkouts_only else (10, 50) if args.quick else (10, 50, 500)
                 costs = {n: [await stored_feed_cost(pool, n) for _ in range(1 if n >= 500 else reps)] for n in lengths}
             finally:
                 if monty is not None:
                     await monty.__aexit__(None, None, None)
-    print('| feeds | measure | corral | monty | corral / monty |')
-    print('| --- | --- | --- | --- | --- |')
-    for feeds, results in rows:
+    measured = [(feeds, results) for feeds, results in rows if results['corral']]  # none with --checkouts-only
+    if measured:
+        print('| feeds | measure | corral | monty | corral / monty |')
+        print('| --- | --- | --- | --- | --- |')
+    for feeds, results in measured:
         c, m = results['corral'], results['monty']
         for key, label, scale, unit in (
             ('dump', 'dump', 1e3, 'ms'),
@@ -284,10 +301,11 @@ async def main(argv: list[str] | None = None) -> None:
             mv = [r['load' if key.startswith('replay') else key] for r in m]
             ratio = f'{statistics.median(cv) / statistics.median(mv):.2f}×' if mv else '—'
             print(f'| {feeds} | {label} | {cell(cv, scale, unit)} | {cell(mv, scale, unit) if mv else "not installed"} | {ratio} |')
-    print()
-    print('| feeds | replayed | the feeds ran (wall) | replayed load (wall) | replay / ran, wall | the feeds ran (CPU, host + worker) | replayed load (CPU) | replay / ran, CPU | load from the checkpoint (CPU) |')
-    print('| --- | --- | --- | --- | --- | --- | --- | --- | --- |')
-    for feeds, results in rows:
+    if measured:
+        print()
+        print('| feeds | replayed | the feeds ran (wall) | replayed load (wall) | replay / ran, wall | the feeds ran (CPU, host + worker) | replayed load (CPU) | replay / ran, CPU | load from the checkpoint (CPU) |')
+        print('| --- | --- | --- | --- | --- | --- | --- | --- | --- |')
+    for feeds, results in measured:
         c = results['corral']
         for key, label in (('replay', 'first (compiles)'), ('replay_kept', 'again (code kept)')):
             ran, load = [r['ran'] for r in c], [r[key] for r in c]
@@ -305,9 +323,10 @@ async def main(argv: list[str] | None = None) -> None:
         for feeds, samples in stored.items():
             mv = loads.get(feeds, [])
             for key, label in (('resume', 'checkout(session_id=...)'), ('fork', 'checkout(session_id=..., fork=True)')):
-                live, cold = [r[key] for r in samples], [r[f'{key}_replay'] for r in samples]
-                ratios = (f'{statistics.median(v) / statistics.median(mv):.2f}×' if mv else '—' for v in (live, cold))
-                print(f'| {feeds} | {label} | {cell(live, 1e3)} | {cell(cold, 1e3)} | {cell(mv, 1e3) if mv else "—"} | {" | ".join(ratios)} |')
+                live, cold = [r[key] for r in samples], [r[f'{key}_replay'] for r in samples if f'{key}_replay' in r]
+                ratios = (f'{statistics.median(v) / statistics.median(mv):.2f}×' if mv and v else '—' for v in (live, cold))
+                print(f'| {feeds} | {label} | {cell(live, 1e3)} | {cell(cold, 1e3) if cold else "—"} | {cell(mv, 1e3) if mv else "—"} | {" | ".join(ratios)} |')
+    if churn['corral']['back']:
         print()
         print('| measure | corral | monty | corral / monty |')
         print('| --- | --- | --- | --- |')
@@ -333,10 +352,27 @@ async def main(argv: list[str] | None = None) -> None:
         )
 
 
-def _store(folder: str) -> Any:
+@contextlib.contextmanager
+def _store(folder: str, postgres: str | None) -> Iterator[Any]:
+    """The store: SQLite in `folder`; with `postgres`, a PostgreSQL store at that URL, or ('') on a
+    server started on loopback for the run (as the tests start theirs) and removed after it."""
     from corral.store import open_store
 
-    return open_store(f'sqlite:///{os.path.join(folder, "sessions.db")}')
+    if postgres is None:
+        yield open_store(f'sqlite:///{os.path.join(folder, "sessions.db")}')
+        return
+    if postgres:
+        yield open_store(postgres)
+        return
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from tests.store.postgres_server import PostgresServer
+
+    server = PostgresServer()
+    try:
+        server.start()
+        yield open_store(server.url)
+    finally:
+        server.remove()
 
 
 if __name__ == '__main__':

@@ -10,6 +10,8 @@ import pytest
 
 import corral
 
+from store.postgres_server import drop_tables
+
 _PATH = pathlib.Path(__file__).resolve().parent.parent / 'bench' / 'sessions.py'
 spec = importlib.util.spec_from_file_location('corral_bench_sessions', _PATH)
 bench = importlib.util.module_from_spec(spec)
@@ -29,6 +31,22 @@ async def test_a_stored_round_resumes_and_forks_from_the_checkpoint_and_replayed
     ) as cold:
         result = await bench.stored_round(pool, cold, 2)
     assert sorted(result) == ['fork', 'fork_replay', 'resume', 'resume_replay']
+
+
+async def test_a_stored_round_on_postgres_from_the_checkpoint_alone(postgres_server):
+    await drop_tables(postgres_server.url)
+    async with corral.Pool(state_key=bench.KEY, store=postgres_server.url) as pool:
+        result = await bench.stored_round(pool, None, 2)
+    assert sorted(result) == ['fork', 'resume']
+
+
+@pytest.mark.slow
+async def test_the_checkouts_alone_on_postgres_print_their_table(postgres_server, capsys):
+    await drop_tables(postgres_server.url)
+    await bench.main(['--quick', '--checkouts-only', '--postgres', postgres_server.url])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1] == "| feeds | stored session, just closed | corral, from its checkpoint | corral, replayed | monty's load_session | checkpoint / monty | replayed / monty |"
+    assert [line.split(' | ')[:2] for line in lines[3:]] == [['| 10', 'checkout(session_id=...)'], ['| 10', 'checkout(session_id=..., fork=True)']]
 
 
 async def test_checkouts_in_a_row_and_the_trivial_feed_run():

@@ -190,6 +190,38 @@ async def test_a_put_with_a_ttl_takes_the_lease_in_the_same_write(store):
     assert await store.list() == ['s1']
 
 
+async def test_writes_keep_tenants_apart_and_a_refused_first_write_leaves_no_lease(store):
+    """A new session's first write taking its lease, an append and a full state, each refused as
+    the store is, per tenant; a first write refused (the id stored) takes no lease."""
+    await store.put('s1', b'a', holder='h1', generation=1, ttl=1000, tenant='a')
+    with pytest.raises(corral.SandboxStateError) as missing:
+        await store.append('s1', b'x', holder='h2', generation=1, tenant='b')
+    assert missing.value.display() == "no stored session with id 's1'"
+    with pytest.raises(corral.SandboxSessionBusyError) as info:
+        await store.put('s1', b'x', holder='h2', generation=2, tenant='b')
+    assert info.value.display() == CONFLICT.format(stored=0, follows=1)
+    await store.put('s1', b'b', holder='h2', generation=1, ttl=1000, tenant='b')  # tenant b's own s1, and its lease
+    await store.append('s1', b'b2', holder='h2', generation=2, tenant='b')
+    await store.put('s1', b'b3', holder='h2', generation=3, tenant='b')
+    for tenant, holder in (('a', 'h2'), ('b', 'h1')):
+        with pytest.raises(corral.SandboxSessionBusyError) as info:
+            await store.append('s1', b'x', holder=holder, generation=4 if tenant == 'b' else 2, tenant=tenant)
+        assert info.value.display() == BUSY_1000
+    assert await store.get('s1', tenant='a') == corral.StoredState(b'a', [], 1)
+    assert await store.get('s1', tenant='b') == corral.StoredState(b'b3', [], 3)
+    await store.put('s2', b'x', holder='h1', generation=1)  # stored, and no lease on it
+    with pytest.raises(corral.SandboxSessionBusyError) as info:
+        await store.put('s2', b'y', holder='h3', generation=1, ttl=1000)
+    assert info.value.display() == CONFLICT.format(stored=1, follows=0).replace("'s1'", "'s2'")
+    await store.acquire('s2', holder='h4', ttl=5)  # nobody holds it
+    assert await store.get('s2') == corral.StoredState(b'x', [], 1)
+    await store.acquire('s3', holder='h1', ttl=5)  # a lease taken before the first write, which extends it
+    await store.put('s3', b'z', holder='h1', generation=1, ttl=1000)
+    with pytest.raises(corral.SandboxSessionBusyError) as info:
+        await store.acquire('s3', holder='h2', ttl=5)
+    assert info.value.display() == BUSY_1000.replace("'s1'", "'s3'")
+
+
 async def test_put_without_any_lease(store):
     await store.put('s1', b'x', holder='h1', generation=1)
     await store.put('s1', b'y', holder='h2', generation=2)

@@ -19,6 +19,32 @@ def where(server) -> str:
     return f'the PostgreSQL session store at postgresql://corral@127.0.0.1:{server.port}/postgres'
 
 
+def lost(server) -> str:
+    return (
+        f'lost the connection to {where(server)} (connection was closed in the middle of operation: '
+        'terminating connection due to administrator command); a write in flight was committed whole or not at all'
+    )
+
+
+async def waiting(admin: asyncpg.Connection) -> int:
+    """The pid of the server process of a store call waiting for a lock that `admin` holds."""
+    for _ in range(400):
+        pid = await admin.fetchval("SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND pid <> pg_backend_pid()")
+        if pid:
+            return pid
+        await asyncio.sleep(0.05)
+    raise AssertionError('the store call never reached the locked row')
+
+
+async def rows(admin: asyncpg.Connection, session_id: str) -> tuple[list[tuple], list[tuple], list[str]]:
+    """What the tables hold of `session_id`: (state, generation), (generation, record), holder."""
+    return (
+        [tuple(r) for r in await admin.fetch('SELECT state, generation FROM corral_sessions WHERE session_id = $1', session_id)],
+        [tuple(r) for r in await admin.fetch('SELECT generation, record FROM corral_records WHERE session_id = $1 ORDER BY generation', session_id)],
+        [r[0] for r in await admin.fetch('SELECT holder FROM corral_leases WHERE session_id = $1', session_id)],
+    )
+
+
 async def test_unreachable_server():
     port = _free_port()
     async with PostgresStore(f'postgresql://corral:secret@127.0.0.1:{port}/postgres', connect_timeout=5) as store:
@@ -67,25 +93,12 @@ async def test_connection_lost_in_the_middle_of_a_put_loses_nothing(postgres_ser
                 # 5 MB sent, until its connection is cut.
                 await admin.execute("SELECT 1 FROM corral_sessions WHERE session_id = 's1' FOR UPDATE")
                 put = asyncio.create_task(store.put('s1', os.urandom(5 << 20), holder='h', generation=2))
-                pid = None
-                for _ in range(400):
-                    pid = await admin.fetchval(
-                        "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
-                    )
-                    if pid:
-                        break
-                    await asyncio.sleep(0.05)
-                assert pid, 'the put never reached the locked row'
-                assert await admin.fetchval('SELECT pg_terminate_backend($1)', pid)
+                assert await admin.fetchval('SELECT pg_terminate_backend($1)', await waiting(admin))
                 with pytest.raises(corral.SandboxStoreError) as info:
                     await put
         finally:
             await admin.close()
-        assert info.value.display() == (
-            f'lost the connection to {where(postgres_server)} (connection was closed in the middle of operation: '
-            'terminating connection due to administrator command); '
-            'a write in flight was committed whole or not at all'
-        )
+        assert info.value.display() == lost(postgres_server)
         assert (await store.get('s1')).state == b'old'  # the next call has a new connection, and the old state
 
 
@@ -125,3 +138,182 @@ async def test_a_server_that_does_not_answer_in_time(postgres_server):
         assert (await store.get('s1')).state == b'old'
         await store.put('s1', b'new', holder='h', generation=2)
         assert (await store.get('s1')).state == b'new'
+
+
+# A new session's first write (taking its lease), an append and a full state are each one statement,
+# so one transaction: a connection cut after its first part (the lease inserted, the generation moved
+# on) and before its last (waiting for a row another transaction holds) leaves none of it.
+
+
+async def test_a_first_write_cut_after_its_lease_leaves_no_lease_and_no_state(postgres_server):
+    await drop_tables(postgres_server.url)
+    async with PostgresStore(postgres_server.url) as store:
+        await store.list()  # the tables
+        admin = await asyncpg.connect(postgres_server.url)
+        try:
+            held = admin.transaction()
+            await held.start()
+            await admin.execute("INSERT INTO corral_sessions VALUES ('', 'f1', 'theirs', now(), 1)")  # not committed
+            put = asyncio.create_task(store.put('f1', b'fork', holder='h1', generation=1, ttl=1000))
+            assert await admin.fetchval('SELECT pg_terminate_backend($1)', await waiting(admin))
+            with pytest.raises(corral.SandboxStoreError) as info:
+                await put
+            await held.rollback()
+            assert info.value.display() == lost(postgres_server)
+            assert await rows(admin, 'f1') == ([], [], [])
+            await store.put('f1', b'fork', holder='h1', generation=1, ttl=1000)
+            assert await rows(admin, 'f1') == ([(b'fork', 1)], [], ['h1'])
+        finally:
+            await admin.close()
+
+
+async def test_a_first_write_that_finds_its_id_stored_meanwhile_gives_its_lease_back(postgres_server):
+    """The id stored by a writer that took no lease, committed while the first write waits: its
+    lease was taken, its state not; the lease is given back and the write refused as stored."""
+    await drop_tables(postgres_server.url)
+    async with PostgresStore(postgres_server.url) as store:
+        await store.list()
+        admin = await asyncpg.connect(postgres_server.url)
+        try:
+            async with admin.transaction():
+                await admin.execute("INSERT INTO corral_sessions VALUES ('', 'f1', 'theirs', now(), 1)")
+                put = asyncio.create_task(store.put('f1', b'fork', holder='h1', generation=1, ttl=1000))
+                await waiting(admin)
+            with pytest.raises(corral.SandboxSessionBusyError) as info:
+                await put
+            assert info.value.display() == (
+                "the stored session 'f1' was written by another holder since this one loaded it (the store is at "
+                'generation 1; this write follows generation 0): nothing was written; check the session out again'
+            )
+            assert await rows(admin, 'f1') == ([(b'theirs', 1)], [], [])
+        finally:
+            await admin.close()
+
+
+async def test_an_append_cut_after_its_generation_leaves_the_generation_and_no_record(postgres_server):
+    await drop_tables(postgres_server.url)
+    async with PostgresStore(postgres_server.url) as store:
+        await store.put('s1', b'old', holder='h1', generation=1)
+        admin = await asyncpg.connect(postgres_server.url)
+        try:
+            held = admin.transaction()
+            await held.start()
+            await admin.execute("INSERT INTO corral_records VALUES ('', 's1', 2, 'theirs')")  # the append's key, not committed
+            append = asyncio.create_task(store.append('s1', b'mine', holder='h1', generation=2))
+            assert await admin.fetchval('SELECT pg_terminate_backend($1)', await waiting(admin))
+            with pytest.raises(corral.SandboxStoreError) as info:
+                await append
+            await held.rollback()
+            assert info.value.display() == lost(postgres_server)
+            assert await rows(admin, 's1') == ([(b'old', 1)], [], [])
+            await store.append('s1', b'mine', holder='h1', generation=2)
+            assert await store.get('s1') == corral.StoredState(b'old', [b'mine'], 2)
+        finally:
+            await admin.close()
+
+
+async def test_a_write_cancelled_while_it_waits_writes_nothing_and_its_connection_serves_on(postgres_server):
+    """A connection goes back to the pool without asyncpg's reset query: a call cancelled while
+    its statement waits leaves the next calls on that pool a clean connection."""
+    await drop_tables(postgres_server.url)
+    async with PostgresStore(postgres_server.url, max_size=1) as store:
+        await store.put('s1', b'old', holder='h1', generation=1)
+        admin = await asyncpg.connect(postgres_server.url)
+        try:
+            async with admin.transaction():
+                await admin.execute("SELECT 1 FROM corral_sessions WHERE session_id = 's1' FOR UPDATE")
+                for write in (store.append('s1', b'r', holder='h1', generation=2), store.put('s1', b'new', holder='h1', generation=2)):
+                    task = asyncio.create_task(write)
+                    await waiting(admin)
+                    task.cancel()
+                    with pytest.raises(asyncio.CancelledError):
+                        await task
+            assert await store.get('s1') == corral.StoredState(b'old', [], 1)
+            await store.append('s1', b'r', holder='h1', generation=2)
+            await store.put('s1', b'new', holder='h1', generation=3)
+            assert await store.get('s1') == corral.StoredState(b'new', [], 3)
+            assert await rows(admin, 's1') == ([(b'new', 3)], [], [])
+        finally:
+            await admin.close()
+
+
+async def test_a_lease_alone_commits_unflushed_and_states_flushed(postgres_server):
+    """A lease taken, renewed or given back in a statement of its own turns synchronous_commit off
+    for its transaction only; a state's write (and a lease taken with it) leaves it on."""
+    from corral.store.postgres import (
+        _APPEND,
+        _PUT_NEW_WITH_LEASE,
+        _PUT_NEXT,
+        _RELEASE,
+        _RENEW,
+        _TAKE_LEASE,
+        _TAKE_LEASE_AND_READ,
+        _TAKE_LEASE_UNFLUSHED,
+    )
+
+    await drop_tables(postgres_server.url)
+    async with PostgresStore(postgres_server.url) as store:
+        await store.list()
+    db = await asyncpg.connect(postgres_server.url)
+    try:
+        for statement, args, during in (
+            (_TAKE_LEASE_UNFLUSHED, ('', 's1', 'h1', 30.0), 'off'),
+            (_RENEW, ('', 's1', 'h1', 30.0), 'off'),
+            (_TAKE_LEASE_AND_READ, ('', 's1', 'h1', 30.0), 'off'),
+            (_RELEASE, ('', 's1', 'h1'), 'off'),
+            (_TAKE_LEASE, ('', 's2', 'h1', 30.0), 'on'),
+            (_PUT_NEW_WITH_LEASE, ('', 's3', 'h1', 30.0, b'x'), 'on'),
+            (_APPEND, ('', 's3', 'h1', 2, b'r'), 'on'),
+            (_PUT_NEXT, ('', 's3', 'h1', 3, b'y'), 'on'),
+        ):
+            async with db.transaction():
+                await db.execute(statement, *args)
+                assert await db.fetchval('SHOW synchronous_commit') == during
+            assert await db.fetchval('SHOW synchronous_commit') == 'on'
+        assert await rows(db, 's1') == ([], [], [])  # taken, renewed, read and given back
+        assert await rows(db, 's3') == ([(b'y', 3)], [], ['h1'])
+    finally:
+        await db.close()
+
+
+async def test_no_call_makes_a_new_connection_ask_the_server_for_a_codec(postgres_server):
+    """asyncpg asks the server for the codec of a type it does not know (an array of bytea) once per
+    connection, in three more round trips and 10-17 ms: the first read of each new connection."""
+    await drop_tables(postgres_server.url)
+    async with PostgresStore(postgres_server.url, max_size=1) as store:
+        await store.put('s1', b'full', holder='h1', generation=1, ttl=30)
+        await store.append('s1', b'r2', holder='h1', generation=2)
+        assert await store.get('s1') == corral.StoredState(b'full', [b'r2'], 2)
+        await store.renew('s1', holder='h1', ttl=30)
+        assert await store.acquire_and_get('s1', holder='h1', ttl=30) == corral.StoredState(b'full', [b'r2'], 2)
+        await store.put('s1', b'next', holder='h1', generation=3)
+        await store.release('s1', holder='h1')
+        await store.acquire('s1', holder='h2', ttl=30)
+        assert await store.list() == ['s1']
+        assert await store.delete_untouched(3600) == []
+        await store.delete('s1', holder='h2')
+
+        async def asked(db: asyncpg.Connection) -> list[str]:
+            return [row[0] for row in await db.fetch("SELECT statement FROM pg_prepared_statements WHERE strpos(statement, 'typeinfo' || '_tree') > 0")]
+
+        assert await store._run(asked) == []
+
+
+async def test_a_checkout_by_id_reads_what_a_holder_wrote_before_giving_its_lease_up_meanwhile(postgres_server):
+    """The lease and the rows are one statement, whose snapshot is taken before its lease: a holder
+    that writes and gives its lease up while the statement waits for the lease row is not missed."""
+    await drop_tables(postgres_server.url)
+    async with PostgresStore(postgres_server.url) as store:
+        await store.put('s1', b'full', holder='h1', generation=1, ttl=1000)
+        admin = await asyncpg.connect(postgres_server.url)
+        try:
+            async with admin.transaction():  # h1's last append and its release, committed while h2 waits
+                await admin.execute("UPDATE corral_sessions SET generation = 2 WHERE session_id = 's1'")
+                await admin.execute("INSERT INTO corral_records VALUES ('', 's1', 2, 'r2')")
+                await admin.execute("DELETE FROM corral_leases WHERE session_id = 's1'")
+                taken = asyncio.create_task(store.acquire_and_get('s1', holder='h2', ttl=1000))
+                await waiting(admin)
+            assert await taken == corral.StoredState(b'full', [b'r2'], 2)
+            assert await rows(admin, 's1') == ([(b'full', 2)], [(2, b'r2')], ['h2'])
+        finally:
+            await admin.close()

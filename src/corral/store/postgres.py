@@ -77,6 +77,111 @@ FOR UPDATE
 """
 
 
+# Of two holders racing for a new or an expired lease one wins: ON CONFLICT locks the existing row
+# and checks the WHERE against its newest version.
+_TAKE_LEASE_FROM = """
+INSERT INTO corral_leases (tenant, session_id, holder, expires)
+SELECT $1, $2, $3, now() + make_interval(secs => $4){}
+ON CONFLICT (tenant, session_id) DO UPDATE SET holder = EXCLUDED.holder, expires = EXCLUDED.expires
+WHERE corral_leases.holder = EXCLUDED.holder OR corral_leases.expires <= now()
+RETURNING true
+"""
+_TAKE_LEASE = _TAKE_LEASE_FROM.format('')
+
+# A lease written in a statement of its own (taken, renewed, given back) commits without waiting
+# for its flush to disk (synchronous_commit off for its own transaction, as SQLite's leases commit
+# without a flush): others see it at once, and a crash of the database server can lose the last
+# fraction of a second of leases only, never a state or a record (each written durably). A holder
+# whose lease was lost so finds its renewal refused, and stores nothing more; a write of another
+# holder meanwhile is still refused by the generation the store is at. A release lost so leaves
+# the lease to expire.
+_UNFLUSHED = "(SELECT set_config('synchronous_commit', 'off', true)) AS unflushed"
+_TAKE_LEASE_UNFLUSHED = _TAKE_LEASE_FROM.format(f' FROM {_UNFLUSHED}')
+_RENEW = (
+    f'UPDATE corral_leases SET expires = now() + make_interval(secs => $4) FROM {_UNFLUSHED} '
+    'WHERE tenant = $1 AND session_id = $2 AND holder = $3'
+)
+_RELEASE = f'DELETE FROM corral_leases USING {_UNFLUSHED} WHERE tenant = $1 AND session_id = $2 AND holder = $3'
+
+# A session's rows in one statement (one snapshot): its state (part 0), then its records in order.
+# Rows, not an array: a bytea[] made asyncpg ask the server for the array type's codec on each new
+# connection's first read (three more round trips, 10-17 ms).
+_READ_ROWS = """
+SELECT 0 AS part, generation, state FROM corral_sessions WHERE tenant = $1 AND session_id = $2{when}
+UNION ALL SELECT 1, generation, record FROM corral_records WHERE tenant = $1 AND session_id = $2{when}
+ORDER BY part, generation
+"""
+_READ = _READ_ROWS.format(when='')
+
+# A checkout by id in one statement: the lease taken (unflushed), and the rows read, with a row of
+# part -1 when the lease was taken, its generation 1 when the statement's snapshot (taken before the
+# lease) saw another holder's live lease that was gone by the lease's insert: released or taken
+# over meanwhile, after writes the snapshot may miss, so the caller reads the rows again. Without
+# it, the rows are those a read after the lease gives (any write the snapshot misses is one made
+# without a live lease, which a read after the lease can miss as well; the generation then refuses
+# the stale writer, as it does there).
+_TAKE_LEASE_AND_READ = (
+    f'WITH lease AS ({_TAKE_LEASE_UNFLUSHED}), '
+    'moved AS (SELECT FROM corral_leases WHERE tenant = $1 AND session_id = $2 AND holder <> $3 AND expires > now()) '
+    'SELECT -1 AS part, (SELECT count(*) FROM moved) AS generation, NULL::bytea AS state FROM lease UNION ALL'
+    + _READ_ROWS.format(when=' AND EXISTS (SELECT FROM lease)')  # no rows sent for a lease refused
+)
+
+# The writes a stored session makes, each one statement, so one round trip and its own transaction
+# (committed durably, all of it or none: no other transaction sees a part). Each writes nothing
+# unless all of it can be written; then the caller does it again step by step, which raises the
+# error that says why. The parts run in order, each taking the rows the one before returned.
+
+# A new session's first write, taking its lease (a fork's, or a new session's): the lease row
+# inserted only when there is none (a lease of its own to extend, or another's, is the slow path's),
+# and the state only when the lease was. A session created meanwhile by a writer that took no lease
+# leaves the lease taken and no state: the caller gives that lease back.
+_PUT_NEW_WITH_LEASE = """
+WITH lease AS (
+    INSERT INTO corral_leases (tenant, session_id, holder, expires)
+    SELECT $1, $2, $3, now() + make_interval(secs => $4)
+    WHERE NOT EXISTS (SELECT FROM corral_sessions WHERE tenant = $1 AND session_id = $2)
+    ON CONFLICT (tenant, session_id) DO NOTHING RETURNING true
+), created AS (
+    INSERT INTO corral_sessions (tenant, session_id, state, updated, generation)
+    SELECT $1, $2, $5::bytea, now(), 1 FROM lease
+    ON CONFLICT (tenant, session_id) DO NOTHING RETURNING true
+)
+SELECT EXISTS (SELECT FROM lease), EXISTS (SELECT FROM created)
+"""
+
+# A full state after `$4 - 1`, no lease taken: the row updated (locked, and its generation checked
+# again on its newest version should another write have moved it meanwhile) when no other holder
+# has a live lease (whose row is locked, as the step-by-step write locks it), the records dropped
+# when it was.
+_PUT_NEXT = """
+WITH other AS (
+    SELECT FROM corral_leases WHERE tenant = $1 AND session_id = $2 AND holder IS DISTINCT FROM $3 AND expires > now() FOR UPDATE
+), replaced AS (
+    UPDATE corral_sessions SET state = $5, updated = now(), generation = $4
+    WHERE tenant = $1 AND session_id = $2 AND generation = $4 - 1 AND NOT EXISTS (SELECT FROM other)
+    RETURNING true
+), dropped AS (
+    DELETE FROM corral_records WHERE tenant = $1 AND session_id = $2 AND EXISTS (SELECT FROM replaced)
+)
+SELECT EXISTS (SELECT FROM replaced)
+"""
+
+# A record after `$4 - 1`: the generation moved on as `_PUT_NEXT` moves it, the record inserted when it was.
+_APPEND = """
+WITH other AS (
+    SELECT FROM corral_leases WHERE tenant = $1 AND session_id = $2 AND holder IS DISTINCT FROM $3 AND expires > now() FOR UPDATE
+), moved AS (
+    UPDATE corral_sessions SET generation = $4, updated = now()
+    WHERE tenant = $1 AND session_id = $2 AND generation = $4 - 1 AND NOT EXISTS (SELECT FROM other)
+    RETURNING true
+), appended AS (
+    INSERT INTO corral_records (tenant, session_id, generation, record) SELECT $1, $2, $4, $5::bytea FROM moved RETURNING true
+)
+SELECT EXISTS (SELECT FROM appended)
+"""
+
+
 class PostgresStore(PostgresTenantTables):
     """A session store in PostgreSQL, shared by any number of processes on any number of machines.
 
@@ -139,13 +244,20 @@ class PostgresStore(PostgresTenantTables):
         """Store `state` as the full state of `(tenant, session_id)` at `generation`, in one
         transaction: the previous state and its records are replaced whole, or kept if anything
         fails; with `ttl`, `holder` takes the lease in it too. `SandboxSessionBusyError` if the session is not at `generation - 1` or another holder
-        has a live lease (its rows are locked while the state is written, so they cannot change meanwhile)."""
+        has a live lease (its rows are locked while the state is written, so they cannot change meanwhile).
+
+        One round trip when it is written: a new session's first write taking its lease, or a
+        full state replacing the one before without a lease taken, is one statement (a statement is
+        its own transaction, committed durably: all of it or none). Anything else, or one that
+        writes nothing, is done again in a transaction of several statements, which raises why."""
         key = (check_tenant(tenant), check_session_id(session_id))
         state, holder, generation = check_state(state), check_holder(holder), check_generation(generation)
         ttl = None if ttl is None else check_ttl(ttl)
 
         async def put(db: asyncpg.Connection) -> None:
-            async with db.transaction():
+            if await _put_at_once(db, key, state, holder, generation, ttl):
+                return
+            async with db.transaction():  # refused, or raced: the checks one by one raise the error that says why
                 if ttl is None:
                     await _refuse_other_holder(db, key, holder)
                 else:  # refused as well when another holder has it, and its row locked as well
@@ -173,13 +285,15 @@ class PostgresStore(PostgresTenantTables):
 
     async def append(self, session_id: str, record: bytes, *, holder: str, generation: int, tenant: str = '') -> None:
         """Append `record` to the stored state of `(tenant, session_id)` at `generation`, in one
-        transaction that writes the record's bytes only. Raises as `put` does, and
+        statement (one round trip) that writes the record's bytes only. Raises as `put` does, and
         `SandboxStateError('no stored session with id ...')` when the session is not stored."""
         key = (check_tenant(tenant), check_session_id(session_id))
         record, holder, generation = check_state(record), check_holder(holder), check_generation(generation)
 
         async def append(db: asyncpg.Connection) -> None:
-            async with db.transaction():
+            if await db.fetchval(_APPEND, *key, holder, generation, record):
+                return
+            async with db.transaction():  # refused, or raced: the checks one by one raise the error that says why
                 await _refuse_other_holder(db, key, holder)
                 if await _compare_generation(db, key, generation) == 0:
                     raise not_found_error(key[1])
@@ -212,19 +326,26 @@ class PostgresStore(PostgresTenantTables):
 
     async def acquire_and_get(self, session_id: str, *, holder: str, ttl: float, tenant: str = '') -> StoredState:
         """Take (or extend) the lease for `ttl` seconds of the server's clock and read the stored
-        `StoredState`, on one connection. Raises as `acquire` and `get` do (no lease is left then)."""
+        `StoredState`, in one statement (one round trip; see `_TAKE_LEASE_AND_READ`). Raises as
+        `acquire` and `get` do (no lease is left then)."""
         key = (check_tenant(tenant), check_session_id(session_id))
         holder, ttl = check_holder(holder), check_ttl(ttl)
 
         async def acquire_and_get(db: asyncpg.Connection) -> StoredState:
-            await _take_lease(db, key, holder, ttl)  # then the state, in two statements and no transaction: two round trips
+            rows = await db.fetch(_TAKE_LEASE_AND_READ, *key, holder, ttl)
             try:
-                stored = await _read(db, key)
+                if not rows or rows[0][0] != -1:  # refused, or raced: the lease alone says why, or takes it now
+                    await _take_lease(db, key, holder, ttl, unflushed=True)
+                    stored = await _read(db, key)
+                elif rows[0][1]:  # another holder's lease gone since the snapshot: the rows read after it
+                    stored = await _read(db, key)
+                else:
+                    stored = _stored(rows[1:])
                 if stored is None:
                     raise not_found_error(key[1])
             except BaseException:
                 with contextlib.suppress(Exception):  # a connection lost: the lease expires after its TTL
-                    await db.execute('DELETE FROM corral_leases WHERE tenant = $1 AND session_id = $2 AND holder = $3', *key, holder)
+                    await db.execute(_RELEASE, *key, holder)
                 raise
             return stored
 
@@ -236,7 +357,7 @@ class PostgresStore(PostgresTenantTables):
         key = (check_tenant(tenant), check_session_id(session_id))
         holder, ttl = check_holder(holder), check_ttl(ttl)
 
-        await self._run(lambda db: _take_lease(db, key, holder, ttl))
+        await self._run(lambda db: _take_lease(db, key, holder, ttl, unflushed=True))
 
     async def renew(self, session_id: str, *, holder: str, ttl: float, tenant: str = '') -> None:
         """Extend `holder`'s lease to `ttl` seconds from now; `SandboxSessionBusyError` if it was lost."""
@@ -244,13 +365,7 @@ class PostgresStore(PostgresTenantTables):
         holder, ttl = check_holder(holder), check_ttl(ttl)
 
         async def renew(db: asyncpg.Connection) -> None:
-            status = await db.execute(
-                'UPDATE corral_leases SET expires = now() + make_interval(secs => $4) '
-                'WHERE tenant = $1 AND session_id = $2 AND holder = $3',
-                *key,
-                holder,
-                ttl,
-            )
+            status = await db.execute(_RENEW, *key, holder, ttl)
             if status != 'UPDATE 1':
                 raise lost_lease_error(key[1])
 
@@ -261,12 +376,7 @@ class PostgresStore(PostgresTenantTables):
         key = (check_tenant(tenant), check_session_id(session_id))
         holder = check_holder(holder)
 
-        async def release(db: asyncpg.Connection) -> None:
-            await db.execute(
-                'DELETE FROM corral_leases WHERE tenant = $1 AND session_id = $2 AND holder = $3', *key, holder
-            )
-
-        await self._run(release)
+        await self._run(lambda db: db.execute(_RELEASE, *key, holder))
 
     async def delete(self, session_id: str, *, tenant: str = '', holder: str | None = None) -> None:
         """Delete the state and the lease. Raises `SandboxStateError('no stored session with id
@@ -366,7 +476,7 @@ class PostgresStore(PostgresTenantTables):
             self._opening = asyncio.Lock()
         async with self._opening:
             if self._pool is None:
-                pool = await asyncpg.create_pool(self._dsn, **self._pool_args)
+                pool = await asyncpg.create_pool(self._dsn, reset=_keep_session, **self._pool_args)
                 try:
                     async with pool.acquire() as connection, connection.transaction():
                         await connection.execute('SELECT pg_advisory_xact_lock($1)', _SCHEMA_LOCK)
@@ -414,31 +524,42 @@ class PostgresStore(PostgresTenantTables):
         return SandboxStoreError(f'{where} failed ({type(error).__name__}): {error}. What was stored before is kept')
 
 
+async def _keep_session(db: asyncpg.Connection) -> None:
+    """A connection given back to the pool is reset by asyncpg's own step first (a transaction left
+    open is rolled back); its reset query (session settings, advisory locks, cursors, listeners)
+    would cost a round trip after every call, and this store's statements leave none of those."""
+
+
+async def _put_at_once(db: asyncpg.Connection, key: tuple[str, str], state: bytes, holder: str, generation: int, ttl: float | None) -> bool:
+    """Write `state` in one statement (`_PUT_NEW_WITH_LEASE`, `_PUT_NEXT`) where one does it; False
+    when nothing was written (refused, raced, or a write one statement does not do)."""
+    if ttl is None and generation > 1:
+        return await db.fetchval(_PUT_NEXT, *key, holder, generation, state)
+    if ttl is None or generation != 1:
+        return False
+    taken, created = await db.fetchrow(_PUT_NEW_WITH_LEASE, *key, holder, ttl, state)
+    if taken and not created:
+        await db.execute(_RELEASE, *key, holder)
+    return created
+
+
 async def _read(db: asyncpg.Connection, key: tuple[str, str]) -> StoredState | None:
     """The session's `StoredState`, read in one statement (one snapshot), or None when it is not stored."""
-    row = await db.fetchrow(
-        'SELECT s.state, s.generation, array(SELECT r.record FROM corral_records r WHERE r.tenant = s.tenant '
-        'AND r.session_id = s.session_id ORDER BY r.generation) AS records FROM corral_sessions s WHERE s.tenant = $1 AND s.session_id = $2',
-        *key,
-    )
-    return None if row is None else StoredState(row['state'], list(row['records']), row['generation'])
+    return _stored(await db.fetch(_READ, *key))
 
 
-async def _take_lease(db: asyncpg.Connection, key: tuple[str, str], holder: str, ttl: float) -> None:
-    """Give `holder` the lease of `key` for `ttl` seconds, unless another holder's is live (`SandboxSessionBusyError`)."""
+def _stored(rows: builtins.list[Any]) -> StoredState | None:
+    """The `StoredState` of rows `_READ_ROWS` gave (ordered), or None when there is no state row."""
+    if not rows or rows[0][0] != 0:
+        return None
+    return StoredState(rows[0][2], [row[2] for row in rows[1:]], rows[0][1])
+
+
+async def _take_lease(db: asyncpg.Connection, key: tuple[str, str], holder: str, ttl: float, *, unflushed: bool = False) -> None:
+    """Give `holder` the lease of `key` for `ttl` seconds, unless another holder's is live (`SandboxSessionBusyError`).
+    `unflushed` (outside a transaction only): the lease's commit does not wait for its flush to disk."""
     while True:
-        # One statement: ON CONFLICT locks the existing row and checks the WHERE against its
-        # newest version, so of two holders racing for a new or an expired lease one wins.
-        taken = await db.fetchval(
-            'INSERT INTO corral_leases (tenant, session_id, holder, expires) '
-            'VALUES ($1, $2, $3, now() + make_interval(secs => $4)) '
-            'ON CONFLICT (tenant, session_id) DO UPDATE SET holder = EXCLUDED.holder, expires = EXCLUDED.expires '
-            'WHERE corral_leases.holder = EXCLUDED.holder OR corral_leases.expires <= now() '
-            'RETURNING true',
-            *key,
-            holder,
-            ttl,
-        )
+        taken = await db.fetchval(_TAKE_LEASE_UNFLUSHED if unflushed else _TAKE_LEASE, *key, holder, ttl)
         if taken:
             return
         seconds_left = await db.fetchval(_OTHER_LIVE_LEASE, *key, holder)
