@@ -37,6 +37,7 @@ from corral.worker import lockdown
 from corral.worker import namespaces
 from corral.worker.lockdown import LockdownLimits, available_layers, lock_down
 
+pytestmark = pytest.mark.forks
 LAYERS = available_layers()
 needs_seccomp = pytest.mark.skipif(LAYERS['seccomp'] is not None, reason=f'seccomp unavailable: {LAYERS["seccomp"]}')
 

@@ -631,7 +631,9 @@ def _probe_layers() -> dict[str, str | None]:
 
 
 def _run_probe_child(*, try_seccomp: bool) -> dict[str, str | None]:
-    """Fork a child that tries the layers on itself and reports over a pipe."""
+    """Fork a child that tries the layers on itself and reports over a pipe; `RuntimeError` in a
+    process where another thread runs (the child could wait forever on a lock it held)."""
+    require_single_thread('probing the lockdown layers (it forks)')
     read_end, write_end = os.pipe()
     try:
         pid = os.fork()
