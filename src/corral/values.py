@@ -948,9 +948,10 @@ _DICT_ID = id(dict)
 
 
 def fits(value: Any, items: int | None, size: int | None) -> bool:
-    """Whether `measure` lets `value` through on a quick count alone: a small value of exact
-    boundary types (at most 3 containers deep and `_QUICK_ITEMS` items) within `items` and `size`
-    (None: no limit). Such a value needs no conversion to be packed (no session's callables)."""
+    """Whether `value` may cross on a quick count alone: a small value of exact boundary types (at
+    most 3 containers deep and `_QUICK_ITEMS` items) within `items` and `size` (None: no limit),
+    counted as `measure` counts it. Such a value needs no conversion to be packed (no session's
+    callables) and no `measure`; any other value needs `measure`, which does not count it again."""
     quick = _quick(value, 0)
     return quick is not None and (items is None or quick[0] <= items) and (size is None or quick[1] <= size)
 
@@ -995,7 +996,8 @@ def packed_bound(items: int | None, size: int | None) -> int | None:
 def measure(
     value: Any, *, items: int | None, size: int | None, subject: str, crossing: str, convert: Callable[[Any], Any] = sandbox_default
 ) -> None:
-    """Check that `value` may cross, before it is packed; raise if it may not.
+    """Check that `value` may cross, before it is packed; raise if it may not. The walk of a
+    value `fits` did not let through (ask it first: most values need nothing more).
 
     Counts what the receiver will build: every item of every list, tuple, set and frozenset and
     every entry of every dict (`items`), and the bytes of all the objects (`size`, as
@@ -1010,8 +1012,6 @@ def measure(
     contains itself or is nested deeper than `MAX_DEPTH`, and `convert`'s `TypeError` for a
     value of a type that may not cross.
     """
-    if fits(value, items, size):
-        return  # a small plain value, as most host-call arguments are: within the limits
     walk = _Walk(items, size, subject, crossing, convert)
     root = value if id(type(value)) in _BOUNDARY_IDS else walk.converted(value)
     own = sys.getsizeof(root)
