@@ -72,13 +72,13 @@ from typing import Any
 import msgpack
 
 from .described import ExceptionValue, FileValue, InstanceValue, ModuleValue, NamedTupleValue
-from .hostobjects import CONSTRUCT, HostClass, HostObject, HostObjects, ObjectRef, call_parts, is_object_call, make_proxy
+from .hostobjects import CONSTRUCT, GONE, HostClass, HostObject, HostObjects, ObjectRef, call_parts, gone, is_object_call, make_proxy
 
 __all__ = [
     'pack', 'unpack', 'measure', 'fits', 'flat', 'packed_bound', 'Decoder', 'ValueLimitError', 'bounded_repr', 'host_default', 'sandbox_default',
     'Image', 'cut_text', 'describe_type', 'package_bound', 'package_form', 'library_repr', 'MAX_FRAME', 'MAX_DEPTH', 'REPR_LIMIT',
     'UNPACKABLE_RESULT', 'SandboxBuiltin', 'builtin_name', 'name_objects', 'named_object', 'HostCallables', 'HostFunction', 'giving_callables', 'worker_callables', 'worker_objects', 'worker_paths',
-    'shown_name',
+    'call_error', 'shown_name',
 ]
 
 #: Largest frame, in bytes, either side accepts (one message). A larger one is a protocol error.
@@ -371,6 +371,24 @@ def _host_object(data: bytes, callables: HostCallables | None) -> Any:
 _OBJECTS_BY_TOKEN: dict[str, Any] = {}
 
 
+def call_error(error: BaseException, name: str) -> BaseException:
+    """In a worker: what the script gets for a host call named `name` that raised `error`: itself,
+    or for the host's refusal of an object or class it did not give (`GONE`), one naming it as the
+    script knows it (`hostobjects.gone`)."""
+    if type(error) is not NameError or error.args != (GONE,) or not is_object_call(name):
+        return error
+    return gone(name, _made_class_name(call_parts(name)[0]))
+
+
+def _made_class_name(token: str) -> str | None:
+    """In a worker: the name of the script's class of the host object or class `token` (None: no
+    proxy of it was made here)."""
+    cls = _CLASSES_MADE.get(token)
+    if cls is None and token in _OBJECTS_BY_TOKEN:
+        cls = type(_OBJECTS_BY_TOKEN[token])
+    return None if cls is None else type.__dict__['__name__'].__get__(cls)
+
+
 def shown_name(name: str) -> str:
     """In a worker: the name a script knows the host callable by whose calls carry `name`, for its
     errors: a callable given as a value by its own name (`plain`), a host object's or class's
@@ -378,12 +396,9 @@ def shown_name(name: str) -> str:
     function, or a name no callable of the script has)."""
     if is_object_call(name):
         token, member, _, _ = call_parts(name)
-        cls = _CLASSES_MADE.get(token)
-        if cls is None and token in _OBJECTS_BY_TOKEN:
-            cls = type(_OBJECTS_BY_TOKEN[token])
-        if cls is None:
+        shown = _made_class_name(token)
+        if shown is None:
             return name
-        shown = type.__dict__['__name__'].__get__(cls)
         return shown if member == CONSTRUCT else f'{shown}.{member}'
     function = _MADE_BY_NAME.get(name)
     return name if function is None else function.__name__
