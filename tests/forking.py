@@ -42,11 +42,14 @@ def other_threads() -> list[str]:
 
 
 def threads_after_a_wait(seconds: float = 1.0) -> list[str]:
-    """`other_threads()` once they are gone or `seconds` have passed, after a collection."""
-    gc.collect()
-    deadline = time.monotonic() + seconds
-    while (threads := other_threads()) and time.monotonic() < deadline:
-        time.sleep(0.01)
+    """`other_threads()` at once if there are none, else once they are gone or `seconds` have
+    passed after a collection."""
+    threads = other_threads()
+    if threads:
+        gc.collect()
+        deadline = time.monotonic() + seconds
+        while (threads := other_threads()) and time.monotonic() < deadline:
+            time.sleep(0.01)
     return threads
 
 
