@@ -809,3 +809,28 @@ def test_refuses_threads_bad_fds_and_a_second_call() -> None:
         'bad_fd': {'raised': 'ValueError', 'errno': None},
         'again': {'raised': 'RuntimeError', 'errno': None},
     }
+
+
+def test_what_forks_refuses_a_process_where_another_thread_runs() -> None:
+    """The layer probe and the user namespace's helper fork: beside a running thread the child could
+    wait forever on a lock it held, so each refuses, naming itself; nothing is forked."""
+
+    def action(_: Any) -> dict[str, Any]:
+        gate = threading.Event()
+        thread = threading.Thread(target=gate.wait)
+        thread.start()
+        refused = {}
+        for name, call in (('probe', lambda: lockdown._run_probe_child(try_seccomp=False)), ('userns', namespaces._enter_user_namespace)):
+            try:
+                call()
+                refused[name] = 'forked'
+            except RuntimeError as error:
+                refused[name] = str(error)
+        gate.set()
+        thread.join()
+        return refused
+
+    assert result(in_child(action, lock=False)) == {
+        'probe': 'probing the lockdown layers (it forks) needs a single-threaded process: Python threads are running',
+        'userns': 'entering a user namespace (it forks) needs a single-threaded process: Python threads are running',
+    }
