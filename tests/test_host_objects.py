@@ -11,9 +11,9 @@ import pytest
 
 import corral
 from corral import HostClass, HostObject
-from corral.hostobjects import HostObjects
+from corral.hostobjects import HostObjects, call_name
 from corral.integrations.stubs import stubs_from_functions
-from corral.values import Decoder, HostCallables, giving_callables, pack
+from corral.values import Decoder, HostCallables, HostFunction, giving_callables, pack, unnamed
 
 
 class Counter:
@@ -301,6 +301,20 @@ def test_the_host_resolves_only_names_it_gave_and_members_it_listed():
     assert objects.resolve(f'{cls.token}:LIMIT')() == 10
     assert type(objects.resolve(f'{cls.token}.starting_at')(2)) is HostObject
     assert counter.count == 3
+
+
+def test_a_message_that_cannot_know_what_a_call_reaches_shows_it_without_the_sessions_name_for_it():
+    """A replay's divergence or a Deferred's payload names the call from its name alone: a host
+    object's, a class's or a callable value's random name is never shown."""
+    callables = HostCallables()
+    ref = callables.objects.ref(given(Counter()))
+    cls = callables.objects.ref(HostClass(Counter, init=True, methods=['starting_at']))
+    value = callables.ref(HostFunction(double))
+    names = [call_name(ref.token, 'add'), call_name(ref.token, 'count', read=True), call_name(ref.token, 'fetch', awaited=True),
+             call_name(cls.token, '__call__'), call_name(cls.token, 'starting_at'), value.name, 'lookup']
+    assert [unnamed(name) for name in names] == [
+        '<host object>.add', '<host object>.count', '<host object>.fetch', '<host class>', '<host class>.starting_at', '<host function>', 'lookup',
+    ]
 
 
 def test_a_name_of_another_session_or_a_forged_one_decodes_to_no_object():

@@ -78,7 +78,7 @@ __all__ = [
     'pack', 'unpack', 'measure', 'fits', 'flat', 'packed_bound', 'Decoder', 'ValueLimitError', 'bounded_repr', 'host_default', 'sandbox_default',
     'Image', 'cut_text', 'describe_type', 'package_bound', 'package_form', 'library_repr', 'MAX_FRAME', 'MAX_DEPTH', 'REPR_LIMIT',
     'UNPACKABLE_RESULT', 'SandboxBuiltin', 'builtin_name', 'name_objects', 'named_object', 'HostCallables', 'HostFunction', 'giving_callables', 'worker_callables', 'worker_objects', 'worker_paths',
-    'call_error', 'shown_name',
+    'call_error', 'shown_name', 'unnamed',
 ]
 
 #: Largest frame, in bytes, either side accepts (one message). A larger one is a protocol error.
@@ -369,6 +369,20 @@ def _host_object(data: bytes, callables: HostCallables | None) -> Any:
 
 
 _OBJECTS_BY_TOKEN: dict[str, Any] = {}
+
+
+def unnamed(name: str) -> str:
+    """A host call's name as a message may show it without knowing what it reaches: a callable
+    given as a value as `<host function>`, a host object's or class's member as `<host
+    object>.add` (`<host class>` for a construction), never with the session's random name for
+    it; a host function's name as it is."""
+    if name.startswith(('<value ', '<async value ')):
+        return '<host function>'
+    if not is_object_call(name):
+        return name
+    token, member, _, _ = call_parts(name)
+    owner = '<host object>' if token.startswith('<object ') else '<host class>'
+    return owner if member == CONSTRUCT else f'{owner}.{member}'
 
 
 def call_error(error: BaseException, name: str) -> BaseException:

@@ -39,7 +39,7 @@ from ..errors import (
 )
 from ..limits import Limits, amount
 from ..language.named import host_pairs
-from ..values import MAX_FRAME, UNPACKABLE_RESULT, Decoder, HostCallables, ValueLimitError, bounded_repr, describe_type, fits, giving_callables, host_default, measure, name_objects, pack, unpack
+from ..values import MAX_FRAME, UNPACKABLE_RESULT, Decoder, HostCallables, ValueLimitError, bounded_repr, describe_type, fits, giving_callables, host_default, measure, name_objects, pack, unnamed, unpack
 from .checkpoints import Checkpoint, StoredBytes, bytes_digest, state_digest
 from .compiled import COMPILED_FEEDS
 from .deferred import Deferred, PendingCall, RemoteAnswer, SandboxPaused, StopFeed
@@ -1909,7 +1909,7 @@ def _discard_output(stream: str, text: str) -> None:
 
 
 def _shown(name: str) -> str:
-    return name.replace(SYSTEM_PREFIX, '')
+    return unnamed(name).replace(SYSTEM_PREFIX, '')
 
 
 def _checked_lookup(external_lookup: Mapping[str, Callable[..., Any]] | None) -> dict[str, Callable[..., Any]]:
