@@ -286,7 +286,7 @@ def test_the_host_resolves_only_names_it_gave_and_members_it_listed():
             objects.resolve(name)()
         return type(error.value).__name__, str(error.value)
 
-    gone = 'the host object this call reaches is not one this session gave (one given before the session was stored and loaded is gone)'
+    gone = 'the host object or function this call reaches is not one this session gave (one given before the session was stored and loaded is gone)'
     assert refused(others, f'{ref.token}.add') == ('NameError', gone)  # another session's name: in no text the host gives
     forged = ref.token[:-2] + ('1' if ref.token[-2] != '1' else '2') + '>'
     assert refused(objects, f'{forged}.add')[0] == 'NameError'

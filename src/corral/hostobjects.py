@@ -23,17 +23,18 @@ import secrets
 from collections.abc import Callable, Iterable
 from typing import Any
 
-__all__ = ['GONE', 'HostClass', 'HostObject', 'HostObjects', 'ObjectRef', 'call_parts', 'gone', 'is_object_call', 'make_proxy']
+__all__ = ['GONE', 'NOT_GIVEN', 'HostClass', 'HostObject', 'HostObjects', 'ObjectRef', 'call_parts', 'gone', 'is_object_call', 'make_proxy']
 
 #: The call names' prefixes: an object's, a class's; `<async ...` for a method the script awaits.
 _OBJECT, _CLASS = 'object', 'class'
 #: The method a class's construction is called by.
 CONSTRUCT = '__call__'
-#: Why a call reaches no object: the session did not give the name it carries.
-_NOT_GIVEN = 'is not one this session gave (one given before the session was stored and loaded is gone)'
-#: The host's answer to a call of an object or class it did not give: the worker, which knows the
-#: script's class, says which (`gone`). No name a session gave is ever in it.
-GONE = f'the host object this call reaches {_NOT_GIVEN}'
+#: Why a call reaches nothing: the session did not give the name it carries.
+NOT_GIVEN = 'is not one this session gave (one given before the session was stored and loaded is gone)'
+#: The host's answer to a call of an object, class or callable value it did not give: the worker,
+#: which knows the script's class or function, says which (`values.call_error`). No name a
+#: session gave is ever in it.
+GONE = f'the host object or function this call reaches {NOT_GIVEN}'
 
 
 def _public_names(owner: str, kind: str, names: Iterable[str]) -> tuple[str, ...]:
@@ -328,10 +329,10 @@ def gone(name: str, class_name: str | None) -> NameError:
     token, member, read, _ = call_parts(name)
     use = 'reads' if read else 'calls'
     if token.startswith(f'<{_OBJECT} '):
-        return NameError(f'the {class_name} object whose {member} this {use} {_NOT_GIVEN}')
+        return NameError(f'the {class_name} object whose {member} this {use} {NOT_GIVEN}')
     if member == CONSTRUCT:
-        return NameError(f'the class {class_name} this makes an object of {_NOT_GIVEN}')
-    return NameError(f'the class {class_name} whose {member} this {use} {_NOT_GIVEN}')
+        return NameError(f'the class {class_name} this makes an object of {NOT_GIVEN}')
+    return NameError(f'the class {class_name} whose {member} this {use} {NOT_GIVEN}')
 
 
 def call_parts(name: str) -> tuple[str, str, bool, bool]:

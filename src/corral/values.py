@@ -72,13 +72,13 @@ from typing import Any
 import msgpack
 
 from .described import ExceptionValue, FileValue, InstanceValue, ModuleValue, NamedTupleValue
-from .hostobjects import CONSTRUCT, GONE, HostClass, HostObject, HostObjects, ObjectRef, call_parts, gone, is_object_call, make_proxy
+from .hostobjects import CONSTRUCT, GONE, NOT_GIVEN, HostClass, HostObject, HostObjects, ObjectRef, call_parts, gone, is_object_call, make_proxy
 
 __all__ = [
     'pack', 'unpack', 'measure', 'fits', 'flat', 'packed_bound', 'Decoder', 'ValueLimitError', 'bounded_repr', 'host_default', 'sandbox_default',
     'Image', 'cut_text', 'describe_type', 'package_bound', 'package_form', 'library_repr', 'MAX_FRAME', 'MAX_DEPTH', 'REPR_LIMIT',
     'UNPACKABLE_RESULT', 'SandboxBuiltin', 'builtin_name', 'name_objects', 'named_object', 'HostCallables', 'HostFunction', 'giving_callables', 'worker_callables', 'worker_objects', 'worker_paths',
-    'call_error', 'shown_name', 'unnamed',
+    'call_error', 'not_given', 'shown_name', 'unnamed',
 ]
 
 #: Largest frame, in bytes, either side accepts (one message). A larger one is a protocol error.
@@ -385,13 +385,25 @@ def unnamed(name: str) -> str:
     return owner if member == CONSTRUCT else f'{owner}.{member}'
 
 
+def not_given(name: str) -> NameError:
+    """On the host: the error for a call named `name` that reaches no callable: `GONE` for a
+    callable value's name (the session did not give it: the worker names the function), else
+    `'name' is not a host function of this session`."""
+    if name.startswith(('<value ', '<async value ')):
+        return NameError(GONE)
+    return NameError(f'{name!r} is not a host function of this session')
+
+
 def call_error(error: BaseException, name: str) -> BaseException:
     """In a worker: what the script gets for a host call named `name` that raised `error`: itself,
-    or for the host's refusal of an object or class it did not give (`GONE`), one naming it as the
-    script knows it (`hostobjects.gone`)."""
-    if type(error) is not NameError or error.args != (GONE,) or not is_object_call(name):
+    or for the host's refusal of an object, class or callable value it did not give (`GONE`), one
+    naming it as the script knows it (`hostobjects.gone`; `the host function add this calls ...`)."""
+    if type(error) is not NameError or error.args != (GONE,):
         return error
-    return gone(name, _made_class_name(call_parts(name)[0]))
+    if is_object_call(name):
+        return gone(name, _made_class_name(call_parts(name)[0]))
+    function = _MADE_BY_NAME.get(name)
+    return error if function is None else NameError(f'the host function {function.__name__} this calls {NOT_GIVEN}')
 
 
 def _made_class_name(token: str) -> str | None:

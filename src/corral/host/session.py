@@ -39,7 +39,7 @@ from ..errors import (
 )
 from ..limits import Limits, amount
 from ..language.named import host_pairs
-from ..values import MAX_FRAME, UNPACKABLE_RESULT, Decoder, HostCallables, ValueLimitError, bounded_repr, describe_type, fits, giving_callables, host_default, measure, name_objects, pack, unnamed, unpack
+from ..values import MAX_FRAME, UNPACKABLE_RESULT, Decoder, HostCallables, ValueLimitError, bounded_repr, describe_type, fits, giving_callables, host_default, measure, name_objects, not_given, pack, unnamed, unpack
 from .checkpoints import Checkpoint, StoredBytes, bytes_digest, state_digest
 from .compiled import COMPILED_FEEDS
 from .deferred import Deferred, PendingCall, RemoteAnswer, SandboxPaused, StopFeed
@@ -1139,7 +1139,7 @@ class Session:
         if limit is not None and self._calls > limit:  # the worker stops a script first: this one ignored it
             raise ProtocolError(f"the worker made more than the host_calls limit of {amount('host_calls', limit)}")
         if function is None:
-            self._reply(call_id, name, False, exception_payload(NameError(f'{name!r} is not a host function of this session')), sync)
+            self._reply(call_id, name, False, exception_payload(not_given(name)), sync)
             return
         if not name.startswith(SYSTEM_PREFIX):
             self._pool.observer.host_call(name)
