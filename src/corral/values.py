@@ -371,12 +371,16 @@ def _host_object(data: bytes, callables: HostCallables | None) -> Any:
 _OBJECTS_BY_TOKEN: dict[str, Any] = {}
 
 
+#: How the names of callables given as values start (`HostCallables.ref`).
+_VALUE_NAMES = ('<value ', '<async value ')
+
+
 def unnamed(name: str) -> str:
     """A host call's name as a message may show it without knowing what it reaches: a callable
     given as a value as `<host function>`, a host object's or class's member as `<host
     object>.add` (`<host class>` for a construction), never with the session's random name for
     it; a host function's name as it is."""
-    if name.startswith(('<value ', '<async value ')):
+    if name.startswith(_VALUE_NAMES):
         return '<host function>'
     if not is_object_call(name):
         return name
@@ -389,7 +393,7 @@ def not_given(name: str) -> NameError:
     """On the host: the error for a call named `name` that reaches no callable: `GONE` for a
     callable value's name (the session did not give it: the worker names the function), else
     `'name' is not a host function of this session`."""
-    if name.startswith(('<value ', '<async value ')):
+    if name.startswith(_VALUE_NAMES):
         return NameError(GONE)
     return NameError(f'{name!r} is not a host function of this session')
 
