@@ -33,7 +33,7 @@ import pytest_asyncio
 
 import corral
 
-from forking import pytest_configure, pytest_pyfunc_call, pytest_runtest_call  # noqa: F401  (the hooks)
+from forking import pytest_configure, pytest_pyfunc_call, pytest_runtest_call, pytest_runtest_logreport, pytest_sessionfinish  # noqa: F401  (the hooks)
 from store.postgres_server import PostgresServer
 
 

@@ -5,8 +5,9 @@ malloc arena, the import lock, a logging handler's), and 3.12 only warns of it. 
 
 - a test marked `forks` (it calls `os.fork()` in the test process) runs here only when no other
   thread does (after a collection, which ends the idle threads of executors no one holds, and a
-  second for threads already ending); else alone, in a fresh test process, where no other thread
-  may run either;
+  second for threads already ending); else it and the other `forks` tests of its module run
+  together in a fresh test process, where no other thread may run either, and each reports the
+  outcome it had there;
 - any test (marked or not) during which the test process forks while another thread runs fails,
   naming the threads: checked before every fork (`os.register_at_fork`), on every Python release.
 """
@@ -14,9 +15,11 @@ malloc arena, the import lock, a logging handler's), and 3.12 only warns of it. 
 from __future__ import annotations
 
 import gc
+import json
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Generator
@@ -24,10 +27,14 @@ from typing import Any
 
 import pytest
 
-#: Set for the fresh test process a `forks` test runs alone in.
+#: Set for a fresh test process that runs `forks` tests: the file it writes their outcomes to.
 ALONE = 'CORRAL_TESTS_FORK_ALONE'
 #: The threads that ran at each fork of this process since the running test began.
 _FORKED_BESIDE: list[list[str]] = []
+#: In a fresh test process: each test's outcome and its text, by node id.
+_OUTCOMES: dict[str, list[str]] = {}
+#: In the test process: the outcomes of each module whose `forks` tests ran in a fresh one, and its output.
+_RUNS: dict[str, tuple[dict[str, list[str]], str]] = {}
 
 
 def other_threads() -> list[str]:
@@ -66,7 +73,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
-    """A `forks` test runs here if no other thread does, else in a fresh test process of its own."""
+    """A `forks` test runs here if no other thread does, else with its module's in a fresh test process."""
     if pyfuncitem.get_closest_marker('forks') is None:
         return None
     threads = threads_after_a_wait()
@@ -74,15 +81,42 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
         return None
     if os.environ.get(ALONE):
         pytest.fail(f'this test forks the test process, which must have no other thread, but these run: {", ".join(threads)}', pytrace=False)
-    command = [sys.executable, '-m', 'pytest', '-q', '-rs', '-p', 'no:cacheprovider', pyfuncitem.nodeid]
-    run = subprocess.run(command, cwd=pyfuncitem.config.rootpath, env={**os.environ, ALONE: '1'}, capture_output=True, text=True, timeout=900)
-    lines = run.stdout.strip().splitlines()
-    summary = lines[-1] if lines else ''
-    if run.returncode != 0 or not (' passed' in summary or ' skipped' in summary):
-        pytest.fail(f'run alone in a fresh test process (these threads ran in this one: {", ".join(threads)}), it failed:\n{run.stdout}{run.stderr}', pytrace=False)
-    if ' passed' not in summary:
-        pytest.skip(next((line for line in lines if line.startswith('SKIPPED')), summary))
+    outcomes, output = _run_alone(pyfuncitem)
+    outcome, text = outcomes.get(pyfuncitem.nodeid, ('missing', ''))
+    where = f'run in a fresh test process (these threads ran in this one: {", ".join(threads)})'
+    if outcome == 'skipped':
+        pytest.skip(f'{where}: {text}')
+    if outcome != 'passed':
+        pytest.fail(f'{where}, it {"failed" if outcome == "failed" else "did not run"}:\n{text or output}', pytrace=False)
     return True
+
+
+def _run_alone(item: pytest.Function) -> tuple[dict[str, list[str]], str]:
+    """The outcomes of the `forks` tests of `item`'s module, run together in a fresh test process once."""
+    module = item.nodeid.partition('::')[0]
+    if module not in _RUNS:
+        nodeids = [other.nodeid for other in item.session.items if other.nodeid.partition('::')[0] == module and other.get_closest_marker('forks')]
+        with tempfile.TemporaryDirectory() as directory:
+            path = os.path.join(directory, 'outcomes.json')
+            command = [sys.executable, '-m', 'pytest', '-q', '-p', 'no:cacheprovider', *nodeids]
+            run = subprocess.run(command, cwd=item.config.rootpath, env={**os.environ, ALONE: path}, capture_output=True, text=True, timeout=1800)
+            outcomes = json.loads(open(path).read()) if os.path.exists(path) else {}
+        _RUNS[module] = (outcomes, run.stdout + run.stderr)
+    return _RUNS[module]
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """In a fresh test process: keep each test's outcome (its call's, or a setup's or teardown's that did not pass)."""
+    if os.environ.get(ALONE) and (report.when == 'call' or report.outcome != 'passed'):
+        text = report.longrepr[2] if report.skipped and isinstance(report.longrepr, tuple) else report.longreprtext
+        _OUTCOMES[report.nodeid] = [report.outcome, text]
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    path = os.environ.get(ALONE)
+    if path:
+        with open(path, 'w') as file:
+            json.dump(_OUTCOMES, file)
 
 
 @pytest.hookimpl(wrapper=True)

@@ -24,6 +24,7 @@ import select
 import signal
 import socket
 import subprocess
+import sys
 import termios
 import threading
 import time
@@ -38,7 +39,16 @@ from corral.worker import namespaces
 from corral.worker.lockdown import LockdownLimits, available_layers, lock_down
 
 pytestmark = pytest.mark.forks
-LAYERS = available_layers()
+
+
+def _layers() -> dict[str, str | None]:
+    """`available_layers()` as a fresh process finds them: it forks a probe, which this process, where
+    other threads may run (a library's native ones, from collecting other modules), must not."""
+    code = 'import json; from corral.worker.lockdown import available_layers; print(json.dumps(available_layers()))'
+    return json.loads(subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, check=True, timeout=120).stdout)
+
+
+LAYERS = _layers()
 needs_seccomp = pytest.mark.skipif(LAYERS['seccomp'] is not None, reason=f'seccomp unavailable: {LAYERS["seccomp"]}')
 
 _libc = ctypes.CDLL(None, use_errno=True)  # made before forking: dlopen after lockdown is not allowed
