@@ -252,7 +252,8 @@ def available_layers() -> dict[str, str | None]:
     the layer is available, or a reason string when it is not. The first call forks one short-lived
     probe process (a few milliseconds) that loads the real seccomp filter; the answer is cached for
     the life of the process. The caller itself is not changed. (The namespaces and the uid are
-    probed by entering them: `corral.worker.namespaces.enter`.)
+    probed by entering them: `corral.worker.namespaces.enter`.) Raises `RuntimeError` when that
+    first call comes from a process where another thread runs: a fork beside it could hang.
     """
     global _layers
     with _layers_lock:
