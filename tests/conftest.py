@@ -16,6 +16,10 @@ text, not failed; CI, which must run every test, sets CORRAL_TESTS_NEED_LOCKDOWN
 
 Async tests and fixtures run in one event loop per module (pyproject's `asyncio_default_*_loop_scope`),
 so that a fixture of any scope and the test using it share a loop.
+
+A test that forks the test process is marked `forks`; tests/forking.py (its hooks are this file's)
+runs it only where no other thread runs, and fails any test during which the process forked
+beside another thread.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import pytest_asyncio
 
 import corral
 
+from forking import pytest_configure, pytest_pyfunc_call, pytest_runtest_call, pytest_runtest_logreport, pytest_sessionfinish  # noqa: F401  (the hooks)
 from store.postgres_server import PostgresServer
 
 

@@ -80,22 +80,21 @@ def test_functions_as_a_dotted_name_from_the_current_folder(tmp_path):
     assert corral('run', 'use.py', '--functions', 'fns', cwd=tmp_path) == (0, '3\n', '')
 
 
-def _no_namespaces():
-    """As Docker's default seccomp profile does for a container without CAP_SYS_ADMIN: unshare(2)
-    fails with EPERM (in the command's process, and so in its zygote)."""
-    import errno
-
-    import pyseccomp
-
-    rules = pyseccomp.SyscallFilter(pyseccomp.ALLOW)
-    rules.add_rule(pyseccomp.ERRNO(errno.EPERM), 'unshare')
-    rules.load()
+#: Runs `python -m corral ARGS...` after a seccomp filter under which unshare(2) fails with EPERM (in
+#: the command's process, and so in its zygote), as Docker's default profile does for a container
+#: without CAP_SYS_ADMIN. Loaded by a process of its own before exec, not in a `preexec_fn`: a fork
+#: of the test process that runs Python (an import) in the child may hang beside another thread.
+_WITHOUT_NAMESPACES = (
+    'import errno, os, sys, pyseccomp\n'
+    'rules = pyseccomp.SyscallFilter(pyseccomp.ALLOW)\n'
+    'rules.add_rule(pyseccomp.ERRNO(errno.EPERM), "unshare")\n'
+    'rules.load()\n'
+    'os.execv(sys.executable, [sys.executable, "-m", "corral", *sys.argv[1:]])'
+)
 
 
 def corral_without_namespaces(*args, cwd):
-    done = subprocess.run(
-        [sys.executable, '-m', 'corral', *args], capture_output=True, text=True, cwd=cwd, timeout=120, check=False, preexec_fn=_no_namespaces
-    )
+    done = subprocess.run([sys.executable, '-c', _WITHOUT_NAMESPACES, *args], capture_output=True, text=True, cwd=cwd, timeout=120, check=False)
     return done.returncode, done.stdout, done.stderr
 
 

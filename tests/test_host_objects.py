@@ -11,9 +11,9 @@ import pytest
 
 import corral
 from corral import HostClass, HostObject
-from corral.hostobjects import HostObjects
+from corral.hostobjects import HostObjects, call_name
 from corral.integrations.stubs import stubs_from_functions
-from corral.values import Decoder, HostCallables, giving_callables, pack
+from corral.values import Decoder, HostCallables, HostFunction, giving_callables, pack, unnamed
 
 
 class Counter:
@@ -286,8 +286,8 @@ def test_the_host_resolves_only_names_it_gave_and_members_it_listed():
             objects.resolve(name)()
         return type(error.value).__name__, str(error.value)
 
-    gone = f'the host object {ref.token} is not one this session gave (one given before the session was stored and loaded is gone)'
-    assert refused(others, f'{ref.token}.add') == ('NameError', gone)  # another session's name
+    gone = 'the host object or function this call reaches is not one this session gave (one given before the session was stored and loaded is gone)'
+    assert refused(others, f'{ref.token}.add') == ('NameError', gone)  # another session's name: in no text the host gives
     forged = ref.token[:-2] + ('1' if ref.token[-2] != '1' else '2') + '>'
     assert refused(objects, f'{forged}.add')[0] == 'NameError'
     for name in (f'{ref.token}.reset', f'{ref.token}.__reduce__', f'{ref.token}.__class__', f'{ref.token}:token', f'{ref.token}:__dict__', f'<async {ref.token[1:]}.add', f'{ref.token}.fetch'):
@@ -301,6 +301,20 @@ def test_the_host_resolves_only_names_it_gave_and_members_it_listed():
     assert objects.resolve(f'{cls.token}:LIMIT')() == 10
     assert type(objects.resolve(f'{cls.token}.starting_at')(2)) is HostObject
     assert counter.count == 3
+
+
+def test_a_message_that_cannot_know_what_a_call_reaches_shows_it_without_the_sessions_name_for_it():
+    """A replay's divergence or a Deferred's payload names the call from its name alone: a host
+    object's, a class's or a callable value's random name is never shown."""
+    callables = HostCallables()
+    ref = callables.objects.ref(given(Counter()))
+    cls = callables.objects.ref(HostClass(Counter, init=True, methods=['starting_at']))
+    value = callables.ref(HostFunction(double))
+    names = [call_name(ref.token, 'add'), call_name(ref.token, 'count', read=True), call_name(ref.token, 'fetch', awaited=True),
+             call_name(cls.token, '__call__'), call_name(cls.token, 'starting_at'), value.name, 'lookup']
+    assert [unnamed(name) for name in names] == [
+        '<host object>.add', '<host object>.count', '<host object>.fetch', '<host class>', '<host class>.starting_at', '<host function>', 'lookup',
+    ]
 
 
 def test_a_name_of_another_session_or_a_forged_one_decodes_to_no_object():
@@ -331,22 +345,33 @@ async def test_a_stored_session_replays_host_object_calls_and_the_object_is_gone
         gets.append(1)
         return given(counter)
 
+    gone = 'is not one this session gave (one given before the session was stored and loaded is gone)'
+    made = {'Made': lambda: HostClass(Counter, init=True, methods=['starting_at'], instance_methods=['add'])}
     async with corral.Pool(checkpoints=None) as pool:
         async with pool.checkout() as session:
-            await session.feed_run('c = get()\nkept = [c.add(2), c.count]', external_lookup={'get': get})
+            await session.feed_run('c = get()\nkept = [c.add(2), c.count]\nC = Made()', external_lookup={'get': get, **made})
             state = await session.dump()
         async with pool.checkout() as loaded:
             await loaded.load_session(state)  # replayed: each call answered from the journal, none run again
             assert (gets, counter.count) == ([1], 2)
             assert await loaded.feed_run('kept, type(c).__name__') == ([2, 2], 'Counter')
-            for code in ('c.add(1)', 'c.count'):
+            for code, subject in [
+                ('c.add(1)', 'the Counter object whose add this calls'),
+                ('c.count', 'the Counter object whose count this reads'),
+                ('await c.fetch(1)', 'the Counter object whose fetch this calls'),
+                ('C(1)', 'the class Counter this makes an object of'),
+                ('C.starting_at(1)', 'the class Counter whose starting_at this calls'),
+            ]:
                 with pytest.raises(corral.SandboxRuntimeError) as error:
                     await loaded.feed_run(code)
-                assert error.value.exc_type == 'NameError'
-                assert error.value.message.startswith('the host object <object ') and error.value.message.endswith(
-                    '> is not one this session gave (one given before the session was stored and loaded is gone)'
-                )
+                assert (error.value.exc_type, error.value.message) == ('NameError', f'{subject} {gone}'), code
             assert counter.count == 2
+            code = 'try:\n    c.add(1)\nexcept NameError as error:\n    caught = str(error)\ncaught'
+            assert await loaded.feed_run(code) == f'the Counter object whose add this calls {gone}'
+            state = await loaded.dump()
+        async with pool.checkout() as again:  # the refusal the journal keeps replays to the same text
+            await again.load_session(state)
+            assert await again.feed_run('caught') == f'the Counter object whose add this calls {gone}'
 
 
 async def test_a_fork_or_a_second_checkout_reaches_none_of_the_objects_its_original_holds(tmp_path):
@@ -357,11 +382,12 @@ async def test_a_fork_or_a_second_checkout_reaches_none_of_the_objects_its_origi
         async with pool.checkout(ephemeral=False) as original:
             await original.feed_run('c = get()\nc.add(1)', external_lookup={'get': lambda: given(counter)})
             async with pool.checkout(session_id=original.session_id, fork=True) as fork:
-                for code in ('c.add(10)', 'c.count', 'await c.fetch(1)'):
+                for code, subject in [('c.add(10)', 'whose add this calls'), ('c.count', 'whose count this reads'), ('await c.fetch(1)', 'whose fetch this calls')]:
                     with pytest.raises(corral.SandboxRuntimeError) as error:
                         await fork.feed_run(code)
-                    assert error.value.exc_type == 'NameError', code
-                    assert error.value.message.endswith('is not one this session gave (one given before the session was stored and loaded is gone)')
+                    assert (error.value.exc_type, error.value.message) == (
+                        'NameError', f'the Counter object {subject} is not one this session gave (one given before the session was stored and loaded is gone)'
+                    ), code
                 back = await fork.feed_run('c')
                 assert type(back).__name__ == 'ObjectRef' and not hasattr(back, 'value')  # its name alone, no object
             assert (await original.feed_run('c.add(100)'), counter.count) == (101, 101)

@@ -84,16 +84,16 @@ async def test_the_wall_time_cuts_a_sleep_the_script_cannot_catch(pool) -> None:
 
 
 async def test_a_replayed_session_does_not_sleep_again(tmp_path) -> None:
-    store = corral.SQLiteStore(tmp_path / 'sessions.db')
     first, second = Recorded(), Recorded()
-    async with corral.Pool(store=store) as pool:
-        async with pool.checkout(ephemeral=False, os_access=first) as session:
-            assert await session.feed_run('import time, asyncio\ntime.sleep(1.5)\nawait asyncio.sleep(2)\nx = 1') is None
-            session_id = session.session_id
-    assert first.asked == [1.5, 2.0]
-    async with corral.Pool(store=store) as pool:  # no checkpoint: the journal is replayed
-        async with pool.checkout(session_id=session_id, os_access=second) as session:
-            assert await session.feed_run('x') == 1
+    async with corral.SQLiteStore(tmp_path / 'sessions.db') as store:  # closed: its threads end with it
+        async with corral.Pool(store=store) as pool:
+            async with pool.checkout(ephemeral=False, os_access=first) as session:
+                assert await session.feed_run('import time, asyncio\ntime.sleep(1.5)\nawait asyncio.sleep(2)\nx = 1') is None
+                session_id = session.session_id
+        assert first.asked == [1.5, 2.0]
+        async with corral.Pool(store=store) as pool:  # no checkpoint: the journal is replayed
+            async with pool.checkout(session_id=session_id, os_access=second) as session:
+                assert await session.feed_run('x') == 1
     assert second.asked == []  # answered from the journal
 
 

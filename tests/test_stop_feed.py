@@ -72,15 +72,15 @@ async def test_an_os_access_method_stops_the_feed(pool) -> None:
 
 
 async def test_a_stored_session_replays_to_the_same_state(tmp_path) -> None:
-    store = corral.SQLiteStore(tmp_path / 'sessions.db')
-    async with corral.Pool(store=store) as pool:
-        async with pool.checkout(ephemeral=False) as session:
-            with pytest.raises(SandboxRuntimeError):
-                await session.feed_run(SWALLOW, external_lookup={'fetch': budget(2)})
-            session_id = session.session_id
-    async with corral.Pool(store=store) as pool:  # another pool replays the journal, the stop with it
-        async with pool.checkout(session_id=session_id) as session:
-            assert await session.feed_run('n') == 2
+    async with corral.SQLiteStore(tmp_path / 'sessions.db') as store:  # closed: its threads end with it
+        async with corral.Pool(store=store) as pool:
+            async with pool.checkout(ephemeral=False) as session:
+                with pytest.raises(SandboxRuntimeError):
+                    await session.feed_run(SWALLOW, external_lookup={'fetch': budget(2)})
+                session_id = session.session_id
+        async with corral.Pool(store=store) as pool:  # another pool replays the journal, the stop with it
+            async with pool.checkout(session_id=session_id) as session:
+                assert await session.feed_run('n') == 2
 
 
 @pytest.mark.parametrize('exc_type', ['', 'not a name', '1Error', None])

@@ -23,12 +23,18 @@ import secrets
 from collections.abc import Callable, Iterable
 from typing import Any
 
-__all__ = ['HostClass', 'HostObject', 'HostObjects', 'ObjectRef', 'call_parts', 'is_object_call', 'make_proxy']
+__all__ = ['GONE', 'NOT_GIVEN', 'HostClass', 'HostObject', 'HostObjects', 'ObjectRef', 'call_parts', 'gone', 'is_object_call', 'make_proxy']
 
 #: The call names' prefixes: an object's, a class's; `<async ...` for a method the script awaits.
 _OBJECT, _CLASS = 'object', 'class'
 #: The method a class's construction is called by.
 CONSTRUCT = '__call__'
+#: Why a call reaches nothing: the session did not give the name it carries.
+NOT_GIVEN = 'is not one this session gave (one given before the session was stored and loaded is gone)'
+#: The host's answer to a call of an object, class or callable value it did not give: the worker,
+#: which knows the script's class or function, says which (`values.call_error`). No name a
+#: session gave is ever in it.
+GONE = f'the host object or function this call reaches {NOT_GIVEN}'
 
 
 def _public_names(owner: str, kind: str, names: Iterable[str]) -> tuple[str, ...]:
@@ -295,7 +301,7 @@ class HostObjects:
         token, member, read, awaited = call_parts(name)
         target = self._by_token.get(token)
         if target is None or not (member == CONSTRUCT or member.isidentifier()):
-            return _raising(NameError(f'the host object {token} is not one this session gave (one given before the session was stored and loaded is gone)'))
+            return _raising(NameError(GONE))
         is_class = isinstance(target, HostClass)
         if is_class and member == CONSTRUCT and not read and not awaited:
             return target.construct
@@ -311,6 +317,22 @@ class HostObjects:
         if read:
             return lambda: target.read_attribute(member)
         return lambda *args, **kwargs: target.call_method(member)(*args, **kwargs)
+
+
+def gone(name: str, class_name: str | None) -> NameError:
+    """The script's error for a call named `name` whose object or class the session did not give
+    (the host answered `GONE`), naming it as the script knows it: its class's name `class_name`
+    (None: not known, as for a name the worker never made) and the member used
+    (`the Counter object whose add this calls is not one this session gave (...)`)."""
+    if class_name is None:
+        return NameError(GONE)
+    token, member, read, _ = call_parts(name)
+    use = 'reads' if read else 'calls'
+    if token.startswith(f'<{_OBJECT} '):
+        return NameError(f'the {class_name} object whose {member} this {use} {NOT_GIVEN}')
+    if member == CONSTRUCT:
+        return NameError(f'the class {class_name} this makes an object of {NOT_GIVEN}')
+    return NameError(f'the class {class_name} whose {member} this {use} {NOT_GIVEN}')
 
 
 def call_parts(name: str) -> tuple[str, str, bool, bool]:

@@ -72,13 +72,13 @@ from typing import Any
 import msgpack
 
 from .described import ExceptionValue, FileValue, InstanceValue, ModuleValue, NamedTupleValue
-from .hostobjects import CONSTRUCT, HostClass, HostObject, HostObjects, ObjectRef, call_parts, is_object_call, make_proxy
+from .hostobjects import CONSTRUCT, GONE, NOT_GIVEN, HostClass, HostObject, HostObjects, ObjectRef, call_parts, gone, is_object_call, make_proxy
 
 __all__ = [
     'pack', 'unpack', 'measure', 'fits', 'flat', 'packed_bound', 'Decoder', 'ValueLimitError', 'bounded_repr', 'host_default', 'sandbox_default',
     'Image', 'cut_text', 'describe_type', 'package_bound', 'package_form', 'library_repr', 'MAX_FRAME', 'MAX_DEPTH', 'REPR_LIMIT',
     'UNPACKABLE_RESULT', 'SandboxBuiltin', 'builtin_name', 'name_objects', 'named_object', 'HostCallables', 'HostFunction', 'giving_callables', 'worker_callables', 'worker_objects', 'worker_paths',
-    'shown_name',
+    'call_error', 'not_given', 'shown_name', 'unnamed',
 ]
 
 #: Largest frame, in bytes, either side accepts (one message). A larger one is a protocol error.
@@ -371,6 +371,54 @@ def _host_object(data: bytes, callables: HostCallables | None) -> Any:
 _OBJECTS_BY_TOKEN: dict[str, Any] = {}
 
 
+#: How the names of callables given as values start (`HostCallables.ref`).
+_VALUE_NAMES = ('<value ', '<async value ')
+
+
+def unnamed(name: str) -> str:
+    """A host call's name as a message may show it without knowing what it reaches: a callable
+    given as a value as `<host function>`, a host object's or class's member as `<host
+    object>.add` (`<host class>` for a construction), never with the session's random name for
+    it; a host function's name as it is."""
+    if name.startswith(_VALUE_NAMES):
+        return '<host function>'
+    if not is_object_call(name):
+        return name
+    token, member, _, _ = call_parts(name)
+    owner = '<host object>' if token.startswith('<object ') else '<host class>'
+    return owner if member == CONSTRUCT else f'{owner}.{member}'
+
+
+def not_given(name: str) -> NameError:
+    """On the host: the error for a call named `name` that reaches no callable: `GONE` for a
+    callable value's name (the session did not give it: the worker names the function), else
+    `'name' is not a host function of this session`."""
+    if name.startswith(_VALUE_NAMES):
+        return NameError(GONE)
+    return NameError(f'{name!r} is not a host function of this session')
+
+
+def call_error(error: BaseException, name: str) -> BaseException:
+    """In a worker: what the script gets for a host call named `name` that raised `error`: itself,
+    or for the host's refusal of an object, class or callable value it did not give (`GONE`), one
+    naming it as the script knows it (`hostobjects.gone`; `the host function add this calls ...`)."""
+    if type(error) is not NameError or error.args != (GONE,):
+        return error
+    if is_object_call(name):
+        return gone(name, _made_class_name(call_parts(name)[0]))
+    function = _MADE_BY_NAME.get(name)
+    return error if function is None else NameError(f'the host function {function.__name__} this calls {NOT_GIVEN}')
+
+
+def _made_class_name(token: str) -> str | None:
+    """In a worker: the name of the script's class of the host object or class `token` (None: no
+    proxy of it was made here)."""
+    cls = _CLASSES_MADE.get(token)
+    if cls is None and token in _OBJECTS_BY_TOKEN:
+        cls = type(_OBJECTS_BY_TOKEN[token])
+    return None if cls is None else type.__dict__['__name__'].__get__(cls)
+
+
 def shown_name(name: str) -> str:
     """In a worker: the name a script knows the host callable by whose calls carry `name`, for its
     errors: a callable given as a value by its own name (`plain`), a host object's or class's
@@ -378,12 +426,9 @@ def shown_name(name: str) -> str:
     function, or a name no callable of the script has)."""
     if is_object_call(name):
         token, member, _, _ = call_parts(name)
-        cls = _CLASSES_MADE.get(token)
-        if cls is None and token in _OBJECTS_BY_TOKEN:
-            cls = type(_OBJECTS_BY_TOKEN[token])
-        if cls is None:
+        shown = _made_class_name(token)
+        if shown is None:
             return name
-        shown = type.__dict__['__name__'].__get__(cls)
         return shown if member == CONSTRUCT else f'{shown}.{member}'
     function = _MADE_BY_NAME.get(name)
     return name if function is None else function.__name__
@@ -948,9 +993,10 @@ _DICT_ID = id(dict)
 
 
 def fits(value: Any, items: int | None, size: int | None) -> bool:
-    """Whether `measure` lets `value` through on a quick count alone: a small value of exact
-    boundary types (at most 3 containers deep and `_QUICK_ITEMS` items) within `items` and `size`
-    (None: no limit). Such a value needs no conversion to be packed (no session's callables)."""
+    """Whether `value` may cross on a quick count alone: a small value of exact boundary types (at
+    most 3 containers deep and `_QUICK_ITEMS` items) within `items` and `size` (None: no limit),
+    counted as `measure` counts it. Such a value needs no conversion to be packed (no session's
+    callables) and no `measure`; any other value needs `measure`, which does not count it again."""
     quick = _quick(value, 0)
     return quick is not None and (items is None or quick[0] <= items) and (size is None or quick[1] <= size)
 
@@ -995,7 +1041,8 @@ def packed_bound(items: int | None, size: int | None) -> int | None:
 def measure(
     value: Any, *, items: int | None, size: int | None, subject: str, crossing: str, convert: Callable[[Any], Any] = sandbox_default
 ) -> None:
-    """Check that `value` may cross, before it is packed; raise if it may not.
+    """Check that `value` may cross, before it is packed; raise if it may not. The walk of a
+    value `fits` did not let through (ask it first: most values need nothing more).
 
     Counts what the receiver will build: every item of every list, tuple, set and frozenset and
     every entry of every dict (`items`), and the bytes of all the objects (`size`, as
@@ -1010,8 +1057,6 @@ def measure(
     contains itself or is nested deeper than `MAX_DEPTH`, and `convert`'s `TypeError` for a
     value of a type that may not cross.
     """
-    if fits(value, items, size):
-        return  # a small plain value, as most host-call arguments are: within the limits
     walk = _Walk(items, size, subject, crossing, convert)
     root = value if id(type(value)) in _BOUNDARY_IDS else walk.converted(value)
     own = sys.getsizeof(root)

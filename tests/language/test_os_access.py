@@ -297,14 +297,14 @@ async def test_os_urandom_draws_from_the_session_seed_and_a_replay_draws_the_sam
     assert first[1:3] == (b'', 1 << 20) and len(first[0]) == 8
     # the bytes do not move the `random` module's own sequence
     assert first[3] == await run(pool, 'import random\nrandom.random()', random_seed=7)
-    store = corral.SQLiteStore(tmp_path / 'sessions.db')
-    async with corral.Pool(store=store) as stored:
-        async with stored.checkout(ephemeral=False) as session:
-            drawn = await session.feed_run('import os\nx = os.urandom(16)\nx')
-            session_id = session.session_id
-    async with corral.Pool(store=store) as stored:  # no checkpoint: the journal is replayed
-        async with stored.checkout(session_id=session_id) as session:
-            assert await session.feed_run('x') == drawn
+    async with corral.SQLiteStore(tmp_path / 'sessions.db') as store:  # closed: its threads end with it
+        async with corral.Pool(store=store) as stored:
+            async with stored.checkout(ephemeral=False) as session:
+                drawn = await session.feed_run('import os\nx = os.urandom(16)\nx')
+                session_id = session.session_id
+        async with corral.Pool(store=store) as stored:  # no checkpoint: the journal is replayed
+            async with stored.checkout(session_id=session_id) as session:
+                assert await session.feed_run('x') == drawn
 
 
 @pytest.mark.parametrize(
@@ -343,15 +343,15 @@ async def test_an_os_access_may_serve_os_urandom_and_a_replay_does_not_ask_again
         'TypeError: os.urandom: Entropy.urandom(2) must return 2 bytes, not str')
     assert await error(pool, 'import os\nos.urandom(2)', os_access=Entropy(answer=b'x')) == (
         'TypeError: os.urandom: Entropy.urandom(2) must return 2 bytes, not 1 bytes')
-    store = corral.SQLiteStore(tmp_path / 'sessions.db')
     first, second = Entropy(), Entropy()
-    async with corral.Pool(store=store) as stored:
-        async with stored.checkout(ephemeral=False, os_access=first) as session:
-            assert await session.feed_run('import os\nx = os.urandom(4)\nx') == b'\x07' * 4
-            session_id = session.session_id
-    async with corral.Pool(store=store) as stored:
-        async with stored.checkout(session_id=session_id, os_access=second) as session:
-            assert await session.feed_run('x') == b'\x07' * 4
+    async with corral.SQLiteStore(tmp_path / 'sessions.db') as store:
+        async with corral.Pool(store=store) as stored:
+            async with stored.checkout(ephemeral=False, os_access=first) as session:
+                assert await session.feed_run('import os\nx = os.urandom(4)\nx') == b'\x07' * 4
+                session_id = session.session_id
+        async with corral.Pool(store=store) as stored:
+            async with stored.checkout(session_id=session_id, os_access=second) as session:
+                assert await session.feed_run('x') == b'\x07' * 4
     assert (first.asked, second.asked) == ([4], [])
 
 

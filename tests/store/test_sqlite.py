@@ -160,6 +160,7 @@ def test_key_file_of_another_user_is_refused(tmp_path):
     )
 
 
+@pytest.mark.forks
 def test_key_file_cannot_be_created():
     # As root a directory's mode stops nothing: the child runs as another user, in a directory of
     # root's that it may enter but not write (or, for an ordinary user, in one of its own made read-only).
@@ -341,6 +342,7 @@ async def test_default_store_without_a_home(monkeypatch):
     assert not os.path.exists('/nonexistent')
 
 
+@pytest.mark.forks
 def test_default_store_of_a_user_without_home_or_passwd_entry():
     # A container's arbitrary uid: no HOME, and no passwd entry to find a home in.
     if os.geteuid() != 0:
@@ -380,6 +382,7 @@ async def test_several_threads_and_stores_share_one_file(tmp_path):
             await store.close()
 
 
+@pytest.mark.forks
 def test_an_ordinary_user_uses_the_default_store():
     # Run as another uid with a home of its own (as root), or as this ordinary user.
     uid = 54321 if os.geteuid() == 0 else os.geteuid()

@@ -180,7 +180,7 @@ def test_the_cache_is_bounded_in_entries_and_bytes_least_recently_used_first():
         feeds.message(text, guarded=True)
     feeds.message('a = 1', guarded=True)  # used: 'b = 2' is now the oldest
     feeds.message('d = 4', guarded=True)
-    assert [msgpack.unpackb(m)[1] for m in feeds._entries.values()] == ['c = 3', 'a = 1', 'd = 4']
+    assert [msgpack.unpackb(feeds._entries[key])[1] for key in feeds._scopes[''].keys] == ['c = 3', 'a = 1', 'd = 4']
     assert feeds.size == sum(map(len, feeds._entries.values()))
     one = len(feeds.message('e = 5', guarded=True))
     small = CompiledFeeds(max_bytes=2 * one + 10, max_entries=100)
@@ -197,6 +197,36 @@ def test_the_cache_is_bounded_in_entries_and_bytes_least_recently_used_first():
     long = CompiledFeeds(max_text=10)
     assert long.message('x = 1234567', guarded=True) is None and long.message('x = 123456', guarded=True) is not None
     assert (len(long), long.misses) == (1, 1)  # the long text is neither compiled nor kept
+
+
+def test_one_tenants_many_feeds_never_drop_another_tenants_entries():
+    """Past a bound the tenant holding the most loses its oldest: a tenant flooding the cache drops
+    its own entries, never those of one holding fewer, whose feeds stay hits (and texts seen once)."""
+    one = len(CompiledFeeds().message('a = 0', guarded=True))
+    feeds = CompiledFeeds(max_bytes=1 << 20, max_entries=8)
+    for text in ('a = 0', 'b = 0', 'c = 0'):
+        feeds.message(text, guarded=True, scope='globex')
+    assert feeds.live('d = 0', guarded=True, scope='globex') is None  # seen once: compiled its second time
+    for n in range(100):
+        feeds.message(f'x = {n}', guarded=True, scope='acme')
+        assert feeds.live(f'y = {n}', guarded=True, scope='acme') is None
+    assert (len(feeds), feeds._seen, len(feeds._scopes['acme'].keys), len(feeds._scopes['acme'].seen)) == (8, 8, 5, 7)
+    misses = feeds.misses
+    assert all(feeds.message(text, guarded=True, scope='globex') is not None for text in ('a = 0', 'b = 0', 'c = 0'))
+    assert feeds.live('d = 0', guarded=True, scope='globex') is not None and feeds.misses == misses + 1  # its second sighting
+    # globex's fourth entry went past max_entries: acme, holding the most, lost its oldest
+    assert [msgpack.unpackb(feeds._entries[key])[1] for key in feeds._scopes['acme'].keys] == [f'x = {n}' for n in range(96, 100)]
+    by_bytes = CompiledFeeds(max_bytes=6 * one, max_entries=1000)  # the bound in bytes: the same
+    for text in ('a = 0', 'b = 0'):
+        by_bytes.message(text, guarded=True, scope='globex')
+    for n in range(100):
+        by_bytes.message(f'x = {n % 10}', guarded=True, scope='acme')
+    assert all(by_bytes.message(text, guarded=True, scope='globex') is not None for text in ('a = 0', 'b = 0'))
+    assert (len(by_bytes._scopes['globex'].keys), len(by_bytes._scopes['acme'].keys), by_bytes.size) == (2, 4, 6 * one)
+    by_bytes.message('a = 0', guarded=True, scope='initech')  # a third tenant: globex and acme each keep more than it
+    assert [len(by_bytes._scopes[name].keys) for name in ('globex', 'acme', 'initech')] == [2, 3, 1]
+    by_bytes.clear()
+    assert (len(by_bytes), by_bytes.size, by_bytes._scopes, by_bytes._seen) == (0, 0, {}, 0)
 
 
 async def test_a_traceback_through_a_replayed_feeds_function_shows_its_lines_as_when_it_ran():
@@ -321,7 +351,7 @@ def test_a_live_text_is_compiled_the_second_time_it_is_asked_for_and_the_texts_s
     assert feeds.live('a = 1', guarded=False) is None  # another compilation: seen once
     for text in ('b = 2', 'c = 3', 'd = 4'):
         assert feeds.live(text, guarded=True) is None
-    assert list(feeds._seen) == [key_of_in(feeds, text) for text in ('c = 3', 'd = 4')]  # the oldest seen went first
+    assert list(feeds._scopes[''].seen) == [key_of_in(feeds, text) for text in ('c = 3', 'd = 4')]  # the oldest seen went first
     assert feeds.live('b = 2', guarded=True) is None and feeds.live('d = 4', guarded=True) is not None
     assert feeds.live('x = (', guarded=True) is None and feeds.live('x = (', guarded=True) is None  # compiled, refused, kept as such
     assert feeds.live('x = (', guarded=True) is None and feeds.misses == 3

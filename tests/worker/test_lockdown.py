@@ -24,6 +24,7 @@ import select
 import signal
 import socket
 import subprocess
+import sys
 import termios
 import threading
 import time
@@ -37,7 +38,17 @@ from corral.worker import lockdown
 from corral.worker import namespaces
 from corral.worker.lockdown import LockdownLimits, available_layers, lock_down
 
-LAYERS = available_layers()
+pytestmark = pytest.mark.forks
+
+
+def _layers() -> dict[str, str | None]:
+    """`available_layers()` as a fresh process finds them: it forks a probe, which this process, where
+    other threads may run (a library's native ones, from collecting other modules), must not."""
+    code = 'import json; from corral.worker.lockdown import available_layers; print(json.dumps(available_layers()))'
+    return json.loads(subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, check=True, timeout=120).stdout)
+
+
+LAYERS = _layers()
 needs_seccomp = pytest.mark.skipif(LAYERS['seccomp'] is not None, reason=f'seccomp unavailable: {LAYERS["seccomp"]}')
 
 _libc = ctypes.CDLL(None, use_errno=True)  # made before forking: dlopen after lockdown is not allowed
@@ -807,4 +818,29 @@ def test_refuses_threads_bad_fds_and_a_second_call() -> None:
         'threaded': {'raised': 'RuntimeError', 'errno': None},
         'bad_fd': {'raised': 'ValueError', 'errno': None},
         'again': {'raised': 'RuntimeError', 'errno': None},
+    }
+
+
+def test_what_forks_refuses_a_process_where_another_thread_runs() -> None:
+    """The layer probe and the user namespace's helper fork: beside a running thread the child could
+    wait forever on a lock it held, so each refuses, naming itself; nothing is forked."""
+
+    def action(_: Any) -> dict[str, Any]:
+        gate = threading.Event()
+        thread = threading.Thread(target=gate.wait)
+        thread.start()
+        refused = {}
+        for name, call in (('probe', lambda: lockdown._run_probe_child(try_seccomp=False)), ('userns', namespaces._enter_user_namespace)):
+            try:
+                call()
+                refused[name] = 'forked'
+            except RuntimeError as error:
+                refused[name] = str(error)
+        gate.set()
+        thread.join()
+        return refused
+
+    assert result(in_child(action, lock=False)) == {
+        'probe': 'probing the lockdown layers (it forks) needs a single-threaded process: Python threads are running',
+        'userns': 'entering a user namespace (it forks) needs a single-threaded process: Python threads are running',
     }

@@ -344,6 +344,7 @@ async def _ordinary_user_session() -> dict[str, Any]:
     return {'uid': os.getuid(), 'total': total, 'again': again, 'probe': await probe(set())}
 
 
+@pytest.mark.forks
 def test_an_ordinary_user_runs_a_checkout_a_host_call_and_the_lockdown_checks():
     report = as_ordinary_user(_ordinary_user_session)
     uid = 65534 if os.geteuid() == 0 else os.getuid()  # root drops to 65534; an ordinary user stays itself
@@ -366,12 +367,14 @@ async def _ordinary_user_checkpoint() -> dict[str, Any]:
             return {'kept': kept, 'taken': session._worker.pid == pid, 'x': await session.feed_run('x')}
 
 
+@pytest.mark.forks
 def test_an_ordinary_users_pool_keeps_live_checkpoints():
     """A worker is not dumpable, so a host that is not root may not read its smaps_rollup: the
     checkpoint's memory could not be read, and every checkpoint was killed as it was kept."""
     assert as_ordinary_user(_ordinary_user_checkpoint) == {'kept': 1, 'taken': True, 'x': [1, 2, 3]}
 
 
+@pytest.mark.forks
 def test_an_ordinary_user_without_a_user_namespace_is_refused_with_the_ways_on():
     lines = as_ordinary_user(lambda: refusal({'userns'})).split('\n')
     why = 'Operation not permitted (it needs CAP_SYS_ADMIN, which an ordinary user has only inside a user namespace: layer userns)'
@@ -406,6 +409,7 @@ def _refuse_namespaces() -> None:
     rules.load()
 
 
+@pytest.mark.forks
 def test_a_seccomp_profile_that_refuses_namespaces_is_named_with_the_ways_on():
     text = in_child(_refuse_namespaces, refusal)
     policy = 'Operation not permitted (a seccomp, AppArmor or SELinux policy forbids it)'
@@ -451,6 +455,7 @@ def _no_user_namespaces() -> None:
         file.write('0')
 
 
+@pytest.mark.forks
 @pytest.mark.skipif(os.geteuid() != 0, reason='mapping two ids into a user namespace takes root')
 def test_a_sysctl_that_forbids_user_namespaces_is_named():
     assert in_child(_no_user_namespaces, refusal).split('\n') == [
@@ -463,6 +468,7 @@ def test_a_sysctl_that_forbids_user_namespaces_is_named():
     ]
 
 
+@pytest.mark.forks
 def test_a_sessions_cpu_seconds_are_read_as_an_ordinary_user():
     """`Session.cpu_seconds` reads the worker's /proc entry, which an ordinary user may read too."""
 
@@ -487,6 +493,7 @@ def _hidden_from_others() -> bool:
     return False
 
 
+@pytest.mark.forks
 @pytest.mark.skipif(os.geteuid() != 0 or not _hidden_from_others(), reason='needs root, with this interpreter in a folder others may not enter')
 def test_a_test_that_cannot_make_the_interpreter_reachable_for_nobody_skips_saying_why():
     with pytest.raises(pytest.skip.Exception) as info:

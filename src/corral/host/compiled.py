@@ -22,7 +22,10 @@ Why this is safe:
   under its own tag; with another (a zygote started from other files) it compiles the text.
 - What the compile would tell the script (a syntax error, a warning it prints) is not kept: such a
   text is sent without code, and the worker compiles it and says so, as when the feed ran.
-- The cache is bounded (`CompiledFeeds.max_bytes`, `max_entries`), least recently used first. A
+- The cache is bounded (`CompiledFeeds.max_bytes`, `max_entries`), and each tenant's entries are
+  dropped least recently used first; past a bound the tenant holding the most loses its oldest, so
+  a tenant's feeds drop its own entries before any other's and never those of a tenant holding
+  less: how busy other tenants are does not decide how long a tenant's entries stay. A
   text longer than `max_text` characters (a pool may allow such scripts: `Limits.code_size`), or
   whose code would not fit in the cache, is sent without code: the host's event loop does not
   compile it, and its worker does, as when the feed ran.
@@ -50,16 +53,33 @@ __all__ = ['CompiledFeeds', 'COMPILED_FEEDS']
 _REFUSED_COST = 64
 
 
+class _Scope:
+    """One tenant's share of a `CompiledFeeds`: its entries' keys and its texts seen once live,
+    each least recently used first, and the bytes its entries hold."""
+
+    __slots__ = ('name', 'keys', 'seen', 'bytes')
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.keys: OrderedDict[bytes, None] = OrderedDict()
+        self.seen: OrderedDict[bytes, None] = OrderedDict()
+        self.bytes = 0
+
+
 class CompiledFeeds:
     """The host's compiled code of replayed feeds (and of live feeds fed before: `live`), by a
-    digest of their text and compiler: at most `max_entries` entries of at most `max_bytes` bytes
-    of CODE messages in all, least recently used first out, of texts of at most `max_text`
-    characters. `hits` and `misses` count `message` and `live` calls answered from it and compiled."""
+    digest of their text, compiler and tenant (`scope`): at most `max_entries` entries of at most
+    `max_bytes` bytes of CODE messages in all, of texts of at most `max_text` characters. Past a
+    bound, the tenant whose entries hold the most bytes (or, past `max_entries`, are the most)
+    loses its least recently used entry: one tenant's feeds never drop the entries of a tenant
+    holding fewer, whatever their number (texts seen once live, at most `max_entries`, likewise).
+    `hits` and `misses` count `message` and `live` calls answered from it and compiled."""
 
     def __init__(self, max_bytes: int = 32 << 20, max_entries: int = 4096, max_text: int = 128 << 10) -> None:
         self.max_bytes, self.max_entries, self.max_text = max_bytes, max_entries, max_text
-        self._entries: OrderedDict[bytes, bytes | None] = OrderedDict()
-        self._seen: OrderedDict[bytes, None] = OrderedDict()  # keys of texts fed once live, not compiled here
+        self._entries: dict[bytes, bytes | None] = {}
+        self._scopes: dict[str, _Scope] = {}
+        self._seen = 0  # texts fed once live, not compiled here, of every scope
         self._bytes = 0
         self.hits = self.misses = 0
 
@@ -99,38 +119,75 @@ class CompiledFeeds:
         if type(code) is not str or len(code) > self.max_text:  # a malformed state's, or a long script: its worker compiles it
             return None
         key = self.key(code, guarded=guarded, scope=scope)
+        own = self._scopes.get(scope)
+        if own is None:
+            own = self._scopes[scope] = _Scope(scope)
         if key in self._entries:
             self.hits += 1
-            self._entries.move_to_end(key)
+            own.keys.move_to_end(key)
             return self._entries[key]
-        if live and key not in self._seen:
-            self._seen[key] = None
-            if len(self._seen) > self.max_entries:
-                self._seen.popitem(last=False)
+        if live and key not in own.seen:
+            own.seen[key] = None
+            self._seen += 1
+            while self._seen > self.max_entries:
+                most = max(self._scopes.values(), key=_seen_count)
+                most.seen.popitem(last=False)
+                self._seen -= 1
+                self._drop_empty(most)
             return None
-        self._seen.pop(key, None)
+        if key in own.seen:
+            del own.seen[key]
+            self._seen -= 1
         self.misses += 1
         message = _compiled(code, compiler_tag(guarded), guarded)
         if message is not None and len(message) > self.max_bytes:
             message = None
-        self._add(key, message)
+        self._add(own, key, message)
+        self._drop_empty(own)
         return message
 
     def clear(self) -> None:
         """Drop every entry, and count hits and misses from zero."""
         self._entries.clear()
-        self._seen.clear()
-        self._bytes = self.hits = self.misses = 0
+        self._scopes.clear()
+        self._seen = self._bytes = self.hits = self.misses = 0
 
-    def _add(self, key: bytes, message: bytes | None) -> None:
-        cost = _REFUSED_COST if message is None else len(message)
+    def _add(self, own: _Scope, key: bytes, message: bytes | None) -> None:
+        cost = _cost(message)
         if cost > self.max_bytes or not self.max_entries:  # kept nowhere: compiled again next time
             return
         self._entries[key] = message
+        own.keys[key] = None
+        own.bytes += cost
         self._bytes += cost
         while self._bytes > self.max_bytes or len(self._entries) > self.max_entries:
-            _, dropped = self._entries.popitem(last=False)
-            self._bytes -= _REFUSED_COST if dropped is None else len(dropped)
+            largest = max(self._scopes.values(), key=_scope_bytes if self._bytes > self.max_bytes else _entry_count)
+            dropped, _ = largest.keys.popitem(last=False)
+            cost = _cost(self._entries.pop(dropped))
+            largest.bytes -= cost
+            self._bytes -= cost
+            self._drop_empty(largest)
+
+    def _drop_empty(self, scope: _Scope) -> None:
+        if not scope.keys and not scope.seen:
+            self._scopes.pop(scope.name, None)
+
+
+def _cost(message: bytes | None) -> int:
+    """What an entry costs: its CODE message's bytes, or `_REFUSED_COST` for a text kept without code."""
+    return _REFUSED_COST if message is None else len(message)
+
+
+def _scope_bytes(scope: _Scope) -> int:
+    return scope.bytes
+
+
+def _entry_count(scope: _Scope) -> int:
+    return len(scope.keys)
+
+
+def _seen_count(scope: _Scope) -> int:
+    return len(scope.seen)
 
 
 def _compiled(code: str, tag: bytes, guarded: bool) -> bytes | None:

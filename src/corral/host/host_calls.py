@@ -18,7 +18,7 @@ from opentelemetry import trace
 
 from ..channel import PAUSE, REPLY, STOP, WAKE, ProtocolError, frame
 from ..limits import amount
-from ..values import MAX_FRAME, HostCallables, ValueLimitError, bounded_repr, describe_type, fits, giving_callables, host_default, measure, pack
+from ..values import MAX_FRAME, HostCallables, ValueLimitError, bounded_repr, describe_type, fits, giving_callables, host_default, measure, not_given, pack, unnamed
 from .channel import _INLINE_FRAME, _decoding_thread
 from .deferred import Deferred, PendingCall, RemoteAnswer, SandboxPaused, StopFeed
 from .external import exception_payload
@@ -82,7 +82,7 @@ class HostCalls:
         if limit is not None and self._calls > limit:  # the worker stops a script first: this one ignored it
             raise ProtocolError(f"the worker made more than the host_calls limit of {amount('host_calls', limit)}")
         if function is None:
-            self._reply(call_id, name, False, exception_payload(NameError(f'{name!r} is not a host function of this session')), sync)
+            self._reply(call_id, name, False, exception_payload(not_given(name)), sync)
             return
         if not name.startswith(SYSTEM_PREFIX):
             self._pool.observer.host_call(name)
@@ -361,7 +361,7 @@ class HostCalls:
 
 
 def _shown(name: str) -> str:
-    return name.replace(SYSTEM_PREFIX, '')
+    return unnamed(name).replace(SYSTEM_PREFIX, '')
 
 
 class _LargeResult(Exception):

@@ -34,7 +34,7 @@ from ..host.os_access import MAX_FILE, Mount, OsAccess
 from ..host.pool import Pool
 from ..host.session import PrintCallback, _checked_lookup, print_to_host
 from ..limits import Limits
-from ..values import ValueLimitError, describe_type, host_default, measure, pack
+from ..values import ValueLimitError, describe_type, fits, host_default, measure, not_given, pack
 from . import protocol as p
 
 __all__ = ['RemotePool', 'RemoteSession', 'pool_from_environment', 'CLOSE_TIMEOUT']
@@ -610,7 +610,7 @@ class RemoteSession:
         """Run a host call as a local session runs it: a sync function here, an async one in a task."""
         function = self._lookup.get(name)
         if function is None:
-            self._answer_error(call_id, NameError(f'{name!r} is not a host function of this session'))
+            self._answer_error(call_id, not_given(name))
         else:
             try:
                 result = self._context.run(function, *args, **kwargs)
@@ -644,7 +644,8 @@ class RemoteSession:
         short = name.rpartition('.')[2]
         limits = self.limits
         try:
-            measure(value, items=limits.value_items, size=limits.value_size, subject=f'the value {short}() returned', crossing='enter the sandbox', convert=host_default)
+            if not fits(value, limits.value_items, limits.value_size):
+                measure(value, items=limits.value_items, size=limits.value_size, subject=f'the value {short}() returned', crossing='enter the sandbox', convert=host_default)
             answer = pack([call_id, 'ok', value], side='host')
             if len(answer) + _ENVELOPE > self._max_frame:
                 raise ValueError(f'message of {len(answer)} bytes is larger than the limit of {self._max_frame - _ENVELOPE} bytes')

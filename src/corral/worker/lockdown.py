@@ -252,7 +252,8 @@ def available_layers() -> dict[str, str | None]:
     the layer is available, or a reason string when it is not. The first call forks one short-lived
     probe process (a few milliseconds) that loads the real seccomp filter; the answer is cached for
     the life of the process. The caller itself is not changed. (The namespaces and the uid are
-    probed by entering them: `corral.worker.namespaces.enter`.)
+    probed by entering them: `corral.worker.namespaces.enter`.) Raises `RuntimeError` when that
+    first call comes from a process where another thread runs: a fork beside it could hang.
     """
     global _layers
     with _layers_lock:
@@ -631,7 +632,9 @@ def _probe_layers() -> dict[str, str | None]:
 
 
 def _run_probe_child(*, try_seccomp: bool) -> dict[str, str | None]:
-    """Fork a child that tries the layers on itself and reports over a pipe."""
+    """Fork a child that tries the layers on itself and reports over a pipe; `RuntimeError` in a
+    process where another thread runs (the child could wait forever on a lock it held)."""
+    require_single_thread('probing the lockdown layers (it forks)')
     read_end, write_end = os.pipe()
     try:
         pid = os.fork()

@@ -41,6 +41,8 @@ import errno
 import os
 import socket
 
+from .lockdown import require_single_thread
+
 __all__ = ['HOSTNAME', 'LAYERS', 'REMEDIES', 'SANDBOX_ID', 'drop_uid', 'empty_root', 'enter', 'explain']
 
 #: The layers this module builds, by the names `Pool(skip_layers=...)` takes.
@@ -149,7 +151,10 @@ def enter(skip: frozenset[str]) -> dict[str, str | None]:
 
 
 def _enter_user_namespace() -> None:
-    """unshare(CLONE_NEWUSER), with the maps written by a helper forked beforehand (outside)."""
+    """unshare(CLONE_NEWUSER), with the maps written by a helper forked beforehand (outside);
+    `RuntimeError` in a process where another thread runs (the helper could wait forever on a
+    lock it held, and unshare(CLONE_NEWUSER) refuses a threaded process)."""
+    require_single_thread('entering a user namespace (it forks)')
     me = os.getpid()
     # Root maps the sandbox id to the host's 65534; an ordinary user may map only itself.
     uid = os.geteuid() or SANDBOX_ID

@@ -33,7 +33,7 @@ from ..limits import amount
 from ..language.guards import is_script_class
 from ..language.named import sandbox_pairs
 from ..language.rebuild import rebuild
-from ..values import UNPACKABLE_RESULT, ValueLimitError, describe_instances, fits, flat, library_repr, measure, name_objects, pack, packed_bound, shown_name, unpack, worker_callables, worker_objects, worker_paths
+from ..values import UNPACKABLE_RESULT, ValueLimitError, call_error, describe_instances, fits, flat, library_repr, measure, name_objects, pack, packed_bound, shown_name, unpack, worker_callables, worker_objects, worker_paths
 
 __all__ = ['Worker', 'STDLIB_MODULES', 'PRELOAD_MODULES']
 
@@ -368,7 +368,13 @@ class Worker:
     async def _call_async(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         future = self._loop.create_future()
         self._futures[self._start_call(name, args, kwargs)] = future
-        return await future
+        try:
+            return await future
+        except NameError as error:  # the host's refusal of an object it did not give: named here
+            named = call_error(error, name)
+            if named is error:
+                raise
+            raise named from None
 
     def _call_sync(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         call_id = self._start_call(name, args, kwargs)
@@ -386,7 +392,7 @@ class Worker:
             raise self._stop(limit)
         if ok:
             return value
-        raise _host_exception(value)
+        raise call_error(_host_exception(value), name)
 
     def _host_function(self, name: str, is_async: bool) -> Any:
         call_async, call_sync = self._call_async, self._call_sync

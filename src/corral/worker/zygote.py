@@ -137,6 +137,9 @@ def main(argv: list[str]) -> None:
         from ..language.modules import load_packages
 
         load_packages(packages)
+    # it forks from here on (the probe, the maps' helper, the zygote proper, every worker): a fork
+    # beside a running thread may leave the child waiting forever on a lock that thread held
+    lockdown.require_single_thread('the zygote (it forks without at-fork handlers)')
     layers = lockdown.available_layers()
     layers.update(namespaces.enter(skip))
     in_userns = 'userns' not in skip and layers['userns'] is None
