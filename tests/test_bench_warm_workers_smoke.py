@@ -42,6 +42,7 @@ async def _round_as_read() -> dict:
 
 
 @pytest.mark.slow
+@pytest.mark.forks  # as_ordinary_user forks the test process
 def test_an_ordinary_user_reads_the_workers_memory_it_may_and_says_what_it_is():
     """A worker is not dumpable, so a user other than root may not read its smaps_rollup: the bench
     reads the RssAnon of /proc/PID/status instead, and its report says so."""
