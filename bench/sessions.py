@@ -4,6 +4,7 @@
     python bench/sessions.py            # 1, 10 and 50 feeds, 5 repetitions each
     python bench/sessions.py --quick    # 1 and 10 feeds, 2 repetitions
     python bench/sessions.py --replay-only   # corral's dump, load and replays of 10 and 50 feeds alone
+    python bench/sessions.py --checkouts-only   # the last table alone: checkouts in a row and the trivial feed
 
 Prints a Markdown table of medians (min–max) and the ratios corral / monty:
 
@@ -227,6 +228,7 @@ async def main(argv: list[str] | None = None) -> None:
     parser.add_argument('--quick', action='store_true')
     parser.add_argument('--stored-only', action='store_true', help='only the stored feed against the ephemeral one')
     parser.add_argument('--replay-only', action='store_true', help="only corral's dump, load and replays (the first two tables, no monty)")
+    parser.add_argument('--checkouts-only', action='store_true', help='only the checkouts in a row and the trivial feed (the last table but one)')
     args = parser.parse_args(argv)
     sizes, reps = ((1, 10), 2) if args.quick else ((1, 10, 50), 5)
     if args.replay_only:
@@ -239,7 +241,7 @@ async def main(argv: list[str] | None = None) -> None:
                 await monty.__aenter__()
             try:
                 rows = []
-                for feeds in () if args.stored_only else sizes:
+                for feeds in () if args.stored_only or args.checkouts_only else sizes:
                     results: dict[str, list[dict[str, float]]] = {'corral': [], 'monty': []}
                     for rep in range(reps):
                         order = ['corral', 'monty'] if rep % 2 == 0 else ['monty', 'corral']
@@ -254,7 +256,7 @@ async def main(argv: list[str] | None = None) -> None:
                 churn: dict[str, dict[str, list[float]]] = {side: {'back': [], 'apart': [], 'trivial': []} for side in ('corral', 'monty')}
                 if not args.stored_only and not args.replay_only:
                     async with corral.Pool(state_key=KEY, store=store, checkpoints=None) as cold:
-                        for feeds in (10,) if args.quick else (10, 50):
+                        for feeds in () if args.checkouts_only else (10,) if args.quick else (10, 50):
                             stored[feeds] = [await stored_round(pool, cold, feeds) for _ in range(reps)]
                     print('stored checkouts done', file=sys.stderr)
                     for rep in range(reps):
@@ -264,7 +266,7 @@ async def main(argv: list[str] | None = None) -> None:
                             churn[side]['apart'].append(await checkouts(chosen, gap=0.05))
                             churn[side]['trivial'].append(await trivial_feed(chosen))
                     print('checkouts done', file=sys.stderr)
-                lengths = () if args.replay_only else (10, 50) if args.quick else (10, 50, 500)
+                lengths = () if args.replay_only or args.checkouts_only else (10, 50) if args.quick else (10, 50, 500)
                 costs = {n: [await stored_feed_cost(pool, n) for _ in range(1 if n >= 500 else reps)] for n in lengths}
             finally:
                 if monty is not None:
@@ -284,9 +286,10 @@ async def main(argv: list[str] | None = None) -> None:
             mv = [r['load' if key.startswith('replay') else key] for r in m]
             ratio = f'{statistics.median(cv) / statistics.median(mv):.2f}×' if mv else '—'
             print(f'| {feeds} | {label} | {cell(cv, scale, unit)} | {cell(mv, scale, unit) if mv else "not installed"} | {ratio} |')
-    print()
-    print('| feeds | replayed | the feeds ran (wall) | replayed load (wall) | replay / ran, wall | the feeds ran (CPU, host + worker) | replayed load (CPU) | replay / ran, CPU | load from the checkpoint (CPU) |')
-    print('| --- | --- | --- | --- | --- | --- | --- | --- | --- |')
+    if rows:
+        print()
+        print('| feeds | replayed | the feeds ran (wall) | replayed load (wall) | replay / ran, wall | the feeds ran (CPU, host + worker) | replayed load (CPU) | replay / ran, CPU | load from the checkpoint (CPU) |')
+        print('| --- | --- | --- | --- | --- | --- | --- | --- | --- |')
     for feeds, results in rows:
         c = results['corral']
         for key, label in (('replay', 'first (compiles)'), ('replay_kept', 'again (code kept)')):
@@ -308,6 +311,7 @@ async def main(argv: list[str] | None = None) -> None:
                 live, cold = [r[key] for r in samples], [r[f'{key}_replay'] for r in samples]
                 ratios = (f'{statistics.median(v) / statistics.median(mv):.2f}×' if mv else '—' for v in (live, cold))
                 print(f'| {feeds} | {label} | {cell(live, 1e3)} | {cell(cold, 1e3)} | {cell(mv, 1e3) if mv else "—"} | {" | ".join(ratios)} |')
+    if churn['corral']['back']:
         print()
         print('| measure | corral | monty | corral / monty |')
         print('| --- | --- | --- | --- |')
