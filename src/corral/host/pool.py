@@ -533,6 +533,7 @@ class Pool:
                         if not waiter.done():
                             waiter.set_exception(error)
                     return
+                await worker.connect()  # killed with the forks below if the refill is cancelled meanwhile
                 forking.popleft()
                 if self._closed:
                     worker.kill()
