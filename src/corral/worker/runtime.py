@@ -715,6 +715,7 @@ class Worker:
             self._send(reply)
         self._flush()
         self._held = None
+        os.sched_yield()  # the host, woken by the reply on this CPU, takes it now, not after the worker's way back to its poll
 
     def _measure(self, value: Any, call: str | None = None) -> None:
         """Check a value before it leaves the sandbox (`values.measure`, with the feed's limits):
