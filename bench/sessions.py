@@ -5,6 +5,7 @@
     python bench/sessions.py --quick    # 1 and 10 feeds, 2 repetitions
     python bench/sessions.py --replay-only   # corral's dump, load and replays of 10 and 50 feeds alone
     python bench/sessions.py --postgres --checkouts-only   # checkouts by id and forks on PostgreSQL
+    python bench/sessions.py --in-a-row-only   # checkouts in a row (back to back, 50 ms apart) and the trivial feed
 
 Prints a Markdown table of medians (min–max) and the ratios corral / monty:
 
@@ -237,6 +238,7 @@ async def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         '--checkouts-only', action='store_true', help="only the checkouts by id and forks from their checkpoints, and monty's load_session"
     )
+    parser.add_argument('--in-a-row-only', action='store_true', help='only the checkouts in a row and the trivial feed, side by side with monty')
     parser.add_argument('--postgres', nargs='?', const='', metavar='URL', help='the store on PostgreSQL: a server started on loopback, or at URL')
     args = parser.parse_args(argv)
     sizes, reps = ((1, 10), 2) if args.quick else ((1, 10, 50), 5)
@@ -249,7 +251,7 @@ async def main(argv: list[str] | None = None) -> None:
                 await monty.__aenter__()
             try:
                 rows = []
-                for feeds in () if args.stored_only else sizes:
+                for feeds in () if args.stored_only or args.in_a_row_only else sizes:
                     results: dict[str, list[dict[str, float]]] = {'corral': [], 'monty': []}
                     for rep in range(reps):
                         order = ['corral', 'monty'] if rep % 2 == 0 else ['monty', 'corral']
@@ -269,7 +271,7 @@ async def main(argv: list[str] | None = None) -> None:
                         stored[feeds] = [await stored_round(pool, None, feeds) for _ in range(reps)]
                 elif not args.stored_only and not args.replay_only:
                     async with corral.Pool(state_key=KEY, store=store, checkpoints=None) as cold:
-                        for feeds in (10,) if args.quick else (10, 50):
+                        for feeds in () if args.in_a_row_only else (10,) if args.quick else (10, 50):
                             stored[feeds] = [await stored_round(pool, cold, feeds) for _ in range(reps)]
                     print('stored checkouts done', file=sys.stderr)
                     for rep in range(reps):
@@ -279,7 +281,7 @@ async def main(argv: list[str] | None = None) -> None:
                             churn[side]['apart'].append(await checkouts(chosen, gap=0.05))
                             churn[side]['trivial'].append(await trivial_feed(chosen))
                     print('checkouts done', file=sys.stderr)
-                lengths = () if args.replay_only or args.checkouts_only else (10, 50) if args.quick else (10, 50, 500)
+                lengths = () if args.replay_only or args.checkouts_only or args.in_a_row_only else (10, 50) if args.quick else (10, 50, 500)
                 costs = {n: [await stored_feed_cost(pool, n) for _ in range(1 if n >= 500 else reps)] for n in lengths}
             finally:
                 if monty is not None:

@@ -533,6 +533,8 @@ class Pool:
                         if not waiter.done():
                             waiter.set_exception(error)
                     return
+                if not self._waiting:  # for the idle list: its transport made now, in idle time (a checkout waiting connects it itself)
+                    await worker.connect()  # killed with the forks below if the refill is cancelled meanwhile
                 forking.popleft()
                 if self._closed:
                     worker.kill()

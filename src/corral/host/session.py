@@ -360,8 +360,11 @@ class Session(WorkerChannel, HostCalls, DumpAndReplay, StoredState):
             worker = await self._pool._take_worker(self.limits)
         else:
             base = worker.cpu_seconds() or 0.0
-        loop = asyncio.get_running_loop()
-        self._transport, _ = await loop.connect_accepted_socket(lambda: _Protocol(self), worker.sock)
+        protocol = _Protocol(self)
+        transport = worker.take_transport(protocol)  # made as the worker waited in the pool, if it did
+        if transport is None:
+            transport, _ = await asyncio.get_running_loop().connect_accepted_socket(lambda: protocol, worker.sock)
+        self._transport = transport
         self._worker = worker
         self._worker_texts.clear()
         # The last reading of the one before is kept; this one counts from what it had used.

@@ -41,15 +41,30 @@ ZYGOTE_PROGRAM = (
 )
 
 
+class _Unclaimed(asyncio.Protocol):
+    """The protocol of a warm worker's channel until a session takes it (`WorkerProcess.take_transport`).
+
+    A worker sends nothing before the host's first message: anything it sends meanwhile closes
+    the channel, and a closed channel is a worker no checkout takes (`WorkerProcess.alive`).
+    """
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self._transport.abort()  # type: ignore[attr-defined]
+
+
 class WorkerProcess:
     """One forked worker: a pidfd to kill it by, and the host's end of its channel.
 
     `on_kill`, when set, is called (with no arguments) by the first `kill()`: the pool learns
     that a worker it handed out is done with, and forks its replacement then. `forked`: when the
     host got the worker (`time.monotonic()` seconds), which starts on its own from then.
+    `transport`: the channel's asyncio transport, made ahead of a session (`connect`), or None.
     """
 
-    __slots__ = ('_pid', '_stat', 'forked', 'on_kill', 'pidfd', 'sock')
+    __slots__ = ('_pid', '_stat', 'forked', 'on_kill', 'pidfd', 'sock', 'transport')
 
     def __init__(self, pidfd: int, sock: socket.socket) -> None:
         self._pid: int | None = None
@@ -58,6 +73,27 @@ class WorkerProcess:
         self.on_kill: Callable[[], None] | None = None
         self.pidfd = pidfd
         self.sock = sock
+        self.transport: asyncio.Transport | None = None
+
+    async def connect(self) -> None:
+        """Make the channel's asyncio transport now, while the worker waits in the pool, so that a
+        session takes it (`take_transport`) without `connect_accepted_socket`'s turns of the event
+        loop (0.1 ms of a checkout after 50 ms idle, measured). Until then the host reads nothing
+        from the worker but its channel closing. Does nothing when the channel is closed already."""
+        if self.sock.fileno() < 0 or self.transport is not None:
+            return
+        loop = asyncio.get_running_loop()
+        self.transport, _ = await loop.connect_accepted_socket(_Unclaimed, self.sock)
+
+    def take_transport(self, protocol: asyncio.Protocol) -> asyncio.Transport | None:
+        """The transport `connect` made, now `protocol`'s (its `connection_made` called), or None
+        when there is none (or it is closing): the caller then connects the channel itself."""
+        transport, self.transport = self.transport, None
+        if transport is None or transport.is_closing():
+            return None
+        transport.set_protocol(protocol)
+        protocol.connection_made(transport)
+        return transport
 
     @property
     def pid(self) -> int | None:
@@ -75,8 +111,9 @@ class WorkerProcess:
         return self._pid
 
     def alive(self) -> bool:
-        """True while the worker's end of the channel is open (the worker has not exited)."""
-        if self.sock.fileno() < 0:
+        """True while the worker's end of the channel is open (the worker has not exited), and the
+        transport `connect` made, if any, is open too."""
+        if self.sock.fileno() < 0 or (self.transport is not None and self.transport.is_closing()):
             return False
         try:
             return self.sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) != b''
@@ -127,6 +164,9 @@ class WorkerProcess:
                 pass
             os.close(self.pidfd)
             self.pidfd = -1
+        if self.transport is not None:
+            self.transport.abort()
+            self.transport = None
         self.sock.close()
         if self.on_kill is not None:
             on_kill, self.on_kill = self.on_kill, None

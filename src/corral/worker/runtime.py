@@ -244,12 +244,16 @@ class Worker:
                 data = self._sock.recv(_RECV_SIZE)
         if not data:
             raise _Stop
+        self._take(data)
+        return True
+
+    def _take(self, data: bytes) -> None:
+        """Decode the whole messages `data` completes and queue them."""
         for payload in self._reader.feed(data):
             message = unpack(payload, objects=rebuild)
             if not isinstance(message, list) or not message:
                 raise ProtocolError('malformed message from the host')
             self._inbox.append(message)
-        return True
 
     def _recv_nowait(self) -> bytes | None:
         """What the socket has (b'' when the host closed it), or None when nothing is there."""
@@ -505,36 +509,46 @@ class Worker:
 
     # ----- feeds ---------------------------------------------------------------------------------
 
-    def warm_up(self) -> None:
-        """Run one small feed, before the first real one arrives, and forget it.
+    def _start_warm_up(self) -> tuple[Any, dict[str, Any]]:
+        """Queue the warm-up feed (see `serve`): its CODE and FEED frames decoded as the host's are,
+        the CODE's code loaded (and left unused: the FEED compiles its text, as a worker does a text
+        the host never compiled), the channel swapped for one that drops what is sent and the
+        namespace for a scratch one. Returns the channel and namespace to put back (`_end_warm_up`)."""
+        kept = self._sock, self._globals
+        self._sock = _Discard()  # type: ignore[assignment]
+        self._globals = {'__name__': '__main__', '__doc__': None, '__builtins__': self._builtins}
+        self._take(_WARM_UP)
+        _, _, _, data, imports_asyncio = self._inbox[0]
+        with identity.uncounted():
+            load_compiled(data, imports_asyncio, '<warm-up>')
+        return kept
 
+    def _end_warm_up(self, kept: tuple[Any, dict[str, Any]]) -> None:
+        """Put back what `_start_warm_up` swapped, and forget the warm-up feed's limits."""
+        self._sock, self._globals = kept
+        self._limits = {}
+
+    def serve(self, *, warm_up: bool = False) -> None:
+        """Run feeds until the host closes the channel.
+
+        With `warm_up`, first run one small feed, before the first real one arrives, and forget it.
         A forked worker shares its memory with the zygote until it writes to it; the first feed
         would pay for copying those pages (some 150 page faults, over a millisecond). Doing it
         here, while the worker waits idle in the pool, takes most of that off the first feed
         (measured: checkout + first feed 1.6 ms without, 1.0 ms with); a second warm-up feed
         through the event loop and a traceback took it to 0.76 ms but cost a third of the
-        pool's fork throughput. The warm-up runs in a scratch namespace and sends nothing.
+        pool's fork throughput. The warm-up runs in a scratch namespace and sends nothing. It
+        takes the path of a host's CODE and FEED, this loop included: the feed's stack is the
+        first real feed's, whose recursion depth (`_recursion_depth`, measured by bisection
+        once per stack) is then known (0.05 ms of the first feed after 50 ms idle, measured).
         """
-        sock, namespace = self._sock, self._globals
-        self._sock = _Discard()  # type: ignore[assignment]
-        self._globals = {'__name__': '__main__', '__doc__': None, '__builtins__': self._builtins}
-        try:
-            # the first FEED and CODE messages' decoding, as the host sends them, costs their first
-            # page copies too (0.15-0.25 ms): taken here, with the code left unused
-            _, code, script_name, functions, modules, limits = unpack(_WARM_UP[0], objects=rebuild)
-            _, _, _, data, imports_asyncio = unpack(_WARM_UP[1], objects=rebuild)
-            with identity.uncounted():
-                load_compiled(data, imports_asyncio, '<warm-up>')
-            self._feed(code, script_name, functions, modules, limits)
-        finally:
-            self._sock, self._globals = sock, namespace
-            self._limits = {}
-
-    def serve(self) -> None:
-        """Run feeds until the host closes the channel."""
+        warming = self._start_warm_up() if warm_up else None
         try:
             while True:
                 while not self._inbox:
+                    if warming is not None:
+                        self._end_warm_up(warming)
+                        warming = None
                     self._receive(block=True)
                 message = self._inbox.popleft()
                 if message[0] == WAKE:  # the answer to a WAIT a stop cut short, sent as its feed ended
@@ -707,6 +721,7 @@ class Worker:
             self._send(reply)
         self._flush()
         self._held = None
+        os.sched_yield()  # the host, woken by the reply on this CPU, takes it now, not after the worker's way back to its poll
 
     def _measure(self, value: Any, call: str | None = None) -> None:
         """Check a value before it leaves the sandbox (`values.measure`, with the feed's limits):
@@ -1149,15 +1164,16 @@ def _host_exception(value: Any) -> BaseException:
         return cls(*map(str, args))
 
 
-def _warm_up_messages() -> tuple[bytes, bytes]:
-    """The FEED and CODE messages of the warm-up feed (see `Worker.warm_up`), made once, in the zygote."""
+def _warm_up_messages() -> bytes:
+    """The CODE and FEED frames of the warm-up feed (see `Worker.serve`), made once, in the zygote.
+    The CODE names no compiler, so the worker drops it, as a CODE of another compiler."""
     code = 'def f(a, *, b=2):\n    return [a, {"k": (a, b)}, f"{a}"]\nf(1)'
     limits = {
         'wall_time': 60.0, 'recursion': 100, 'output': 1 << 20, 'host_calls': 1, 'memory': None, 'cpu_time': None,
         'value_items': 1000, 'value_size': 1 << 20, 'host_sleeps': False,
     }
     script = compile_unguarded(code, '<warm-up>')
-    return pack([FEED, code, 'main.py', {}, {}, limits], side='host'), pack([CODE, code, b'', dump_compiled(script), False], side='host')
+    return frame(pack([CODE, code, b'', dump_compiled(script), False], side='host')) + frame(pack([FEED, code, 'main.py', {}, {}, limits], side='host'))
 
 
 _WARM_UP = _warm_up_messages()
@@ -1194,8 +1210,7 @@ def run_worker(worker: Worker, sock: socket.SocketType, lock_down: Any = None) -
     worker.attach(sock)
     if lock_down is not None:
         lock_down({sock.fileno(), loop._selector.fileno()})  # type: ignore[attr-defined]
-    worker.warm_up()
-    worker.serve()
+    worker.serve(warm_up=True)
     os._exit(0)
 
 
