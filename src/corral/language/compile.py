@@ -21,19 +21,27 @@ import os
 import sys
 import types
 from pathlib import Path
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from .rewrite import is_run_call, rewrite
 from .validate import validate
-from .walk import child_nodes
+from .walk import _CHILD_FIELDS, child_fields
 
 __all__ = ['COMPILER', 'CompiledScript', 'compile_script', 'compile_unguarded', 'compiler_tag', 'dump_compiled', 'load_compiled']
 
 _CO_COROUTINE = 0x80
 _CO_FUNCTION = 0x3  # CO_OPTIMIZED | CO_NEWLOCALS: a function's code (a module's has neither)
-_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+_SCOPES = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef})
+_ASYNC = frozenset({ast.Await, ast.AsyncFor, ast.AsyncWith})
+_MISPLACED = {
+    ast.Return: "'return' outside function",
+    ast.Yield: "'yield' outside function",
+    ast.YieldFrom: "'yield' outside function",
+    ast.Nonlocal: 'nonlocal declaration not allowed at module level',
+}
+_TOP_LEVEL_KINDS = frozenset({*_ASYNC, ast.comprehension, ast.Call, ast.Import, ast.ImportFrom, *_MISPLACED})
+_AST = ast.AST
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,22 +170,32 @@ def _compile(module: ast.Module, source: str, filename: str) -> types.CodeType:
         raise
 
 
-def _top_level(tree: ast.Module) -> Iterator[ast.AST]:
-    """The nodes of the module's own scope: not inside a function, lambda or class body."""
+def _top_level(tree: ast.Module) -> list[ast.AST]:
+    """The nodes of the module's own scope, not inside a function, lambda or class body, in the
+    order of a walk that takes the last child first (what the checks below raise is the first met)."""
+    nodes: list[ast.AST] = []
     pending: list[ast.AST] = list(tree.body)
+    pop, push, extend, add = pending.pop, pending.append, pending.extend, nodes.append
     while pending:
-        node = pending.pop()
-        yield node
-        if isinstance(node, _SCOPES):
+        node = pop()
+        add(node)
+        kind = type(node)
+        if kind in _SCOPES:
             # decorators, defaults, bases and annotations run in the enclosing scope
-            if isinstance(node, ast.ClassDef):
-                pending.extend([*node.decorator_list, *node.bases, *node.keywords])
-            elif isinstance(node, ast.Lambda):
-                pending.extend([*node.args.defaults, *(d for d in node.args.kw_defaults if d is not None)])
+            if kind is ast.ClassDef:
+                extend([*node.decorator_list, *node.bases, *node.keywords])  # type: ignore[attr-defined]
+            elif kind is ast.Lambda:
+                extend([*node.args.defaults, *(d for d in node.args.kw_defaults if d is not None)])  # type: ignore[attr-defined]
             else:
-                pending.extend([*node.decorator_list, *node.args.defaults, *(d for d in node.args.kw_defaults if d is not None)])
+                extend([*node.decorator_list, *node.args.defaults, *(d for d in node.args.kw_defaults if d is not None)])  # type: ignore[attr-defined]
             continue
-        pending.extend(child_nodes(node))
+        for field in _CHILD_FIELDS.get(kind) or child_fields(kind):
+            value = getattr(node, field, None)
+            if type(value) is list:
+                extend([item for item in value if isinstance(item, _AST)])
+            elif isinstance(value, _AST):
+                push(value)
+    return nodes
 
 
 class _TopLevel:
@@ -190,23 +208,20 @@ class _TopLevel:
         self.is_async = False
         self.imports_asyncio = False
         for node in _top_level(tree):
-            if isinstance(node, (ast.Await, ast.AsyncFor, ast.AsyncWith)) or (isinstance(node, ast.comprehension) and node.is_async) or (self.rewrites_run and is_run_call(node)):
+            kind = type(node)
+            if kind not in _TOP_LEVEL_KINDS:
+                continue
+            if kind in _ASYNC or (kind is ast.comprehension and node.is_async) or (kind is ast.Call and self.rewrites_run and is_run_call(node)):  # type: ignore[attr-defined]
                 self.is_async = True
-            elif isinstance(node, ast.Import):
-                self.imports_asyncio |= any(alias.name.partition('.')[0] == 'asyncio' for alias in node.names)
-            elif isinstance(node, ast.ImportFrom):
-                self.imports_asyncio |= (node.module or '').partition('.')[0] == 'asyncio'
-            elif isinstance(node, (ast.Return, ast.Yield, ast.YieldFrom, ast.Nonlocal)):
-                message = {
-                    ast.Return: "'return' outside function",
-                    ast.Yield: "'yield' outside function",
-                    ast.YieldFrom: "'yield' outside function",
-                    ast.Nonlocal: 'nonlocal declaration not allowed at module level',
-                }[type(node)]
+            elif kind is ast.Import:
+                self.imports_asyncio |= any(alias.name.partition('.')[0] == 'asyncio' for alias in node.names)  # type: ignore[attr-defined]
+            elif kind is ast.ImportFrom:
+                self.imports_asyncio |= (node.module or '').partition('.')[0] == 'asyncio'  # type: ignore[attr-defined]
+            elif kind in _MISPLACED:
                 lines = source.splitlines()
-                text = lines[node.lineno - 1] if node.lineno <= len(lines) else ''
-                end = (node.end_col_offset or 0) + 1
-                raise SyntaxError(message, (filename, node.lineno, node.col_offset + 1, text, node.end_lineno, end))
+                text = lines[node.lineno - 1] if node.lineno <= len(lines) else ''  # type: ignore[attr-defined]
+                end = (node.end_col_offset or 0) + 1  # type: ignore[attr-defined]
+                raise SyntaxError(_MISPLACED[kind], (filename, node.lineno, node.col_offset + 1, text, node.end_lineno, end))  # type: ignore[attr-defined]
 
     def wrap(self, tree: ast.Module, names: set[str]) -> list[ast.stmt]:
         """`[async] def <module>(): global <every name>; <body>; return <last expression>`, after
@@ -258,19 +273,21 @@ def _names(tree: ast.Module) -> set[str]:
     """Every name the top level may bind or read (after the rewrite, whose temporaries count too);
     declaring a name global that is only read changes nothing."""
     names: set[str] = set()
+    add = names.add
     for node in _top_level(tree):
-        if isinstance(node, ast.Name):
-            names.add(node.id)
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            names.add(node.name)
-        elif isinstance(node, ast.alias):
-            names.add((node.asname or node.name).partition('.')[0])
-        elif isinstance(node, ast.ExceptHandler) and node.name:
-            names.add(node.name)
-        elif isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
-            names.add(node.name)
-        elif isinstance(node, ast.MatchMapping) and node.rest:
-            names.add(node.rest)
-        elif isinstance(node, ast.Global):
-            names.update(node.names)
+        kind = type(node)
+        if kind is ast.Name:
+            add(node.id)  # type: ignore[attr-defined]
+        elif kind is ast.FunctionDef or kind is ast.AsyncFunctionDef or kind is ast.ClassDef:
+            add(node.name)  # type: ignore[attr-defined]
+        elif kind is ast.alias:
+            add((node.asname or node.name).partition('.')[0])  # type: ignore[attr-defined]
+        elif kind is ast.ExceptHandler or kind is ast.MatchAs or kind is ast.MatchStar:
+            if node.name:  # type: ignore[attr-defined]
+                add(node.name)  # type: ignore[attr-defined]
+        elif kind is ast.MatchMapping:
+            if node.rest:  # type: ignore[attr-defined]
+                add(node.rest)  # type: ignore[attr-defined]
+        elif kind is ast.Global:
+            names.update(node.names)  # type: ignore[attr-defined]
     return names
