@@ -34,13 +34,12 @@ _CO_COROUTINE = 0x80
 _CO_FUNCTION = 0x3  # CO_OPTIMIZED | CO_NEWLOCALS: a function's code (a module's has neither)
 _SCOPES = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef})
 _ASYNC = frozenset({ast.Await, ast.AsyncFor, ast.AsyncWith})
-_MISPLACED = {
+_FUNCTION_ONLY = {
     ast.Return: "'return' outside function",
     ast.Yield: "'yield' outside function",
     ast.YieldFrom: "'yield' outside function",
     ast.Nonlocal: 'nonlocal declaration not allowed at module level',
 }
-_TOP_LEVEL_KINDS = frozenset({*_ASYNC, ast.comprehension, ast.Call, ast.Import, ast.ImportFrom, *_MISPLACED})
 _AST = ast.AST
 
 
@@ -77,11 +76,10 @@ def compile_script(source: str, filename: str) -> CompiledScript:
     gc.disable()
     try:
         tree = ast.parse(source, filename, 'exec', type_comments=False, feature_version=None)
-        validate(tree, source, filename)
-        top = _TopLevel(tree, source, filename)
-        tree = rewrite(tree)
-        module = ast.Module(body=top.wrap(tree, _names(tree)), type_ignores=[])
-        code = _compile(module, source, filename)
+        if validate(tree, source, filename):
+            _refuse_function_only(tree, source, filename)
+        top = _TopLevel(rewrite(tree))
+        code = _compile(ast.Module(body=top.wrap(), type_ignores=[]), source, filename)
         return CompiledScript(next(c for c in code.co_consts if isinstance(c, types.CodeType)), top.imports_asyncio)
     finally:
         if collecting:
@@ -98,8 +96,9 @@ def compile_unguarded(source: str, filename: str) -> CompiledScript:
     gc.disable()
     try:
         tree = ast.parse(source, filename, 'exec')
-        top = _TopLevel(tree, source, filename, rewrites_run=False)
-        code = _compile(ast.Module(body=top.wrap(tree, _names(tree)), type_ignores=[]), source, filename)
+        _refuse_function_only(tree, source, filename)
+        top = _TopLevel(tree, rewrites_run=False)
+        code = _compile(ast.Module(body=top.wrap(), type_ignores=[]), source, filename)
         return CompiledScript(next(c for c in code.co_consts if isinstance(c, types.CodeType)), top.imports_asyncio)
     finally:
         if collecting:
@@ -198,42 +197,68 @@ def _top_level(tree: ast.Module) -> list[ast.AST]:
     return nodes
 
 
-class _TopLevel:
-    """One pass over the script's own scope, before the rewrite: is it async (top-level `await`,
-    or a `run(...)` call the rewrite awaits), does it import asyncio, and does it use what a function allows but a module does not (`return`, `yield`,
-    `nonlocal`: a SyntaxError, as Python words it)."""
+def _refuse_function_only(tree: ast.Module, source: str, filename: str) -> None:
+    """Raise the SyntaxError of the first `return`, `yield` or `nonlocal` of the module's own scope,
+    as Python words it (what a function allows but a module does not)."""
+    for node in _top_level(tree):
+        message = _FUNCTION_ONLY.get(type(node))
+        if message is not None:
+            lines = source.splitlines()
+            text = lines[node.lineno - 1] if node.lineno <= len(lines) else ''  # type: ignore[attr-defined]
+            end = (node.end_col_offset or 0) + 1  # type: ignore[attr-defined]
+            raise SyntaxError(message, (filename, node.lineno, node.col_offset + 1, text, node.end_lineno, end))  # type: ignore[attr-defined]
 
-    def __init__(self, tree: ast.Module, source: str, filename: str, *, rewrites_run: bool = True) -> None:
-        self.rewrites_run = rewrites_run  # the rewrite awaits top-level `run(...)` calls
+
+class _TopLevel:
+    """One pass over the script's own scope, after the rewrite: is it async (top-level `await`, or
+    a `run(...)` call the rewrite awaits, or would have), does it import asyncio, and every name it
+    may bind or read (the rewrite's temporaries too; declaring a name global that is only read
+    changes nothing)."""
+
+    def __init__(self, tree: ast.Module, *, rewrites_run: bool = True) -> None:
+        self.tree = tree
         self.is_async = False
         self.imports_asyncio = False
+        self.names: set[str] = set()
+        add = self.names.add
         for node in _top_level(tree):
             kind = type(node)
-            if kind not in _TOP_LEVEL_KINDS:
-                continue
-            if kind in _ASYNC or (kind is ast.comprehension and node.is_async) or (kind is ast.Call and self.rewrites_run and is_run_call(node)):  # type: ignore[attr-defined]
+            if kind is ast.Name:
+                add(node.id)  # type: ignore[attr-defined]
+            elif kind is ast.Call:
+                # the rewrite awaits top-level `run(...)` calls; one it leaves (in a comprehension,
+                # a default or a decorator) makes the script async all the same
+                self.is_async |= rewrites_run and is_run_call(node)
+            elif kind in _ASYNC or (kind is ast.comprehension and node.is_async):  # type: ignore[attr-defined]
                 self.is_async = True
+            elif kind is ast.FunctionDef or kind is ast.AsyncFunctionDef or kind is ast.ClassDef:
+                add(node.name)  # type: ignore[attr-defined]
+            elif kind is ast.alias:
+                add((node.asname or node.name).partition('.')[0])  # type: ignore[attr-defined]
             elif kind is ast.Import:
                 self.imports_asyncio |= any(alias.name.partition('.')[0] == 'asyncio' for alias in node.names)  # type: ignore[attr-defined]
             elif kind is ast.ImportFrom:
                 self.imports_asyncio |= (node.module or '').partition('.')[0] == 'asyncio'  # type: ignore[attr-defined]
-            elif kind in _MISPLACED:
-                lines = source.splitlines()
-                text = lines[node.lineno - 1] if node.lineno <= len(lines) else ''  # type: ignore[attr-defined]
-                end = (node.end_col_offset or 0) + 1  # type: ignore[attr-defined]
-                raise SyntaxError(_MISPLACED[kind], (filename, node.lineno, node.col_offset + 1, text, node.end_lineno, end))  # type: ignore[attr-defined]
+            elif kind is ast.ExceptHandler or kind is ast.MatchAs or kind is ast.MatchStar:
+                if node.name:  # type: ignore[attr-defined]
+                    add(node.name)  # type: ignore[attr-defined]
+            elif kind is ast.MatchMapping:
+                if node.rest:  # type: ignore[attr-defined]
+                    add(node.rest)  # type: ignore[attr-defined]
+            elif kind is ast.Global:
+                self.names.update(node.names)  # type: ignore[attr-defined]
 
-    def wrap(self, tree: ast.Module, names: set[str]) -> list[ast.stmt]:
+    def wrap(self) -> list[ast.stmt]:
         """`[async] def <module>(): global <every name>; <body>; return <last expression>`, after
         the script's leading `from __future__ import ...` statements, which stay at the top of the
         module: their flags apply to the code in it (a later one is CPython's SyntaxError)."""
-        futures, statements = _leading_futures(tree.body)
+        futures, statements = _leading_futures(self.tree.body)
         body = [_plain_assignment(statement) for statement in statements]
         if body and isinstance(body[-1], ast.Expr):
             body[-1] = ast.copy_location(ast.Return(value=body[-1].value), body[-1])
         start = {'lineno': 1, 'col_offset': 0, 'end_lineno': 1, 'end_col_offset': 0}
-        if names:
-            body.insert(0, ast.Global(names=sorted(names), **start))
+        if self.names:
+            body.insert(0, ast.Global(names=sorted(self.names), **start))
         if not body:
             body = [ast.Pass(**start)]
         kind = ast.AsyncFunctionDef if self.is_async else ast.FunctionDef
@@ -267,27 +292,3 @@ def _plain_assignment(statement: ast.stmt) -> ast.stmt:
             return ast.copy_location(ast.Pass(), statement)
         return ast.copy_location(ast.Assign(targets=[statement.target], value=statement.value), statement)
     return statement
-
-
-def _names(tree: ast.Module) -> set[str]:
-    """Every name the top level may bind or read (after the rewrite, whose temporaries count too);
-    declaring a name global that is only read changes nothing."""
-    names: set[str] = set()
-    add = names.add
-    for node in _top_level(tree):
-        kind = type(node)
-        if kind is ast.Name:
-            add(node.id)  # type: ignore[attr-defined]
-        elif kind is ast.FunctionDef or kind is ast.AsyncFunctionDef or kind is ast.ClassDef:
-            add(node.name)  # type: ignore[attr-defined]
-        elif kind is ast.alias:
-            add((node.asname or node.name).partition('.')[0])  # type: ignore[attr-defined]
-        elif kind is ast.ExceptHandler or kind is ast.MatchAs or kind is ast.MatchStar:
-            if node.name:  # type: ignore[attr-defined]
-                add(node.name)  # type: ignore[attr-defined]
-        elif kind is ast.MatchMapping:
-            if node.rest:  # type: ignore[attr-defined]
-                add(node.rest)  # type: ignore[attr-defined]
-        elif kind is ast.Global:
-            names.update(node.names)  # type: ignore[attr-defined]
-    return names

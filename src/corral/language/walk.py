@@ -61,8 +61,18 @@ class NodeVisitor(ast.NodeVisitor):
         kind = type(node)
         visitor = self._visitors.get(kind)
         if visitor is None:
-            visitor = self._visitors[kind] = getattr(type(self), 'visit_' + kind.__name__, type(self).generic_visit)
+            visitor = self._visitors[kind] = self._visitor_of(kind)
         return visitor(self, node)
+
+    @classmethod
+    def _visitor_of(cls, kind: type) -> Callable[[Any, ast.AST], Any]:
+        visitor = getattr(cls, 'visit_' + kind.__name__, cls.generic_visit)
+        if not child_fields(kind) and visitor in (cls.generic_visit, NodeVisitor.visit_Constant):
+            return cls._visit_leaf  # what generic_visit returns for a node with no children, without the call
+        return visitor
+
+    def _visit_leaf(self, node: ast.AST) -> Any:
+        return None
 
     def visit_Constant(self, node: ast.Constant) -> Any:
         return self.generic_visit(node)
@@ -81,6 +91,9 @@ class NodeVisitor(ast.NodeVisitor):
 
 class NodeTransformer(NodeVisitor, ast.NodeTransformer):
     """`ast.NodeTransformer`: a visitor's None removes the node, a list replaces it with several."""
+
+    def _visit_leaf(self, node: ast.AST) -> ast.AST:
+        return node
 
     def generic_visit(self, node: ast.AST) -> ast.AST:
         visit = self.visit
