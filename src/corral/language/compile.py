@@ -173,10 +173,12 @@ def _top_level(tree: ast.Module) -> list[ast.AST]:
     """The nodes of the module's own scope, not inside a function, lambda or class body, in the
     order of a walk that takes the last child first (what the checks below raise is the first met)."""
     nodes: list[ast.AST] = []
-    pending: list[ast.AST] = list(tree.body)
+    pending: list[ast.AST | None] = list(tree.body)  # the lists of child fields hold nodes and None
     pop, push, extend, add = pending.pop, pending.append, pending.extend, nodes.append
     while pending:
         node = pop()
+        if node is None:  # a dict's `**` key, an argument's missing default
+            continue
         add(node)
         kind = type(node)
         if kind in _SCOPES:
@@ -184,14 +186,15 @@ def _top_level(tree: ast.Module) -> list[ast.AST]:
             if kind is ast.ClassDef:
                 extend([*node.decorator_list, *node.bases, *node.keywords])  # type: ignore[attr-defined]
             elif kind is ast.Lambda:
-                extend([*node.args.defaults, *(d for d in node.args.kw_defaults if d is not None)])  # type: ignore[attr-defined]
+                extend([*node.args.defaults, *node.args.kw_defaults])  # type: ignore[attr-defined]
             else:
-                extend([*node.decorator_list, *node.args.defaults, *(d for d in node.args.kw_defaults if d is not None)])  # type: ignore[attr-defined]
+                extend([*node.decorator_list, *node.args.defaults, *node.args.kw_defaults])  # type: ignore[attr-defined]
             continue
-        for field in _CHILD_FIELDS.get(kind) or child_fields(kind):
+        fields = _CHILD_FIELDS.get(kind)
+        for field in child_fields(kind) if fields is None else fields:
             value = getattr(node, field, None)
             if type(value) is list:
-                extend([item for item in value if isinstance(item, _AST)])
+                extend(value)
             elif isinstance(value, _AST):
                 push(value)
     return nodes

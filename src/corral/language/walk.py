@@ -44,10 +44,14 @@ def child_fields(kind: type) -> tuple[str, ...]:
     return fields
 
 
+#: The visitor of a node class with no children and no visitor of its own: nothing to call.
+_LEAF: Any = lambda self, node: node  # noqa: E731
+
+
 class NodeVisitor(ast.NodeVisitor):
     """`ast.NodeVisitor`: `visit_<NodeClass>` if the class has one, else `generic_visit`."""
 
-    #: node class -> its visitor function, one table per visitor class
+    #: node class -> its visitor function (or `_LEAF`), one table per visitor class
     _visitors: dict[type, Callable[[Any, ast.AST], Any]] = {}
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -57,67 +61,78 @@ class NodeVisitor(ast.NodeVisitor):
             if hasattr(cls, 'visit_' + leaf.__name__):
                 raise TypeError(f'{cls.__name__}.visit_{leaf.__name__}: contexts and operators are not visited')
 
-    def visit(self, node: ast.AST) -> Any:
-        kind = type(node)
-        visitor = self._visitors.get(kind)
-        if visitor is None:
-            visitor = self._visitors[kind] = self._visitor_of(kind)
-        return visitor(self, node)
-
     @classmethod
-    def _visitor_of(cls, kind: type) -> Callable[[Any, ast.AST], Any]:
+    def _visitor(cls, kind: type) -> Callable[[Any, ast.AST], Any]:
         visitor = getattr(cls, 'visit_' + kind.__name__, cls.generic_visit)
         if not child_fields(kind) and visitor in (cls.generic_visit, NodeVisitor.visit_Constant):
-            return cls._visit_leaf  # what generic_visit returns for a node with no children, without the call
+            visitor = _LEAF  # generic_visit would find nothing to visit
+        cls._visitors[kind] = visitor
         return visitor
 
-    def _visit_leaf(self, node: ast.AST) -> Any:
-        return None
+    def visit(self, node: ast.AST) -> Any:
+        visitor = self._visitors.get(type(node)) or self._visitor(type(node))
+        return None if visitor is _LEAF else visitor(self, node)
 
     def visit_Constant(self, node: ast.Constant) -> Any:
         return self.generic_visit(node)
 
     def generic_visit(self, node: ast.AST) -> Any:
-        visit = self.visit
-        for field in _CHILD_FIELDS.get(type(node)) or child_fields(type(node)):
+        visitors = self._visitors
+        fields = _CHILD_FIELDS.get(type(node))
+        for field in child_fields(type(node)) if fields is None else fields:
             value = getattr(node, field, None)
             if isinstance(value, list):
                 for item in value:
                     if isinstance(item, _AST):
-                        visit(item)
+                        visitor = visitors.get(type(item)) or self._visitor(type(item))
+                        if visitor is not _LEAF:
+                            visitor(self, item)
             elif isinstance(value, _AST):
-                visit(value)
+                visitor = visitors.get(type(value)) or self._visitor(type(value))
+                if visitor is not _LEAF:
+                    visitor(self, value)
 
 
 class NodeTransformer(NodeVisitor, ast.NodeTransformer):
     """`ast.NodeTransformer`: a visitor's None removes the node, a list replaces it with several."""
 
-    def _visit_leaf(self, node: ast.AST) -> ast.AST:
-        return node
+    def visit(self, node: ast.AST) -> Any:
+        return (self._visitors.get(type(node)) or self._visitor(type(node)))(self, node)
 
     def generic_visit(self, node: ast.AST) -> ast.AST:
-        visit = self.visit
-        for field in _CHILD_FIELDS.get(type(node)) or child_fields(type(node)):
+        visitors = self._visitors
+        fields = _CHILD_FIELDS.get(type(node))
+        for field in child_fields(type(node)) if fields is None else fields:
             try:
                 old_value = getattr(node, field)
             except AttributeError:
                 continue
             if isinstance(old_value, list):
                 new_values = []
+                changed = False
                 for value in old_value:
                     if isinstance(value, _AST):
-                        value = visit(value)
-                        if value is None:
-                            continue
-                        if not isinstance(value, _AST):
-                            new_values.extend(value)
-                            continue
+                        visitor = visitors.get(type(value)) or self._visitor(type(value))
+                        if visitor is not _LEAF:
+                            new_value = visitor(self, value)
+                            if new_value is not value:
+                                changed = True
+                                if new_value is None:
+                                    continue
+                                if not isinstance(new_value, _AST):
+                                    new_values.extend(new_value)
+                                    continue
+                                value = new_value
                     new_values.append(value)
-                old_value[:] = new_values
+                if changed:
+                    old_value[:] = new_values
             elif isinstance(old_value, _AST):
-                new_node = visit(old_value)
+                visitor = visitors.get(type(old_value)) or self._visitor(type(old_value))
+                if visitor is _LEAF:
+                    continue
+                new_node = visitor(self, old_value)
                 if new_node is None:
                     delattr(node, field)
-                else:
+                elif new_node is not old_value:
                     setattr(node, field, new_node)
         return node
