@@ -41,6 +41,11 @@ _FUNCTION_ONLY = {
     ast.Nonlocal: 'nonlocal declaration not allowed at module level',
 }
 _AST = ast.AST
+#: what `_TopLevel` looks at but names
+_SCANNED = frozenset({
+    ast.Call, *_ASYNC, ast.comprehension, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.alias, ast.Import, ast.ImportFrom,
+    ast.ExceptHandler, ast.MatchAs, ast.MatchStar, ast.MatchMapping, ast.Global,
+})
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,6 +233,8 @@ class _TopLevel:
             kind = type(node)
             if kind is ast.Name:
                 add(node.id)  # type: ignore[attr-defined]
+            elif kind not in _SCANNED:
+                continue
             elif kind is ast.Call:
                 # the rewrite awaits top-level `run(...)` calls; one it leaves (in a comprehension,
                 # a default or a decorator) makes the script async all the same

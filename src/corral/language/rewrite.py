@@ -35,7 +35,7 @@ import ast
 import copy
 from typing import Any
 
-from .rules import CLOCK_ATTRIBUTES, DICT_ATTRIBUTE, FORMAT_ATTRIBUTES, OWN_DUNDERS, OWN_STORE_DUNDERS, is_private
+from .rules import CLOCK_ATTRIBUTES, DICT_ATTRIBUTE, FILTERED_ATTRIBUTES, FORMAT_ATTRIBUTES, OWN_DUNDERS, OWN_STORE_DUNDERS, is_private
 from .walk import NodeTransformer
 
 __all__ = ['GUARD_NAMES', 'INPLACE', 'MATCH_SPECS', 'is_run_call', 'rewrite']
@@ -141,6 +141,8 @@ class _Rewriter(NodeTransformer):
     def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
         self.generic_visit(node)
         attr = node.attr
+        if attr[:1] != '_' and attr not in FILTERED_ATTRIBUTES:  # every other case below starts with _
+            return node
         if is_private(attr):
             name = _constant(self._mangle(attr), node)
             if isinstance(node.ctx, ast.Load):

@@ -284,6 +284,8 @@ class _Validator(NodeVisitor):
 
     def visit_Name(self, node: ast.Name) -> None:
         name = node.id
+        if not name.startswith('__'):  # neither reserved nor a dunder
+            return
         if name.startswith('__corral'):
             raise _Refused(f"name '{name}' is reserved by the sandbox; choose another name", node)
         if not is_dunder(name):
