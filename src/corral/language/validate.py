@@ -36,6 +36,7 @@ from .rules import (
     DEFINABLE_DUNDERS,
     DICT_ATTRIBUTE,
     FILTERED_ATTRIBUTES,
+    INTERNAL_NAMES,
     NAME_DUNDERS,
     OWN_DUNDERS,
     OWN_STORE_DUNDERS,
@@ -306,6 +307,9 @@ class _Validator(NodeVisitor):
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
         self.visit(node.value)  # report the first refused name in evaluation order
+        attr = node.attr
+        if attr[:1] != '_' and attr.isascii() and attr not in INTERNAL_NAMES:
+            return  # no rule below refuses it (what they check starts with _)
         store = not isinstance(node.ctx, ast.Load)
         if node.attr == DICT_ATTRIBUTE and not store:
             return  # rewritten: a copy, see guards.attribute_dict
