@@ -26,7 +26,7 @@ from typing import Any
 
 from .rewrite import is_run_call, rewrite
 from .validate import validate
-from .walk import _CHILD_FIELDS, child_fields
+from .walk import child_fields
 
 __all__ = ['COMPILER', 'CompiledScript', 'compile_script', 'compile_unguarded', 'compiler_tag', 'dump_compiled', 'load_compiled']
 
@@ -195,8 +195,7 @@ def _top_level(tree: ast.Module) -> list[ast.AST]:
             else:
                 extend([*node.decorator_list, *node.args.defaults, *node.args.kw_defaults])  # type: ignore[attr-defined]
             continue
-        fields = _CHILD_FIELDS.get(kind)
-        for field in child_fields(kind) if fields is None else fields:
+        for field in child_fields(kind):
             value = getattr(node, field, None)
             if type(value) is list:
                 extend(value)
