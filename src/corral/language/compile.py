@@ -21,19 +21,31 @@ import os
 import sys
 import types
 from pathlib import Path
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from .rewrite import is_run_call, rewrite
 from .validate import validate
-from .walk import child_nodes
+from .walk import child_fields
 
 __all__ = ['COMPILER', 'CompiledScript', 'compile_script', 'compile_unguarded', 'compiler_tag', 'dump_compiled', 'load_compiled']
 
 _CO_COROUTINE = 0x80
 _CO_FUNCTION = 0x3  # CO_OPTIMIZED | CO_NEWLOCALS: a function's code (a module's has neither)
-_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+_SCOPES = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef})
+_ASYNC = frozenset({ast.Await, ast.AsyncFor, ast.AsyncWith})
+_FUNCTION_ONLY = {
+    ast.Return: "'return' outside function",
+    ast.Yield: "'yield' outside function",
+    ast.YieldFrom: "'yield' outside function",
+    ast.Nonlocal: 'nonlocal declaration not allowed at module level',
+}
+_AST = ast.AST
+#: what `_TopLevel` looks at but names
+_SCANNED = frozenset({
+    ast.Call, *_ASYNC, ast.comprehension, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.alias, ast.Import, ast.ImportFrom,
+    ast.ExceptHandler, ast.MatchAs, ast.MatchStar, ast.MatchMapping, ast.Global,
+})
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,11 +81,10 @@ def compile_script(source: str, filename: str) -> CompiledScript:
     gc.disable()
     try:
         tree = ast.parse(source, filename, 'exec', type_comments=False, feature_version=None)
-        validate(tree, source, filename)
-        top = _TopLevel(tree, source, filename)
-        tree = rewrite(tree)
-        module = ast.Module(body=top.wrap(tree, _names(tree)), type_ignores=[])
-        code = _compile(module, source, filename)
+        if validate(tree, source, filename):
+            _refuse_function_only(tree, source, filename)
+        top = _TopLevel(rewrite(tree))
+        code = _compile(ast.Module(body=top.wrap(), type_ignores=[]), source, filename)
         return CompiledScript(next(c for c in code.co_consts if isinstance(c, types.CodeType)), top.imports_asyncio)
     finally:
         if collecting:
@@ -90,8 +101,9 @@ def compile_unguarded(source: str, filename: str) -> CompiledScript:
     gc.disable()
     try:
         tree = ast.parse(source, filename, 'exec')
-        top = _TopLevel(tree, source, filename, rewrites_run=False)
-        code = _compile(ast.Module(body=top.wrap(tree, _names(tree)), type_ignores=[]), source, filename)
+        _refuse_function_only(tree, source, filename)
+        top = _TopLevel(tree, rewrites_run=False)
+        code = _compile(ast.Module(body=top.wrap(), type_ignores=[]), source, filename)
         return CompiledScript(next(c for c in code.co_consts if isinstance(c, types.CodeType)), top.imports_asyncio)
     finally:
         if collecting:
@@ -162,63 +174,100 @@ def _compile(module: ast.Module, source: str, filename: str) -> types.CodeType:
         raise
 
 
-def _top_level(tree: ast.Module) -> Iterator[ast.AST]:
-    """The nodes of the module's own scope: not inside a function, lambda or class body."""
-    pending: list[ast.AST] = list(tree.body)
+def _top_level(tree: ast.Module) -> list[ast.AST]:
+    """The nodes of the module's own scope, not inside a function, lambda or class body, in the
+    order of a walk that takes the last child first (what the checks below raise is the first met)."""
+    nodes: list[ast.AST] = []
+    pending: list[ast.AST | None] = list(tree.body)  # the lists of child fields hold nodes and None
+    pop, push, extend, add = pending.pop, pending.append, pending.extend, nodes.append
     while pending:
-        node = pending.pop()
-        yield node
-        if isinstance(node, _SCOPES):
-            # decorators, defaults, bases and annotations run in the enclosing scope
-            if isinstance(node, ast.ClassDef):
-                pending.extend([*node.decorator_list, *node.bases, *node.keywords])
-            elif isinstance(node, ast.Lambda):
-                pending.extend([*node.args.defaults, *(d for d in node.args.kw_defaults if d is not None)])
-            else:
-                pending.extend([*node.decorator_list, *node.args.defaults, *(d for d in node.args.kw_defaults if d is not None)])
+        node = pop()
+        if node is None:  # a dict's `**` key, an argument's missing default
             continue
-        pending.extend(child_nodes(node))
+        add(node)
+        kind = type(node)
+        if kind in _SCOPES:
+            # decorators, defaults, bases and annotations run in the enclosing scope
+            if kind is ast.ClassDef:
+                extend([*node.decorator_list, *node.bases, *node.keywords])  # type: ignore[attr-defined]
+            elif kind is ast.Lambda:
+                extend([*node.args.defaults, *node.args.kw_defaults])  # type: ignore[attr-defined]
+            else:
+                extend([*node.decorator_list, *node.args.defaults, *node.args.kw_defaults])  # type: ignore[attr-defined]
+            continue
+        for field in child_fields(kind):
+            value = getattr(node, field, None)
+            if type(value) is list:
+                extend(value)
+            elif isinstance(value, _AST):
+                push(value)
+    return nodes
+
+
+def _refuse_function_only(tree: ast.Module, source: str, filename: str) -> None:
+    """Raise the SyntaxError of the first `return`, `yield` or `nonlocal` of the module's own scope,
+    as Python words it (what a function allows but a module does not)."""
+    for node in _top_level(tree):
+        message = _FUNCTION_ONLY.get(type(node))
+        if message is not None:
+            lines = source.splitlines()
+            text = lines[node.lineno - 1] if node.lineno <= len(lines) else ''  # type: ignore[attr-defined]
+            end = (node.end_col_offset or 0) + 1  # type: ignore[attr-defined]
+            raise SyntaxError(message, (filename, node.lineno, node.col_offset + 1, text, node.end_lineno, end))  # type: ignore[attr-defined]
 
 
 class _TopLevel:
-    """One pass over the script's own scope, before the rewrite: is it async (top-level `await`,
-    or a `run(...)` call the rewrite awaits), does it import asyncio, and does it use what a function allows but a module does not (`return`, `yield`,
-    `nonlocal`: a SyntaxError, as Python words it)."""
+    """One pass over the script's own scope, after the rewrite: is it async (top-level `await`, or
+    a `run(...)` call the rewrite awaits, or would have), does it import asyncio, and every name it
+    may bind or read (the rewrite's temporaries too; declaring a name global that is only read
+    changes nothing)."""
 
-    def __init__(self, tree: ast.Module, source: str, filename: str, *, rewrites_run: bool = True) -> None:
-        self.rewrites_run = rewrites_run  # the rewrite awaits top-level `run(...)` calls
+    def __init__(self, tree: ast.Module, *, rewrites_run: bool = True) -> None:
+        self.tree = tree
         self.is_async = False
         self.imports_asyncio = False
+        self.names: set[str] = set()
+        add = self.names.add
         for node in _top_level(tree):
-            if isinstance(node, (ast.Await, ast.AsyncFor, ast.AsyncWith)) or (isinstance(node, ast.comprehension) and node.is_async) or (self.rewrites_run and is_run_call(node)):
+            kind = type(node)
+            if kind is ast.Name:
+                add(node.id)  # type: ignore[attr-defined]
+            elif kind not in _SCANNED:
+                continue
+            elif kind is ast.Call:
+                # the rewrite awaits top-level `run(...)` calls; one it leaves (in a comprehension,
+                # a default or a decorator) makes the script async all the same
+                self.is_async |= rewrites_run and is_run_call(node)
+            elif kind in _ASYNC or (kind is ast.comprehension and node.is_async):  # type: ignore[attr-defined]
                 self.is_async = True
-            elif isinstance(node, ast.Import):
-                self.imports_asyncio |= any(alias.name.partition('.')[0] == 'asyncio' for alias in node.names)
-            elif isinstance(node, ast.ImportFrom):
-                self.imports_asyncio |= (node.module or '').partition('.')[0] == 'asyncio'
-            elif isinstance(node, (ast.Return, ast.Yield, ast.YieldFrom, ast.Nonlocal)):
-                message = {
-                    ast.Return: "'return' outside function",
-                    ast.Yield: "'yield' outside function",
-                    ast.YieldFrom: "'yield' outside function",
-                    ast.Nonlocal: 'nonlocal declaration not allowed at module level',
-                }[type(node)]
-                lines = source.splitlines()
-                text = lines[node.lineno - 1] if node.lineno <= len(lines) else ''
-                end = (node.end_col_offset or 0) + 1
-                raise SyntaxError(message, (filename, node.lineno, node.col_offset + 1, text, node.end_lineno, end))
+            elif kind is ast.FunctionDef or kind is ast.AsyncFunctionDef or kind is ast.ClassDef:
+                add(node.name)  # type: ignore[attr-defined]
+            elif kind is ast.alias:
+                add((node.asname or node.name).partition('.')[0])  # type: ignore[attr-defined]
+            elif kind is ast.Import:
+                self.imports_asyncio |= any(alias.name.partition('.')[0] == 'asyncio' for alias in node.names)  # type: ignore[attr-defined]
+            elif kind is ast.ImportFrom:
+                self.imports_asyncio |= (node.module or '').partition('.')[0] == 'asyncio'  # type: ignore[attr-defined]
+            elif kind is ast.ExceptHandler or kind is ast.MatchAs or kind is ast.MatchStar:
+                if node.name:  # type: ignore[attr-defined]
+                    add(node.name)  # type: ignore[attr-defined]
+            elif kind is ast.MatchMapping:
+                if node.rest:  # type: ignore[attr-defined]
+                    add(node.rest)  # type: ignore[attr-defined]
+            elif kind is ast.Global:
+                self.names.update(node.names)  # type: ignore[attr-defined]
 
-    def wrap(self, tree: ast.Module, names: set[str]) -> list[ast.stmt]:
+    def wrap(self) -> list[ast.stmt]:
         """`[async] def <module>(): global <every name>; <body>; return <last expression>`, after
         the script's leading `from __future__ import ...` statements, which stay at the top of the
         module: their flags apply to the code in it (a later one is CPython's SyntaxError)."""
-        futures, statements = _leading_futures(tree.body)
+        futures, statements = _leading_futures(self.tree.body)
         body = [_plain_assignment(statement) for statement in statements]
         if body and isinstance(body[-1], ast.Expr):
             body[-1] = ast.copy_location(ast.Return(value=body[-1].value), body[-1])
         start = {'lineno': 1, 'col_offset': 0, 'end_lineno': 1, 'end_col_offset': 0}
-        if names:
-            body.insert(0, ast.Global(names=sorted(names), **start))
+        if self.names:
+            body.insert(0, ast.Global(names=sorted(self.names), **start))
         if not body:
             body = [ast.Pass(**start)]
         kind = ast.AsyncFunctionDef if self.is_async else ast.FunctionDef
@@ -252,25 +301,3 @@ def _plain_assignment(statement: ast.stmt) -> ast.stmt:
             return ast.copy_location(ast.Pass(), statement)
         return ast.copy_location(ast.Assign(targets=[statement.target], value=statement.value), statement)
     return statement
-
-
-def _names(tree: ast.Module) -> set[str]:
-    """Every name the top level may bind or read (after the rewrite, whose temporaries count too);
-    declaring a name global that is only read changes nothing."""
-    names: set[str] = set()
-    for node in _top_level(tree):
-        if isinstance(node, ast.Name):
-            names.add(node.id)
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            names.add(node.name)
-        elif isinstance(node, ast.alias):
-            names.add((node.asname or node.name).partition('.')[0])
-        elif isinstance(node, ast.ExceptHandler) and node.name:
-            names.add(node.name)
-        elif isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
-            names.add(node.name)
-        elif isinstance(node, ast.MatchMapping) and node.rest:
-            names.add(node.rest)
-        elif isinstance(node, ast.Global):
-            names.update(node.names)
-    return names

@@ -35,8 +35,8 @@ import ast
 import copy
 from typing import Any
 
-from .rules import CLOCK_ATTRIBUTES, DICT_ATTRIBUTE, FORMAT_ATTRIBUTES, OWN_DUNDERS, OWN_STORE_DUNDERS, is_private
-from .walk import NodeTransformer, fix_missing_locations
+from .rules import CLOCK_ATTRIBUTES, DICT_ATTRIBUTE, FILTERED_ATTRIBUTES, FORMAT_ATTRIBUTES, OWN_DUNDERS, OWN_STORE_DUNDERS, is_private
+from .walk import NodeTransformer
 
 __all__ = ['GUARD_NAMES', 'INPLACE', 'MATCH_SPECS', 'is_run_call', 'rewrite']
 
@@ -70,10 +70,9 @@ def is_run_call(node: ast.AST) -> bool:
 
 
 def rewrite(tree: ast.Module) -> ast.Module:
-    """Rewrite a validated module in place and return it."""
-    tree = _Rewriter().visit(tree)
-    fix_missing_locations(tree)
-    return tree
+    """Rewrite a validated module in place and return it. Every node the rewrite makes takes the
+    line and columns of the node it stands for (no node is left for `ast.fix_missing_locations`)."""
+    return _Rewriter().visit(tree)
 
 
 def _name(identifier: str, node: ast.AST) -> ast.Name:
@@ -142,6 +141,8 @@ class _Rewriter(NodeTransformer):
     def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
         self.generic_visit(node)
         attr = node.attr
+        if attr[:1] != '_' and attr not in FILTERED_ATTRIBUTES:  # every other case below starts with _
+            return node
         if is_private(attr):
             name = _constant(self._mangle(attr), node)
             if isinstance(node.ctx, ast.Load):

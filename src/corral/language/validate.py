@@ -36,6 +36,7 @@ from .rules import (
     DEFINABLE_DUNDERS,
     DICT_ATTRIBUTE,
     FILTERED_ATTRIBUTES,
+    INTERNAL_NAMES,
     NAME_DUNDERS,
     OWN_DUNDERS,
     OWN_STORE_DUNDERS,
@@ -82,12 +83,16 @@ class _Refused(Exception):
         self.span = span
 
 
-def validate(tree: ast.AST, source: str, filename: str) -> None:
-    """Raise `SyntaxError` at the first construct the sandbox refuses; return None when all is fine."""
+def validate(tree: ast.AST, source: str, filename: str) -> bool:
+    """Raise `SyntaxError` at the first construct the sandbox refuses. When all is fine, return
+    whether a `return`, `yield` or `nonlocal` may stand outside every function and class body
+    (for `compile.py`, which refuses them there as Python does: False means none does)."""
+    validator = _Validator(source)
     try:
-        _Validator(source).visit(tree)
+        validator.visit(tree)
     except _Refused as refused:
         raise _syntax_error(refused, source, filename) from None
+    return validator.function_only_outside
 
 
 def _syntax_error(refused: _Refused, source: str, filename: str) -> SyntaxError:
@@ -118,8 +123,11 @@ def _chars(text: str, byte_offset: int) -> int:
 class _Validator(NodeVisitor):
     def __init__(self, source: str) -> None:
         self._lines = source.splitlines()
-        # 'module', 'class' or 'function', innermost last
+        # 'module', 'class', 'function' or 'comprehension', innermost last
         self._scopes: list[str] = ['module']
+        # a return, yield or nonlocal outside every function and class body, or in an argument's
+        # annotation there (which compile.py tells apart)
+        self.function_only_outside = False
 
     # ----- helpers -------------------------------------------------------------------------------
 
@@ -255,7 +263,7 @@ class _Validator(NodeVisitor):
         # the first iterable is evaluated in the enclosing scope; the rest in the comprehension's own
         generators = node.generators
         self.visit(generators[0].iter)
-        self._scopes.append('function')
+        self._scopes.append('comprehension')
         try:
             for index, generator in enumerate(generators):
                 self.visit(generator.target)
@@ -277,6 +285,8 @@ class _Validator(NodeVisitor):
 
     def visit_Name(self, node: ast.Name) -> None:
         name = node.id
+        if not name.startswith('__'):  # neither reserved nor a dunder
+            return
         if name.startswith('__corral'):
             raise _Refused(f"name '{name}' is reserved by the sandbox; choose another name", node)
         if not is_dunder(name):
@@ -297,6 +307,9 @@ class _Validator(NodeVisitor):
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
         self.visit(node.value)  # report the first refused name in evaluation order
+        attr = node.attr
+        if attr[:1] != '_' and attr.isascii() and attr not in INTERNAL_NAMES:
+            return  # no rule below refuses it (what they check starts with _)
         store = not isinstance(node.ctx, ast.Load)
         if node.attr == DICT_ATTRIBUTE and not store:
             return  # rewritten: a copy, see guards.attribute_dict
@@ -341,7 +354,18 @@ class _Validator(NodeVisitor):
         for name in node.names:
             self._check_plain_name(name, node, "name in 'global'")
 
+    def _visit_function_only(self, node: ast.Return | ast.Yield | ast.YieldFrom) -> None:
+        self._note_function_only()
+        self.generic_visit(node)
+
+    visit_Return = visit_Yield = visit_YieldFrom = _visit_function_only
+
+    def _note_function_only(self) -> None:
+        if not self.function_only_outside:
+            self.function_only_outside = all(scope == 'module' or scope == 'comprehension' for scope in self._scopes)
+
     def visit_Nonlocal(self, node: ast.Nonlocal) -> None:
+        self._note_function_only()
         for name in node.names:
             self._check_plain_name(name, node, "name in 'nonlocal'")
 
