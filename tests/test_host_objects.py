@@ -491,3 +491,52 @@ async def test_after_a_load_a_module_offers_its_objects_again_and_one_held_from_
                 await loaded.feed_run('held.add(1)')
             assert error.value.exc_type == 'NameError'
     assert counter.count == 2
+
+
+async def test_a_script_that_catches_the_refusal_finds_no_name_the_session_gave_in_it():
+    """A script that holds an object from before a load catches the refusal of its calls (a
+    method called, awaited, an attribute read) and looks at all it may of the error and the
+    object: its text, args, repr, cause and context, the object's repr and its class's mro. No
+    random name of the object is in any of it, nor in what the host is told."""
+    async with corral.Pool(checkpoints=None) as pool:
+        async with pool.checkout() as session:
+            await session.feed_run('c = get()\nc.add(1)', external_lookup={'get': lambda: given(Counter())})
+            state = await session.dump()
+        async with pool.checkout() as loaded:
+            await loaded.load_session(state)
+            code = (
+                'seen = []\n'
+                'for use in (lambda: c.add(1), lambda: c.count):\n'
+                '    try:\n'
+                '        use()\n'
+                '    except NameError as error:\n'
+                '        seen.append([str(error), error.args, repr(error), repr(error.__cause__), repr(error.__context__), error.__suppress_context__])\n'
+                'async def fetch():\n'
+                '    try:\n'
+                '        await c.fetch(1)\n'
+                '    except NameError as error:\n'
+                '        seen.append([str(error), error.args, repr(error), repr(error.__cause__), repr(error.__context__), error.__suppress_context__])\n'
+                'await fetch()\n'
+                'seen, repr(c), str(type(c).mro())'
+            )
+            seen, shown, mro = await loaded.feed_run(code)
+            gone = 'is not one this session gave (one given before the session was stored and loaded is gone)'
+            refusal = f'the host object or function this call reaches {gone}'
+            texts = [f'the Counter object whose add this calls {gone}', f'the Counter object whose count this reads {gone}', f'the Counter object whose fetch this calls {gone}']
+            assert seen == [
+                [texts[0], (texts[0],), f'NameError({texts[0]!r})', 'None', 'None', False],
+                [texts[1], (texts[1],), f'NameError({texts[1]!r})', 'None', 'None', False],
+                [texts[2], (texts[2],), f'NameError({texts[2]!r})', 'None', f'NameError({refusal!r})', True],  # the host's refusal, token-free
+            ]
+            assert (shown, mro) == ('<Counter object of the host>', "[<class 'host.Counter'>, <class 'object'>]")
+            for code in ('c.__reduce__()', 'c.__getstate__()', 'object.__getattribute__(c, "token")', 'c.add.__defaults__', 'c.add.__closure__'):
+                with pytest.raises(corral.SandboxSyntaxError) as error:
+                    await loaded.feed_run(code)
+                assert '<object ' not in str(error.value), code
+            for code, message in [
+                ('vars(c)', "vars(): the __dict__ of Counter objects cannot be read in the sandbox: only objects and classes the script defines show theirs; read the attributes by name"),
+                ('import copy\ncopy.copy(c)', "copy() in the sandbox cannot copy a 'Counter' object; it copies builtin containers and values, collections containers, dates and decimals, and objects of classes the script defines"),
+            ]:
+                with pytest.raises(corral.SandboxRuntimeError) as error:
+                    await loaded.feed_run(code)
+                assert error.value.message == message, code
