@@ -540,3 +540,30 @@ async def test_a_script_that_catches_the_refusal_finds_no_name_the_session_gave_
                 with pytest.raises(corral.SandboxRuntimeError) as error:
                     await loaded.feed_run(code)
                 assert error.value.message == message, code
+
+
+class _Calls(corral.PoolObserver):
+    def __init__(self) -> None:
+        self.names: list[str] = []
+
+    def host_call(self, function: str) -> None:
+        self.names.append(function)
+
+
+async def test_an_observer_is_told_a_host_object_s_or_a_callable_value_s_call_without_the_sessions_name_for_it():
+    """What the pool's observer is told of each host call (a metric's label, a log line) and the
+    call's span name the callable as a message does (`values.unnamed`): a host object's member as
+    `<host object>.add`, a class's construction as `<host class>`, a callable value as `<host
+    function>`; never the session's random name, a new one in every session."""
+    observer = _Calls()
+    made = HostClass(Counter, init=True, methods=['starting_at'], instance_methods=['add'])
+    lookup = {'get': lambda: given(Counter()), 'Made': lambda: made, 'twice': lambda: HostFunction(double)}
+    code = 'c = get()\nC = Made()\nd = twice()\n[c.add(1), c.count, await c.fetch(1), C(2).add(1), C.starting_at(3).add(1), await d(4)]'
+    async with corral.Pool(checkpoints=None, observer=observer) as pool:
+        for _ in range(2):
+            async with pool.checkout() as session:
+                assert await session.feed_run(code, external_lookup=lookup) == [1, 1, [1], 3, 4, 8]
+    assert observer.names == 2 * [
+        'get', 'Made', 'twice', '<host object>.add', '<host object>.count', '<host object>.fetch', '<host class>', '<host object>.add',
+        '<host class>.starting_at', '<host object>.add', '<host function>',
+    ]
