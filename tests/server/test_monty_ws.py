@@ -442,7 +442,6 @@ import pydantic_monty, uvicorn
 import corral
 from corral.server import connection
 from corral.server.app import create_app
-from corral.server.keys import KeyRing
 from corral.server.tenancy import authenticator
 
 connection.KEY_RECHECK = 3600.0  # no request checks its key again within the hour, on either door
@@ -457,8 +456,7 @@ async def main():
     port = free_port()
     async with corral.KeyRing(store) as keys:
         monty_key, native_key = await keys.create('acme'), await keys.create('acme')
-    ring = KeyRing(store)
-    app = create_app(store=store, authenticate=authenticator(ring, anonymous=True))
+    app = create_app(store=store, authenticate=authenticator(corral.KeyRing(store), anonymous=True))
     server = uvicorn.Server(uvicorn.Config(app, host='127.0.0.1', port=port, log_level='warning', lifespan='on'))
     serving = asyncio.create_task(server.serve())
     while not server.started:
