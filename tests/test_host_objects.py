@@ -491,3 +491,79 @@ async def test_after_a_load_a_module_offers_its_objects_again_and_one_held_from_
                 await loaded.feed_run('held.add(1)')
             assert error.value.exc_type == 'NameError'
     assert counter.count == 2
+
+
+async def test_a_script_that_catches_the_refusal_finds_no_name_the_session_gave_in_it():
+    """A script that holds an object from before a load catches the refusal of its calls (a
+    method called, awaited, an attribute read) and looks at all it may of the error and the
+    object: its text, args, repr, cause and context, the object's repr and its class's mro. No
+    random name of the object is in any of it, nor in what the host is told."""
+    async with corral.Pool(checkpoints=None) as pool:
+        async with pool.checkout() as session:
+            await session.feed_run('c = get()\nc.add(1)', external_lookup={'get': lambda: given(Counter())})
+            state = await session.dump()
+        async with pool.checkout() as loaded:
+            await loaded.load_session(state)
+            code = (
+                'seen = []\n'
+                'for use in (lambda: c.add(1), lambda: c.count):\n'
+                '    try:\n'
+                '        use()\n'
+                '    except NameError as error:\n'
+                '        seen.append([str(error), error.args, repr(error), repr(error.__cause__), repr(error.__context__), error.__suppress_context__])\n'
+                'async def fetch():\n'
+                '    try:\n'
+                '        await c.fetch(1)\n'
+                '    except NameError as error:\n'
+                '        seen.append([str(error), error.args, repr(error), repr(error.__cause__), repr(error.__context__), error.__suppress_context__])\n'
+                'await fetch()\n'
+                'seen, repr(c), str(type(c).mro())'
+            )
+            seen, shown, mro = await loaded.feed_run(code)
+            gone = 'is not one this session gave (one given before the session was stored and loaded is gone)'
+            refusal = f'the host object or function this call reaches {gone}'
+            texts = [f'the Counter object whose add this calls {gone}', f'the Counter object whose count this reads {gone}', f'the Counter object whose fetch this calls {gone}']
+            assert seen == [
+                [texts[0], (texts[0],), f'NameError({texts[0]!r})', 'None', 'None', False],
+                [texts[1], (texts[1],), f'NameError({texts[1]!r})', 'None', 'None', False],
+                [texts[2], (texts[2],), f'NameError({texts[2]!r})', 'None', f'NameError({refusal!r})', True],  # the host's refusal, token-free
+            ]
+            assert (shown, mro) == ('<Counter object of the host>', "[<class 'host.Counter'>, <class 'object'>]")
+            for code in ('c.__reduce__()', 'c.__getstate__()', 'object.__getattribute__(c, "token")', 'c.add.__defaults__', 'c.add.__closure__'):
+                with pytest.raises(corral.SandboxSyntaxError) as error:
+                    await loaded.feed_run(code)
+                assert '<object ' not in str(error.value), code
+            for code, message in [
+                ('vars(c)', "vars(): the __dict__ of Counter objects cannot be read in the sandbox: only objects and classes the script defines show theirs; read the attributes by name"),
+                ('import copy\ncopy.copy(c)', "copy() in the sandbox cannot copy a 'Counter' object; it copies builtin containers and values, collections containers, dates and decimals, and objects of classes the script defines"),
+            ]:
+                with pytest.raises(corral.SandboxRuntimeError) as error:
+                    await loaded.feed_run(code)
+                assert error.value.message == message, code
+
+
+class _Calls(corral.PoolObserver):
+    def __init__(self) -> None:
+        self.names: list[str] = []
+
+    def host_call(self, function: str) -> None:
+        self.names.append(function)
+
+
+async def test_an_observer_is_told_a_host_object_s_or_a_callable_value_s_call_without_the_sessions_name_for_it():
+    """What the pool's observer is told of each host call (a metric's label, a log line) and the
+    call's span name the callable as a message does (`values.unnamed`): a host object's member as
+    `<host object>.add`, a class's construction as `<host class>`, a callable value as `<host
+    function>`; never the session's random name, a new one in every session."""
+    observer = _Calls()
+    made = HostClass(Counter, init=True, methods=['starting_at'], instance_methods=['add'])
+    lookup = {'get': lambda: given(Counter()), 'Made': lambda: made, 'twice': lambda: HostFunction(double)}
+    code = 'c = get()\nC = Made()\nd = twice()\n[c.add(1), c.count, await c.fetch(1), C(2).add(1), C.starting_at(3).add(1), await d(4)]'
+    async with corral.Pool(checkpoints=None, observer=observer) as pool:
+        for _ in range(2):
+            async with pool.checkout() as session:
+                assert await session.feed_run(code, external_lookup=lookup) == [1, 1, [1], 3, 4, 8]
+    assert observer.names == 2 * [
+        'get', 'Made', 'twice', '<host object>.add', '<host object>.count', '<host object>.fetch', '<host class>', '<host object>.add',
+        '<host class>.starting_at', '<host object>.add', '<host function>',
+    ]

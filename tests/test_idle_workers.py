@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import select
 import signal
 import socket
 import subprocess
@@ -125,4 +126,37 @@ async def test_a_pool_worker_that_died_while_waiting_is_skipped_for_a_fresh_one(
         assert not idle.alive()
         async with pool.checkout() as session:
             assert session._worker is not idle
+            assert await session.feed_run('2 + 2') == 4
+
+
+async def test_a_pool_worker_killed_just_before_a_checkout_is_skipped_without_a_turn_of_the_loop():
+    """Killed while the host's event loop has not run since: its transport does not know yet, its
+    channel's end does; the checkout takes a fresh worker and runs on it."""
+    async with corral.Pool(warm_workers=1) as pool:
+        async with pool.checkout():
+            await pool._refill
+        (idle,) = pool._idle
+        signal.pidfd_send_signal(idle.pidfd, signal.SIGKILL)
+        assert select.select([idle.sock], [], [], 5)[0] == [idle.sock]  # its channel closed; the event loop not run meanwhile
+        assert not idle.transport.is_closing()
+        async with pool.checkout() as session:
+            assert session._worker is not idle
+            assert await session.feed_run('2 + 2') == 4
+
+
+async def test_a_pool_worker_stopped_while_waiting_fails_its_first_feed_at_its_deadline_and_the_next_checkout_runs():
+    """A worker stopped (SIGSTOP) in the pool is alive to the host: the checkout that takes it
+    never hangs, its feed fails when the wall_time and grace are past, and the worker is killed."""
+    async with corral.Pool(warm_workers=1) as pool:
+        async with pool.checkout():
+            await pool._refill
+        (idle,) = pool._idle
+        signal.pidfd_send_signal(idle.pidfd, signal.SIGSTOP)
+        async with pool.checkout(limits=corral.Limits(wall_time=0.2, grace=0.2)) as session:
+            assert session._worker is idle
+            with pytest.raises(corral.SandboxLimitError) as error:
+                await asyncio.wait_for(session.feed_run('2 + 2'), 5)
+            assert str(error.value) == 'TimeoutError: the script ran past the wall_time limit of 0.2 seconds and was killed'
+        assert not idle.alive()
+        async with pool.checkout() as session:
             assert await session.feed_run('2 + 2') == 4

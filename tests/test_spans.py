@@ -86,3 +86,28 @@ def test_feeds_host_calls_and_type_checks_make_spans():
     assert (fail['status'], fail['events']) == ('ERROR', ['exception'])
     assert sorted(span['attributes']['args'] for span in spans if span['name'] == 'call get_order') == ["['o1']", "['o2']"]
     assert (first_run['status'], second_run['status']) == ('UNSET', 'ERROR')
+
+
+OBJECT_APP = APP.split('async def get_order')[0] + '''
+class Counter:
+    def add(self, n):
+        return n
+
+async def main():
+    async with corral.Pool() as pool:
+        for _ in range(2):
+            async with pool.checkout() as session:
+                await session.feed_run('c = get()\\nc.add(1)', external_lookup={'get': lambda: corral.HostObject(Counter(), methods=['add'])})
+
+asyncio.run(main())
+print(json.dumps([[span.name, dict(span.attributes)] for span in exporter.get_finished_spans() if span.name.startswith('call ')]))
+'''
+
+
+@pytest.mark.slow
+def test_a_host_objects_call_span_names_it_without_the_sessions_random_name():
+    done = subprocess.run([sys.executable, '-c', OBJECT_APP], capture_output=True, text=True, timeout=120, check=True)
+    assert json.loads(done.stdout) == 2 * [
+        ['call get', {'function': 'get', 'args': '[]', 'kwargs': '{}'}],
+        ['call <host object>.add', {'function': '<host object>.add', 'args': '[1]', 'kwargs': '{}'}],
+    ]

@@ -4,6 +4,7 @@ protocol has them, stored sessions, and frames that are no request."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -433,3 +434,66 @@ async def test_a_client_that_never_answers_a_call_is_stopped_by_the_feeds_time_l
             await ws.send(feed('2 + 2'))
             done = pb.ChildEvent.FromString(await ws.recv()).complete
             assert done.values.nodes[done.value].int == 4
+
+
+KEY_RECHECK_APP = '''
+import asyncio, json, re, sys, socket
+import pydantic_monty, uvicorn
+import corral
+from corral.server import connection
+from corral.server.app import create_app
+from corral.server.tenancy import authenticator
+
+connection.KEY_RECHECK = 3600.0  # no request checks its key again within the hour, on either door
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        return s.getsockname()[1]
+
+async def main():
+    store = 'sqlite:///' + sys.argv[1]
+    port = free_port()
+    async with corral.KeyRing(store) as keys:
+        monty_key, native_key = await keys.create('acme'), await keys.create('acme')
+    app = create_app(store=store, authenticate=authenticator(corral.KeyRing(store), anonymous=True))
+    server = uvicorn.Server(uvicorn.Config(app, host='127.0.0.1', port=port, log_level='warning', lifespan='on'))
+    serving = asyncio.create_task(server.serve())
+    while not server.started:
+        await asyncio.sleep(0.02)
+    out = {}
+    headers = {'Authorization': f'Bearer {monty_key}'}
+    async with pydantic_monty.AsyncMontyWebsocket(f'ws://127.0.0.1:{port}/monty-ws/', connect_headers=lambda: headers) as pool:
+        async with pool.checkout() as session:
+            out['monty first'] = await session.feed_run('1')
+            async with corral.KeyRing(store) as keys:
+                await keys.revoke(re.fullmatch(r'corral_([0-9a-f]{16})_.*', monty_key)[1])
+            await asyncio.sleep(1.2)
+            try:
+                out['monty after'] = await session.feed_run('2')
+            except Exception as error:
+                out['monty after'] = [type(error).__name__, str(error)]
+    async with corral.RemotePool(f'ws://127.0.0.1:{port}', api_key=native_key) as pool, pool.checkout() as session:
+        out['native first'] = await session.feed_run('1')
+        async with corral.KeyRing(store) as keys:
+            await keys.revoke(re.fullmatch(r'corral_([0-9a-f]{16})_.*', native_key)[1])
+        await asyncio.sleep(1.2)
+        try:
+            out['native after'] = await session.feed_run('2')
+        except Exception as error:
+            out['native after'] = [type(error).__name__, str(error)]
+    server.should_exit = True
+    await serving
+    print(json.dumps(out))
+
+asyncio.run(main())
+'''
+
+
+def test_both_doors_read_the_one_key_recheck_setting(tmp_path: Path) -> None:
+    """`corral.server.connection.KEY_RECHECK`, set to an hour before the app is made, holds for a
+    connection of Monty's door as for one of corral's own: a key revoked a second before is not
+    checked again on either (Monty's door read a copy of it the app module kept)."""
+    done = subprocess.run([sys.executable, '-c', KEY_RECHECK_APP, str(tmp_path / 'store.db')], capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode in (0, -signal.SIGABRT), done.stderr
+    assert json.loads(done.stdout.splitlines()[-1]) == {'monty first': 1, 'monty after': 2, 'native first': 1, 'native after': 2}

@@ -317,3 +317,116 @@ async def test_a_checkout_by_id_reads_what_a_holder_wrote_before_giving_its_leas
             assert await rows(admin, 's1') == ([(b'full', 2)], [(2, b'r2')], ['h2'])
         finally:
             await admin.close()
+
+
+async def test_two_stores_racing_one_fork_id_leave_one_winner_and_the_others_refusal_each_time(postgres_server):
+    """Two stores (as two processes: each its own connections) write the first state of the same
+    new id with a lease at once, round after round: one writes its state and holds the lease, the
+    other is refused as busy and leaves nothing of its own; a checkout by id of a third holder, and
+    an append of the loser, racing the winner's append, are refused with the same text."""
+    await drop_tables(postgres_server.url)
+    async with PostgresStore(postgres_server.url) as one, PostgresStore(postgres_server.url) as two:
+        await one.list()
+        admin = await asyncpg.connect(postgres_server.url)
+        try:
+            for n in range(12):
+                session_id = f'race{n}'
+                busy = f"the stored session '{session_id}' is checked out elsewhere: another holder has its lease, which expires in 1000 s unless that holder renews it"
+                results = await asyncio.gather(
+                    one.put(session_id, b'one', holder='h1', generation=1, ttl=1000),
+                    two.put(session_id, b'two', holder='h2', generation=1, ttl=1000),
+                    return_exceptions=True,
+                )
+                winner = [i for i, result in enumerate(results) if result is None]
+                assert len(winner) == 1, results
+                loser = results[1 - winner[0]]
+                held, other = ('h1', 'h2') if winner == [0] else ('h2', 'h1')
+                assert type(loser) is corral.SandboxSessionBusyError
+                assert loser.display() == busy
+                assert await rows(admin, session_id) == ([(b'one' if held == 'h1' else b'two', 1)], [], [held])
+                store = one if held == 'h1' else two
+                appended, taken, stale = await asyncio.gather(
+                    store.append(session_id, b'r2', holder=held, generation=2),
+                    (two if store is one else one).acquire_and_get(session_id, holder='h3', ttl=1000),
+                    (two if store is one else one).append(session_id, b'theirs', holder=other, generation=2),
+                    return_exceptions=True,
+                )
+                assert appended is None
+                assert [type(taken), type(stale)] == [corral.SandboxSessionBusyError] * 2
+                assert (taken.display(), stale.display()) == (busy, busy)
+                assert await rows(admin, session_id) == ([(b'one' if held == 'h1' else b'two', 2)], [(2, b'r2')], [held])
+        finally:
+            await admin.close()
+
+
+async def test_a_holder_whose_lease_lapsed_writes_nothing_in_one_statement_or_step_by_step(postgres_server):
+    """A holder whose lease lapsed and was taken by another has its full state and its append
+    refused as busy while the other holds it, and as stale once the other wrote and gave it up;
+    another tenant's writer and checkout of the same id find none of it (its own tenant's store is
+    at generation 0). Nothing of theirs is kept, no lease of theirs left."""
+    await drop_tables(postgres_server.url)
+    async with PostgresStore(postgres_server.url) as one, PostgresStore(postgres_server.url) as two:
+        await one.put('s1', b'first', holder='h1', generation=1, ttl=0.2)
+        await asyncio.sleep(0.4)
+        assert await two.acquire_and_get('s1', holder='h2', ttl=1000) == corral.StoredState(b'first', [], 1)
+        busy = "the stored session 's1' is checked out elsewhere: another holder has its lease, which expires in 1000 s unless that holder renews it"
+        lost_lease = "the lease on the stored session 's1' was lost: it expired and another holder took it over, or it was released"
+        for write, text in [
+            (one.put('s1', b'late', holder='h1', generation=2), busy),
+            (one.append('s1', b'late', holder='h1', generation=2), busy),
+            (one.renew('s1', holder='h1', ttl=10), lost_lease),
+        ]:
+            with pytest.raises(corral.SandboxSessionBusyError) as info:
+                await write
+            assert info.value.display() == text
+        await two.append('s1', b'r2', holder='h2', generation=2)
+        await two.release('s1', holder='h2')
+        stale = (
+            "the stored session 's1' was written by another holder since this one loaded it (the store is at "
+            'generation 2; this write follows generation 1): nothing was written; check the session out again'
+        )
+        for write in (one.put('s1', b'late', holder='h1', generation=2), one.append('s1', b'late', holder='h1', generation=2)):
+            with pytest.raises(corral.SandboxSessionBusyError) as info:
+                await write
+            assert info.value.display() == stale
+        elsewhere = (
+            "the stored session 's1' was written by another holder since this one loaded it (the store is at "
+            'generation 0; this write follows generation 2): nothing was written; check the session out again'
+        )
+        for call, error, text in [
+            (lambda: one.append('s1', b'theirs', holder='h9', generation=3, tenant='acme'), corral.SandboxSessionBusyError, elsewhere),
+            (lambda: one.put('s1', b'theirs', holder='h9', generation=3, tenant='acme'), corral.SandboxSessionBusyError, elsewhere),
+            (lambda: one.acquire_and_get('s1', holder='h9', ttl=1000, tenant='acme'), corral.SandboxStateError, "no stored session with id 's1'"),
+        ]:
+            with pytest.raises(error) as info:
+                await call()
+            assert info.value.display() == text
+        assert await one.get('s1') == corral.StoredState(b'first', [b'r2'], 2)
+        admin = await asyncpg.connect(postgres_server.url)
+        try:
+            assert await rows(admin, 's1') == ([(b'first', 2)], [(2, b'r2')], [])
+        finally:
+            await admin.close()
+
+
+async def test_a_checkout_by_id_cut_while_it_waits_for_the_lease_leaves_no_lease_and_the_next_takes_it(postgres_server):
+    await drop_tables(postgres_server.url)
+    async with PostgresStore(postgres_server.url) as store:
+        await store.put('s1', b'full', holder='h1', generation=1, ttl=1000)
+        await store.release('s1', holder='h1')
+        admin = await asyncpg.connect(postgres_server.url)
+        try:
+            held = admin.transaction()
+            await held.start()
+            await admin.execute("INSERT INTO corral_leases VALUES ('', 's1', 'h9', now() + interval '1000 seconds')")  # not committed
+            taken = asyncio.create_task(store.acquire_and_get('s1', holder='h2', ttl=1000))
+            assert await admin.fetchval('SELECT pg_terminate_backend($1)', await waiting(admin))
+            with pytest.raises(corral.SandboxStoreError) as info:
+                await taken
+            await held.rollback()
+            assert info.value.display() == lost(postgres_server)
+            assert await rows(admin, 's1') == ([(b'full', 1)], [], [])
+            assert await store.acquire_and_get('s1', holder='h2', ttl=1000) == corral.StoredState(b'full', [], 1)
+            assert await rows(admin, 's1') == ([(b'full', 1)], [], ['h2'])
+        finally:
+            await admin.close()

@@ -398,3 +398,28 @@ async def test_a_tricky_text_gives_the_same_whether_its_worker_or_the_host_compi
     async with corral.Pool(checkpoints=None, skip_layers=skip) as pool:
         assert [await fed(pool, code, type_check=False) for _ in range(3)] == [expected] * 3
     assert (COMPILED_FEEDS.hits, COMPILED_FEEDS.misses) == ((0, 0) if name == 'surrogate' else (1, 1))  # a lone surrogate is refused before any compile
+
+
+def test_a_tenant_that_comes_to_hold_as_much_as_another_drops_its_own_entry_not_the_others():
+    """Past the bound, a tie between the tenant adding and another is the adding tenant's loss:
+    acme's fourth text, bringing it level with globex's four, drops acme's oldest, not globex's;
+    the same for texts seen once, and for the bound in bytes."""
+    feeds = CompiledFeeds(max_bytes=1 << 20, max_entries=8)
+    for scope, count in (('globex', 4), ('acme', 3), ('initech', 1)):
+        for n in range(count):
+            feeds.message(f'{scope[0]} = {n}', guarded=True, scope=scope)
+            assert feeds.live(f'{scope[0]}{scope[0]} = {n}', guarded=True, scope=scope) is None
+    feeds.message('a = 3', guarded=True, scope='acme')
+    assert feeds.live('aa = 3', guarded=True, scope='acme') is None
+    texts = {name: [msgpack.unpackb(feeds._entries[key])[1] for key in scope.keys] for name, scope in feeds._scopes.items()}
+    assert texts == {'globex': ['g = 0', 'g = 1', 'g = 2', 'g = 3'], 'acme': ['a = 1', 'a = 2', 'a = 3'], 'initech': ['i = 0']}
+    assert [len(feeds._scopes[name].seen) for name in ('globex', 'acme', 'initech')] == [4, 3, 1]
+    assert feeds.live('aa = 0', guarded=True, scope='acme') is None  # acme's oldest seen went: a first sighting again
+    one = len(CompiledFeeds().message('a = 0', guarded=True))
+    by_bytes = CompiledFeeds(max_bytes=8 * one, max_entries=1000)
+    for scope, count in (('globex', 4), ('acme', 3), ('initech', 1)):
+        for n in range(count):
+            by_bytes.message(f'{scope[0]} = {n}', guarded=True, scope=scope)
+    by_bytes.message('a = 3', guarded=True, scope='acme')
+    texts = {name: [msgpack.unpackb(by_bytes._entries[key])[1] for key in scope.keys] for name, scope in by_bytes._scopes.items()}
+    assert texts == {'globex': ['g = 0', 'g = 1', 'g = 2', 'g = 3'], 'acme': ['a = 1', 'a = 2', 'a = 3'], 'initech': ['i = 0']}

@@ -25,7 +25,9 @@ Why this is safe:
 - The cache is bounded (`CompiledFeeds.max_bytes`, `max_entries`), and each tenant's entries are
   dropped least recently used first; past a bound the tenant holding the most loses its oldest, so
   a tenant's feeds drop its own entries before any other's and never those of a tenant holding
-  less: how busy other tenants are does not decide how long a tenant's entries stay. A
+  as much or less: how busy other tenants are decides how long a tenant's entries stay only while
+  it holds the most (whether the others together hold enough to pass the bound), never which of
+  another's texts are kept. A
   text longer than `max_text` characters (a pool may allow such scripts: `Limits.code_size`), or
   whose code would not fit in the cache, is sent without code: the host's event loop does not
   compile it, and its worker does, as when the feed ran.
@@ -41,6 +43,7 @@ from __future__ import annotations
 import hashlib
 import warnings
 from collections import OrderedDict
+from collections.abc import Callable
 
 from ..channel import CODE
 from ..language import compile_script, compile_unguarded
@@ -71,8 +74,8 @@ class CompiledFeeds:
     digest of their text, compiler and tenant (`scope`): at most `max_entries` entries of at most
     `max_bytes` bytes of CODE messages in all, of texts of at most `max_text` characters. Past a
     bound, the tenant whose entries hold the most bytes (or, past `max_entries`, are the most)
-    loses its least recently used entry: one tenant's feeds never drop the entries of a tenant
-    holding fewer, whatever their number (texts seen once live, at most `max_entries`, likewise).
+    loses its least recently used entry (the tenant adding, when it holds as much): one tenant's
+    feeds never drop the entries of a tenant holding as many or fewer, whatever their number (texts seen once live, at most `max_entries`, likewise).
     `hits` and `misses` count `message` and `live` calls answered from it and compiled."""
 
     def __init__(self, max_bytes: int = 32 << 20, max_entries: int = 4096, max_text: int = 128 << 10) -> None:
@@ -130,7 +133,7 @@ class CompiledFeeds:
             own.seen[key] = None
             self._seen += 1
             while self._seen > self.max_entries:
-                most = max(self._scopes.values(), key=_seen_count)
+                most = self._most(own, _seen_count)
                 most.seen.popitem(last=False)
                 self._seen -= 1
                 self._drop_empty(most)
@@ -161,12 +164,18 @@ class CompiledFeeds:
         own.bytes += cost
         self._bytes += cost
         while self._bytes > self.max_bytes or len(self._entries) > self.max_entries:
-            largest = max(self._scopes.values(), key=_scope_bytes if self._bytes > self.max_bytes else _entry_count)
+            largest = self._most(own, _scope_bytes if self._bytes > self.max_bytes else _entry_count)
             dropped, _ = largest.keys.popitem(last=False)
             cost = _cost(self._entries.pop(dropped))
             largest.bytes -= cost
             self._bytes -= cost
             self._drop_empty(largest)
+
+    def _most(self, own: _Scope, measure: Callable[[_Scope], int]) -> _Scope:
+        """The scope holding the most by `measure`: `own` (the one adding) when it holds as much as
+        any, so a tenant's feeds drop another's entries only where that tenant holds more."""
+        most = max(self._scopes.values(), key=measure)
+        return own if measure(own) == measure(most) else most
 
     def _drop_empty(self, scope: _Scope) -> None:
         if not scope.keys and not scope.seen:

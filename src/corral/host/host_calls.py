@@ -84,12 +84,13 @@ class HostCalls:
         if function is None:
             self._reply(call_id, name, False, exception_payload(not_given(name)), sync)
             return
+        shown = unnamed(name)  # an object's or a callable value's random name: in no observer's label or span
         if not name.startswith(SYSTEM_PREFIX):
-            self._pool.observer.host_call(name)
+            self._pool.observer.host_call(shown)
         if self._traced:
-            span = _tracer.start_span(f'call {name}', context=self._span_context)
+            span = _tracer.start_span(f'call {shown}', context=self._span_context)
             if span.is_recording():
-                span.set_attributes({'function': name, 'args': bounded_repr(args, limit=1000), 'kwargs': bounded_repr(kwargs, limit=1000)})
+                span.set_attributes({'function': shown, 'args': bounded_repr(args, limit=1000), 'kwargs': bounded_repr(kwargs, limit=1000)})
             token = otel_context.attach(trace.set_span_in_context(span, self._span_context))
         else:  # the call still runs in the feed's context (a remote parent span, baggage)
             span = trace.INVALID_SPAN

@@ -35,7 +35,8 @@ class PoolObserver:
 
     def host_call(self, function: str) -> None:
         """The script called the host function `function` (of `external_lookup` or an external
-        module, `'module.function'`). The files, clock and environment a session's `OsAccess` and
+        module, `'module.function'`; a host object's member as `'<host object>.add'`, a host class's
+        construction as `'<host class>'`, a callable given as a value as `'<host function>'`). The files, clock and environment a session's `OsAccess` and
         mounts answer are not host functions, and a replay answering from a journal calls nothing:
         neither is reported."""
 

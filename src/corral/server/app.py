@@ -29,9 +29,10 @@ from ..errors import CorralError, SandboxConnectionError
 from ..host.pool import Pool
 from ..host.session import Session
 from ..store import Store
+from . import connection as _connection
 from . import protocol as p
 from .ceilings import _DEFAULT_LIMITS, _ceilings, _lower
-from .connection import CLOSE_SECONDS, GATHER_SECONDS, KEY_RECHECK, _Connection
+from .connection import GATHER_SECONDS, KEY_RECHECK, _Connection  # exported; read from `_connection`, where they are set
 from .ending import _Close
 from .hooks import Authenticate, ServerHooks, TenantTurns
 from .monty_ws import PATH as MONTY_PATH, serve_monty
@@ -146,7 +147,7 @@ class CorralServer:
             await asyncio.sleep(0.05)
         for connection in list(self.connections):
             connection.end(_Close(p.CLOSE_DRAIN, None, 'the server is shutting down'))
-        deadline = loop.time() + 2 * CLOSE_SECONDS + self.pool.lease_ttl
+        deadline = loop.time() + 2 * _connection.CLOSE_SECONDS + self.pool.lease_ttl
         while self.connections and loop.time() < deadline:
             await asyncio.sleep(0.05)
 
@@ -274,7 +275,7 @@ def create_app(
         await _Connection(server, websocket).run()
 
     async def monty_endpoint(websocket: WebSocket) -> None:
-        await serve_monty(server, websocket, KEY_RECHECK)
+        await serve_monty(server, websocket, _connection.KEY_RECHECK)  # the setting both doors read, at each connection
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
