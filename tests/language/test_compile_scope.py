@@ -10,6 +10,7 @@ found: the first refused in the same order, the same flags.
 from __future__ import annotations
 
 import builtins
+import sys
 
 import pytest
 
@@ -27,6 +28,10 @@ MISPLACED = [
     ('(yield 1)._y = (yield 2)', ("'yield' outside function", 1, 17, '(yield 1)._y = (yield 2)', 1, 24)),
     ('if 1:\n    nonlocal x', ('nonlocal declaration not allowed at module level', 2, 5, '    nonlocal x', 2, 15)),
     ('x = 1\nfor i in ():\n    yield from g', ("'yield' outside function", 3, 5, '    yield from g', 3, 17)),
+    # annotations run when the function is defined, in the script's scope: the script was a generator that ran nothing
+    ('def f(a: (yield)): pass', ("'yield' outside function", 1, 11, 'def f(a: (yield)): pass', 1, 16)),
+    ('def f() -> (yield): pass', ("'yield' outside function", 1, 13, 'def f() -> (yield): pass', 1, 18)),
+    ('async def f(*a: (yield from g)): pass', ("'yield' outside function", 1, 18, 'async def f(*a: (yield from g)): pass', 1, 30)),
 ]
 
 
@@ -40,7 +45,7 @@ def test_a_return_yield_or_nonlocal_of_the_script_s_own_scope_is_refused_as_pyth
     assert e.filename == 'main.py'
 
 
-@pytest.mark.parametrize('code', ['def f():\n    return 1\nf()', 'def f(a: (yield)): pass', 'class C:\n    def m(self):\n        yield 1'])
+@pytest.mark.parametrize('code', ['def f():\n    return 1\nf()', 'def g():\n    def f(a: (yield)): pass', 'class C:\n    def m(self):\n        yield 1'])
 def test_what_a_function_body_or_an_annotation_holds_is_not_refused(code):
     assert compile_script(code, 'main.py').code.co_name == '<module>'
 
@@ -53,6 +58,7 @@ def test_what_a_function_body_or_an_annotation_holds_is_not_refused(code):
         ('run(main())', True, False),
         ('[run(i) for i in ()]', True, False),  # left as written in a comprehension: async all the same
         ('def f(a=run(1)): pass', True, False),
+        ('def f(a: (await g())) -> int: pass', True, False),  # was refused: 'await' outside async function
         ('import asyncio.tasks as t', False, True),
         ('from asyncio import sleep', False, True),
     ],
@@ -66,3 +72,29 @@ def test_a_name_a_default_binds_is_the_script_s_global():
     namespace = {'__builtins__': builtins}
     assert compile_script('def f(a=(y := 1)): pass\nx, = [2]', 'main.py').start(namespace) is None
     assert (namespace['y'], namespace['x']) == (1, 2)
+
+
+def test_a_name_an_annotation_binds_is_the_script_s_global():
+    namespace = {'__builtins__': builtins}
+    assert compile_script('def f(a: (y := int)) -> (z := str): pass', 'main.py').start(namespace) is None
+    assert (namespace['y'], namespace['z']) == (int, str)
+
+
+_GENERIC = pytest.mark.skipif(sys.version_info < (3, 12), reason='type parameters: 3.12')
+
+
+@pytest.mark.parametrize(
+    ('code', 'message'),
+    [
+        ('from __future__ import annotations\ndef f(a: (yield)): pass', None),  # None: CPython's own for the script
+        pytest.param('\ndef f[T](a: (yield)): pass', 'yield expression cannot be used within the definition of a generic', marks=_GENERIC),
+    ],
+)
+def test_annotations_kept_as_strings_or_of_a_generic_are_not_the_script_s_scope(code, message):
+    if message is None:
+        with pytest.raises(SyntaxError) as python_s:
+            compile(code, 'main.py', 'exec')
+        message = python_s.value.msg
+    with pytest.raises(SyntaxError) as error:
+        compile_script(code, 'main.py')
+    assert (error.value.msg, error.value.lineno) == (message, 2)

@@ -96,3 +96,33 @@ def test_a_visitor_of_contexts_or_operators_is_refused():
     with pytest.raises(TypeError) as error:
         type('Adder', (NodeVisitor,), {'visit_Add': lambda self, node: None})
     assert str(error.value) == 'Adder.visit_Add: contexts and operators are not visited'
+
+
+#: The fields the walk leaves out, of every node class of 3.11 to 3.13: names, numbers, constants,
+#: contexts and operators. A field a new Python adds, or whose declared type changes, fails here.
+LEFT_OUT = {
+    'AnnAssign': ('simple',), 'Assign': ('type_comment',), 'AsyncFor': ('type_comment',), 'AsyncFunctionDef': ('name', 'type_comment'),
+    'AsyncWith': ('type_comment',), 'Attribute': ('attr', 'ctx'), 'AugAssign': ('op',), 'BinOp': ('op',), 'BoolOp': ('op',),
+    'ClassDef': ('name',), 'Compare': ('ops',), 'Constant': ('value', 'kind'), 'ExceptHandler': ('name',), 'For': ('type_comment',),
+    'FormattedValue': ('conversion',), 'FunctionDef': ('name', 'type_comment'), 'Global': ('names',), 'ImportFrom': ('module', 'level'),
+    'List': ('ctx',), 'MatchAs': ('name',), 'MatchClass': ('kwd_attrs',), 'MatchMapping': ('rest',), 'MatchSingleton': ('value',),
+    'MatchStar': ('name',), 'Name': ('id', 'ctx'), 'Nonlocal': ('names',), 'ParamSpec': ('name',), 'Starred': ('ctx',),
+    'Subscript': ('ctx',), 'Tuple': ('ctx',), 'TypeIgnore': ('lineno', 'tag'), 'TypeVar': ('name',), 'TypeVarTuple': ('name',),
+    'UnaryOp': ('op',), 'With': ('type_comment',), 'alias': ('name', 'asname'), 'arg': ('arg', 'type_comment'),
+    'comprehension': ('is_async',), 'keyword': ('arg',),
+}
+
+
+def _node_classes(base: type = ast.AST) -> set[type]:
+    return {kind for sub in base.__subclasses__() if sub.__module__ == 'ast' for kind in (sub, *_node_classes(sub))}
+
+
+def test_the_walk_leaves_out_of_every_node_class_only_fields_that_hold_no_node():
+    left_out = {kind.__name__: tuple(f for f in kind._fields if f not in child_fields(kind)) for kind in _node_classes() if kind._fields}
+    assert {name: fields for name, fields in left_out.items() if fields} == {name: LEFT_OUT[name] for name in left_out if name in LEFT_OUT}
+    for kind in _node_classes():  # 3.13 declares the fields' types
+        for field, declared in getattr(kind, '_field_types', {}).items():
+            if field not in child_fields(kind):
+                assert declared in (str, int, object, str | None, int | None, list[str]) or 'ast.' in repr(declared) and any(
+                    leaf.__name__ in repr(declared) for leaf in (ast.expr_context, ast.boolop, ast.operator, ast.unaryop, ast.cmpop)
+                ), (kind.__name__, field, declared)

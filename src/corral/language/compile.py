@@ -176,7 +176,10 @@ def _compile(module: ast.Module, source: str, filename: str) -> types.CodeType:
 
 def _top_level(tree: ast.Module) -> list[ast.AST]:
     """The nodes of the module's own scope, not inside a function, lambda or class body, in the
-    order of a walk that takes the last child first (what the checks below raise is the first met)."""
+    order of a walk that takes the last child first (what the checks below raise is the first met).
+    A function's annotations are of that scope (evaluated when it is defined) but under
+    `from __future__ import annotations`, which keeps them as strings."""
+    annotations: bool | None = None  # the script's own: read at the first function met
     nodes: list[ast.AST] = []
     pending: list[ast.AST | None] = list(tree.body)  # the lists of child fields hold nodes and None
     pop, push, extend, add = pending.pop, pending.append, pending.extend, nodes.append
@@ -194,6 +197,12 @@ def _top_level(tree: ast.Module) -> list[ast.AST]:
                 extend([*node.args.defaults, *node.args.kw_defaults])  # type: ignore[attr-defined]
             else:
                 extend([*node.decorator_list, *node.args.defaults, *node.args.kw_defaults])  # type: ignore[attr-defined]
+                if annotations is None:
+                    annotations = not any(alias.name == 'annotations' for future in _leading_futures(tree.body)[0] for alias in future.names)  # type: ignore[attr-defined]
+                if annotations and not getattr(node, 'type_params', None):  # a generic's are of its own scope
+                    args = node.args  # type: ignore[attr-defined]
+                    extend([arg.annotation for arg in (*args.posonlyargs, *args.args, args.vararg, *args.kwonlyargs, args.kwarg) if arg])
+                    push(node.returns)  # type: ignore[attr-defined]
             continue
         for field in child_fields(kind):
             value = getattr(node, field, None)

@@ -126,7 +126,7 @@ class _Validator(NodeVisitor):
         # 'module', 'class', 'function' or 'comprehension', innermost last
         self._scopes: list[str] = ['module']
         # a return, yield or nonlocal outside every function and class body, or in an argument's
-        # annotation there (which compile.py tells apart)
+        # annotation there (compile.py refuses that too, but under `from __future__ import annotations`)
         self.function_only_outside = False
 
     # ----- helpers -------------------------------------------------------------------------------
