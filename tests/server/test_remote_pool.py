@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import socket
 
 import pytest
 
@@ -361,3 +362,22 @@ def test_a_server_with_packages_sends_a_frame_as_its_plain_form_and_its_own_repr
     assert shown == '   x  y\n0  1  a\n1  2  b'
     assert after is None
     assert text == '   x  y\n0  1  a\n1  2  b'
+
+
+async def test_the_proxy_the_environment_names_is_looked_up_at_the_pools_first_connection(server, monkeypatch):
+    for name in ('ws_proxy', 'http_proxy', 'https_proxy', 'all_proxy', 'no_proxy', 'WS_PROXY', 'HTTP_PROXY', 'HTTPS_PROXY', 'ALL_PROXY', 'NO_PROXY'):
+        monkeypatch.delenv(name, raising=False)
+    pool = RemotePool(server.url)
+    async with pool.checkout() as session:
+        assert await session.feed_run('1 + 1') == 2
+    with socket.socket() as closed:  # a port nothing listens on
+        closed.bind(('127.0.0.1', 0))
+        port = closed.getsockname()[1]
+    monkeypatch.setenv('ws_proxy', f'http://127.0.0.1:{port}')
+    async with pool.checkout() as session:  # connects directly, as it did at first
+        assert await session.feed_run('2 + 2') == 4
+    other = RemotePool(server.url)
+    with pytest.raises(corral.SandboxConnectionError) as raised:
+        async with other.checkout():
+            pass
+    assert str(raised.value) == f"cannot connect to the corral server at {other.url}: [Errno 111] Connect call failed ('127.0.0.1', {port})"

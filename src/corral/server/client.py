@@ -74,6 +74,9 @@ class RemotePool:
     host calls gave here, so that none runs twice: a stored session (`ephemeral=False`) from the
     store, an ephemeral one from the state a draining server sends. `resume_timeout`: seconds to
     keep trying (a dead replica's lease on a stored session lasts its `--lease-ttl`).
+
+    The proxy the environment names for `url` (`HTTPS_PROXY`, `NO_PROXY`, ..., as websockets reads
+    them) is looked up once, at the pool's first connection.
     """
 
     def __init__(
@@ -98,6 +101,7 @@ class RemotePool:
         self.max_frame = max_frame
         self._sessions: set[RemoteSession] = set()
         self._closed = False
+        self._proxy: dict[str, str | None] | None = None
 
     async def __aenter__(self) -> RemotePool:
         return self
@@ -122,6 +126,18 @@ class RemotePool:
             raise TypeError(f'session_id must be a str, not {type(session_id).__name__}')
         await self._manage([p.DELETE, p.PROTOCOL_VERSION, session_id])
 
+    def _connect_options(self) -> dict[str, Any]:
+        """The options of websockets' `connect` for this pool's connections but the headers."""
+        if self._proxy is None:  # websockets looked it up at each connection, reading the whole environment twice
+            try:
+                from websockets.proxy import get_proxy
+                from websockets.uri import parse_uri
+            except ImportError:  # a websockets before 15 uses no proxy
+                self._proxy = {}
+            else:
+                self._proxy = {'proxy': get_proxy(parse_uri(self.url))}
+        return {'max_size': self.max_frame, 'compression': None, 'open_timeout': None, **self._proxy}
+
     async def _manage(self, message: list[Any]) -> list[Any]:
         """Send LIST or DELETE on a connection of its own; the server's answer."""
         from websockets.asyncio.client import connect
@@ -129,7 +145,7 @@ class RemotePool:
 
         headers = {} if self.api_key is None else {'authorization': f'Bearer {self.api_key}'}
         try:
-            ws = await asyncio.wait_for(connect(self.url, additional_headers=headers, max_size=self.max_frame, compression=None, open_timeout=None), self.open_timeout)
+            ws = await asyncio.wait_for(connect(self.url, additional_headers=headers, **self._connect_options()), self.open_timeout)
         except Exception as error:  # OSError, a timeout, or the server refused the upgrade
             raise SandboxConnectionError(f'cannot connect to the corral server at {self.url}: {error}') from None
         try:
@@ -303,9 +319,7 @@ class RemoteSession:
             headers['authorization'] = f'Bearer {self._pool.api_key}'
         _propagator.inject(headers)
         try:
-            self._ws = await connect(
-                self._pool.url, additional_headers=headers, max_size=self._pool.max_frame, compression=None, open_timeout=None, create_connection=_direct_connection()
-            )
+            self._ws = await connect(self._pool.url, additional_headers=headers, create_connection=_direct_connection(), **self._pool._connect_options())
         except Exception as error:  # OSError, or the server refused the upgrade (websockets.InvalidStatus ...)
             raise SandboxConnectionError(f'cannot connect to the corral server at {self._pool.url}: {error}') from None
         self._lost, self._drained, self._drain_state, self._calls, self._malformed = None, False, None, {}, None
