@@ -267,6 +267,8 @@ class RemoteSession:
         self._answers: list[bytes] = []
         self._answers_size = 0
         self._flush_handle: asyncio.Handle | None = None
+        self._polls_missed = 0  # in a row, up to 6 (`_wait_briefly`)
+        self._polls_skipped = 0  # polls still to skip
         # a connection the server ended (`_Lost`); how to take the session up again after a DRAIN
         self._lost: BaseException | None = None
         self._drain_state: bytes | None = None
@@ -699,6 +701,26 @@ class RemoteSession:
         if self._flush_handle is None and self._answers:
             self._flush_handle = self._loop.call_soon(self._flush_answers)  # type: ignore[union-attr]
 
+    def _wait_briefly(self) -> None:
+        """Poll the socket (`channel.poll`) for the server's next frame when the event loop has
+        nothing else to run: on a virtual machine a process asleep on its socket takes tens of
+        microseconds longer to reach, and the server answers a host call's answer within the poll
+        unless the machine is busy. A poll that finds nothing skips the next 1, 3, 7 ... 63 while
+        they keep missing (each missed poll is CPU the server and its workers lose), and one that
+        finds the frame polls every time again."""
+        if self._polls_skipped:
+            self._polls_skipped -= 1
+            return
+        ws = self._ws
+        sock = ws.transport.get_extra_info('socket')
+        if sock is None or not idle(ws.loop) or ws.transport.is_closing():
+            return
+        if poll_readable(sock.fileno()):
+            self._polls_missed = 0
+        else:
+            self._polls_missed = min(self._polls_missed + 1, 6)
+            self._polls_skipped = (1 << self._polls_missed) - 1
+
     def _flush_answers(self) -> None:
         if self._flush_handle is not None:
             self._flush_handle.cancel()
@@ -708,7 +730,7 @@ class RemoteSession:
         answers, self._answers, self._answers_size = self._answers, [], 0
         frame = b'\x92' + _ARRAY.pack(p.ANSWERS) + _ARRAY.pack_array_header(len(answers)) + b''.join(answers)
         if not self._tasks and _write_now(self._ws, frame):
-            _wait_briefly(self._ws)
+            self._wait_briefly()
             return
         task = self._loop.create_task(self._send(frame))  # type: ignore[union-attr]
         self._tasks.add(task)
@@ -761,15 +783,6 @@ def _write_now(ws: Any, frame: bytes) -> bool:
     with contextlib.suppress(Exception):  # the connection is gone: its reader says why
         broadcast([ws], frame, raise_exceptions=True)
     return True
-
-
-def _wait_briefly(ws: Any) -> None:
-    """Poll `ws`'s socket (`channel.poll`) for the server's next frame when the event loop has
-    nothing else to run: on a virtual machine a process asleep on its socket takes tens of
-    microseconds longer to reach, and the server answers a host call's answer within the poll."""
-    sock = ws.transport.get_extra_info('socket')
-    if sock is not None and idle(ws.loop) and not ws.transport.is_closing():
-        poll_readable(sock.fileno())
 
 
 def _asyncs(functions: Mapping[str, Callable[..., Any]]) -> dict[str, bool]:
