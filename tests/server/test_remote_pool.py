@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import socket
 
 import pytest
 
@@ -361,3 +362,48 @@ def test_a_server_with_packages_sends_a_frame_as_its_plain_form_and_its_own_repr
     assert shown == '   x  y\n0  1  a\n1  2  b'
     assert after is None
     assert text == '   x  y\n0  1  a\n1  2  b'
+
+
+async def test_the_proxy_the_environment_names_is_looked_up_at_the_pools_first_connection(server, monkeypatch):
+    for name in ('ws_proxy', 'http_proxy', 'https_proxy', 'all_proxy', 'no_proxy', 'WS_PROXY', 'HTTP_PROXY', 'HTTPS_PROXY', 'ALL_PROXY', 'NO_PROXY'):
+        monkeypatch.delenv(name, raising=False)
+    pool = RemotePool(server.url)
+    async with pool.checkout() as session:
+        assert await session.feed_run('1 + 1') == 2
+    with socket.socket() as closed:  # a port nothing listens on
+        closed.bind(('127.0.0.1', 0))
+        port = closed.getsockname()[1]
+    monkeypatch.setenv('ws_proxy', f'http://127.0.0.1:{port}')
+    async with pool.checkout() as session:  # connects directly, as it did at first
+        assert await session.feed_run('2 + 2') == 4
+    other = RemotePool(server.url)
+    with pytest.raises(corral.SandboxConnectionError) as raised:
+        async with other.checkout():
+            pass
+    assert str(raised.value) == f"cannot connect to the corral server at {other.url}: [Errno 111] Connect call failed ('127.0.0.1', {port})"
+
+
+async def test_a_client_whose_polls_find_nothing_polls_less_often(server, monkeypatch):
+    """After answers are sent, a session polls its socket briefly for the server's next frame; polls
+    that keep missing (a busy machine) make it skip the next 1, 3, 7 ... 63, and its feeds go on."""
+    from corral.server import client
+
+    polled: list[bool] = []
+
+    def counted(fileno: int) -> bool:
+        polled.append(found := poll_readable(fileno))
+        return found
+
+    poll_readable = client.poll_readable
+    monkeypatch.setattr(client, 'poll_readable', counted)
+    async with RemotePool(server.url).checkout() as session:
+        assert await session.feed_run('1 + 1') == 2
+        await asyncio.sleep(0.05)  # the loop idle, nothing coming
+        turns = []
+        for _ in range(16):
+            before = len(polled)
+            session._wait_briefly()
+            turns.append(len(polled) - before)
+        assert turns == [1, 0, 1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1, 0]
+        assert polled[-4:] == [False] * 4
+        assert await session.feed_run('total = 0\nfor i in range(20):\n    total += add(i, 1)\ntotal', external_lookup={'add': add}) == 210

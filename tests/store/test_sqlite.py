@@ -442,6 +442,37 @@ async def test_a_store_made_before_retention_gets_its_touched_column(tmp_path):
     assert columns == ['tenant', 'session_id', 'generation', 'touched']
 
 
+async def test_tenant_slots_commit_without_a_flush(tmp_path):
+    """A tenant's session slot, taken, renewed and released, is committed at synchronous=NORMAL as a
+    lease is (a machine's crash ends its holder too), and the connection is back at FULL after each."""
+    store = SQLiteStore(tmp_path / 's.db', threads=1)
+    try:
+        await store.put('s1', b'state', holder='h', generation=1)
+        [db] = store._connections
+        seen: list[str] = []
+        db.set_trace_callback(seen.append)
+        assert await store.take_tenant_slot('t', 'h1', limit=1, ttl=30) == (True, 0)
+        assert await store.take_tenant_slot('t', 'h2', limit=1, ttl=30) == (False, 1)
+        assert await store.renew_tenant_slot('t', 'h1', limit=1, ttl=30) == (True, 0)
+        await store.release_tenant_slot('t', 'h1')
+        db.set_trace_callback(None)
+        steps = [
+            ' '.join(statement.split()[:4]) for statement in seen
+            if statement.startswith(('PRAGMA', 'BEGIN', 'COMMIT', 'ROLLBACK', 'INSERT OR REPLACE INTO corral_tenant_sessions', 'UPDATE corral_tenant_sessions'))
+            or statement.startswith('DELETE FROM corral_tenant_sessions') and 'holder' in statement  # the release, not the sweep of lapsed slots
+        ]
+        assert steps == [
+            'PRAGMA synchronous = NORMAL', 'BEGIN IMMEDIATE', 'INSERT OR REPLACE INTO', 'COMMIT', 'PRAGMA synchronous = FULL',  # taken
+            'PRAGMA synchronous = NORMAL', 'BEGIN IMMEDIATE', 'COMMIT', 'PRAGMA synchronous = FULL',  # refused
+            'PRAGMA synchronous = NORMAL', 'BEGIN IMMEDIATE', 'UPDATE corral_tenant_sessions SET expires', 'COMMIT', 'PRAGMA synchronous = FULL',  # renewed
+            'PRAGMA synchronous = NORMAL', 'DELETE FROM corral_tenant_sessions WHERE', 'PRAGMA synchronous = FULL',  # released
+        ]
+        assert db.execute('PRAGMA synchronous').fetchone() == (2,)  # FULL
+        assert await store.take_tenant_slot('t', 'h2', limit=1, ttl=30) == (True, 0)
+    finally:
+        await store.close()
+
+
 async def test_leases_commit_without_a_flush_and_states_with_one(tmp_path):
     """A lease is committed at synchronous=NORMAL (no fsync; a machine's crash ends its holders
     too), a state at FULL, and the connection is back at FULL after every lease."""

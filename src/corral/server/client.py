@@ -74,6 +74,9 @@ class RemotePool:
     host calls gave here, so that none runs twice: a stored session (`ephemeral=False`) from the
     store, an ephemeral one from the state a draining server sends. `resume_timeout`: seconds to
     keep trying (a dead replica's lease on a stored session lasts its `--lease-ttl`).
+
+    The proxy the environment names for `url` (`HTTPS_PROXY`, `NO_PROXY`, ..., as websockets reads
+    them) is looked up once, at the pool's first connection.
     """
 
     def __init__(
@@ -98,6 +101,7 @@ class RemotePool:
         self.max_frame = max_frame
         self._sessions: set[RemoteSession] = set()
         self._closed = False
+        self._proxy: dict[str, str | None] | None = None
 
     async def __aenter__(self) -> RemotePool:
         return self
@@ -122,6 +126,18 @@ class RemotePool:
             raise TypeError(f'session_id must be a str, not {type(session_id).__name__}')
         await self._manage([p.DELETE, p.PROTOCOL_VERSION, session_id])
 
+    def _connect_options(self) -> dict[str, Any]:
+        """The options of websockets' `connect` for this pool's connections but the headers."""
+        if self._proxy is None:  # websockets looked it up at each connection, reading the whole environment twice
+            try:
+                from websockets.proxy import get_proxy
+                from websockets.uri import parse_uri
+            except ImportError:  # a websockets before 15 uses no proxy
+                self._proxy = {}
+            else:
+                self._proxy = {'proxy': get_proxy(parse_uri(self.url))}
+        return {'max_size': self.max_frame, 'compression': None, 'open_timeout': None, **self._proxy}
+
     async def _manage(self, message: list[Any]) -> list[Any]:
         """Send LIST or DELETE on a connection of its own; the server's answer."""
         from websockets.asyncio.client import connect
@@ -129,7 +145,7 @@ class RemotePool:
 
         headers = {} if self.api_key is None else {'authorization': f'Bearer {self.api_key}'}
         try:
-            ws = await asyncio.wait_for(connect(self.url, additional_headers=headers, max_size=self.max_frame, compression=None, open_timeout=None), self.open_timeout)
+            ws = await asyncio.wait_for(connect(self.url, additional_headers=headers, **self._connect_options()), self.open_timeout)
         except Exception as error:  # OSError, a timeout, or the server refused the upgrade
             raise SandboxConnectionError(f'cannot connect to the corral server at {self.url}: {error}') from None
         try:
@@ -251,6 +267,8 @@ class RemoteSession:
         self._answers: list[bytes] = []
         self._answers_size = 0
         self._flush_handle: asyncio.Handle | None = None
+        self._polls_missed = 0  # in a row, up to 6 (`_wait_briefly`)
+        self._polls_skipped = 0  # polls still to skip
         # a connection the server ended (`_Lost`); how to take the session up again after a DRAIN
         self._lost: BaseException | None = None
         self._drain_state: bytes | None = None
@@ -303,9 +321,7 @@ class RemoteSession:
             headers['authorization'] = f'Bearer {self._pool.api_key}'
         _propagator.inject(headers)
         try:
-            self._ws = await connect(
-                self._pool.url, additional_headers=headers, max_size=self._pool.max_frame, compression=None, open_timeout=None, create_connection=_direct_connection()
-            )
+            self._ws = await connect(self._pool.url, additional_headers=headers, create_connection=_direct_connection(), **self._pool._connect_options())
         except Exception as error:  # OSError, or the server refused the upgrade (websockets.InvalidStatus ...)
             raise SandboxConnectionError(f'cannot connect to the corral server at {self._pool.url}: {error}') from None
         self._lost, self._drained, self._drain_state, self._calls, self._malformed = None, False, None, {}, None
@@ -685,6 +701,26 @@ class RemoteSession:
         if self._flush_handle is None and self._answers:
             self._flush_handle = self._loop.call_soon(self._flush_answers)  # type: ignore[union-attr]
 
+    def _wait_briefly(self) -> None:
+        """Poll the socket (`channel.poll`) for the server's next frame when the event loop has
+        nothing else to run: on a virtual machine a process asleep on its socket takes tens of
+        microseconds longer to reach, and the server answers a host call's answer within the poll
+        unless the machine is busy. A poll that finds nothing skips the next 1, 3, 7 ... 63 while
+        they keep missing (each missed poll is CPU the server and its workers lose), and one that
+        finds the frame polls every time again."""
+        if self._polls_skipped:
+            self._polls_skipped -= 1
+            return
+        ws = self._ws
+        sock = ws.transport.get_extra_info('socket')
+        if sock is None or not idle(ws.loop) or ws.transport.is_closing():
+            return
+        if poll_readable(sock.fileno()):
+            self._polls_missed = 0
+        else:
+            self._polls_missed = min(self._polls_missed + 1, 6)
+            self._polls_skipped = (1 << self._polls_missed) - 1
+
     def _flush_answers(self) -> None:
         if self._flush_handle is not None:
             self._flush_handle.cancel()
@@ -694,7 +730,7 @@ class RemoteSession:
         answers, self._answers, self._answers_size = self._answers, [], 0
         frame = b'\x92' + _ARRAY.pack(p.ANSWERS) + _ARRAY.pack_array_header(len(answers)) + b''.join(answers)
         if not self._tasks and _write_now(self._ws, frame):
-            _wait_briefly(self._ws)
+            self._wait_briefly()
             return
         task = self._loop.create_task(self._send(frame))  # type: ignore[union-attr]
         self._tasks.add(task)
@@ -747,15 +783,6 @@ def _write_now(ws: Any, frame: bytes) -> bool:
     with contextlib.suppress(Exception):  # the connection is gone: its reader says why
         broadcast([ws], frame, raise_exceptions=True)
     return True
-
-
-def _wait_briefly(ws: Any) -> None:
-    """Poll `ws`'s socket (`channel.poll`) for the server's next frame when the event loop has
-    nothing else to run: on a virtual machine a process asleep on its socket takes tens of
-    microseconds longer to reach, and the server answers a host call's answer within the poll."""
-    sock = ws.transport.get_extra_info('socket')
-    if sock is not None and idle(ws.loop) and not ws.transport.is_closing():
-        poll_readable(sock.fileno())
 
 
 def _asyncs(functions: Mapping[str, Callable[..., Any]]) -> dict[str, bool]:

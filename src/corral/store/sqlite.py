@@ -30,7 +30,7 @@ from .base import (
     not_found_error,
 )
 from .keyfile import key_file_path, read_or_create_key
-from .tenants import SQLITE_TENANT_SCHEMA, SQLiteTenantTables
+from .tenants import SQLITE_TENANT_SCHEMA, SQLiteTenantTables, _not_flushed
 
 if TYPE_CHECKING:
     import sqlite3
@@ -134,7 +134,7 @@ class SQLiteStore(SQLiteTenantTables):
     `synchronous=FULL`, so a stored state survives a crash of the process or the machine. Leases
     (`acquire`, `renew`, `release`) commit with `synchronous=NORMAL`, which under WAL survives a
     crash of the process but not of the machine, whose crash ends every holder of a lease on it
-    anyway: a lease costs no flush to the disk. Several
+    anyway: a lease costs no flush to the disk, nor does a tenant's session slot. Several
     processes may share the file on one machine (not over a network file system, where SQLite's
     locks do not hold): leases are rows changed by compare-and-set inside write transactions.
 
@@ -484,18 +484,6 @@ def _create_private_file(path: Path) -> None:
         pass
     except OSError as e:
         raise SandboxStoreError(f'cannot create the session store {path}: {e.strerror}') from None
-
-
-@contextlib.contextmanager
-def _not_flushed(connection: sqlite3.Connection) -> Iterator[None]:
-    """Commit the writes inside at `synchronous=NORMAL` (no fsync: under WAL, durable against a
-    crash of the process, not of the machine), then back to the connection's `FULL`: for leases,
-    which a machine's crash ends with their holders."""
-    connection.execute('PRAGMA synchronous = NORMAL')
-    try:
-        yield
-    finally:
-        connection.execute('PRAGMA synchronous = FULL')
 
 
 class _write_transaction:

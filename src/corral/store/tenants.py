@@ -9,8 +9,9 @@ them. The tables hold no secret: a key's row has the SHA-256 digest of its secre
 from __future__ import annotations
 
 import builtins
+import contextlib
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 from .base import check_holder, check_tenant, check_ttl
@@ -313,9 +314,10 @@ class SQLiteTenantTables:
         tenant, holder, ttl = check_tenant(tenant), check_holder(holder), check_ttl(ttl)
 
         def take(db: sqlite3.Connection) -> tuple[bool, int]:
-            db.execute('BEGIN IMMEDIATE')  # the write lock first: no other process counts meanwhile
-            with db:  # COMMIT, or ROLLBACK on an error
-                return _sqlite_take_slot(db, tenant, holder, limit, ttl)
+            with _not_flushed(db):  # a slot, like a lease, ends with its holder in a machine's crash
+                db.execute('BEGIN IMMEDIATE')  # the write lock first: no other process counts meanwhile
+                with db:  # COMMIT, or ROLLBACK on an error
+                    return _sqlite_take_slot(db, tenant, holder, limit, ttl)
 
         return await self._run(take)
 
@@ -323,19 +325,25 @@ class SQLiteTenantTables:
         tenant, holder, ttl = check_tenant(tenant), check_holder(holder), check_ttl(ttl)
 
         def renew(db: sqlite3.Connection) -> tuple[bool, int]:
-            db.execute('BEGIN IMMEDIATE')
-            with db:
-                now = time.time()
-                live = db.execute(
-                    'UPDATE corral_tenant_sessions SET expires = ? WHERE tenant = ? AND holder = ? AND expires > ?', (now + ttl, tenant, holder, now)
-                )
-                return (True, 0) if live.rowcount == 1 else _sqlite_take_slot(db, tenant, holder, limit, ttl)
+            with _not_flushed(db):
+                db.execute('BEGIN IMMEDIATE')
+                with db:
+                    now = time.time()
+                    live = db.execute(
+                        'UPDATE corral_tenant_sessions SET expires = ? WHERE tenant = ? AND holder = ? AND expires > ?', (now + ttl, tenant, holder, now)
+                    )
+                    return (True, 0) if live.rowcount == 1 else _sqlite_take_slot(db, tenant, holder, limit, ttl)
 
         return await self._run(renew)
 
     async def release_tenant_slot(self, tenant: str, holder: str) -> None:
         tenant, holder = check_tenant(tenant), check_holder(holder)
-        await self._run(lambda db: db.execute('DELETE FROM corral_tenant_sessions WHERE tenant = ? AND holder = ?', (tenant, holder)))
+
+        def release(db: sqlite3.Connection) -> None:
+            with _not_flushed(db):
+                db.execute('DELETE FROM corral_tenant_sessions WHERE tenant = ? AND holder = ?', (tenant, holder))
+
+        await self._run(release)
 
     async def add_cpu_seconds(self, tenant: str, seconds: float) -> None:
         tenant = check_tenant(tenant)
@@ -365,6 +373,18 @@ class SQLiteTenantTables:
             return float(row[0])
 
         return await self._run(total)
+
+
+@contextlib.contextmanager
+def _not_flushed(connection: sqlite3.Connection) -> Iterator[None]:
+    """Commit the writes inside at `synchronous=NORMAL` (no fsync: under WAL, durable against a
+    crash of the process, not of the machine), then back to the connection's `FULL`: for leases
+    and tenants' session slots, which a machine's crash ends with their holders."""
+    connection.execute('PRAGMA synchronous = NORMAL')
+    try:
+        yield
+    finally:
+        connection.execute('PRAGMA synchronous = FULL')
 
 
 def _sqlite_take_slot(db: sqlite3.Connection, tenant: str, holder: str, limit: int | None, ttl: float) -> tuple[bool, int]:
