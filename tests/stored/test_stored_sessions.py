@@ -446,6 +446,32 @@ async def test_a_replay_refused_at_one_feed_with_later_feeds_sent_ahead_ends_its
         assert await loaded.feed_run('[a, b, c, d]') == [1, 2, 4, 4]
 
 
+async def test_replayed_feeds_whose_replies_go_together_are_each_checked_in_their_turn(pool):
+    """A worker holds the replies of replayed feeds that run one after another (the next feed's
+    messages came ahead) and sends them in one write: each feed is still checked against its own
+    record, a record altered late in a run of short feeds is refused at its feed, and a feed that
+    runs longer than the replies are held (a loop of half a million steps) sends those before it."""
+    codes = [f'v{i} = await asyncio.gather(f({i}), f({i + 1}))' for i in range(12)]
+    codes[5] = 'n = 0\nfor i in range(500_000):\n    n += i\nv5 = [await f(5), await f(6)]'
+    async def f(n):
+        return n * 10
+
+    async with pool.checkout() as session:
+        await session.feed_run('import asyncio')
+        for code in codes:
+            await session.feed_run(code, external_lookup={'f': f})
+        state = await session.dump()
+    async with pool.checkout() as loaded:
+        await loaded.load_session(state)
+        assert await loaded.feed_run('[v0, v5, v11]') == [[0, 10], [50, 60], [110, 120]]
+    for feed, call in ((3, 3), (8, 13), (13, 23)):  # feed 1 is the import, 7 the loop
+        plain = msgpack.unpackb(state[14:-32])
+        plain['feeds'][feed - 1][4] = ['f', 'g']
+        assert await load_error(pool, resign(msgpack.packb(plain))) == (
+            f'the session state could not be replayed: feed {feed} went another way than the recorded run: call {call} is to f() where the record has g()'
+        )
+
+
 # ----- across processes --------------------------------------------------------------------------
 
 async def test_a_state_loads_in_another_process(pool, tmp_path):

@@ -332,11 +332,11 @@ class _Protocol(asyncio.Protocol):
         if not self._held or not self._current():
             return
         self._held = False
-        assert self._transport is not None
-        if not self._transport.is_closing():
-            self._transport.resume_reading()
         if self._backlog is not None and self._decoding is None:
-            self._drain()
+            self._drain()  # the frames read already first: the next feed's, of several sent in one write, pause it again
+        assert self._transport is not None
+        if not self._held and self._decoding is None and not self._transport.is_closing():
+            self._transport.resume_reading()
 
     async def _decode_in_thread(self, payload: bytes) -> None:
         items, size = self._bounds(len(payload))

@@ -304,18 +304,22 @@ class DumpAndReplay:
                     except (ValueError, TypeError) as error:
                         raise SandboxStateError(f'the session state is malformed ({error})') from None
                 started = perf_counter()
+                writing: list[bytes] = []  # frames of feeds whose code the host had compiled, to go in one write
                 while sent < len(feeds) and (sent == index or (sent_bytes < _AHEAD_BYTES and perf_counter() - started < _AHEAD_SECONDS)):
                     ahead, ahead_message, ahead_code = feeds[sent][:3]
                     # no wall_time while it replays: the machine may be slower, and the feed did not
                     # run past it (a feed that did is not in a journal: see `_close_record`)
                     limits = {**ahead_message[5], 'replay': True, **({} if ahead.outcome == OPEN else {'batched': True})}
+                    misses = COMPILED_FEEDS.misses
                     compiled = COMPILED_FEEDS.message(ahead_code, guarded=guarded, scope=self.tenant)
                     payloads = [*(() if compiled is None else (compiled,)), pack([*ahead_message[:5], limits], side='host'), *(payload for _, payload in ahead.inputs)]
-                    assert self._transport is not None
-                    self._transport.write(b''.join(map(frame, payloads)))  # the worker starts on it while the next compiles
+                    writing.extend(map(frame, payloads))
+                    if COMPILED_FEEDS.misses != misses:  # it compiled: the worker starts on what it has while the next compiles
+                        self._write_all(writing)
                     checked.append(sum(map(len, payloads)))
                     sent_bytes += checked[-1]
                     sent += 1
+                self._write_all(writing)
                 self._ahead = sent - index - 1
                 self._replay, self._replaying, self._replay_final = deque(recorded.inputs), recorded, final
                 self._print = _discard_output
@@ -350,6 +354,13 @@ class DumpAndReplay:
         # what a paused feed prints after its resume goes where a feed's output goes by default
         # (or to resume's print_callback); the replay's output was printed when the feed first ran
         self._print = print_to_host
+
+    def _write_all(self, frames: list[bytes]) -> None:
+        """Write `frames` to the worker in one write, and empty the list."""
+        if frames:
+            assert self._transport is not None
+            self._transport.write(b''.join(frames))
+            frames.clear()
 
     def _restore_pause(self, state: SessionState) -> None:
         for call_id, function, args, kwargs, payload in state.pending:

@@ -14,6 +14,7 @@ import selectors
 import signal
 import socket
 import sys
+import time
 import traceback
 import types
 from collections import deque
@@ -52,8 +53,10 @@ _ITERATOR_IDS = frozenset(map(id, _ITERATORS))  # tested per call: an id's hash 
 _RECV_SIZE = 1 << 18
 _DONTWAIT = int(socket.MSG_DONTWAIT)
 _SCRIPT_CACHE = 64
-#: Bytes of messages a batched feed holds before it sends them anyway (see `Worker._write`).
+#: Bytes of messages a batched feed holds before it sends them anyway (see `Worker._write`), and
+#: seconds the replies of replayed feeds that ran one after another are held at most (`_end_held`).
 _HELD_BYTES = 1 << 16
+_HELD_SECONDS = 0.005
 #: The host's answers to what the worker asks in a feed (`_next_message`).
 _ANSWERS = frozenset({REPLY, WAKE, PAUSE})
 _NOTHING: Any = object()  # no builtin was hidden
@@ -192,6 +195,7 @@ class Worker:
         self._held: list[bytes] | None = None  # messages a batched feed has not sent yet (see `_write`)
         self._replayed = False  # the last feed was batched: the next is a replay's too, or a live one's after a load (see `_receive`)
         self._held_bytes = 0
+        self._held_since = 0.0  # when the messages held began (see `_end_held`)
         signal.signal(signal.SIGALRM, self._on_stop_signal)
         signal.signal(signal.SIGXCPU, self._on_stop_signal)
 
@@ -227,6 +231,21 @@ class Worker:
             self._held.clear()
             self._held_bytes = 0
             self._sock.sendall(data)
+
+    def _stop_holding(self) -> None:
+        """Send what batched feeds held, and send what comes next at once."""
+        if self._held is not None:
+            self._flush()
+            self._held = None
+
+    def _end_held(self) -> bool:
+        """At the end of a batched feed: whether its messages stay held with the next feed's,
+        which the host sent ahead and the worker has (a replay's feeds run one after another, their
+        replies go to the host in one write, which wakes it once). Held for `_HELD_SECONDS` at most,
+        so the host checks each feed soon after it ran; else they go now."""
+        if not self._inbox:
+            self._receive(block=False)
+        return bool(self._inbox) and self._inbox[0][0] in (CODE, FEED) and time.monotonic() - self._held_since < _HELD_SECONDS
 
     def _receive(self, *, block: bool) -> bool:
         """Read what the socket has and queue whole messages; False when nothing was there.
@@ -549,8 +568,11 @@ class Worker:
                     if warming is not None:
                         self._end_warm_up(warming)
                         warming = None
+                    self._stop_holding()  # what the host is to read before it sends more
                     self._receive(block=True)
                 message = self._inbox.popleft()
+                if message[0] != CODE and message[0] != FEED:
+                    self._stop_holding()
                 if message[0] == WAKE:  # the answer to a WAIT a stop cut short, sent as its feed ended
                     self._take_wake(message)
                 elif message[0] == FEED and len(message) == 6:
@@ -645,7 +667,10 @@ class Worker:
         hostio.max_urandom_bytes = limits.get('max_urandom_bytes', hostio.MAX_URANDOM_BYTES)
         self._output = self._calls = self._left_out = 0
         self._stops.clear()
-        self._held = [] if limits.get('batched') else None
+        if not limits.get('batched'):
+            self._stop_holding()
+        elif self._held is None:  # else the replies of the replayed feeds before it are held still
+            self._held, self._held_since = [], time.monotonic()
         self._replayed = limits.get('batched') is True
         wall_time = limits.get('wall_time')
         if wall_time and not limits.get('replay'):  # a replayed feed: none until its pause, if it has one
@@ -719,8 +744,9 @@ class Worker:
             self._write(data)
         else:
             self._send(reply)
-        self._flush()
-        self._held = None
+        if self._held is not None and self._end_held():
+            return
+        self._stop_holding()
         os.sched_yield()  # the host, woken by the reply on this CPU, takes it now, not after the worker's way back to its poll
 
     def _measure(self, value: Any, call: str | None = None) -> None:
