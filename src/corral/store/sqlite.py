@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import builtins
-import contextlib
 import functools
 import os
 import stat
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar

@@ -12,7 +12,7 @@ import builtins
 import contextlib
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, TypeVar, runtime_checkable
 
 from .base import check_holder, check_tenant, check_ttl
 
