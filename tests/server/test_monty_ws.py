@@ -462,26 +462,23 @@ async def main():
     while not server.started:
         await asyncio.sleep(0.02)
     out = {}
+
+    async def feed_before_and_after_revoking(session, key, door):
+        out[f'{door} first'] = await session.feed_run('1')
+        async with corral.KeyRing(store) as keys:
+            await keys.revoke(re.fullmatch(r'corral_([0-9a-f]{16})_.*', key)[1])
+        await asyncio.sleep(1.2)
+        try:
+            out[f'{door} after'] = await session.feed_run('2')
+        except Exception as error:
+            out[f'{door} after'] = [type(error).__name__, str(error)]
+
     headers = {'Authorization': f'Bearer {monty_key}'}
     async with pydantic_monty.AsyncMontyWebsocket(f'ws://127.0.0.1:{port}/monty-ws/', connect_headers=lambda: headers) as pool:
         async with pool.checkout() as session:
-            out['monty first'] = await session.feed_run('1')
-            async with corral.KeyRing(store) as keys:
-                await keys.revoke(re.fullmatch(r'corral_([0-9a-f]{16})_.*', monty_key)[1])
-            await asyncio.sleep(1.2)
-            try:
-                out['monty after'] = await session.feed_run('2')
-            except Exception as error:
-                out['monty after'] = [type(error).__name__, str(error)]
+            await feed_before_and_after_revoking(session, monty_key, 'monty')
     async with corral.RemotePool(f'ws://127.0.0.1:{port}', api_key=native_key) as pool, pool.checkout() as session:
-        out['native first'] = await session.feed_run('1')
-        async with corral.KeyRing(store) as keys:
-            await keys.revoke(re.fullmatch(r'corral_([0-9a-f]{16})_.*', native_key)[1])
-        await asyncio.sleep(1.2)
-        try:
-            out['native after'] = await session.feed_run('2')
-        except Exception as error:
-            out['native after'] = [type(error).__name__, str(error)]
+        await feed_before_and_after_revoking(session, native_key, 'native')
     server.should_exit = True
     await serving
     print(json.dumps(out))

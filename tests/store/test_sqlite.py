@@ -442,6 +442,17 @@ async def test_a_store_made_before_retention_gets_its_touched_column(tmp_path):
     assert columns == ['tenant', 'session_id', 'generation', 'touched']
 
 
+async def _steps(db, run, kept):
+    """The first four words of each statement `run()` has the connection `db` execute that `kept` keeps."""
+    seen: list[str] = []
+    db.set_trace_callback(seen.append)
+    try:
+        await run()
+    finally:
+        db.set_trace_callback(None)
+    return [' '.join(statement.split()[:4]) for statement in seen if kept(statement)]
+
+
 async def test_tenant_slots_commit_without_a_flush(tmp_path):
     """A tenant's session slot, taken, renewed and released, is committed at synchronous=NORMAL as a
     lease is (a machine's crash ends its holder too), and the connection is back at FULL after each."""
@@ -449,18 +460,18 @@ async def test_tenant_slots_commit_without_a_flush(tmp_path):
     try:
         await store.put('s1', b'state', holder='h', generation=1)
         [db] = store._connections
-        seen: list[str] = []
-        db.set_trace_callback(seen.append)
-        assert await store.take_tenant_slot('t', 'h1', limit=1, ttl=30) == (True, 0)
-        assert await store.take_tenant_slot('t', 'h2', limit=1, ttl=30) == (False, 1)
-        assert await store.renew_tenant_slot('t', 'h1', limit=1, ttl=30) == (True, 0)
-        await store.release_tenant_slot('t', 'h1')
-        db.set_trace_callback(None)
-        steps = [
-            ' '.join(statement.split()[:4]) for statement in seen
-            if statement.startswith(('PRAGMA', 'BEGIN', 'COMMIT', 'ROLLBACK', 'INSERT OR REPLACE INTO corral_tenant_sessions', 'UPDATE corral_tenant_sessions'))
-            or statement.startswith('DELETE FROM corral_tenant_sessions') and 'holder' in statement  # the release, not the sweep of lapsed slots
-        ]
+
+        async def slots():
+            assert await store.take_tenant_slot('t', 'h1', limit=1, ttl=30) == (True, 0)
+            assert await store.take_tenant_slot('t', 'h2', limit=1, ttl=30) == (False, 1)
+            assert await store.renew_tenant_slot('t', 'h1', limit=1, ttl=30) == (True, 0)
+            await store.release_tenant_slot('t', 'h1')
+
+        steps = await _steps(
+            db, slots,
+            lambda statement: statement.startswith(('PRAGMA', 'BEGIN', 'COMMIT', 'ROLLBACK', 'INSERT OR REPLACE INTO corral_tenant_sessions', 'UPDATE corral_tenant_sessions'))
+            or statement.startswith('DELETE FROM corral_tenant_sessions') and 'holder' in statement,  # the release, not the sweep of lapsed slots
+        )
         assert steps == [
             'PRAGMA synchronous = NORMAL', 'BEGIN IMMEDIATE', 'INSERT OR REPLACE INTO', 'COMMIT', 'PRAGMA synchronous = FULL',  # taken
             'PRAGMA synchronous = NORMAL', 'BEGIN IMMEDIATE', 'COMMIT', 'PRAGMA synchronous = FULL',  # refused
@@ -480,17 +491,17 @@ async def test_leases_commit_without_a_flush_and_states_with_one(tmp_path):
     try:
         await store.put('s1', b'state', holder='h', generation=1)
         [db] = store._connections
-        seen: list[str] = []
-        db.set_trace_callback(seen.append)
-        await store.acquire('s1', holder='h', ttl=30)
-        await store.renew('s1', holder='h', ttl=30)
-        await store.append('s1', b'record', holder='h', generation=2)
-        await store.release('s1', holder='h')
-        db.set_trace_callback(None)
-        steps = [
-            ' '.join(statement.split()[:4]) for statement in seen
-            if statement.startswith(('PRAGMA', 'BEGIN', 'COMMIT', 'INSERT OR REPLACE INTO corral_leases', 'UPDATE corral_leases', 'DELETE FROM corral_leases'))
-        ]
+
+        async def leases():
+            await store.acquire('s1', holder='h', ttl=30)
+            await store.renew('s1', holder='h', ttl=30)
+            await store.append('s1', b'record', holder='h', generation=2)
+            await store.release('s1', holder='h')
+
+        steps = await _steps(
+            db, leases,
+            lambda statement: statement.startswith(('PRAGMA', 'BEGIN', 'COMMIT', 'INSERT OR REPLACE INTO corral_leases', 'UPDATE corral_leases', 'DELETE FROM corral_leases')),
+        )
         assert steps == [
             'PRAGMA synchronous = NORMAL', 'BEGIN IMMEDIATE', 'INSERT OR REPLACE INTO', 'COMMIT', 'PRAGMA synchronous = FULL',  # acquire
             'PRAGMA synchronous = NORMAL', 'UPDATE corral_leases SET expires', 'PRAGMA synchronous = FULL',  # renew
