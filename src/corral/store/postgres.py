@@ -150,14 +150,18 @@ WITH lease AS (
 SELECT EXISTS (SELECT FROM lease), EXISTS (SELECT FROM created)
 """
 
+# Another holder's live lease on the session, its row locked (as the step-by-step writes lock it):
+# the first part of `_PUT_NEXT` and `_APPEND`, which write nothing while there is one.
+_OTHER_HOLDER = """
+WITH other AS (
+    SELECT FROM corral_leases WHERE tenant = $1 AND session_id = $2 AND holder IS DISTINCT FROM $3 AND expires > now() FOR UPDATE
+)"""
+
 # A full state after `$4 - 1`, no lease taken: the row updated (locked, and its generation checked
 # again on its newest version should another write have moved it meanwhile) when no other holder
 # has a live lease (whose row is locked, as the step-by-step write locks it), the records dropped
 # when it was.
-_PUT_NEXT = """
-WITH other AS (
-    SELECT FROM corral_leases WHERE tenant = $1 AND session_id = $2 AND holder IS DISTINCT FROM $3 AND expires > now() FOR UPDATE
-), replaced AS (
+_PUT_NEXT = _OTHER_HOLDER + """, replaced AS (
     UPDATE corral_sessions SET state = $5, updated = now(), generation = $4
     WHERE tenant = $1 AND session_id = $2 AND generation = $4 - 1 AND NOT EXISTS (SELECT FROM other)
     RETURNING true
@@ -168,10 +172,7 @@ SELECT EXISTS (SELECT FROM replaced)
 """
 
 # A record after `$4 - 1`: the generation moved on as `_PUT_NEXT` moves it, the record inserted when it was.
-_APPEND = """
-WITH other AS (
-    SELECT FROM corral_leases WHERE tenant = $1 AND session_id = $2 AND holder IS DISTINCT FROM $3 AND expires > now() FOR UPDATE
-), moved AS (
+_APPEND = _OTHER_HOLDER + """, moved AS (
     UPDATE corral_sessions SET generation = $4, updated = now()
     WHERE tenant = $1 AND session_id = $2 AND generation = $4 - 1 AND NOT EXISTS (SELECT FROM other)
     RETURNING true
